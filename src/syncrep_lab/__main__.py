@@ -1,0 +1,3 @@
+from syncrep_lab.cli import main
+
+main()

@@ -1,0 +1,270 @@
+"""The ``syncrep-lab`` command line.
+
+Each command is a thin layer over a library call; what it prints is built
+from plain data the library returns (``--json`` prints that data as is).
+Errors a user can cause exit with a message naming the cause and the fix.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import FrameType
+from typing import Any, NoReturn, TypeVar
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from syncrep_lab import __version__, paths
+from syncrep_lab.cluster.build import UpOptions, up
+from syncrep_lab.cluster.manifest import load, registered
+from syncrep_lab.cluster.status import cluster_status
+from syncrep_lab.cluster.teardown import clean as clean_all
+from syncrep_lab.cluster.teardown import remove_cluster
+from syncrep_lab.errors import Interrupted, UserError
+from syncrep_lab.pg import fetch as pg_fetch
+from syncrep_lab.pg.installations import discover
+from syncrep_lab.pg.settings import PROFILES, parse_assignment
+
+out = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _raise_interrupted(signum: int, _frame: FrameType | None) -> None:
+    raise Interrupted(signum)
+
+
+def fail(exc: UserError) -> NoReturn:
+    err.print(f"[bold red]error:[/] {exc.cause}")
+    if exc.fix:
+        err.print(f"[bold]fix:[/] {exc.fix}")
+    sys.exit(exc.exit_code)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="syncrep-lab")
+def cli() -> None:
+    """Reproduce, measure and explain the write ceiling of synchronous replication."""
+
+
+# --- pg ---------------------------------------------------------------------------
+
+
+@cli.group()
+def pg() -> None:
+    """PostgreSQL installations: list what is here, fetch 9.6 to 17."""
+
+
+@pg.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+def pg_list(as_json: bool) -> None:
+    """Every PostgreSQL installation found, newest first."""
+    installs = discover()
+    if as_json:
+        click.echo(json.dumps([i.describe() for i in installs], indent=2))
+        return
+    if not installs:
+        out.print("no PostgreSQL installation found; run ./run setup")
+        return
+    table = Table(title="PostgreSQL installations")
+    for col in ("major", "version", "source", "bin dir", "lacks / borrowed"):
+        table.add_column(col)
+    for inst in installs:
+        notes = [f"{p} from {path.parent}" for p, path in sorted(inst.borrowed.items())]
+        if inst.lacks:
+            notes.append("lacks " + ", ".join(inst.lacks))
+        table.add_row(inst.major, str(inst.version), inst.source, str(inst.bin_dir),
+                      "\n".join(notes) or "-")
+    out.print(table)
+
+
+@pg.command("fetch")
+@click.argument("version")
+@click.option("--force", is_flag=True, help="Fetch again even if cached.")
+def pg_fetch_cmd(version: str, force: bool) -> None:
+    """Fetch a server bundle for PostgreSQL 9.6 to 17 (e.g. 9.6, 9.6.24, 12)."""
+    err.print(f"fetching PostgreSQL {pg_fetch.bundle_version(version)} ...")
+    inst = pg_fetch.fetch(version, force=force)
+    out.print(f"PostgreSQL {inst.version} ready in {inst.bin_dir}")
+
+
+# --- cluster ----------------------------------------------------------------------
+
+_dir_option = click.option(
+    "--dir", "cluster_dir", type=click.Path(path_type=Path), default=None,
+    help="Cluster dir (default: the tool's state dir, clusters/default).",
+)
+
+
+@cli.group()
+def cluster() -> None:
+    """A primary and N streaming standbys: up, status, down."""
+
+
+@cluster.command("up")
+@click.option("--pg", "pg_spec", default=None,
+              help="PostgreSQL to use: 18, 15, 9.6, a full version, or a bin dir.")
+@click.option("--standbys", default=2, show_default=True, type=int)
+@click.option("--names", default=None, help="Standby names, comma separated (default b,c,...).")
+@click.option("--sync", "sync", default=None,
+              help="synchronous_standby_names (default '1(b,c)' as in the seed; '' for async).")
+@_dir_option
+@click.option("--tcp", is_flag=True, help="Also listen on 127.0.0.1 and replicate over TCP.")
+@click.option("--port", type=int, default=None,
+              help="Primary port (standbys follow); default: free ports.")
+@click.option("--set", "sets", multiple=True, metavar="NAME=VALUE",
+              help="Server setting for every node (repeatable).")
+@click.option("--profile", type=click.Choice(PROFILES), default="benchmark", show_default=True,
+              help="Named settings: a write benchmark's, or the seed's postgresql.conf.")
+@click.option("--clone", type=click.Choice(["copy", "basebackup"]), default="copy",
+              show_default=True, help="How standbys get their data dir.")
+@click.option("--timeout", type=float, default=60.0, show_default=True,
+              help="Seconds to wait for the cluster to be ready.")
+@click.option("--json", "as_json", is_flag=True)
+def cluster_up(pg_spec: str | None, standbys: int, names: str | None, sync: str | None,
+               cluster_dir: Path | None, tcp: bool, port: int | None, sets: tuple[str, ...],
+               profile: str, clone: str, timeout: float, as_json: bool) -> None:
+    """Bring a cluster up; returns when every standby streams in its expected sync state."""
+    started = time.monotonic()
+    opts = UpOptions(
+        dir=cluster_dir or paths.default_cluster_dir(), pg=pg_spec, standbys=standbys,
+        names=names.split(",") if names else None, sync=sync, tcp=tcp, port=port,
+        settings=dict(parse_assignment(s) for s in sets), profile=profile, clone=clone,
+        timeout=timeout,
+    )
+    manifest = up(opts, progress=None if as_json else lambda m: err.print(f"[dim]{m}[/]"))
+    status = cluster_status(manifest)
+    status["seconds"] = round(time.monotonic() - started, 3)
+    if as_json:
+        click.echo(json.dumps(status, indent=2, default=str))
+        return
+    print_status(status)
+    out.print(f"up in {status['seconds']:.2f} s; take it down with: "
+              f"syncrep-lab cluster down --dir {manifest.dir}")
+
+
+def print_status(status: dict[str, Any]) -> None:
+    table = Table(title=f"PostgreSQL {status['version']} cluster in {status['dir']}",
+                  caption=f"synchronous_standby_names = '{status['synchronous_standby_names']}'")
+    for col in ("node", "role", "pid", "port", "state", "sync_state", "flush lag",
+                "replay lag"):
+        table.add_column(col)
+    for node in status["nodes"]:
+        rep = node.get("replication") or {}
+
+        def lag(kind: str, rep: dict[str, Any] = rep) -> str:
+            if not rep:
+                return "-"
+            secs = rep.get(f"{kind}_lag_s")
+            text = f"{rep.get(f'{kind}_lag_bytes', 0)} B"
+            return text + (f" / {secs * 1000:.2f} ms" if secs is not None else "")
+
+        state = node["state"] if node["role"] == "primary" else rep.get("state", node["state"])
+        table.add_row(node["name"], node["role"], str(node["pid"] or "-"), str(node["port"]),
+                      state, node.get("sync_state") or "-", lag("flush"), lag("replay"))
+    out.print(table)
+    if status.get("dropped_settings"):
+        out.print("[dim]profile settings this version lacks (not set): "
+                  + ", ".join(status["dropped_settings"]) + "[/]")
+
+
+def _load(cluster_dir: Path | None) -> Any:
+    d = (cluster_dir or paths.default_cluster_dir()).expanduser().absolute()
+    manifest = load(d)
+    if manifest is None:
+        raise UserError(f"{d} holds no syncrep-lab cluster",
+                        "give the --dir used with cluster up (syncrep-lab clean --list shows "
+                        "every cluster this tool made)")
+    return manifest
+
+
+@cluster.command("status")
+@_dir_option
+@click.option("--json", "as_json", is_flag=True)
+def cluster_status_cmd(cluster_dir: Path | None, as_json: bool) -> None:
+    """Each node's role, pid, port, version, state, sync_state, positions and lags."""
+    status = cluster_status(_load(cluster_dir))
+    if as_json:
+        click.echo(json.dumps(status, indent=2, default=str))
+    else:
+        print_status(status)
+
+
+@cluster.command("down")
+@_dir_option
+@click.option("--keep-data", is_flag=True, help="Stop (fast shutdown) but keep the data dirs.")
+@click.option("--timeout", type=float, default=30.0, show_default=True)
+def cluster_down(cluster_dir: Path | None, keep_data: bool, timeout: float) -> None:
+    """Stop every node and remove the cluster dir's contents that syncrep-lab made."""
+    d = (cluster_dir or paths.default_cluster_dir()).expanduser().absolute()
+    report = remove_cluster(d, keep_data=keep_data, timeout=timeout)
+    what = "stopped" if keep_data else "removed"
+    killed = f" (killed: {', '.join(report.killed)})" if report.killed else ""
+    out.print(f"{what} {d}: {len(report.stopped)} servers stopped{killed} "
+              f"in {report.seconds:.2f} s")
+
+
+# --- clean, demo ------------------------------------------------------------------
+
+
+@cli.command()
+@click.option("--list", "just_list", is_flag=True, help="Only list what would be removed.")
+def clean(just_list: bool) -> None:
+    """Stop and remove every cluster syncrep-lab made and did not take down."""
+    if just_list:
+        dirs = registered()
+        for d in dirs:
+            out.print(str(d))
+        if not dirs:
+            out.print("nothing to clean")
+        return
+    reports = clean_all()
+    for r in reports:
+        out.print(f"removed {r.dir} ({len(r.stopped)} servers stopped)")
+    if not reports:
+        out.print("nothing to clean")
+
+
+@cli.command()
+@click.option("--pg", "pg_spec", default=None, help="PostgreSQL to use (default: embedded 18).")
+def demo(pg_spec: str | None) -> None:
+    """The seed's topology: a primary and standbys b and c with '1(b,c)', shown, then removed."""
+    d = paths.state_dir() / "clusters" / "demo"
+    if load(d) is not None:
+        remove_cluster(d)
+    started = time.monotonic()
+    manifest = up(UpOptions(dir=d, pg=pg_spec), progress=lambda m: err.print(f"[dim]{m}[/]"))
+    try:
+        elapsed = time.monotonic() - started
+        print_status(cluster_status(manifest))
+        out.print(f"cluster up in {elapsed:.2f} s")
+    finally:
+        report = remove_cluster(d)
+        out.print(f"cluster down in {report.seconds:.2f} s")
+
+
+def main() -> None:
+    signal.signal(signal.SIGTERM, _raise_interrupted)
+    try:
+        cli.main(standalone_mode=False)
+    except UserError as exc:
+        fail(exc)
+    except click.exceptions.Abort:
+        err.print("interrupted")
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except (KeyboardInterrupt, Interrupted) as exc:
+        signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
+        err.print("interrupted; servers started by this command were stopped")
+        sys.exit(128 + signum)

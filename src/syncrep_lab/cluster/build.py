@@ -1,0 +1,373 @@
+"""``cluster up``: one primary and N streaming standbys, verified, or nothing at all.
+
+The order matters for both speed and safety:
+
+1. every check that can fail on bad input runs before anything is written;
+2. the manifest is written (and the dir registered for ``clean``) before the
+   first server starts, so an interruption at any later point leaves a dir
+   that ``cluster down`` or ``clean`` can remove;
+3. nodes are copies of a cached template (see template.py), or base backups;
+4. the primary starts, then all standbys at once;
+5. ``up`` returns only when the primary's ``pg_stat_replication`` shows every
+   standby streaming with the ``sync_state`` the spec implies, within a bounded
+   wait; otherwise everything started is stopped and removed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import string
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psycopg
+
+from syncrep_lab.cluster import server
+from syncrep_lab.cluster.manifest import MANIFEST, Manifest, Node, load, register
+from syncrep_lab.cluster.teardown import remove_cluster
+from syncrep_lab.cluster.template import copy_template, template_for
+from syncrep_lab.errors import ClusterFailure, UserError
+from syncrep_lab.pg import sync_names
+from syncrep_lab.pg.installations import Installation, reachable_by, resolve
+from syncrep_lab.pg.settings import render_conf, resolve_settings
+from syncrep_lab.runas import Account, make_dir_for, server_account, unreachable_ancestor
+
+DEFAULT_SYNC = "1(b,c)"
+SOCKET_PATH_MAX = 107  # sizeof(sun_path) - 1 on Linux
+_NAME_RE = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class UpOptions:
+    dir: Path
+    pg: str | None = None
+    standbys: int = 2
+    names: list[str] | None = None
+    sync: str | None = None  # None: the seed's '1(b,c)' when there are standbys
+    tcp: bool = False
+    port: int | None = None
+    settings: dict[str, str] = field(default_factory=dict)
+    profile: str = "benchmark"
+    clone: str = "copy"  # copy | basebackup
+    timeout: float = 60.0
+
+
+def standby_names(opts: UpOptions) -> list[str]:
+    if opts.names:
+        names = [n.strip().lower() for n in opts.names]
+        if len(names) != opts.standbys:
+            raise UserError(
+                f"--names gives {len(names)} names for {opts.standbys} standbys",
+                "give one name per standby, or leave --names out",
+            )
+    else:
+        if not 0 <= opts.standbys <= 24:
+            raise UserError(f"--standbys {opts.standbys}: must be 0 to 24", "choose 0 to 24")
+        names = list(string.ascii_lowercase[1 : 1 + opts.standbys])
+    for name in names:
+        if not _NAME_RE.fullmatch(name) or name == "primary" or name == "sock":
+            raise UserError(
+                f"standby name {name!r} is not usable",
+                "use lowercase letters, digits and _ (not 'primary' or 'sock')",
+            )
+    if len(set(names)) != len(names):
+        raise UserError("standby names repeat", "give each standby its own name")
+    return names
+
+
+def check_sync(
+    text: str, standbys: list[str], version_num: int
+) -> tuple[sync_names.SyncSpec | None, str]:
+    """Parse ``--sync`` for this server version and check it fits the cluster.
+
+    Returns the parsed spec and the text to write into postgresql.conf.
+    """
+    spec = sync_names.parse(text, version_num=version_num)
+    if spec is None:
+        return None, ""
+    rendered = spec.render_for(version_num)
+    matching = [s for s in standbys if spec.matches(s)]
+    if not matching:
+        raise UserError(
+            f"synchronous_standby_names {text!r} names no standby of this cluster "
+            f"(standbys: {', '.join(standbys) or 'none'}); every commit would wait forever",
+            "name the standbys (e.g. --sync '1(b,c)'), or use --sync '' for asynchronous",
+        )
+    if spec.num_sync > len(matching):
+        raise UserError(
+            f"synchronous_standby_names {text!r} needs {spec.num_sync} synchronous standbys "
+            f"but only {len(matching)} of this cluster match ({', '.join(matching)}); "
+            "every commit would wait forever",
+            "lower the number or add standbys (--standbys)",
+        )
+    return spec, rendered
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def choose_ports(count: int, first: int | None) -> list[int]:
+    if first is not None:
+        ports = list(range(first, first + count))
+        if not all(1024 <= p <= 65535 for p in ports):
+            raise UserError(f"--port {first}: ports {ports[0]}-{ports[-1]} are not all in "
+                            "1024-65535", "choose another --port")
+        busy = [p for p in ports if not _port_free(p)]
+        if busy:
+            raise UserError(f"port {busy[0]} is already in use on 127.0.0.1",
+                            "choose another --port, or leave it out to pick free ports")
+        return ports
+    chosen: list[int] = []
+    while len(chosen) < count:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port not in chosen:
+            chosen.append(port)
+    return chosen
+
+
+def check_dir(cluster_dir: Path, account: Account) -> bool:
+    """Refuse a dir that is not ours or not empty; True if we must create it."""
+    if cluster_dir.exists() and not cluster_dir.is_dir():
+        raise UserError(f"--dir {cluster_dir} exists and is not a directory",
+                        "choose another --dir")
+    if cluster_dir.is_dir():
+        existing = load(cluster_dir)
+        if existing is not None:
+            running = [n.name for n in existing.nodes
+                       if server.postmaster_pid(n.data_dir(cluster_dir)) is not None]
+            state = f"running ({', '.join(running)})" if running else "not running"
+            raise UserError(
+                f"{cluster_dir} already holds a syncrep-lab cluster, {state}",
+                f"syncrep-lab cluster down --dir {cluster_dir}, or choose another --dir",
+            )
+        if any(cluster_dir.iterdir()):
+            raise UserError(
+                f"{cluster_dir} is not empty and was not made by syncrep-lab; "
+                "nothing in it is touched",
+                "choose an empty or new --dir",
+            )
+    sock = cluster_dir.resolve() / "sock" / ".s.PGSQL.65535.lock"
+    if len(str(sock).encode()) > SOCKET_PATH_MAX:
+        raise UserError(
+            f"--dir {cluster_dir} is too long for a unix socket path "
+            f"({len(str(sock).encode())} > {SOCKET_PATH_MAX} bytes)",
+            "choose a shorter --dir",
+        )
+    parent = cluster_dir.resolve().parent
+    while not parent.exists():
+        parent = parent.parent
+    blocked = unreachable_ancestor(account, parent)
+    if blocked is not None:
+        raise UserError(
+            f"the server account {account.name} cannot reach {cluster_dir} "
+            f"(no search permission on {blocked})",
+            f"choose a --dir outside {blocked}, e.g. under /var/tmp",
+        )
+    if not os.access(parent, os.W_OK):
+        raise UserError(f"cannot create {cluster_dir}: {parent} is not writable",
+                        "choose a --dir you can write to")
+    return not cluster_dir.exists()
+
+
+def _write(account: Account, path: Path, text: str, mode: int = 0o600) -> None:
+    path.write_text(text)
+    path.chmod(mode)
+    if not account.is_self:
+        os.chown(path, account.uid, account.gid)
+
+
+HBA = """# syncrep-lab: trust only on this cluster's own socket dir and on loopback.
+local   all          all                 trust
+local   replication  all                 trust
+host    all          all   127.0.0.1/32  trust
+host    replication  all   127.0.0.1/32  trust
+"""
+
+
+def configure_node(
+    account: Account, manifest: Manifest, node: Node, inst: Installation, values: dict[str, str]
+) -> None:
+    data = node.data_dir(manifest.dir)
+    own = {
+        "port": str(node.port),
+        "listen_addresses": "127.0.0.1" if manifest.tcp else "''",
+        "unix_socket_directories": str(manifest.sock_dir),
+        "wal_level": "replica",
+        **values,
+    }
+    if node.role == "primary":
+        own["synchronous_standby_names"] = manifest.sync
+    header = (f"written by syncrep-lab for node {node.name} ({node.role}) of {manifest.dir}\n"
+              "settings here override postgresql.conf, which includes this file last")
+    _write(account, data / "syncrep-lab.conf", render_conf(own, header))
+    conf = data / "postgresql.conf"
+    text = conf.read_text()
+    if "include 'syncrep-lab.conf'" not in text:
+        _write(account, conf, text + "\ninclude 'syncrep-lab.conf'\n")
+    _write(account, data / "pg_hba.conf", HBA)
+    # pg_basebackup -R (and old ALTER SYSTEMs) put primary_conninfo into
+    # postgresql.auto.conf, which would override ours and drop application_name.
+    auto = data / "postgresql.auto.conf"
+    if auto.exists():
+        kept = [ln for ln in auto.read_text().splitlines()
+                if not re.match(r"\s*(primary_conninfo|primary_slot_name)\s*=", ln)]
+        _write(account, auto, "\n".join(kept) + "\n")
+    if node.role == "standby":
+        conninfo = (f"host={'127.0.0.1' if manifest.tcp else manifest.sock_dir} "
+                    f"port={manifest.primary.port} user=postgres application_name={node.name}")
+        if inst.version.num >= 120000:
+            _write(account, data / "standby.signal", "")
+            with open(data / "syncrep-lab.conf", "a") as fh:
+                fh.write(f"primary_conninfo = '{conninfo}'\n")
+                fh.write("recovery_target_timeline = 'latest'\n")
+        else:
+            _write(account, data / "recovery.conf",
+                   "standby_mode = 'on'\n"
+                   f"primary_conninfo = '{conninfo}'\n"
+                   "recovery_target_timeline = 'latest'\n")
+
+
+def _base_backup(account: Account, inst: Installation, manifest: Manifest, node: Node) -> None:
+    dest = node.data_dir(manifest.dir)
+    result = subprocess.run(
+        [str(inst.program("pg_basebackup")), "-D", str(dest), "-X", "stream", "-c", "fast",
+         "-h", str(manifest.sock_dir), "-p", str(manifest.primary.port), "-U", "postgres",
+         "--no-sync"],
+        capture_output=True, text=True, timeout=600, check=False,
+    )
+    if result.returncode != 0:
+        raise ClusterFailure(f"pg_basebackup for {node.name} failed:\n{result.stderr.strip()}",
+                             "check the primary's log in the cluster dir")
+    if not account.is_self:
+        subprocess.run(["chown", "-R", f"{account.uid}:{account.gid}", str(dest)], check=True)
+    dest.chmod(0o700)
+
+
+def replication_rows(manifest: Manifest) -> dict[str, dict[str, str]]:
+    with psycopg.connect(manifest.admin_conninfo(manifest.primary), autocommit=True,
+                         connect_timeout=5) as conn:
+        rows = conn.execute(
+            "select application_name, state, sync_state from pg_stat_replication"
+        ).fetchall()
+    return {str(r[0]): {"state": str(r[1]), "sync_state": str(r[2])} for r in rows}
+
+
+def wait_replication(manifest: Manifest, expected: dict[str, str], deadline: float) -> None:
+    seen: dict[str, dict[str, str]] = {}
+    while True:
+        try:
+            seen = replication_rows(manifest)
+        except psycopg.Error:
+            seen = {}
+        if all(
+            seen.get(name, {}).get("state") == "streaming"
+            and seen.get(name, {}).get("sync_state") == state
+            for name, state in expected.items()
+        ):
+            return
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.01)
+    lines = []
+    for name, state in expected.items():
+        row = seen.get(name)
+        got = (f"state={row['state']} sync_state={row['sync_state']}" if row
+               else "not connected")
+        if row is None or row["state"] != "streaming" or row["sync_state"] != state:
+            node = manifest.node(name)
+            lines.append(f"standby {name}: expected streaming/{state}, the primary sees {got}; "
+                         f"its log:\n{server.log_tail(node.log_file(manifest.dir), 5)}")
+    raise ClusterFailure(
+        "standbys did not reach the expected replication state in time:\n" + "\n".join(lines),
+        "raise --timeout if the machine is very loaded, or read the logs in the cluster dir",
+    )
+
+
+def up(opts: UpOptions, progress: Progress | None = None) -> Manifest:
+    say = progress or (lambda _msg: None)
+    account = server_account()
+    inst = resolve(opts.pg)
+    names = standby_names(opts)
+    sync_text = opts.sync if opts.sync is not None else (DEFAULT_SYNC if names else "")
+    spec, rendered = check_sync(sync_text, names, inst.version.num)
+    if opts.clone not in ("copy", "basebackup"):
+        raise UserError(f"--clone {opts.clone!r}", "use copy or basebackup")
+    if opts.timeout <= 0:
+        raise UserError(f"--timeout {opts.timeout}: must be positive", "give seconds, e.g. 60")
+    cluster_dir = opts.dir.expanduser().absolute()
+    must_create = check_dir(cluster_dir, account)
+    inst = reachable_by(inst, account)
+    settings = resolve_settings(inst.program("postgres"), opts.profile, 1 + len(names),
+                                opts.settings)
+    ports = choose_ports(1 + len(names), opts.port)
+    nodes = [Node("primary", "primary", ports[0])]
+    nodes += [Node(n, "standby", p) for n, p in zip(names, ports[1:], strict=True)]
+    manifest = Manifest(
+        dir=cluster_dir, bin_dir=str(inst.bin_dir), version=str(inst.version), sync=rendered,
+        tcp=opts.tcp, nodes=nodes, settings=settings.values,
+        dropped_settings=settings.dropped, profile=opts.profile, clone=opts.clone,
+    )
+    expected = sync_names.expected_states(spec, names)
+
+    deadline = time.monotonic() + opts.timeout
+    try:
+        if must_create:
+            make_dir_for(account, cluster_dir, 0o755)
+        elif not account.is_self:
+            os.chown(cluster_dir, account.uid, account.gid)
+        manifest.save()
+        register(cluster_dir)
+        make_dir_for(account, manifest.sock_dir, 0o755)
+        say(f"PostgreSQL {inst.version}: preparing {len(nodes)} data dirs")
+        template = template_for(inst, account)
+        copies = nodes if opts.clone == "copy" else nodes[:1]
+        for node in copies:
+            make_dir_for(account, node.data_dir(cluster_dir))
+        copy_template(account, template, [n.data_dir(cluster_dir) for n in copies])
+        postgres = inst.program("postgres")
+        configure_node(account, manifest, manifest.primary, inst, settings.values)
+        say("starting the primary")
+        primary_proc = server.spawn(account, postgres, manifest.primary.data_dir(cluster_dir),
+                                    manifest.primary.log_file(cluster_dir))
+        server.wait_ready(manifest.admin_conninfo(manifest.primary), primary_proc,
+                          manifest.primary.log_file(cluster_dir), deadline, "the primary")
+        if opts.clone == "basebackup":
+            for node in manifest.standbys:
+                say(f"base backup for standby {node.name}")
+                _base_backup(account, inst, manifest, node)
+        procs = {}
+        for node in manifest.standbys:
+            configure_node(account, manifest, node, inst, settings.values)
+            procs[node.name] = server.spawn(account, postgres, node.data_dir(cluster_dir),
+                                            node.log_file(cluster_dir))
+        say(f"starting {len(procs)} standbys")
+        for node in manifest.standbys:
+            server.wait_ready(manifest.admin_conninfo(node), procs[node.name],
+                              node.log_file(cluster_dir), deadline, f"standby {node.name}")
+        say("waiting for " + ", ".join(f"{k}={v}" for k, v in expected.items()))
+        wait_replication(manifest, expected, deadline)
+        manifest.state = "up"
+        manifest.save()
+        return manifest
+    except BaseException:
+        if (cluster_dir / MANIFEST).exists():
+            remove_cluster(cluster_dir, keep_dir=not must_create)
+        elif must_create and cluster_dir.exists():
+            shutil.rmtree(cluster_dir, ignore_errors=True)
+        raise

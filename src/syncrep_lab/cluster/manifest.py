@@ -1,0 +1,136 @@
+"""The cluster manifest: what syncrep-lab created in a cluster dir, and a registry of
+every such dir, so that ``cluster down`` and ``clean`` remove only what is ours.
+
+Layout of a cluster dir ``D``::
+
+    D/syncrep-lab.json    this manifest; written before any server exists
+    D/sock/               unix sockets of every node
+    D/<node>/             data dir of each node (primary, b, c, ...)
+    D/<node>.log          server log of each node
+
+A dir without the manifest is never written to nor deleted by the tool.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from syncrep_lab import paths
+
+MANIFEST = "syncrep-lab.json"
+FORMAT = 1
+
+
+@dataclass
+class Node:
+    name: str
+    role: str  # primary | standby
+    port: int
+
+    def data_dir(self, cluster_dir: Path) -> Path:
+        return cluster_dir / self.name
+
+    def log_file(self, cluster_dir: Path) -> Path:
+        return cluster_dir / f"{self.name}.log"
+
+
+@dataclass
+class Manifest:
+    dir: Path
+    bin_dir: str
+    version: str
+    sync: str
+    tcp: bool
+    nodes: list[Node]
+    state: str = "creating"  # creating | up | stopped
+    settings: dict[str, str] = field(default_factory=dict)
+    dropped_settings: list[str] = field(default_factory=list)
+    profile: str = "benchmark"
+    clone: str = "copy"
+    created_by_uid: int = field(default_factory=os.geteuid)
+
+    @property
+    def sock_dir(self) -> Path:
+        return self.dir / "sock"
+
+    @property
+    def primary(self) -> Node:
+        return next(n for n in self.nodes if n.role == "primary")
+
+    @property
+    def standbys(self) -> list[Node]:
+        return [n for n in self.nodes if n.role == "standby"]
+
+    def node(self, name: str) -> Node:
+        return next(n for n in self.nodes if n.name == name)
+
+    def conninfo(self, node: Node, dbname: str = "postgres") -> str:
+        host = "127.0.0.1" if self.tcp else str(self.sock_dir)
+        return f"host={host} port={node.port} user=postgres dbname={dbname}"
+
+    def admin_conninfo(self, node: Node, dbname: str = "postgres") -> str:
+        """The tool's own connection: always over the cluster's unix socket."""
+        return f"host={self.sock_dir} port={node.port} user=postgres dbname={dbname}"
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["dir"] = str(self.dir)
+        data["format"] = FORMAT
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Manifest:
+        data = dict(data)
+        data.pop("format", None)
+        data["dir"] = Path(data["dir"])
+        data["nodes"] = [Node(**n) for n in data["nodes"]]
+        return cls(**data)
+
+    def save(self) -> None:
+        tmp = self.dir / (MANIFEST + ".tmp")
+        tmp.write_text(json.dumps(self.to_json(), indent=2) + "\n")
+        os.replace(tmp, self.dir / MANIFEST)
+
+
+def load(cluster_dir: Path) -> Manifest | None:
+    path = cluster_dir / MANIFEST
+    if not path.is_file():
+        return None
+    try:
+        return Manifest.from_json(json.loads(path.read_text()))
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def _registry() -> Path:
+    return paths.state_dir() / "registry"
+
+
+def register(cluster_dir: Path) -> None:
+    reg = _registry()
+    reg.mkdir(parents=True, exist_ok=True)
+    key = hashlib.sha256(str(cluster_dir.resolve()).encode()).hexdigest()[:16]
+    (reg / f"{key}.json").write_text(json.dumps({"dir": str(cluster_dir.resolve())}))
+
+
+def unregister(cluster_dir: Path) -> None:
+    key = hashlib.sha256(str(cluster_dir.resolve()).encode()).hexdigest()[:16]
+    (_registry() / f"{key}.json").unlink(missing_ok=True)
+
+
+def registered() -> list[Path]:
+    reg = _registry()
+    if not reg.is_dir():
+        return []
+    dirs = []
+    for entry in sorted(reg.glob("*.json")):
+        try:
+            dirs.append(Path(json.loads(entry.read_text())["dir"]))
+        except (ValueError, KeyError, OSError):
+            entry.unlink(missing_ok=True)
+    return dirs

@@ -1,0 +1,149 @@
+"""Starting, watching and stopping one postmaster.
+
+Servers are spawned directly (not through ``pg_ctl -w``): 9.6's pg_ctl polls
+once a second, which alone would cost a second per node. Readiness is a
+successful connection, tried every 10 ms; stopping is a signal to the
+postmaster (SIGINT fast, SIGQUIT immediate) and a bounded wait for it to go.
+A postmaster is only ever signalled after checking, through /proc, that its
+working directory is the data dir we expect: a recycled pid is never hit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import psycopg
+
+from syncrep_lab.errors import ClusterFailure
+from syncrep_lab.runas import Account, account_env, popen_kwargs
+
+STOP_SIGNALS = {"smart": signal.SIGTERM, "fast": signal.SIGINT, "immediate": signal.SIGQUIT}
+
+
+def spawn(
+    account: Account, postgres: Path, data_dir: Path, log_file: Path
+) -> subprocess.Popen[bytes]:
+    log = open(log_file, "ab")  # noqa: SIM115 - handed to the child, closed below
+    try:
+        if not account.is_self:
+            os.chown(log_file, account.uid, account.gid)
+        return subprocess.Popen(
+            [str(postgres), "-D", str(data_dir)],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=str(data_dir),
+            env=account_env(account),
+            start_new_session=True,
+            **popen_kwargs(account),
+        )
+    finally:
+        log.close()
+
+
+def log_tail(log_file: Path, lines: int = 8) -> str:
+    try:
+        text = log_file.read_text(errors="replace")
+    except OSError:
+        return "(no log)"
+    return "\n".join("    " + line for line in text.strip().splitlines()[-lines:])
+
+
+def wait_ready(
+    conninfo: str, proc: subprocess.Popen[bytes] | None, log_file: Path, deadline: float, what: str
+) -> None:
+    """Return once a connection succeeds; ClusterFailure if the server dies or time runs out."""
+    last = ""
+    while True:
+        if proc is not None and proc.poll() is not None:
+            raise ClusterFailure(
+                f"{what} exited during start-up (exit code {proc.returncode}); its log:\n"
+                + log_tail(log_file),
+                "read the log above; a setting it rejects can be changed with --set",
+            )
+        try:
+            with psycopg.connect(conninfo, connect_timeout=2, autocommit=True) as conn:
+                conn.execute("select 1")
+            return
+        except psycopg.OperationalError as exc:
+            last = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+        if time.monotonic() > deadline:
+            raise ClusterFailure(
+                f"{what} did not accept connections in time (last error: {last}); its log:\n"
+                + log_tail(log_file),
+                "raise --timeout if the machine is very loaded",
+            )
+        time.sleep(0.01)
+
+
+def postmaster_pid(data_dir: Path) -> int | None:
+    """The live postmaster of ``data_dir``, verified through /proc, or None."""
+    try:
+        first = (data_dir / "postmaster.pid").read_text().split("\n", 1)[0].strip()
+        pid = int(first)
+    except (OSError, ValueError):
+        return None
+    try:
+        cwd = os.readlink(f"/proc/{pid}/cwd")
+    except OSError:
+        return None
+    if Path(cwd) != data_dir.resolve():
+        return None
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            if fh.read().rsplit(")", 1)[1].split()[0] == "Z":
+                return None
+    except OSError:
+        return None
+    return pid
+
+
+def signal_stop(data_dir: Path, mode: str) -> int | None:
+    pid = postmaster_pid(data_dir)
+    if pid is not None:
+        try:
+            os.kill(pid, STOP_SIGNALS[mode])
+        except ProcessLookupError:
+            return None
+    return pid
+
+
+def _alive(pid: int, data_dir: Path) -> bool:
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)  # reap if it is our own child
+    return postmaster_pid(data_dir) == pid
+
+
+def wait_gone(pids: dict[Path, int], timeout: float) -> list[Path]:
+    """Wait for the given postmasters to exit; escalate to SIGQUIT then SIGKILL.
+
+    Returns the data dirs whose postmaster had to be killed.
+    """
+    deadline = time.monotonic() + timeout
+    give_up = deadline + 15
+    escalated: set[Path] = set()
+    killed: list[Path] = []
+    pending = dict(pids)
+    while pending:
+        pending = {d: p for d, p in pending.items() if _alive(p, d)}
+        if not pending:
+            break
+        now = time.monotonic()
+        if now > give_up:
+            break  # unkillable (e.g. stuck in the kernel): report rather than hang
+        if now > deadline:
+            for data_dir, pid in pending.items():
+                if data_dir not in escalated:
+                    escalated.add(data_dir)
+                    os.kill(pid, signal.SIGQUIT)
+                else:
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append(data_dir)
+            deadline = now + 5
+        time.sleep(0.005)
+    return killed

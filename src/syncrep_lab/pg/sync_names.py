@@ -1,0 +1,226 @@
+"""``synchronous_standby_names``: a tokenizer and parser following PostgreSQL's own
+(src/backend/replication/syncrep_scanner.l and syncrep_gram.y), never string splitting.
+
+Accepted forms (from 10 on; 9.6 has only the first two)::
+
+    standby_list                  FIRST 1 of the list, by priority
+    NUM ( standby_list )          FIRST NUM
+    FIRST NUM ( standby_list )
+    ANY NUM ( standby_list )      quorum
+
+>>> parse("1(b,c)")
+SyncSpec(method='first', num_sync=1, names=('b', 'c'))
+>>> parse('ANY 2 (b, "C d", *)')
+SyncSpec(method='any', num_sync=2, names=('b', 'C d', '*'))
+>>> parse("b, c").render()
+'FIRST 1 (b, c)'
+>>> parse("") is None
+True
+>>> expected_states(parse("1(b,c)"), ["b", "c"])
+{'b': 'sync', 'c': 'potential'}
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from syncrep_lab.errors import UserError
+
+Method = Literal["first", "any"]
+
+# syncrep_scanner.l: ident_start [A-Za-z\200-\377_], ident_cont adds digits and $.
+_IDENT_START = r"A-Za-z_\u0080-\U0010ffff"
+_TOKEN_RE = re.compile(
+    rf"""
+    (?P<space>[ \t\n\r\f\v]+)
+  | (?P<quoted>"(?:[^"]|"")*")
+  | (?P<ident>[{_IDENT_START}][{_IDENT_START}0-9$]*)
+  | (?P<num>[0-9]+)
+  | (?P<star>\*)
+  | (?P<punct>[,()])
+    """,
+    re.VERBOSE,
+)
+
+
+class SyncNamesError(UserError):
+    def __init__(self, text: str, reason: str) -> None:
+        super().__init__(
+            f"synchronous_standby_names {text!r} does not parse: {reason}",
+            "use a list (b, c), 'N (b, c)', 'FIRST N (b, c)' or 'ANY N (b, c)'",
+        )
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Token:
+    kind: str  # NAME, NUM, ANY, FIRST, ',', '(', ')'
+    value: str
+
+
+@dataclass(frozen=True)
+class SyncSpec:
+    method: Method
+    num_sync: int
+    names: tuple[str, ...]
+
+    def render(self) -> str:
+        """A canonical text PostgreSQL (10+) parses back to the same spec."""
+        return f"{self.method.upper()} {self.num_sync} ({', '.join(map(quote, self.names))})"
+
+    def render_for(self, server_version_num: int) -> str:
+        """The text for a given server: 9.6 knows neither FIRST nor ANY."""
+        if server_version_num < 100000:
+            if self.method == "any":
+                raise UserError(
+                    "ANY (quorum commit) needs PostgreSQL 10 or newer",
+                    "use 'N (names)' (priority) on 9.6",
+                )
+            return f"{self.num_sync} ({', '.join(map(quote, self.names))})"
+        return self.render()
+
+    def matches(self, standby: str) -> bool:
+        return any(n == "*" or n.lower() == standby.lower() for n in self.names)
+
+
+def quote(name: str) -> str:
+    """Quote a standby name when it would not scan back as the same plain NAME."""
+    if name == "*":
+        return name
+    if re.fullmatch(rf"[{_IDENT_START}][{_IDENT_START}0-9$]*", name) and name.lower() not in (
+        "any",
+        "first",
+    ):
+        return name
+    if re.fullmatch(r"[0-9]+", name):
+        return name
+    return '"' + name.replace('"', '""') + '"'
+
+
+def tokenize(text: str, *, version_num: int = 180000) -> list[Token]:
+    tokens: list[Token] = []
+    pos = 0
+    while pos < len(text):
+        m = _TOKEN_RE.match(text, pos)
+        if m is None:
+            raise SyncNamesError(text, f"unexpected character {text[pos]!r} at {pos + 1}")
+        pos = m.end()
+        kind = m.lastgroup
+        value = m.group()
+        if kind == "space":
+            continue
+        if kind == "quoted":
+            inner = value[1:-1].replace('""', '"')
+            if inner == "":
+                raise SyncNamesError(text, "zero-length quoted name")
+            tokens.append(Token("NAME", inner))
+        elif kind == "ident":
+            upper = value.upper()
+            if version_num >= 100000 and upper in ("ANY", "FIRST"):
+                tokens.append(Token(upper, value))
+            else:
+                tokens.append(Token("NAME", value))
+        elif kind == "num":
+            tokens.append(Token("NUM", value))
+        elif kind == "star":
+            tokens.append(Token("NAME", "*"))
+        else:
+            tokens.append(Token(value, value))
+    return tokens
+
+
+class _Parser:
+    def __init__(self, text: str, tokens: list[Token]) -> None:
+        self.text = text
+        self.tokens = tokens
+        self.i = 0
+
+    def peek(self, offset: int = 0) -> Token | None:
+        j = self.i + offset
+        return self.tokens[j] if j < len(self.tokens) else None
+
+    def take(self, *kinds: str) -> Token:
+        tok = self.peek()
+        if tok is None or tok.kind not in kinds:
+            found = "end of input" if tok is None else repr(tok.value)
+            raise SyncNamesError(self.text, f"expected {' or '.join(kinds)}, found {found}")
+        self.i += 1
+        return tok
+
+    def standby_list(self) -> tuple[str, ...]:
+        names = [self.take("NAME", "NUM").value]
+        while (tok := self.peek()) is not None and tok.kind == ",":
+            self.i += 1
+            names.append(self.take("NAME", "NUM").value)
+        return tuple(names)
+
+    def number(self) -> int:
+        value = int(self.take("NUM").value)
+        if value <= 0:
+            raise SyncNamesError(
+                self.text, f"number of synchronous standbys ({value}) must be greater than zero"
+            )
+        return value
+
+    def parse(self) -> SyncSpec:
+        first = self.peek()
+        assert first is not None
+        method: Method = "first"
+        if first.kind in ("ANY", "FIRST"):
+            self.i += 1
+            method = "any" if first.kind == "ANY" else "first"
+            num = self.number()
+            names = self.parenthesised()
+        elif first.kind == "NUM" and (nxt := self.peek(1)) is not None and nxt.kind == "(":
+            num = self.number()
+            names = self.parenthesised()
+        else:
+            num, names = 1, self.standby_list()
+        if (extra := self.peek()) is not None:
+            raise SyncNamesError(self.text, f"unexpected {extra.value!r} after the list")
+        return SyncSpec(method, num, names)
+
+    def parenthesised(self) -> tuple[str, ...]:
+        self.take("(")
+        names = self.standby_list()
+        self.take(")")
+        return names
+
+
+def parse(text: str, *, version_num: int = 180000) -> SyncSpec | None:
+    """Parse as a server of ``version_num`` would; None for '' (asynchronous)."""
+    tokens = tokenize(text, version_num=version_num)
+    if not tokens:
+        return None
+    return _Parser(text, tokens).parse()
+
+
+def expected_states(spec: SyncSpec | None, standbys: list[str]) -> dict[str, str]:
+    """The ``sync_state`` the primary should show for each connected standby.
+
+    FIRST: by priority (position in the list, '*' matching any name not listed
+    before it), the first ``num_sync`` matching standbys are 'sync' and the other
+    matching ones 'potential'. ANY: every matching standby is 'quorum'.
+    Standbys that match no name are 'async'.
+    """
+    states = {name: "async" for name in standbys}
+    if spec is None:
+        return states
+    matching = [s for s in standbys if spec.matches(s)]
+    if spec.method == "any":
+        return {**states, **{s: "quorum" for s in matching}}
+
+    def priority(standby: str) -> int:
+        for idx, name in enumerate(spec.names):
+            if name == "*" or name.lower() == standby.lower():
+                return idx + 1
+        raise AssertionError(standby)
+
+    # Ties in priority (several standbys matching '*') are broken by PostgreSQL in
+    # walsender slot order, which is the order they connected: the listed order here.
+    ranked = sorted(matching, key=lambda s: (priority(s), standbys.index(s)))
+    for rank, standby in enumerate(ranked):
+        states[standby] = "sync" if rank < spec.num_sync else "potential"
+    return states
