@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import subprocess
 from dataclasses import dataclass, field
 from functools import cache
@@ -177,7 +178,7 @@ def conf_value(value: str) -> str:
     v = value.strip()
     if len(v) >= 2 and v[0] == v[-1] == "'":
         return v
-    if v and all(c.isalnum() or c in "._-" for c in v):
+    if re.fullmatch(r"-?\d+(\.\d+)?[A-Za-z]*|[A-Za-z_][A-Za-z0-9_]*", v):
         return v
     return "'" + v.replace("\\", "\\\\").replace("'", "''") + "'"
 

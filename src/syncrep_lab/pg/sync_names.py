@@ -113,8 +113,7 @@ def tokenize(text: str, *, version_num: int = 180000) -> list[Token]:
             continue
         if kind == "quoted":
             inner = value[1:-1].replace('""', '"')
-            if inner == "":
-                raise SyncNamesError(text, "zero-length quoted name")
+            # "" is a (useless) empty name: the servers accept it, so do we.
             tokens.append(Token("NAME", inner))
         elif kind == "ident":
             upper = value.upper()
@@ -191,9 +190,11 @@ class _Parser:
 
 def parse(text: str, *, version_num: int = 180000) -> SyncSpec | None:
     """Parse as a server of ``version_num`` would; None for '' (asynchronous)."""
-    tokens = tokenize(text, version_num=version_num)
-    if not tokens:
+    if text == "":
         return None
+    tokens = tokenize(text, version_num=version_num)
+    if not tokens:  # only the empty string means asynchronous; blanks do not parse
+        raise SyncNamesError(text, "nothing but white space")
     return _Parser(text, tokens).parse()
 
 
