@@ -136,7 +136,9 @@ def single_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
         base.rmdir()
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(text=candidates)
 def test_parser_agrees_with_postgresql(single_server: tuple[Manifest, int], text: str) -> None:
     manifest, version_num = single_server

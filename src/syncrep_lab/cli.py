@@ -3,6 +3,10 @@
 Each command is a thin layer over a library call; what it prints is built
 from plain data the library returns (``--json`` prints that data as is).
 Errors a user can cause exit with a message naming the cause and the fix.
+
+Modules that pull in psycopg are imported inside the commands that need them:
+that import alone costs a fifth of a second, and ``cluster down`` has none to
+spare.
 """
 
 from __future__ import annotations
@@ -21,9 +25,7 @@ from rich.console import Console
 from rich.table import Table
 
 from syncrep_lab import __version__, paths
-from syncrep_lab.cluster.build import UpOptions, up
 from syncrep_lab.cluster.manifest import load, registered
-from syncrep_lab.cluster.status import cluster_status
 from syncrep_lab.cluster.teardown import clean as clean_all
 from syncrep_lab.cluster.teardown import remove_cluster
 from syncrep_lab.errors import Interrupted, UserError
@@ -132,6 +134,9 @@ def cluster_up(pg_spec: str | None, standbys: int, names: str | None, sync: str 
                cluster_dir: Path | None, tcp: bool, port: int | None, sets: tuple[str, ...],
                profile: str, clone: str, timeout: float, as_json: bool) -> None:
     """Bring a cluster up; returns when every standby streams in its expected sync state."""
+    from syncrep_lab.cluster.build import UpOptions, up
+    from syncrep_lab.cluster.status import cluster_status
+
     started = time.monotonic()
     opts = UpOptions(
         dir=cluster_dir or paths.default_cluster_dir(), pg=pg_spec, standbys=standbys,
@@ -190,6 +195,8 @@ def _load(cluster_dir: Path | None) -> Any:
 @click.option("--json", "as_json", is_flag=True)
 def cluster_status_cmd(cluster_dir: Path | None, as_json: bool) -> None:
     """Each node's role, pid, port, version, state, sync_state, positions and lags."""
+    from syncrep_lab.cluster.status import cluster_status
+
     status = cluster_status(_load(cluster_dir))
     if as_json:
         click.echo(json.dumps(status, indent=2, default=str))
@@ -236,6 +243,9 @@ def clean(just_list: bool) -> None:
 @click.option("--pg", "pg_spec", default=None, help="PostgreSQL to use (default: embedded 18).")
 def demo(pg_spec: str | None) -> None:
     """The seed's topology: a primary and standbys b and c with '1(b,c)', shown, then removed."""
+    from syncrep_lab.cluster.build import UpOptions, up
+    from syncrep_lab.cluster.status import cluster_status
+
     d = paths.state_dir() / "clusters" / "demo"
     if load(d) is not None:
         remove_cluster(d)

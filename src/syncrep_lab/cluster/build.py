@@ -26,12 +26,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import psycopg
-
 from syncrep_lab.cluster import server
 from syncrep_lab.cluster.manifest import MANIFEST, Manifest, Node, load, register
+from syncrep_lab.cluster.ready import wait_ready, wait_replication
 from syncrep_lab.cluster.teardown import remove_cluster
-from syncrep_lab.cluster.template import copy_template, template_for
+from syncrep_lab.cluster.template import Copying, finish_copies, start_copies, template_for
 from syncrep_lab.errors import ClusterFailure, UserError
 from syncrep_lab.pg import sync_names
 from syncrep_lab.pg.installations import Installation, reachable_by, resolve
@@ -90,7 +89,15 @@ def check_sync(
 
     Returns the parsed spec and the text to write into postgresql.conf.
     """
-    spec = sync_names.parse(text, version_num=version_num)
+    try:
+        spec = sync_names.parse(text, version_num=version_num)
+    except sync_names.SyncNamesError:
+        if version_num >= 100000:
+            raise
+        # 9.6 knows neither FIRST nor ANY. 'FIRST N (...)' means exactly 9.6's
+        # 'N (...)', so one spec serves every version; ANY has no 9.6 equivalent
+        # and render_for() refuses it.
+        spec = sync_names.parse(text)
     if spec is None:
         return None, ""
     rendered = spec.render_for(version_num)
@@ -259,46 +266,6 @@ def _base_backup(account: Account, inst: Installation, manifest: Manifest, node:
     dest.chmod(0o700)
 
 
-def replication_rows(manifest: Manifest) -> dict[str, dict[str, str]]:
-    with psycopg.connect(manifest.admin_conninfo(manifest.primary), autocommit=True,
-                         connect_timeout=5) as conn:
-        rows = conn.execute(
-            "select application_name, state, sync_state from pg_stat_replication"
-        ).fetchall()
-    return {str(r[0]): {"state": str(r[1]), "sync_state": str(r[2])} for r in rows}
-
-
-def wait_replication(manifest: Manifest, expected: dict[str, str], deadline: float) -> None:
-    seen: dict[str, dict[str, str]] = {}
-    while True:
-        try:
-            seen = replication_rows(manifest)
-        except psycopg.Error:
-            seen = {}
-        if all(
-            seen.get(name, {}).get("state") == "streaming"
-            and seen.get(name, {}).get("sync_state") == state
-            for name, state in expected.items()
-        ):
-            return
-        if time.monotonic() > deadline:
-            break
-        time.sleep(0.01)
-    lines = []
-    for name, state in expected.items():
-        row = seen.get(name)
-        got = (f"state={row['state']} sync_state={row['sync_state']}" if row
-               else "not connected")
-        if row is None or row["state"] != "streaming" or row["sync_state"] != state:
-            node = manifest.node(name)
-            lines.append(f"standby {name}: expected streaming/{state}, the primary sees {got}; "
-                         f"its log:\n{server.log_tail(node.log_file(manifest.dir), 5)}")
-    raise ClusterFailure(
-        "standbys did not reach the expected replication state in time:\n" + "\n".join(lines),
-        "raise --timeout if the machine is very loaded, or read the logs in the cluster dir",
-    )
-
-
 def up(opts: UpOptions, progress: Progress | None = None) -> Manifest:
     say = progress or (lambda _msg: None)
     account = server_account()
@@ -326,6 +293,7 @@ def up(opts: UpOptions, progress: Progress | None = None) -> Manifest:
     expected = sync_names.expected_states(spec, names)
 
     deadline = time.monotonic() + opts.timeout
+    copying: Copying = []
     try:
         if must_create:
             make_dir_for(account, cluster_dir, 0o755)
@@ -339,14 +307,21 @@ def up(opts: UpOptions, progress: Progress | None = None) -> Manifest:
         copies = nodes if opts.clone == "copy" else nodes[:1]
         for node in copies:
             make_dir_for(account, node.data_dir(cluster_dir))
-        copy_template(account, template, [n.data_dir(cluster_dir) for n in copies])
+        # Creating files is what costs here (about 1000 per data dir). The primary's
+        # copy runs first alongside one standby's; the rest overlap its start-up.
+        first, rest = copies[:2], copies[2:]
+        copying = start_copies(account, template, [n.data_dir(cluster_dir) for n in first])
+        finish_copies(copying[:1])
+        copying = copying[1:] + start_copies(account, template,
+                                             [n.data_dir(cluster_dir) for n in rest])
         postgres = inst.program("postgres")
         configure_node(account, manifest, manifest.primary, inst, settings.values)
         say("starting the primary")
         primary_proc = server.spawn(account, postgres, manifest.primary.data_dir(cluster_dir),
                                     manifest.primary.log_file(cluster_dir))
-        server.wait_ready(manifest.admin_conninfo(manifest.primary), primary_proc,
-                          manifest.primary.log_file(cluster_dir), deadline, "the primary")
+        wait_ready(manifest.admin_conninfo(manifest.primary), primary_proc,
+                   manifest.primary.log_file(cluster_dir), deadline, "the primary")
+        finish_copies(copying)
         if opts.clone == "basebackup":
             for node in manifest.standbys:
                 say(f"base backup for standby {node.name}")
@@ -358,7 +333,7 @@ def up(opts: UpOptions, progress: Progress | None = None) -> Manifest:
                                             node.log_file(cluster_dir))
         say(f"starting {len(procs)} standbys")
         for node in manifest.standbys:
-            server.wait_ready(manifest.admin_conninfo(node), procs[node.name],
+            wait_ready(manifest.admin_conninfo(node), procs[node.name],
                               node.log_file(cluster_dir), deadline, f"standby {node.name}")
         say("waiting for " + ", ".join(f"{k}={v}" for k, v in expected.items()))
         wait_replication(manifest, expected, deadline)
@@ -366,6 +341,10 @@ def up(opts: UpOptions, progress: Progress | None = None) -> Manifest:
         manifest.save()
         return manifest
     except BaseException:
+        for _, proc in copying:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
         if (cluster_dir / MANIFEST).exists():
             remove_cluster(cluster_dir, keep_dir=not must_create)
         elif must_create and cluster_dir.exists():

@@ -1,9 +1,10 @@
 """Starting, watching and stopping one postmaster.
 
 Servers are spawned directly (not through ``pg_ctl -w``): 9.6's pg_ctl polls
-once a second, which alone would cost a second per node. Readiness is a
-successful connection, tried every 10 ms; stopping is a signal to the
-postmaster (SIGINT fast, SIGQUIT immediate) and a bounded wait for it to go.
+once a second, which alone would cost a second per node (readiness is checked
+in ready.py). Stopping is a signal to the postmaster (SIGINT fast, SIGQUIT
+immediate) and a bounded wait for it to go. This module does not import
+psycopg, so that ``cluster down`` starts fast.
 A postmaster is only ever signalled after checking, through /proc, that its
 working directory is the data dir we expect: a recycled pid is never hit.
 """
@@ -17,9 +18,6 @@ import subprocess
 import time
 from pathlib import Path
 
-import psycopg
-
-from syncrep_lab.errors import ClusterFailure
 from syncrep_lab.runas import Account, account_env, popen_kwargs
 
 STOP_SIGNALS = {"smart": signal.SIGTERM, "fast": signal.SIGINT, "immediate": signal.SIGQUIT}
@@ -52,33 +50,6 @@ def log_tail(log_file: Path, lines: int = 8) -> str:
     except OSError:
         return "(no log)"
     return "\n".join("    " + line for line in text.strip().splitlines()[-lines:])
-
-
-def wait_ready(
-    conninfo: str, proc: subprocess.Popen[bytes] | None, log_file: Path, deadline: float, what: str
-) -> None:
-    """Return once a connection succeeds; ClusterFailure if the server dies or time runs out."""
-    last = ""
-    while True:
-        if proc is not None and proc.poll() is not None:
-            raise ClusterFailure(
-                f"{what} exited during start-up (exit code {proc.returncode}); its log:\n"
-                + log_tail(log_file),
-                "read the log above; a setting it rejects can be changed with --set",
-            )
-        try:
-            with psycopg.connect(conninfo, connect_timeout=2, autocommit=True) as conn:
-                conn.execute("select 1")
-            return
-        except psycopg.OperationalError as exc:
-            last = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
-        if time.monotonic() > deadline:
-            raise ClusterFailure(
-                f"{what} did not accept connections in time (last error: {last}); its log:\n"
-                + log_tail(log_file),
-                "raise --timeout if the machine is very loaded",
-            )
-        time.sleep(0.01)
 
 
 def postmaster_pid(data_dir: Path) -> int | None:

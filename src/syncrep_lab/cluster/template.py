@@ -23,7 +23,16 @@ from syncrep_lab.errors import UserError
 from syncrep_lab.pg.installations import Installation
 from syncrep_lab.runas import Account, account_env, make_dir_for, popen_kwargs, run_as
 
-TEMPLATE_FORMAT = "1"
+TEMPLATE_FORMAT = "2"
+
+# The shutdown checkpoint records these in pg_control, and a hot standby refuses
+# to start with a setting lower than its primary's recorded one: record the
+# smallest values, so any settings a cluster is given are at least as large.
+_SINGLE_USER_SETTINGS = [
+    "-c", "wal_level=replica", "-c", "max_wal_senders=0", "-c", "max_connections=1",
+    "-c", "superuser_reserved_connections=0", "-c", "max_worker_processes=0",
+    "-c", "max_prepared_transactions=0", "-c", "max_locks_per_transaction=10",
+]
 
 
 def initdb_args(inst: Installation) -> list[str]:
@@ -43,10 +52,13 @@ def _key(inst: Installation, account: Account) -> str:
 def template_for(inst: Installation, account: Account) -> Path:
     """The template data dir for ``inst``, made on first use."""
     root = paths.cache_dir() / "templates"
-    target = root / f"{inst.version}-{_key(inst, account)}"
+    target = root / f"{inst.version}-f{TEMPLATE_FORMAT}-{_key(inst, account)}"
     if (target / "PG_VERSION").is_file():
         return target
     root.mkdir(parents=True, exist_ok=True)
+    for stale in root.glob(f"{inst.version}-*"):
+        if not stale.name.startswith(f"{inst.version}-f{TEMPLATE_FORMAT}-"):
+            shutil.rmtree(stale, ignore_errors=True)  # made by an older syncrep-lab
     root.chmod(0o755)
     tmp = root / f".{target.name}.{os.getpid()}"
     if tmp.exists():
@@ -61,8 +73,8 @@ def template_for(inst: Installation, account: Account) -> Path:
                 "check the installation with: syncrep-lab pg list",
             )
         single = subprocess.run(
-            [str(inst.program("postgres")), "--single", "-D", str(tmp), "-c", "wal_level=replica",
-             "-c", "max_wal_senders=10", "postgres"],
+            [str(inst.program("postgres")), "--single", "-D", str(tmp), *_SINGLE_USER_SETTINGS,
+             "postgres"],
             input="", capture_output=True, text=True, timeout=300, check=False,
             **_as(account),
         )
@@ -84,19 +96,34 @@ def _as(account: Account) -> dict[str, Any]:
     return {"env": account_env(account), "cwd": "/", **popen_kwargs(account)}
 
 
-def copy_template(account: Account, template: Path, dests: list[Path]) -> None:
-    """Copy the template into each destination at once (``cp -a`` as ``account``)."""
-    procs = []
-    for dest in dests:
-        procs.append(subprocess.Popen(
+Copying = list[tuple[Path, "subprocess.Popen[bytes]"]]
+
+
+def start_copies(account: Account, template: Path, dests: list[Path]) -> Copying:
+    """Start copying the template into each destination (``cp -a`` as ``account``)."""
+    return [
+        (dest, subprocess.Popen(
             ["cp", "-a", f"{template}/.", str(dest)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **_as(account),
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            **_as(account),
         ))
+        for dest in dests
+    ]
+
+
+def finish_copies(copying: Copying) -> None:
+    """Wait for copies started by start_copies; UserError naming any that failed."""
     errors = []
-    for dest, proc in zip(dests, procs, strict=True):
-        _, err = proc.communicate(timeout=300)
-        if proc.returncode != 0:
-            errors.append(f"{dest}: {err.decode(errors='replace').strip()}")
+    try:
+        for dest, proc in copying:
+            _, err = proc.communicate(timeout=300)
+            if proc.returncode != 0:
+                errors.append(f"{dest}: {err.decode(errors='replace').strip()}")
+    finally:
+        for _, proc in copying:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
     if errors:
         raise UserError("copying the template data dir failed:\n" + "\n".join(errors),
                         "check free disk space in the cluster dir")

@@ -1,0 +1,84 @@
+"""Readiness: when a server accepts connections, and when replication is as expected.
+
+Both are polled every 10 ms against a deadline; neither ever waits unbounded.
+When time runs out the error says what was seen, with the tail of the log.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+import psycopg
+
+from syncrep_lab.cluster import server
+from syncrep_lab.cluster.manifest import Manifest
+from syncrep_lab.errors import ClusterFailure
+
+
+def wait_ready(
+    conninfo: str, proc: subprocess.Popen[bytes] | None, log_file: Path, deadline: float, what: str
+) -> None:
+    """Return once a connection succeeds; ClusterFailure if the server dies or time runs out."""
+    last = ""
+    while True:
+        if proc is not None and proc.poll() is not None:
+            raise ClusterFailure(
+                f"{what} exited during start-up (exit code {proc.returncode}); its log:\n"
+                + server.log_tail(log_file),
+                "read the log above; a setting it rejects can be changed with --set",
+            )
+        try:
+            with psycopg.connect(conninfo, connect_timeout=2, autocommit=True) as conn:
+                conn.execute("select 1")
+            return
+        except psycopg.OperationalError as exc:
+            last = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+        if time.monotonic() > deadline:
+            raise ClusterFailure(
+                f"{what} did not accept connections in time (last error: {last}); its log:\n"
+                + server.log_tail(log_file),
+                "raise --timeout if the machine is very loaded",
+            )
+        time.sleep(0.01)
+
+
+def replication_rows(manifest: Manifest) -> dict[str, dict[str, str]]:
+    with psycopg.connect(manifest.admin_conninfo(manifest.primary), autocommit=True,
+                         connect_timeout=5) as conn:
+        rows = conn.execute(
+            "select application_name, state, sync_state from pg_stat_replication"
+        ).fetchall()
+    return {str(r[0]): {"state": str(r[1]), "sync_state": str(r[2])} for r in rows}
+
+
+def wait_replication(manifest: Manifest, expected: dict[str, str], deadline: float) -> None:
+    seen: dict[str, dict[str, str]] = {}
+    while True:
+        try:
+            seen = replication_rows(manifest)
+        except psycopg.Error:
+            seen = {}
+        if all(
+            seen.get(name, {}).get("state") == "streaming"
+            and seen.get(name, {}).get("sync_state") == state
+            for name, state in expected.items()
+        ):
+            return
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.01)
+    lines = []
+    for name, state in expected.items():
+        row = seen.get(name)
+        got = (f"state={row['state']} sync_state={row['sync_state']}" if row
+               else "not connected")
+        if row is None or row["state"] != "streaming" or row["sync_state"] != state:
+            node = manifest.node(name)
+            lines.append(f"standby {name}: expected streaming/{state}, the primary sees {got}; "
+                         f"its log:\n{server.log_tail(node.log_file(manifest.dir), 5)}")
+    raise ClusterFailure(
+        "standbys did not reach the expected replication state in time:\n" + "\n".join(lines),
+        "raise --timeout if the machine is very loaded, or read the logs in the cluster dir",
+    )

@@ -1,0 +1,182 @@
+"""cluster up / status / down on real servers: 18 (wheel), 15 (Debian), 9.6 (bundle)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from syncrep_lab.cluster.build import UpOptions, up
+from syncrep_lab.cluster.manifest import Manifest, registered
+from syncrep_lab.cluster.status import cluster_status
+from syncrep_lab.cluster.teardown import remove_cluster
+from syncrep_lab.pg.installations import Installation
+
+from .conftest import cli, postmasters_in
+
+
+def _lsn(text: str) -> int:
+    hi, lo = text.split("/")
+    return (int(hi, 16) << 32) | int(lo, 16)
+
+
+def _commit_and_check(manifest: Manifest, sync_standby: str) -> None:
+    """A commit with synchronous_commit=on is flushed on the sync standby when it returns,
+    and becomes visible there."""
+    primary = manifest.admin_conninfo(manifest.primary)
+    with psycopg.connect(primary, autocommit=True) as conn:
+        conn.execute("create table probe(id int primary key, note text)")
+        conn.execute("set synchronous_commit = on")
+        conn.execute("insert into probe values (1, 'acknowledged')")
+        version = int(conn.execute("show server_version_num").fetchone()[0])  # type: ignore[index]
+        lsn_fn = "pg_current_wal_lsn" if version >= 100000 else "pg_current_xlog_location"
+        col = "flush_lsn" if version >= 100000 else "flush_location"
+        commit_lsn = _lsn(str(conn.execute(f"select {lsn_fn}()::text").fetchone()[0]))  # type: ignore[index]
+        flushed = conn.execute(
+            f"select {col}::text from pg_stat_replication where application_name = %s",
+            (sync_standby,),
+        ).fetchone()
+    assert flushed is not None
+    # The commit record precedes the current insert position only by what came after it;
+    # the sync standby must have flushed at least up to the commit's end.
+    assert _lsn(str(flushed[0])) >= commit_lsn - 8192
+    standby = manifest.admin_conninfo(manifest.node(sync_standby))
+    deadline = time.monotonic() + 10
+    while True:
+        with psycopg.connect(standby, autocommit=True) as conn:
+            try:
+                row = conn.execute("select note from probe where id = 1").fetchone()
+            except psycopg.errors.UndefinedTable:
+                row = None
+        if row is not None:
+            assert row[0] == "acknowledged"
+            return
+        assert time.monotonic() < deadline, "commit never became visible on the sync standby"
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize(
+    ("version", "profile"),
+    [("18", "benchmark"), ("15", "seed"), ("9.6", "benchmark"), ("9.6", "seed")],
+)
+def test_up_status_down(
+    version: str, profile: str, cluster_dir: Path, request: pytest.FixtureRequest
+) -> None:
+    fixture = {"18": "pg18", "15": "pg15", "9.6": "pg96"}[version]
+    inst: Installation = request.getfixturevalue(fixture)
+    manifest = up(UpOptions(dir=cluster_dir, pg=version, profile=profile))
+    try:
+        status = cluster_status(manifest)
+        assert status["version"] == str(inst.version)
+        by_name = {n["name"]: n for n in status["nodes"]}
+        assert set(by_name) == {"primary", "b", "c"}
+        assert by_name["b"]["sync_state"] == "sync"
+        assert by_name["c"]["sync_state"] == "potential"
+        assert by_name["b"]["replication"]["state"] == "streaming"
+        assert by_name["primary"]["in_recovery"] is False
+        assert by_name["b"]["in_recovery"] is True
+        for node in status["nodes"]:
+            assert node["state"] == "running"
+            assert node["version"].startswith(str(inst.version).split(".")[0])
+            if os.geteuid() == 0:
+                # servers never run as root
+                proc_status = Path(f"/proc/{node['pid']}/status").read_text()
+                uid = int(proc_status.split("Uid:")[1].split()[0])
+                assert uid != 0
+        if version == "9.6":
+            assert (cluster_dir / "b" / "recovery.conf").is_file()
+            assert not (cluster_dir / "b" / "standby.signal").exists()
+        else:
+            assert (cluster_dir / "b" / "standby.signal").is_file()
+        _commit_and_check(manifest, "b")
+        assert cluster_dir in registered()
+    finally:
+        report = remove_cluster(cluster_dir)
+    assert sorted(report.stopped) == ["b", "c", "primary"]
+    assert not cluster_dir.exists()
+    assert postmasters_in(cluster_dir.parent) == []
+    assert cluster_dir not in registered()
+
+
+def test_cli_round_trip_tcp_quorum(cluster_dir: Path) -> None:
+    res = cli("cluster", "up", "--dir", str(cluster_dir), "--tcp", "--standbys", "3",
+              "--sync", "ANY 2 (b, c, d)", "--json")
+    assert res.returncode == 0, res.stderr
+    status = json.loads(res.stdout)
+    states = {n["name"]: n.get("sync_state") for n in status["nodes"]}
+    assert states == {"primary": None, "b": "quorum", "c": "quorum", "d": "quorum"}
+    primary = status["nodes"][0]
+    assert primary["conninfo"].startswith("host=127.0.0.1 ")
+    with psycopg.connect(primary["conninfo"], autocommit=True) as conn:
+        addrs = {str(r[0]) for r in conn.execute("select client_addr from pg_stat_replication")}
+        listen = conn.execute("show listen_addresses").fetchone()
+    assert addrs == {"127.0.0.1"}  # replication crossed TCP, not the socket
+    assert listen is not None and listen[0] == "127.0.0.1"
+    res = cli("cluster", "status", "--dir", str(cluster_dir), "--json")
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["synchronous_standby_names"] == "ANY 2 (b, c, d)"
+    res = cli("cluster", "down", "--dir", str(cluster_dir))
+    assert res.returncode == 0, res.stderr
+    assert not cluster_dir.exists()
+    assert postmasters_in(cluster_dir.parent) == []
+
+
+def test_async_basebackup_and_settings(cluster_dir: Path) -> None:
+    manifest = up(UpOptions(dir=cluster_dir, standbys=1, sync="", clone="basebackup",
+                            settings={"work_mem": "7MB"}, profile="seed"))
+    try:
+        status = cluster_status(manifest)
+        assert status["nodes"][1]["sync_state"] == "async"
+        with psycopg.connect(manifest.admin_conninfo(manifest.node("b")), autocommit=True) as c:
+            work_mem = c.execute("show work_mem").fetchone()
+            fsync = c.execute("show fsync").fetchone()
+            name = c.execute("select setting from pg_settings where name = 'primary_conninfo'"
+                             ).fetchone()
+        assert work_mem is not None and work_mem[0] == "7MB"
+        assert fsync is not None and fsync[0] == "off"  # the seed profile
+        assert name is not None and "application_name=b" in str(name[0])
+        assert not (cluster_dir / "b" / "backup_label").exists()  # recovery consumed it
+    finally:
+        remove_cluster(cluster_dir)
+
+
+def test_keep_data_then_down(cluster_dir: Path) -> None:
+    up(UpOptions(dir=cluster_dir, standbys=1, sync="b"))
+    res = cli("cluster", "down", "--dir", str(cluster_dir), "--keep-data")
+    assert res.returncode == 0, res.stderr
+    assert (cluster_dir / "primary" / "PG_VERSION").is_file()
+    assert postmasters_in(cluster_dir) == []
+    res = cli("cluster", "up", "--dir", str(cluster_dir))
+    assert res.returncode == 2
+    assert "already holds a syncrep-lab cluster, not running" in res.stderr
+    res = cli("cluster", "down", "--dir", str(cluster_dir))
+    assert res.returncode == 0, res.stderr
+    assert not cluster_dir.exists()
+
+
+def test_clean_removes_forgotten_clusters(workdir: Path) -> None:
+    dirs = [workdir / "x", workdir / "y"]
+    for d in dirs:
+        up(UpOptions(dir=d, standbys=1, sync="b"))
+    assert postmasters_in(workdir)
+    res = cli("clean", "--list")
+    assert all(str(d) in res.stdout for d in dirs)
+    res = cli("clean")
+    assert res.returncode == 0, res.stderr
+    assert postmasters_in(workdir) == []
+    assert not any(d.exists() for d in dirs)
+    assert cli("clean").stdout.strip() == "nothing to clean"
+
+
+def test_pg_list_json() -> None:
+    res = cli("pg", "list", "--json")
+    assert res.returncode == 0, res.stderr
+    found = json.loads(res.stdout)
+    majors = {i["major"]: i for i in found}
+    assert "18" in majors and majors["18"]["source"] == "embedded"
+    assert majors["18"]["lacks"] == []
+    assert "15" in majors

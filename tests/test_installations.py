@@ -1,0 +1,86 @@
+"""Finding, naming and choosing PostgreSQL installations; settings per version."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from syncrep_lab.errors import UserError
+from syncrep_lab.pg.fetch import bundle_version
+from syncrep_lab.pg.installations import Installation, Version, discover, resolve
+from syncrep_lab.pg.settings import conf_value, known_settings, resolve_settings
+
+
+@pytest.mark.parametrize(
+    ("text", "major", "num"),
+    [("18", "18", 180000), ("9.6", "9.6", 90600), ("9.6.24", "9.6", 90624),
+     ("15.18", "15", 150018), ("17.6.0", "17", 170006)],
+)
+def test_version_parse(text: str, major: str, num: int) -> None:
+    v = Version.parse(text)
+    assert v.major == major
+    assert v.num == num
+
+
+def test_version_matching() -> None:
+    full = Version.parse("9.6.24")
+    assert full.matches(Version.parse("9.6"))
+    assert not full.matches(Version.parse("9.5"))
+    assert Version.parse("15.18").matches(Version.parse("15"))
+    assert not Version.parse("15.18").matches(Version.parse("15.1"))
+
+
+def test_discover_and_resolve(pg18: Installation, pg15: Installation) -> None:
+    found = discover()
+    assert [i.version for i in found] == sorted((i.version for i in found), reverse=True)
+    assert resolve(None).source == "embedded"
+    assert resolve(None).version.parts[0] == 18
+    assert resolve("15").bin_dir == pg15.bin_dir
+    assert resolve(str(pg15.bin_dir)).version == pg15.version
+    assert resolve(str(pg15.bin_dir.parent)).version == pg15.version  # the prefix works too
+    assert resolve(str(pg15.version)).bin_dir == pg15.bin_dir
+
+
+def test_bundle_borrows_clients(pg96: Installation) -> None:
+    again = resolve("9.6")
+    assert again.source == "cache"
+    assert "pgbench" not in again.programs  # the bundle has only server programs
+    lender = again.program("pgbench")
+    assert lender.parent != again.bin_dir
+    assert again.lacks == []
+    assert (again.bin_dir.parent / "bundle.json").is_file()
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"), [("9.6", "9.6.24"), ("12", "12.22.0"), ("12.3", "12.3.0"),
+                           ("9.6.20", "9.6.20"), ("17.6.0", "17.6.0")])
+def test_bundle_versions(text: str, expected: str) -> None:
+    assert bundle_version(text) == expected
+
+
+def test_settings_follow_the_version(pg18: Installation, pg96: Installation) -> None:
+    new = resolve_settings(pg18.program("postgres"), "seed", 3, {})
+    old = resolve_settings(pg96.program("postgres"), "seed", 3, {})
+    assert "old_snapshot_threshold" in new.dropped  # removed in 17
+    assert "old_snapshot_threshold" in old.values
+    assert "wal_keep_size" in known_settings(pg18.program("postgres"))
+    assert "wal_keep_segments" in known_settings(pg96.program("postgres"))
+    with pytest.raises(UserError, match="shared_buffers"):
+        resolve_settings(pg18.program("postgres"), "benchmark", 3, {"shared_bufers": "1GB"})
+    custom = resolve_settings(pg18.program("postgres"), "benchmark", 3, {"my.flag": "on"})
+    assert custom.values["my.flag"] == "on"
+
+
+@pytest.mark.parametrize(
+    ("value", "rendered"),
+    [("256MB", "256MB"), ("on", "on"), ("-1", "-1"), ("10.0", "10.0"),
+     ("127.0.0.1", "'127.0.0.1'"), ("", "''"), ("it's", "'it''s'"), ("'%m [%p] '", "'%m [%p] '")],
+)
+def test_conf_values(value: str, rendered: str) -> None:
+    assert conf_value(value) == rendered
+
+
+def test_not_a_bin_dir(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="not a PostgreSQL bin dir"):
+        resolve(str(tmp_path))
