@@ -321,17 +321,17 @@ def up(opts: UpOptions, progress: Progress | None = None) -> Manifest:
                                     manifest.primary.log_file(cluster_dir))
         wait_ready(manifest.admin_conninfo(manifest.primary), primary_proc,
                    manifest.primary.log_file(cluster_dir), deadline, "the primary")
-        finish_copies(copying)
-        if opts.clone == "basebackup":
-            for node in manifest.standbys:
-                say(f"base backup for standby {node.name}")
-                _base_backup(account, inst, manifest, node)
+        say(f"starting {len(manifest.standbys)} standbys")
         procs = {}
         for node in manifest.standbys:
+            if opts.clone == "basebackup":
+                _base_backup(account, inst, manifest, node)
+            else:  # each standby starts as soon as its own copy is complete
+                mine = [c for c in copying if c[0] == node.data_dir(cluster_dir)]
+                finish_copies(mine)
             configure_node(account, manifest, node, inst, settings.values)
             procs[node.name] = server.spawn(account, postgres, node.data_dir(cluster_dir),
                                             node.log_file(cluster_dir))
-        say(f"starting {len(procs)} standbys")
         for node in manifest.standbys:
             wait_ready(manifest.admin_conninfo(node), procs[node.name],
                               node.log_file(cluster_dir), deadline, f"standby {node.name}")
