@@ -130,3 +130,16 @@ def test_interrupted_up_leaves_nothing(cluster_dir: Path, signum: int) -> None:
     assert "interrupted" in rest
     assert "Traceback" not in rest
     _nothing_left(cluster_dir)
+
+
+def test_installation_missing_a_program(workdir: Path, pg18: object) -> None:
+    from syncrep_lab.pg.installations import Installation
+
+    assert isinstance(pg18, Installation)
+    partial = workdir / "bin"
+    partial.mkdir()
+    (partial / "postgres").symlink_to(pg18.program("postgres"))
+    (partial / "pg_ctl").symlink_to(pg18.program("pg_ctl"))
+    res = cli("cluster", "up", "--dir", str(workdir / "c"), "--pg", str(partial))
+    _assert_refused(res, "has no initdb")
+    _nothing_left(workdir / "c")

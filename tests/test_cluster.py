@@ -180,3 +180,29 @@ def test_pg_list_json() -> None:
     assert "18" in majors and majors["18"]["source"] == "embedded"
     assert majors["18"]["lacks"] == []
     assert "15" in majors
+
+
+def test_status_sees_a_stopped_standby(cluster_dir: Path) -> None:
+    from syncrep_lab.cluster.teardown import stop_nodes
+
+    manifest = up(UpOptions(dir=cluster_dir, standbys=2, sync="1(b,c)"))
+    try:
+        stopped, _ = stop_nodes(cluster_dir, ["b"], "immediate", 10)
+        assert stopped == ["b"]
+        deadline = time.monotonic() + 10
+        while True:
+            status = cluster_status(manifest)
+            nodes = {n["name"]: n for n in status["nodes"]}
+            # with b gone, c (potential) is promoted to sync by the primary
+            if nodes["c"]["sync_state"] == "sync":
+                break
+            assert time.monotonic() < deadline, nodes
+            time.sleep(0.05)
+        assert nodes["b"]["state"] == "stopped"
+        assert nodes["b"]["pid"] is None
+        assert nodes["b"]["sync_state"] is None
+        res = cli("cluster", "status", "--dir", str(cluster_dir))
+        assert res.returncode == 0, res.stderr
+        assert "stopped" in res.stdout
+    finally:
+        remove_cluster(cluster_dir)

@@ -84,3 +84,32 @@ def test_conf_values(value: str, rendered: str) -> None:
 def test_not_a_bin_dir(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="not a PostgreSQL bin dir"):
         resolve(str(tmp_path))
+
+
+def test_unreachable_installation_is_mirrored(workdir: Path, pg18: Installation) -> None:
+    """The wheel inside a checkout under /root: the server account cannot reach it."""
+    import shutil
+
+    from syncrep_lab.pg.installations import probe, reachable_by
+    from syncrep_lab.runas import run_as, server_account
+
+    account = server_account()
+    hidden = workdir / "hidden"
+    package = pg18.bin_dir.parent.parent
+    shutil.copytree(package / "pginstall", hidden / "site" / package.name / "pginstall",
+                    symlinks=True)
+    libs = package.parent / f"{package.name}.libs"
+    if libs.is_dir():
+        shutil.copytree(libs, hidden / "site" / libs.name, symlinks=True)
+    hidden.chmod(0o700)
+    inst = probe(hidden / "site" / package.name / "pginstall" / "bin", "embedded")
+    assert inst is not None
+    usable = reachable_by(inst, account)
+    if account.is_self:
+        assert usable.bin_dir == inst.bin_dir  # nothing to mirror for our own account
+    else:
+        assert hidden not in usable.bin_dir.parents
+        assert usable.version == inst.version
+        result = run_as(account, [usable.program("initdb"), "--version"])
+        assert result.returncode == 0, result.stderr
+        assert reachable_by(inst, account).bin_dir == usable.bin_dir  # mirrored once

@@ -19,9 +19,9 @@ def _base(kind: str) -> Path:
         return Path("/var/lib/syncrep-lab") / kind
     if kind == "cache":
         root = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-        return Path(root) / "syncrep-lab"
-    root = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(root) / "syncrep-lab" / kind
+    else:
+        root = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(root) / "syncrep-lab"
 
 
 def cache_dir() -> Path:

