@@ -270,6 +270,9 @@ def up(opts: UpOptions, progress: Progress | None = None) -> Manifest:
     say = progress or (lambda _msg: None)
     account = server_account()
     inst = resolve(opts.pg)
+    for program in ("postgres", "initdb", *(["pg_basebackup"] if opts.clone == "basebackup"
+                                             else [])):
+        inst.program(program)  # a UserError naming what is missing
     names = standby_names(opts)
     sync_text = opts.sync if opts.sync is not None else (DEFAULT_SYNC if names else "")
     spec, rendered = check_sync(sync_text, names, inst.version.num)
