@@ -22,6 +22,7 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from syncrep_lab import __version__, paths
@@ -33,8 +34,9 @@ from syncrep_lab.pg import fetch as pg_fetch
 from syncrep_lab.pg.installations import discover
 from syncrep_lab.pg.settings import PROFILES, parse_assignment
 
-out = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
+# Tables are wider than 80 columns: give pipes and CI logs room for them.
+out = Console(highlight=False, width=None if sys.stdout.isatty() else 132)
+err = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 132)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -44,9 +46,10 @@ def _raise_interrupted(signum: int, _frame: FrameType | None) -> None:
 
 
 def fail(exc: UserError) -> NoReturn:
-    err.print(f"[bold red]error:[/] {exc.cause}")
+    # soft_wrap: messages are never broken across lines (users and tests grep them)
+    err.print(f"[bold red]error:[/] {escape(exc.cause)}", soft_wrap=True)
     if exc.fix:
-        err.print(f"[bold]fix:[/] {exc.fix}")
+        err.print(f"[bold]fix:[/] {escape(exc.fix)}", soft_wrap=True)
     sys.exit(exc.exit_code)
 
 
@@ -144,7 +147,7 @@ def cluster_up(pg_spec: str | None, standbys: int, names: str | None, sync: str 
         settings=dict(parse_assignment(s) for s in sets), profile=profile, clone=clone,
         timeout=timeout,
     )
-    manifest = up(opts, progress=None if as_json else lambda m: err.print(f"[dim]{m}[/]"))
+    manifest = up(opts, progress=None if as_json else lambda m: err.print(f"[dim]{escape(m)}[/]"))
     status = cluster_status(manifest)
     status["seconds"] = round(time.monotonic() - started, 3)
     if as_json:
@@ -218,7 +221,77 @@ def cluster_down(cluster_dir: Path | None, keep_data: bool, timeout: float) -> N
               f"in {report.seconds:.2f} s")
 
 
-# --- clean, demo ------------------------------------------------------------------
+# --- experiments ------------------------------------------------------------------
+
+RUNS_DIR = Path("syncrep-runs")
+
+
+def _latest_run() -> Path:
+    runs = sorted((p for p in RUNS_DIR.glob("*") if (p / "syncrep-lab.sqlite").exists()),
+                  key=lambda p: p.stat().st_mtime)
+    if not runs:
+        raise UserError(f"no run found in ./{RUNS_DIR}",
+                        "give the run folder, or start one with: syncrep-lab run")
+    return runs[-1]
+
+
+@cli.command()
+@click.argument("spec_file", required=False, type=click.Path(path_type=Path))
+@click.option("--preset", default=None, help="A built-in spec: quick or seed.")
+@click.option("--out", type=click.Path(path_type=Path), default=None,
+              help="Run folder (default ./syncrep-runs/NAME-TIME).")
+@click.option("--resume", is_flag=True, help="Continue the run in --out where it stopped.")
+def run(spec_file: Path | None, preset: str | None, out: Path | None, resume: bool) -> None:
+    """Run an experiment: a TOML spec, or a preset (default: seed)."""
+    from syncrep_lab.experiment import spec as specs
+    from syncrep_lab.experiment.progress import RunDisplay
+    from syncrep_lab.experiment.results import cell_rows, print_results
+    from syncrep_lab.experiment.runner import resume_run, start_run
+
+    if resume:
+        if out is None:
+            raise UserError("--resume needs the run folder", "pass --out RUN_FOLDER")
+        if spec_file or preset:
+            raise UserError("--resume takes the spec stored with the run",
+                            "leave out SPEC and --preset")
+        with RunDisplay(out) as display:
+            resume_run(out, display.events)
+        print_results(out, cell_rows(out))
+        return
+    if spec_file and preset:
+        raise UserError("give a spec file or --preset, not both", "drop one of them")
+    if spec_file:
+        spec, text = specs.load_spec(spec_file)
+        spec_dir = spec_file.resolve().parent
+    else:
+        spec, text = specs.load_preset(preset or "seed")
+        spec_dir = Path.cwd()
+    if out is None:
+        out = RUNS_DIR / f"{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    with RunDisplay(out) as display:
+        start_run(spec, text, spec_dir, out, display.events)
+    print_results(out, cell_rows(out))
+
+
+@cli.command()
+@click.argument("run_dir", required=False, type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True)
+@click.option("--csv", "as_csv", is_flag=True)
+def results(run_dir: Path | None, as_json: bool, as_csv: bool) -> None:
+    """One row per cell: mean TPS with its confidence interval, latencies, repeats used."""
+    from syncrep_lab.experiment.results import cell_rows, print_results, write_csv
+
+    folder = run_dir or _latest_run()
+    rows = cell_rows(folder)
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+    elif as_csv:
+        write_csv(rows, sys.stdout)
+    else:
+        print_results(folder, rows)
+
+
+# --- clean ------------------------------------------------------------------------
 
 
 @cli.command()
@@ -237,27 +310,6 @@ def clean(just_list: bool) -> None:
         out.print(f"removed {r.dir} ({len(r.stopped)} servers stopped)")
     if not reports:
         out.print("nothing to clean")
-
-
-@cli.command()
-@click.option("--pg", "pg_spec", default=None, help="PostgreSQL to use (default: embedded 18).")
-def demo(pg_spec: str | None) -> None:
-    """The seed's topology: a primary and standbys b and c with '1(b,c)', shown, then removed."""
-    from syncrep_lab.cluster.build import UpOptions, up
-    from syncrep_lab.cluster.status import cluster_status
-
-    d = paths.state_dir() / "clusters" / "demo"
-    if load(d) is not None:
-        remove_cluster(d)
-    started = time.monotonic()
-    manifest = up(UpOptions(dir=d, pg=pg_spec), progress=lambda m: err.print(f"[dim]{m}[/]"))
-    try:
-        elapsed = time.monotonic() - started
-        print_status(cluster_status(manifest))
-        out.print(f"cluster up in {elapsed:.2f} s")
-    finally:
-        report = remove_cluster(d)
-        out.print(f"cluster down in {report.seconds:.2f} s")
 
 
 def main() -> None:

@@ -297,6 +297,7 @@ def up(opts: UpOptions, progress: Progress | None = None) -> Manifest:
 
     deadline = time.monotonic() + opts.timeout
     copying: Copying = []
+    spawned: list[subprocess.Popen[bytes]] = []
     try:
         if must_create:
             make_dir_for(account, cluster_dir, 0o755)
@@ -322,6 +323,7 @@ def up(opts: UpOptions, progress: Progress | None = None) -> Manifest:
         say("starting the primary")
         primary_proc = server.spawn(account, postgres, manifest.primary.data_dir(cluster_dir),
                                     manifest.primary.log_file(cluster_dir))
+        spawned.append(primary_proc)
         wait_ready(manifest.admin_conninfo(manifest.primary), primary_proc,
                    manifest.primary.log_file(cluster_dir), deadline, "the primary")
         say(f"starting {len(manifest.standbys)} standbys")
@@ -335,6 +337,7 @@ def up(opts: UpOptions, progress: Progress | None = None) -> Manifest:
             configure_node(account, manifest, node, inst, settings.values)
             procs[node.name] = server.spawn(account, postgres, node.data_dir(cluster_dir),
                                             node.log_file(cluster_dir))
+            spawned.append(procs[node.name])
         for node in manifest.standbys:
             wait_ready(manifest.admin_conninfo(node), procs[node.name],
                               node.log_file(cluster_dir), deadline, f"standby {node.name}")
@@ -348,6 +351,9 @@ def up(opts: UpOptions, progress: Progress | None = None) -> Manifest:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+        # A postmaster just spawned may not have written postmaster.pid yet, so
+        # remove_cluster could not find it: stop our own children directly first.
+        server.stop_children(spawned)
         if (cluster_dir / MANIFEST).exists():
             remove_cluster(cluster_dir, keep_dir=not must_create)
         elif must_create and cluster_dir.exists():

@@ -52,6 +52,20 @@ def log_tail(log_file: Path, lines: int = 8) -> str:
     return "\n".join("    " + line for line in text.strip().splitlines()[-lines:])
 
 
+def stop_children(procs: list[subprocess.Popen[bytes]], timeout: float = 15) -> None:
+    """Immediate shutdown of postmasters we spawned ourselves, whatever their state."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGQUIT)
+    deadline = time.monotonic() + timeout
+    for proc in procs:
+        try:
+            proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 def postmaster_pid(data_dir: Path) -> int | None:
     """The live postmaster of ``data_dir``, verified through /proc, or None."""
     try:

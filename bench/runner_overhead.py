@@ -1,0 +1,99 @@
+"""The runner's own overhead: the same cell driven by syncrep-lab and by hand.
+
+A: what the runner runs for a measured repeat (pgbench with -P 1 and
+   per-transaction logs, synchronous_commit through PGOPTIONS), followed by the
+   log parse and the store write.
+B: pgbench run by hand with the same options but no logs.
+Both against the same cluster, interleaved A B A B, so drift and noise hit
+both. Target: median TPS of A within 2 % of B.
+
+    .venv/bin/python bench/runner_overhead.py [--rounds 8] [--duration 5] [--clients 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import tempfile
+from pathlib import Path
+
+from syncrep_lab.cluster.build import UpOptions, up
+from syncrep_lab.cluster.teardown import remove_cluster
+from syncrep_lab.experiment.spec import Workload
+from syncrep_lab.experiment.store import Store
+from syncrep_lab.experiment.workload import prepare_tables, run_pgbench, script_text
+from syncrep_lab.measure.pgbench_log import parse_transaction_logs
+from syncrep_lab.pg.installations import resolve
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--duration", type=int, default=5)
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--sync-commit", default="on")
+    args = parser.parse_args()
+
+    base = Path(tempfile.mkdtemp(prefix="srl-ovh-", dir="/tmp"))
+    base.chmod(0o755)
+    manifest = up(UpOptions(dir=base / "c"))
+    try:
+        inst = resolve(manifest.bin_dir)
+        pgbench = inst.program("pgbench")
+        conninfo = manifest.conninfo(manifest.primary)
+        workload = Workload(clients=args.clients, duration=args.duration)
+        script = base / "insert.sql"
+        script.write_text(script_text(workload, 1, base))
+        prepare_tables(manifest.admin_conninfo(manifest.primary), workload)
+        store = Store(base / "run", create=True)
+        threads = min(args.clients, os.cpu_count() or 2)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
+        env["PGOPTIONS"] = f"-c synchronous_commit={args.sync_commit}"
+        hand = [str(pgbench), "-M", "prepared", "-n", "-P", "1", "-c", str(args.clients),
+                "-j", str(threads), "-T", str(args.duration), "-f", str(script), conninfo]
+        tool_tps: list[float] = []
+        hand_tps: list[float] = []
+        for i in range(args.rounds + 1):  # round 0 warms up, not counted
+            logs = base / f"logs{i}"
+            logs.mkdir()
+            run = run_pgbench(pgbench, conninfo, script, clients=args.clients,
+                              threads=threads, duration=args.duration,
+                              synchronous_commit=args.sync_commit,
+                              log_prefix=logs / "pgbench_log")
+            stats = parse_transaction_logs(run.log_files)
+            store.db.execute("insert into meta values (?, ?)",
+                             (f"round{i}", str(stats.transactions)))
+            shutil.rmtree(logs)
+            out = subprocess.run(hand, capture_output=True, text=True, env=env, check=True)
+            m = re.search(r"tps = ([\d.]+)", out.stdout)
+            assert m and run.summary.tps is not None
+            if i == 0:
+                continue
+            tool_tps.append(run.summary.tps)
+            hand_tps.append(float(m.group(1)))
+            print(f"round {i}: syncrep-lab {run.summary.tps:,.0f} tps | by hand "
+                  f"{float(m.group(1)):,.0f} tps", flush=True)
+        store.close()
+    finally:
+        remove_cluster(manifest.dir)
+        shutil.rmtree(base, ignore_errors=True)
+    paired = [a / b for a, b in zip(tool_tps, hand_tps, strict=True)]
+    ratio = statistics.median(tool_tps) / statistics.median(hand_tps)
+    print(json.dumps({
+        "rounds": args.rounds, "duration_s": args.duration, "clients": args.clients,
+        "synchronous_commit": args.sync_commit,
+        "median_tps_syncrep_lab": round(statistics.median(tool_tps), 1),
+        "median_tps_by_hand": round(statistics.median(hand_tps), 1),
+        "ratio_of_medians": round(ratio, 4),
+        "median_paired_ratio": round(statistics.median(paired), 4),
+        "within_2_percent": abs(ratio - 1) <= 0.02,
+    }, indent=2))
+
+
+if __name__ == "__main__":
+    main()

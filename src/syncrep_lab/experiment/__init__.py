@@ -1,0 +1,1 @@
+"""Experiments: specs, plans, the runner, the store and what is shown of results."""

@@ -1,0 +1,233 @@
+"""The plan: a spec's matrix expanded into ordered cells, and the checks that need
+the whole spec (impossible combinations) rather than one key.
+
+An axis has a *scope*, which decides what changing it costs:
+
+- ``cluster``: a different cluster (installation, standbys, named settings);
+  cells are grouped so each cluster is built once;
+- ``reload``: a setting changed with a reload (``synchronous_standby_names``);
+- ``session``: per pgbench run (``synchronous_commit`` through PGOPTIONS,
+  clients, threads, batch).
+
+Placement axes (cpuset, numactl, instances per host, network link) will be
+``cluster``- or ``run``-scoped entries of AXES; nothing else here needs to
+change for them.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+from syncrep_lab.errors import UserError
+from syncrep_lab.experiment.spec import Scalar, Spec
+from syncrep_lab.pg import sync_names
+
+AXES: dict[str, str] = {
+    "pg": "cluster",
+    "standbys": "cluster",
+    "settings": "cluster",
+    "sync": "reload",
+    "synchronous_commit": "session",
+    "clients": "session",
+    "threads": "session",
+    "batch": "session",
+}
+MAX_CELLS = 5000
+DEFAULT_SETTINGS_SET = "default"
+
+
+@dataclass(frozen=True)
+class Cell:
+    index: int
+    axes: dict[str, Scalar]  # only the axes the matrix varies
+    pg: str | None
+    standbys: int
+    sync: str
+    settings_set: str
+    synchronous_commit: str
+    clients: int
+    threads: int
+    batch: int
+
+    @property
+    def key(self) -> str:
+        """Stable identity of a cell within a spec (used to resume)."""
+        return ",".join(f"{k}={v}" for k, v in sorted(self.axes.items())) or "single"
+
+    @property
+    def cluster_key(self) -> tuple[Any, ...]:
+        return (self.pg, self.standbys, self.settings_set)
+
+    @property
+    def label(self) -> str:
+        short = {"synchronous_commit": "sc", "clients": "c", "threads": "j", "batch": "batch",
+                 "standbys": "standbys", "settings": "set", "sync": "sync", "pg": "pg"}
+        return " ".join(f"{short[k]}={v}" for k, v in self.axes.items()) or "single cell"
+
+
+@dataclass
+class Plan:
+    cells: list[Cell]
+    dropped: list[str] = field(default_factory=list)  # cells left out, and why
+
+
+def _default_sync(spec: Spec, standbys: int) -> str:
+    if spec.topology.sync is not None:
+        return spec.topology.sync
+    return "1(b,c)" if standbys else ""
+
+
+def _standby_names(spec: Spec, standbys: int) -> list[str]:
+    if spec.topology.names:
+        return spec.topology.names[:standbys]
+    return [chr(ord("b") + i) for i in range(standbys)]
+
+
+def _axis_values(spec: Spec) -> dict[str, list[Scalar]]:
+    m = spec.matrix
+    values: dict[str, list[Scalar]] = {}
+    for axis in AXES:
+        given = getattr(m, axis)
+        if given is not None:
+            values[axis] = list(given)
+    return values
+
+
+def _matches(filter_: dict[str, Scalar], point: dict[str, Scalar]) -> bool:
+    return all(str(point.get(k)) == str(v) for k, v in filter_.items())
+
+
+def expand(spec: Spec, cpu_count: int = 2) -> Plan:
+    values = _axis_values(spec)
+    names = list(values)
+    wl = spec.workload
+    cells: list[Cell] = []
+    dropped: list[str] = []
+    points = [dict(zip(names, combo, strict=True))
+              for combo in itertools.product(*(values[n] for n in names))]
+    for point in points:
+        if spec.matrix.only and not any(_matches(f, point) for f in spec.matrix.only):
+            continue
+        if any(_matches(f, point) for f in spec.matrix.exclude):
+            continue
+        standbys = int(point.get("standbys", spec.topology.standbys))
+        clients = int(point.get("clients", wl.clients))
+        threads = int(point.get("threads", wl.threads or min(clients, cpu_count)))
+        if threads > clients:
+            if "threads" in point:
+                dropped.append(f"{point}: threads {threads} > clients {clients}")
+                continue
+            threads = clients
+        cells.append(Cell(
+            index=len(cells),
+            axes=point,
+            pg=str(point["pg"]) if "pg" in point else spec.topology.pg,
+            standbys=standbys,
+            sync=str(point.get("sync", _default_sync(spec, standbys))),
+            settings_set=str(point.get("settings", DEFAULT_SETTINGS_SET)),
+            synchronous_commit=str(point.get("synchronous_commit", wl.synchronous_commit)),
+            clients=clients,
+            threads=threads,
+            batch=int(point.get("batch", wl.batch)),
+        ))
+    # Build each cluster once: cells sharing a cluster run together, in the order
+    # their first cell appears in the matrix.
+    order: dict[tuple[Any, ...], int] = {}
+    for cell in cells:
+        order.setdefault(cell.cluster_key, len(order))
+    cells.sort(key=lambda c: (order[c.cluster_key], c.index))
+    cells = [Cell(**{**c.__dict__, "index": i}) for i, c in enumerate(cells)]
+    return Plan(cells, dropped)
+
+
+def settings_for(spec: Spec, settings_set: str) -> dict[str, str]:
+    merged = {k: _setting_text(v) for k, v in spec.settings.items()}
+    if settings_set != DEFAULT_SETTINGS_SET:
+        merged.update({k: _setting_text(v) for k, v in spec.settings_sets[settings_set].items()})
+    return merged
+
+
+def _setting_text(value: Scalar) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value)
+
+
+Problem = tuple[tuple[str | int, ...], str]
+
+
+def check_spec(spec: Spec) -> list[Problem]:
+    """Impossible combinations, each with the key it should be reported at."""
+    problems: list[Problem] = []
+    m, wl, run = spec.matrix, spec.workload, spec.run
+    if run.repeats_min > run.repeats_max:
+        problems.append((("run", "repeats_min"),
+                         f"repeats_min {run.repeats_min} > repeats_max {run.repeats_max}"))
+    for i, f in enumerate([*m.exclude, *m.only]):
+        kind, idx = ("exclude", i) if i < len(m.exclude) else ("only", i - len(m.exclude))
+        for key in f:
+            if key not in AXES:
+                problems.append((("matrix", kind, idx),
+                                 f"{key!r} is not an axis (axes: {', '.join(AXES)})"))
+    for name in m.settings or []:
+        if name != DEFAULT_SETTINGS_SET and name not in spec.settings_sets:
+            problems.append((("matrix", "settings"),
+                             f"no settings set {name!r} (define [settings_sets.{name}])"))
+    if wl.kind == "script" and not wl.script:
+        problems.append((("workload", "script"), "kind = 'script' needs script = 'file.sql'"))
+    if wl.kind != "insert" and (wl.batch != 1 or m.batch):
+        problems.append((("workload", "batch"), f"batch applies to kind 'insert', not {wl.kind!r}"))
+    if spec.topology.attach is not None:
+        for axis in ("pg", "standbys", "settings"):
+            if getattr(m, axis):
+                problems.append((("matrix", axis),
+                                 f"cannot vary {axis} of an attached cluster"))
+        if m.sync and not spec.topology.attach.allow_alter:
+            problems.append((("matrix", "sync"), "changing synchronous_standby_names of an "
+                             "attached cluster needs topology.attach.allow_alter = true"))
+    if problems:
+        return problems
+    plan = expand(spec)
+    if not plan.cells:
+        return [(("matrix",), "the matrix is empty after exclude/only")]
+    if len(plan.cells) > MAX_CELLS:
+        return [(("matrix",), f"{len(plan.cells)} cells is more than {MAX_CELLS}; "
+                 "split the spec or use exclude/only")]
+    seen: set[tuple[Any, ...]] = set()
+    for cell in plan.cells:
+        where_sync: tuple[str | int, ...] = ("matrix", "sync") if m.sync else ("topology", "sync")
+        where_sc: tuple[str | int, ...] = (("matrix", "synchronous_commit")
+                                           if m.synchronous_commit
+                                           else ("workload", "synchronous_commit"))
+        combo = (cell.standbys, cell.sync, cell.synchronous_commit, cell.settings_set,
+                 cell.clients)
+        if combo in seen:
+            continue
+        seen.add(combo)
+        if spec.topology.attach is None:
+            try:
+                _check_sync(cell.sync, _standby_names(spec, cell.standbys))
+            except UserError as exc:
+                problems.append((where_sync, f"{cell.label}: {exc.cause}"))
+                continue
+        remote = cell.synchronous_commit in ("remote_write", "remote_apply")
+        if remote and (cell.standbys == 0 or cell.sync == "") and spec.topology.attach is None:
+            problems.append((where_sc, f"{cell.label}: synchronous_commit = "
+                             f"{cell.synchronous_commit} with no synchronous standby would "
+                             "silently mean 'local'"))
+        settings = settings_for(spec, cell.settings_set)
+        max_conn = int(settings.get("max_connections", "300"))
+        if cell.clients + 5 > max_conn:
+            problems.append((("matrix", "clients") if m.clients else ("workload", "clients"),
+                             f"{cell.clients} clients need max_connections >= "
+                             f"{cell.clients + 5}, the server gets {max_conn}"))
+    return problems
+
+
+def _check_sync(text: str, standbys: list[str]) -> None:
+    from syncrep_lab.cluster.build import check_sync
+
+    check_sync(text, standbys, 180000)
+    sync_names.parse(text)

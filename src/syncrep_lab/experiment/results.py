@@ -1,0 +1,79 @@
+"""Results read back from a run's store: rows for the terminal, JSON and CSV.
+
+Everything here is read from the store only, so results can be shown again,
+or exported, at any time after (or during) a run.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from pathlib import Path
+from typing import IO, Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from syncrep_lab.experiment.store import Store
+
+COLUMNS = ("idx", "label", "status", "repeats", "stop_reason", "tps_mean", "tps_ci_low",
+           "tps_ci_high", "tps_ci_rel", "lat_mean_ms", "lat_p50_ms", "lat_p90_ms",
+           "lat_p99_ms", "lat_p999_ms", "lat_max_ms", "transactions", "failed", "error")
+
+
+def cell_rows(folder: Path) -> list[dict[str, Any]]:
+    store = Store(folder, create=False)
+    try:
+        run = store.run()
+        rows = []
+        for cell in store.cells(int(run["id"])):
+            row = {k: cell[k] for k in COLUMNS}
+            row["axes"] = json.loads(cell["axes_json"])
+            row["params"] = json.loads(cell["params_json"])
+            row["run"] = run["name"]
+            rows.append(row)
+        return rows
+    finally:
+        store.close()
+
+
+def write_csv(rows: list[dict[str, Any]], out: IO[str]) -> None:
+    axes = sorted({k for r in rows for k in r["axes"]})
+    writer = csv.writer(out)
+    writer.writerow([*axes, *COLUMNS])
+    for r in rows:
+        writer.writerow([*(r["axes"].get(a, "") for a in axes), *(r[c] for c in COLUMNS)])
+
+
+def _num(value: float | None, fmt: str = "{:,.0f}") -> str:
+    return "-" if value is None else fmt.format(value)
+
+
+def print_results(folder: Path, rows: list[dict[str, Any]],
+                  console: Console | None = None) -> None:
+    console = console or Console(highlight=False,
+                                 width=None if sys.stdout.isatty() else 132)
+    table = Table(title=f"results of {folder}", title_justify="left")
+    for col, justify in (("#", "right"), ("cell", "left"), ("TPS", "right"),
+                         ("± 95% CI", "right"), ("repeats", "right"), ("mean ms", "right"),
+                         ("p50 ms", "right"), ("p99 ms", "right"), ("p99.9 ms", "right")):
+        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    for r in rows:
+        if r["status"] != "done":
+            note = r["error"] or r["status"]
+            table.add_row(str(r["idx"]), escape(r["label"]), f"[red]{r['status']}[/]", "",
+                          str(r["repeats"]), escape(note.splitlines()[0][:60]) if note else "",
+                          "", "", "")
+            continue
+        ci = "-" if r["tps_ci_rel"] is None else f"{100 * r['tps_ci_rel']:.1f} %"
+        reps = f"{r['repeats']}" + ("" if r["stop_reason"] == "ci" else " (max)")
+        table.add_row(str(r["idx"]), escape(r["label"]), _num(r["tps_mean"]), ci, reps,
+                      _num(r["lat_mean_ms"], "{:.3f}"), _num(r["lat_p50_ms"], "{:.3f}"),
+                      _num(r["lat_p99_ms"], "{:.3f}"), _num(r["lat_p999_ms"], "{:.3f}"))
+    console.print(table)
+    maxed = sum(1 for r in rows if r["status"] == "done" and r["stop_reason"] != "ci")
+    if maxed:
+        console.print(f"[yellow]{maxed} cell(s) reached repeats_max before the confidence "
+                      "target: their intervals are wider than asked ('(max)').[/]")

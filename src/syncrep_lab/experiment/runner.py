@@ -1,0 +1,313 @@
+"""Running a plan: clusters up, cells measured, every repeat stored as it ends.
+
+For each cell: make sure the right cluster runs (built once per cluster key),
+set ``synchronous_standby_names`` by reload when the cell asks for another one
+and wait for the sync states it implies, prepare the workload's tables, run a
+warm-up that is not counted, then measured repeats until the confidence
+interval of the mean TPS is within the target (after ``repeats_min``) or
+``repeats_max`` is reached. A cell that fails is recorded with its error and
+the run goes on with a fresh cluster. The tool's own cost per repeat is a
+few SQLite rows and a log parse after pgbench has exited, so nothing of it
+overlaps the measurement.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from syncrep_lab import __version__, paths
+from syncrep_lab.cluster.build import UpOptions, check_sync, up
+from syncrep_lab.cluster.manifest import Manifest, load
+from syncrep_lab.cluster.ready import wait_replication
+from syncrep_lab.cluster.teardown import remove_cluster
+from syncrep_lab.errors import UserError
+from syncrep_lab.experiment.machine import machine_metadata
+from syncrep_lab.experiment.plan import Cell, Plan, expand, settings_for
+from syncrep_lab.experiment.spec import Spec, parse_spec
+from syncrep_lab.experiment.store import Store, now
+from syncrep_lab.experiment.workload import prepare_tables, run_pgbench, script_text
+from syncrep_lab.measure.histogram import LatencyHistogram
+from syncrep_lab.measure.pgbench_log import ProgressSample, parse_transaction_logs
+from syncrep_lab.measure.stats import ci_within, mean_ci
+from syncrep_lab.pg import sync_names
+from syncrep_lab.pg.installations import Installation, resolve
+
+
+@dataclass
+class Events:
+    """What the runner reports while it works; the CLI draws it, tests ignore it."""
+
+    plan: Callable[[Plan, int], None] = lambda plan, done: None
+    cell_start: Callable[[Cell], None] = lambda cell: None
+    phase: Callable[[Cell, str], None] = lambda cell, phase: None
+    live: Callable[[Cell, ProgressSample], None] = lambda cell, sample: None
+    repeat: Callable[[Cell, int, float], None] = lambda cell, n, tps: None
+    cell_end: Callable[[Cell, dict[str, Any]], None] = lambda cell, summary: None
+    message: Callable[[str], None] = lambda text: None
+
+
+class ActiveCluster:
+    """The cluster the current cells run on, rebuilt when the cluster key changes."""
+
+    def __init__(self, runner: Runner) -> None:
+        self.runner = runner
+        self.key: tuple[Any, ...] | None = None
+        self.manifest: Manifest | None = None
+        self.inst: Installation | None = None
+        self.sync: str | None = None
+        digest = hashlib.sha256(str(runner.store.folder.resolve()).encode()).hexdigest()[:10]
+        self.dir = paths.state_dir() / "clusters" / f"run-{digest}"
+
+    def for_cell(self, cell: Cell) -> Manifest:
+        spec = self.runner.spec
+        if self.manifest is not None and self.key == cell.cluster_key:
+            return self.manifest
+        self.down()
+        if load(self.dir) is not None:  # left by a killed run: ours, remove it
+            remove_cluster(self.dir)
+        self.runner.events.phase(cell, "cluster up")
+        topo = spec.topology
+        self.manifest = up(UpOptions(
+            dir=self.dir, pg=cell.pg, standbys=cell.standbys,
+            names=topo.names[: cell.standbys] if topo.names else None, sync=cell.sync,
+            tcp=topo.tcp, settings=settings_for(spec, cell.settings_set), profile=topo.profile,
+            clone=topo.clone, timeout=spec.run.ready_timeout,
+        ))
+        self.key = cell.cluster_key
+        self.sync = cell.sync
+        self.inst = resolve(self.manifest.bin_dir)
+        self._record()
+        return self.manifest
+
+    def _record(self) -> None:
+        assert self.manifest is not None
+        settings: dict[str, Any] = {}
+        for node in self.manifest.nodes:
+            with psycopg.connect(self.manifest.admin_conninfo(node), autocommit=True) as conn:
+                rows = conn.execute(
+                    "select name, setting, unit, source from pg_settings "
+                    "where source not in ('default', 'override') order by name").fetchall()
+            settings[node.name] = {r[0]: {"setting": r[1], "unit": r[2], "source": r[3]}
+                                   for r in rows}
+        self.runner.store.add_cluster(
+            self.runner.run_id, json.dumps(list(self.key or ())), self.manifest.version,
+            self.manifest.bin_dir,
+            [{"name": n.name, "role": n.role, "port": n.port} for n in self.manifest.nodes],
+            settings)
+
+    def set_sync(self, cell: Cell) -> None:
+        """synchronous_standby_names by reload, then wait for the states it implies."""
+        assert self.manifest is not None and self.inst is not None
+        if cell.sync == self.sync:
+            return
+        self.runner.events.phase(cell, "reload")
+        names = [n.name for n in self.manifest.standbys]
+        spec, rendered = check_sync(cell.sync, names, self.inst.version.num)
+        with psycopg.connect(self.manifest.admin_conninfo(self.manifest.primary),
+                             autocommit=True) as conn:
+            conn.execute(sql.SQL("alter system set synchronous_standby_names = {}").format(
+                sql.Literal(rendered)))
+            conn.execute("select pg_reload_conf()")
+        wait_replication(self.manifest, sync_names.expected_states(spec, names),
+                         time.monotonic() + self.runner.spec.run.ready_timeout)
+        self.sync = cell.sync
+
+    def down(self) -> None:
+        if self.manifest is not None or load(self.dir) is not None:
+            remove_cluster(self.dir)
+        self.manifest = None
+        self.key = None
+
+
+class Runner:
+    def __init__(self, store: Store, spec: Spec, spec_text: str, spec_dir: Path,
+                 run_id: int, events: Events | None = None) -> None:
+        self.store = store
+        self.spec = spec
+        self.spec_text = spec_text
+        self.spec_dir = spec_dir
+        self.run_id = run_id
+        self.events = events or Events()
+        self.cluster = ActiveCluster(self)
+
+    def execute(self) -> None:
+        plan = expand(self.spec, machine_metadata()["cpus_usable"] or 2)
+        rows = {c.key: self.store.ensure_cell(self.run_id, c.index, c.key, c.label, c.axes,
+                                              _params(c)) for c in plan.cells}
+        done = sum(1 for r in rows.values() if r["status"] in ("done", "failed"))
+        self.events.plan(plan, done)
+        for message in plan.dropped:
+            self.events.message(f"left out: {message}")
+        self.store.set_run_status(self.run_id, "running")
+        try:
+            for cell in plan.cells:
+                row = rows[cell.key]
+                if row["status"] in ("done", "failed"):
+                    continue
+                self._run_cell(cell, int(row["id"]))
+        except BaseException:
+            self.store.set_run_status(self.run_id, "interrupted")
+            raise
+        finally:
+            self.cluster.down()
+        self.store.set_run_status(self.run_id, "done")
+
+    def _run_cell(self, cell: Cell, cell_id: int) -> None:
+        self.events.cell_start(cell)
+        self.store.update_cell(cell_id, status="running", started_at=now(), error=None)
+        try:
+            summary = self._measure(cell, cell_id)
+        except Exception as exc:  # a failed cell is a result; the run goes on
+            error = exc.cause if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"
+            self.store.update_cell(cell_id, status="failed", error=error, finished_at=now())
+            self.events.cell_end(cell, {"status": "failed", "error": error})
+            self.cluster.down()
+            return
+        self.events.cell_end(cell, summary)
+
+    def _measure(self, cell: Cell, cell_id: int) -> dict[str, Any]:
+        manifest = self.cluster.for_cell(cell)
+        self.cluster.set_sync(cell)
+        assert self.cluster.inst is not None
+        pgbench = self.cluster.inst.program("pgbench")
+        conninfo = manifest.conninfo(manifest.primary)
+        wl = self.spec.workload
+        cell_dir = self.store.artifacts / f"cell-{cell.index:03d}"
+        cell_dir.mkdir(parents=True, exist_ok=True)
+        script = cell_dir / "workload.sql"
+        script.write_text(script_text(wl, cell.batch, self.spec_dir))
+        self.events.phase(cell, "prepare")
+        prepare_tables(manifest.admin_conninfo(manifest.primary), wl)
+        common: dict[str, Any] = dict(clients=cell.clients, threads=cell.threads,
+                                      synchronous_commit=cell.synchronous_commit)
+        if wl.warmup > 0:
+            self.events.phase(cell, "warm-up")
+            run_pgbench(pgbench, conninfo, script, duration=wl.warmup,
+                        on_progress=lambda s: self.events.live(cell, s), **common)
+        tps = [float(r["tps"]) for r in self.store.repeats(cell_id)]
+        ctl = self.spec.run
+        while len(tps) < ctl.repeats_max and not (
+            len(tps) >= ctl.repeats_min and ci_within(tps, ctl.ci_target, ctl.confidence)
+        ):
+            n = len(tps) + 1
+            self.events.phase(cell, f"repeat {n}")
+            tps.append(self._repeat(cell, cell_id, n, pgbench, conninfo, script, cell_dir,
+                                    common))
+            self.events.repeat(cell, n, tps[-1])
+        return self._summarise(cell_id, tps)
+
+    def _repeat(self, cell: Cell, cell_id: int, n: int, pgbench: Path, conninfo: str,
+                script: Path, cell_dir: Path, common: dict[str, Any]) -> float:
+        rep_dir = cell_dir / f"repeat-{n:02d}"
+        if rep_dir.exists():
+            shutil.rmtree(rep_dir)  # the remains of a repeat that was killed
+        rep_dir.mkdir()
+        started = now()
+        run = run_pgbench(pgbench, conninfo, script, duration=self.spec.workload.duration,
+                          log_prefix=rep_dir / "pgbench_log",
+                          on_progress=lambda s: self.events.live(cell, s), **common)
+        (rep_dir / "pgbench.stdout").write_text(run.stdout)
+        (rep_dir / "pgbench.stderr").write_text(run.stderr)
+        (rep_dir / "pgbench.argv").write_text(" ".join(run.argv) + "\n")
+        stats = parse_transaction_logs(run.log_files)
+        if not self.spec.workload.keep_logs:
+            for f in run.log_files:
+                f.unlink()
+        summary = run.summary
+        if summary.tps is None or summary.transactions is None:
+            raise UserError("pgbench printed no summary", f"see {rep_dir}/pgbench.stdout")
+        hist = stats.histogram
+        h = hist.summary()
+        self.store.add_repeat(cell_id, {
+            "n": n, "started_at": started, "duration_s": run.seconds,
+            "transactions": stats.transactions, "failed": stats.failed, "tps": summary.tps,
+            "pgbench_transactions": summary.transactions,
+            "pgbench_latency_avg_ms": summary.latency_avg_ms,
+            "lat_mean_ms": _ms(h["mean_us"]), "lat_p50_ms": _ms(h["p50_us"]),
+            "lat_p90_ms": _ms(h["p90_us"]), "lat_p99_ms": _ms(h["p99_us"]),
+            "lat_p999_ms": _ms(h["p999_us"]), "lat_max_ms": _ms(h["max_us"]),
+            "histogram": hist.to_bytes(),
+            "stdout_path": str((rep_dir / "pgbench.stdout").relative_to(self.store.folder)),
+            "stderr_path": str((rep_dir / "pgbench.stderr").relative_to(self.store.folder)),
+        }, [(s.t_s, s.tps, s.latency_ms, s.stddev_ms, s.failed) for s in run.progress])
+        return float(summary.tps)
+
+    def _summarise(self, cell_id: int, tps: list[float]) -> dict[str, Any]:
+        repeats = self.store.repeats(cell_id)
+        merged = LatencyHistogram()
+        for r in repeats:
+            merged = merged + LatencyHistogram.from_bytes(r["histogram"])
+        ctl = self.spec.run
+        ci = mean_ci(tps, ctl.confidence)
+        reached = len(tps) >= ctl.repeats_min and ci_within(tps, ctl.ci_target, ctl.confidence)
+        h = merged.summary()
+        summary: dict[str, Any] = {
+            "status": "done", "repeats": len(tps), "stop_reason": "ci" if reached else "max",
+            "tps_mean": ci.mean, "tps_stdev": ci.stdev, "tps_ci_low": ci.low,
+            "tps_ci_high": ci.high, "tps_ci_rel": ci.half_width_rel,
+            "transactions": sum(int(r["transactions"]) for r in repeats),
+            "failed": sum(int(r["failed"]) for r in repeats),
+            "lat_mean_ms": _ms(h["mean_us"]), "lat_p50_ms": _ms(h["p50_us"]),
+            "lat_p90_ms": _ms(h["p90_us"]), "lat_p99_ms": _ms(h["p99_us"]),
+            "lat_p999_ms": _ms(h["p999_us"]), "lat_max_ms": _ms(h["max_us"]),
+        }
+        self.store.update_cell(cell_id, **summary, histogram=merged.to_bytes(),
+                               finished_at=now())
+        return summary
+
+
+def _ms(us: float | int | None) -> float | None:
+    return None if us is None else float(us) / 1000.0
+
+
+def _params(cell: Cell) -> dict[str, Any]:
+    return {"pg": cell.pg, "standbys": cell.standbys, "sync": cell.sync,
+            "settings": cell.settings_set, "synchronous_commit": cell.synchronous_commit,
+            "clients": cell.clients, "threads": cell.threads, "batch": cell.batch}
+
+
+def start_run(spec: Spec, spec_text: str, spec_dir: Path, out: Path,
+              events: Events | None = None) -> Path:
+    """A new run in ``out`` (which must not hold one already)."""
+    if (out / "syncrep-lab.sqlite").exists():
+        raise UserError(f"{out} already holds a run",
+                        f"continue it with: syncrep-lab run --resume --out {out}, "
+                        "or choose another --out")
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--out {out} is not a directory", "choose a folder for the run")
+    store = Store(out, create=True)
+    try:
+        run_id = store.create_run(spec.name, spec_text, machine_metadata(), __version__)
+        (out / "spec.toml").write_text(spec_text)
+        (out / "spec-dir").write_text(str(spec_dir) + "\n")
+        Runner(store, spec, spec_text, spec_dir, run_id, events).execute()
+    finally:
+        store.close()
+    return out
+
+
+def resume_run(out: Path, events: Events | None = None) -> Path:
+    store = Store(out, create=False)
+    try:
+        run = store.run()
+        if run["status"] == "done":
+            events = events or Events()
+            events.message(f"{out}: the run is complete; nothing to resume")
+            return out
+        spec = parse_spec(run["spec_toml"], f"{out}/spec.toml")
+        spec_dir_file = out / "spec-dir"
+        spec_dir = Path(spec_dir_file.read_text().strip()) if spec_dir_file.exists() else out
+        Runner(store, spec, run["spec_toml"], spec_dir, int(run["id"]), events).execute()
+    finally:
+        store.close()
+    return out

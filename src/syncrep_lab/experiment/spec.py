@@ -1,0 +1,223 @@
+"""Experiment specs: the TOML a user writes, validated with the line of every error.
+
+A spec names a topology (as ``cluster up`` takes it, or ``attach`` to a running
+cluster), server settings, a workload, the axes of the matrix and the run
+controls. Validation is pydantic's; what this module adds is the mapping from
+an error's key path back to the line of the TOML it came from, because
+"matrix.clients: value must be positive" is much less useful than
+"spec.toml:14: matrix.clients[2]: ...".
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from syncrep_lab.errors import UserError
+
+SyncCommit = Literal["off", "local", "remote_write", "on", "remote_apply"]
+SYNC_COMMIT_LEVELS: tuple[SyncCommit, ...] = ("off", "local", "remote_write", "on",
+                                              "remote_apply")
+Scalar = str | int | float | bool
+PRESETS = ("quick", "seed")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Attach(_Strict):
+    """A cluster the user already runs: nothing is provisioned or restarted."""
+
+    primary: str
+    standbys: dict[str, str] = Field(default_factory=dict)
+    allow_alter: bool = False
+
+
+class Topology(_Strict):
+    pg: str | None = None
+    standbys: Annotated[int, Field(ge=0, le=24)] = 2
+    names: list[str] | None = None
+    sync: str | None = None
+    tcp: bool = False
+    profile: Literal["benchmark", "seed"] = "benchmark"
+    clone: Literal["copy", "basebackup"] = "copy"
+    attach: Attach | None = None
+
+
+class Workload(_Strict):
+    kind: Literal["insert", "pk-lookup", "script"] = "insert"
+    batch: Annotated[int, Field(ge=1, le=10000)] = 1
+    rows: Annotated[int, Field(ge=1, le=1_000_000_000)] = 1_000_000
+    script: str | None = None
+    clients: Annotated[int, Field(ge=1, le=10000)] = 16
+    threads: Annotated[int, Field(ge=1, le=10000)] | None = None
+    duration: Annotated[int, Field(ge=1, le=86400)] = 10  # seconds (pgbench -T)
+    warmup: Annotated[int, Field(ge=0, le=3600)] = 2
+    synchronous_commit: SyncCommit = "on"
+    keep_logs: bool = False
+
+
+class Matrix(_Strict):
+    synchronous_commit: list[SyncCommit] | None = None
+    sync: list[str] | None = None
+    standbys: list[Annotated[int, Field(ge=0, le=24)]] | None = None
+    clients: list[Annotated[int, Field(ge=1, le=10000)]] | None = None
+    threads: list[Annotated[int, Field(ge=1, le=10000)]] | None = None
+    batch: list[Annotated[int, Field(ge=1, le=10000)]] | None = None
+    pg: list[str] | None = None
+    settings: list[str] | None = None
+    exclude: list[dict[str, Scalar]] = Field(default_factory=list)
+    only: list[dict[str, Scalar]] = Field(default_factory=list)
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _not_empty(cls, value: Any) -> Any:
+        if isinstance(value, list) and value == []:
+            raise ValueError("an axis needs at least one value (leave it out instead)")
+        return value
+
+
+class RunControl(_Strict):
+    repeats_min: Annotated[int, Field(ge=1, le=1000)] = 3
+    repeats_max: Annotated[int, Field(ge=1, le=1000)] = 10
+    ci_target: Annotated[float, Field(gt=0, lt=1)] = 0.03
+    confidence: Annotated[float, Field(gt=0.5, lt=1)] = 0.95
+    ready_timeout: Annotated[float, Field(gt=0, le=3600)] = 60.0
+
+
+class Spec(_Strict):
+    name: Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.-]+$")]
+    description: str = ""
+    topology: Topology = Field(default_factory=Topology)
+    settings: dict[str, Scalar] = Field(default_factory=dict)
+    settings_sets: dict[str, dict[str, Scalar]] = Field(default_factory=dict)
+    workload: Workload = Field(default_factory=Workload)
+    matrix: Matrix = Field(default_factory=Matrix)
+    run: RunControl = Field(default_factory=RunControl)
+    reference: dict[str, Any] = Field(default_factory=dict)
+
+
+class SpecError(UserError):
+    """Spec problems, each with its line."""
+
+    def __init__(self, source: str, problems: list[tuple[int | None, str]]) -> None:
+        lines = [f"{source}:{line}: {msg}" if line else f"{source}: {msg}"
+                 for line, msg in problems]
+        super().__init__(
+            "the spec is not valid:\n  " + "\n  ".join(lines),
+            "correct the lines named above (docs/spec.md lists every key)",
+        )
+        self.problems = problems
+
+
+# --- mapping key paths to lines ----------------------------------------------------
+
+_HEADER = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
+_PART = r"""(?:[A-Za-z0-9_-]+|"[^"]*"|'[^']*')"""
+_KEY = re.compile(rf"^\s*({_PART}(?:\s*\.\s*{_PART})*)\s*=")
+
+
+def _split_key(text: str) -> list[str]:
+    parts = re.findall(r"""[A-Za-z0-9_-]+|"[^"]*"|'[^']*'""", text)
+    return [p[1:-1] if p[:1] in "\"'" else p for p in parts]
+
+
+def key_lines(text: str) -> dict[tuple[str | int, ...], int]:
+    """Line (1-based) where each table and key of a TOML document is written.
+
+    Arrays of tables get their index as a path element, as pydantic reports them.
+    Keys inside multi-line values are not seen; errors there fall back to the
+    line of the enclosing key.
+    """
+    found: dict[tuple[str | int, ...], int] = {}
+    table: tuple[str | int, ...] = ()
+    array_counts: dict[tuple[str | int, ...], int] = {}
+    for no, line in enumerate(text.splitlines(), start=1):
+        header = _HEADER.match(line)
+        if header:
+            path: tuple[str | int, ...] = tuple(_split_key(header.group(2)))
+            if header.group(1) == "[[":
+                index = array_counts.get(path, 0)
+                array_counts[path] = index + 1
+                found.setdefault(path, no)
+                path = (*path, index)
+            table = path
+            found.setdefault(table, no)
+            continue
+        key = _KEY.match(line)
+        if key:
+            found.setdefault((*table, *_split_key(key.group(1))), no)
+    return found
+
+
+def line_of(lines: dict[tuple[str | int, ...], int], loc: tuple[str | int, ...]) -> int | None:
+    for end in range(len(loc), 0, -1):
+        if loc[:end] in lines:
+            return lines[loc[:end]]
+    return None
+
+
+def _loc_text(loc: tuple[str | int, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+# --- loading -----------------------------------------------------------------------
+
+
+def parse_spec(text: str, source: str = "spec") -> Spec:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        m = re.search(r"line (\d+)", str(exc))
+        raise SpecError(source, [(int(m.group(1)) if m else None, f"not TOML: {exc}")]) from None
+    lines = key_lines(text)
+    try:
+        spec = Spec.model_validate(data)
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            loc = tuple(p for p in error["loc"] if not str(p).startswith("function-"))
+            msg = error["msg"]
+            if error["type"] == "extra_forbidden":
+                msg = "unknown key"
+            problems.append((line_of(lines, loc), f"{_loc_text(loc)}: {msg}"))
+        raise SpecError(source, problems) from None
+    from syncrep_lab.experiment.plan import check_spec
+
+    combination_problems = check_spec(spec)
+    if combination_problems:
+        raise SpecError(source, [(line_of(lines, loc), f"{_loc_text(loc)}: {msg}")
+                                 for loc, msg in combination_problems])
+    return spec
+
+
+def load_spec(path: Path) -> tuple[Spec, str]:
+    """The spec in ``path`` and its text (kept with the run)."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise UserError(f"no spec file {path}", "give the path of a TOML spec, or --preset "
+                        + "|".join(PRESETS)) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"cannot read the spec {path}: {exc}", "check the path") from None
+    return parse_spec(text, str(path)), text
+
+
+def preset_text(name: str) -> str:
+    if name not in PRESETS:
+        raise UserError(f"no preset {name!r}", f"use one of: {', '.join(PRESETS)}")
+    return (resources.files("syncrep_lab.presets") / f"{name}.toml").read_text()
+
+
+def load_preset(name: str) -> tuple[Spec, str]:
+    text = preset_text(name)
+    return parse_spec(text, f"preset {name}"), text

@@ -1,0 +1,220 @@
+"""The run store: one SQLite database (WAL mode) per run folder, beside ``artifacts/``.
+
+Every repeat is written in one transaction as soon as it ends, so killing the
+tool (even with SIGKILL) loses at most the repeat in progress, and ``--resume``
+continues from what is stored. The schema is documented in docs/store.md and
+versioned in ``meta.schema_version``; users are welcome to query it with SQL
+(the ``cell_results`` view is the one-row-per-cell summary).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from syncrep_lab.errors import UserError
+
+SCHEMA_VERSION = 1
+DB_NAME = "syncrep-lab.sqlite"
+
+SCHEMA = """
+create table if not exists meta (key text primary key, value text not null);
+create table if not exists runs (
+    id integer primary key,
+    name text not null,
+    started_at text not null,
+    finished_at text,
+    status text not null,            -- running | done | interrupted | failed
+    spec_toml text not null,
+    machine_json text not null,
+    tool_version text not null
+);
+create table if not exists clusters (
+    id integer primary key,
+    run_id integer not null references runs(id),
+    cluster_key text not null,
+    version text, bin_dir text, nodes_json text,
+    settings_json text,              -- every non-default setting per node, read back
+    created_at text not null
+);
+create table if not exists cells (
+    id integer primary key,
+    run_id integer not null references runs(id),
+    idx integer not null,
+    key text not null,
+    label text not null,
+    axes_json text not null,
+    params_json text not null,
+    status text not null,            -- pending | running | done | failed
+    error text,
+    repeats integer not null default 0,
+    stop_reason text,                -- ci (target met) | max (repeats_max reached)
+    tps_mean real, tps_stdev real, tps_ci_low real, tps_ci_high real, tps_ci_rel real,
+    transactions integer, failed integer,
+    lat_mean_ms real, lat_p50_ms real, lat_p90_ms real, lat_p99_ms real,
+    lat_p999_ms real, lat_max_ms real,
+    histogram blob,                  -- all repeats merged
+    started_at text, finished_at text,
+    unique (run_id, key)
+);
+create table if not exists repeats (
+    id integer primary key,
+    cell_id integer not null references cells(id),
+    n integer not null,
+    started_at text not null,
+    duration_s real not null,
+    transactions integer not null,   -- from the per-transaction logs
+    failed integer not null,
+    tps real not null,               -- pgbench's own figure (without connection time)
+    pgbench_transactions integer,
+    pgbench_latency_avg_ms real,
+    lat_mean_ms real, lat_p50_ms real, lat_p90_ms real, lat_p99_ms real,
+    lat_p999_ms real, lat_max_ms real,
+    histogram blob not null,
+    stdout_path text, stderr_path text,
+    unique (cell_id, n)
+);
+create table if not exists samples (
+    repeat_id integer not null references repeats(id),
+    t_s real not null, tps real not null, latency_ms real, stddev_ms real,
+    failed integer not null default 0
+);
+create index if not exists samples_by_repeat on samples(repeat_id);
+create view if not exists cell_results as
+    select r.name as run, c.idx, c.label, c.status, c.repeats, c.stop_reason,
+           c.tps_mean, c.tps_ci_low, c.tps_ci_high, c.tps_ci_rel,
+           c.lat_mean_ms, c.lat_p50_ms, c.lat_p90_ms, c.lat_p99_ms, c.lat_p999_ms,
+           c.lat_max_ms, c.transactions, c.failed, c.axes_json, c.params_json, c.error
+    from cells c join runs r on r.id = c.run_id;
+"""
+
+
+def now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+class Store:
+    def __init__(self, folder: Path, *, create: bool) -> None:
+        self.folder = folder
+        self.artifacts = folder / "artifacts"
+        path = folder / DB_NAME
+        if not create and not path.is_file():
+            raise UserError(f"{folder} is not a syncrep-lab run folder (no {DB_NAME})",
+                            "give the folder a run was written to (its --out)")
+        try:
+            if create:
+                self.artifacts.mkdir(parents=True, exist_ok=True)
+            self.db = sqlite3.connect(path, timeout=30, isolation_level=None)
+            self.db.row_factory = sqlite3.Row
+            self.db.execute("pragma journal_mode = wal")
+            self.db.execute("pragma synchronous = normal")
+            self.db.execute("pragma foreign_keys = on")
+            if create:
+                self.db.executescript(SCHEMA)
+                self.db.execute("insert or ignore into meta values ('schema_version', ?)",
+                                (str(SCHEMA_VERSION),))
+        except (sqlite3.Error, OSError) as exc:
+            raise UserError(f"cannot open the run store in {folder}: {exc}",
+                            "check that the folder is writable and the disk not full") from None
+        version = self.db.execute(
+            "select value from meta where key = 'schema_version'").fetchone()
+        if version is None or int(version[0]) != SCHEMA_VERSION:
+            raise UserError(f"{path} has schema version {version[0] if version else '?'}, "
+                            f"this syncrep-lab reads {SCHEMA_VERSION}",
+                            "use the syncrep-lab version that wrote it")
+
+    def close(self) -> None:
+        self.db.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        self.db.execute("begin immediate")
+        try:
+            yield self.db
+        except BaseException:
+            self.db.execute("rollback")
+            raise
+        self.db.execute("commit")
+
+    # --- runs ---------------------------------------------------------------------
+
+    def create_run(self, name: str, spec_toml: str, machine: dict[str, Any],
+                   tool_version: str) -> int:
+        with self.transaction() as db:
+            cur = db.execute(
+                "insert into runs(name, started_at, status, spec_toml, machine_json, "
+                "tool_version) values (?, ?, 'running', ?, ?, ?)",
+                (name, now(), spec_toml, json.dumps(machine), tool_version))
+            assert cur.lastrowid is not None
+            return cur.lastrowid
+
+    def run(self, run_id: int | None = None) -> sqlite3.Row:
+        if run_id is None:
+            row = self.db.execute("select * from runs order by id desc limit 1").fetchone()
+        else:
+            row = self.db.execute("select * from runs where id = ?", (run_id,)).fetchone()
+        if row is None:
+            raise UserError(f"no run stored in {self.folder}", "start one with syncrep-lab run")
+        return row  # type: ignore[no-any-return]
+
+    def set_run_status(self, run_id: int, status: str) -> None:
+        with self.transaction() as db:
+            db.execute("update runs set status = ?, finished_at = ? where id = ?",
+                       (status, now() if status != "running" else None, run_id))
+
+    # --- cells --------------------------------------------------------------------
+
+    def ensure_cell(self, run_id: int, idx: int, key: str, label: str, axes: dict[str, Any],
+                    params: dict[str, Any]) -> sqlite3.Row:
+        with self.transaction() as db:
+            db.execute(
+                "insert or ignore into cells(run_id, idx, key, label, axes_json, params_json, "
+                "status) values (?, ?, ?, ?, ?, ?, 'pending')",
+                (run_id, idx, key, label, json.dumps(axes), json.dumps(params)))
+            row = db.execute("select * from cells where run_id = ? and key = ?",
+                             (run_id, key)).fetchone()
+        return row  # type: ignore[no-any-return]
+
+    def cells(self, run_id: int) -> list[sqlite3.Row]:
+        return self.db.execute("select * from cells where run_id = ? order by idx",
+                               (run_id,)).fetchall()
+
+    def update_cell(self, cell_id: int, **fields: Any) -> None:
+        names = ", ".join(f"{k} = ?" for k in fields)
+        with self.transaction() as db:
+            db.execute(f"update cells set {names} where id = ?", (*fields.values(), cell_id))
+
+    def repeats(self, cell_id: int) -> list[sqlite3.Row]:
+        return self.db.execute("select * from repeats where cell_id = ? order by n",
+                               (cell_id,)).fetchall()
+
+    def add_repeat(self, cell_id: int, values: dict[str, Any],
+                   samples: list[tuple[float, float, float | None, float | None, int]]) -> int:
+        """One measured repeat and its per-second samples, atomically."""
+        cols = ", ".join(values)
+        marks = ", ".join("?" for _ in values)
+        with self.transaction() as db:
+            cur = db.execute(f"insert into repeats(cell_id, {cols}) values (?, {marks})",
+                             (cell_id, *values.values()))
+            repeat_id = cur.lastrowid
+            assert repeat_id is not None
+            db.executemany(
+                "insert into samples(repeat_id, t_s, tps, latency_ms, stddev_ms, failed) "
+                "values (?, ?, ?, ?, ?, ?)", [(repeat_id, *s) for s in samples])
+            db.execute("update cells set repeats = (select count(*) from repeats "
+                       "where cell_id = ?) where id = ?", (cell_id, cell_id))
+        return repeat_id
+
+    def add_cluster(self, run_id: int, cluster_key: str, version: str, bin_dir: str,
+                    nodes: list[dict[str, Any]], settings: dict[str, Any]) -> None:
+        with self.transaction() as db:
+            db.execute(
+                "insert into clusters(run_id, cluster_key, version, bin_dir, nodes_json, "
+                "settings_json, created_at) values (?, ?, ?, ?, ?, ?, ?)",
+                (run_id, cluster_key, version, bin_dir, json.dumps(nodes),
+                 json.dumps(settings), now()))

@@ -1,0 +1,176 @@
+"""Workloads: the tables they need, the pgbench script they run, and one pgbench run.
+
+Every workload is a real ``pgbench -M prepared -n -P 1`` run:
+
+- ``insert``: the seed's ``insert into test(info) values (null)`` on
+  ``test(id serial primary key, info text, crt_time timestamp)``; with
+  ``batch = N``, N such inserts per transaction (``begin; ... end;``);
+- ``pk-lookup``: the NUMA seed's primary-key lookup on ``user_info`` of
+  ``rows`` rows, prewarmed (pg_prewarm where the server has it);
+- ``script``: the user's own pgbench script file.
+
+``synchronous_commit`` is set per pgbench session through ``PGOPTIONS``, so
+changing it between cells needs no reload and touches nothing else.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psycopg
+
+from syncrep_lab.errors import UserError
+from syncrep_lab.experiment.spec import Workload
+from syncrep_lab.measure.pgbench_log import (
+    PgbenchSummary,
+    ProgressSample,
+    parse_progress_line,
+    parse_summary,
+)
+
+INSERT = "insert into test(info) values (null);\n"
+
+
+def script_text(workload: Workload, batch: int, spec_dir: Path) -> str:
+    if workload.kind == "insert":
+        if batch == 1:
+            return INSERT
+        return "begin;\n" + INSERT * batch + "end;\n"
+    if workload.kind == "pk-lookup":
+        return (f"\\set id random(1, {workload.rows})\n"
+                "select * from user_info where id = :id;\n")
+    assert workload.script is not None
+    path = (spec_dir / workload.script).expanduser()
+    try:
+        return path.read_text()
+    except OSError as exc:
+        raise UserError(f"cannot read the workload script {path}: {exc}",
+                        "workload.script is relative to the spec file") from None
+
+
+def prepare_tables(conninfo: str, workload: Workload) -> None:
+    """Create what the workload needs, fresh for every cell (insert) or once (lookup)."""
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        if workload.kind == "insert":
+            conn.execute("drop table if exists test")
+            conn.execute("create table test(id serial primary key, info text, "
+                         "crt_time timestamp)")
+        elif workload.kind == "pk-lookup":
+            conn.execute("create table if not exists user_info(id int primary key, info text, "
+                         "crt_time timestamp)")
+            row = conn.execute("select count(*) from user_info").fetchone()
+            if row is None or int(row[0]) != workload.rows:
+                conn.execute("truncate user_info")
+                conn.execute("insert into user_info select g, md5(g::text), now() "
+                             "from generate_series(1, %s) g", (workload.rows,))
+                conn.execute("vacuum analyze user_info")
+            try:
+                conn.execute("create extension if not exists pg_prewarm")
+                conn.execute("select pg_prewarm('user_info'), pg_prewarm('user_info_pkey')")
+            except psycopg.Error:
+                # No pg_prewarm in this installation: read the table and index instead.
+                conn.execute("set enable_seqscan = off")
+                conn.execute("select count(*) from user_info where id > 0")
+                conn.execute("reset enable_seqscan")
+                conn.execute("select count(*) from user_info")
+
+
+@dataclass
+class PgbenchRun:
+    argv: list[str]
+    returncode: int
+    stdout: str
+    stderr: str
+    summary: PgbenchSummary
+    progress: list[ProgressSample] = field(default_factory=list)
+    log_files: list[Path] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def run_pgbench(
+    pgbench: Path,
+    conninfo: str,
+    script: Path,
+    *,
+    clients: int,
+    threads: int,
+    duration: int,
+    synchronous_commit: str,
+    log_prefix: Path | None = None,
+    on_progress: Callable[[ProgressSample], None] | None = None,
+    extra_timeout: float = 60.0,
+) -> PgbenchRun:
+    """One pgbench run; raises UserError when pgbench fails or overruns its bound."""
+    argv = [str(pgbench), "-M", "prepared", "-n", "-P", "1", "-c", str(clients),
+            "-j", str(threads), "-T", str(duration), "-f", str(script)]
+    if log_prefix is not None:
+        argv += ["-l", f"--log-prefix={log_prefix}"]
+    argv.append(conninfo)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
+    env["PGOPTIONS"] = f"-c synchronous_commit={synchronous_commit}"
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, env=env, cwd=str(script.parent),
+    )
+    progress: list[ProgressSample] = []
+    err_lines: list[str] = []
+
+    def read_stderr() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            err_lines.append(line)  # kept whole: pgbench's raw output is an artifact
+            sample = parse_progress_line(line)
+            if sample is None:
+                continue
+            progress.append(sample)
+            if on_progress is not None:
+                on_progress(sample)
+
+    out_lines: list[str] = []
+
+    def read_stdout() -> None:
+        assert proc.stdout is not None
+        out_lines.extend(proc.stdout)
+
+    readers = [threading.Thread(target=read_stderr, daemon=True),
+               threading.Thread(target=read_stdout, daemon=True)]
+    for reader in readers:
+        reader.start()
+    try:
+        proc.wait(timeout=duration + extra_timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise UserError(
+            f"pgbench did not finish within {duration + extra_timeout:.0f} s "
+            f"(-T {duration}); commits may be waiting for a standby that never confirms",
+            "check the cluster with: syncrep-lab cluster status",
+        ) from None
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    finally:
+        for reader in readers:
+            reader.join(timeout=5)
+    seconds = time.monotonic() - started
+    stdout = "".join(out_lines)
+    stderr = "".join(err_lines)
+    logs: list[Path] = []
+    if log_prefix is not None:
+        logs = sorted(log_prefix.parent.glob(f"{log_prefix.name}.{proc.pid}*"))
+    run = PgbenchRun(argv, proc.returncode, stdout, stderr, parse_summary(stdout), progress,
+                     logs, seconds)
+    if proc.returncode != 0:
+        errors = [ln for ln in stderr.splitlines() if not ln.startswith("progress:")]
+        tail = "\n".join(errors[-6:])
+        raise UserError(f"pgbench exited with code {proc.returncode}:\n{tail}",
+                        "read pgbench's output in the cell's artifacts")
+    return run

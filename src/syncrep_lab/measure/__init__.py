@@ -1,0 +1,1 @@
+"""Measurement primitives: latency histograms, pgbench output, statistics."""

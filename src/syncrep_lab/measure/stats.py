@@ -1,0 +1,165 @@
+"""Small-sample statistics for repeated benchmark runs.
+
+This module owns how run-to-run variation is summarised and compared: a mean
+with its Student-t confidence interval (:func:`mean_ci`), the question "is that
+interval narrow enough yet" (:func:`ci_within`), Welch's unequal-variance t-test
+(:func:`welch_t`), and a confidence interval for a ratio of means
+(:func:`ratio_ci`). Benchmarks give a handful of runs, not thousands, so every
+interval uses the t distribution rather than the normal one, and anything
+undefined for so few values (a spread from one run) is None rather than a
+made-up number.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from scipy import stats as _scipy_stats
+
+__all__ = ["MeanCI", "RatioCI", "WelchResult", "ci_within", "mean_ci", "ratio_ci", "welch_t"]
+
+
+def _check_confidence(confidence: float) -> None:
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be within (0, 1), got {confidence}")
+
+
+def _t_quantile(confidence: float, df: float) -> float:
+    return float(_scipy_stats.t.ppf((1 + confidence) / 2, df))
+
+
+def _checked(values: Sequence[float], name: str) -> list[float]:
+    floats = [float(v) for v in values]
+    if not floats:
+        raise ValueError(f"{name}: at least one value is needed")
+    if not all(math.isfinite(v) for v in floats):
+        raise ValueError(f"{name}: values must be finite")
+    return floats
+
+
+@dataclass(frozen=True)
+class MeanCI:
+    """A sample mean and its two-sided t confidence interval.
+
+    ``stdev`` (ddof=1), ``low``, ``high`` and ``half_width_rel`` are None with
+    fewer than 2 values; ``half_width_rel`` (half width / |mean|) is also None
+    when the mean is 0.
+    """
+
+    n: int
+    mean: float
+    stdev: float | None
+    low: float | None
+    high: float | None
+    half_width_rel: float | None
+
+
+def mean_ci(values: Sequence[float], confidence: float = 0.95) -> MeanCI:
+    """Mean of ``values`` with a Student-t interval: mean ± t(n-1) · s / √n."""
+    _check_confidence(confidence)
+    data = _checked(values, "values")
+    n = len(data)
+    mean = statistics.fmean(data)
+    if n < 2:
+        return MeanCI(n=n, mean=mean, stdev=None, low=None, high=None, half_width_rel=None)
+    stdev = statistics.stdev(data)
+    half = _t_quantile(confidence, n - 1) * stdev / math.sqrt(n)
+    return MeanCI(
+        n=n,
+        mean=mean,
+        stdev=stdev,
+        low=mean - half,
+        high=mean + half,
+        half_width_rel=None if mean == 0 else half / abs(mean),
+    )
+
+
+def ci_within(values: Sequence[float], target_rel: float, confidence: float = 0.95) -> bool:
+    """Whether the interval's half width is at most ``target_rel`` of the mean
+    (e.g. 0.02 for ±2 %). False with fewer than 2 values: one run says nothing
+    about the spread."""
+    if len(values) < 2:
+        return False
+    rel = mean_ci(values, confidence).half_width_rel
+    return rel is not None and rel <= target_rel
+
+
+@dataclass(frozen=True)
+class WelchResult:
+    """Welch's t-test of mean(a) against mean(b): two-sided, unequal variances."""
+
+    t: float
+    df: float
+    p_value: float
+    significant: bool
+
+
+def welch_t(a: Sequence[float], b: Sequence[float], alpha: float = 0.05) -> WelchResult:
+    """Welch's unequal-variance t-test, as ``scipy.stats.ttest_ind(equal_var=False)``.
+
+    Each sample needs at least 2 values. When neither sample varies the
+    statistic is undefined (0/0 or x/0); the answer is then exact instead:
+    p = 0 (t = ±inf) if the means differ and p = 1 (t = 0) if they are equal,
+    with df = n_a + n_b - 2.
+    """
+    xa, xb = _checked(a, "a"), _checked(b, "b")
+    na, nb = len(xa), len(xb)
+    if na < 2 or nb < 2:
+        raise ValueError("welch_t needs at least 2 values in each sample")
+    mean_a, mean_b = statistics.fmean(xa), statistics.fmean(xb)
+    va, vb = statistics.variance(xa) / na, statistics.variance(xb) / nb
+    diff = mean_a - mean_b
+    if va + vb == 0:
+        df = float(na + nb - 2)
+        if diff == 0:
+            return WelchResult(t=0.0, df=df, p_value=1.0, significant=False)
+        return WelchResult(t=math.copysign(math.inf, diff), df=df, p_value=0.0, significant=True)
+    t = diff / math.sqrt(va + vb)
+    df = (va + vb) ** 2 / (va**2 / (na - 1) + vb**2 / (nb - 1))
+    p_value = float(2 * _scipy_stats.t.sf(abs(t), df))
+    return WelchResult(t=t, df=df, p_value=p_value, significant=p_value < alpha)
+
+
+@dataclass(frozen=True)
+class RatioCI:
+    """mean(a) / mean(b) with a confidence interval (None when a sample has < 2 values)."""
+
+    ratio: float
+    low: float | None
+    high: float | None
+
+
+def ratio_ci(a: Sequence[float], b: Sequence[float], confidence: float = 0.95) -> RatioCI:
+    """Ratio of means R = mean(a) / mean(b), for independent samples a and b.
+
+    Method: first-order delta method. With ``d_a = var(a) / (n_a · mean(b)²)``
+    and ``d_b = R² · var(b) / (n_b · mean(b)²)`` (sample variances, ddof=1) the
+    standard error of R is ``√(d_a + d_b)``. The interval is ``R ± t · se`` with
+    t from Student's distribution at the Welch–Satterthwaite degrees of freedom
+    ``(d_a + d_b)² / (d_a²/(n_a-1) + d_b²/(n_b-1))``, so that a handful of runs
+    gives a suitably wide interval. The approximation is good when both means
+    are measured to a few percent; it is symmetric and can misbehave when
+    mean(b) is itself uncertain near 0 (Fieller's interval would be the tool
+    then). mean(b) = 0 raises ValueError; low and high are None when a sample
+    has fewer than 2 values.
+    """
+    _check_confidence(confidence)
+    xa, xb = _checked(a, "a"), _checked(b, "b")
+    mean_a, mean_b = statistics.fmean(xa), statistics.fmean(xb)
+    if mean_b == 0:
+        raise ValueError("ratio_ci: mean(b) is 0, the ratio is undefined")
+    ratio = mean_a / mean_b
+    na, nb = len(xa), len(xb)
+    if na < 2 or nb < 2:
+        return RatioCI(ratio=ratio, low=None, high=None)
+    da = statistics.variance(xa) / (na * mean_b**2)
+    db = ratio**2 * statistics.variance(xb) / (nb * mean_b**2)
+    if da + db == 0:
+        return RatioCI(ratio=ratio, low=ratio, high=ratio)
+    se = math.sqrt(da + db)
+    df = (da + db) ** 2 / (da**2 / (na - 1) + db**2 / (nb - 1))
+    half = _t_quantile(confidence, df) * se
+    return RatioCI(ratio=ratio, low=ratio - half, high=ratio + half)

@@ -1,0 +1,1 @@
+"""Built-in experiment specs (TOML), loaded with ``--preset NAME``."""

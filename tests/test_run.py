@@ -1,0 +1,138 @@
+"""Experiments end to end on real clusters: stored figures agree with pgbench's own,
+a killed run resumes, a failing cell is recorded and the run goes on."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from syncrep_lab.experiment.runner import start_run
+from syncrep_lab.experiment.spec import parse_spec
+from syncrep_lab.measure.histogram import LatencyHistogram
+
+from .conftest import cli, postmasters_in
+
+SMALL = """\
+name = "small"
+
+[topology]
+standbys = 1
+sync = "b"
+
+[workload]
+clients = 2
+duration = 2
+warmup = 0
+
+[matrix]
+synchronous_commit = ["local", "on"]
+
+[run]
+repeats_min = 2
+repeats_max = 2
+"""
+
+
+def _db(out: Path) -> sqlite3.Connection:
+    db = sqlite3.connect(out / "syncrep-lab.sqlite")
+    db.row_factory = sqlite3.Row
+    return db
+
+
+def test_small_run_agrees_with_pgbench(workdir: Path) -> None:
+    out = workdir / "run"
+    spec = parse_spec(SMALL)
+    start_run(spec, SMALL, workdir, out)
+    db = _db(out)
+    cells = db.execute("select * from cells order by idx").fetchall()
+    assert [c["status"] for c in cells] == ["done", "done"]
+    assert [c["repeats"] for c in cells] == [2, 2]
+    assert {c["stop_reason"] for c in cells} <= {"ci", "max"}
+    for rep in db.execute("select * from repeats").fetchall():
+        stdout = (out / rep["stdout_path"]).read_text()
+        # pgbench's own summary, read from its raw output
+        count = int(re.search(r"actually processed: (\d+)", stdout).group(1))  # type: ignore[union-attr]
+        tps = float(re.search(r"tps = ([\d.]+)", stdout).group(1))  # type: ignore[union-attr]
+        avg = float(re.search(r"latency average = ([\d.]+) ms", stdout).group(1))  # type: ignore[union-attr]
+        assert rep["transactions"] == count > 0
+        assert rep["pgbench_transactions"] == count
+        assert abs(rep["tps"] - tps) <= 1e-6 * tps
+        # mean latency from the per-transaction logs vs pgbench's printed average
+        assert abs(rep["lat_mean_ms"] - avg) <= 0.02 * avg + 0.002
+        hist = LatencyHistogram.from_bytes(rep["histogram"])
+        assert hist.count == count
+        samples = db.execute("select count(*) from samples where repeat_id = ?",
+                             (rep["id"],)).fetchone()[0]
+        assert samples >= 1
+        assert (out / rep["stderr_path"]).read_text().count("progress:") == samples
+    machine = json.loads(db.execute("select machine_json from runs").fetchone()[0])
+    assert machine["cpu_count"] == os.cpu_count()
+    clusters = db.execute("select * from clusters").fetchall()
+    assert len(clusters) == 1
+    settings = json.loads(clusters[0]["settings_json"])
+    assert settings["primary"]["synchronous_standby_names"]["setting"] == "FIRST 1 (b)"
+    # the terminal's --json is the store
+    res = cli("results", str(out), "--json")
+    assert res.returncode == 0, res.stderr
+    rows = json.loads(res.stdout)
+    for row, cell in zip(rows, cells, strict=True):
+        assert row["tps_mean"] == cell["tps_mean"]
+        assert row["lat_p99_ms"] == cell["lat_p99_ms"]
+    res = cli("results", str(out), "--csv")
+    assert res.stdout.splitlines()[0].startswith("synchronous_commit,idx,label")
+    assert postmasters_in(workdir) == []
+
+
+def test_killed_run_resumes(workdir: Path) -> None:
+    spec_file = workdir / "spec.toml"
+    spec_file.write_text(SMALL.replace('["local", "on"]', '["off", "local", "on"]'))
+    out = workdir / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "syncrep_lab", "run", str(spec_file),
+                             "--out", str(out)], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    stored = 0
+    while stored < 3:
+        assert time.monotonic() < deadline, "no repeat was stored in time"
+        assert proc.poll() is None, "the run ended before it could be killed"
+        time.sleep(0.2)
+        try:
+            stored = _db(out).execute("select count(*) from repeats").fetchone()[0]
+        except sqlite3.Error:
+            stored = 0
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    before = {(r["cell_id"], r["n"]): r["id"] for r in
+              _db(out).execute("select * from repeats").fetchall()}
+    assert len(before) >= 3
+    res = cli("run", "--resume", "--out", str(out), timeout=300)
+    assert res.returncode == 0, res.stderr
+    db = _db(out)
+    cells = db.execute("select * from cells order by idx").fetchall()
+    assert [c["status"] for c in cells] == ["done"] * 3
+    after = {(r["cell_id"], r["n"]): r["id"] for r in db.execute("select * from repeats")}
+    assert len(after) == 6  # nothing lost, nothing measured twice
+    assert all(after[k] == v for k, v in before.items())
+    assert db.execute("select status from runs").fetchone()[0] == "done"
+    assert postmasters_in(workdir) == []
+
+
+def test_failed_cell_is_recorded_and_the_run_goes_on(workdir: Path) -> None:
+    text = SMALL.replace('synchronous_commit = ["local", "on"]', 'settings = ["huge", "default"]')
+    text += '\n[settings_sets.huge]\nshared_buffers = "900TB"\n'
+    out = workdir / "run"
+    start_run(parse_spec(text), text, workdir, out)
+    cells = _db(out).execute("select * from cells order by idx").fetchall()
+    assert cells[0]["status"] == "failed"
+    assert "exited during start-up" in cells[0]["error"]
+    assert cells[1]["status"] == "done"
+    assert cells[1]["tps_mean"] > 0
+    res = cli("results", str(out))
+    assert "failed" in res.stdout

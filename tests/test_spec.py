@@ -1,0 +1,104 @@
+"""Spec validation: every refusal names the key and its line, before anything starts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from syncrep_lab.experiment.plan import expand
+from syncrep_lab.experiment.spec import SpecError, load_preset, parse_spec
+
+from .conftest import cli
+
+GOOD = """\
+name = "t"
+
+[topology]
+standbys = 2
+
+[workload]
+clients = 4
+duration = 1
+
+[matrix]
+synchronous_commit = ["local", "on"]
+clients = [1, 4]
+exclude = [{ synchronous_commit = "local", clients = 1 }]
+"""
+
+
+def test_good_spec_expands() -> None:
+    spec = parse_spec(GOOD)
+    plan = expand(spec)
+    assert [c.label for c in plan.cells] == ["sc=local c=4", "sc=on c=1", "sc=on c=4"]
+    assert all(c.sync == "1(b,c)" for c in plan.cells)
+    assert [c.threads for c in plan.cells] == [2, 1, 2]
+
+
+def test_presets_are_valid() -> None:
+    quick, _ = load_preset("quick")
+    seed, _ = load_preset("seed")
+    assert len(expand(quick).cells) == 12
+    cells = expand(seed).cells
+    assert len(cells) == 7
+    assert {c.sync for c in cells if c.standbys == 0} == {""}
+    assert seed.reference["figures"]
+
+
+def _error(text: str) -> SpecError:
+    with pytest.raises(SpecError) as info:
+        parse_spec(text, "s.toml")
+    return info.value
+
+
+@pytest.mark.parametrize(
+    ("patch", "line", "needle"),
+    [
+        (("duration = 1", "duration = 1\nbogus = 3"), 9, "workload.bogus: unknown key"),
+        (("clients = 4\n", 'clients = "many"\n'), 7, "workload.clients"),
+        (("clients = [1, 4]", "clients = [1, 0]"), 12, "matrix.clients[1]"),
+        (('synchronous_commit = ["local", "on"]', 'synchronous_commit = ["sometimes"]'), 11,
+         "matrix.synchronous_commit[0]"),
+        (("clients = [1, 4]", "clients = [1, 400]"), 12, "need max_connections >= 405"),
+        (("exclude = [{ synchronous_commit", "exclude = [{ color"), 13, "'color' is not an axis"),
+        (("exclude = [", 'only = [{ clients = 99 }]\nexclude = ['), 10,
+         "the matrix is empty"),
+        (("clients = [1, 4]", "clients = []"), 12, "at least one value"),
+    ],
+)
+def test_refusals_name_key_and_line(patch: tuple[str, str], line: int, needle: str) -> None:
+    text = GOOD.replace(*patch)
+    assert text != GOOD
+    err = _error(text)
+    rendered = str(err)
+    assert needle in rendered, rendered
+    assert f"s.toml:{line}:" in rendered, rendered
+
+
+def test_more_refusals() -> None:
+    no_standby = GOOD.replace('["local", "on"]', '["remote_apply"]').replace(
+        "standbys = 2", "standbys = 0")
+    assert "would silently mean 'local'" in str(_error(no_standby))
+    assert "batch" in str(_error(GOOD.replace("duration = 1", "duration = 1\nbatch = 0")))
+    assert "no settings set 'fast'" in str(_error(GOOD + 'settings = ["fast"]\n'))
+    assert "repeats_min 5 > repeats_max 2" in str(
+        _error(GOOD + "\n[run]\nrepeats_min = 5\nrepeats_max = 2\n"))
+    assert "names no standby" in str(_error(GOOD.replace("standbys = 2", 'sync = "1(x)"')))
+    assert "not TOML" in str(_error("name = \n"))
+    assert "s.toml:1:" in str(_error("name = \n"))
+
+
+def test_cli_refuses_bad_spec_before_starting(workdir: Path) -> None:
+    spec = workdir / "bad spec é.toml"
+    spec.write_text(GOOD.replace("clients = [1, 4]", "clients = [1, -4]"))
+    out = workdir / "out"
+    res = cli("run", str(spec), "--out", str(out))
+    assert res.returncode == 2
+    assert "Traceback" not in res.stderr
+    assert f"{spec}:12: matrix.clients[1]" in res.stderr
+    assert not out.exists()
+    res = cli("run", str(workdir / "missing.toml"))
+    assert res.returncode == 2 and "no spec file" in res.stderr
+    res = cli("run", "--preset", "nope", "--out", str(out))
+    assert res.returncode == 2 and "no preset 'nope'" in res.stderr
