@@ -136,3 +136,95 @@ def test_failed_cell_is_recorded_and_the_run_goes_on(workdir: Path) -> None:
     assert cells[1]["tps_mean"] > 0
     res = cli("results", str(out))
     assert "failed" in res.stdout
+
+
+ONE = """\
+name = "one"
+
+[topology]
+standbys = 2
+
+[workload]
+clients = 2
+duration = 1
+warmup = 0
+
+[run]
+repeats_min = 1
+repeats_max = 1
+"""
+
+
+def test_versions_and_sync_axes(workdir: Path, pg96: object) -> None:
+    text = ONE + '\n[matrix]\npg = ["9.6", "18"]\nsync = ["1(b,c)", "FIRST 1 (c)"]\n'
+    out = workdir / "run"
+    start_run(parse_spec(text), text, workdir, out)
+    db = _db(out)
+    cells = db.execute("select * from cells order by idx").fetchall()
+    assert [c["status"] for c in cells] == ["done"] * 4, [c["error"] for c in cells]
+    assert [json.loads(c["axes_json"])["pg"] for c in cells] == ["9.6", "9.6", "18", "18"]
+    versions = [r["version"] for r in db.execute("select version from clusters order by id")]
+    assert versions[0] == "9.6.24" and versions[1].startswith("18.")
+    first = json.loads(db.execute("select settings_json from clusters order by id").fetchone()[0])
+    assert first["primary"]["synchronous_standby_names"]["setting"] == "1 (b, c)"
+    assert all(c["tps_mean"] > 0 for c in cells)
+    assert postmasters_in(workdir) == []
+
+
+def test_lookup_and_script_workloads(workdir: Path) -> None:
+    text = ONE.replace("clients = 2", 'kind = "pk-lookup"\nrows = 5000\nclients = 2')
+    out = workdir / "lookup"
+    start_run(parse_spec(text), text, workdir, out)
+    cell = _db(out).execute("select * from cells").fetchone()
+    assert cell["status"] == "done", cell["error"]
+    assert cell["tps_mean"] > 0
+    script_line = (out / "artifacts" / "cell-000" / "workload.sql").read_text()
+    assert "random(1, 5000)" in script_line
+    (workdir / "mine.sql").write_text("select count(*) from pg_class;\n")
+    text = ONE.replace("clients = 2", 'kind = "script"\nscript = "mine.sql"\nclients = 2')
+    out = workdir / "script"
+    start_run(parse_spec(text), text, workdir, out)
+    cell = _db(out).execute("select * from cells").fetchone()
+    assert cell["status"] == "done", cell["error"]
+
+
+def test_attach_leaves_the_cluster_as_it_was(workdir: Path) -> None:
+    from syncrep_lab.cluster.build import UpOptions, up
+    from syncrep_lab.cluster.status import cluster_status
+    from syncrep_lab.cluster.teardown import remove_cluster
+
+    manifest = up(UpOptions(dir=workdir / "theirs"))
+    try:
+        primary = manifest.conninfo(manifest.primary)
+        text = ONE + (f'\n[topology.attach]\nprimary = "{primary}"\nallow_alter = true\n'
+                      '\n[matrix]\nsync = ["FIRST 1 (c)"]\n')
+        text = text.replace("[topology]\nstandbys = 2\n", "[topology]\n")
+        out = workdir / "run"
+        start_run(parse_spec(text), text, workdir, out)
+        cell = _db(out).execute("select * from cells").fetchone()
+        assert cell["status"] == "done", cell["error"]
+        status = cluster_status(manifest)
+        assert all(n["state"] == "running" for n in status["nodes"])
+        states = {n["name"]: n.get("sync_state") for n in status["nodes"]}
+        assert states == {"primary": None, "b": "sync", "c": "potential"}  # put back
+        import psycopg
+
+        with psycopg.connect(manifest.admin_conninfo(manifest.primary)) as conn:
+            left = conn.execute("select to_regclass('test')").fetchone()
+        assert left is not None and left[0] is None  # its own table, dropped
+    finally:
+        remove_cluster(manifest.dir)
+
+
+def test_preflight_refuses_what_is_not_here(workdir: Path, pg96: object) -> None:
+    import pytest
+
+    from syncrep_lab.errors import UserError
+
+    text = ONE + '\n[matrix]\npg = ["11"]\n'
+    with pytest.raises(UserError, match="PostgreSQL 11 is not installed"):
+        start_run(parse_spec(text), text, workdir, workdir / "r1")
+    text = ONE + '\n[matrix]\npg = ["9.6"]\nsync = ["ANY 1 (b, c)"]\n'
+    with pytest.raises(UserError, match="needs PostgreSQL 10"):
+        start_run(parse_spec(text), text, workdir, workdir / "r2")
+    assert not (workdir / "r1").exists() and not (workdir / "r2").exists()

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from syncrep_lab.cluster import server
 from syncrep_lab.cluster.manifest import MANIFEST, Manifest, Node, load, register
-from syncrep_lab.cluster.ready import wait_ready, wait_replication
+from syncrep_lab.cluster.ready import manifest_log_tail, wait_ready, wait_replication
 from syncrep_lab.cluster.teardown import remove_cluster
 from syncrep_lab.cluster.template import Copying, finish_copies, start_copies, template_for
 from syncrep_lab.errors import ClusterFailure, UserError
@@ -342,7 +342,8 @@ def up(opts: UpOptions, progress: Progress | None = None) -> Manifest:
             wait_ready(manifest.admin_conninfo(node), procs[node.name],
                               node.log_file(cluster_dir), deadline, f"standby {node.name}")
         say("waiting for " + ", ".join(f"{k}={v}" for k, v in expected.items()))
-        wait_replication(manifest, expected, deadline)
+        wait_replication(manifest.admin_conninfo(manifest.primary), expected, deadline,
+                         manifest_log_tail(manifest))
         manifest.state = "up"
         manifest.save()
         return manifest

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psycopg
@@ -44,20 +45,28 @@ def wait_ready(
         time.sleep(0.01)
 
 
-def replication_rows(manifest: Manifest) -> dict[str, dict[str, str]]:
-    with psycopg.connect(manifest.admin_conninfo(manifest.primary), autocommit=True,
-                         connect_timeout=5) as conn:
+def replication_rows(primary_conninfo: str) -> dict[str, dict[str, str]]:
+    with psycopg.connect(primary_conninfo, autocommit=True, connect_timeout=5) as conn:
         rows = conn.execute(
             "select application_name, state, sync_state from pg_stat_replication"
         ).fetchall()
     return {str(r[0]): {"state": str(r[1]), "sync_state": str(r[2])} for r in rows}
 
 
-def wait_replication(manifest: Manifest, expected: dict[str, str], deadline: float) -> None:
+def wait_replication(
+    primary_conninfo: str,
+    expected: dict[str, str],
+    deadline: float,
+    log_of: Callable[[str], str] | None = None,
+) -> None:
+    """Wait until the primary shows each standby streaming in its expected sync_state.
+
+    ``log_of`` gives the tail of a standby's log for the error, where we have it.
+    """
     seen: dict[str, dict[str, str]] = {}
     while True:
         try:
-            seen = replication_rows(manifest)
+            seen = replication_rows(primary_conninfo)
         except psycopg.Error:
             seen = {}
         if all(
@@ -75,10 +84,15 @@ def wait_replication(manifest: Manifest, expected: dict[str, str], deadline: flo
         got = (f"state={row['state']} sync_state={row['sync_state']}" if row
                else "not connected")
         if row is None or row["state"] != "streaming" or row["sync_state"] != state:
-            node = manifest.node(name)
-            lines.append(f"standby {name}: expected streaming/{state}, the primary sees {got}; "
-                         f"its log:\n{server.log_tail(node.log_file(manifest.dir), 5)}")
+            line = f"standby {name}: expected streaming/{state}, the primary sees {got}"
+            if log_of is not None:
+                line += f"; its log:\n{log_of(name)}"
+            lines.append(line)
     raise ClusterFailure(
         "standbys did not reach the expected replication state in time:\n" + "\n".join(lines),
-        "raise --timeout if the machine is very loaded, or read the logs in the cluster dir",
+        "raise the timeout if the machine is very loaded, or read the standbys' logs",
     )
+
+
+def manifest_log_tail(manifest: Manifest) -> Callable[[str], str]:
+    return lambda name: server.log_tail(manifest.node(name).log_file(manifest.dir), 5)

@@ -44,7 +44,7 @@ class Cell:
     axes: dict[str, Scalar]  # only the axes the matrix varies
     pg: str | None
     standbys: int
-    sync: str
+    sync: str | None  # None: an attached cluster's, left as it is
     settings_set: str
     synchronous_commit: str
     clients: int
@@ -73,9 +73,11 @@ class Plan:
     dropped: list[str] = field(default_factory=list)  # cells left out, and why
 
 
-def _default_sync(spec: Spec, standbys: int) -> str:
+def _default_sync(spec: Spec, standbys: int) -> str | None:
     if spec.topology.sync is not None:
         return spec.topology.sync
+    if spec.topology.attach is not None:
+        return None
     return "1(b,c)" if standbys else ""
 
 
@@ -125,7 +127,7 @@ def expand(spec: Spec, cpu_count: int = 2) -> Plan:
             axes=point,
             pg=str(point["pg"]) if "pg" in point else spec.topology.pg,
             standbys=standbys,
-            sync=str(point.get("sync", _default_sync(spec, standbys))),
+            sync=str(point["sync"]) if "sync" in point else _default_sync(spec, standbys),
             settings_set=str(point.get("settings", DEFAULT_SETTINGS_SET)),
             synchronous_commit=str(point.get("synchronous_commit", wl.synchronous_commit)),
             clients=clients,
@@ -180,6 +182,9 @@ def check_spec(spec: Spec) -> list[Problem]:
     if wl.kind != "insert" and (wl.batch != 1 or m.batch):
         problems.append((("workload", "batch"), f"batch applies to kind 'insert', not {wl.kind!r}"))
     if spec.topology.attach is not None:
+        if spec.topology.sync is not None and not spec.topology.attach.allow_alter:
+            problems.append((("topology", "sync"), "setting synchronous_standby_names of an "
+                             "attached cluster needs topology.attach.allow_alter = true"))
         for axis in ("pg", "standbys", "settings"):
             if getattr(m, axis):
                 problems.append((("matrix", axis),
@@ -206,7 +211,7 @@ def check_spec(spec: Spec) -> list[Problem]:
         if combo in seen:
             continue
         seen.add(combo)
-        if spec.topology.attach is None:
+        if spec.topology.attach is None and cell.sync is not None:
             try:
                 _check_sync(cell.sync, _standby_names(spec, cell.standbys))
             except UserError as exc:

@@ -27,20 +27,20 @@ from psycopg import sql
 
 from syncrep_lab import __version__, paths
 from syncrep_lab.cluster.build import UpOptions, check_sync, up
-from syncrep_lab.cluster.manifest import Manifest, load
-from syncrep_lab.cluster.ready import wait_replication
+from syncrep_lab.cluster.manifest import load
+from syncrep_lab.cluster.ready import manifest_log_tail, wait_replication
 from syncrep_lab.cluster.teardown import remove_cluster
 from syncrep_lab.errors import UserError
 from syncrep_lab.experiment.machine import machine_metadata
 from syncrep_lab.experiment.plan import Cell, Plan, expand, settings_for
-from syncrep_lab.experiment.spec import Spec, parse_spec
+from syncrep_lab.experiment.spec import Attach, Spec, parse_spec
 from syncrep_lab.experiment.store import Store, now
 from syncrep_lab.experiment.workload import prepare_tables, run_pgbench, script_text
 from syncrep_lab.measure.histogram import LatencyHistogram
 from syncrep_lab.measure.pgbench_log import ProgressSample, parse_transaction_logs
 from syncrep_lab.measure.stats import ci_within, mean_ci
 from syncrep_lab.pg import sync_names
-from syncrep_lab.pg.installations import Installation, resolve
+from syncrep_lab.pg.installations import resolve
 
 
 @dataclass
@@ -56,77 +56,145 @@ class Events:
     message: Callable[[str], None] = lambda text: None
 
 
+@dataclass
+class Target:
+    """Where a cell's workload goes, whoever made the cluster."""
+
+    conninfo: str  # pgbench's connection
+    admin: str  # the tool's connection to the primary
+    standbys: list[str]
+    version_num: int
+    pgbench: Path
+    log_of: Callable[[str], str] | None = None
+
+
 class ActiveCluster:
-    """The cluster the current cells run on, rebuilt when the cluster key changes."""
+    """The cluster the current cells run on.
+
+    A cluster syncrep-lab builds is rebuilt when the cells' cluster key changes
+    and removed at the end. An attached cluster (``topology.attach``) is never
+    provisioned, restarted or stopped: the workload's own tables are dropped at
+    the end and, with ``allow_alter``, synchronous_standby_names is put back.
+    """
 
     def __init__(self, runner: Runner) -> None:
         self.runner = runner
         self.key: tuple[Any, ...] | None = None
-        self.manifest: Manifest | None = None
-        self.inst: Installation | None = None
+        self.target: Target | None = None
         self.sync: str | None = None
+        self.original_sync: str | None = None
         digest = hashlib.sha256(str(runner.store.folder.resolve()).encode()).hexdigest()[:10]
         self.dir = paths.state_dir() / "clusters" / f"run-{digest}"
 
-    def for_cell(self, cell: Cell) -> Manifest:
-        spec = self.runner.spec
-        if self.manifest is not None and self.key == cell.cluster_key:
-            return self.manifest
+    @property
+    def attach(self) -> Attach | None:
+        return self.runner.spec.topology.attach
+
+    def for_cell(self, cell: Cell) -> Target:
+        if self.target is not None and self.key == cell.cluster_key:
+            return self.target
         self.down()
+        self.runner.events.phase(cell, "cluster up" if self.attach is None else "attach")
+        self.target = self._attach() if self.attach is not None else self._build(cell)
+        self.key = cell.cluster_key
+        return self.target
+
+    def _build(self, cell: Cell) -> Target:
+        spec = self.runner.spec
         if load(self.dir) is not None:  # left by a killed run: ours, remove it
             remove_cluster(self.dir)
-        self.runner.events.phase(cell, "cluster up")
         topo = spec.topology
-        self.manifest = up(UpOptions(
+        manifest = up(UpOptions(
             dir=self.dir, pg=cell.pg, standbys=cell.standbys,
             names=topo.names[: cell.standbys] if topo.names else None, sync=cell.sync,
             tcp=topo.tcp, settings=settings_for(spec, cell.settings_set), profile=topo.profile,
             clone=topo.clone, timeout=spec.run.ready_timeout,
         ))
-        self.key = cell.cluster_key
         self.sync = cell.sync
-        self.inst = resolve(self.manifest.bin_dir)
-        self._record()
-        return self.manifest
+        inst = resolve(manifest.bin_dir)
+        self._record(manifest.version, manifest.bin_dir,
+                     {n.name: manifest.admin_conninfo(n) for n in manifest.nodes},
+                     [{"name": n.name, "role": n.role, "port": n.port} for n in manifest.nodes])
+        return Target(manifest.conninfo(manifest.primary), manifest.admin_conninfo(
+            manifest.primary), [n.name for n in manifest.standbys], inst.version.num,
+            inst.program("pgbench"), manifest_log_tail(manifest))
 
-    def _record(self) -> None:
-        assert self.manifest is not None
+    def _attach(self) -> Target:
+        attach = self.attach
+        assert attach is not None
+        try:
+            with psycopg.connect(attach.primary, autocommit=True, connect_timeout=10) as conn:
+                version = conn.execute("select current_setting('server_version'), "
+                                       "current_setting('server_version_num')::int, "
+                                       "current_setting('synchronous_standby_names')").fetchone()
+                names = [str(r[0]) for r in conn.execute(
+                    "select application_name from pg_stat_replication")]
+        except psycopg.Error as exc:
+            raise UserError(f"cannot connect to the attached primary: {exc}",
+                            "check topology.attach.primary") from None
+        assert version is not None
+        self.sync = self.original_sync = str(version[2])
+        client = resolve(None)
+        nodes = {"primary": attach.primary, **attach.standbys}
+        self._record(str(version[0]), "attached", nodes,
+                     [{"name": k, "role": "primary" if k == "primary" else "standby"}
+                      for k in nodes])
+        return Target(attach.primary, attach.primary, sorted(set(names) | set(attach.standbys)),
+                      int(version[1]), client.program("pgbench"))
+
+    def _record(self, version: str, bin_dir: str, nodes: dict[str, str],
+                described: list[dict[str, Any]]) -> None:
         settings: dict[str, Any] = {}
-        for node in self.manifest.nodes:
-            with psycopg.connect(self.manifest.admin_conninfo(node), autocommit=True) as conn:
-                rows = conn.execute(
-                    "select name, setting, unit, source from pg_settings "
-                    "where source not in ('default', 'override') order by name").fetchall()
-            settings[node.name] = {r[0]: {"setting": r[1], "unit": r[2], "source": r[3]}
-                                   for r in rows}
-        self.runner.store.add_cluster(
-            self.runner.run_id, json.dumps(list(self.key or ())), self.manifest.version,
-            self.manifest.bin_dir,
-            [{"name": n.name, "role": n.role, "port": n.port} for n in self.manifest.nodes],
-            settings)
+        for name, conninfo in nodes.items():
+            try:
+                with psycopg.connect(conninfo, autocommit=True, connect_timeout=10) as conn:
+                    rows = conn.execute(
+                        "select name, setting, unit, source from pg_settings "
+                        "where source not in ('default', 'override') order by name").fetchall()
+            except psycopg.Error as exc:
+                settings[name] = {"error": str(exc).strip()}
+                continue
+            settings[name] = {r[0]: {"setting": r[1], "unit": r[2], "source": r[3]}
+                              for r in rows}
+        self.runner.store.add_cluster(self.runner.run_id, json.dumps(list(self.key or ())),
+                                      version, bin_dir, described, settings)
 
     def set_sync(self, cell: Cell) -> None:
         """synchronous_standby_names by reload, then wait for the states it implies."""
-        assert self.manifest is not None and self.inst is not None
-        if cell.sync == self.sync:
+        target = self.target
+        assert target is not None
+        if cell.sync is None or cell.sync == self.sync:
             return
         self.runner.events.phase(cell, "reload")
-        names = [n.name for n in self.manifest.standbys]
-        spec, rendered = check_sync(cell.sync, names, self.inst.version.num)
-        with psycopg.connect(self.manifest.admin_conninfo(self.manifest.primary),
-                             autocommit=True) as conn:
+        self._alter_sync(target, cell.sync)
+
+    def _alter_sync(self, target: Target, text: str) -> None:
+        spec, rendered = check_sync(text, target.standbys, target.version_num)
+        with psycopg.connect(target.admin, autocommit=True) as conn:
             conn.execute(sql.SQL("alter system set synchronous_standby_names = {}").format(
                 sql.Literal(rendered)))
             conn.execute("select pg_reload_conf()")
-        wait_replication(self.manifest, sync_names.expected_states(spec, names),
-                         time.monotonic() + self.runner.spec.run.ready_timeout)
-        self.sync = cell.sync
+        wait_replication(target.admin, sync_names.expected_states(spec, target.standbys),
+                         time.monotonic() + self.runner.spec.run.ready_timeout, target.log_of)
+        self.sync = text
 
     def down(self) -> None:
-        if self.manifest is not None or load(self.dir) is not None:
+        if self.attach is not None:
+            if self.target is not None:
+                self._leave_attached(self.target)
+        elif self.target is not None or load(self.dir) is not None:
             remove_cluster(self.dir)
-        self.manifest = None
+        self.target = None
         self.key = None
+
+    def _leave_attached(self, target: Target) -> None:
+        with psycopg.connect(target.admin, autocommit=True) as conn:
+            conn.execute("drop table if exists test")
+            conn.execute("drop table if exists user_info")
+            if self.original_sync is not None and self.sync != self.original_sync:
+                conn.execute(sql.SQL("alter system set synchronous_standby_names = {}").format(
+                    sql.Literal(self.original_sync)))
+                conn.execute("select pg_reload_conf()")
 
 
 class Runner:
@@ -176,18 +244,16 @@ class Runner:
         self.events.cell_end(cell, summary)
 
     def _measure(self, cell: Cell, cell_id: int) -> dict[str, Any]:
-        manifest = self.cluster.for_cell(cell)
+        target = self.cluster.for_cell(cell)
         self.cluster.set_sync(cell)
-        assert self.cluster.inst is not None
-        pgbench = self.cluster.inst.program("pgbench")
-        conninfo = manifest.conninfo(manifest.primary)
+        pgbench, conninfo = target.pgbench, target.conninfo
         wl = self.spec.workload
         cell_dir = self.store.artifacts / f"cell-{cell.index:03d}"
         cell_dir.mkdir(parents=True, exist_ok=True)
         script = cell_dir / "workload.sql"
         script.write_text(script_text(wl, cell.batch, self.spec_dir))
         self.events.phase(cell, "prepare")
-        prepare_tables(manifest.admin_conninfo(manifest.primary), wl)
+        prepare_tables(target.admin, wl)
         common: dict[str, Any] = dict(clients=cell.clients, threads=cell.threads,
                                       synchronous_commit=cell.synchronous_commit)
         if wl.warmup > 0:
@@ -276,9 +342,33 @@ def _params(cell: Cell) -> dict[str, Any]:
             "clients": cell.clients, "threads": cell.threads, "batch": cell.batch}
 
 
+def preflight(spec: Spec) -> None:
+    """What can only be checked on this machine, before anything is created: every
+    PostgreSQL the spec names is installed, and each sync spec suits its version."""
+    if spec.topology.attach is not None:
+        resolve(None).program("pgbench")
+        return
+    plan = expand(spec)
+    versions = {}
+    for pg in sorted({c.pg for c in plan.cells}, key=str):
+        inst = resolve(pg)
+        for program in ("postgres", "initdb", "pgbench"):
+            inst.program(program)
+        versions[pg] = inst.version.num
+    for cell in plan.cells:
+        if cell.sync is not None:
+            names = (spec.topology.names or [chr(ord("b") + i) for i in range(24)])
+            try:
+                check_sync(cell.sync, names[: cell.standbys], versions[cell.pg])
+            except UserError as exc:
+                raise UserError(f"cell {cell.label} (pg {cell.pg or 'default'}): {exc.cause}",
+                                exc.fix) from None
+
+
 def start_run(spec: Spec, spec_text: str, spec_dir: Path, out: Path,
               events: Events | None = None) -> Path:
     """A new run in ``out`` (which must not hold one already)."""
+    preflight(spec)
     if (out / "syncrep-lab.sqlite").exists():
         raise UserError(f"{out} already holds a run",
                         f"continue it with: syncrep-lab run --resume --out {out}, "
