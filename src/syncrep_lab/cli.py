@@ -291,6 +291,24 @@ def results(run_dir: Path | None, as_json: bool, as_csv: bool) -> None:
         print_results(folder, rows)
 
 
+@cli.command()
+@click.argument("run_dir", required=False, type=click.Path(path_type=Path))
+@click.option("--cell", "only_cell", type=int, default=None, help="Only this cell (its #).")
+@click.option("--json", "as_json", is_flag=True)
+def costs(run_dir: Path | None, only_cell: int | None, as_json: bool) -> None:
+    """Cost per commit of every node and process role: CPU µs, context switches,
+    system calls by kind; and the wait events each role was seen in."""
+    from syncrep_lab.analysis.costs import run_costs
+    from syncrep_lab.analysis.render import print_costs
+
+    folder = run_dir or _latest_run()
+    cells = [c for c in run_costs(folder) if only_cell is None or c["idx"] == only_cell]
+    if as_json:
+        click.echo(json.dumps(cells, indent=2))
+    else:
+        print_costs(cells, out)
+
+
 # --- clean ------------------------------------------------------------------------
 
 

@@ -18,7 +18,7 @@ import json
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,7 @@ from syncrep_lab.measure.pgbench_log import ProgressSample, parse_transaction_lo
 from syncrep_lab.measure.stats import ci_within, mean_ci
 from syncrep_lab.pg import sync_names
 from syncrep_lab.pg.installations import resolve
+from syncrep_lab.probes.session import ProbeNode, RepeatProbes, probe_rows
 
 
 @dataclass
@@ -66,6 +67,7 @@ class Target:
     version_num: int
     pgbench: Path
     log_of: Callable[[str], str] | None = None
+    nodes: list[ProbeNode] = field(default_factory=list)
 
 
 class ActiveCluster:
@@ -115,9 +117,11 @@ class ActiveCluster:
         self._record(manifest.version, manifest.bin_dir,
                      {n.name: manifest.admin_conninfo(n) for n in manifest.nodes},
                      [{"name": n.name, "role": n.role, "port": n.port} for n in manifest.nodes])
+        nodes = [ProbeNode(n.name, manifest.admin_conninfo(n), n.data_dir(manifest.dir),
+                           n.role == "primary") for n in manifest.nodes]
         return Target(manifest.conninfo(manifest.primary), manifest.admin_conninfo(
             manifest.primary), [n.name for n in manifest.standbys], inst.version.num,
-            inst.program("pgbench"), manifest_log_tail(manifest))
+            inst.program("pgbench"), manifest_log_tail(manifest), nodes)
 
     def _attach(self) -> Target:
         attach = self.attach
@@ -139,8 +143,10 @@ class ActiveCluster:
         self._record(str(version[0]), "attached", nodes,
                      [{"name": k, "role": "primary" if k == "primary" else "standby"}
                       for k in nodes])
+        probe_nodes = [ProbeNode("primary", attach.primary, None, True)]
+        probe_nodes += [ProbeNode(k, v, None, False) for k, v in sorted(attach.standbys.items())]
         return Target(attach.primary, attach.primary, sorted(set(names) | set(attach.standbys)),
-                      int(version[1]), client.program("pgbench"))
+                      int(version[1]), client.program("pgbench"), None, probe_nodes)
 
     def _record(self, version: str, bin_dir: str, nodes: dict[str, str],
                 described: list[dict[str, Any]]) -> None:
@@ -279,9 +285,16 @@ class Runner:
             shutil.rmtree(rep_dir)  # the remains of a repeat that was killed
         rep_dir.mkdir()
         started = now()
-        run = run_pgbench(pgbench, conninfo, script, duration=self.spec.workload.duration,
-                          log_prefix=rep_dir / "pgbench_log",
-                          on_progress=lambda s: self.events.live(cell, s), **common)
+        target = self.cluster.target
+        assert target is not None
+        probes = RepeatProbes(self.spec.probes, target.nodes, target.version_num, rep_dir)
+        probes.start()
+        try:
+            run = run_pgbench(pgbench, conninfo, script, duration=self.spec.workload.duration,
+                              log_prefix=rep_dir / "pgbench_log",
+                              on_progress=lambda s: self.events.live(cell, s), **common)
+        finally:
+            probe_data = probes.stop()
         (rep_dir / "pgbench.stdout").write_text(run.stdout)
         (rep_dir / "pgbench.stderr").write_text(run.stderr)
         (rep_dir / "pgbench.argv").write_text(" ".join(run.argv) + "\n")
@@ -305,7 +318,8 @@ class Runner:
             "histogram": hist.to_bytes(),
             "stdout_path": str((rep_dir / "pgbench.stdout").relative_to(self.store.folder)),
             "stderr_path": str((rep_dir / "pgbench.stderr").relative_to(self.store.folder)),
-        }, [(s.t_s, s.tps, s.latency_ms, s.stddev_ms, s.failed) for s in run.progress])
+        }, [(s.t_s, s.tps, s.latency_ms, s.stddev_ms, s.failed) for s in run.progress],
+            probe_rows(probe_data))
         return float(summary.tps)
 
     def _summarise(self, cell_id: int, tps: list[float]) -> dict[str, Any]:

@@ -83,6 +83,14 @@ class Matrix(_Strict):
         return value
 
 
+class Probes(_Strict):
+    """What is recorded beside pgbench during every measured repeat."""
+
+    perf: bool = True  # CPU, context switches and syscalls per process (root + perf)
+    wait_events_hz: Annotated[float, Field(ge=0, le=200)] = 20.0  # 0 turns it off
+    replication_hz: Annotated[float, Field(ge=0, le=100)] = 10.0
+
+
 class RunControl(_Strict):
     repeats_min: Annotated[int, Field(ge=1, le=1000)] = 3
     repeats_max: Annotated[int, Field(ge=1, le=1000)] = 10
@@ -100,6 +108,7 @@ class Spec(_Strict):
     workload: Workload = Field(default_factory=Workload)
     matrix: Matrix = Field(default_factory=Matrix)
     run: RunControl = Field(default_factory=RunControl)
+    probes: Probes = Field(default_factory=Probes)
     reference: dict[str, Any] = Field(default_factory=dict)
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from syncrep_lab.errors import UserError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 DB_NAME = "syncrep-lab.sqlite"
 
 SCHEMA = """
@@ -85,6 +85,27 @@ create table if not exists samples (
     failed integer not null default 0
 );
 create index if not exists samples_by_repeat on samples(repeat_id);
+create table if not exists probes (
+    repeat_id integer not null references repeats(id),
+    probe text not null,             -- perf | activity
+    status text not null,            -- ran | skipped | failed
+    reason text
+);
+create table if not exists costs (   -- perf stat per node and process role
+    repeat_id integer not null references repeats(id),
+    node text not null, role text not null, processes integer not null,
+    cpu_ms real not null, context_switches integer not null, syscalls_json text not null
+);
+create table if not exists waits (   -- pg_stat_activity samples per node and role
+    repeat_id integer not null references repeats(id),
+    node text not null, role text not null, wait_type text not null,
+    wait_event text not null, samples integer not null, ticks integer not null
+);
+create table if not exists replication_samples (
+    repeat_id integer not null references repeats(id),
+    t_s real not null, standby text not null, sync_state text,
+    write_lag_ms real, flush_lag_ms real, replay_lag_ms real, flush_lag_bytes real
+);
 create view if not exists cell_results as
     select r.name as run, c.idx, c.label, c.status, c.repeats, c.stop_reason,
            c.tps_mean, c.tps_ci_low, c.tps_ci_high, c.tps_ci_rel,
@@ -92,6 +113,15 @@ create view if not exists cell_results as
            c.lat_max_ms, c.transactions, c.failed, c.axes_json, c.params_json, c.error
     from cells c join runs r on r.id = c.run_id;
 """
+
+
+PROBE_TABLES: dict[str, tuple[str, ...]] = {
+    "probes": ("probe", "status", "reason"),
+    "costs": ("node", "role", "processes", "cpu_ms", "context_switches", "syscalls_json"),
+    "waits": ("node", "role", "wait_type", "wait_event", "samples", "ticks"),
+    "replication_samples": ("t_s", "standby", "sync_state", "write_lag_ms",
+                            "flush_lag_ms", "replay_lag_ms", "flush_lag_bytes"),
+}
 
 
 def now() -> str:
@@ -123,6 +153,11 @@ class Store:
                             "check that the folder is writable and the disk not full") from None
         version = self.db.execute(
             "select value from meta where key = 'schema_version'").fetchone()
+        if version is not None and int(version[0]) == 1 and not create:
+            # 1 -> 2 only added the probe tables: create them and go on.
+            self.db.executescript(SCHEMA)
+            self.db.execute("update meta set value = '2' where key = 'schema_version'")
+            version = ("2",)
         if version is None or int(version[0]) != SCHEMA_VERSION:
             raise UserError(f"{path} has schema version {version[0] if version else '?'}, "
                             f"this syncrep-lab reads {SCHEMA_VERSION}",
@@ -194,8 +229,9 @@ class Store:
                                (cell_id,)).fetchall()
 
     def add_repeat(self, cell_id: int, values: dict[str, Any],
-                   samples: list[tuple[float, float, float | None, float | None, int]]) -> int:
-        """One measured repeat and its per-second samples, atomically."""
+                   samples: list[tuple[float, float, float | None, float | None, int]],
+                   probe_rows: dict[str, list[tuple[Any, ...]]] | None = None) -> int:
+        """One measured repeat, its per-second samples and its probes' rows, atomically."""
         cols = ", ".join(values)
         marks = ", ".join("?" for _ in values)
         with self.transaction() as db:
@@ -206,6 +242,12 @@ class Store:
             db.executemany(
                 "insert into samples(repeat_id, t_s, tps, latency_ms, stddev_ms, failed) "
                 "values (?, ?, ?, ?, ?, ?)", [(repeat_id, *s) for s in samples])
+            for table, rows in (probe_rows or {}).items():
+                names = PROBE_TABLES[table]
+                db.executemany(
+                    f"insert into {table}(repeat_id, {', '.join(names)}) "
+                    f"values (?, {', '.join('?' for _ in names)})",
+                    [(repeat_id, *r) for r in rows])
             db.execute("update cells set repeats = (select count(*) from repeats "
                        "where cell_id = ?) where id = ?", (cell_id, cell_id))
         return repeat_id

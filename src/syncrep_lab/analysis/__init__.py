@@ -1,0 +1,1 @@
+"""Analysis: pure functions over a run's store (costs per commit, ...)."""

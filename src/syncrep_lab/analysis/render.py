@@ -1,0 +1,59 @@
+"""Terminal tables for the analysis: costs per commit and wait-event shares."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from syncrep_lab.analysis.costs import KEY_SYSCALLS
+
+SHORT = {"epoll_create1": "ep_create", "epoll_ctl": "ep_ctl", "epoll_wait": "ep_wait",
+         "epoll_pwait": "ep_pwait", "fdatasync": "fdsync", "recvfrom": "recv", "sendto": "send",
+         "context_switches": "ctx sw"}
+
+
+def _fmt(ci: dict[str, float | None], digits: int = 1) -> str:
+    mean = ci.get("mean")
+    if mean is None:
+        return "-"
+    low, high = ci.get("low"), ci.get("high")
+    if low is None or high is None:
+        return f"{mean:.{digits}f}"
+    return f"{mean:.{digits}f}±{(high - low) / 2:.{digits}f}"
+
+
+def print_costs(cells: list[dict[str, Any]], console: Console) -> None:
+    for cell in cells:
+        tps = cell["tps_mean"]
+        title = f"cell {cell['idx']} {escape(cell['label'])}: {tps:,.0f} tps" if tps else ""
+        if not cell["roles"]:
+            reasons = "; ".join(s for v in cell["probes"].values() for s in v) or "no probes"
+            console.print(f"{title}: no per-process costs ({escape(reasons)})", soft_wrap=True)
+        else:
+            # Only the calls some role makes at least once per 20 commits.
+            seen = {k for r in cell["roles"] for k, v in r["syscalls_per_commit"].items()
+                    if (v.get("mean") or 0) >= 0.05}
+            calls = [s for s in KEY_SYSCALLS if s in seen]
+            table = Table(title=title + " - per commit (CPU and context switches: mean ± "
+                          "95% CI half-width over repeats; system calls: mean)",
+                          title_justify="left")
+            for col in ("node", "role", "CPU µs", "ctx sw", *calls):
+                left = col in ("node", "role")
+                table.add_column(SHORT.get(col, col), justify="left" if left else "right",
+                                 no_wrap=left, min_width=12 if col == "role" else None)
+            for r in cell["roles"]:
+                sc = r["syscalls_per_commit"]
+                table.add_row(r["node"], escape(r["role"]), _fmt(r["cpu_us_per_commit"]),
+                              _fmt(r["context_switches_per_commit"], 2),
+                              *(f"{sc[s]['mean']:.2f}" if s in sc and sc[s]["mean"] is not None
+                            else "-" for s in calls))
+            console.print(table)
+        waits = [w for w in cell["waits"] if w["role"] in ("backend", "walsender")
+                 or w["role"].startswith("walsender")]
+        for w in waits:
+            top = ", ".join(f"{k} {100 * v:.0f} %" for k, v in list(w["share"].items())[:4])
+            console.print(f"  {w['node']} {escape(w['role'])} waits: {escape(top)}",
+                          soft_wrap=True)

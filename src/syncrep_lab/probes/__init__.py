@@ -1,0 +1,1 @@
+"""Probes: what is recorded beside pgbench (process roles, perf counts, wait events)."""

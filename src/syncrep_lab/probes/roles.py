@@ -1,0 +1,93 @@
+"""Process roles: every process of a node, classified from its title.
+
+Process titles name the role on every version (``postgres: walsender ...`` from
+10 on, ``postgres: wal sender process ...`` on 9.6), so one classifier serves
+9.6 to 18 without ``backend_type``. A walsender is further named by the
+standby it serves (``walsender:b``), from ``pg_stat_replication``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+ROLES = ("postmaster", "backend", "walsender", "walreceiver", "startup", "walwriter",
+         "checkpointer", "bgwriter", "autovacuum", "other")
+
+# (pattern on the title after "postgres: ", role); first match wins.
+_TITLE_ROLES: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"^wal ?sender"), "walsender"),
+    (re.compile(r"^wal ?receiver"), "walreceiver"),
+    (re.compile(r"^startup"), "startup"),
+    (re.compile(r"^wal ?writer"), "walwriter"),
+    (re.compile(r"^checkpointer"), "checkpointer"),
+    (re.compile(r"^(background )?writer( process)?\b"), "bgwriter"),
+    (re.compile(r"^autovacuum"), "autovacuum"),
+    (re.compile(r"^(stats collector|logical replication|archiver|io worker|walsummarizer|"
+                r"wal summarizer|parallel worker|background worker|slotsync|checksum)"),
+     "other"),
+]
+
+
+def role_of_title(title: str) -> str:
+    """The role a process title names; anything else under ``postgres:`` is a backend."""
+    rest = title.strip()
+    for prefix in ("postgres: ", "postmaster: "):
+        if rest.startswith(prefix):
+            rest = rest[len(prefix):]
+            break
+    else:
+        return "other"
+    # Titles may carry the cluster name first: "postgres: main: walwriter".
+    for candidate in (rest, rest.split(": ", 1)[-1]):
+        for pattern, role in _TITLE_ROLES:
+            if pattern.search(candidate):
+                return role
+    return "backend"
+
+
+def _title(pid: int) -> str:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return ""
+    return raw.replace(b"\0", b" ").decode(errors="replace").strip()
+
+
+def _ppid(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[1])
+
+
+@dataclass(frozen=True)
+class NodeProcess:
+    node: str
+    pid: int
+    role: str
+    detail: str = ""  # the standby a walsender serves
+
+    @property
+    def label(self) -> str:
+        return f"{self.role}:{self.detail}" if self.detail else self.role
+
+
+def node_processes(node: str, postmaster: int, walsenders: dict[int, str] | None = None
+                   ) -> list[NodeProcess]:
+    """The postmaster and its children now, each with its role."""
+    found = [NodeProcess(node, postmaster, "postmaster")]
+    walsenders = walsenders or {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        pid = int(entry)
+        if pid == postmaster or _ppid(pid) != postmaster:
+            continue
+        role = role_of_title(_title(pid))
+        found.append(NodeProcess(node, pid, role, walsenders.get(pid, "")
+                                 if role == "walsender" else ""))
+    return found

@@ -1,0 +1,142 @@
+"""Probes on real clusters: roles from process titles (9.6 and 18), per-commit costs
+from perf, wait events from pg_stat_activity."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from syncrep_lab.analysis.costs import run_costs
+from syncrep_lab.cluster import server
+from syncrep_lab.cluster.build import UpOptions, up
+from syncrep_lab.cluster.ready import replication_rows
+from syncrep_lab.cluster.teardown import remove_cluster
+from syncrep_lab.experiment.runner import start_run
+from syncrep_lab.experiment.spec import parse_spec
+from syncrep_lab.probes import perfstat
+from syncrep_lab.probes.roles import node_processes, role_of_title
+from syncrep_lab.probes.session import _walsenders
+
+from .conftest import cli
+
+
+@pytest.mark.parametrize(
+    ("title", "role"),
+    [
+        ("postgres: walsender postgres [local] streaming 0/3000148", "walsender"),
+        ("postgres: wal sender process postgres [local] streaming 0/3000060", "walsender"),
+        ("postgres: walwriter", "walwriter"),
+        ("postgres: wal writer process", "walwriter"),
+        ("postgres: checkpointer", "checkpointer"),
+        ("postgres: checkpointer process", "checkpointer"),
+        ("postgres: background writer", "bgwriter"),
+        ("postgres: writer process", "bgwriter"),
+        ("postgres: startup recovering 000000010000000000000003", "startup"),
+        ("postgres: startup process   recovering 000000010000000000000003", "startup"),
+        ("postgres: walreceiver streaming 0/3000148", "walreceiver"),
+        ("postgres: wal receiver process   streaming 0/3000060", "walreceiver"),
+        ("postgres: autovacuum launcher", "autovacuum"),
+        ("postgres: logical replication launcher", "other"),
+        ("postgres: stats collector process", "other"),
+        ("postgres: postgres postgres [local] idle", "backend"),
+        ("postgres: postgres postgres [local] INSERT waiting for 0/3000148", "backend"),
+        ("postgres: main: walwriter", "walwriter"),
+        ("/usr/bin/python3 something", "other"),
+    ],
+)
+def test_role_of_title(title: str, role: str) -> None:
+    assert role_of_title(title) == role
+
+
+@pytest.mark.parametrize("version", ["18", "9.6"])
+def test_roles_of_a_live_cluster(version: str, cluster_dir: Path,
+                                 request: pytest.FixtureRequest) -> None:
+    if version == "9.6":
+        request.getfixturevalue("pg96")
+    manifest = up(UpOptions(dir=cluster_dir, pg=version))
+    try:
+        primary = manifest.primary
+        pid = server.postmaster_pid(primary.data_dir(cluster_dir))
+        assert pid is not None
+        senders = _walsenders(manifest.admin_conninfo(primary))
+        assert set(senders.values()) == {"b", "c"}
+        roles = {p.label for p in node_processes("primary", pid, senders)}
+        assert {"postmaster", "walsender:b", "walsender:c", "walwriter", "checkpointer",
+                "bgwriter"} <= roles
+        spid = server.postmaster_pid(manifest.node("b").data_dir(cluster_dir))
+        assert spid is not None
+        standby_roles = {p.role for p in node_processes("b", spid)}
+        assert {"startup", "walreceiver"} <= standby_roles
+        assert set(replication_rows(manifest.admin_conninfo(primary))) == {"b", "c"}
+    finally:
+        remove_cluster(cluster_dir)
+
+
+def test_parse_perf_stat() -> None:
+    text = ("# started on Sun Nov 22 05:31:35 2026\n\n"
+            "postgres-101,12.5,msec,task-clock,12500000,100.00,,\n"
+            "postgres-101,7,,context-switches,12500000,100.00,,\n"
+            "postgres-101,42,,syscalls:sys_enter_kill,12500000,100.00,,\n"
+            "postgres-102,<not counted>,,syscalls:sys_enter_kill,0,100.00,,\n"
+            "post-gres-103,3,,syscalls:sys_enter_epoll_ctl,1,100.00,,\n")
+    counts = perfstat.parse_perf_stat(text)
+    assert counts[101].task_clock_ms == 12.5
+    assert counts[101].context_switches == 7
+    assert counts[101].syscalls == {"kill": 42}
+    assert 102 not in counts
+    assert counts[103].syscalls == {"epoll_ctl": 3}
+
+
+SPEC = """\
+name = "probes"
+
+[topology]
+standbys = 2
+
+[workload]
+clients = 4
+duration = 2
+warmup = 1
+
+[matrix]
+synchronous_commit = ["local", "on"]
+
+[run]
+repeats_min = 1
+repeats_max = 1
+"""
+
+
+def test_costs_per_commit_tell_the_sync_story(workdir: Path) -> None:
+    out = workdir / "run"
+    start_run(parse_spec(SPEC), SPEC, workdir, out)
+    cells = {c["label"]: c for c in run_costs(out)}
+    local, on = cells["sc=local"], cells["sc=on"]
+    reason = perfstat.unavailable_reason()
+    if reason is not None:
+        # This machine cannot count: the reason is stored and shown, nothing is invented.
+        assert local["roles"] == []
+        assert any(reason in s for s in local["probes"]["perf"])
+    else:
+        roles = {(r["node"], r["role"]): r for r in on["roles"]}
+        backend = roles[("primary", "backend")]
+        assert backend["cpu_us_per_commit"]["mean"] > 0
+        # The sync standby's walsender wakes committing backends (SetLatch -> kill);
+        # the potential one's does not, and neither does anything under 'local'.
+        kill_b = roles[("primary", "walsender:b")]["syscalls_per_commit"]["kill"]["mean"]
+        kill_c = roles[("primary", "walsender:c")]["syscalls_per_commit"].get(
+            "kill", {"mean": 0.0})["mean"]
+        assert kill_b > 0.3
+        assert kill_b > 5 * kill_c
+        local_b = {(r["node"], r["role"]): r for r in local["roles"]}[("primary", "walsender:b")]
+        assert local_b["syscalls_per_commit"].get("kill", {"mean": 0.0})["mean"] < 0.1
+    backend_waits = next(w for w in on["waits"] if w["node"] == "primary"
+                         and w["role"] == "backend")
+    assert backend_waits["share"].get("IPC:SyncRep", 0) > 0.05
+    local_waits = next(w for w in local["waits"] if w["node"] == "primary"
+                       and w["role"] == "backend")
+    assert local_waits["share"].get("IPC:SyncRep", 0) == 0
+    res = cli("costs", str(out))
+    assert res.returncode == 0, res.stderr
+    assert "walsender:b" in res.stdout or "no per-process costs" in res.stdout
