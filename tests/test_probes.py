@@ -140,3 +140,28 @@ def test_costs_per_commit_tell_the_sync_story(workdir: Path) -> None:
     res = cli("costs", str(out))
     assert res.returncode == 0, res.stderr
     assert "walsender:b" in res.stdout or "no per-process costs" in res.stdout
+
+
+def test_diagnosis_names_the_mechanism(workdir: Path, pg96: object) -> None:
+    from syncrep_lab.analysis.diagnosis import diagnose_run
+
+    text = SPEC.replace('synchronous_commit = ["local", "on"]', 'pg = ["9.6", "18"]').replace(
+        "warmup = 1", 'warmup = 1\nsynchronous_commit = "on"')
+    out = workdir / "run"
+    start_run(parse_spec(text), text, workdir, out)
+    cells = {c["label"]: {v["mechanism"]: v for v in c["verdicts"]} for c in diagnose_run(out)}
+    old, new = cells["pg=9.6"], cells["pg=18"]
+    if perfstat.unavailable_reason() is not None:
+        assert new["commit-wait wake-up bound"]["confidence"] == "unknown"
+        return
+    # 9.6 builds an epoll set for every wait; 18 does not.
+    assert old["per-wait epoll set-up"]["evidence"]["epoll_create1_per_commit"] > 0.5
+    assert "per-wait epoll set-up" not in new
+    wake = new["commit-wait wake-up bound"]
+    assert wake["evidence"]["kill_per_commit"] > 0.5
+    assert wake["confidence"] in ("high", "medium")
+    # 9.6 has no SyncRep wait event: the verdict says so rather than reading 0 %.
+    assert "no wait event" in old["commit-wait wake-up bound"]["summary"]
+    res = cli("diagnose", str(out))
+    assert res.returncode == 0, res.stderr
+    assert "commit-wait wake-up bound" in res.stdout

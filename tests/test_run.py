@@ -54,6 +54,9 @@ def test_small_run_agrees_with_pgbench(workdir: Path) -> None:
     cells = db.execute("select * from cells order by idx").fetchall()
     assert [c["status"] for c in cells] == ["done", "done"]
     assert [c["repeats"] for c in cells] == [2, 2]
+    probed = db.execute("select cell_id, count(*) from repeats where probed = 1 "
+                        "group by cell_id").fetchall()
+    assert [p[1] for p in probed] == [1, 1]  # probes in repeats of their own
     assert {c["stop_reason"] for c in cells} <= {"ci", "max"}
     for rep in db.execute("select * from repeats").fetchall():
         stdout = (out / rep["stdout_path"]).read_text()
@@ -118,7 +121,8 @@ def test_killed_run_resumes(workdir: Path) -> None:
     cells = db.execute("select * from cells order by idx").fetchall()
     assert [c["status"] for c in cells] == ["done"] * 3
     after = {(r["cell_id"], r["n"]): r["id"] for r in db.execute("select * from repeats")}
-    assert len(after) == 6  # nothing lost, nothing measured twice
+    assert len(after) == 9  # 2 measured + 1 probed per cell: nothing lost, none twice
+    assert db.execute("select count(*) from repeats where probed = 0").fetchone()[0] == 6
     assert all(after[k] == v for k, v in before.items())
     assert db.execute("select status from runs").fetchone()[0] == "done"
     assert postmasters_in(workdir) == []

@@ -309,6 +309,23 @@ def costs(run_dir: Path | None, only_cell: int | None, as_json: bool) -> None:
         print_costs(cells, out)
 
 
+@cli.command()
+@click.argument("run_dir", required=False, type=click.Path(path_type=Path))
+@click.option("--cell", "only_cell", type=int, default=None, help="Only this cell (its #).")
+@click.option("--json", "as_json", is_flag=True)
+def diagnose(run_dir: Path | None, only_cell: int | None, as_json: bool) -> None:
+    """What limits each cell: the mechanism, the numbers behind it, what to try next."""
+    from syncrep_lab.analysis.diagnosis import diagnose_run
+    from syncrep_lab.analysis.render import print_diagnosis
+
+    folder = run_dir or _latest_run()
+    cells = [c for c in diagnose_run(folder) if only_cell is None or c["idx"] == only_cell]
+    if as_json:
+        click.echo(json.dumps(cells, indent=2))
+    else:
+        print_diagnosis(cells, out)
+
+
 # --- clean ------------------------------------------------------------------------
 
 

@@ -57,3 +57,23 @@ def print_costs(cells: list[dict[str, Any]], console: Console) -> None:
             top = ", ".join(f"{k} {100 * v:.0f} %" for k, v in list(w["share"].items())[:4])
             console.print(f"  {w['node']} {escape(w['role'])} waits: {escape(top)}",
                           soft_wrap=True)
+
+
+CONFIDENCE_STYLE = {"high": "bold red", "medium": "yellow", "low": "dim", "unknown": "dim"}
+
+
+def print_diagnosis(cells: list[dict[str, Any]], console: Console) -> None:
+    for cell in cells:
+        console.print(f"[bold]cell {cell['idx']} {escape(cell['label'])}[/]: "
+                      f"{cell['tps_mean']:,.0f} tps")
+        if not cell["verdicts"]:
+            console.print("  no rule fired: nothing here stands out as the limit")
+        for v in cell["verdicts"]:
+            style = CONFIDENCE_STYLE[v["confidence"]]
+            console.print(f"  [{style}]{v['confidence']}[/] {escape(v['mechanism'])}: "
+                          f"{escape(v['summary'])}", soft_wrap=True)
+            if v["evidence"]:
+                numbers = ", ".join(f"{k}={val}" for k, val in v["evidence"].items())
+                console.print(f"    evidence: {escape(numbers)}", soft_wrap=True)
+            for step in v["next_steps"]:
+                console.print(f"    try: {escape(step)}", soft_wrap=True)

@@ -97,8 +97,8 @@ class ActiveCluster:
             return self.target
         self.down()
         self.runner.events.phase(cell, "cluster up" if self.attach is None else "attach")
+        self.key = cell.cluster_key  # recorded with the cluster by _build/_attach
         self.target = self._attach() if self.attach is not None else self._build(cell)
-        self.key = cell.cluster_key
         return self.target
 
     def _build(self, cell: Cell) -> Target:
@@ -266,20 +266,33 @@ class Runner:
             self.events.phase(cell, "warm-up")
             run_pgbench(pgbench, conninfo, script, duration=wl.warmup,
                         on_progress=lambda s: self.events.live(cell, s), **common)
-        tps = [float(r["tps"]) for r in self.store.repeats(cell_id)]
+        stored = self.store.repeats(cell_id)
+        tps = [float(r["tps"]) for r in stored if not r["probed"]]
         ctl = self.spec.run
+        n = len(stored)
         while len(tps) < ctl.repeats_max and not (
             len(tps) >= ctl.repeats_min and ci_within(tps, ctl.ci_target, ctl.confidence)
         ):
-            n = len(tps) + 1
-            self.events.phase(cell, f"repeat {n}")
+            n += 1
+            self.events.phase(cell, f"repeat {len(tps) + 1}")
             tps.append(self._repeat(cell, cell_id, n, pgbench, conninfo, script, cell_dir,
-                                    common))
-            self.events.repeat(cell, n, tps[-1])
+                                    common, probed=False))
+            self.events.repeat(cell, len(tps), tps[-1])
+        # Probes cost throughput on a small machine (perf counting every traced system
+        # call, samplers polling every node), so the figures above are measured
+        # without them and the probes get repeats of their own, kept apart.
+        probed = sum(1 for r in self.store.repeats(cell_id) if r["probed"])
+        while probed < self.spec.probes.probed_repeats:
+            n += 1
+            probed += 1
+            self.events.phase(cell, f"probed repeat {probed}")
+            self._repeat(cell, cell_id, n, pgbench, conninfo, script, cell_dir, common,
+                         probed=True)
         return self._summarise(cell_id, tps)
 
     def _repeat(self, cell: Cell, cell_id: int, n: int, pgbench: Path, conninfo: str,
-                script: Path, cell_dir: Path, common: dict[str, Any]) -> float:
+                script: Path, cell_dir: Path, common: dict[str, Any], *, probed: bool
+                ) -> float:
         rep_dir = cell_dir / f"repeat-{n:02d}"
         if rep_dir.exists():
             shutil.rmtree(rep_dir)  # the remains of a repeat that was killed
@@ -287,14 +300,16 @@ class Runner:
         started = now()
         target = self.cluster.target
         assert target is not None
-        probes = RepeatProbes(self.spec.probes, target.nodes, target.version_num, rep_dir)
-        probes.start()
+        probes = (RepeatProbes(self.spec.probes, target.nodes, target.version_num, rep_dir)
+                  if probed else None)
+        if probes is not None:
+            probes.start()
         try:
             run = run_pgbench(pgbench, conninfo, script, duration=self.spec.workload.duration,
                               log_prefix=rep_dir / "pgbench_log",
                               on_progress=lambda s: self.events.live(cell, s), **common)
         finally:
-            probe_data = probes.stop()
+            probe_data = probes.stop() if probes is not None else None
         (rep_dir / "pgbench.stdout").write_text(run.stdout)
         (rep_dir / "pgbench.stderr").write_text(run.stderr)
         (rep_dir / "pgbench.argv").write_text(" ".join(run.argv) + "\n")
@@ -308,7 +323,7 @@ class Runner:
         hist = stats.histogram
         h = hist.summary()
         self.store.add_repeat(cell_id, {
-            "n": n, "started_at": started, "duration_s": run.seconds,
+            "n": n, "probed": int(probed), "started_at": started, "duration_s": run.seconds,
             "transactions": stats.transactions, "failed": stats.failed, "tps": summary.tps,
             "pgbench_transactions": summary.transactions,
             "pgbench_latency_avg_ms": summary.latency_avg_ms,
@@ -319,11 +334,11 @@ class Runner:
             "stdout_path": str((rep_dir / "pgbench.stdout").relative_to(self.store.folder)),
             "stderr_path": str((rep_dir / "pgbench.stderr").relative_to(self.store.folder)),
         }, [(s.t_s, s.tps, s.latency_ms, s.stddev_ms, s.failed) for s in run.progress],
-            probe_rows(probe_data))
+            probe_rows(probe_data) if probe_data is not None else None)
         return float(summary.tps)
 
     def _summarise(self, cell_id: int, tps: list[float]) -> dict[str, Any]:
-        repeats = self.store.repeats(cell_id)
+        repeats = [r for r in self.store.repeats(cell_id) if not r["probed"]]
         merged = LatencyHistogram()
         for r in repeats:
             merged = merged + LatencyHistogram.from_bytes(r["histogram"])

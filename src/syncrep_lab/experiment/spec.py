@@ -86,6 +86,7 @@ class Matrix(_Strict):
 class Probes(_Strict):
     """What is recorded beside pgbench during every measured repeat."""
 
+    probed_repeats: Annotated[int, Field(ge=0, le=100)] = 1  # per cell, after the measured
     perf: bool = True  # CPU, context switches and syscalls per process (root + perf)
     wait_events_hz: Annotated[float, Field(ge=0, le=200)] = 20.0  # 0 turns it off
     replication_hz: Annotated[float, Field(ge=0, le=100)] = 10.0

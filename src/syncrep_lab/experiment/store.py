@@ -66,6 +66,7 @@ create table if not exists repeats (
     id integer primary key,
     cell_id integer not null references cells(id),
     n integer not null,
+    probed integer not null default 0,  -- 1: probes ran; kept out of the cell's figures
     started_at text not null,
     duration_s real not null,
     transactions integer not null,   -- from the per-transaction logs
@@ -154,8 +155,9 @@ class Store:
         version = self.db.execute(
             "select value from meta where key = 'schema_version'").fetchone()
         if version is not None and int(version[0]) == 1 and not create:
-            # 1 -> 2 only added the probe tables: create them and go on.
+            # 1 -> 2 added the probe tables and repeats.probed.
             self.db.executescript(SCHEMA)
+            self.db.execute("alter table repeats add column probed integer not null default 0")
             self.db.execute("update meta set value = '2' where key = 'schema_version'")
             version = ("2",)
         if version is None or int(version[0]) != SCHEMA_VERSION:
@@ -249,7 +251,7 @@ class Store:
                     f"values (?, {', '.join('?' for _ in names)})",
                     [(repeat_id, *r) for r in rows])
             db.execute("update cells set repeats = (select count(*) from repeats "
-                       "where cell_id = ?) where id = ?", (cell_id, cell_id))
+                       "where cell_id = ? and probed = 0) where id = ?", (cell_id, cell_id))
         return repeat_id
 
     def add_cluster(self, run_id: int, cluster_key: str, version: str, bin_dir: str,

@@ -1,0 +1,263 @@
+"""Diagnosis: rules over a cell's per-commit costs and wait events that name the
+limiting mechanism, the numbers it rests on, and what to try next.
+
+Every verdict carries its confidence (high, medium, low) and its evidence as
+numbers; a rule whose evidence is missing (a probe skipped here) says so
+instead of guessing. The thresholds are deliberately plain and written next
+to each rule, so a reader can check a verdict by hand against ``costs``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from syncrep_lab.analysis.costs import cell_costs
+from syncrep_lab.experiment.store import Store
+
+SYNC_LEVELS = ("remote_write", "on", "remote_apply")
+SINGLE_PROCESS_ROLES = ("walwriter", "startup", "walreceiver", "checkpointer", "bgwriter")
+
+
+@dataclass
+class Verdict:
+    mechanism: str
+    confidence: str  # high | medium | low | unknown
+    summary: str
+    evidence: dict[str, float | str] = field(default_factory=dict)
+    next_steps: list[str] = field(default_factory=list)
+
+
+@dataclass
+class CellFacts:
+    """What the rules read, gathered once per cell."""
+
+    label: str
+    tps: float
+    clients: int
+    synchronous_commit: str
+    cpus: int
+    roles: dict[tuple[str, str], dict[str, Any]]
+    waits: dict[tuple[str, str], dict[str, float]]
+    perf_missing: str | None
+    version: str = ""  # the primary's server version, "" when unknown
+
+    @property
+    def has_syncrep_wait_event(self) -> bool:
+        """9.6 shows no wait event while a commit waits for a standby."""
+        return not self.version.startswith("9.")
+
+    def cpu_us(self, node: str, role: str) -> float:
+        r = self.roles.get((node, role))
+        return float(r["cpu_us_per_commit"]["mean"] or 0.0) if r else 0.0
+
+    def syscall(self, node: str, role: str, name: str) -> float:
+        r = self.roles.get((node, role))
+        if not r or name not in r["syscalls_per_commit"]:
+            return 0.0
+        return float(r["syscalls_per_commit"][name]["mean"] or 0.0)
+
+    def wait_share(self, node: str, role: str, *events: str) -> float:
+        shares = self.waits.get((node, role), {})
+        return sum(v for k, v in shares.items() if k in events)
+
+    def cores(self, node: str, role: str) -> float:
+        """Cores a role keeps busy: CPU per commit times commits per second."""
+        return self.cpu_us(node, role) * self.tps / 1e6
+
+
+def _sync_walsender(facts: CellFacts) -> str | None:
+    """The walsender role that wakes most backends (the sync standby's)."""
+    senders = [(facts.syscall(n, r, "kill"), r) for (n, r) in facts.roles
+               if n == "primary" and r.startswith("walsender")]
+    return max(senders)[1] if senders else None
+
+
+def _perf_unknown(facts: CellFacts, mechanism: str) -> Verdict:
+    return Verdict(mechanism, "unknown",
+                   f"cannot judge: per-process counts are missing ({facts.perf_missing})")
+
+
+def rule_wakeup_bound(facts: CellFacts) -> Verdict | None:
+    """Commits wait for the sync walsender to wake them one by one (SetLatch → kill)."""
+    name = "commit-wait wake-up bound"
+    if facts.synchronous_commit not in SYNC_LEVELS:
+        return None
+    if facts.perf_missing:
+        return _perf_unknown(facts, name)
+    sender = _sync_walsender(facts)
+    if sender is None:
+        return None
+    kills = facts.syscall("primary", sender, "kill")
+    sender_cores = facts.cores("primary", sender)
+    # ~1 kill per commit means one wake-up per committing backend; a third of
+    # the backends' samples in SyncRep means that wait is a large part of a commit.
+    if kills < 0.5:
+        return None
+    evidence: dict[str, float | str] = {"kill_per_commit": round(kills, 3),
+                                        "walsender_cores_busy": round(sender_cores, 3)}
+    if facts.has_syncrep_wait_event:
+        share = facts.wait_share("primary", "backend", "IPC:SyncRep")
+        evidence["backend_syncrep_share"] = round(share, 3)
+        confidence = "high" if kills >= 0.8 and share >= 0.3 else ("medium" if share >= 0.15
+                                                                     else "low")
+        waited = f"backends spend {100 * share:.0f} % of their samples waiting in SyncRep"
+    else:
+        confidence = "medium" if kills >= 0.8 else "low"
+        waited = (f"PostgreSQL {facts.version} shows no wait event for it, so the share of "
+                  "time spent waiting is not measured")
+    return Verdict(
+        name, confidence,
+        f"{sender} on the primary sends {kills:.2f} wake-up signals per commit; {waited}",
+        evidence,
+        ["more rows per commit (the batch axis) amortises each wake-up",
+         f"give {sender} a core of its own (cpuset/pinning, as the seed did)",
+         "compare synchronous_commit=local to see the price of the wait"],
+    )
+
+
+def rule_epoll_setup(facts: CellFacts) -> Verdict | None:
+    """Every wait creates and closes an epoll set (PostgreSQL 9.6's WaitLatch)."""
+    name = "per-wait epoll set-up"
+    if facts.perf_missing:
+        return None
+    creates = facts.syscall("primary", "backend", "epoll_create1")
+    ctls = facts.syscall("primary", "backend", "epoll_ctl")
+    if creates < 0.5:
+        return None
+    return Verdict(
+        name, "high" if creates >= 0.8 else "medium",
+        f"backends create {creates:.2f} epoll sets and make {ctls:.2f} epoll_ctl calls per "
+        "commit: every wait builds its wait set anew",
+        {"epoll_create1_per_commit": round(creates, 3), "epoll_ctl_per_commit": round(ctls, 3)},
+        ["newer PostgreSQL keeps one wait set per process (compare the pg axis: 18 shows 0)",
+         "the kernel's epoll mutexes are shared by all instances of one OS (seed group 5)"],
+    )
+
+
+def rule_cpu_saturated(facts: CellFacts) -> Verdict | None:
+    name = "CPU saturation"
+    if facts.perf_missing:
+        return _perf_unknown(facts, name)
+    used = sum(facts.cores(n, r) for (n, r) in facts.roles)
+    fraction = used / max(facts.cpus, 1)
+    if fraction < 0.6:
+        return None
+    confidence = "high" if fraction >= 0.85 else "medium"
+    return Verdict(
+        name, confidence,
+        f"PostgreSQL's processes keep {used:.2f} of {facts.cpus} CPUs busy "
+        f"({100 * fraction:.0f} %), before counting pgbench itself",
+        {"cores_busy": round(used, 3), "cpus": facts.cpus, "fraction": round(fraction, 3)},
+        ["more clients will not raise throughput here; fewer may lower latency",
+         "run pgbench (the client) on other cores or another host"],
+    )
+
+
+def rule_single_process(facts: CellFacts) -> Verdict | None:
+    name = "one process saturates its core"
+    if facts.perf_missing:
+        return None
+    busiest = max(((facts.cores(n, r), n, r) for (n, r) in facts.roles
+                   if r.startswith("walsender") or r in SINGLE_PROCESS_ROLES),
+                  default=None)
+    if busiest is None or busiest[0] < 0.7:
+        return None
+    cores, node, role = busiest
+    return Verdict(
+        name, "high" if cores >= 0.9 else "medium",
+        f"{role} on {node} alone keeps {cores:.2f} of a core busy: it cannot go faster",
+        {"node": node, "role": role, "cores_busy": round(cores, 3)},
+        [f"give {role} a core of its own, and check what it spends it on (flame graph)"],
+    )
+
+
+def rule_local_flush(facts: CellFacts) -> Verdict | None:
+    name = "local WAL flush bound"
+    share = facts.wait_share("primary", "backend", "IO:WalSync", "LWLock:WALWrite",
+                             "LWLockNamed:WALWriteLock", "IO:WALSync")
+    if share < 0.25:
+        return None
+    return Verdict(
+        name, "high" if share >= 0.45 else "medium",
+        f"backends spend {100 * share:.0f} % of their samples flushing WAL or waiting "
+        "for the WAL write lock",
+        {"backend_wal_flush_share": round(share, 3)},
+        ["synchronous_commit=local vs off shows the price of the local flush",
+         "commit_delay/commit_siblings group flushes; faster WAL storage helps"],
+    )
+
+
+def rule_client_bound(facts: CellFacts) -> Verdict | None:
+    name = "the benchmark client is the bottleneck"
+    share = facts.wait_share("primary", "backend", "Client:ClientRead", "Client:idle")
+    if share < 0.4:
+        return None
+    return Verdict(
+        name, "medium" if share < 0.6 else "high",
+        f"backends spend {100 * share:.0f} % of their samples waiting for pgbench to send "
+        "the next statement",
+        {"backend_client_wait_share": round(share, 3), "clients": facts.clients},
+        ["pgbench shares the machine's cores: give it its own, or use fewer threads",
+         "figures here describe client plus server, not the server alone"],
+    )
+
+
+def rule_too_many_clients(facts: CellFacts) -> Verdict | None:
+    if facts.clients <= 8 * facts.cpus:
+        return None
+    return Verdict(
+        "too many clients for the cores", "medium",
+        f"{facts.clients} clients on {facts.cpus} CPUs: most of them queue for a core",
+        {"clients": facts.clients, "cpus": facts.cpus},
+        ["sweep clients (the clients axis) to find the knee"],
+    )
+
+
+RULES = (rule_wakeup_bound, rule_epoll_setup, rule_cpu_saturated, rule_single_process,
+         rule_local_flush, rule_client_bound, rule_too_many_clients)
+ORDER = {"high": 0, "medium": 1, "low": 2, "unknown": 3}
+
+
+def diagnose_facts(facts: CellFacts) -> list[Verdict]:
+    verdicts = [v for rule in RULES if (v := rule(facts)) is not None]
+    return sorted(verdicts, key=lambda v: ORDER[v.confidence])
+
+
+def _facts(store: Store, cell: Any, cpus: int) -> CellFacts:
+    costs = cell_costs(store, int(cell["id"]))
+    params = json.loads(cell["params_json"])
+    perf = costs["probes"].get("perf", [])
+    perf_missing = None if any(s == "ran" for s in perf) else ("; ".join(perf) or
+                                                               "no perf data stored")
+    key = json.dumps([params.get("pg"), params.get("standbys"), params.get("settings")])
+    row = store.db.execute("select version from clusters where run_id = ? and cluster_key = ? "
+                           "order by id desc limit 1", (cell["run_id"], key)).fetchone()
+    return CellFacts(
+        version=str(row["version"]) if row and row["version"] else "",
+        label=cell["label"], tps=float(cell["tps_mean"] or 0.0), clients=int(params["clients"]),
+        synchronous_commit=str(params["synchronous_commit"]), cpus=cpus,
+        roles={(r["node"], r["role"]): r for r in costs["roles"]},
+        waits={(w["node"], w["role"]): w["share"] for w in costs["waits"]},
+        perf_missing=perf_missing,
+    )
+
+
+def diagnose_run(folder: Path) -> list[dict[str, Any]]:
+    store = Store(folder, create=False)
+    try:
+        run = store.run()
+        machine = json.loads(run["machine_json"])
+        cpus = int(machine.get("cpus_usable") or machine.get("cpu_count") or 1)
+        out = []
+        for cell in store.cells(int(run["id"])):
+            if cell["status"] != "done":
+                continue
+            facts = _facts(store, cell, cpus)
+            out.append({"idx": cell["idx"], "label": cell["label"], "tps_mean": facts.tps,
+                        "verdicts": [asdict(v) for v in diagnose_facts(facts)]})
+        return out
+    finally:
+        store.close()
