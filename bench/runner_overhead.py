@@ -28,7 +28,6 @@ from pathlib import Path
 from syncrep_lab.cluster.build import UpOptions, up
 from syncrep_lab.cluster.teardown import remove_cluster
 from syncrep_lab.experiment.spec import Probes, Workload
-from syncrep_lab.experiment.store import Store
 from syncrep_lab.experiment.workload import prepare_tables, run_pgbench, script_text
 from syncrep_lab.measure.pgbench_log import parse_transaction_logs
 from syncrep_lab.pg.installations import resolve
@@ -54,7 +53,6 @@ def main() -> None:
         script = base / "insert.sql"
         script.write_text(script_text(workload, 1, base))
         prepare_tables(manifest.admin_conninfo(manifest.primary), workload)
-        store = Store(base / "run", create=True)
         threads = min(args.clients, os.cpu_count() or 2)
         env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
         env["PGOPTIONS"] = f"-c synchronous_commit={args.sync_commit}"
@@ -113,7 +111,6 @@ def main() -> None:
                 values.append(got[name])
             print(f"round {i}: syncrep-lab {got['tool']:,.0f} tps | with probes "
                   f"{got['probed']:,.0f} tps | by hand {got['hand']:,.0f} tps", flush=True)
-        store.close()
     finally:
         remove_cluster(manifest.dir)
         shutil.rmtree(base, ignore_errors=True)
