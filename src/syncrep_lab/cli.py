@@ -245,7 +245,6 @@ def run(spec_file: Path | None, preset: str | None, out: Path | None, resume: bo
     """Run an experiment: a TOML spec, or a preset (default: seed)."""
     from syncrep_lab.experiment import spec as specs
     from syncrep_lab.experiment.progress import RunDisplay
-    from syncrep_lab.experiment.results import cell_rows, print_results
     from syncrep_lab.experiment.runner import resume_run, start_run
 
     if resume:
@@ -256,7 +255,7 @@ def run(spec_file: Path | None, preset: str | None, out: Path | None, resume: bo
                             "leave out SPEC and --preset")
         with RunDisplay(out) as display:
             resume_run(out, display.events)
-        print_results(out, cell_rows(out))
+        _finish(out)
         return
     if spec_file and preset:
         raise UserError("give a spec file or --preset, not both", "drop one of them")
@@ -270,7 +269,21 @@ def run(spec_file: Path | None, preset: str | None, out: Path | None, resume: bo
         out = RUNS_DIR / f"{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     with RunDisplay(out) as display:
         start_run(spec, text, spec_dir, out, display.events)
-    print_results(out, cell_rows(out))
+    _finish(out)
+
+
+def _finish(out_dir: Path) -> None:
+    """What `run` prints at the end: the results table and each cell's leading verdict."""
+    from syncrep_lab.analysis.diagnosis import diagnose_run
+    from syncrep_lab.analysis.render import print_verdict_lines
+    from syncrep_lab.experiment.results import cell_rows, print_results
+
+    print_results(out_dir, cell_rows(out_dir))
+    cells = diagnose_run(out_dir)
+    if cells:
+        out.print("what limits each cell (details: syncrep-lab diagnose "
+                  f"{escape(str(out_dir))}):")
+        print_verdict_lines(cells, out)
 
 
 @cli.command()
@@ -324,6 +337,22 @@ def diagnose(run_dir: Path | None, only_cell: int | None, as_json: bool) -> None
         click.echo(json.dumps(cells, indent=2))
     else:
         print_diagnosis(cells, out)
+
+
+@cli.command("scaling")
+@click.argument("run_dir", required=False, type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True)
+def scaling_cmd(run_dir: Path | None, as_json: bool) -> None:
+    """TPS against clients per synchronous_commit level, the knee, and each level's
+    price as a ratio to local (95 % CI over repeats)."""
+    from syncrep_lab.analysis.render import print_scaling
+    from syncrep_lab.analysis.scaling import scaling
+
+    series = scaling(run_dir or _latest_run())
+    if as_json:
+        click.echo(json.dumps(series, indent=2))
+    else:
+        print_scaling(series, out)
 
 
 # --- clean ------------------------------------------------------------------------

@@ -77,3 +77,47 @@ def print_diagnosis(cells: list[dict[str, Any]], console: Console) -> None:
                 console.print(f"    evidence: {escape(numbers)}", soft_wrap=True)
             for step in v["next_steps"]:
                 console.print(f"    try: {escape(step)}", soft_wrap=True)
+
+
+def print_verdict_lines(cells: list[dict[str, Any]], console: Console) -> None:
+    """One line per cell: its most confident verdict (the full story: diagnose)."""
+    for cell in cells:
+        known = [v for v in cell["verdicts"] if v["confidence"] != "unknown"]
+        if known:
+            v = known[0]
+            style = CONFIDENCE_STYLE[v["confidence"]]
+            line = f"[{style}]{v['confidence']}[/] {escape(v['mechanism'])}"
+        elif cell["verdicts"]:
+            line = f"[dim]{escape(cell['verdicts'][0]['summary'])}[/]"
+        else:
+            line = "no rule fired"
+        console.print(f"  cell {cell['idx']} {escape(cell['label'])}: {line}", soft_wrap=True)
+
+
+def print_scaling(series: list[dict[str, Any]], console: Console) -> None:
+    for entry in series:
+        table = Table(title=f"scaling: {escape(entry['series'])} (TPS; p99 ms)",
+                      title_justify="left")
+        clients = sorted({p["clients"] for lv in entry["levels"].values() for p in lv["points"]})
+        table.add_column("synchronous_commit")
+        for c in clients:
+            table.add_column(f"{c} clients", justify="right")
+        table.add_column("knee")
+        order = ("off", "local", "remote_write", "on", "remote_apply")
+        for level in sorted(entry["levels"], key=lambda x: order.index(x) if x in order else 9):
+            lv = entry["levels"][level]
+            by = {p["clients"]: p for p in lv["points"]}
+            cells = [f"{by[c]['tps']:,.0f}; {by[c]['p99_ms']:.1f}" if c in by else "-"
+                     for c in clients]
+            k = lv["knee"]
+            knee_text = (f"{k['clients']} clients ({k['tps']:,.0f} tps)" if k
+                         else "none in range")
+            table.add_row(level, *cells, knee_text)
+        console.print(table)
+        for level, ratios in entry["ratios_to_local"].items():
+            parts = []
+            for r in ratios:
+                ci = (f" [{r['low']:.2f}, {r['high']:.2f}]" if r["low"] is not None
+                      and r["high"] is not None else "")
+                parts.append(f"{r['clients']} clients {r['ratio']:.2f}{ci}")
+            console.print(f"  {level} / local: " + "; ".join(parts), soft_wrap=True)

@@ -1,0 +1,86 @@
+"""Scaling: TPS and latency against clients for each synchronous_commit level, the
+knee where TPS stops growing, and the price of each level as a ratio to
+``local`` at the same client count (with a confidence interval over repeats).
+
+Pure functions over the store. Cells are grouped into series by every axis
+except ``clients`` and ``synchronous_commit``, so a spec that also varies, say,
+``pg`` gets one scaling table per version.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from syncrep_lab.experiment.store import Store
+from syncrep_lab.measure.stats import ratio_ci
+
+KNEE_GAIN = 0.10  # less than 10 % more TPS for the next client count: the curve has flattened
+
+
+def knee(points: list[tuple[int, float]]) -> dict[str, Any] | None:
+    """The first client count after which more clients add less than KNEE_GAIN.
+
+    >>> knee([(1, 100.0), (2, 190.0), (4, 300.0), (8, 310.0), (16, 305.0)])
+    {'clients': 4, 'tps': 300.0, 'gain_after': 0.033}
+    >>> knee([(1, 100.0), (2, 200.0)]) is None
+    True
+    """
+    points = sorted(points)
+    for (c1, t1), (_c2, t2) in itertools.pairwise(points):
+        if t1 > 0 and (t2 - t1) / t1 < KNEE_GAIN:
+            return {"clients": c1, "tps": t1, "gain_after": round((t2 - t1) / t1, 3)}
+    return None
+
+
+def _series_key(axes: dict[str, Any]) -> str:
+    rest = {k: v for k, v in axes.items() if k not in ("clients", "synchronous_commit")}
+    return ", ".join(f"{k}={v}" for k, v in sorted(rest.items())) or "all cells"
+
+
+def scaling(folder: Path) -> list[dict[str, Any]]:
+    store = Store(folder, create=False)
+    try:
+        run = store.run()
+        series: dict[str, dict[str, dict[int, dict[str, Any]]]] = defaultdict(
+            lambda: defaultdict(dict))
+        for cell in store.cells(int(run["id"])):
+            if cell["status"] != "done":
+                continue
+            params = json.loads(cell["params_json"])
+            tps = [float(r["tps"]) for r in store.repeats(int(cell["id"])) if not r["probed"]]
+            series[_series_key(json.loads(cell["axes_json"]))][
+                params["synchronous_commit"]][int(params["clients"])] = {
+                "tps": cell["tps_mean"], "tps_repeats": tps, "p99_ms": cell["lat_p99_ms"],
+                "mean_ms": cell["lat_mean_ms"]}
+    finally:
+        store.close()
+    out = []
+    for key, levels in series.items():
+        entry: dict[str, Any] = {"series": key, "levels": {}, "ratios_to_local": {}}
+        for level, by_clients in levels.items():
+            points = [(c, float(v["tps"])) for c, v in sorted(by_clients.items())]
+            entry["levels"][level] = {
+                "points": [{"clients": c, **{k: v for k, v in by_clients[c].items()
+                                             if k != "tps_repeats"}} for c, _ in points],
+                "knee": knee(points),
+            }
+        local = levels.get("local", {})
+        for level, by_clients in levels.items():
+            if level == "local":
+                continue
+            ratios = []
+            for clients, v in sorted(by_clients.items()):
+                base = local.get(clients)
+                if base is None or not base["tps_repeats"] or not v["tps_repeats"]:
+                    continue
+                r = ratio_ci(v["tps_repeats"], base["tps_repeats"])
+                ratios.append({"clients": clients, "ratio": r.ratio, "low": r.low,
+                               "high": r.high})
+            if ratios:
+                entry["ratios_to_local"][level] = ratios
+        out.append(entry)
+    return out

@@ -1,0 +1,74 @@
+"""Scaling analysis: the knee, and each level's price as a ratio to local, from a
+real run's store."""
+
+from __future__ import annotations
+
+import doctest
+import json
+import sqlite3
+import statistics
+from pathlib import Path
+
+from syncrep_lab.analysis import scaling as scaling_module
+from syncrep_lab.analysis.scaling import knee, scaling
+from syncrep_lab.experiment.runner import start_run
+from syncrep_lab.experiment.spec import parse_spec
+
+from .conftest import cli
+
+
+def test_knee() -> None:
+    assert doctest.testmod(scaling_module).failed == 0
+    assert knee([(1, 100.0), (4, 400.0), (16, 420.0)]) == {
+        "clients": 4, "tps": 400.0, "gain_after": 0.05}
+    assert knee([(4, 400.0), (1, 100.0)]) is None  # order does not matter; still growing
+    assert knee([]) is None
+
+
+SPEC = """\
+name = "scale"
+
+[topology]
+standbys = 1
+sync = "b"
+
+[workload]
+duration = 1
+warmup = 0
+
+[matrix]
+synchronous_commit = ["local", "on"]
+clients = [1, 2]
+
+[run]
+repeats_min = 2
+repeats_max = 2
+
+[probes]
+probed_repeats = 0
+"""
+
+
+def test_scaling_of_a_real_run(workdir: Path) -> None:
+    out = workdir / "run"
+    start_run(parse_spec(SPEC), SPEC, workdir, out)
+    [series] = scaling(out)
+    assert set(series["levels"]) == {"local", "on"}
+    assert [p["clients"] for p in series["levels"]["on"]["points"]] == [1, 2]
+    db = sqlite3.connect(out / "syncrep-lab.sqlite")
+    db.row_factory = sqlite3.Row
+    assert db.execute("select count(*) from repeats where probed = 1").fetchone()[0] == 0
+    tps: dict[tuple[str, int], list[float]] = {}
+    for cell in db.execute("select * from cells"):
+        params = json.loads(cell["params_json"])
+        tps[(params["synchronous_commit"], params["clients"])] = [
+            r["tps"] for r in db.execute("select tps from repeats where cell_id = ?",
+                                         (cell["id"],))]
+    for r in series["ratios_to_local"]["on"]:
+        expected = (statistics.fmean(tps[("on", r["clients"])])
+                    / statistics.fmean(tps[("local", r["clients"])]))
+        assert abs(r["ratio"] - expected) < 1e-9
+        assert r["low"] <= r["ratio"] <= r["high"]
+    res = cli("scaling", str(out))
+    assert res.returncode == 0, res.stderr
+    assert "on / local" in res.stdout
