@@ -232,3 +232,18 @@ def test_preflight_refuses_what_is_not_here(workdir: Path, pg96: object) -> None
     with pytest.raises(UserError, match="needs PostgreSQL 10"):
         start_run(parse_spec(text), text, workdir, workdir / "r2")
     assert not (workdir / "r1").exists() and not (workdir / "r2").exists()
+
+
+def test_relative_out_folder(workdir: Path) -> None:
+    """A run folder given relative to the current directory, as `./run demo` does."""
+    spec = workdir / "one.toml"
+    spec.write_text(ONE)
+    res = subprocess.run([sys.executable, "-m", "syncrep_lab", "run", "one.toml", "--out",
+                          "runs/rel"], cwd=workdir, capture_output=True, text=True,
+                         timeout=300, stdin=subprocess.DEVNULL)
+    assert res.returncode == 0, res.stderr
+    cell = _db(workdir / "runs" / "rel").execute("select * from cells").fetchone()
+    assert cell["status"] == "done", cell["error"]
+    res = subprocess.run([sys.executable, "-m", "syncrep_lab", "results"], cwd=workdir,
+                         capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert res.returncode == 2 and "no run found" in res.stderr  # only ./syncrep-runs is looked in

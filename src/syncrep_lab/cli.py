@@ -278,12 +278,18 @@ def _finish(out_dir: Path) -> None:
     from syncrep_lab.analysis.render import print_verdict_lines
     from syncrep_lab.experiment.results import cell_rows, print_results
 
-    print_results(out_dir, cell_rows(out_dir))
+    rows = cell_rows(out_dir)
+    print_results(out_dir, rows)
     cells = diagnose_run(out_dir)
     if cells:
         out.print("what limits each cell (details: syncrep-lab diagnose "
                   f"{escape(str(out_dir))}):")
         print_verdict_lines(cells, out)
+    failed = [r for r in rows if r["status"] == "failed"]
+    if failed:
+        err.print(f"[red]{len(failed)} of {len(rows)} cells failed[/] (their errors are in "
+                  "the table above and in the store)")
+        sys.exit(4)
 
 
 @cli.command()

@@ -397,6 +397,7 @@ def preflight(spec: Spec) -> None:
 def start_run(spec: Spec, spec_text: str, spec_dir: Path, out: Path,
               events: Events | None = None) -> Path:
     """A new run in ``out`` (which must not hold one already)."""
+    out = out.absolute()
     preflight(spec)
     if (out / "syncrep-lab.sqlite").exists():
         raise UserError(f"{out} already holds a run",
@@ -416,6 +417,7 @@ def start_run(spec: Spec, spec_text: str, spec_dir: Path, out: Path,
 
 
 def resume_run(out: Path, events: Events | None = None) -> Path:
+    out = out.absolute()
     store = Store(out, create=False)
     try:
         run = store.run()

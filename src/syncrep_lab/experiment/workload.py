@@ -107,6 +107,9 @@ def run_pgbench(
     extra_timeout: float = 60.0,
 ) -> PgbenchRun:
     """One pgbench run; raises UserError when pgbench fails or overruns its bound."""
+    script = script.resolve()  # pgbench runs in the script's folder
+    if log_prefix is not None:
+        log_prefix = log_prefix.resolve()
     argv = [str(pgbench), "-M", "prepared", "-n", "-P", "1", "-c", str(clients),
             "-j", str(threads), "-T", str(duration), "-f", str(script)]
     if log_prefix is not None:
