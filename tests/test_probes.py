@@ -137,9 +137,20 @@ def test_costs_per_commit_tell_the_sync_story(workdir: Path) -> None:
     local_waits = next(w for w in local["waits"] if w["node"] == "primary"
                        and w["role"] == "backend")
     assert local_waits["share"].get("IPC:SyncRep", 0) == 0
+    # A commit's time on the primary's backends, split by what they were seen doing.
+    lb = on["latency_breakdown"]
+    parts = sum(lb[k] for k in ("sync_wait_ms", "wal_ms", "cpu_ms", "client_ms", "other_ms"))
+    assert abs(parts - lb["latency_ms"]) < 1e-6 * lb["latency_ms"] + 1e-9
+    assert lb["sync_wait_ms"] > 0
+    assert local["latency_breakdown"]["sync_wait_ms"] == 0
+    replication = {r["standby"]: r for r in on["replication"]}
+    assert replication["b"]["states"] == "sync"
+    assert replication["c"]["states"] == "potential"
+    assert replication["b"]["flush_ms"] is not None and replication["b"]["flush_ms"] >= 0
     res = cli("costs", str(out))
     assert res.returncode == 0, res.stderr
     assert "walsender:b" in res.stdout or "no per-process costs" in res.stdout
+    assert "waiting for the standby" in res.stdout
 
 
 def test_diagnosis_names_the_mechanism(workdir: Path, pg96: object) -> None:

@@ -27,6 +27,15 @@ def _ci(values: list[float]) -> dict[str, float | None]:
     return {"mean": ci.mean, "low": ci.low, "high": ci.high}
 
 
+def cluster_version(store: Store, cell: Any) -> str:
+    """The server version a cell ran on ('' when not recorded)."""
+    params = json.loads(cell["params_json"])
+    key = json.dumps([params.get("pg"), params.get("standbys"), params.get("settings")])
+    row = store.db.execute("select version from clusters where run_id = ? and cluster_key = ? "
+                           "order by id desc limit 1", (cell["run_id"], key)).fetchone()
+    return str(row["version"]) if row and row["version"] else ""
+
+
 def cell_costs(store: Store, cell_id: int) -> dict[str, Any]:
     """Per-commit costs and wait shares of one cell, over its repeats."""
     repeats = {int(r["id"]): int(r["transactions"]) for r in store.repeats(cell_id)}
@@ -72,7 +81,60 @@ def cell_costs(store: Store, cell_id: int) -> dict[str, Any]:
                          sorted(events.items(), key=lambda kv: -kv[1])}}
               for (node, role), events in sorted(waits.items()) if totals[(node, role)]]
     return {"roles": roles, "waits": shares,
+            "latency_breakdown": _latency_breakdown(store, list(repeats), waits),
+            "replication": _replication(store, list(repeats)),
             "probes": {k: sorted(v) for k, v in probe_status.items()}}
+
+
+# Where a primary backend's time per transaction goes, by wait event. With no
+# think time, each pgbench connection's cycle is one transaction, so the mean
+# latency split by the share of samples in each state is time per commit.
+BREAKDOWN = {
+    "sync_wait": ("IPC:SyncRep",),
+    "wal": ("LWLock:WALWrite", "LWLock:WALInsert", "IO:WalSync", "IO:WalWrite",
+            "IO:WALSync", "IO:WALWrite", "LWLockNamed:WALWriteLock",
+            "LWLockNamed:WALInsertLock"),
+    "cpu": ("CPU:running",),
+    "client": ("Client:ClientRead", "Client:idle"),
+}
+
+
+def _latency_breakdown(store: Store, repeat_ids: list[int],
+                       waits: dict[tuple[str, str], dict[str, float]]) -> dict[str, Any] | None:
+    shares = waits.get(("primary", "backend"))
+    if not shares or not repeat_ids:
+        return None
+    total = sum(shares.values())
+    marks = ",".join("?" * len(repeat_ids))
+    row = store.db.execute(
+        f"select avg(lat_mean_ms) from repeats where id in ({marks}) and id in "
+        f"(select repeat_id from waits)", tuple(repeat_ids)).fetchone()
+    if row is None or row[0] is None or total <= 0:
+        return None
+    latency = float(row[0])
+    out: dict[str, Any] = {"latency_ms": latency}
+    known = 0.0
+    for name, events in BREAKDOWN.items():
+        share = sum(v for k, v in shares.items() if k in events) / total
+        known += share
+        out[f"{name}_ms"] = latency * share
+    out["other_ms"] = latency * max(0.0, 1.0 - known)
+    return out
+
+
+def _replication(store: Store, repeat_ids: list[int]) -> list[dict[str, Any]]:
+    if not repeat_ids:
+        return []
+    marks = ",".join("?" * len(repeat_ids))
+    rows = store.db.execute(
+        f"select standby, group_concat(distinct sync_state) as states, count(*) as n, "
+        f"avg(write_lag_ms) as write_ms, avg(flush_lag_ms) as flush_ms, "
+        f"max(flush_lag_ms) as flush_max_ms, avg(replay_lag_ms) as replay_ms, "
+        f"max(replay_lag_ms) as replay_max_ms, avg(flush_lag_bytes) as flush_bytes, "
+        f"max(flush_lag_bytes) as flush_max_bytes from replication_samples "
+        f"where repeat_id in ({marks}) group by standby order by standby",
+        tuple(repeat_ids)).fetchall()
+    return [dict(r) for r in rows]
 
 
 def run_costs(folder: Path) -> list[dict[str, Any]]:
@@ -83,7 +145,8 @@ def run_costs(folder: Path) -> list[dict[str, Any]]:
         for cell in store.cells(int(run["id"])):
             if cell["status"] != "done":
                 continue
-            out.append({"idx": cell["idx"], "label": cell["label"],
+            version = cluster_version(store, cell)
+            out.append({"idx": cell["idx"], "label": cell["label"], "version": version,
                         "tps_mean": cell["tps_mean"], **cell_costs(store, int(cell["id"]))})
         return out
     finally:

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from syncrep_lab.analysis.costs import cell_costs
+from syncrep_lab.analysis.costs import cell_costs, cluster_version
 from syncrep_lab.experiment.store import Store
 
 SYNC_LEVELS = ("remote_write", "on", "remote_apply")
@@ -232,11 +232,8 @@ def _facts(store: Store, cell: Any, cpus: int) -> CellFacts:
     perf = costs["probes"].get("perf", [])
     perf_missing = None if any(s == "ran" for s in perf) else ("; ".join(perf) or
                                                                "no perf data stored")
-    key = json.dumps([params.get("pg"), params.get("standbys"), params.get("settings")])
-    row = store.db.execute("select version from clusters where run_id = ? and cluster_key = ? "
-                           "order by id desc limit 1", (cell["run_id"], key)).fetchone()
     return CellFacts(
-        version=str(row["version"]) if row and row["version"] else "",
+        version=cluster_version(store, cell),
         label=cell["label"], tps=float(cell["tps_mean"] or 0.0), clients=int(params["clients"]),
         synchronous_commit=str(params["synchronous_commit"]), cpus=cpus,
         roles={(r["node"], r["role"]): r for r in costs["roles"]},

@@ -15,6 +15,10 @@ SHORT = {"epoll_create1": "ep_create", "epoll_ctl": "ep_ctl", "epoll_wait": "ep_
          "context_switches": "ctx sw"}
 
 
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f} ms"
+
+
 def _fmt(ci: dict[str, float | None], digits: int = 1) -> str:
     mean = ci.get("mean")
     if mean is None:
@@ -51,6 +55,24 @@ def print_costs(cells: list[dict[str, Any]], console: Console) -> None:
                               *(f"{sc[s]['mean']:.2f}" if s in sc and sc[s]["mean"] is not None
                             else "-" for s in calls))
             console.print(table)
+        lb = cell.get("latency_breakdown")
+        if lb:
+            standby_wait = (f"{lb['sync_wait_ms']:.2f} ms" if not
+                            str(cell.get("version", "")).startswith("9.")
+                            else "not visible on 9.6 (no wait event; counted as on CPU)")
+            console.print(
+                f"  a commit's {lb['latency_ms']:.2f} ms on the primary's backends: "
+                f"waiting for the standby {standby_wait}, WAL write/flush "
+                f"{lb['wal_ms']:.2f} ms, on CPU {lb['cpu_ms']:.2f} ms, waiting for the client "
+                f"{lb['client_ms']:.2f} ms, other {lb['other_ms']:.2f} ms", soft_wrap=True)
+        for rep in cell.get("replication", []):
+            lags = ", ".join(
+                f"{label} {_ms(rep[key])}" for label, key in
+                (("write", "write_ms"), ("flush", "flush_ms"), ("replay", "replay_ms"))
+                if rep.get(key) is not None)
+            console.print(f"  standby {escape(rep['standby'])} ({escape(str(rep['states']))}): "
+                          f"mean lag {lags or 'not reported by this version'}; flush behind "
+                          f"by {rep['flush_bytes'] or 0:,.0f} bytes on average", soft_wrap=True)
         waits = [w for w in cell["waits"] if w["role"] in ("backend", "walsender")
                  or w["role"].startswith("walsender")]
         for w in waits:
