@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NoReturn
 
 import click
 from rich.console import Console
@@ -33,13 +33,10 @@ from syncrep_lab.errors import Interrupted, UserError
 from syncrep_lab.pg import fetch as pg_fetch
 from syncrep_lab.pg.installations import discover
 from syncrep_lab.pg.settings import PROFILES, parse_assignment
+from syncrep_lab.terminal import make_console
 
-# Tables are wider than 80 columns: give pipes and CI logs room for them.
-out = Console(highlight=False, width=None if sys.stdout.isatty() else 132)
-err = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 132)
-
-F = TypeVar("F", bound=Callable[..., Any])
-
+out = make_console()
+err = make_console(stderr=True)
 
 def _raise_interrupted(signum: int, _frame: FrameType | None) -> None:
     raise Interrupted(signum)
@@ -320,12 +317,7 @@ def costs(run_dir: Path | None, only_cell: int | None, as_json: bool) -> None:
     from syncrep_lab.analysis.costs import run_costs
     from syncrep_lab.analysis.render import print_costs
 
-    folder = run_dir or _latest_run()
-    cells = [c for c in run_costs(folder) if only_cell is None or c["idx"] == only_cell]
-    if as_json:
-        click.echo(json.dumps(cells, indent=2))
-    else:
-        print_costs(cells, out)
+    _show_cells(run_costs, print_costs, run_dir, only_cell, as_json)
 
 
 @cli.command()
@@ -337,12 +329,21 @@ def diagnose(run_dir: Path | None, only_cell: int | None, as_json: bool) -> None
     from syncrep_lab.analysis.diagnosis import diagnose_run
     from syncrep_lab.analysis.render import print_diagnosis
 
-    folder = run_dir or _latest_run()
-    cells = [c for c in diagnose_run(folder) if only_cell is None or c["idx"] == only_cell]
+    _show_cells(diagnose_run, print_diagnosis, run_dir, only_cell, as_json)
+
+
+def _show_cells(
+    analyse: Callable[[Path], list[dict[str, Any]]],
+    show: Callable[[list[dict[str, Any]], Console], None],
+    run_dir: Path | None, only_cell: int | None, as_json: bool,
+) -> None:
+    """An analysis of a run (the latest by default), one cell or all, as JSON or tables."""
+    cells = [c for c in analyse(run_dir or _latest_run())
+             if only_cell is None or c["idx"] == only_cell]
     if as_json:
         click.echo(json.dumps(cells, indent=2))
     else:
-        print_diagnosis(cells, out)
+        show(cells, out)
 
 
 @cli.command("scaling")

@@ -82,6 +82,11 @@ def popen_kwargs(account: Account) -> dict[str, Any]:
     return {"user": account.uid, "group": account.gid, "extra_groups": []}
 
 
+def as_account(account: Account, cwd: str | os.PathLike[str] = "/") -> dict[str, Any]:
+    """subprocess arguments that run a program as ``account``, in ``cwd``."""
+    return {"env": account_env(account), "cwd": os.fspath(cwd), **popen_kwargs(account)}
+
+
 def run_as(
     account: Account,
     argv: Sequence[str | os.PathLike[str]],

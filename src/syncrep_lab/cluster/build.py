@@ -59,6 +59,11 @@ class UpOptions:
     timeout: float = 60.0
 
 
+def default_standby_names(count: int) -> list[str]:
+    """b, c, d, ...: the seed's names, for as many standbys as asked."""
+    return list(string.ascii_lowercase[1 : 1 + count])
+
+
 def standby_names(opts: UpOptions) -> list[str]:
     if opts.names:
         names = [n.strip().lower() for n in opts.names]
@@ -70,7 +75,7 @@ def standby_names(opts: UpOptions) -> list[str]:
     else:
         if not 0 <= opts.standbys <= 24:
             raise UserError(f"--standbys {opts.standbys}: must be 0 to 24", "choose 0 to 24")
-        names = list(string.ascii_lowercase[1 : 1 + opts.standbys])
+        names = default_standby_names(opts.standbys)
     for name in names:
         if not _NAME_RE.fullmatch(name) or name == "primary" or name == "sock":
             raise UserError(

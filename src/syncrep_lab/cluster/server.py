@@ -18,7 +18,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from syncrep_lab.runas import Account, account_env, popen_kwargs
+from syncrep_lab.runas import Account, as_account
 
 STOP_SIGNALS = {"smart": signal.SIGTERM, "fast": signal.SIGINT, "immediate": signal.SIGQUIT}
 
@@ -35,10 +35,8 @@ def spawn(
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
-            cwd=str(data_dir),
-            env=account_env(account),
             start_new_session=True,
-            **popen_kwargs(account),
+            **as_account(account, data_dir),
         )
     finally:
         log.close()

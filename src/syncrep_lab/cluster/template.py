@@ -16,12 +16,11 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any
 
 from syncrep_lab import paths
 from syncrep_lab.errors import UserError
 from syncrep_lab.pg.installations import Installation
-from syncrep_lab.runas import Account, account_env, make_dir_for, popen_kwargs, run_as
+from syncrep_lab.runas import Account, as_account, make_dir_for, run_as
 
 TEMPLATE_FORMAT = "2"
 
@@ -76,7 +75,7 @@ def template_for(inst: Installation, account: Account) -> Path:
             [str(inst.program("postgres")), "--single", "-D", str(tmp), *_SINGLE_USER_SETTINGS,
              "postgres"],
             input="", capture_output=True, text=True, timeout=300, check=False,
-            **_as(account),
+            **as_account(account),
         )
         if single.returncode != 0:
             raise UserError(
@@ -92,10 +91,6 @@ def template_for(inst: Installation, account: Account) -> Path:
     return target
 
 
-def _as(account: Account) -> dict[str, Any]:
-    return {"env": account_env(account), "cwd": "/", **popen_kwargs(account)}
-
-
 Copying = list[tuple[Path, "subprocess.Popen[bytes]"]]
 
 
@@ -105,7 +100,7 @@ def start_copies(account: Account, template: Path, dests: list[Path]) -> Copying
         (dest, subprocess.Popen(
             ["cp", "-a", f"{template}/.", str(dest)],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            **_as(account),
+            **as_account(account),
         ))
         for dest in dests
     ]

@@ -22,7 +22,6 @@ from typing import Any
 
 from syncrep_lab.errors import UserError
 from syncrep_lab.experiment.spec import Scalar, Spec
-from syncrep_lab.pg import sync_names
 
 AXES: dict[str, str] = {
     "pg": "cluster",
@@ -81,10 +80,13 @@ def _default_sync(spec: Spec, standbys: int) -> str | None:
     return "1(b,c)" if standbys else ""
 
 
-def _standby_names(spec: Spec, standbys: int) -> list[str]:
+def standby_names(spec: Spec, standbys: int) -> list[str]:
+    """The names a cell's standbys get: the spec's, else b, c, d, ..."""
+    from syncrep_lab.cluster.build import default_standby_names
+
     if spec.topology.names:
         return spec.topology.names[:standbys]
-    return [chr(ord("b") + i) for i in range(standbys)]
+    return default_standby_names(standbys)
 
 
 def _axis_values(spec: Spec) -> dict[str, list[Scalar]]:
@@ -213,7 +215,7 @@ def check_spec(spec: Spec) -> list[Problem]:
         seen.add(combo)
         if spec.topology.attach is None and cell.sync is not None:
             try:
-                _check_sync(cell.sync, _standby_names(spec, cell.standbys))
+                _check_sync(cell.sync, standby_names(spec, cell.standbys))
             except UserError as exc:
                 problems.append((where_sync, f"{cell.label}: {exc.cause}"))
                 continue
@@ -235,4 +237,3 @@ def _check_sync(text: str, standbys: list[str]) -> None:
     from syncrep_lab.cluster.build import check_sync
 
     check_sync(text, standbys, 180000)
-    sync_names.parse(text)

@@ -3,7 +3,6 @@ TPS from pgbench's per-second progress, and an ETA from the cells finished so fa
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 from types import TracebackType
@@ -16,12 +15,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from syncrep_lab.experiment.plan import Cell, Plan
 from syncrep_lab.experiment.runner import Events
 from syncrep_lab.measure.pgbench_log import ProgressSample
+from syncrep_lab.terminal import make_console
 
 
 class RunDisplay:
     def __init__(self, out: Path, console: Console | None = None) -> None:
-        self.console = console or Console(stderr=True, highlight=False,
-                                          width=None if sys.stderr.isatty() else 132)
+        self.console = console or make_console(stderr=True)
         self.out = out
         self.progress = Progress(
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),

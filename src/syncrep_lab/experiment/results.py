@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import csv
 import json
-import sys
 from pathlib import Path
 from typing import IO, Any
 
@@ -17,6 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from syncrep_lab.experiment.store import Store
+from syncrep_lab.terminal import make_console
 
 COLUMNS = ("idx", "label", "status", "repeats", "stop_reason", "tps_mean", "tps_ci_low",
            "tps_ci_high", "tps_ci_rel", "lat_mean_ms", "lat_p50_ms", "lat_p90_ms",
@@ -53,8 +53,7 @@ def _num(value: float | None, fmt: str = "{:,.0f}") -> str:
 
 def print_results(folder: Path, rows: list[dict[str, Any]],
                   console: Console | None = None) -> None:
-    console = console or Console(highlight=False,
-                                 width=None if sys.stdout.isatty() else 132)
+    console = console or make_console()
     table = Table(title=f"results of {folder}", title_justify="left")
     for col, justify in (("#", "right"), ("cell", "left"), ("TPS", "right"),
                          ("± 95% CI", "right"), ("repeats", "right"), ("mean ms", "right"),

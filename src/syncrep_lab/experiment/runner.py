@@ -32,7 +32,7 @@ from syncrep_lab.cluster.ready import manifest_log_tail, wait_replication
 from syncrep_lab.cluster.teardown import remove_cluster
 from syncrep_lab.errors import UserError
 from syncrep_lab.experiment.machine import machine_metadata
-from syncrep_lab.experiment.plan import Cell, Plan, expand, settings_for
+from syncrep_lab.experiment.plan import Cell, Plan, expand, settings_for, standby_names
 from syncrep_lab.experiment.spec import Attach, Spec, parse_spec
 from syncrep_lab.experiment.store import Store, now
 from syncrep_lab.experiment.workload import prepare_tables, run_pgbench, script_text
@@ -386,9 +386,8 @@ def preflight(spec: Spec) -> None:
         versions[pg] = inst.version.num
     for cell in plan.cells:
         if cell.sync is not None:
-            names = (spec.topology.names or [chr(ord("b") + i) for i in range(24)])
             try:
-                check_sync(cell.sync, names[: cell.standbys], versions[cell.pg])
+                check_sync(cell.sync, standby_names(spec, cell.standbys), versions[cell.pg])
             except UserError as exc:
                 raise UserError(f"cell {cell.label} (pg {cell.pg or 'default'}): {exc.cause}",
                                 exc.fix) from None
