@@ -1,16 +1,23 @@
-"""The runner's own overhead: the same cell driven by syncrep-lab and by hand.
+"""The cost of measuring: the runner's own repeat and each class of probe, against
+pgbench run by hand on the same cluster.
 
-A: what the runner runs for a measured repeat (pgbench with -P 1 and
-   per-transaction logs, synchronous_commit through PGOPTIONS), followed by the
-   log parse, without the probes.
-P: the same with the default probes running (perf counting every process's
-   CPU, context switches and traced system calls; 20 Hz pg_stat_activity on
-   each node; 10 Hz pg_stat_replication).
-B: pgbench run by hand with the same options but no logs.
-All against the same cluster, interleaved A P B A P B, so drift and noise hit
-each alike. Target: median TPS of A within 2 % of B; P's cost is reported.
+Variants (pick with --variants; all run interleaved, order rotated each round,
+so drift and noise hit each alike):
+  hand      pgbench by hand, same options, no logs (the reference)
+  tool      what the runner runs for a measured repeat: pgbench with -P 1 and
+            per-transaction logs, then the log parse
+  sampling  tool + the sampling probes: pg_stat_activity at 20 Hz on every node,
+            pg_stat_replication at 10 Hz, /proc at 4 Hz, numa_maps before/after
+  perf      tool + perf stat counting every process's CPU, switches and traced
+            system calls (a tracer, not a sampler)
+  flame     tool + perf record -a --call-graph dwarf at 99 Hz, folded and rendered
+  sched     tool + the scheduler trace (sched_switch/sched_wakeup, first 3 s)
+  all       tool + every probe (what a probed repeat runs)
+Targets: tool and sampling within 2 % of hand (median of per-round ratios);
+the tracers' costs are reported, which is why they run only in probed repeats.
 
     .venv/bin/python bench/runner_overhead.py [--rounds 8] [--duration 5] [--clients 8]
+        [--variants hand,tool,sampling,perf,flame,sched]
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import shutil
 import statistics
 import subprocess
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from syncrep_lab.cluster.build import UpOptions, up
@@ -41,6 +49,7 @@ def main() -> None:
     parser.add_argument("--duration", type=int, default=5)
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--sync-commit", default="on")
+    parser.add_argument("--variants", default="hand,tool,sampling,perf,flame,sched")
     args = parser.parse_args()
 
     base = Path(tempfile.mkdtemp(prefix="srl-ovh-", dir="/tmp"))
@@ -59,36 +68,36 @@ def main() -> None:
         env["PGOPTIONS"] = f"-c synchronous_commit={args.sync_commit}"
         hand = [str(pgbench), "-M", "prepared", "-n", "-P", "1", "-c", str(args.clients),
                 "-j", str(threads), "-T", str(args.duration), "-f", str(script), conninfo]
-        tool_tps: list[float] = []
-        probed_tps: list[float] = []
-        hand_tps: list[float] = []
         probe_nodes = [ProbeNode(n.name, manifest.admin_conninfo(n), n.data_dir(manifest.dir),
                                  n.role == "primary") for n in manifest.nodes]
-        def tool() -> float:
-            logs = base / "logs"
-            logs.mkdir()
-            run = run_pgbench(pgbench, conninfo, script, clients=args.clients,
-                              threads=threads, duration=args.duration,
-                              synchronous_commit=args.sync_commit,
-                              log_prefix=logs / "pgbench_log")
-            parse_transaction_logs(run.log_files)
-            shutil.rmtree(logs)
-            assert run.summary.tps is not None
-            return run.summary.tps
+        off: dict[str, object] = {"perf": False, "wait_events_hz": 0.0, "proc_hz": 0.0,
+                                  "numa": False, "flamegraphs": False, "sched": False}
+        configs = {
+            "sampling": Probes.model_validate({**off, "wait_events_hz": 20.0, "proc_hz": 4.0,
+                                               "numa": True}),
+            "perf": Probes.model_validate({**off, "perf": True}),
+            "flame": Probes.model_validate({**off, "flamegraphs": True}),
+            "sched": Probes.model_validate({**off, "sched": True}),
+            "all": Probes(),
+        }
 
-        def probed() -> float:
+        def tool(config: Probes | None = None) -> float:
             logs = base / "logs"
             logs.mkdir()
-            probes = RepeatProbes(Probes(), probe_nodes, inst.version.num, logs)
-            probes.start()
+            probes = (RepeatProbes(config, probe_nodes, inst.version.num, logs, args.duration)
+                      if config is not None else None)
+            if probes is not None:
+                probes.start()
             try:
                 run = run_pgbench(pgbench, conninfo, script, clients=args.clients,
                                   threads=threads, duration=args.duration,
                                   synchronous_commit=args.sync_commit,
                                   log_prefix=logs / "pgbench_log")
             finally:
-                data = probes.stop()
-            assert data.status.get("activity", ("",))[0] == "ran", data.status
+                data = probes.stop() if probes is not None else None
+            if data is not None:
+                failed = {k: v for k, v in data.status.items() if v[0] == "failed"}
+                assert not failed, failed
             parse_transaction_logs(run.log_files)
             shutil.rmtree(logs)
             assert run.summary.tps is not None
@@ -100,42 +109,48 @@ def main() -> None:
             assert m
             return float(m.group(1))
 
-        kinds = [("tool", tool, tool_tps), ("probed", probed, probed_tps),
-                 ("hand", by_hand, hand_tps)]
+        def variant(name: str) -> Callable[[], float]:
+            if name == "hand":
+                return by_hand
+            if name == "tool":
+                return tool
+            return lambda: tool(configs[name])
+
+        names = [v for v in args.variants.split(",") if v]
+        unknown = [v for v in names if v not in ("hand", "tool", *configs)]
+        if unknown or "hand" not in names:
+            raise SystemExit(f"unknown variants {unknown}; 'hand' is needed as the reference")
+        tps: dict[str, list[float]] = {n: [] for n in names}
         for i in range(args.rounds + 1):  # round 0 warms up, not counted
             # Rotate the order each round so that no variant always follows another.
-            order = kinds[i % 3:] + kinds[: i % 3]
-            got = {name: fn() for name, fn, _ in order}
+            k = i % len(names)
+            got = {name: variant(name)() for name in names[k:] + names[:k]}
             if i == 0:
                 continue
-            for name, _, values in kinds:
-                values.append(got[name])
-            print(f"round {i}: syncrep-lab {got['tool']:,.0f} tps | with probes "
-                  f"{got['probed']:,.0f} tps | by hand {got['hand']:,.0f} tps", flush=True)
+            for name in names:
+                tps[name].append(got[name])
+            print(f"round {i}: " + " | ".join(f"{n} {got[n]:,.0f}" for n in names), flush=True)
     finally:
         remove_cluster(manifest.dir)
         shutil.rmtree(base, ignore_errors=True)
     # Each round's variants ran back to back, so the per-round ratio is the paired
     # figure; its median and the t-interval of its mean are what the verdict uses.
-    paired = [a / b for a, b in zip(tool_tps, hand_tps, strict=True)]
-    paired_ci = mean_ci(paired)
-    probed_paired = mean_ci([a / b for a, b in zip(probed_tps, hand_tps, strict=True)])
-    ratio = statistics.median(tool_tps) / statistics.median(hand_tps)
-    probed_ratio = statistics.median(probed_tps) / statistics.median(hand_tps)
-    print(json.dumps({
-        "rounds": args.rounds, "duration_s": args.duration, "clients": args.clients,
-        "synchronous_commit": args.sync_commit,
-        "median_tps_syncrep_lab": round(statistics.median(tool_tps), 1),
-        "median_tps_by_hand": round(statistics.median(hand_tps), 1),
-        "ratio_of_medians": round(ratio, 4),
-        "median_paired_ratio": round(statistics.median(paired), 4),
-        "mean_paired_ratio_ci95": [round(paired_ci.low or 0, 4), round(paired_ci.high or 0, 4)],
-        "probes_mean_paired_ratio_ci95": [round(probed_paired.low or 0, 4),
-                                          round(probed_paired.high or 0, 4)],
-        "median_tps_with_probes": round(statistics.median(probed_tps), 1),
-        "probes_ratio_of_medians": round(probed_ratio, 4),
-        "median_paired_within_2_percent": abs(statistics.median(paired) - 1) <= 0.02,
-    }, indent=2))
+    report: dict[str, object] = {"rounds": args.rounds, "duration_s": args.duration,
+                                 "clients": args.clients,
+                                 "synchronous_commit": args.sync_commit,
+                                 "median_tps_hand": round(statistics.median(tps["hand"]), 1)}
+    for name in names:
+        if name == "hand":
+            continue
+        paired = [a / b for a, b in zip(tps[name], tps["hand"], strict=True)]
+        ci = mean_ci(paired)
+        report[name] = {
+            "median_tps": round(statistics.median(tps[name]), 1),
+            "median_paired_ratio": round(statistics.median(paired), 4),
+            "mean_paired_ratio_ci95": [round(ci.low or 0, 4), round(ci.high or 0, 4)],
+            "within_2_percent": statistics.median(paired) >= 0.98,
+        }
+    print(json.dumps(report, indent=2))
 
 
 if __name__ == "__main__":

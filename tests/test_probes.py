@@ -3,7 +3,9 @@ from perf, wait events from pg_stat_activity."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,7 +16,7 @@ from syncrep_lab.cluster.ready import replication_rows
 from syncrep_lab.cluster.teardown import remove_cluster
 from syncrep_lab.experiment.runner import start_run
 from syncrep_lab.experiment.spec import parse_spec
-from syncrep_lab.probes import perfstat
+from syncrep_lab.probes import flamegraph, perfstat, sched
 from syncrep_lab.probes.roles import node_processes, role_of_title
 from syncrep_lab.probes.session import _walsenders
 
@@ -131,6 +133,11 @@ def test_costs_per_commit_tell_the_sync_story(workdir: Path) -> None:
         assert kill_b > 5 * kill_c
         local_b = {(r["node"], r["role"]): r for r in local["roles"]}[("primary", "walsender:b")]
         assert local_b["syscalls_per_commit"].get("kill", {"mean": 0.0})["mean"] < 0.1
+        # /proc's CPU time of the backends against perf's task-clock, same repeat.
+        proc = backend["proc"]
+        proc_us = proc["user_us_per_commit"]["mean"] + proc["system_us_per_commit"]["mean"]
+        assert 0.7 < proc_us / backend["cpu_us_per_commit"]["mean"] < 1.3, (proc, backend)
+    _check_stacks_and_scheduler(local, on)
     backend_waits = next(w for w in on["waits"] if w["node"] == "primary"
                          and w["role"] == "backend")
     assert backend_waits["share"].get("IPC:SyncRep", 0) > 0.05
@@ -151,6 +158,46 @@ def test_costs_per_commit_tell_the_sync_story(workdir: Path) -> None:
     assert res.returncode == 0, res.stderr
     assert "walsender:b" in res.stdout or "no per-process costs" in res.stdout
     assert "waiting for the standby" in res.stdout
+
+
+def _check_stacks_and_scheduler(local: dict[str, Any], on: dict[str, Any]) -> None:
+    reason = flamegraph.unavailable_reason()
+    if reason is not None:
+        assert on["flamegraphs"] == []
+        assert any(reason in s for s in on["probes"]["flamegraphs"])
+    else:
+        graphs = {(g["node"], g["role"]): g for g in on["flamegraphs"]}
+        assert {("primary", "backend"), ("primary", "walsender:b"), ("*", "all")} <= set(graphs)
+        svg = Path(graphs[("primary", "walsender:b")]["svg"]).read_text()
+        assert svg.startswith("<?xml") and "<svg" in svg
+        # DWARF unwinding reaches PostgreSQL's own frames: the sync walsender
+        # releases the committing backends; the potential one's stacks do not.
+        frames = {f["frame"] for f in graphs[("primary", "walsender:b")]["frames"]}
+        folded = Path(graphs[("primary", "walsender:b")]["folded"]).read_text()
+        assert "WalSndLoop" in frames
+        assert "SyncRepReleaseWaiters" in folded
+    reason = sched.unavailable_reason()
+    if reason is not None:
+        assert on["wakeups"] == []
+        assert any(reason in s for s in on["probes"]["sched"])
+        return
+
+    def woken(cell: dict[str, Any], waker: str) -> float:
+        return sum(float(w["per_commit"]["mean"]) for w in cell["wakeups"]
+                   if (w["waker_node"], w["waker_role"], w["wakee_role"])
+                   == ("primary", waker, "backend"))
+
+    # The kernel sees the same story as the system call counts: under 'on' the
+    # sync standby's walsender wakes about one backend per commit.
+    assert woken(on, "walsender:b") > 0.3
+    assert woken(on, "walsender:b") > 5 * woken(on, "walsender:c")
+    assert woken(local, "walsender:b") < 0.1
+    backend = next(r for r in on["roles"] if (r["node"], r["role"]) == ("primary", "backend"))
+    assert backend["sched"]["sleep_us_per_commit"]["mean"] > 0
+    assert backend["sched"]["runq_us_per_commit"]["mean"] >= 0
+    numa = [n for n in on["numa"] if n["node"] == "primary" and n["role"] == "walwriter"]
+    assert {n["phase"] for n in numa} == {"before", "after"}
+    assert all(n["numa_node"].startswith("N") and n["pages"] > 0 for n in numa)
 
 
 def test_diagnosis_names_the_mechanism(workdir: Path, pg96: object) -> None:
@@ -176,3 +223,65 @@ def test_diagnosis_names_the_mechanism(workdir: Path, pg96: object) -> None:
     res = cli("diagnose", str(out))
     assert res.returncode == 0, res.stderr
     assert "commit-wait wake-up bound" in res.stdout
+
+
+def _strace_counts(text: str) -> dict[str, int]:
+    """``strace -c`` summary: calls per system call."""
+    counts = {}
+    for line in text.splitlines():
+        parts = line.split()
+        # "% time  seconds  usecs/call  calls  [errors]  syscall"
+        if len(parts) >= 5 and parts[0].replace(".", "").isdigit() and parts[3].isdigit():
+            counts[parts[-1]] = int(parts[3])
+    return counts
+
+
+def test_syscall_counts_match_an_independent_tracer(cluster_dir: Path) -> None:
+    """perf's per-process syscall counts against strace's of the same process and interval."""
+    import shutil
+    import signal
+    import subprocess
+
+    from syncrep_lab.experiment.spec import Workload
+    from syncrep_lab.experiment.workload import prepare_tables, run_pgbench, script_text
+    from syncrep_lab.pg.installations import resolve
+
+    assert shutil.which("strace"), "strace is installed by ./run setup"
+    assert perfstat.unavailable_reason() is None, perfstat.unavailable_reason()
+    manifest = up(UpOptions(dir=cluster_dir))
+    try:
+        primary = manifest.primary
+        pid = server.postmaster_pid(primary.data_dir(cluster_dir))
+        assert pid is not None
+        senders = _walsenders(manifest.admin_conninfo(primary))
+        sender = next(p for p in node_processes("primary", pid, senders)
+                      if p.label == "walsender:b")
+        workload = Workload(clients=4, duration=2)
+        script = cluster_dir / "insert.sql"
+        script.write_text(script_text(workload, 1, cluster_dir))
+        prepare_tables(manifest.admin_conninfo(primary), workload)
+        perf = perfstat.PerfStat([sender], cluster_dir / "perf.csv")
+        strace = subprocess.Popen(
+            ["strace", "-c", "-e", "trace=kill,epoll_wait,sendto,recvfrom,read,write",
+             "-o", str(cluster_dir / "strace.txt"), "-p", str(sender.pid)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        perf.start()
+        time.sleep(0.3)  # both attached before the first commit
+        run = run_pgbench(resolve(manifest.bin_dir).program("pgbench"),
+                          manifest.conninfo(primary), script, clients=4, threads=2,
+                          duration=2, synchronous_commit="on",
+                          log_prefix=cluster_dir / "log")
+        assert run.summary.transactions and run.summary.transactions > 50
+        time.sleep(0.3)  # and both still attached after the last
+        strace.send_signal(signal.SIGINT)
+        strace.wait(timeout=20)
+        counts = perf.stop()[sender.pid].syscalls
+        traced = _strace_counts((cluster_dir / "strace.txt").read_text())
+        assert traced.get("kill", 0) > 50
+        for name in ("kill", "epoll_wait"):
+            # The two tracers start and stop at different instants; between
+            # commits the walsender makes at most a few such calls.
+            assert abs(counts.get(name, 0) - traced.get(name, 0)) <= 3 + 0.01 * traced[name], (
+                name, counts, traced)
+    finally:
+        remove_cluster(cluster_dir)

@@ -23,6 +23,8 @@ KEY_SYSCALLS = ("epoll_create1", "epoll_ctl", "epoll_wait", "epoll_pwait", "kill
 
 
 def _ci(values: list[float]) -> dict[str, float | None]:
+    if not values:
+        return {"mean": None, "low": None, "high": None}
     ci = mean_ci(values)
     return {"mean": ci.mean, "low": ci.low, "high": ci.high}
 
@@ -57,17 +59,55 @@ def cell_costs(store: Store, cell_id: int) -> dict[str, Any]:
         figures["context_switches"].append(row["context_switches"] / commits)
         for name, n in json.loads(row["syscalls_json"]).items():
             figures[f"syscall:{name}"].append(n / commits)
+    marks = ",".join("?" * len(repeats))
+    for row in store.db.execute(f"select * from proc_costs where repeat_id in ({marks})",
+                                tuple(repeats)):
+        commits = repeats[int(row["repeat_id"])]
+        if commits <= 0:
+            continue
+        figures = per[(row["node"], row["role"])]
+        figures["proc:user_us"].append(1000.0 * row["user_ms"] / commits)
+        figures["proc:system_us"].append(1000.0 * row["system_ms"] / commits)
+        figures["proc:voluntary_cs"].append(row["voluntary_cs"] / commits)
+        figures["proc:involuntary_cs"].append(row["involuntary_cs"] / commits)
+    tps = {int(r["id"]): float(r["tps"]) for r in store.repeats(cell_id)}
+    for row in store.db.execute(f"select * from sched_roles where repeat_id in ({marks})",
+                                tuple(repeats)):
+        # The scheduler trace covers the first seconds of the repeat: commits in
+        # that window are estimated from the repeat's own TPS.
+        commits_traced = tps[int(row["repeat_id"])] * float(row["duration_s"])
+        if commits_traced <= 0:
+            continue
+        if row["node"] == "-":
+            continue  # the kernel's threads and unrelated processes
+        figures = per[(row["node"], row["role"])]
+        figures["sched:sleep_us"].append(1000.0 * row["sleep_ms"] / commits_traced)
+        figures["sched:runq_us"].append(1000.0 * row["runq_ms"] / commits_traced)
+        figures["sched:wakeups_received"].append(row["wakeups_received"] / commits_traced)
     roles = []
     for (node, role), figures in sorted(per.items()):
         syscalls = {k.removeprefix("syscall:"): _ci(v) for k, v in figures.items()
                     if k.startswith("syscall:")}
-        roles.append({
-            "node": node, "role": role,
-            "cpu_us_per_commit": _ci(figures["cpu_us"]),
-            "context_switches_per_commit": _ci(figures["context_switches"]),
-            "syscalls_per_commit": syscalls,
-            "repeats": len(figures["cpu_us"]),
-        })
+        entry: dict[str, Any] = {"node": node, "role": role}
+        if figures["cpu_us"]:
+            entry.update({"cpu_source": "perf", "cpu_us_per_commit": _ci(figures["cpu_us"]),
+                          "context_switches_per_commit": _ci(figures["context_switches"]),
+                          "repeats": len(figures["cpu_us"])})
+        else:
+            cpu = [u + s for u, s in zip(figures["proc:user_us"], figures["proc:system_us"],
+                                         strict=True)]
+            switches = [v + i for v, i in zip(figures["proc:voluntary_cs"],
+                                              figures["proc:involuntary_cs"], strict=True)]
+            entry.update({"cpu_source": "proc" if cpu else "none",
+                          "cpu_us_per_commit": _ci(cpu),
+                          "context_switches_per_commit": _ci(switches),
+                          "repeats": len(cpu)})
+        entry["syscalls_per_commit"] = syscalls
+        entry["proc"] = {k.removeprefix("proc:") + "_per_commit": _ci(v)
+                         for k, v in figures.items() if k.startswith("proc:") and v}
+        entry["sched"] = {k.removeprefix("sched:") + "_per_commit": _ci(v)
+                          for k, v in figures.items() if k.startswith("sched:") and v}
+        roles.append(entry)
     waits: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
     totals: dict[tuple[str, str], int] = defaultdict(int)
     for row in store.db.execute(
@@ -83,7 +123,66 @@ def cell_costs(store: Store, cell_id: int) -> dict[str, Any]:
     return {"roles": roles, "waits": shares,
             "latency_breakdown": _latency_breakdown(store, list(repeats), waits),
             "replication": _replication(store, list(repeats)),
+            "wakeups": _wakeups(store, tps),
+            "flamegraphs": _flamegraphs(store, list(repeats)),
+            "numa": _numa(store, list(repeats)),
             "probes": {k: sorted(v) for k, v in probe_status.items()}}
+
+
+def _wakeups(store: Store, tps: dict[int, float]) -> list[dict[str, Any]]:
+    """Who woke whom, per commit, between PostgreSQL processes (and the client)."""
+    if not tps:
+        return []
+    per: dict[tuple[str, str, str, str], list[float]] = defaultdict(list)
+    marks = ",".join("?" * len(tps))
+    rows = store.db.execute(f"select * from wakeups where repeat_id in ({marks})",
+                            tuple(tps)).fetchall()
+    traced = {int(r["repeat_id"]) for r in rows}
+    for row in rows:
+        commits = tps[int(row["repeat_id"])] * float(row["duration_s"])
+        if commits > 0 and "-" not in (row["waker_node"], row["wakee_node"]):
+            per[(row["waker_node"], row["waker_role"], row["wakee_node"],
+                 row["wakee_role"])].append(row["count"] / commits)
+    out = []
+    for (wn, wr, en, er), values in per.items():
+        values += [0.0] * (len(traced) - len(values))  # repeats where this pair never woke
+        out.append({"waker_node": wn, "waker_role": wr, "wakee_node": en, "wakee_role": er,
+                    "per_commit": _ci(values)})
+    return sorted(out, key=lambda r: -float(r["per_commit"]["mean"] or 0.0))
+
+
+def _flamegraphs(store: Store, repeat_ids: list[int]) -> list[dict[str, Any]]:
+    """Each role's flame graph (the last probed repeat's) and where its CPU goes."""
+    if not repeat_ids:
+        return []
+    marks = ",".join("?" * len(repeat_ids))
+    graphs = store.db.execute(
+        f"select * from flamegraphs where repeat_id = (select max(repeat_id) from flamegraphs "
+        f"where repeat_id in ({marks})) order by node, role", tuple(repeat_ids)).fetchall()
+    out = []
+    for g in graphs:
+        frames = store.db.execute(
+            "select frame, inclusive_us, self_us from stack_frames where repeat_id = ? and "
+            "node = ? and role = ? order by inclusive_us desc",
+            (g["repeat_id"], g["node"], g["role"])).fetchall()
+        total = max(1, int(g["cpu_us"]))
+        out.append({"node": g["node"], "role": g["role"], "cpu_us": g["cpu_us"],
+                    "svg": str(store.folder / g["svg_path"]),
+                    "folded": str(store.folder / g["folded_path"]),
+                    "frames": [{"frame": f["frame"], "inclusive": f["inclusive_us"] / total,
+                                "self": f["self_us"] / total} for f in frames]})
+    return out
+
+
+def _numa(store: Store, repeat_ids: list[int]) -> list[dict[str, Any]]:
+    if not repeat_ids:
+        return []
+    marks = ",".join("?" * len(repeat_ids))
+    rows = store.db.execute(
+        f"select node, role, phase, numa_node, avg(pages) as pages from numa_pages "
+        f"where repeat_id in ({marks}) group by node, role, phase, numa_node "
+        f"order by node, role, phase, numa_node", tuple(repeat_ids)).fetchall()
+    return [dict(r) for r in rows]
 
 
 # Where a primary backend's time per transaction goes, by wait event. With no

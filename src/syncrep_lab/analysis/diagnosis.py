@@ -43,6 +43,30 @@ class CellFacts:
     waits: dict[tuple[str, str], dict[str, float]]
     perf_missing: str | None
     version: str = ""  # the primary's server version, "" when unknown
+    # (waker node, waker role, wakee node, wakee role) -> wake-ups per commit
+    wakeups: dict[tuple[str, str, str, str], float] = field(default_factory=dict)
+    # (node, role) -> {frame: share of the role's on-CPU time, inclusive}
+    frames: dict[tuple[str, str], dict[str, float]] = field(default_factory=dict)
+    replication: list[dict[str, Any]] = field(default_factory=list)
+    latency_ms: float | None = None
+
+    @property
+    def cpu_known(self) -> bool:
+        """CPU per role is known from perf or, failing that, from /proc."""
+        return any(r.get("cpu_source") in ("perf", "proc") for r in self.roles.values())
+
+    def sched(self, node: str, role: str, name: str) -> float | None:
+        r = self.roles.get((node, role))
+        ci = r.get("sched", {}).get(name) if r else None
+        return None if ci is None else float(ci["mean"] or 0.0)
+
+    def woken(self, waker_node: str, waker_role: str, wakee_role: str) -> float:
+        return sum(v for (wn, wr, _en, er), v in self.wakeups.items()
+                   if wn == waker_node and wr == waker_role and er == wakee_role)
+
+    def frame_share(self, node: str, role: str, *names: str) -> float:
+        shares = self.frames.get((node, role), {})
+        return max((shares.get(n, 0.0) for n in names), default=0.0)
 
     @property
     def has_syncrep_wait_event(self) -> bool:
@@ -80,6 +104,24 @@ def _perf_unknown(facts: CellFacts, mechanism: str) -> Verdict:
                    f"cannot judge: per-process counts are missing ({facts.perf_missing})")
 
 
+def _wake_evidence(facts: CellFacts, sender: str, evidence: dict[str, float | str]) -> str:
+    """What the scheduler trace and the flame graph add to a wake-up verdict."""
+    said = []
+    woken = facts.woken("primary", sender, "backend")
+    if facts.wakeups:
+        evidence["backends_woken_per_commit"] = round(woken, 3)
+        said.append(f"the scheduler saw it wake {woken:.2f} backends per commit")
+    share = facts.frame_share("primary", sender, "SyncRepWakeQueue", "SyncRepReleaseWaiters")
+    if facts.frames.get(("primary", sender)):
+        evidence["walsender_cpu_share_releasing_waiters"] = round(share, 3)
+        said.append(f"{100 * share:.0f} % of its CPU is spent releasing waiters "
+                    "(SyncRepReleaseWaiters)")
+    runq = facts.sched("primary", "backend", "runq_us_per_commit")
+    if runq is not None:
+        evidence["backend_run_queue_us_per_commit"] = round(runq, 1)
+    return ("; " + "; ".join(said)) if said else ""
+
+
 def rule_wakeup_bound(facts: CellFacts) -> Verdict | None:
     """Commits wait for the sync walsender to wake them one by one (SetLatch → kill)."""
     name = "commit-wait wake-up bound"
@@ -108,9 +150,11 @@ def rule_wakeup_bound(facts: CellFacts) -> Verdict | None:
         confidence = "medium" if kills >= 0.8 else "low"
         waited = (f"PostgreSQL {facts.version} shows no wait event for it, so the share of "
                   "time spent waiting is not measured")
+    extra = _wake_evidence(facts, sender, evidence)
     return Verdict(
         name, confidence,
-        f"{sender} on the primary sends {kills:.2f} wake-up signals per commit; {waited}",
+        f"{sender} on the primary sends {kills:.2f} wake-up signals per commit; {waited}"
+        + extra,
         evidence,
         ["more rows per commit (the batch axis) amortises each wake-up",
          f"give {sender} a core of its own (cpuset/pinning, as the seed did)",
@@ -139,18 +183,28 @@ def rule_epoll_setup(facts: CellFacts) -> Verdict | None:
 
 def rule_cpu_saturated(facts: CellFacts) -> Verdict | None:
     name = "CPU saturation"
-    if facts.perf_missing:
+    if not facts.cpu_known:
         return _perf_unknown(facts, name)
     used = sum(facts.cores(n, r) for (n, r) in facts.roles)
     fraction = used / max(facts.cpus, 1)
     if fraction < 0.6:
         return None
     confidence = "high" if fraction >= 0.85 else "medium"
+    evidence: dict[str, float | str] = {"cores_busy": round(used, 3), "cpus": facts.cpus,
+                                        "fraction": round(fraction, 3)}
+    queued = ""
+    runq = facts.sched("primary", "backend", "runq_us_per_commit")
+    if runq is not None and facts.latency_ms:
+        # Time a woken backend waits for a core is latency no server setting removes.
+        evidence["backend_run_queue_us_per_commit"] = round(runq, 1)
+        evidence["run_queue_share_of_latency"] = round(runq / 1e3 / facts.latency_ms, 3)
+        queued = (f"; a woken backend waits {runq:.0f} µs per commit for a core "
+                  f"({100 * runq / 1e3 / facts.latency_ms:.0f} % of the commit latency)")
     return Verdict(
         name, confidence,
         f"PostgreSQL's processes keep {used:.2f} of {facts.cpus} CPUs busy "
-        f"({100 * fraction:.0f} %), before counting pgbench itself",
-        {"cores_busy": round(used, 3), "cpus": facts.cpus, "fraction": round(fraction, 3)},
+        f"({100 * fraction:.0f} %), before counting pgbench itself{queued}",
+        evidence,
         ["more clients will not raise throughput here; fewer may lower latency",
          "run pgbench (the client) on other cores or another host"],
     )
@@ -158,7 +212,7 @@ def rule_cpu_saturated(facts: CellFacts) -> Verdict | None:
 
 def rule_single_process(facts: CellFacts) -> Verdict | None:
     name = "one process saturates its core"
-    if facts.perf_missing:
+    if not facts.cpu_known:
         return None
     busiest = max(((facts.cores(n, r), n, r) for (n, r) in facts.roles
                    if r.startswith("walsender") or r in SINGLE_PROCESS_ROLES),
@@ -216,8 +270,70 @@ def rule_too_many_clients(facts: CellFacts) -> Verdict | None:
     )
 
 
+# The lag that matters for each level: what the sync standby must have done
+# before the commit returns.
+LAG_OF_LEVEL = {"remote_write": "write_ms", "on": "flush_ms", "remote_apply": "replay_ms"}
+
+
+def rule_standby_or_network(facts: CellFacts) -> Verdict | None:
+    """Commits wait on the standby's side or the wire, not on the primary."""
+    name = "network or standby flush/apply bound"
+    if facts.synchronous_commit not in SYNC_LEVELS:
+        return None
+    sync = [r for r in facts.replication if "sync" in str(r.get("states", "")).split(",")
+            or str(r.get("states")) == "quorum"]
+    lag_key = LAG_OF_LEVEL[facts.synchronous_commit]
+    lags = [float(r[lag_key]) for r in sync if r.get(lag_key) is not None]
+    if not sync or not lags or not facts.latency_ms:
+        return Verdict(name, "unknown",
+                       "cannot judge: no per-standby lag was sampled (pg_stat_replication "
+                       "reports lags from PostgreSQL 10; or the replication sampler was off)")
+    standby = str(sync[0]["standby"])
+    lag = min(lags)
+    share = lag / facts.latency_ms
+    evidence: dict[str, float | str] = {"standby": standby, f"{lag_key[:-3]}_lag_ms": round(lag, 3),
+                                        "commit_latency_ms": round(facts.latency_ms, 3),
+                                        "lag_share_of_latency": round(share, 3)}
+    flushing = facts.wait_share(standby, "walreceiver", "IO:WalSync", "IO:WALSync",
+                                "IO:WalWrite", "IO:WALWrite")
+    applying = facts.cores(standby, "startup") if facts.cpu_known else 0.0
+    receiver_idle = facts.wait_share(standby, "walreceiver", "Activity:WalReceiverMain")
+    sender_idle = facts.wait_share("primary", f"walsender:{standby}", "Activity:WalSenderMain")
+    evidence.update({"walreceiver_flushing_share": round(flushing, 3),
+                     "startup_cores_busy": round(applying, 3),
+                     "walreceiver_idle_share": round(receiver_idle, 3),
+                     "walsender_idle_share": round(sender_idle, 3)})
+    if share < 0.5:
+        return None
+    if facts.synchronous_commit == "remote_apply" and applying >= 0.7:
+        return Verdict(name, "high",
+                       f"standby {standby} replays WAL with its startup process {applying:.2f} "
+                       f"of a core busy; the replay lag is {lag:.2f} ms of a "
+                       f"{facts.latency_ms:.2f} ms commit", evidence,
+                       ["remote_apply waits for replay: on or remote_write do not",
+                        "replay is single-threaded: a faster core for the standby helps"])
+    if flushing >= 0.4:
+        return Verdict(name, "high" if flushing >= 0.6 else "medium",
+                       f"standby {standby}'s walreceiver spends {100 * flushing:.0f} % of its "
+                       f"samples writing and flushing WAL; its {lag_key[:-3]} lag is "
+                       f"{lag:.2f} ms of a {facts.latency_ms:.2f} ms commit", evidence,
+                       ["faster WAL storage on the standby (or remote_write, which does not "
+                        "wait for its flush)",
+                        "a second synchronous candidate with ANY 1 (b, c) takes the faster"])
+    if receiver_idle >= 0.5 and sender_idle >= 0.5:
+        return Verdict(name, "medium",
+                       f"the {lag_key[:-3]} lag of standby {standby} is {lag:.2f} ms of a "
+                       f"{facts.latency_ms:.2f} ms commit while its walreceiver and the "
+                       "walsender both mostly wait for the other side: the time is on the wire",
+                       evidence,
+                       ["measure the round trip (ping) between the hosts; a commit costs at "
+                        "least one", "put the synchronous standby nearer (or use quorum "
+                        "ANY over standbys on short links)"])
+    return None
+
+
 RULES = (rule_wakeup_bound, rule_epoll_setup, rule_cpu_saturated, rule_single_process,
-         rule_local_flush, rule_client_bound, rule_too_many_clients)
+         rule_local_flush, rule_standby_or_network, rule_client_bound, rule_too_many_clients)
 ORDER = {"high": 0, "medium": 1, "low": 2, "unknown": 3}
 
 
@@ -232,7 +348,15 @@ def _facts(store: Store, cell: Any, cpus: int) -> CellFacts:
     perf = costs["probes"].get("perf", [])
     perf_missing = None if any(s == "ran" for s in perf) else ("; ".join(perf) or
                                                                "no perf data stored")
+    lb = costs["latency_breakdown"]
     return CellFacts(
+        wakeups={(w["waker_node"], w["waker_role"], w["wakee_node"], w["wakee_role"]):
+                 float(w["per_commit"]["mean"] or 0.0) for w in costs["wakeups"]},
+        frames={(g["node"], g["role"]): {f["frame"]: f["inclusive"] for f in g["frames"]}
+                for g in costs["flamegraphs"]},
+        replication=costs["replication"],
+        latency_ms=(float(lb["latency_ms"]) if lb else
+                    float(cell["lat_mean_ms"]) if cell["lat_mean_ms"] is not None else None),
         version=cluster_version(store, cell),
         label=cell["label"], tps=float(cell["tps_mean"] or 0.0), clients=int(params["clients"]),
         synchronous_commit=str(params["synchronous_commit"]), cpus=cpus,

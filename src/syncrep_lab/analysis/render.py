@@ -44,17 +44,37 @@ def print_costs(cells: list[dict[str, Any]], console: Console) -> None:
             table = Table(title=title + " - per commit (CPU and context switches: mean ± "
                           "95% CI half-width over repeats; system calls: mean)",
                           title_justify="left")
-            for col in ("node", "role", "CPU µs", "ctx sw", *calls):
+            sched_cols = any(r["sched"] for r in cell["roles"])
+            extra = ("asleep µs", "run queue µs") if sched_cols else ()
+            for col in ("node", "role", "CPU µs", "ctx sw", *extra, *calls):
                 left = col in ("node", "role")
                 table.add_column(SHORT.get(col, col), justify="left" if left else "right",
                                  no_wrap=left, min_width=12 if col == "role" else None)
             for r in cell["roles"]:
                 sc = r["syscalls_per_commit"]
-                table.add_row(r["node"], escape(r["role"]), _fmt(r["cpu_us_per_commit"]),
-                              _fmt(r["context_switches_per_commit"], 2),
+                sd = r["sched"]
+                sched_cells = [_fmt(sd[k]) if k in sd else "-" for k in
+                               ("sleep_us_per_commit", "runq_us_per_commit")] if extra else []
+                cpu = _fmt(r["cpu_us_per_commit"]) + (" (/proc)" if r["cpu_source"] == "proc"
+                                                       else "")
+                table.add_row(r["node"], escape(r["role"]), cpu,
+                              _fmt(r["context_switches_per_commit"], 2), *sched_cells,
                               *(f"{sc[s]['mean']:.2f}" if s in sc and sc[s]["mean"] is not None
                             else "-" for s in calls))
             console.print(table)
+        wakes = [w for w in cell.get("wakeups", []) if (w["per_commit"]["mean"] or 0) >= 0.05]
+        if wakes:
+            console.print("  wake-ups per commit (scheduler trace): " + "; ".join(
+                f"{escape(w['waker_node'])} {escape(w['waker_role'])} → "
+                f"{escape(w['wakee_node'])} {escape(w['wakee_role'])} "
+                f"{_fmt(w['per_commit'], 2)}" for w in wakes[:8]), soft_wrap=True)
+        for g in cell.get("flamegraphs", []):
+            hottest = sorted(g["frames"], key=lambda f: -f["self"])[:4]
+            top = "hottest: " + ", ".join(f"{escape(f['frame'])} {100 * f['self']:.0f} %"
+                                          for f in hottest if f["self"] > 0)
+            console.print(f"  flame graph {escape(g['node'])} {escape(g['role'])} "
+                          f"({g['cpu_us'] / 1e3:,.0f} ms on CPU): {escape(g['svg'])}"
+                          + (f"; {top}" if hottest else ""), soft_wrap=True)
         lb = cell.get("latency_breakdown")
         if lb:
             standby_wait = (f"{lb['sync_wait_ms']:.2f} ms" if not

@@ -300,8 +300,8 @@ class Runner:
         started = now()
         target = self.cluster.target
         assert target is not None
-        probes = (RepeatProbes(self.spec.probes, target.nodes, target.version_num, rep_dir)
-                  if probed else None)
+        probes = (RepeatProbes(self.spec.probes, target.nodes, target.version_num, rep_dir,
+                               self.spec.workload.duration) if probed else None)
         if probes is not None:
             probes.start()
         try:
@@ -334,7 +334,8 @@ class Runner:
             "stdout_path": str((rep_dir / "pgbench.stdout").relative_to(self.store.folder)),
             "stderr_path": str((rep_dir / "pgbench.stderr").relative_to(self.store.folder)),
         }, [(s.t_s, s.tps, s.latency_ms, s.stddev_ms, s.failed) for s in run.progress],
-            probe_rows(probe_data) if probe_data is not None else None)
+            probe_rows(probe_data, str(rep_dir.relative_to(self.store.folder)))
+            if probe_data is not None else None)
         return float(summary.tps)
 
     def _summarise(self, cell_id: int, tps: list[float]) -> dict[str, Any]:

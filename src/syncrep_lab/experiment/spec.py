@@ -90,6 +90,12 @@ class Probes(_Strict):
     perf: bool = True  # CPU, context switches and syscalls per process (root + perf)
     wait_events_hz: Annotated[float, Field(ge=0, le=200)] = 20.0  # 0 turns it off
     replication_hz: Annotated[float, Field(ge=0, le=100)] = 10.0
+    proc_hz: Annotated[float, Field(ge=0, le=50)] = 4.0  # /proc CPU and switches; 0: off
+    numa: bool = True  # numa_maps of every process before and after
+    flamegraphs: bool = True  # perf record on every CPU, folded per role (root + inferno)
+    flame_hz: Annotated[int, Field(ge=1, le=10000)] = 99
+    sched: bool = True  # scheduler trace: waiting to be woken, run queue, who wakes whom
+    sched_seconds: Annotated[float, Field(gt=0, le=60)] = 3.0  # of each probed repeat
 
 
 class RunControl(_Strict):

@@ -19,7 +19,7 @@ from typing import Any
 
 from syncrep_lab.errors import UserError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 DB_NAME = "syncrep-lab.sqlite"
 
 SCHEMA = """
@@ -88,7 +88,7 @@ create table if not exists samples (
 create index if not exists samples_by_repeat on samples(repeat_id);
 create table if not exists probes (
     repeat_id integer not null references repeats(id),
-    probe text not null,             -- perf | activity
+    probe text not null,             -- perf | activity | proc | flamegraphs | sched
     status text not null,            -- ran | skipped | failed
     reason text
 );
@@ -107,6 +107,40 @@ create table if not exists replication_samples (
     t_s real not null, standby text not null, sync_state text,
     write_lag_ms real, flush_lag_ms real, replay_lag_ms real, flush_lag_bytes real
 );
+create table if not exists proc_costs (   -- /proc per node and process role
+    repeat_id integer not null references repeats(id),
+    node text not null, role text not null, processes integer not null,
+    user_ms real not null, system_ms real not null,
+    voluntary_cs integer not null, involuntary_cs integer not null
+);
+create table if not exists numa_pages (   -- numa_maps before and after a repeat
+    repeat_id integer not null references repeats(id),
+    node text not null, role text not null, phase text not null,
+    numa_node text not null, pages integer not null
+);
+create table if not exists flamegraphs (   -- one per node and role, plus '*'/'all'
+    repeat_id integer not null references repeats(id),
+    node text not null, role text not null, cpu_us integer not null,
+    folded_path text not null, svg_path text not null   -- relative to the run folder
+);
+create table if not exists stack_frames (   -- frames over 1 % of a role's on-CPU time
+    repeat_id integer not null references repeats(id),
+    node text not null, role text not null, frame text not null,
+    inclusive_us integer not null, self_us integer not null
+);
+create table if not exists sched_roles (   -- scheduler trace per node and role
+    repeat_id integer not null references repeats(id),
+    node text not null, role text not null, threads integer not null,
+    cpu_ms real not null, sleep_ms real not null, runq_ms real not null,
+    switches integer not null, voluntary integer not null,
+    wakeups_received integer not null, duration_s real not null
+);
+create table if not exists wakeups (   -- who woke whom, during the traced seconds
+    repeat_id integer not null references repeats(id),
+    waker_node text not null, waker_role text not null,
+    wakee_node text not null, wakee_role text not null,
+    count integer not null, duration_s real not null
+);
 create view if not exists cell_results as
     select r.name as run, c.idx, c.label, c.status, c.repeats, c.stop_reason,
            c.tps_mean, c.tps_ci_low, c.tps_ci_high, c.tps_ci_rel,
@@ -122,6 +156,15 @@ PROBE_TABLES: dict[str, tuple[str, ...]] = {
     "waits": ("node", "role", "wait_type", "wait_event", "samples", "ticks"),
     "replication_samples": ("t_s", "standby", "sync_state", "write_lag_ms",
                             "flush_lag_ms", "replay_lag_ms", "flush_lag_bytes"),
+    "proc_costs": ("node", "role", "processes", "user_ms", "system_ms", "voluntary_cs",
+                   "involuntary_cs"),
+    "numa_pages": ("node", "role", "phase", "numa_node", "pages"),
+    "flamegraphs": ("node", "role", "cpu_us", "folded_path", "svg_path"),
+    "stack_frames": ("node", "role", "frame", "inclusive_us", "self_us"),
+    "sched_roles": ("node", "role", "threads", "cpu_ms", "sleep_ms", "runq_ms", "switches",
+                    "voluntary", "wakeups_received", "duration_s"),
+    "wakeups": ("waker_node", "waker_role", "wakee_node", "wakee_role", "count",
+                "duration_s"),
 }
 
 
@@ -154,12 +197,16 @@ class Store:
                             "check that the folder is writable and the disk not full") from None
         version = self.db.execute(
             "select value from meta where key = 'schema_version'").fetchone()
-        if version is not None and int(version[0]) == 1 and not create:
-            # 1 -> 2 added the probe tables and repeats.probed.
+        if version is not None and int(version[0]) in (1, 2) and not create:
+            # 1 -> 2 added the first probe tables and repeats.probed; 2 -> 3 the tables
+            # of /proc, NUMA, flame graphs and the scheduler trace. New tables only.
             self.db.executescript(SCHEMA)
-            self.db.execute("alter table repeats add column probed integer not null default 0")
-            self.db.execute("update meta set value = '2' where key = 'schema_version'")
-            version = ("2",)
+            if int(version[0]) == 1:
+                self.db.execute(
+                    "alter table repeats add column probed integer not null default 0")
+            self.db.execute("update meta set value = ? where key = 'schema_version'",
+                            (str(SCHEMA_VERSION),))
+            version = (str(SCHEMA_VERSION),)
         if version is None or int(version[0]) != SCHEMA_VERSION:
             raise UserError(f"{path} has schema version {version[0] if version else '?'}, "
                             f"this syncrep-lab reads {SCHEMA_VERSION}",

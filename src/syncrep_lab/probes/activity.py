@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import psycopg
 
-from syncrep_lab.probes.roles import role_of_title
+from syncrep_lab.probes.roles import role_of_title, title
 
 ACTIVITY_SQL = """
 select pid, coalesce(wait_event_type, ''), coalesce(wait_event, ''), coalesce(state, '')
@@ -60,15 +60,14 @@ class NodeSampler(threading.Thread):
         self.version_num = version_num
         self.stopping = threading.Event()
         self.result = ActivityResult()
+        self.backend_pid: int | None = None  # its own connection's, not the workload's
 
     def _role(self, pid: int) -> str:
         role = self.roles_by_pid.get(pid)
         if role is None:
-            try:
-                with open(f"/proc/{pid}/cmdline", "rb") as fh:
-                    role = role_of_title(fh.read().replace(b"\0", b" ").decode(errors="replace"))
-            except OSError:
-                role = "backend"
+            # Gone already (or on another machine): most such pids are backends.
+            text = title(pid)
+            role = role_of_title(text) if text else "backend"
             self.roles_by_pid[pid] = role
         return role
 
@@ -76,6 +75,7 @@ class NodeSampler(threading.Thread):
         try:
             with psycopg.connect(self.conninfo, autocommit=True, connect_timeout=5) as conn:
                 conn.execute("set application_name = 'syncrep-lab probe'")
+                self.backend_pid = conn.info.backend_pid
                 started = time.monotonic()
                 next_activity = next_replication = started
                 rep_sql = REPLICATION_SQL_10 if self.version_num >= 100000 else REPLICATION_SQL_96

@@ -15,14 +15,10 @@ existed when the repeat started are counted one by one, with their roles.
 
 from __future__ import annotations
 
-import os
-import shutil
-import signal
-import subprocess
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from syncrep_lab.probes.perfrun import PerfProcess, perf_reason, require_output
 from syncrep_lab.probes.roles import NodeProcess
 
 SYSCALLS = ("epoll_create1", "epoll_ctl", "epoll_wait", "epoll_pwait", "kill", "read", "write",
@@ -34,16 +30,9 @@ TRACEFS = (Path("/sys/kernel/tracing/events/syscalls"),
 
 def unavailable_reason() -> str | None:
     """None when this probe can run here, else why not (recorded with the run)."""
-    if shutil.which("perf") is None:
-        return "perf is not installed (apt-get install linux-perf)"
-    if os.geteuid() != 0:
-        try:
-            paranoid = int(Path("/proc/sys/kernel/perf_event_paranoid").read_text())
-        except (OSError, ValueError):
-            paranoid = 3
-        if paranoid > -1:
-            return ("system call tracepoints need root or kernel.perf_event_paranoid = -1 "
-                    f"(it is {paranoid})")
+    reason = perf_reason(-1, "system call tracepoints")
+    if reason is not None:
+        return reason
     if not any(p.is_dir() for p in TRACEFS):
         return "the kernel exposes no syscall tracepoints (no tracefs events/syscalls)"
     return None
@@ -68,34 +57,33 @@ class PerfStat:
     def __init__(self, processes: list[NodeProcess], out: Path) -> None:
         self.processes = processes
         self.out = out
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.perf: PerfProcess | None = None
         self.syscalls = available_syscalls()
 
-    def start(self) -> None:
+    def start(self, attempts: int = 3) -> None:
         events = ["task-clock", "context-switches",
                   *(f"syscalls:sys_enter_{s}" for s in self.syscalls)]
-        pids = ",".join(str(p.pid) for p in self.processes)
-        self.proc = subprocess.Popen(
-            ["perf", "stat", "--per-thread", "-x", ",", "-o", str(self.out),
-             "-e", ",".join(events), "-p", pids],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        )
-        # perf needs a moment to open its counters; what it misses is not commits.
-        time.sleep(0.15)
-        if self.proc.poll() is not None:
-            err = self.proc.stderr.read().decode(errors="replace") if self.proc.stderr else ""
-            raise RuntimeError(f"perf stat exited at once: {err.strip()[:300]}")
+        # Backends that exist now are connections that come and go (the tool's
+        # own); the workload's are born later and counted through the postmaster.
+        # perf refuses a pid that is gone by the time it attaches, so the list is
+        # taken afresh for each attempt.
+        for attempt in range(attempts):
+            pids = ",".join(str(p.pid) for p in self.processes
+                            if p.role != "backend" and Path(f"/proc/{p.pid}").exists())
+            self.perf = PerfProcess(
+                ["perf", "stat", "--per-thread", "-x", ",", "-o", str(self.out),
+                 "-e", ",".join(events), "-p", pids], "perf stat")
+            try:
+                self.perf.start()
+                return
+            except RuntimeError:
+                if attempt == attempts - 1:
+                    raise
 
     def stop(self, timeout: float = 20) -> dict[int, Counts]:
-        assert self.proc is not None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-        try:
-            self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            raise RuntimeError("perf stat did not stop") from None
+        if self.perf is None:
+            raise RuntimeError("perf stat was not started")
+        require_output(self.out, "perf stat", self.perf.stop(timeout))
         return parse_perf_stat(self.out.read_text(errors="replace"))
 
 

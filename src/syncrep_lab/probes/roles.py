@@ -48,7 +48,8 @@ def role_of_title(title: str) -> str:
     return "backend"
 
 
-def _title(pid: int) -> str:
+def title(pid: int) -> str:
+    """A process's title (its command line, as PostgreSQL rewrites it)."""
     try:
         raw = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
@@ -87,7 +88,7 @@ def node_processes(node: str, postmaster: int, walsenders: dict[int, str] | None
         pid = int(entry)
         if pid == postmaster or _ppid(pid) != postmaster:
             continue
-        role = role_of_title(_title(pid))
+        role = role_of_title(title(pid))
         found.append(NodeProcess(node, pid, role, walsenders.get(pid, "")
                                  if role == "walsender" else ""))
     return found

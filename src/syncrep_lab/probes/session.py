@@ -1,28 +1,39 @@
-"""The probes of one measured repeat: started just before pgbench, stopped after it.
+"""The probes of one probed repeat: started just before pgbench, stopped after it.
 
-Order matters. perf attaches first, to the processes that exist (and, through
-the postmaster, to every child born later: pgbench's backends). The samplers
-connect after, so their own backends are born under perf but exit after it
-stops, and never count as the workload's cost. Each probe that cannot run
+Order matters. The tracker snapshots every process first; perf attaches to
+the processes that exist (and, through the postmaster, to every child born
+later: pgbench's backends); the recorders sample every CPU; the samplers
+connect last. At the end the tracker waits until pgbench's backends have been
+reaped (their CPU is then exact, and perf has folded their counts into the
+postmaster's), perf stops before the samplers disconnect, so the samplers'
+own backends never count as the workload's cost. Each probe that cannot run
 here is skipped with its reason, which is stored; none of them can fail the
-repeat.
+repeat. The recordings are analysed after pgbench has finished and deleted
+once analysed (they are large); folded stacks and flame graphs are kept.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import psycopg
 
 from syncrep_lab.cluster import server
 from syncrep_lab.experiment.spec import Probes
-from syncrep_lab.probes import perfstat
+from syncrep_lab.probes import flamegraph, perfstat, sched
 from syncrep_lab.probes.activity import ActivityResult, NodeSampler
-from syncrep_lab.probes.roles import NodeProcess, node_processes
+from syncrep_lab.probes.roles import NodeProcess
+from syncrep_lab.probes.tracker import ProcessTracker, TrackerResult
+
+
+class _Startable(Protocol):
+    def start(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -38,6 +49,9 @@ class ProbeData:
     status: dict[str, tuple[str, str | None]] = field(default_factory=dict)
     costs: list[dict[str, Any]] = field(default_factory=list)
     activity: dict[str, ActivityResult] = field(default_factory=dict)
+    proc: TrackerResult | None = None
+    flame: flamegraph.FlameResult | None = None
+    sched: sched.SchedResult | None = None
 
 
 def _walsenders(admin: str) -> dict[int, str]:
@@ -51,77 +65,146 @@ def _walsenders(admin: str) -> dict[int, str]:
 
 class RepeatProbes:
     def __init__(self, config: Probes, nodes: list[ProbeNode], version_num: int,
-                 out_dir: Path) -> None:
+                 out_dir: Path, duration: float) -> None:
         self.config = config
         self.nodes = nodes
         self.version_num = version_num
         self.out_dir = out_dir
+        self.duration = duration
         self.data = ProbeData()
         self.processes: list[NodeProcess] = []
+        self.tracker: ProcessTracker | None = None
         self.perf: perfstat.PerfStat | None = None
+        self.oncpu: flamegraph.OnCpuRecorder | None = None
+        self.sched: sched.SchedRecorder | None = None
         self.samplers: dict[str, NodeSampler] = {}
+
+    def _skip(self, probe: str, reason: str) -> None:
+        self.data.status[probe] = ("skipped", reason)
+
+    def _local_reason(self) -> str | None:
+        if self.tracker is None:
+            return ("no local PostgreSQL processes (attached cluster): process probes need "
+                    "the servers on this machine")
+        return None
 
     def start(self) -> None:
         primary = next((n for n in self.nodes if n.primary), None)
-        senders = _walsenders(primary.admin) if primary else {}
+        postmasters = {}
         for node in self.nodes:
-            if node.data_dir is None:
-                continue
-            pid = server.postmaster_pid(node.data_dir)
+            pid = server.postmaster_pid(node.data_dir) if node.data_dir is not None else None
             if pid is not None:
-                self.processes += node_processes(node.name, pid, senders)
+                postmasters[node.name] = pid
+        if postmasters:
+            self.tracker = ProcessTracker(
+                postmasters, _walsenders(primary.admin) if primary else {},
+                hz=self.config.proc_hz or 1.0, numa=self.config.numa)
+            self.processes = self.tracker.begin()
         self._start_perf()
+        self._start_recorders()
         self._start_samplers()
 
-    def _start_perf(self) -> None:
-        if not self.config.perf:
-            self.data.status["perf"] = ("skipped", "turned off in the spec ([probes] perf)")
-            return
-        if not self.processes:
-            self.data.status["perf"] = ("skipped", "no local PostgreSQL processes (attached "
-                                        "cluster): process probes need the servers here")
-            return
-        reason = perfstat.unavailable_reason()
+    def _started(self, probe: str, enabled: bool, unavailable: Callable[[], str | None],
+                 make: Callable[[], _Startable]) -> Any:
+        """The probe, started; or None, with the reason stored (off, impossible, failed)."""
+        reason = (f"turned off in the spec ([probes] {probe})" if not enabled
+                  else self._local_reason() or unavailable())
         if reason is not None:
-            self.data.status["perf"] = ("skipped", reason)
-            return
-        self.perf = perfstat.PerfStat(self.processes, self.out_dir / "perf-stat.csv")
+            self._skip(probe, reason)
+            return None
+        started = make()
         try:
-            self.perf.start()
+            started.start()
         except (OSError, RuntimeError) as exc:
-            self.data.status["perf"] = ("failed", str(exc))
-            self.perf = None
+            self.data.status[probe] = ("failed", str(exc))
+            return None
+        return started
+
+    def _start_perf(self) -> None:
+        self.perf = self._started(
+            "perf", self.config.perf, perfstat.unavailable_reason,
+            lambda: perfstat.PerfStat(self.processes, self.out_dir / "perf-stat.csv"))
+
+    def _start_recorders(self) -> None:
+        self.oncpu = self._started(
+            "flamegraphs", self.config.flamegraphs, flamegraph.unavailable_reason,
+            lambda: flamegraph.OnCpuRecorder(self.out_dir / "oncpu.perf.data",
+                                             self.config.flame_hz, self.duration + 60))
+        self.sched = self._started(
+            "sched", self.config.sched, sched.unavailable_reason,
+            lambda: sched.SchedRecorder(self.out_dir / "sched.perf.data",
+                                        min(self.config.sched_seconds, self.duration)))
 
     def _start_samplers(self) -> None:
         hz = self.config.wait_events_hz
         if hz <= 0:
-            self.data.status["activity"] = ("skipped", "turned off in the spec")
+            self._skip("activity", "turned off in the spec")
             return
         roles = {p.pid: p.label for p in self.processes}
         for node in self.nodes:
             sampler = NodeSampler(
-                node.admin, {pid: r for pid, r in roles.items()}, hz=hz,
+                node.admin, dict(roles), hz=hz,
                 replication_hz=self.config.replication_hz if node.primary else 0.0,
                 version_num=self.version_num)
             sampler.start()
             self.samplers[node.name] = sampler
 
+    def _role_of(self, pid: int) -> tuple[str, str] | None:
+        return self.tracker.role_of(pid) if self.tracker is not None else None
+
     def stop(self) -> ProbeData:
+        if self.tracker is not None:
+            self.tracker.ignore({s.backend_pid for s in self.samplers.values()
+                                 if s.backend_pid is not None})
+            proc = self.tracker.finish()
+            if self.config.proc_hz > 0:
+                self.data.proc = proc
+                self.data.status["proc"] = ("ran", None)
+            else:
+                self._skip("proc", "turned off in the spec ([probes] proc_hz = 0)")
+        else:
+            self._skip("proc", self._local_reason() or "")
+        counts = self._stop("perf", self.perf.stop if self.perf else None)
+        self._stop("flamegraphs", self.oncpu.stop if self.oncpu else None)
+        self._stop("sched", self.sched.stop if self.sched else None)
         for name, sampler in self.samplers.items():
             self.data.activity[name] = sampler.stop()
         if self.samplers:
             errors = [f"{n}: {r.error}" for n, r in self.data.activity.items() if r.error]
             self.data.status["activity"] = (("failed", "; ".join(errors)) if errors
                                             else ("ran", None))
-        if self.perf is not None:
-            try:
-                counts = self.perf.stop()
-            except (OSError, RuntimeError) as exc:
-                self.data.status["perf"] = ("failed", str(exc))
-            else:
-                self.data.costs = self._by_role(counts)
-                self.data.status["perf"] = ("ran", None)
+        if counts is not None:
+            self.data.costs = self._by_role(counts)
+        self._analyse()
         return self.data
+
+    def _stop(self, probe: str, stop: Any) -> Any:
+        if stop is None or self.data.status.get(probe, ("", None))[0] in ("skipped", "failed"):
+            return None
+        try:
+            result = stop()
+        except (OSError, RuntimeError) as exc:
+            self.data.status[probe] = ("failed", str(exc))
+            return None
+        self.data.status[probe] = ("ran", None)
+        return result
+
+    def _analyse(self) -> None:
+        """Fold and render the stacks, read the scheduler trace; then drop the recordings."""
+        if self.oncpu is not None and self.data.status["flamegraphs"][0] == "ran":
+            try:
+                self.data.flame = flamegraph.flame_graphs(
+                    self.oncpu.out, self.out_dir / "flame", self._role_of,
+                    f"{self.config.flame_hz} Hz per CPU over {self.duration:g} s; µs on CPU")
+            except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
+                self.data.status["flamegraphs"] = ("failed", str(exc))
+            self.oncpu.out.unlink(missing_ok=True)
+        if self.sched is not None and self.data.status["sched"][0] == "ran":
+            try:
+                self.data.sched = sched.parse(self.sched.out, self._role_of)
+            except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
+                self.data.status["sched"] = ("failed", str(exc))
+            self.sched.out.unlink(missing_ok=True)
 
     def _by_role(self, counts: dict[int, perfstat.Counts]) -> list[dict[str, Any]]:
         rows: dict[tuple[str, str], dict[str, Any]] = {}
@@ -145,18 +228,36 @@ class RepeatProbes:
         return sorted(rows.values(), key=lambda r: (r["node"], r["role"]))
 
 
-def probe_rows(data: ProbeData) -> dict[str, list[tuple[Any, ...]]]:
-    """The store's rows for what the probes of one repeat found."""
+def probe_rows(data: ProbeData, repeat_dir: str) -> dict[str, list[tuple[Any, ...]]]:
+    """The store's rows for what the probes of one repeat found; files are named
+    relative to the run folder (``repeat_dir`` is the repeat's folder in it)."""
     waits = []
     replication = []
     for node, result in data.activity.items():
         for (role, wtype, wevent), n in sorted(result.waits.items()):
             waits.append((node, role, wtype, wevent, n, result.ticks))
         replication += result.replication
-    return {
+    rows: dict[str, list[tuple[Any, ...]]] = {
         "probes": [(probe, status, reason) for probe, (status, reason) in data.status.items()],
         "costs": [(r["node"], r["role"], r["processes"], r["cpu_ms"], r["context_switches"],
                    r["syscalls_json"]) for r in data.costs],
         "waits": waits,
         "replication_samples": replication,
     }
+    if data.proc is not None:
+        rows["proc_costs"] = [(r["node"], r["role"], r["processes"], r["user_ms"],
+                               r["system_ms"], r["voluntary_cs"], r["involuntary_cs"])
+                              for r in data.proc.rows]
+        rows["numa_pages"] = list(data.proc.numa)
+    if data.flame is not None:
+        rows["flamegraphs"] = [(node, role, us, f"{repeat_dir}/{folded}", f"{repeat_dir}/{svg}")
+                               for node, role, us, folded, svg in data.flame.graphs]
+        rows["stack_frames"] = list(data.flame.frames)
+    if data.sched is not None:
+        s = data.sched
+        rows["sched_roles"] = [
+            (node, role, r.threads, r.cpu_s * 1e3, r.sleep_s * 1e3, r.runq_s * 1e3,
+             r.switches, r.voluntary, r.wakeups_received, s.duration_s)
+            for (node, role), r in sorted(s.roles.items())]
+        rows["wakeups"] = [(*key, n, s.duration_s) for key, n in sorted(s.wakeups.items())]
+    return rows

@@ -1,0 +1,205 @@
+"""On-CPU stacks of every process role, as folded stacks and flame graphs.
+
+``perf record -a --call-graph dwarf`` samples every CPU during the repeat.
+PostgreSQL is built without frame pointers, so frame-pointer unwinding stops
+at the first PostgreSQL frame; DWARF unwinding (a copy of the top of each
+sampled stack) gives whole stacks at a sampling rate low enough to stay cheap
+(99 Hz by default). ``inferno-collapse-perf --pid`` folds ``perf script``'s
+output; the first frame (``postgres-PID``) is then replaced by the process's
+role from the tracker, so one flame graph per node and role adds up every
+backend, and one more shows all of them side by side. ``inferno-flamegraph``
+renders each as an interactive SVG (search, zoom).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from syncrep_lab.probes.perfrun import PerfProcess, perf_reason, require_output
+
+# Frames every PostgreSQL stack starts with; kept in the graphs, left out of the
+# per-role summary of where the time goes.
+_ROOT_FRAMES = {"_start", "__libc_start_main_impl", "__libc_start_call_main", "main",
+                "PostmasterMain", "ServerLoop", "ServerLoop.isra.0", "BackendStartup",
+                "postmaster_child_launch", "StartChildProcess", "BackendMain", "BackendRun",
+                "[unknown]", "__libc_start_main"}
+SUMMARY_SHARE = 0.01  # frames under 1 % of a role's CPU are not stored,
+SUMMARY_FRAMES = 40   # nor more than these per role (by inclusive time)
+
+
+def inferno(tool: str) -> str | None:
+    """The path of an inferno program: next to this Python first (./run setup puts
+    them into the venv), then on PATH."""
+    here = Path(sys.prefix) / "bin" / tool
+    if here.is_file() and os.access(here, os.X_OK):
+        return str(here)
+    return shutil.which(tool)
+
+
+def unavailable_reason() -> str | None:
+    reason = perf_reason(0, "sampling every CPU")
+    if reason is not None:
+        return reason
+    for tool in ("inferno-collapse-perf", "inferno-flamegraph"):
+        if inferno(tool) is None:
+            return (f"{tool} is not installed: ./run setup installs inferno with cargo "
+                    "(or: cargo install inferno)")
+    return None
+
+
+class OnCpuRecorder:
+    def __init__(self, out: Path, hz: int, max_seconds: float) -> None:
+        self.out = out
+        # The sleep bounds the recording even if nobody stops it.
+        self.perf = PerfProcess(
+            ["perf", "record", "-a", "--call-graph", "dwarf", "-F", str(hz), "-o", str(out),
+             "--", "sleep", str(int(max_seconds) + 1)], "perf record")
+
+    def start(self) -> None:
+        self.out.unlink(missing_ok=True)  # perf would keep an old one as .old
+        self.perf.start()
+
+    def stop(self, timeout: float = 60) -> None:
+        require_output(self.out, "perf record (on-CPU)", self.perf.stop(timeout))
+
+
+def collapse(perf_data: Path, timeout: float = 300) -> list[str]:
+    """``perf script`` piped into ``inferno-collapse-perf --pid``: folded lines."""
+    collapse_tool = inferno("inferno-collapse-perf")
+    if collapse_tool is None:
+        raise RuntimeError("inferno-collapse-perf is not installed")
+    script = subprocess.Popen(
+        ["perf", "script", "-F", "comm,pid,tid,cpu,time,period,event,ip,sym,dso",
+         "-i", str(perf_data)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        folded = subprocess.run([collapse_tool, "--pid", "--all"], stdin=script.stdout,
+                                capture_output=True, timeout=timeout, check=False)
+    finally:
+        if script.stdout is not None:
+            script.stdout.close()
+        try:
+            script.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            script.kill()
+            script.wait()
+    if folded.returncode != 0:
+        raise RuntimeError("inferno-collapse-perf failed: "
+                           + folded.stderr.decode(errors="replace").strip()[:300])
+    return folded.stdout.decode(errors="replace").splitlines()
+
+
+def _outsider(comm: str) -> tuple[str, str]:
+    if comm == "pgbench":
+        return ("client", "pgbench")
+    if comm.startswith("swapper"):
+        return ("-", "idle")
+    return ("-", "other")
+
+
+@dataclass
+class RoleStacks:
+    node: str
+    role: str
+    stacks: Counter[str] = field(default_factory=Counter)  # folded stack -> µs
+
+    @property
+    def total_us(self) -> int:
+        return sum(self.stacks.values())
+
+
+def by_role(folded: list[str], roles: Callable[[int], tuple[str, str] | None]
+            ) -> dict[tuple[str, str], RoleStacks]:
+    """Folded lines regrouped by (node, role); counts turned from ns into µs."""
+    out: dict[tuple[str, str], RoleStacks] = {}
+    for line in folded:
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        first, _, rest = stack.partition(";")
+        comm, _, pid_text = first.rpartition("-")
+        who = roles(int(pid_text)) if pid_text.isdigit() else None
+        node, role = who if who is not None else _outsider(comm or first)
+        entry = out.setdefault((node, role), RoleStacks(node, role))
+        entry.stacks[rest or first] += int(count) // 1000
+    return out
+
+
+def summarise(stacks: RoleStacks) -> list[tuple[str, int, int]]:
+    """(frame, inclusive µs, self µs) of the frames that take a role's CPU."""
+    inclusive: Counter[str] = Counter()
+    leaf: Counter[str] = Counter()
+    for stack, us in stacks.stacks.items():
+        frames = stack.split(";")
+        for frame in set(frames):
+            inclusive[frame] += us
+        leaf[frames[-1]] += us
+    floor = SUMMARY_SHARE * stacks.total_us
+    return sorted(((f, inclusive[f], leaf.get(f, 0)) for f in inclusive
+                   if f not in _ROOT_FRAMES and (inclusive[f] >= floor or leaf[f] >= floor)),
+                  key=lambda r: -r[1])[:SUMMARY_FRAMES]
+
+
+def render(lines: list[str], svg: Path, title: str, subtitle: str, timeout: float = 120
+           ) -> None:
+    tool = inferno("inferno-flamegraph")
+    if tool is None:
+        raise RuntimeError("inferno-flamegraph is not installed")
+    done = subprocess.run(
+        [tool, "--title", title, "--subtitle", subtitle, "--countname", "µs",
+         "--hash", "--minwidth", "0.05"],
+        input="\n".join(lines).encode(), capture_output=True, timeout=timeout, check=False)
+    if done.returncode != 0:
+        raise RuntimeError("inferno-flamegraph failed: "
+                           + done.stderr.decode(errors="replace").strip()[:300])
+    svg.write_bytes(done.stdout)
+
+
+@dataclass
+class FlameResult:
+    graphs: list[tuple[str, str, int, str, str]] = field(default_factory=list)
+    # (node, role, µs on CPU, folded path, svg path): paths relative to the repeat dir
+    frames: list[tuple[str, str, str, int, int]] = field(default_factory=list)
+
+
+def flame_graphs(perf_data: Path, out_dir: Path,
+                 roles: Callable[[int], tuple[str, str] | None], caption: str
+                 ) -> FlameResult:
+    """Fold, regroup by role, write one folded file and one SVG per role plus 'all'."""
+    groups = by_role(collapse(perf_data), roles)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    result = FlameResult()
+    combined: list[str] = []
+    per_node: dict[str, int] = defaultdict(int)
+    for (node, role), stacks in sorted(groups.items()):
+        lines = [f"{role};{s} {us}" for s, us in stacks.stacks.items() if us > 0]
+        combined += [f"{node} {line}" if node not in ("-", "client") else line
+                     for line in lines]
+        if node == "-" or not lines:
+            continue  # idle and unrelated processes appear only in the combined graph
+        per_node[node] += stacks.total_us
+        name = f"{node}-{role}".replace(":", "_").replace("/", "_")
+        folded = out_dir / f"{name}.folded"
+        folded.write_text("\n".join(lines) + "\n")
+        svg = out_dir / f"{name}.svg"
+        render(lines, svg, f"{role} on {node}", caption)
+        base = out_dir.parent
+        result.graphs.append((node, role, stacks.total_us, str(folded.relative_to(base)),
+                              str(svg.relative_to(base))))
+        result.frames += [(node, role, f, inc, own) for f, inc, own in summarise(stacks)]
+    if combined:
+        folded = out_dir / "all.folded"
+        folded.write_text("\n".join(combined) + "\n")
+        svg = out_dir / "all.svg"
+        render(combined, svg, "every process on every CPU", caption)
+        base = out_dir.parent
+        result.graphs.append(("*", "all", sum(per_node.values()),
+                              str(folded.relative_to(base)), str(svg.relative_to(base))))
+    return result

@@ -1,0 +1,242 @@
+"""Every process of every local node during a repeat: its role, CPU time and
+context switches from /proc, and where its memory sits (NUMA).
+
+A thread polls each postmaster's children (``/proc/PM/task/PM/children``) a few
+times a second, so processes born during the repeat (pgbench's backends) get a
+role from their title while they live; the on-CPU and scheduler probes, which
+are analysed after those processes are gone, ask the tracker who a pid was.
+
+CPU time comes from ``/proc/PID/stat`` (user and system, in clock ticks) and
+context switches from ``/proc/PID/status``. Processes that exist at the start
+count from a first snapshot; those born during the repeat count from zero.
+A process seen last a poll before it exited loses that poll's interval, so
+for the backends born during the repeat the CPU time is taken instead from
+the postmaster's ``cutime``/``cstime``: the exact CPU of children it has
+reaped, once they are all gone. Their context switches keep the last poll's
+figure (an undercount of at most one poll period per process, stated in
+docs/decisions.md). This probe needs no privileges beyond reading /proc of
+the server account's processes, so it is the CPU figure of last resort when
+perf cannot run.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from syncrep_lab.probes.roles import NodeProcess, role_of_title, title
+
+TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class ProcSample:
+    utime: int = 0  # clock ticks
+    stime: int = 0
+    voluntary: int = 0
+    involuntary: int = 0
+    cutime: int = 0  # reaped children's CPU, read for postmasters only
+    cstime: int = 0
+
+
+def read_sample(pid: int) -> ProcSample | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[1].split()
+    sample = ProcSample(int(fields[11]), int(fields[12]), cutime=int(fields[13]),
+                        cstime=int(fields[14]))
+    for line in status.splitlines():
+        if line.startswith("voluntary_ctxt_switches:"):
+            sample.voluntary = int(line.split()[1])
+        elif line.startswith("nonvoluntary_ctxt_switches:"):
+            sample.involuntary = int(line.split()[1])
+    return sample
+
+
+def children(pid: int) -> list[int]:
+    try:
+        return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def numa_pages(pid: int) -> Counter[str]:
+    """Pages of a process per NUMA node (``N0``, ``N1`` ...), from numa_maps."""
+    pages: Counter[str] = Counter()
+    try:
+        text = Path(f"/proc/{pid}/numa_maps").read_text()
+    except OSError:
+        return pages
+    for line in text.splitlines():
+        for word in line.split()[2:]:
+            if word[:1] == "N" and "=" in word:
+                key, _, value = word.partition("=")
+                if key[1:].isdigit() and value.isdigit():
+                    pages[key] += int(value)
+    return pages
+
+
+@dataclass
+class Tracked:
+    proc: NodeProcess
+    born_during: bool
+    first: ProcSample
+    last: ProcSample
+
+
+@dataclass
+class TrackerResult:
+    # (node, role label) -> figures; CPU in ms
+    rows: list[dict[str, float | int | str]] = field(default_factory=list)
+    # (node, role, phase, numa node) -> pages
+    numa: list[tuple[str, str, str, str, int]] = field(default_factory=list)
+    exact_backend_cpu: dict[str, bool] = field(default_factory=dict)  # per node
+
+
+class ProcessTracker(threading.Thread):
+    def __init__(self, postmasters: dict[str, int], walsenders: dict[int, str], *,
+                 hz: float = 4.0, numa: bool = True) -> None:
+        super().__init__(daemon=True)
+        self.postmasters = postmasters
+        self.walsenders = walsenders
+        self.period = 1.0 / hz
+        self.numa = numa
+        self.tracked: dict[int, Tracked] = {}
+        self.ignored: set[int] = set()
+        self.pm_first: dict[str, ProcSample] = {}
+        self.numa_before: dict[int, Counter[str]] = {}
+        self.stopping = threading.Event()
+        self.lock = threading.Lock()
+
+    def begin(self) -> list[NodeProcess]:
+        """First snapshot (before the workload starts); returns the processes now."""
+        for node, pm in self.postmasters.items():
+            first = read_sample(pm)
+            if first is None:
+                continue
+            self.pm_first[node] = first
+            self.tracked[pm] = Tracked(NodeProcess(node, pm, "postmaster"), False, first, first)
+            self._poll_node(node, pm, born_during=False)
+        if self.numa:
+            self.numa_before = {pid: numa_pages(pid) for pid in self.tracked}
+        self.start()
+        return [t.proc for t in self.tracked.values()]
+
+    def ignore(self, pids: set[int]) -> None:
+        """Pids that are the probes' own (sampler connections), not the workload."""
+        with self.lock:
+            self.ignored |= pids
+
+    def role_of(self, pid: int) -> tuple[str, str] | None:
+        t = self.tracked.get(pid)
+        if t is None or pid in self.ignored:
+            return None
+        return (t.proc.node, t.proc.label)
+
+    def _poll_node(self, node: str, pm: int, *, born_during: bool) -> None:
+        for pid in children(pm):
+            known = self.tracked.get(pid)
+            sample = read_sample(pid)
+            if sample is None:
+                continue
+            if known is not None:
+                known.last = sample
+                continue
+            role = role_of_title(title(pid))
+            proc = NodeProcess(node, pid, role,
+                               self.walsenders.get(pid, "") if role == "walsender" else "")
+            self.tracked[pid] = Tracked(proc, born_during,
+                                        ProcSample() if born_during else sample, sample)
+
+    def run(self) -> None:
+        while not self.stopping.wait(self.period):
+            with self.lock:
+                for node, pm in self.postmasters.items():
+                    self._poll_node(node, pm, born_during=True)
+
+    def finish(self, reap_timeout: float = 3.0) -> TrackerResult:
+        """Stop polling, let the workload's backends be reaped, and sum per role."""
+        self.stopping.set()
+        self.join(timeout=5)
+        with self.lock:
+            for node, pm in self.postmasters.items():
+                self._poll_node(node, pm, born_during=True)
+            workload = {pid for pid, t in self.tracked.items()
+                        if t.born_during and pid not in self.ignored}
+        deadline = time.monotonic() + reap_timeout
+        alive = workload
+        while alive and time.monotonic() < deadline:
+            pm_children = {c for pm in self.postmasters.values() for c in children(pm)}
+            alive = workload & pm_children
+            if alive:
+                time.sleep(0.05)
+        result = TrackerResult()
+        self._sum(result, alive)
+        if self.numa:
+            self._numa(result)
+        return result
+
+    def _sum(self, result: TrackerResult, alive: set[int]) -> None:
+        rows: dict[tuple[str, str], dict[str, float | int | str]] = {}
+        born_backends: set[str] = set()  # nodes with backends born during the repeat
+        for pid, t in self.tracked.items():
+            if pid in self.ignored:
+                continue
+            if pid in alive or not t.born_during:  # the others are gone: last poll's
+                t.last = read_sample(pid) or t.last
+            key = (t.proc.node, t.proc.label)
+            row = rows.setdefault(key, {"node": key[0], "role": key[1], "processes": 0,
+                                        "user_ms": 0.0, "system_ms": 0.0,
+                                        "voluntary_cs": 0, "involuntary_cs": 0})
+            row["processes"] = int(row["processes"]) + 1
+            row["user_ms"] = float(row["user_ms"]) + (t.last.utime - t.first.utime) * TICK_S * 1e3
+            row["system_ms"] = (float(row["system_ms"])
+                                + (t.last.stime - t.first.stime) * TICK_S * 1e3)
+            row["voluntary_cs"] = int(row["voluntary_cs"]) + t.last.voluntary - t.first.voluntary
+            row["involuntary_cs"] = (int(row["involuntary_cs"]) + t.last.involuntary
+                                     - t.first.involuntary)
+            if t.born_during and t.proc.role == "backend":
+                born_backends.add(t.proc.node)
+        for node, pm in self.postmasters.items():
+            first = self.pm_first.get(node)
+            last = self.tracked[pm].last if pm in self.tracked else None
+            backends = rows.get((node, "backend"))
+            exact = bool(first and last and backends and node in born_backends
+                         and not any(self.tracked[p].proc.node == node for p in alive))
+            result.exact_backend_cpu[node] = exact
+            if exact and first is not None and last is not None and backends is not None:
+                # Backends that existed at the start keep their own deltas; those
+                # born and reaped during the repeat are the postmaster's cutime/cstime.
+                old = [t for t in self.tracked.values() if t.proc.node == node
+                       and t.proc.role == "backend" and not t.born_during
+                       and t.proc.pid not in self.ignored]
+                backends["user_ms"] = ((last.cutime - first.cutime) * TICK_S * 1e3
+                                  + sum((t.last.utime - t.first.utime) for t in old)
+                                  * TICK_S * 1e3)
+                backends["system_ms"] = ((last.cstime - first.cstime) * TICK_S * 1e3
+                                    + sum((t.last.stime - t.first.stime) for t in old)
+                                    * TICK_S * 1e3)
+        result.rows = sorted(rows.values(), key=lambda r: (str(r["node"]), str(r["role"])))
+
+    def _numa(self, result: TrackerResult) -> None:
+        before: dict[tuple[str, str], Counter[str]] = {}
+        after: dict[tuple[str, str], Counter[str]] = {}
+        for pid, t in self.tracked.items():
+            if pid in self.ignored:
+                continue
+            key = (t.proc.node, t.proc.label)
+            if pid in self.numa_before:
+                before.setdefault(key, Counter()).update(self.numa_before[pid])
+            if not t.born_during:
+                after.setdefault(key, Counter()).update(numa_pages(pid))
+        for phase, table in (("before", before), ("after", after)):
+            for (node, role), pages in sorted(table.items()):
+                for numa_node, n in sorted(pages.items()):
+                    result.numa.append((node, role, phase, numa_node, n))
