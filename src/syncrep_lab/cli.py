@@ -269,19 +269,26 @@ def run(spec_file: Path | None, preset: str | None, out: Path | None, resume: bo
     _finish(out)
 
 
-def _finish(out_dir: Path) -> None:
-    """What `run` prints at the end: the results table and each cell's leading verdict."""
-    from syncrep_lab.analysis.diagnosis import diagnose_run
+def _print_results_and_verdicts(out_dir: Path, rows: list[dict[str, Any]],
+                                cells: list[dict[str, Any]]) -> None:
+    """The results table and each cell's leading verdict."""
     from syncrep_lab.analysis.render import print_verdict_lines
-    from syncrep_lab.experiment.results import cell_rows, print_results
+    from syncrep_lab.experiment.results import print_results
 
-    rows = cell_rows(out_dir)
     print_results(out_dir, rows)
-    cells = diagnose_run(out_dir)
     if cells:
         out.print("what limits each cell (details: syncrep-lab diagnose "
                   f"{escape(str(out_dir))}):")
         print_verdict_lines(cells, out)
+
+
+def _finish(out_dir: Path) -> None:
+    """What `run` prints at the end: results, verdicts, and the exit status."""
+    from syncrep_lab.analysis.diagnosis import diagnose_run
+    from syncrep_lab.experiment.results import cell_rows
+
+    rows = cell_rows(out_dir)
+    _print_results_and_verdicts(out_dir, rows, diagnose_run(out_dir))
     failed = [r for r in rows if r["status"] == "failed"]
     if failed:
         err.print(f"[red]{len(failed)} of {len(rows)} cells failed[/] (their errors are in "
@@ -295,16 +302,23 @@ def _finish(out_dir: Path) -> None:
 @click.option("--csv", "as_csv", is_flag=True)
 def results(run_dir: Path | None, as_json: bool, as_csv: bool) -> None:
     """One row per cell: mean TPS with its confidence interval, latencies, repeats used."""
-    from syncrep_lab.experiment.results import cell_rows, print_results, write_csv
+    from syncrep_lab.analysis.diagnosis import diagnose_run, leading_verdict
+    from syncrep_lab.experiment.results import cell_rows, write_csv
 
     folder = run_dir or _latest_run()
     rows = cell_rows(folder)
+    cells = diagnose_run(folder)
+    verdicts = {c["idx"]: c["verdicts"] for c in cells}
+    for row in rows:
+        row["verdicts"] = verdicts.get(row["idx"], [])
+        lead = leading_verdict(row["verdicts"])
+        row["limit"] = f"{lead['confidence']} {lead['mechanism']}" if lead else ""
     if as_json:
         click.echo(json.dumps(rows, indent=2))
     elif as_csv:
         write_csv(rows, sys.stdout)
     else:
-        print_results(folder, rows)
+        _print_results_and_verdicts(folder, rows, cells)
 
 
 @cli.command()

@@ -342,7 +342,12 @@ def diagnose_facts(facts: CellFacts) -> list[Verdict]:
     return sorted(verdicts, key=lambda v: ORDER[v.confidence])
 
 
-def _facts(store: Store, cell: Any, cpus: int) -> CellFacts:
+def leading_verdict(verdicts: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The most confident verdict that is not 'unknown' (they come sorted)."""
+    return next((v for v in verdicts if v["confidence"] != "unknown"), None)
+
+
+def cell_facts(store: Store, cell: Any, cpus: int) -> CellFacts:
     costs = cell_costs(store, int(cell["id"]))
     params = json.loads(cell["params_json"])
     perf = costs["probes"].get("perf", [])
@@ -376,7 +381,7 @@ def diagnose_run(folder: Path) -> list[dict[str, Any]]:
         for cell in store.cells(int(run["id"])):
             if cell["status"] != "done":
                 continue
-            facts = _facts(store, cell, cpus)
+            facts = cell_facts(store, cell, cpus)
             out.append({"idx": cell["idx"], "label": cell["label"], "tps_mean": facts.tps,
                         "verdicts": [asdict(v) for v in diagnose_facts(facts)]})
         return out

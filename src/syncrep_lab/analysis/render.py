@@ -9,6 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from syncrep_lab.analysis.costs import KEY_SYSCALLS
+from syncrep_lab.analysis.diagnosis import leading_verdict
 
 SHORT = {"epoll_create1": "ep_create", "epoll_ctl": "ep_ctl", "epoll_wait": "ep_wait",
          "epoll_pwait": "ep_pwait", "fdatasync": "fdsync", "recvfrom": "recv", "sendto": "send",
@@ -124,9 +125,8 @@ def print_diagnosis(cells: list[dict[str, Any]], console: Console) -> None:
 def print_verdict_lines(cells: list[dict[str, Any]], console: Console) -> None:
     """One line per cell: its most confident verdict (the full story: diagnose)."""
     for cell in cells:
-        known = [v for v in cell["verdicts"] if v["confidence"] != "unknown"]
-        if known:
-            v = known[0]
+        v = leading_verdict(cell["verdicts"])
+        if v is not None:
             style = CONFIDENCE_STYLE[v["confidence"]]
             line = f"[{style}]{v['confidence']}[/] {escape(v['mechanism'])}"
         elif cell["verdicts"]:

@@ -42,9 +42,11 @@ def cell_rows(folder: Path) -> list[dict[str, Any]]:
 def write_csv(rows: list[dict[str, Any]], out: IO[str]) -> None:
     axes = sorted({k for r in rows for k in r["axes"]})
     writer = csv.writer(out)
-    writer.writerow([*axes, *COLUMNS])
+    limit = ["limit"] if any("limit" in r for r in rows) else []
+    writer.writerow([*axes, *COLUMNS, *limit])
     for r in rows:
-        writer.writerow([*(r["axes"].get(a, "") for a in axes), *(r[c] for c in COLUMNS)])
+        writer.writerow([*(r["axes"].get(a, "") for a in axes), *(r[c] for c in COLUMNS),
+                         *(r.get(c, "") for c in limit)])
 
 
 def _num(value: float | None, fmt: str = "{:,.0f}") -> str:

@@ -1,6 +1,6 @@
 """Wait events and replication state, sampled from the servers while pgbench runs.
 
-One thread per node polls ``pg_stat_activity`` (20 Hz by default) and counts, per
+One thread polls ``pg_stat_activity`` on every node (20 Hz by default) and counts, per
 process role, how often each wait event was seen: the share of samples a
 backend spends in ``IPC:SyncRep`` is the share of its time spent waiting for
 a standby. On the primary the same thread polls ``pg_stat_replication``
@@ -17,12 +17,16 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 import psycopg
+from psycopg import pq
 
 from syncrep_lab.probes.roles import role_of_title, title
 
+# The function behind pg_stat_activity, without the view's joins to pg_database
+# and pg_authid: the same rows at less cost per sample (9.6 to 18).
 ACTIVITY_SQL = """
-select pid, coalesce(wait_event_type, ''), coalesce(wait_event, ''), coalesce(state, '')
-from pg_stat_activity where pid <> pg_backend_pid()"""
+select pid, wait_event_type, wait_event, state
+from pg_stat_get_activity(null) where pid <> pg_backend_pid()"""
+ACTIVITY_STMT = b"syncrep_lab_activity"
 
 REPLICATION_SQL_10 = """
 select application_name, sync_state,
@@ -49,18 +53,35 @@ class ActivityResult:
     error: str | None = None
 
 
-class NodeSampler(threading.Thread):
-    def __init__(self, conninfo: str, roles_by_pid: dict[int, str], *, hz: float,
-                 replication_hz: float = 0.0, version_num: int = 180000) -> None:
+@dataclass
+class _Node:
+    name: str
+    conninfo: str
+    replication: bool  # poll pg_stat_replication here (the primary)
+    conn: psycopg.Connection[tuple[object, ...]] | None = None
+    backend_pid: int | None = None  # the sampler's own connection's, not the workload's
+    result: ActivityResult = field(default_factory=ActivityResult)
+
+
+class ActivitySampler(threading.Thread):
+    """One thread polls every node in turn: a thread per node would cost a third
+    more CPU in wake-ups alone, on the machine whose CPU is being measured."""
+
+    def __init__(self, nodes: list[tuple[str, str, bool]], roles_by_pid: dict[int, str], *,
+                 hz: float, replication_hz: float = 0.0, version_num: int = 180000) -> None:
         super().__init__(daemon=True)
-        self.conninfo = conninfo
+        self.nodes = [_Node(name, conninfo, replication) for name, conninfo, replication
+                      in nodes]
         self.roles_by_pid = roles_by_pid
         self.period = 1.0 / hz
         self.replication_period = 1.0 / replication_hz if replication_hz > 0 else None
         self.version_num = version_num
         self.stopping = threading.Event()
-        self.result = ActivityResult()
-        self.backend_pid: int | None = None  # its own connection's, not the workload's
+        self.connected = threading.Event()
+
+    @property
+    def backend_pids(self) -> set[int]:
+        return {n.backend_pid for n in self.nodes if n.backend_pid is not None}
 
     def _role(self, pid: int) -> str:
         role = self.roles_by_pid.get(pid)
@@ -71,46 +92,98 @@ class NodeSampler(threading.Thread):
             self.roles_by_pid[pid] = role
         return role
 
+    def _connect(self) -> None:
+        for node in self.nodes:
+            try:
+                node.conn = psycopg.connect(node.conninfo, autocommit=True, connect_timeout=5)
+                node.conn.execute("set application_name = 'syncrep-lab probe'")
+                node.backend_pid = node.conn.info.backend_pid
+                _check(node.conn.pgconn.prepare(ACTIVITY_STMT, ACTIVITY_SQL.encode()),
+                       pq.ExecStatus.COMMAND_OK)
+            except psycopg.Error as exc:
+                node.result.error = str(exc).strip()
+                node.conn = None
+        self.connected.set()
+
     def run(self) -> None:
         try:
-            with psycopg.connect(self.conninfo, autocommit=True, connect_timeout=5) as conn:
-                conn.execute("set application_name = 'syncrep-lab probe'")
-                self.backend_pid = conn.info.backend_pid
-                started = time.monotonic()
-                next_activity = next_replication = started
-                rep_sql = REPLICATION_SQL_10 if self.version_num >= 100000 else REPLICATION_SQL_96
-                while not self.stopping.is_set():
-                    now = time.monotonic()
-                    if now >= next_activity:
-                        self._activity(conn)
-                        next_activity += self.period
-                    if self.replication_period is not None and now >= next_replication:
-                        for row in conn.execute(rep_sql):
-                            self.result.replication.append(
-                                (round(now - started, 3), str(row[0]), str(row[1]),
-                                 _f(row[2]), _f(row[3]), _f(row[4]), _f(row[5])))
-                        next_replication += self.replication_period
-                    wake = min(next_activity, next_replication
-                               if self.replication_period is not None else next_activity)
-                    self.stopping.wait(max(0.0, wake - time.monotonic()))
+            self._connect()
+            self._loop()
+        finally:
+            for node in self.nodes:
+                if node.conn is not None:
+                    node.conn.close()
+
+    def _loop(self) -> None:
+        started = time.monotonic()
+        next_activity = next_replication = started
+        rep_sql = REPLICATION_SQL_10 if self.version_num >= 100000 else REPLICATION_SQL_96
+        while not self.stopping.is_set():
+            now = time.monotonic()
+            poll_replication = (self.replication_period is not None
+                                and now >= next_replication)
+            if now >= next_activity:
+                for node in self.nodes:
+                    self._activity(node)
+                next_activity += self.period
+            if poll_replication:
+                for node in self.nodes:
+                    if node.replication:
+                        self._replication(node, rep_sql, round(now - started, 3))
+                assert self.replication_period is not None
+                next_replication += self.replication_period
+            wake = min(next_activity, next_replication
+                       if self.replication_period is not None else next_activity)
+            self.stopping.wait(max(0.0, wake - time.monotonic()))
+
+    def _activity(self, node: _Node) -> None:
+        if node.conn is None:
+            return
+        # libpq directly, without a cursor: a third of the client CPU per sample.
+        try:
+            res = _check(node.conn.pgconn.exec_prepared(ACTIVITY_STMT, []),
+                         pq.ExecStatus.TUPLES_OK)
         except psycopg.Error as exc:
-            self.result.error = str(exc).strip()
-
-    def _activity(self, conn: psycopg.Connection[tuple[object, ...]]) -> None:
-        self.result.ticks += 1
-        for pid, wtype, wevent, state in conn.execute(ACTIVITY_SQL):
-            role = self._role(int(str(pid)))
+            node.result.error = str(exc).strip()
+            node.conn = None
+            return
+        result = node.result
+        result.ticks += 1
+        value = res.get_value
+        for i in range(res.ntuples):
+            role = self._role(int(value(i, 0) or 0))
+            wtype = (value(i, 1) or b"").decode()
             if wtype:
-                self.result.waits[(role, str(wtype), str(wevent))] += 1
-            elif state == "active" or role != "backend":
-                self.result.waits[(role, "CPU", "running")] += 1
+                result.waits[(role, wtype, (value(i, 2) or b"").decode())] += 1
+            elif value(i, 3) == b"active" or role != "backend":
+                result.waits[(role, "CPU", "running")] += 1
             else:
-                self.result.waits[(role, "Client", "idle")] += 1
+                result.waits[(role, "Client", "idle")] += 1
 
-    def stop(self) -> ActivityResult:
+    def _replication(self, node: _Node, sql: str, t_s: float) -> None:
+        if node.conn is None:
+            return
+        try:
+            rows = node.conn.execute(sql, prepare=True).fetchall()
+        except psycopg.Error as exc:
+            node.result.error = str(exc).strip()
+            node.conn = None
+            return
+        for row in rows:
+            node.result.replication.append(
+                (t_s, str(row[0]), str(row[1]), _f(row[2]), _f(row[3]), _f(row[4]),
+                 _f(row[5])))
+
+    def stop(self) -> dict[str, ActivityResult]:
         self.stopping.set()
         self.join(timeout=10)
-        return self.result
+        return {n.name: n.result for n in self.nodes}
+
+
+def _check(res: pq.abc.PGresult, expected: pq.ExecStatus) -> pq.abc.PGresult:
+    if res.status != expected:
+        raise psycopg.OperationalError((res.error_message or b"").decode(errors="replace"))
+    return res
 
 
 def _f(value: object) -> float | None:

@@ -27,7 +27,7 @@ import psycopg
 from syncrep_lab.cluster import server
 from syncrep_lab.experiment.spec import Probes
 from syncrep_lab.probes import flamegraph, perfstat, sched
-from syncrep_lab.probes.activity import ActivityResult, NodeSampler
+from syncrep_lab.probes.activity import ActivityResult, ActivitySampler
 from syncrep_lab.probes.roles import NodeProcess
 from syncrep_lab.probes.tracker import ProcessTracker, TrackerResult
 
@@ -77,7 +77,7 @@ class RepeatProbes:
         self.perf: perfstat.PerfStat | None = None
         self.oncpu: flamegraph.OnCpuRecorder | None = None
         self.sched: sched.SchedRecorder | None = None
-        self.samplers: dict[str, NodeSampler] = {}
+        self.sampler: ActivitySampler | None = None
 
     def _skip(self, probe: str, reason: str) -> None:
         self.data.status[probe] = ("skipped", reason)
@@ -138,24 +138,22 @@ class RepeatProbes:
     def _start_samplers(self) -> None:
         hz = self.config.wait_events_hz
         if hz <= 0:
-            self._skip("activity", "turned off in the spec")
+            self._skip("activity", "turned off in the spec ([probes] wait_events_hz = 0)")
             return
-        roles = {p.pid: p.label for p in self.processes}
-        for node in self.nodes:
-            sampler = NodeSampler(
-                node.admin, dict(roles), hz=hz,
-                replication_hz=self.config.replication_hz if node.primary else 0.0,
-                version_num=self.version_num)
-            sampler.start()
-            self.samplers[node.name] = sampler
+        self.sampler = ActivitySampler(
+            [(n.name, n.admin, n.primary) for n in self.nodes],
+            {p.pid: p.label for p in self.processes}, hz=hz,
+            replication_hz=self.config.replication_hz, version_num=self.version_num)
+        self.sampler.start()
+        # Connected before pgbench starts, so its backends are never the samplers'.
+        self.sampler.connected.wait(timeout=15)
 
     def _role_of(self, pid: int) -> tuple[str, str] | None:
         return self.tracker.role_of(pid) if self.tracker is not None else None
 
     def stop(self) -> ProbeData:
         if self.tracker is not None:
-            self.tracker.ignore({s.backend_pid for s in self.samplers.values()
-                                 if s.backend_pid is not None})
+            self.tracker.ignore(self.sampler.backend_pids if self.sampler else set())
             proc = self.tracker.finish()
             if self.config.proc_hz > 0:
                 self.data.proc = proc
@@ -167,9 +165,8 @@ class RepeatProbes:
         counts = self._stop("perf", self.perf.stop if self.perf else None)
         self._stop("flamegraphs", self.oncpu.stop if self.oncpu else None)
         self._stop("sched", self.sched.stop if self.sched else None)
-        for name, sampler in self.samplers.items():
-            self.data.activity[name] = sampler.stop()
-        if self.samplers:
+        if self.sampler is not None:
+            self.data.activity = self.sampler.stop()
             errors = [f"{n}: {r.error}" for n, r in self.data.activity.items() if r.error]
             self.data.status["activity"] = (("failed", "; ".join(errors)) if errors
                                             else ("ran", None))

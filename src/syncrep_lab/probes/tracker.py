@@ -52,11 +52,11 @@ def read_sample(pid: int) -> ProcSample | None:
     fields = stat.rsplit(")", 1)[1].split()
     sample = ProcSample(int(fields[11]), int(fields[12]), cutime=int(fields[13]),
                         cstime=int(fields[14]))
-    for line in status.splitlines():
-        if line.startswith("voluntary_ctxt_switches:"):
-            sample.voluntary = int(line.split()[1])
-        elif line.startswith("nonvoluntary_ctxt_switches:"):
-            sample.involuntary = int(line.split()[1])
+    # The last two lines of status: "voluntary_ctxt_switches:\tN", "nonvoluntary...".
+    at = status.rfind("\nvoluntary_ctxt_switches:")
+    if at >= 0:
+        words = status[at:].split()
+        sample.voluntary, sample.involuntary = int(words[1]), int(words[3])
     return sample
 
 
@@ -143,6 +143,8 @@ class ProcessTracker(threading.Thread):
     def _poll_node(self, node: str, pm: int, *, born_during: bool) -> None:
         for pid in children(pm):
             known = self.tracked.get(pid)
+            if known is not None and not known.born_during:
+                continue  # read again at the end: processes of the node's own live on
             sample = read_sample(pid)
             if sample is None:
                 continue

@@ -1,0 +1,50 @@
+"""Run each spec here for real and keep its store as an SQL dump (text, diffable):
+the diagnosis tests read these instead of running a cluster.
+
+    .venv/bin/python tests/data/runs/refresh.py [NAME ...]
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def refresh(spec: Path) -> None:
+    out = Path(tempfile.mkdtemp(prefix="srl-fixture-", dir="/tmp"))
+    out.chmod(0o755)
+    try:
+        subprocess.run([sys.executable, "-m", "syncrep_lab", "run", str(spec), "--out",
+                        str(out / "run")], check=True, stdin=subprocess.DEVNULL)
+        db = sqlite3.connect(out / "run" / "syncrep-lab.sqlite")
+        try:
+            text = "\n".join(db.iterdump()) + "\n"
+        finally:
+            db.close()
+        (HERE / f"{spec.stem}.sql").write_text(text)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def load(name: str, folder: Path) -> Path:
+    """The stored run ``name`` as a run folder under ``folder``."""
+    run = folder / name
+    run.mkdir(parents=True)
+    db = sqlite3.connect(run / "syncrep-lab.sqlite")
+    try:
+        db.executescript((HERE / f"{name}.sql").read_text())
+    finally:
+        db.close()
+    return run
+
+
+if __name__ == "__main__":
+    names = sys.argv[1:] or [p.stem for p in sorted(HERE.glob("*.toml"))]
+    for name in names:
+        refresh(HERE / f"{name}.toml")

@@ -1,0 +1,114 @@
+"""The diagnosis rules on stored real runs (tests/data/runs: small runs of this
+machine kept as SQL dumps, refreshed by tests/data/runs/refresh.py), so each
+verdict is checked against figures real servers produced, without a cluster."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+from syncrep_lab.analysis import diagnosis
+from syncrep_lab.analysis.costs import run_costs
+from syncrep_lab.analysis.diagnosis import diagnose_run
+from syncrep_lab.experiment.store import Store
+
+from .conftest import cli
+from .data.runs.refresh import load
+
+
+def _verdicts(run: Path) -> dict[str, dict[str, dict[str, Any]]]:
+    return {c["label"]: {v["mechanism"]: v for v in c["verdicts"]} for c in diagnose_run(run)}
+
+
+def test_wakeup_bound_on_18(workdir: Path) -> None:
+    run = load("pg18-local-on", workdir)
+    cells = _verdicts(run)
+    on, local = cells["sc=on"], cells["sc=local"]
+    wake = on["commit-wait wake-up bound"]
+    assert wake["confidence"] in ("high", "medium")
+    evidence = wake["evidence"]
+    # Three independent witnesses of one mechanism: the walsender's kill() calls
+    # (perf), the kernel's wake-ups (scheduler trace), and where its CPU goes (stacks).
+    assert evidence["kill_per_commit"] > 0.5
+    assert evidence["backends_woken_per_commit"] > 0.3
+    assert evidence["walsender_cpu_share_releasing_waiters"] > 0
+    assert evidence["backend_syncrep_share"] > 0.05
+    assert "commit-wait wake-up bound" not in local
+    assert "per-wait epoll set-up" not in on
+    # Two cores shared by 8 clients, pgbench and three servers are saturated; the
+    # verdict carries how long a woken backend waits for a core.
+    cpu = on["CPU saturation"]
+    assert cpu["confidence"] in ("high", "medium")
+    assert cpu["evidence"]["cpus"] == 2
+    assert cpu["evidence"]["backend_run_queue_us_per_commit"] >= 0
+    res = cli("results", str(run), "--json")
+    assert res.returncode == 0, res.stderr
+    rows = {r["label"]: r for r in json.loads(res.stdout)}
+    assert rows["sc=on"]["limit"].split(" ", 1)[0] in ("high", "medium")
+    assert {v["mechanism"] for v in rows["sc=on"]["verdicts"]} == set(on)
+
+
+def test_epoll_setup_on_96(workdir: Path) -> None:
+    cells = _verdicts(load("pg96-on", workdir))
+    on = cells["pg=9.6"]
+    epoll = on["per-wait epoll set-up"]
+    assert epoll["evidence"]["epoll_create1_per_commit"] > 0.5
+    assert "no wait event" in on["commit-wait wake-up bound"]["summary"]
+    # 9.6 reports no lags in pg_stat_replication: that rule says it cannot judge.
+    assert on["network or standby flush/apply bound"]["confidence"] == "unknown"
+
+
+def test_without_perf_cpu_comes_from_proc(workdir: Path) -> None:
+    run = load("pg18-proc-only", workdir)
+    on = _verdicts(run)["sc=on"]
+    wake = on["commit-wait wake-up bound"]
+    assert wake["confidence"] == "unknown"
+    assert "turned off" in wake["summary"]
+    # CPU per role is still known, from /proc, and the saturation rule uses it.
+    assert on["CPU saturation"]["confidence"] in ("high", "medium")
+    roles = {(r["node"], r["role"]): r for r in run_costs(run)[0]["roles"]}
+    assert roles[("primary", "backend")]["cpu_source"] == "proc"
+    assert roles[("primary", "backend")]["cpu_us_per_commit"]["mean"] > 0
+    res = cli("costs", str(run))
+    assert res.returncode == 0, res.stderr
+    assert "(/proc)" in res.stdout
+
+
+def _facts(run: Path, label: str) -> diagnosis.CellFacts:
+    store = Store(run, create=False)
+    try:
+        cell = next(c for c in store.cells(int(store.run()["id"])) if c["label"] == label)
+        return diagnosis.cell_facts(store, cell, 2)
+    finally:
+        store.close()
+
+
+def test_standby_and_network_rule(workdir: Path) -> None:
+    """The rule's branches, on a real cell's figures with the standby side changed."""
+    facts = _facts(load("pg18-local-on", workdir), "sc=on")
+    assert facts.latency_ms is not None
+    sync = [r for r in facts.replication if r["states"] == "sync"]
+    assert [r["standby"] for r in sync] == ["b"]
+    base = dict(sync[0])
+    slow = {**base, "flush_ms": 0.9 * facts.latency_ms}
+    waits = dict(facts.waits)
+    # The standby's walreceiver busy flushing: standby flush bound.
+    waits[("b", "walreceiver")] = {"IO:WalSync": 0.7, "Activity:WalReceiverMain": 0.3}
+    v = diagnosis.rule_standby_or_network(dataclasses.replace(
+        facts, replication=[slow], waits=waits))
+    assert v is not None and v.confidence == "high" and "flushing" in v.summary
+    # Both ends idle, waiting for each other: the time is on the wire.
+    waits[("b", "walreceiver")] = {"Activity:WalReceiverMain": 0.9}
+    waits[("primary", "walsender:b")] = {"Activity:WalSenderMain": 0.9}
+    v = diagnosis.rule_standby_or_network(dataclasses.replace(
+        facts, replication=[slow], waits=waits))
+    assert v is not None and "on the wire" in v.summary
+    # A lag that is a small part of the commit: not this mechanism.
+    quick = {**base, "flush_ms": 0.1 * facts.latency_ms}
+    assert diagnosis.rule_standby_or_network(dataclasses.replace(
+        facts, replication=[quick], waits=waits)) is None
+    # Under local, no standby is waited for.
+    assert diagnosis.rule_standby_or_network(dataclasses.replace(
+        facts, synchronous_commit="local")) is None
