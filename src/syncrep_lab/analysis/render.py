@@ -52,6 +52,8 @@ def print_costs(cells: list[dict[str, Any]], console: Console) -> None:
                 table.add_column(SHORT.get(col, col), justify="left" if left else "right",
                                  no_wrap=left, min_width=12 if col == "role" else None)
             for r in cell["roles"]:
+                if not (r["cpu_us_per_commit"]["mean"] or r["sched"]):
+                    continue  # idle all repeat: nothing to show
                 sc = r["syscalls_per_commit"]
                 sd = r["sched"]
                 sched_cells = [_fmt(sd[k]) if k in sd else "-" for k in
@@ -70,9 +72,13 @@ def print_costs(cells: list[dict[str, Any]], console: Console) -> None:
                 f"{escape(w['wakee_node'])} {escape(w['wakee_role'])} "
                 f"{_fmt(w['per_commit'], 2)}" for w in wakes[:8]), soft_wrap=True)
         for g in cell.get("flamegraphs", []):
-            hottest = sorted(g["frames"], key=lambda f: -f["self"])[:4]
-            top = "hottest: " + ", ".join(f"{escape(f['frame'])} {100 * f['self']:.0f} %"
-                                          for f in hottest if f["self"] > 0)
+            # Where the role's CPU goes in its own code (PostgreSQL, pgbench): functions by
+            # inclusive share, leaving out the kernel's and the near-root frames
+            # every stack of the role shares.
+            hottest = [f for f in g["frames"] if not f["frame"].endswith("_[k]")
+                       and f["inclusive"] < 0.95][:4]
+            top = "in user space: " + ", ".join(
+                f"{escape(f['frame'])} {100 * f['inclusive']:.0f} %" for f in hottest)
             console.print(f"  flame graph {escape(g['node'])} {escape(g['role'])} "
                           f"({g['cpu_us'] / 1e3:,.0f} ms on CPU): {escape(g['svg'])}"
                           + (f"; {top}" if hottest else ""), soft_wrap=True)
