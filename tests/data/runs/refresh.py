@@ -13,6 +13,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from syncrep_lab.experiment.store import DB_NAME, Store
+
 HERE = Path(__file__).resolve().parent
 
 
@@ -22,21 +24,27 @@ def refresh(spec: Path) -> None:
     try:
         subprocess.run([sys.executable, "-m", "syncrep_lab", "run", str(spec), "--out",
                         str(out / "run")], check=True, stdin=subprocess.DEVNULL)
-        db = sqlite3.connect(out / "run" / "syncrep-lab.sqlite")
-        try:
-            text = "\n".join(db.iterdump()) + "\n"
-        finally:
-            db.close()
-        (HERE / f"{spec.stem}.sql").write_text(text)
+        dump(out / "run" / "syncrep-lab.sqlite", HERE / f"{spec.stem}.sql")
     finally:
         shutil.rmtree(out, ignore_errors=True)
+
+
+def dump(db_path: Path, sql: Path) -> None:
+    """The rows only: the schema is the store's own, made when the run is loaded."""
+    db = sqlite3.connect(db_path)
+    try:
+        rows = [s for s in db.iterdump()
+                if s.startswith("INSERT INTO") and not s.startswith('INSERT INTO "meta"')]
+    finally:
+        db.close()
+    sql.write_text("\n".join(rows) + "\n")
 
 
 def load(name: str, folder: Path) -> Path:
     """The stored run ``name`` as a run folder under ``folder``."""
     run = folder / name
-    run.mkdir(parents=True)
-    db = sqlite3.connect(run / "syncrep-lab.sqlite")
+    Store(run, create=True).close()
+    db = sqlite3.connect(run / DB_NAME)
     try:
         db.executescript((HERE / f"{name}.sql").read_text())
     finally:
