@@ -107,6 +107,11 @@ synchronous_commit = ["local", "on"]
 [run]
 repeats_min = 1
 repeats_max = 1
+
+[probes]
+# A 2 s repeat gives the walsender only a few dozen stack samples at the default
+# 99 Hz; ten times that makes the stack assertions below hold every time.
+flame_hz = 997
 """
 
 
