@@ -40,7 +40,9 @@ def cluster_version(store: Store, cell: Any) -> str:
 
 def cell_costs(store: Store, cell_id: int) -> dict[str, Any]:
     """Per-commit costs and wait shares of one cell, over its repeats."""
-    repeats = {int(r["id"]): int(r["transactions"]) for r in store.repeats(cell_id)}
+    stored = store.repeats(cell_id)
+    repeats = {int(r["id"]): int(r["transactions"]) for r in stored}
+    tps = {int(r["id"]): float(r["tps"]) for r in stored}
     per: dict[tuple[str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     probe_status: dict[str, set[str]] = defaultdict(set)
     for row in store.db.execute(
@@ -70,7 +72,6 @@ def cell_costs(store: Store, cell_id: int) -> dict[str, Any]:
         figures["proc:system_us"].append(1000.0 * row["system_ms"] / commits)
         figures["proc:voluntary_cs"].append(row["voluntary_cs"] / commits)
         figures["proc:involuntary_cs"].append(row["involuntary_cs"] / commits)
-    tps = {int(r["id"]): float(r["tps"]) for r in store.repeats(cell_id)}
     for row in store.db.execute(f"select * from sched_roles where repeat_id in ({marks})",
                                 tuple(repeats)):
         # The scheduler trace covers the first seconds of the repeat: commits in
