@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,11 @@ from syncrep_lab.measure.stats import mean_ci
 
 KEY_SYSCALLS = ("epoll_create1", "epoll_ctl", "epoll_wait", "epoll_pwait", "kill", "futex",
                 "read", "write", "sendto", "recvfrom", "fdatasync", "close")
+
+
+def _marks(ids: Collection[int]) -> str:
+    """The placeholders of an SQL ``in (...)`` over these repeat ids."""
+    return ",".join("?" * len(ids))
 
 
 def _ci(values: list[float]) -> dict[str, float | None]:
@@ -46,12 +52,12 @@ def cell_costs(store: Store, cell_id: int) -> dict[str, Any]:
     per: dict[tuple[str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     probe_status: dict[str, set[str]] = defaultdict(set)
     for row in store.db.execute(
-            f"select * from probes where repeat_id in ({','.join('?' * len(repeats))})",
+            f"select * from probes where repeat_id in ({_marks(repeats)})",
             tuple(repeats)):
         probe_status[row["probe"]].add(row["status"] + (f": {row['reason']}"
                                                           if row["reason"] else ""))
     for row in store.db.execute(
-            f"select * from costs where repeat_id in ({','.join('?' * len(repeats))})",
+            f"select * from costs where repeat_id in ({_marks(repeats)})",
             tuple(repeats)):
         commits = repeats[int(row["repeat_id"])]
         if commits <= 0:
@@ -61,9 +67,8 @@ def cell_costs(store: Store, cell_id: int) -> dict[str, Any]:
         figures["context_switches"].append(row["context_switches"] / commits)
         for name, n in json.loads(row["syscalls_json"]).items():
             figures[f"syscall:{name}"].append(n / commits)
-    marks = ",".join("?" * len(repeats))
-    for row in store.db.execute(f"select * from proc_costs where repeat_id in ({marks})",
-                                tuple(repeats)):
+    for row in store.db.execute(
+            f"select * from proc_costs where repeat_id in ({_marks(repeats)})", tuple(repeats)):
         commits = repeats[int(row["repeat_id"])]
         if commits <= 0:
             continue
@@ -72,8 +77,8 @@ def cell_costs(store: Store, cell_id: int) -> dict[str, Any]:
         figures["proc:system_us"].append(1000.0 * row["system_ms"] / commits)
         figures["proc:voluntary_cs"].append(row["voluntary_cs"] / commits)
         figures["proc:involuntary_cs"].append(row["involuntary_cs"] / commits)
-    for row in store.db.execute(f"select * from sched_roles where repeat_id in ({marks})",
-                                tuple(repeats)):
+    for row in store.db.execute(
+            f"select * from sched_roles where repeat_id in ({_marks(repeats)})", tuple(repeats)):
         # The scheduler trace covers the first seconds of the repeat: commits in
         # that window are estimated from the repeat's own TPS.
         commits_traced = tps[int(row["repeat_id"])] * float(row["duration_s"])
@@ -113,7 +118,7 @@ def cell_costs(store: Store, cell_id: int) -> dict[str, Any]:
     totals: dict[tuple[str, str], int] = defaultdict(int)
     for row in store.db.execute(
             f"select node, role, wait_type, wait_event, sum(samples) as n from waits "
-            f"where repeat_id in ({','.join('?' * len(repeats))}) "
+            f"where repeat_id in ({_marks(repeats)}) "
             f"group by node, role, wait_type, wait_event", tuple(repeats)):
         waits[(row["node"], row["role"])][f"{row['wait_type']}:{row['wait_event']}"] = row["n"]
         totals[(row["node"], row["role"])] += row["n"]
@@ -135,8 +140,7 @@ def _wakeups(store: Store, tps: dict[int, float]) -> list[dict[str, Any]]:
     if not tps:
         return []
     per: dict[tuple[str, str, str, str], list[float]] = defaultdict(list)
-    marks = ",".join("?" * len(tps))
-    rows = store.db.execute(f"select * from wakeups where repeat_id in ({marks})",
+    rows = store.db.execute(f"select * from wakeups where repeat_id in ({_marks(tps)})",
                             tuple(tps)).fetchall()
     traced = {int(r["repeat_id"]) for r in rows}
     for row in rows:
@@ -156,10 +160,10 @@ def _flamegraphs(store: Store, repeat_ids: list[int]) -> list[dict[str, Any]]:
     """Each role's flame graph (the last probed repeat's) and where its CPU goes."""
     if not repeat_ids:
         return []
-    marks = ",".join("?" * len(repeat_ids))
     graphs = store.db.execute(
         f"select * from flamegraphs where repeat_id = (select max(repeat_id) from flamegraphs "
-        f"where repeat_id in ({marks})) order by node, role", tuple(repeat_ids)).fetchall()
+        f"where repeat_id in ({_marks(repeat_ids)})) order by node, role",
+        tuple(repeat_ids)).fetchall()
     out = []
     for g in graphs:
         frames = store.db.execute(
@@ -178,10 +182,9 @@ def _flamegraphs(store: Store, repeat_ids: list[int]) -> list[dict[str, Any]]:
 def _numa(store: Store, repeat_ids: list[int]) -> list[dict[str, Any]]:
     if not repeat_ids:
         return []
-    marks = ",".join("?" * len(repeat_ids))
     rows = store.db.execute(
         f"select node, role, phase, numa_node, avg(pages) as pages from numa_pages "
-        f"where repeat_id in ({marks}) group by node, role, phase, numa_node "
+        f"where repeat_id in ({_marks(repeat_ids)}) group by node, role, phase, numa_node "
         f"order by node, role, phase, numa_node", tuple(repeat_ids)).fetchall()
     return [dict(r) for r in rows]
 
@@ -205,9 +208,8 @@ def _latency_breakdown(store: Store, repeat_ids: list[int],
     if not shares or not repeat_ids:
         return None
     total = sum(shares.values())
-    marks = ",".join("?" * len(repeat_ids))
     row = store.db.execute(
-        f"select avg(lat_mean_ms) from repeats where id in ({marks}) and id in "
+        f"select avg(lat_mean_ms) from repeats where id in ({_marks(repeat_ids)}) and id in "
         f"(select repeat_id from waits)", tuple(repeat_ids)).fetchone()
     if row is None or row[0] is None or total <= 0:
         return None
@@ -225,14 +227,13 @@ def _latency_breakdown(store: Store, repeat_ids: list[int],
 def _replication(store: Store, repeat_ids: list[int]) -> list[dict[str, Any]]:
     if not repeat_ids:
         return []
-    marks = ",".join("?" * len(repeat_ids))
     rows = store.db.execute(
         f"select standby, group_concat(distinct sync_state) as states, count(*) as n, "
         f"avg(write_lag_ms) as write_ms, avg(flush_lag_ms) as flush_ms, "
         f"max(flush_lag_ms) as flush_max_ms, avg(replay_lag_ms) as replay_ms, "
         f"max(replay_lag_ms) as replay_max_ms, avg(flush_lag_bytes) as flush_bytes, "
         f"max(flush_lag_bytes) as flush_max_bytes from replication_samples "
-        f"where repeat_id in ({marks}) group by standby order by standby",
+        f"where repeat_id in ({_marks(repeat_ids)}) group by standby order by standby",
         tuple(repeat_ids)).fetchall()
     return [dict(r) for r in rows]
 
