@@ -285,10 +285,17 @@ def _print_results_and_verdicts(out_dir: Path, rows: list[dict[str, Any]],
 def _finish(out_dir: Path) -> None:
     """What `run` prints at the end: results, verdicts, and the exit status."""
     from syncrep_lab.analysis.diagnosis import diagnose_run
-    from syncrep_lab.experiment.results import cell_rows
+    from syncrep_lab.report.html import write_report
+    from syncrep_lab.report.model import cell_summaries
 
-    rows = cell_rows(out_dir)
+    rows = cell_summaries(out_dir)
     _print_results_and_verdicts(out_dir, rows, diagnose_run(out_dir))
+    try:
+        out.print(f"report: {escape(str(write_report(out_dir)))}")
+    except Exception as exc:  # the figures are stored: a page that failed loses no run
+        cause = exc.cause if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"
+        err.print(f"[yellow]no report:[/] {escape(cause)}; retry with: syncrep-lab report "
+                  f"{escape(str(out_dir))}", soft_wrap=True)
     failed = [r for r in rows if r["status"] == "failed"]
     if failed:
         err.print(f"[red]{len(failed)} of {len(rows)} cells failed[/] (their errors are in "
@@ -301,24 +308,44 @@ def _finish(out_dir: Path) -> None:
 @click.option("--json", "as_json", is_flag=True)
 @click.option("--csv", "as_csv", is_flag=True)
 def results(run_dir: Path | None, as_json: bool, as_csv: bool) -> None:
-    """One row per cell: mean TPS with its confidence interval, latencies, repeats used."""
-    from syncrep_lab.analysis.diagnosis import diagnose_run, leading_verdict
-    from syncrep_lab.experiment.results import cell_rows, write_csv
+    """One row per cell: mean TPS with its confidence interval, latencies, repeats used,
+    the leading verdict and the largest cost per commit."""
+    from syncrep_lab.analysis.diagnosis import diagnose_run
+    from syncrep_lab.experiment.results import write_csv
+    from syncrep_lab.report.model import cell_summaries
 
     folder = run_dir or _latest_run()
-    rows = cell_rows(folder)
-    cells = diagnose_run(folder)
-    verdicts = {c["idx"]: c["verdicts"] for c in cells}
-    for row in rows:
-        row["verdicts"] = verdicts.get(row["idx"], [])
-        lead = leading_verdict(row["verdicts"])
-        row["limit"] = f"{lead['confidence']} {lead['mechanism']}" if lead else ""
+    rows = cell_summaries(folder)
     if as_json:
         click.echo(json.dumps(rows, indent=2))
     elif as_csv:
         write_csv(rows, sys.stdout)
     else:
-        _print_results_and_verdicts(folder, rows, cells)
+        _print_results_and_verdicts(folder, rows, diagnose_run(folder))
+
+
+@cli.command()
+@click.argument("run_dir", required=False, type=click.Path(path_type=Path))
+@click.option("--out", "out_file", type=click.Path(path_type=Path), default=None,
+              help="Where to write the page (default RUN/report.html).")
+@click.option("--cell", "cell", type=int, default=None,
+              help="The cell whose timeline and flame graphs are shown (its #; default the "
+                   "fastest cell whose commits waited for a standby).")
+@click.option("--json", "as_json", is_flag=True, help="Print the report's data instead.")
+def report(run_dir: Path | None, out_file: Path | None, cell: int | None,
+           as_json: bool) -> None:
+    """Write the self-contained HTML report of a run (plots, verdict, costs, the seed
+    side by side); it works offline and can be rebuilt at any time."""
+    folder = run_dir or _latest_run()
+    if as_json:
+        from syncrep_lab.report.model import report_data
+
+        click.echo(json.dumps(report_data(folder, cell), indent=2, default=str))
+        return
+    from syncrep_lab.report.html import write_report
+
+    path = write_report(folder, out_file, cell)
+    out.print(f"report written to {escape(str(path))}")
 
 
 @cli.command()
@@ -374,6 +401,27 @@ def scaling_cmd(run_dir: Path | None, as_json: bool) -> None:
         click.echo(json.dumps(series, indent=2))
     else:
         print_scaling(series, out)
+
+
+@cli.command("compare")
+@click.argument("run_a", type=click.Path(path_type=Path))
+@click.argument("run_b", type=click.Path(path_type=Path))
+@click.option("--force", is_flag=True,
+              help="Compare even if the runs were made on machines that differ.")
+@click.option("--top", type=int, default=10, show_default=True,
+              help="How many of the per-commit costs that changed most to show per cell.")
+@click.option("--json", "as_json", is_flag=True, help="Print the comparison's data as JSON.")
+def compare_cmd(run_a: Path, run_b: Path, force: bool, top: int, as_json: bool) -> None:
+    """Run B against run A, cell by matching cell: TPS and latency ratios with 95 % CI and
+    Welch's t-test, and the per-commit costs that changed most."""
+    from syncrep_lab.analysis.compare import compare_runs
+    from syncrep_lab.analysis.render import print_compare
+
+    data = compare_runs(run_a, run_b, force=force, top=top)
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+    else:
+        print_compare(data, out)
 
 
 # --- clean ------------------------------------------------------------------------

@@ -44,18 +44,10 @@ def cluster_version(store: Store, cell: Any) -> str:
     return str(row["version"]) if row and row["version"] else ""
 
 
-def cell_costs(store: Store, cell_id: int) -> dict[str, Any]:
-    """Per-commit costs and wait shares of one cell, over its repeats."""
-    stored = store.repeats(cell_id)
-    repeats = {int(r["id"]): int(r["transactions"]) for r in stored}
-    tps = {int(r["id"]): float(r["tps"]) for r in stored}
+def _role_figures(store: Store, repeats: dict[int, int], tps: dict[int, float]
+                  ) -> dict[tuple[str, str], dict[str, list[float]]]:
+    """Per node and role, each figure's per-commit values, one per repeat that has it."""
     per: dict[tuple[str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    probe_status: dict[str, set[str]] = defaultdict(set)
-    for row in store.db.execute(
-            f"select * from probes where repeat_id in ({_marks(repeats)})",
-            tuple(repeats)):
-        probe_status[row["probe"]].add(row["status"] + (f": {row['reason']}"
-                                                          if row["reason"] else ""))
     for row in store.db.execute(
             f"select * from costs where repeat_id in ({_marks(repeats)})",
             tuple(repeats)):
@@ -90,24 +82,61 @@ def cell_costs(store: Store, cell_id: int) -> dict[str, Any]:
         figures["sched:sleep_us"].append(1000.0 * row["sleep_ms"] / commits_traced)
         figures["sched:runq_us"].append(1000.0 * row["runq_ms"] / commits_traced)
         figures["sched:wakeups_received"].append(row["wakeups_received"] / commits_traced)
+    return per
+
+
+def _cpu_values(figures: dict[str, list[float]]) -> tuple[str, list[float], list[float]]:
+    """Where a role's CPU figures come from (perf, else /proc), and its per-repeat CPU µs
+    and context switches per commit."""
+    if figures["cpu_us"]:
+        return "perf", figures["cpu_us"], figures["context_switches"]
+    cpu = [u + s for u, s in zip(figures["proc:user_us"], figures["proc:system_us"],
+                                 strict=True)]
+    switches = [v + i for v, i in zip(figures["proc:voluntary_cs"],
+                                      figures["proc:involuntary_cs"], strict=True)]
+    return ("proc" if cpu else "none"), cpu, switches
+
+
+def _cell_repeats(store: Store, cell_id: int) -> tuple[dict[int, int], dict[int, float]]:
+    stored = store.repeats(cell_id)
+    return ({int(r["id"]): int(r["transactions"]) for r in stored},
+            {int(r["id"]): float(r["tps"]) for r in stored})
+
+
+def role_values(store: Store, cell_id: int) -> list[dict[str, Any]]:
+    """Per node and role, the per-repeat values behind :func:`cell_costs`'s intervals
+    (CPU µs, context switches and each system call per commit), for tests between
+    cells that need the spread, not only the mean."""
+    repeats, tps = _cell_repeats(store, cell_id)
+    out = []
+    for (node, role), figures in sorted(_role_figures(store, repeats, tps).items()):
+        source, cpu, switches = _cpu_values(figures)
+        out.append({"node": node, "role": role, "cpu_source": source,
+                    "cpu_us_per_commit": cpu, "context_switches_per_commit": switches,
+                    "syscalls_per_commit": {k.removeprefix("syscall:"): v
+                                            for k, v in figures.items()
+                                            if k.startswith("syscall:")}})
+    return out
+
+
+def cell_costs(store: Store, cell_id: int) -> dict[str, Any]:
+    """Per-commit costs and wait shares of one cell, over its repeats."""
+    repeats, tps = _cell_repeats(store, cell_id)
+    probe_status: dict[str, set[str]] = defaultdict(set)
+    for row in store.db.execute(
+            f"select * from probes where repeat_id in ({_marks(repeats)})",
+            tuple(repeats)):
+        probe_status[row["probe"]].add(row["status"] + (f": {row['reason']}"
+                                                          if row["reason"] else ""))
+    per = _role_figures(store, repeats, tps)
     roles = []
     for (node, role), figures in sorted(per.items()):
         syscalls = {k.removeprefix("syscall:"): _ci(v) for k, v in figures.items()
                     if k.startswith("syscall:")}
         entry: dict[str, Any] = {"node": node, "role": role}
-        if figures["cpu_us"]:
-            entry.update({"cpu_source": "perf", "cpu_us_per_commit": _ci(figures["cpu_us"]),
-                          "context_switches_per_commit": _ci(figures["context_switches"]),
-                          "repeats": len(figures["cpu_us"])})
-        else:
-            cpu = [u + s for u, s in zip(figures["proc:user_us"], figures["proc:system_us"],
-                                         strict=True)]
-            switches = [v + i for v, i in zip(figures["proc:voluntary_cs"],
-                                              figures["proc:involuntary_cs"], strict=True)]
-            entry.update({"cpu_source": "proc" if cpu else "none",
-                          "cpu_us_per_commit": _ci(cpu),
-                          "context_switches_per_commit": _ci(switches),
-                          "repeats": len(cpu)})
+        source, cpu, switches = _cpu_values(figures)
+        entry.update({"cpu_source": source, "cpu_us_per_commit": _ci(cpu),
+                      "context_switches_per_commit": _ci(switches), "repeats": len(cpu)})
         entry["syscalls_per_commit"] = syscalls
         entry["proc"] = {k.removeprefix("proc:") + "_per_commit": _ci(v)
                          for k, v in figures.items() if k.startswith("proc:") and v}

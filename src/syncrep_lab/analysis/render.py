@@ -169,3 +169,104 @@ def print_scaling(series: list[dict[str, Any]], console: Console) -> None:
                       and r["high"] is not None else "")
                 parts.append(f"{r['clients']} clients {r['ratio']:.2f}{ci}")
             console.print(f"  {level} / local: " + "; ".join(parts), soft_wrap=True)
+
+
+VERDICT_STYLE = {"B faster, significant": "bold green", "B slower, significant": "bold red",
+                 "B higher, significant": "bold", "B lower, significant": "bold"}
+
+
+def _value(side: dict[str, Any], unit: str) -> str:
+    mean = side["mean"]
+    if mean is None:
+        return "-"
+    text = f"{mean:,.0f}" if unit == "tps" else f"{mean:.3f}" if unit == "ms" else f"{mean:.3g}"
+    return f"{text} (n={side['n']})"
+
+
+def _ratio(fig: dict[str, Any]) -> str:
+    if fig["ratio"] is None:
+        # A per-commit figure that was 0 in A: B's calls are new, there is no ratio.
+        return "new in B" if (fig["b"]["mean"] or 0) > 0 else "-"
+    if fig["ratio_low"] is None or fig["ratio_high"] is None:
+        return f"{fig['ratio']:.2f}"
+    return f"{fig['ratio']:.2f} [{fig['ratio_low']:.2f}, {fig['ratio_high']:.2f}]"
+
+
+def _p(fig: dict[str, Any]) -> str:
+    return "-" if fig["test"] is None else f"{fig['test']['p_value']:.3g}"
+
+
+def _styled_verdict(verdict: str) -> str:
+    style = VERDICT_STYLE.get(verdict, "dim" if verdict.startswith("too few") else "")
+    return f"[{style}]{escape(verdict)}[/]" if style else escape(verdict)
+
+
+def _key_text(key: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in key.items()) or "the only cell"
+
+
+def print_compare(data: dict[str, Any], console: Console) -> None:
+    """Run B against run A: the header, a table per matched cell, the costs that moved."""
+    a, b = data["a"], data["b"]
+    for name, side in (("A", a), ("B", b)):
+        console.print(f"[bold]{name}[/]: {escape(str(side['run']))} in {escape(side['folder'])}"
+                      f" (started {escape(str(side['started_at']))}, {escape(str(side['status']))}"
+                      f", PostgreSQL {escape(', '.join(side['versions']) or '?')})",
+                      soft_wrap=True)
+    dims = "; ".join(f"{escape(d['label'])} {escape(str(d['a']))} → {escape(str(d['b']))}"
+                     for d in data["dimensions"])
+    console.print(f"compared: {dims or 'nothing differs between the runs'}; cells matched on "
+                  f"{escape(', '.join(data['matched_on']) or 'nothing (one cell a side)')}",
+                  soft_wrap=True)
+    for diff in data["machine_differences"]:
+        console.print(f"[yellow]warning: the machines differ ({escape(diff)}): figures may "
+                      "differ for that reason alone[/]", soft_wrap=True)
+    for pair in data["pairs"]:
+        table = Table(title=f"{escape(_key_text(pair['key']))}: A cell {pair['a']['idx']} "
+                      f"{escape(pair['a']['label'])} vs B cell {pair['b']['idx']} "
+                      f"{escape(pair['b']['label'])}", title_justify="left")
+        for col in ("figure", "A", "B", "B/A [95% CI]", "p", "verdict"):
+            table.add_column(col, justify="left" if col in ("figure", "verdict") else "right")
+        for fig in pair["figures"]:
+            unit = "" if fig["unit"] == "tps" else f" ({fig['unit']})"
+            table.add_row(escape(fig["figure"] + unit), _value(fig["a"], fig["unit"]),
+                          _value(fig["b"], fig["unit"]), _ratio(fig), _p(fig),
+                          _styled_verdict(fig["verdict"]))
+        console.print(table)
+        console.print(f"  [bold]{escape(pair['summary'])}[/]", soft_wrap=True)
+        costs = pair["costs"]
+        if not costs["top"]:
+            console.print("  no per-commit cost changed" if costs["compared"] else
+                          "  no per-commit costs on both sides (probes skipped or not run)",
+                          soft_wrap=True)
+            continue
+        ct = Table(title=f"per-commit costs that changed most ({len(costs['top'])} of "
+                   f"{costs['compared']}; ranked by |log B/A|)", title_justify="left")
+        for col in ("node", "role", "per commit", "A", "B", "B/A", "B-A", "p", "verdict"):
+            ct.add_column(col, justify="left" if col in ("node", "role", "per commit",
+                                                         "verdict") else "right")
+        for c in costs["top"]:
+            ct.add_row(escape(c["node"]), escape(c["role"]), escape(c["figure"]),
+                       f"{c['a']['mean']:.3g}", f"{c['b']['mean']:.3g}",
+                       "new in B" if c["ratio"] is None else
+                       "gone in B" if c["b"]["mean"] == 0 else f"{c['ratio']:.3g}",
+                       f"{c['difference']:+.3g}", _p(c), _styled_verdict(c["verdict"]))
+        console.print(ct)
+        if any(c["test"] is None for c in costs["top"]):
+            # Costs come from the probed repeats only, which are usually one per cell.
+            console.print("  [dim]p: Welch's t needs 2 values a side; per-commit costs come "
+                          "from probed repeats only (\\[probes] probed_repeats = 2 or more in "
+                          "the spec gives them a test)[/]", soft_wrap=True)
+        for note in costs["notes"]:
+            console.print(f"  [dim]{escape(note)}[/]", soft_wrap=True)
+    for name in ("a", "b"):
+        for cell in data["unmatched"][name]:
+            console.print(f"[dim]unmatched in {name.upper()}: cell {cell['idx']} "
+                          f"{escape(cell['label'])} ({escape(_key_text(cell['key']))})[/]",
+                          soft_wrap=True)
+        for cell in data["not_done"][name]:
+            console.print(f"[dim]not compared, {escape(str(cell['status']))} in "
+                          f"{name.upper()}: cell {cell['idx']} {escape(cell['label'])}[/]",
+                          soft_wrap=True)
+    if not data["pairs"]:
+        console.print("[yellow]no cell of A matches one of B: nothing to compare[/]")

@@ -43,10 +43,20 @@ def write_csv(rows: list[dict[str, Any]], out: IO[str]) -> None:
     axes = sorted({k for r in rows for k in r["axes"]})
     writer = csv.writer(out)
     limit = ["limit"] if any("limit" in r for r in rows) else []
-    writer.writerow([*axes, *COLUMNS, *limit])
+    top = ["top_cpu_per_commit"] if any("top_cost" in r for r in rows) else []
+    writer.writerow([*axes, *COLUMNS, *limit, *top])
     for r in rows:
         writer.writerow([*(r["axes"].get(a, "") for a in axes), *(r[c] for c in COLUMNS),
-                         *(r.get(c, "") for c in limit)])
+                         *(r.get(c, "") for c in limit),
+                         *(top_cost_text(r.get("top_cost")) for _ in top)])
+
+
+def top_cost_text(top: dict[str, Any] | None) -> str:
+    """'primary backend 257 µs': the role whose CPU per commit is the largest."""
+    if not top:
+        return "-"
+    source = " (/proc)" if top.get("source") == "proc" else ""
+    return f"{top['node']} {top['role']} {top['cpu_us']:,.0f} µs{source}"
 
 
 def _num(value: float | None, fmt: str = "{:,.0f}") -> str:
@@ -57,22 +67,25 @@ def print_results(folder: Path, rows: list[dict[str, Any]],
                   console: Console | None = None) -> None:
     console = console or make_console()
     table = Table(title=f"results of {folder}", title_justify="left")
+    costs = any(r.get("top_cost") for r in rows)
     for col, justify in (("#", "right"), ("cell", "left"), ("TPS", "right"),
                          ("± 95% CI", "right"), ("repeats", "right"), ("mean ms", "right"),
-                         ("p50 ms", "right"), ("p99 ms", "right"), ("p99.9 ms", "right")):
-        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+                         ("p50 ms", "right"), ("p99 ms", "right"), ("p99.9 ms", "right"),
+                         *((("top CPU per commit", "left"),) if costs else ())):
+        table.add_column(col, justify=justify)
     for r in rows:
         if r["status"] != "done":
             note = r["error"] or r["status"]
             table.add_row(str(r["idx"]), escape(r["label"]), f"[red]{r['status']}[/]", "",
                           str(r["repeats"]), escape(note.splitlines()[0][:60]) if note else "",
-                          "", "", "")
+                          "", "", "", *([""] if costs else []))
             continue
         ci = "-" if r["tps_ci_rel"] is None else f"{100 * r['tps_ci_rel']:.1f} %"
         reps = f"{r['repeats']}" + ("" if r["stop_reason"] == "ci" else " (max)")
         table.add_row(str(r["idx"]), escape(r["label"]), _num(r["tps_mean"]), ci, reps,
                       _num(r["lat_mean_ms"], "{:.3f}"), _num(r["lat_p50_ms"], "{:.3f}"),
-                      _num(r["lat_p99_ms"], "{:.3f}"), _num(r["lat_p999_ms"], "{:.3f}"))
+                      _num(r["lat_p99_ms"], "{:.3f}"), _num(r["lat_p999_ms"], "{:.3f}"),
+                      *([top_cost_text(r.get("top_cost"))] if costs else []))
     console.print(table)
     maxed = sum(1 for r in rows if r["status"] == "done" and r["stop_reason"] != "ci")
     if maxed:

@@ -34,7 +34,9 @@ def unavailable_reason() -> str | None:
     if reason is not None:
         return reason
     if not any(p.is_dir() for p in TRACEFS):
-        return "the kernel exposes no syscall tracepoints (no tracefs events/syscalls)"
+        return ("the kernel exposes no syscall tracepoints (no tracefs events/syscalls; "
+                "fix: as root, mount -t tracefs nodev /sys/kernel/tracing, which ./run setup "
+                "does)")
     return None
 
 

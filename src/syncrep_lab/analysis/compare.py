@@ -1,0 +1,294 @@
+"""A/B comparison of two runs: which cells correspond, how their TPS and latency
+differ (ratio with a confidence interval, Welch's t-test), and which per-commit
+costs changed most. Pure functions over the two stores: nothing here runs
+anything, and everything returned is plain JSON-able data.
+
+Cells are matched by their axes. The *compared dimensions* are the parameters
+that are constant within each run and differ between them (the server version,
+a settings set, a client count); every other axis of either run must agree for
+two cells to be a pair. So the same spec run once on 9.6 and once on 18 pairs
+up cell by cell, and the pairs differ only in what the comparison is about.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tomllib
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from syncrep_lab.analysis.costs import cluster_version, role_values
+from syncrep_lab.errors import UserError
+from syncrep_lab.experiment.machine import comparable
+from syncrep_lab.experiment.store import Store
+from syncrep_lab.measure.stats import mean_ci, ratio_ci, welch_t
+
+ALPHA = 0.05
+TOP = 10
+
+# (figure, column in repeats, unit, whether more is better)
+RUN_FIGURES = (("TPS", "tps", "tps", True),
+               ("mean latency", "lat_mean_ms", "ms", False),
+               ("p99 latency", "lat_p99_ms", "ms", False))
+
+# Changes are ranked by |ln((b + floor) / (a + floor))|. The floor keeps a figure
+# that drops to 0 (or appears from 0) finite and ranked by how much was there,
+# and keeps rare calls (2 in 10,000 commits vs 1) from ranking as a doubling:
+# below one call or switch per hundred commits, or a microsecond of CPU, a
+# change costs a commit next to nothing.
+FLOOR = {"cpu_us": 1.0, "context_switches": 0.01, "syscall": 0.01}
+
+
+def _identity(store: Store, run: Any) -> dict[str, Any]:
+    try:
+        spec_name = tomllib.loads(run["spec_toml"] or "").get("name")
+    except tomllib.TOMLDecodeError:
+        spec_name = None  # the run's name is the spec's anyway; this only double-checks it
+    return {"folder": str(store.folder), "run": run["name"], "started_at": run["started_at"],
+            "finished_at": run["finished_at"], "status": run["status"], "spec": spec_name,
+            "tool_version": run["tool_version"]}
+
+
+def _machine(run: Any) -> dict[str, Any]:
+    try:
+        machine = json.loads(run["machine_json"] or "{}")
+    except json.JSONDecodeError:
+        return {}
+    return machine if isinstance(machine, dict) else {}
+
+
+def _cells(store: Store, run_id: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Done cells with their parameters (``pg`` resolved to the server version that
+    ran them), and the cells that are not done."""
+    done, other = [], []
+    for cell in store.cells(run_id):
+        entry = {"id": int(cell["id"]), "idx": cell["idx"], "label": cell["label"],
+                 "status": cell["status"], "axes": json.loads(cell["axes_json"]),
+                 "params": json.loads(cell["params_json"])}
+        if cell["status"] != "done":
+            other.append({k: entry[k] for k in ("idx", "label", "status")})
+            continue
+        # pg None (the default installation) and pg "18" are the same server when
+        # they resolve to the same version: compare what actually ran.
+        entry["version"] = cluster_version(store, cell)
+        entry["params"]["pg"] = entry["version"] or entry["params"].get("pg")
+        done.append(entry)
+    return done, other
+
+
+def _constant(cells: list[dict[str, Any]], name: str) -> tuple[bool, Any]:
+    values = {json.dumps(c["params"].get(name), sort_keys=True) for c in cells}
+    if len(values) != 1:
+        return False, None
+    return True, cells[0]["params"].get(name)
+
+
+def compared_dimensions(a: list[dict[str, Any]], b: list[dict[str, Any]]
+                        ) -> list[dict[str, Any]]:
+    """The parameters constant within each run and different between the runs."""
+    if not a or not b:
+        return []
+    names = sorted({k for c in a + b for k in c["params"]})
+    dims = []
+    for name in names:
+        const_a, value_a = _constant(a, name)
+        const_b, value_b = _constant(b, name)
+        if const_a and const_b and value_a != value_b:
+            dims.append({"name": name, "label": "server version" if name == "pg" else name,
+                         "a": value_a, "b": value_b})
+    return dims
+
+
+def _match_key(cell: dict[str, Any], axes: list[str]) -> str:
+    return json.dumps({k: cell["params"].get(k) for k in axes}, sort_keys=True)
+
+
+def _measured(store: Store, cell_id: int) -> dict[str, list[float]]:
+    rows = [r for r in store.repeats(cell_id) if not r["probed"]]
+    return {column: [float(r[column]) for r in rows if r[column] is not None]
+            for _, column, _, _ in RUN_FIGURES}
+
+
+def _side(values: Sequence[float]) -> dict[str, Any]:
+    if not values:
+        return {"n": 0, "mean": None, "low": None, "high": None, "values": []}
+    ci = mean_ci(values)
+    return {"n": ci.n, "mean": ci.mean, "low": ci.low, "high": ci.high, "values": list(values)}
+
+
+def _test(a: Sequence[float], b: Sequence[float]) -> dict[str, Any] | None:
+    """Welch's t-test of b against a, or None with fewer than 2 values a side."""
+    if len(a) < 2 or len(b) < 2:
+        return None
+    w = welch_t(b, a, alpha=ALPHA)
+    # An exact answer (neither side varies) has t = ±inf, which JSON cannot hold.
+    return {"t": w.t if math.isfinite(w.t) else None, "df": w.df, "p_value": w.p_value,
+            "significant": w.significant}
+
+
+def _verdict(test: dict[str, Any] | None, mean_a: float | None, mean_b: float | None,
+             higher_is_better: bool | None, n_a: int, n_b: int) -> str:
+    if test is None:
+        return f"too few repeats ({n_a} vs {n_b})"
+    if not test["significant"] or mean_a is None or mean_b is None:
+        return "no significant difference"
+    if higher_is_better is None:
+        return "B higher, significant" if mean_b > mean_a else "B lower, significant"
+    better = (mean_b > mean_a) == higher_is_better
+    return "B faster, significant" if better else "B slower, significant"
+
+
+def compare_figure(name: str, unit: str, a: Sequence[float], b: Sequence[float],
+                   higher_is_better: bool | None) -> dict[str, Any]:
+    """One figure of a pair: both sides' means, B/A with its 95 % CI, the test."""
+    side_a, side_b = _side(a), _side(b)
+    ratio = low = high = None
+    if a and b and side_a["mean"]:
+        r = ratio_ci(b, a)
+        ratio, low, high = r.ratio, r.low, r.high
+    test = _test(a, b)
+    return {"figure": name, "unit": unit, "a": side_a, "b": side_b, "ratio": ratio,
+            "ratio_low": low, "ratio_high": high, "test": test,
+            "significant": None if test is None else test["significant"],
+            "verdict": _verdict(test, side_a["mean"], side_b["mean"], higher_is_better,
+                                side_a["n"], side_b["n"])}
+
+
+def _score(kind: str, mean_a: float, mean_b: float) -> float:
+    floor = FLOOR[kind]
+    return abs(math.log((max(mean_b, 0.0) + floor) / (max(mean_a, 0.0) + floor)))
+
+
+def cost_changes(a: list[dict[str, Any]], b: list[dict[str, Any]], top: int = TOP
+                 ) -> dict[str, Any]:
+    """The per-commit costs that changed most between two cells' :func:`role_values`,
+    over the (node, role) pairs both sides have."""
+    by_a = {(r["node"], r["role"]): r for r in a}
+    by_b = {(r["node"], r["role"]): r for r in b}
+    changes: list[dict[str, Any]] = []
+    notes: list[str] = []
+    for node, role in sorted(by_a.keys() & by_b.keys()):
+        ra, rb = by_a[(node, role)], by_b[(node, role)]
+        figures: list[tuple[str, str, list[float], list[float]]] = []
+        if ra["cpu_source"] == rb["cpu_source"]:
+            figures += [("cpu_us", "CPU µs", ra["cpu_us_per_commit"], rb["cpu_us_per_commit"]),
+                        ("context_switches", "context switches",
+                         ra["context_switches_per_commit"], rb["context_switches_per_commit"])]
+        elif "none" not in (ra["cpu_source"], rb["cpu_source"]):
+            # perf's tracing roughly doubles a backend's CPU per commit (docs/decisions.md):
+            # a perf figure against a /proc one would show the probe, not the change.
+            notes.append(f"{node} {role}: CPU and context switches not compared (from "
+                         f"{ra['cpu_source']} in A, {rb['cpu_source']} in B)")
+        # Only calls traced on both sides: a call missing from one side's trace is
+        # unknown there, not zero.
+        calls = ra["syscalls_per_commit"].keys() & rb["syscalls_per_commit"].keys()
+        figures += [("syscall", name, ra["syscalls_per_commit"][name],
+                     rb["syscalls_per_commit"][name]) for name in sorted(calls)]
+        for kind, name, va, vb in figures:
+            if not va or not vb:
+                continue
+            entry = compare_figure(name, "per commit", va, vb, None)
+            mean_a, mean_b = entry["a"]["mean"], entry["b"]["mean"]
+            if mean_a == 0 and mean_b == 0:
+                continue  # never called on either side
+            entry.update({"node": node, "role": role, "kind": kind,
+                          "difference": mean_b - mean_a,
+                          "score": _score(kind, mean_a, mean_b)})
+            changes.append(entry)
+    changes.sort(key=lambda c: (-c["score"], c["node"], c["role"], c["figure"]))
+    moved = [c for c in changes if c["score"] > 0]
+    only_a = sorted(f"{n} {r}" for n, r in by_a.keys() - by_b.keys())
+    only_b = sorted(f"{n} {r}" for n, r in by_b.keys() - by_a.keys())
+    return {"compared": len(changes), "top": moved[:top], "roles_only_in_a": only_a,
+            "roles_only_in_b": only_b, "notes": notes}
+
+
+def _one_liner(fig: dict[str, Any]) -> str:
+    """hyperfine's way of putting it: 'B is 1.52 ± 0.10 times A's TPS'."""
+    if fig["ratio"] is None:
+        return f"no ratio for {fig['figure']} (a side has no value)"
+    if fig["ratio_low"] is None or fig["ratio_high"] is None:
+        return (f"B is {fig['ratio']:.2f} times A's {fig['figure']} (too few repeats for "
+                "an interval)")
+    half = (fig["ratio_high"] - fig["ratio_low"]) / 2
+    return f"B is {fig['ratio']:.2f} ± {half:.2f} times A's {fig['figure']}"
+
+
+def _pair(store_a: Store, store_b: Store, ca: dict[str, Any], cb: dict[str, Any],
+          axes: list[str], top: int) -> dict[str, Any]:
+    ma, mb = _measured(store_a, ca["id"]), _measured(store_b, cb["id"])
+    figures = [compare_figure(name, unit, ma[column], mb[column], more_is_better)
+               for name, column, unit, more_is_better in RUN_FIGURES]
+    return {"key": {k: ca["params"].get(k) for k in axes},
+            "a": {"idx": ca["idx"], "label": ca["label"], "version": ca["version"]},
+            "b": {"idx": cb["idx"], "label": cb["label"], "version": cb["version"]},
+            "figures": figures, "summary": _one_liner(figures[0]),
+            "costs": cost_changes(role_values(store_a, ca["id"]),
+                                  role_values(store_b, cb["id"]), top)}
+
+
+def compare_runs(folder_a: Path, folder_b: Path, *, force: bool = False, top: int = TOP
+                 ) -> dict[str, Any]:
+    """Compare run B against run A, cell by cell.
+
+    Raises UserError when the two runs were made on machines that differ in what
+    matters for the figures, unless ``force``; the differences are then returned
+    as ``machine_differences``.
+    """
+    if top < 1:
+        raise UserError(f"--top must be at least 1, got {top}", "pass --top 1 or more")
+    store_a = Store(folder_a, create=False)
+    try:
+        store_b = Store(folder_b, create=False)
+        try:
+            return _compare(store_a, store_b, force=force, top=top)
+        finally:
+            store_b.close()
+    finally:
+        store_a.close()
+
+
+def _compare(store_a: Store, store_b: Store, *, force: bool, top: int) -> dict[str, Any]:
+    run_a, run_b = store_a.run(), store_b.run()
+    differences = comparable(_machine(run_a), _machine(run_b))
+    if differences and not force:
+        raise UserError(
+            f"{store_a.folder} and {store_b.folder} ran on different machines: "
+            + "; ".join(differences),
+            "compare runs made on one machine, or pass --force to compare them anyway "
+            "(the differences are then shown as a warning)")
+    cells_a, not_done_a = _cells(store_a, int(run_a["id"]))
+    cells_b, not_done_b = _cells(store_b, int(run_b["id"]))
+    dims = compared_dimensions(cells_a, cells_b)
+    dim_names = {d["name"] for d in dims}
+    axes = sorted({k for c in cells_a + cells_b for k in c["axes"]} - dim_names)
+    by_key: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for cb in cells_b:
+        by_key[_match_key(cb, axes)].append(cb)
+    pairs, unmatched_a = [], []
+    for ca in cells_a:
+        candidates = by_key.get(_match_key(ca, axes))
+        if candidates:
+            pairs.append(_pair(store_a, store_b, ca, candidates.pop(0), axes, top))
+        else:
+            unmatched_a.append(ca)
+    unmatched_b = [cb for left in by_key.values() for cb in left]
+    unmatched_b.sort(key=lambda c: c["idx"])
+
+    def brief(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [{"idx": c["idx"], "label": c["label"],
+                 "key": {k: c["params"].get(k) for k in axes}} for c in cells]
+
+    sides = {}
+    for name, store, run, cells in (("a", store_a, run_a, cells_a),
+                                    ("b", store_b, run_b, cells_b)):
+        sides[name] = {**_identity(store, run),
+                       "versions": sorted({c["version"] for c in cells if c["version"]}),
+                       "machine": _machine(run)}
+    return {"a": sides["a"], "b": sides["b"], "dimensions": dims, "matched_on": axes,
+            "machine_differences": differences, "alpha": ALPHA, "pairs": pairs,
+            "unmatched": {"a": brief(unmatched_a), "b": brief(unmatched_b)},
+            "not_done": {"a": not_done_a, "b": not_done_b}}

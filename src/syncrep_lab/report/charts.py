@@ -1,0 +1,386 @@
+"""The report's charts as plotly figure specifications (plain dicts, drawn in the
+page by plotly.js): one function per chart, each from the report's data.
+
+Conventions kept by every chart: a title, units on every axis, and one colour
+per ``synchronous_commit`` level throughout the page (``LEVEL_COLOURS``).
+A function returns None when its data are absent; the page then says why.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from syncrep_lab.analysis.costs import KEY_SYSCALLS
+from syncrep_lab.report.model import SHAPE_AXES, level_rank
+
+LEVEL_COLOURS = {"off": "#7f7f7f", "local": "#1f77b4", "remote_write": "#ff7f0e",
+                 "on": "#d62728", "remote_apply": "#9467bd"}
+PALETTE = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#ff9da6",
+           "#9d755d", "#bab0ac", "#eeca3b")
+LATENCY_PERCENTILES = (("lat_p50_ms", "p50"), ("lat_p90_ms", "p90"), ("lat_p99_ms", "p99"),
+                       ("lat_p999_ms", "p99.9"))
+
+Chart = dict[str, Any]
+
+
+def _colour(level: str | None, i: int = 0) -> str:
+    return LEVEL_COLOURS.get(level or "", PALETTE[i % len(PALETTE)])
+
+
+def _layout(title: str, x: str, y: str, **extra: Any) -> dict[str, Any]:
+    layout: dict[str, Any] = {
+        "title": {"text": title}, "xaxis": {"title": {"text": x}, "automargin": True},
+        "yaxis": {"title": {"text": y}, "automargin": True, "rangemode": "tozero"},
+        "margin": {"t": 50, "r": 20}, "height": 380,
+    }
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(layout.get(key), dict):
+            layout[key] = {**layout[key], **value}
+        else:
+            layout[key] = value
+    return layout
+
+
+def _chart(chart_id: str, data: list[dict[str, Any]], layout: dict[str, Any]) -> Chart:
+    return {"id": chart_id, "figure": {"data": data, "layout": layout}}
+
+
+def _half(c: dict[str, Any]) -> float | None:
+    if c.get("tps_ci_low") is None or c.get("tps_ci_high") is None:
+        return None
+    return (float(c["tps_ci_high"]) - float(c["tps_ci_low"])) / 2
+
+
+def _series_of(cell: dict[str, Any]) -> str:
+    rest = {k: v for k, v in cell["axes"].items() if k not in SHAPE_AXES}
+    return ", ".join(f"{k}={v}" for k, v in sorted(rest.items()))
+
+
+def throughput(cells: list[dict[str, Any]]) -> Chart | None:
+    """TPS against clients per sync level with the 95 % interval as a band; when the
+    run has one client count, TPS per cell as bars with error bars."""
+    done = [c for c in cells if c["status"] == "done" and c["tps_mean"] is not None]
+    if not done:
+        return None
+    clients = {c["params"].get("clients") for c in done}
+    data: list[dict[str, Any]] = []
+    if len(clients) == 1:
+        for level in sorted({c["params"].get("synchronous_commit") for c in done},
+                            key=lambda v: level_rank(str(v))):
+            mine = [c for c in done if c["params"].get("synchronous_commit") == level]
+            data.append({"type": "bar", "name": str(level), "x": [c["label"] for c in mine],
+                         "y": [c["tps_mean"] for c in mine],
+                         "marker": {"color": _colour(level)},
+                         "error_y": {"type": "data", "array": [_half(c) for c in mine],
+                                     "visible": True}})
+        title = f"Throughput per cell at {clients.pop()} clients (95 % CI)"
+        return _chart("throughput", data, _layout(title, "cell", "transactions per second"))
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for c in done:
+        groups[(_series_of(c), str(c["params"].get("synchronous_commit")))].append(c)
+    dashes = ("solid", "dash", "dot", "dashdot")
+    series_names = sorted({k[0] for k in groups})
+    for (series, level), mine in sorted(groups.items(),
+                                        key=lambda kv: (kv[0][0], level_rank(kv[0][1]))):
+        mine.sort(key=lambda c: int(c["params"]["clients"]))
+        x = [int(c["params"]["clients"]) for c in mine]
+        name = f"{level}" + (f" ({series})" if series else "")
+        colour = _colour(level)
+        lows = [c["tps_ci_low"] if c["tps_ci_low"] is not None else c["tps_mean"] for c in mine]
+        highs = [c["tps_ci_high"] if c["tps_ci_high"] is not None else c["tps_mean"]
+                 for c in mine]
+        data.append({"type": "scatter", "mode": "lines", "x": x, "y": highs,
+                     "line": {"width": 0}, "showlegend": False, "hoverinfo": "skip",
+                     "legendgroup": name})
+        data.append({"type": "scatter", "mode": "lines", "x": x, "y": lows, "fill": "tonexty",
+                     "fillcolor": colour + "33", "line": {"width": 0}, "showlegend": False,
+                     "hoverinfo": "skip", "legendgroup": name})
+        data.append({"type": "scatter", "mode": "lines+markers", "name": name, "x": x,
+                     "y": [c["tps_mean"] for c in mine], "legendgroup": name,
+                     "line": {"color": colour,
+                              "dash": dashes[series_names.index(series) % len(dashes)]}})
+    return _chart("throughput", data, _layout(
+        "Throughput against clients per synchronous_commit (band: 95 % CI)", "clients",
+        "transactions per second", xaxis={"type": "log", "tickvals": sorted(clients)}))
+
+
+def latency(cells: list[dict[str, Any]]) -> Chart | None:
+    done = [c for c in cells if c["status"] == "done" and c["lat_p50_ms"] is not None]
+    if not done:
+        return None
+    data = [{"type": "bar", "name": name, "x": [c["label"] for c in done],
+             "y": [c[key] for c in done], "marker": {"color": PALETTE[i]}}
+            for i, (key, name) in enumerate(LATENCY_PERCENTILES)]
+    return _chart("latency", data, _layout(
+        "Transaction latency percentiles per cell (every transaction of the measured repeats)",
+        "cell", "latency (ms, log scale)", yaxis={"type": "log", "rangemode": "normal"}))
+
+
+def ratio_to_local(series: list[dict[str, Any]]) -> Chart | None:
+    data = []
+    for entry in series:
+        for level, ratios in sorted(entry["ratios_to_local"].items(),
+                                    key=lambda kv: level_rank(kv[0])):
+            name = level + ("" if entry["series"] == "all cells" else f" ({entry['series']})")
+            data.append({
+                "type": "scatter", "mode": "lines+markers", "name": name,
+                "x": [r["clients"] for r in ratios], "y": [r["ratio"] for r in ratios],
+                "line": {"color": _colour(level)},
+                "error_y": {"type": "data", "visible": True, "symmetric": False,
+                            "array": [(r["high"] - r["ratio"]) if r["high"] is not None else 0
+                                      for r in ratios],
+                            "arrayminus": [(r["ratio"] - r["low"]) if r["low"] is not None
+                                           else 0 for r in ratios]}})
+    if not data:
+        return None
+    return _chart("ratio", data, _layout(
+        "Price of each level: TPS as a fraction of local's at the same clients (95 % CI)",
+        "clients", "TPS ratio to local", yaxis={"range": [0, 1.6]},
+        shapes=[{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": 1, "y1": 1,
+                 "line": {"dash": "dot", "color": "#999"}}]))
+
+
+def _per_second(timeline: dict[str, Any], key: str, chart_id: str, title: str,
+                y_title: str) -> Chart | None:
+    """One line per repeat of the chosen cell (the probed one dotted)."""
+    reps = [r for r in timeline.get("repeats", []) if any(v is not None for v in r[key])]
+    if not reps:
+        return None
+    data = [{"type": "scatter", "mode": "lines+markers",
+             "name": f"repeat {r['repeat']}" + (" (probed)" if r["probed"] else ""),
+             "x": r["t"], "y": r[key], "line": {"dash": "dot" if r["probed"] else "solid",
+                                                "color": PALETTE[i % len(PALETTE)]}}
+            for i, r in enumerate(reps)]
+    return _chart(chart_id, data, _layout(title, "time in repeat (s)", y_title))
+
+
+def timeline_tps(timeline: dict[str, Any]) -> Chart | None:
+    return _per_second(timeline, "tps", "timeline-tps",
+                       f"Cell {timeline.get('idx')} ({timeline.get('label')}): TPS each second",
+                       "transactions per second")
+
+
+def timeline_latency(timeline: dict[str, Any]) -> Chart | None:
+    return _per_second(timeline, "latency_ms", "timeline-latency",
+                       f"Cell {timeline.get('idx')}: mean latency each second (pgbench -P)",
+                       "latency (ms)")
+
+
+def timeline_lags(timeline: dict[str, Any]) -> Chart | None:
+    lags = timeline.get("lags") or {}
+    data = []
+    for i, (standby, lag) in enumerate(sorted(lags.items())):
+        for kind, dash in (("flush_ms", "solid"), ("replay_ms", "dot")):
+            if any(v is not None for v in lag[kind]):
+                data.append({"type": "scatter", "mode": "lines", "x": lag["t"], "y": lag[kind],
+                             "name": f"{standby} {kind.removesuffix('_ms')} lag",
+                             "line": {"dash": dash, "color": PALETTE[i % len(PALETTE)]}})
+    if not data:
+        # 9.6 reports no lag times: the bytes behind are what it has.
+        for i, (standby, lag) in enumerate(sorted(lags.items())):
+            if any(v is not None for v in lag["flush_bytes"]):
+                data.append({"type": "scatter", "mode": "lines", "x": lag["t"],
+                             "y": lag["flush_bytes"], "name": f"{standby} flush lag",
+                             "line": {"color": PALETTE[i % len(PALETTE)]}})
+        if not data:
+            return None
+        return _chart("timeline-lags", data, _layout(
+            f"Cell {timeline['idx']}: WAL not yet flushed by each standby (probed repeat)",
+            "time in repeat (s)", "bytes behind"))
+    events = [{"type": "line", "x0": e["t"], "x1": e["t"], "yref": "paper", "y0": 0, "y1": 1,
+               "line": {"color": "#d62728", "dash": "dash"}} for e in timeline.get("events", [])]
+    return _chart("timeline-lags", data, _layout(
+        f"Cell {timeline['idx']}: replication lag of each standby (probed repeat)",
+        "time in repeat (s)", "lag (ms)", shapes=events))
+
+
+def _role_name(entry: dict[str, Any]) -> str:
+    return f"{entry['node']} {entry['role']}"
+
+
+# The roles a commit passes through; idle helpers (bgwriter, checkpointer, autovacuum,
+# ...) sit in their main loops and would only crowd the wait-event chart.
+COMMIT_PATH_ROLES = ("backend", "walwriter", "walreceiver", "startup")
+
+
+def _on_commit_path(role: str) -> bool:
+    return role in COMMIT_PATH_ROLES or role.startswith("walsender")
+
+
+def _significant(values: dict[str, float], share: float = 0.02) -> set[str]:
+    """Names whose value is at least ``share`` of the largest: the rest is noise
+    at the scale of the chart."""
+    top = max(values.values(), default=0.0)
+    return {k for k, v in values.items() if top > 0 and v >= share * top}
+
+
+def waits(cost: dict[str, Any] | None) -> Chart | None:
+    """Where each role's sampled time went, by wait kind, as stacked shares."""
+    if not cost or not cost.get("waits"):
+        return None
+    roles = [w for w in cost["waits"] if w["samples"] > 0 and _on_commit_path(w["role"])]
+    if not roles:
+        return None
+    kinds: dict[str, list[float]] = defaultdict(lambda: [0.0] * len(roles))
+    for i, w in enumerate(roles):
+        for event, share in w["share"].items():
+            kinds[event][i] += 100.0 * share
+    top = sorted(kinds, key=lambda k: -sum(kinds[k]))
+    data = [{"type": "bar", "orientation": "h", "name": k, "y": [_role_name(w) for w in roles],
+             "x": kinds[k], "marker": {"color": PALETTE[i % len(PALETTE)]}}
+            for i, k in enumerate(top[:10])]
+    if len(top) > 10:
+        rest = [sum(kinds[k][i] for k in top[10:]) for i in range(len(roles))]
+        data.append({"type": "bar", "orientation": "h", "name": "other", "y": data[0]["y"],
+                     "x": rest, "marker": {"color": "#cccccc"}})
+    return _chart("waits", data, _layout(
+        f"Cell {cost['idx']}: wait events of each role (share of samples)",
+        "share of samples (%)", "node and role", barmode="stack",
+        height=max(300, 40 * len(roles) + 150), yaxis={"rangemode": "normal"}))
+
+
+def latency_breakdown(cost: dict[str, Any] | None) -> Chart | None:
+    lb = (cost or {}).get("latency_breakdown")
+    if not lb:
+        return None
+    parts = (("sync_wait_ms", "waiting for the standby"), ("wal_ms", "WAL write/flush"),
+             ("cpu_ms", "on CPU"), ("client_ms", "waiting for the client"),
+             ("other_ms", "other waits"))
+    assert cost is not None
+    data = [{"type": "bar", "orientation": "h", "name": name, "y": [f"cell {cost['idx']}"],
+             "x": [lb[key]], "marker": {"color": PALETTE[i]}}
+            for i, (key, name) in enumerate(parts)]
+    return _chart("breakdown", data, _layout(
+        f"Cell {cost['idx']}: a commit's {lb['latency_ms']:.2f} ms split by what the "
+        "primary's backends were doing", "ms per transaction", "", barmode="stack", height=300,
+        yaxis={"rangemode": "normal"}))
+
+
+def _per_role(costs: list[dict[str, Any]], figure: str, chart_id: str, title: str,
+              y_title: str) -> Chart | None:
+    """A per-commit figure of every node and role that matters at the chart's scale,
+    one bar per cell, with its 95 % interval over the probed repeats."""
+    with_roles = [c for c in costs if c["roles"]]
+    peak: dict[str, float] = defaultdict(float)
+    for c in with_roles:
+        for r in c["roles"]:
+            peak[_role_name(r)] = max(peak[_role_name(r)], r[figure]["mean"] or 0.0)
+    order = sorted(_significant(peak))
+    if not order:
+        return None
+    data = []
+    for i, c in enumerate(with_roles):
+        by = {_role_name(r): r[figure] for r in c["roles"]}
+        err = [((by[n]["high"] - by[n]["low"]) / 2 if n in by and by[n]["high"] is not None
+                and by[n]["low"] is not None else None) for n in order]
+        data.append({"type": "bar", "name": f"cell {c['idx']} {c['label']}", "x": order,
+                     "y": [by.get(n, {}).get("mean") for n in order],
+                     "error_y": {"type": "data", "array": err, "visible": True},
+                     "marker": {"color": PALETTE[i % len(PALETTE)]}})
+    return _chart(chart_id, data, _layout(title, "node and role", y_title))
+
+
+def cpu_per_commit(costs: list[dict[str, Any]]) -> Chart | None:
+    return _per_role(costs, "cpu_us_per_commit", "cpu",
+                     "CPU per commit of each node and process role (95 % CI over probed "
+                     "repeats)", "CPU µs per commit")
+
+
+def context_switches(costs: list[dict[str, Any]]) -> Chart | None:
+    return _per_role(costs, "context_switches_per_commit", "switches",
+                     "Context switches per commit of each node and role",
+                     "context switches per commit")
+
+
+def syscalls(cost: dict[str, Any] | None) -> Chart | None:
+    """The chosen cell's system calls per commit by kind, stacked per role."""
+    roles = [r for r in (cost or {}).get("roles", []) if r["syscalls_per_commit"]]
+    totals = {_role_name(r): sum((v.get("mean") or 0.0) for v in r["syscalls_per_commit"].values())
+              for r in roles}
+    keep = _significant(totals, 0.05)
+    roles = [r for r in roles if _role_name(r) in keep]
+    if not roles:
+        return None
+    assert cost is not None
+    names = sorted({n for r in roles for n in r["syscalls_per_commit"]},
+                   key=lambda n: (n not in KEY_SYSCALLS, n))
+    data = []
+    for i, name in enumerate(names):
+        y = [(r["syscalls_per_commit"].get(name) or {}).get("mean") for r in roles]
+        if not any(v for v in y):
+            continue
+        data.append({"type": "bar", "name": name, "x": [_role_name(r) for r in roles], "y": y,
+                     "marker": {"color": PALETTE[i % len(PALETTE)]}})
+    if not data:
+        return None
+    return _chart("syscalls", data, _layout(
+        f"Cell {cost['idx']}: system calls per commit by kind (perf)", "node and role",
+        "system calls per commit", barmode="stack"))
+
+
+def placement(placement_data: dict[str, Any]) -> list[Chart]:
+    """One small chart per varied axis: TPS by the axis's value, per sync level."""
+    charts = []
+    for axis in placement_data.get("axes", []):
+        by_level: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for p in axis["points"]:
+            by_level[str(p["level"])].append(p)
+        data = []
+        for level, points in sorted(by_level.items(), key=lambda kv: level_rank(kv[0])):
+            data.append({
+                "type": "bar", "name": level, "marker": {"color": _colour(level)},
+                "x": [f"{p['value']} ({p['clients']} cl.)" for p in points],
+                "y": [p["tps"] for p in points],
+                "error_y": {"type": "data", "visible": True,
+                            "array": [(p["high"] - p["low"]) / 2 if p["high"] is not None
+                                      and p["low"] is not None else None for p in points]}})
+        charts.append(_chart(f"axis-{axis['axis']}", data, _layout(
+            f"Throughput by {axis['axis']} (95 % CI)", axis["axis"], "transactions per second",
+            height=320)))
+    return charts
+
+
+def seed_ratios(seed: dict[str, Any]) -> Chart | None:
+    ratios = seed.get("ratios") or []
+    if not ratios:
+        return None
+    x = [f"{r['what']} ({', '.join(f'{k}={v}' for k, v in r['given'].items())})"
+         for r in ratios]
+    data = [
+        {"type": "bar", "name": "seed (published)", "x": x, "y": [r["seed"] for r in ratios],
+         "marker": {"color": "#bab0ac"}},
+        {"type": "bar", "name": "this machine", "x": x, "y": [r["here"] for r in ratios],
+         "marker": {"color": "#4c78a8"},
+         "error_y": {"type": "data", "visible": True, "symmetric": False,
+                     "array": [(r["high"] - r["here"]) if r["high"] is not None else None
+                               for r in ratios],
+                     "arrayminus": [(r["here"] - r["low"]) if r["low"] is not None else None
+                                    for r in ratios]}},
+    ]
+    return _chart("seed", data, _layout(
+        "The seed's ratios and this machine's (95 % CI): the shape should match",
+        "ratio (rows/s for batch)", "ratio", height=420))
+
+
+def all_charts(data: dict[str, Any]) -> dict[str, Chart]:
+    """Every chart the page can show, by section slot; absent ones are left out."""
+    idx = data["timeline"].get("idx")
+    chosen = next((c for c in data["costs"] if c["idx"] == idx), None)
+    charts: dict[str, Chart | None] = {
+        "throughput": throughput(data["cells"]),
+        "latency": latency(data["cells"]),
+        "ratio": ratio_to_local(data["scaling"]),
+        "timeline_tps": timeline_tps(data["timeline"]),
+        "timeline_latency": timeline_latency(data["timeline"]),
+        "timeline_lags": timeline_lags(data["timeline"]),
+        "waits": waits(chosen),
+        "breakdown": latency_breakdown(chosen),
+        "cpu": cpu_per_commit(data["costs"]),
+        "switches": context_switches(data["costs"]),
+        "syscalls": syscalls(chosen),
+        "seed": seed_ratios(data["seed"]),
+    }
+    for chart in placement(data["placement"]):
+        charts[chart["id"]] = chart
+    return {k: v for k, v in charts.items() if v is not None}

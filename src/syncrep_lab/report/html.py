@@ -1,0 +1,122 @@
+"""The HTML report: one self-contained file (plotly.js inlined once, flame graphs
+embedded as images), written to ``RUN/report.html`` at the end of a run and by
+``syncrep-lab report RUN`` at any time after.
+
+Nothing on the page is fetched from the network, so it opens the same on a
+laptop in a train as on the machine that ran the experiment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import plotly
+from markupsafe import escape
+
+from syncrep_lab import __version__
+from syncrep_lab.errors import UserError
+from syncrep_lab.report.charts import LEVEL_COLOURS, all_charts
+from syncrep_lab.report.model import report_data
+
+REPORT_NAME = "report.html"
+
+
+def plotly_js() -> str:
+    """plotly.js as shipped inside the plotly package (no CDN, no download)."""
+    path = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"plotly.js is missing from the plotly package ({path}): {exc}",
+                        "reinstall with ./run setup") from None
+
+
+def _json_for_script(value: Any) -> str:
+    """JSON safe inside a <script> element: no '</' can close it early."""
+    return json.dumps(value, separators=(",", ":")).replace("</", "<\\/")
+
+
+def topology_svg(cluster: dict[str, Any]) -> str:
+    """A small drawing of one cluster: the primary, each standby, and the state in
+    which the primary's sync rule holds it (sync, potential, quorum, async)."""
+    standbys = [n for n in cluster["nodes"] if n.get("role") == "standby"]
+    height = max(90, 50 * len(standbys) + 20)
+    box = 'rx="6" fill="#f4f6fa" stroke="#4c78a8"'
+    mid = height / 2
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="420" height="{height}" '
+             f'role="img" aria-label="topology">',
+             f'<rect x="10" y="{mid - 22}" width="120" height="44" {box}/>',
+             f'<text x="70" y="{mid - 3}" text-anchor="middle" font-size="13">primary</text>',
+             f'<text x="70" y="{mid + 14}" text-anchor="middle" font-size="11" fill="#555">'
+             f'PostgreSQL {escape(str(cluster["version"] or "?"))}</text>']
+    colours = {"sync": "#d62728", "quorum": "#ff7f0e", "potential": "#1f77b4",
+               "async": "#7f7f7f"}
+    for i, node in enumerate(standbys):
+        y = 10 + 50 * i + (height - 20 - 50 * len(standbys)) / 2 + 22
+        state = cluster["states"].get(node["name"], "?")
+        colour = colours.get(state, "#555")
+        name = escape(node["name"])
+        parts += [
+            f'<line x1="130" y1="{mid}" x2="290" y2="{y}" stroke="{colour}" stroke-width="2"/>',
+            f'<text x="210" y="{(mid + y) / 2 - 4}" text-anchor="middle" font-size="11" '
+            f'fill="{colour}">{escape(state)}</text>',
+            f'<rect x="290" y="{y - 18}" width="120" height="36" {box}/>',
+            f'<text x="350" y="{y + 5}" text-anchor="middle" font-size="13">standby {name}</text>',
+        ]
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FunctionLoader(
+            lambda name: resources.files("syncrep_lab.report").joinpath(
+                "templates", name).read_text(encoding="utf-8")),
+        autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True,
+        lstrip_blocks=True)
+    env.filters["num"] = _num
+    env.filters["pct"] = lambda v, d=1: "–" if v is None else f"{100 * float(v):.{d}f} %"
+    return env
+
+
+def _num(value: Any, digits: int = 0) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, int | float):
+        return f"{value:,.{digits}f}"
+    return str(value)
+
+
+def render(data: dict[str, Any]) -> str:
+    """The page for the report data (see ``model.report_data``)."""
+    charts = all_charts(data)
+    template = _environment().get_template("report.html.j2")
+    return template.render(
+        d=data, charts=charts, charts_json=_json_for_script(
+            {k: c["figure"] for k, c in charts.items()}),
+        plotly_js=plotly_js(), level_colours=LEVEL_COLOURS, version=__version__,
+        topologies=[topology_svg(c) for c in data["topology"]])
+
+
+def write_report(folder: Path, out: Path | None = None, cell: int | None = None) -> Path:
+    """Build the report of the run in ``folder``; written atomically (a reader never
+    sees half a page), by default to ``folder/report.html``."""
+    target = out or folder / REPORT_NAME
+    page = render(report_data(folder, cell))
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".report-", suffix=".html", dir=target.parent)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(page)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, target)
+    except OSError as exc:
+        raise UserError(f"cannot write the report to {target}: {exc}",
+                        "give a writable --out, or free some disk space") from None
+    return target

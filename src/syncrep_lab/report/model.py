@@ -1,0 +1,392 @@
+"""Everything a report shows, gathered from a run's store into plain data.
+
+The HTML page (``report.html``) and ``syncrep-lab report --json`` are both
+made from what :func:`report_data` returns, and nothing here runs anything:
+a report can be rebuilt at any time from the store alone. Each section says
+why it is empty when it is (``missing``), so the page can say it too.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import statistics
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from syncrep_lab.analysis.costs import run_costs
+from syncrep_lab.analysis.diagnosis import SYNC_LEVELS, diagnose_run, leading_verdict
+from syncrep_lab.analysis.scaling import scaling
+from syncrep_lab.experiment.results import cell_rows
+from syncrep_lab.experiment.store import Store
+from syncrep_lab.measure.stats import ratio_ci
+from syncrep_lab.pg.sync_names import SyncNamesError, expected_states, parse
+
+LEVEL_ORDER = ("off", "local", "remote_write", "on", "remote_apply")
+# Axes about where and how a cell ran, beside the sync level and the client count.
+SHAPE_AXES = ("clients", "synchronous_commit")
+# Flame graphs larger than this are linked, not embedded, to keep the page light.
+EMBED_SVG_MAX_BYTES = 3 * 1024 * 1024
+
+
+def level_rank(level: str) -> int:
+    return LEVEL_ORDER.index(level) if level in LEVEL_ORDER else len(LEVEL_ORDER)
+
+
+def _is_sync_cell(params: dict[str, Any]) -> bool:
+    """A cell whose commits waited for a standby: a sync level, standbys, a sync spec."""
+    return (params.get("synchronous_commit") in SYNC_LEVELS
+            and int(params.get("standbys") or 0) > 0 and bool(params.get("sync")))
+
+
+def _measured_tps(store: Store, cell_id: int) -> list[float]:
+    return [float(r["tps"]) for r in store.repeats(cell_id) if not r["probed"]]
+
+
+def _top_cost(cost: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The role whose CPU per commit is the largest: where a commit's CPU goes first."""
+    if not cost:
+        return None
+    best: dict[str, Any] | None = None
+    for role in cost["roles"]:
+        mean = role["cpu_us_per_commit"]["mean"]
+        if mean is not None and (best is None or mean > best["cpu_us"]):
+            best = {"node": role["node"], "role": role["role"], "cpu_us": mean,
+                    "source": role["cpu_source"]}
+    return best
+
+
+def cell_summaries(folder: Path,
+                   costs: dict[int, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """One row per cell: the results, its verdicts and its largest cost per commit.
+
+    This is what ``results --json`` prints and what the report's tables show.
+    ``costs`` (``run_costs`` by cell index) is computed here unless given.
+    """
+    rows = cell_rows(folder)
+    verdicts = {c["idx"]: c["verdicts"] for c in diagnose_run(folder)}
+    if costs is None:
+        costs = {c["idx"]: c for c in run_costs(folder)}
+    for row in rows:
+        row["verdicts"] = verdicts.get(row["idx"], [])
+        lead = leading_verdict(row["verdicts"])
+        row["limit"] = f"{lead['confidence']} {lead['mechanism']}" if lead else ""
+        row["top_cost"] = _top_cost(costs.get(row["idx"]))
+    return rows
+
+
+def _verdict(cells: list[dict[str, Any]], series: list[dict[str, Any]]) -> dict[str, Any]:
+    """The first thing a reader sees: the ceiling, the best configuration, the limit,
+    what to try next."""
+    done = [c for c in cells if c["status"] == "done" and c["tps_mean"] is not None]
+    if not done:
+        return {"missing": "no cell finished, so there is nothing to conclude yet"}
+    sync = [c for c in done if _is_sync_cell(c["params"])]
+    pool = sync or done
+    # Rows, not transactions: a transaction of 10 inserts carries 10 rows, and the
+    # batch axis is one of the seed's remedies.
+    best = max(pool, key=lambda c: float(c["tps_mean"]) * int(c["params"].get("batch") or 1))
+    lead = leading_verdict(best["verdicts"])
+    out: dict[str, Any] = {
+        "sync_cells": len(sync),
+        "best": {"idx": best["idx"], "label": best["label"], "tps": best["tps_mean"],
+                 "batch": int(best["params"].get("batch") or 1),
+                 "ci_low": best["tps_ci_low"], "ci_high": best["tps_ci_high"],
+                 "p99_ms": best["lat_p99_ms"], "synchronous": bool(sync)},
+        "limit": lead,
+        "next_steps": lead["next_steps"] if lead else [],
+    }
+    knees = []
+    for entry in series:
+        for level, lv in entry["levels"].items():
+            if level in SYNC_LEVELS and lv["knee"]:
+                knees.append({"series": entry["series"], "level": level, **lv["knee"]})
+    out["knees"] = knees
+    ratios = [{"series": e["series"], "level": level, **r}
+              for e in series for level, rs in e["ratios_to_local"].items()
+              if level in SYNC_LEVELS for r in rs]
+    out["price"] = max(ratios, key=lambda r: r["clients"]) if ratios else None
+    return out
+
+
+def _topology(store: Store, run_id: int) -> list[dict[str, Any]]:
+    """Each cluster the run built: version, nodes, and each standby's sync state
+    (as sampled during the run, or as the sync spec implies when not sampled)."""
+    out = []
+    for c in store.db.execute("select * from clusters where run_id = ? order by id",
+                              (run_id,)).fetchall():
+        key = json.loads(c["cluster_key"])
+        nodes = json.loads(c["nodes_json"] or "[]")
+        settings = json.loads(c["settings_json"] or "{}")
+        primary = settings.get("primary", {})
+        sync_text = str(primary.get("synchronous_standby_names", {}).get("setting", ""))
+        standbys = [n["name"] for n in nodes if n.get("role") == "standby"]
+        try:
+            version_num = int(str(c["version"]).split(".")[0]) * 10000 if c["version"] else 180000
+            states = expected_states(parse(sync_text, version_num=max(version_num, 90600)),
+                                     standbys)
+        except (SyncNamesError, ValueError):
+            states = {}
+        in_force: dict[str, dict[str, str]] = {}
+        for node, values in settings.items():
+            for name, v in values.items():
+                in_force.setdefault(name, {})[node] = (
+                    f"{v['setting']}{v['unit'] or ''}" if v.get("unit") not in (None, "")
+                    else str(v["setting"]))
+        out.append({"pg": key[0], "standbys": key[1], "settings_set": key[2],
+                    "version": c["version"], "bin_dir": c["bin_dir"], "nodes": nodes,
+                    "synchronous_standby_names": sync_text, "states": states,
+                    "settings": dict(sorted(in_force.items()))})
+    return out
+
+
+def _timeline(store: Store, cell: Any) -> dict[str, Any]:
+    """Per-second TPS and latency of every repeat, and the standbys' lags and sync
+    states as sampled in the probed repeat."""
+    repeats = store.repeats(int(cell["id"]))
+    series = []
+    for r in repeats:
+        samples = store.db.execute(
+            "select t_s, tps, latency_ms, stddev_ms from samples where repeat_id = ? "
+            "order by t_s", (r["id"],)).fetchall()
+        series.append({"repeat": r["n"], "probed": bool(r["probed"]),
+                       "t": [s["t_s"] for s in samples], "tps": [s["tps"] for s in samples],
+                       "latency_ms": [s["latency_ms"] for s in samples]})
+    lags: dict[str, dict[str, list[Any]]] = {}
+    events = []
+    probed = [int(r["id"]) for r in repeats if r["probed"]]
+    if probed:
+        last_state: dict[str, str | None] = {}
+        for s in store.db.execute(
+                "select * from replication_samples where repeat_id = ? order by t_s",
+                (probed[-1],)).fetchall():
+            lag = lags.setdefault(s["standby"], {"t": [], "write_ms": [], "flush_ms": [],
+                                                 "replay_ms": [], "flush_bytes": []})
+            lag["t"].append(s["t_s"])
+            lag["write_ms"].append(s["write_lag_ms"])
+            lag["flush_ms"].append(s["flush_lag_ms"])
+            lag["replay_ms"].append(s["replay_lag_ms"])
+            lag["flush_bytes"].append(s["flush_lag_bytes"])
+            before = last_state.get(s["standby"], s["sync_state"])
+            if before != s["sync_state"]:
+                events.append({"t": s["t_s"], "what": f"standby {s['standby']}: sync_state "
+                               f"{before} -> {s['sync_state']}"})
+            last_state[s["standby"]] = s["sync_state"]
+    missing = None if probed else "this cell ran no probed repeat, so no lags were sampled"
+    return {"idx": cell["idx"], "label": cell["label"], "repeats": series, "lags": lags,
+            "events": events, "lags_missing": missing}
+
+
+def _flamegraph_images(folder: Path, cost: dict[str, Any] | None,
+                       sync_standbys: set[str]) -> list[dict[str, Any]]:
+    """The chosen cell's flame graphs: embedded when their SVG is there and not huge.
+    Those of the commit path's two ends (the primary's backends, the walsender of a
+    synchronous standby) and of the whole machine are shown open, the rest folded."""
+    out = []
+    for g in (cost or {}).get("flamegraphs", []):
+        svg = Path(g["svg"])
+        opened = (g["role"] in ("backend", "all")
+                  or (g["node"] == "primary"
+                      and g["role"].removeprefix("walsender:") in sync_standbys))
+        entry = {"node": g["node"], "role": g["role"], "cpu_us": g["cpu_us"], "open": opened,
+                 "href": str(svg.relative_to(folder)) if svg.is_relative_to(folder) else str(svg),
+                 "top_frames": g["frames"][:5], "data_uri": None, "missing": None}
+        try:
+            size = svg.stat().st_size
+        except OSError:
+            entry["missing"] = "the SVG is not in the run folder (moved or never written)"
+        else:
+            if size <= EMBED_SVG_MAX_BYTES:
+                entry["data_uri"] = ("data:image/svg+xml;base64,"
+                                     + base64.b64encode(svg.read_bytes()).decode("ascii"))
+            else:
+                entry["missing"] = f"{size / 2**20:.1f} MiB: linked, not embedded"
+        out.append(entry)
+    return out
+
+
+def _baseline(axis: str, values: set[Any]) -> Any:
+    """The value other values of an axis are compared with in the seed's tables."""
+    preferred = {"synchronous_commit": ("local", "off"), "batch": (1,), "standbys": (0,)}
+    for v in preferred.get(axis, ()):
+        if v in values:
+            return v
+    return None
+
+
+def _seed_side_by_side(store: Store, spec: dict[str, Any],
+                       cells: list[dict[str, Any]]) -> dict[str, Any]:
+    """The spec's reference figures next to this run's, and their ratios.
+
+    Absolute figures from another machine mean little; the ratios between
+    cells (sync / local, 10 rows per commit / 1, standbys / none) carry the
+    shape, which is what should match. Rows per second are compared for
+    ``batch`` (a transaction of 10 inserts is 10 rows)."""
+    ref = spec.get("reference") or {}
+    figures = ref.get("figures") or []
+    if not figures:
+        return {"missing": "the spec has no [reference] figures (the seed preset has the "
+                           "seed's published ones)"}
+    rows = []
+    for fig in figures:
+        keys = {k: v for k, v in fig.items() if k != "tps"}
+        match = next((c for c in cells if c["status"] == "done"
+                      and all(c["params"].get(k) == v for k, v in keys.items())), None)
+        rows.append({"where": keys, "seed_tps": fig.get("tps"),
+                     "idx": match["idx"] if match else None,
+                     "tps": match["tps_mean"] if match else None,
+                     "repeats_tps": _measured_tps(store, int(match["id"])) if match else []})
+    ratios = []
+    for a in rows:
+        for b in rows:
+            diff = [k for k in a["where"] if a["where"].get(k) != b["where"].get(k)]
+            if len(diff) != 1 or set(a["where"]) != set(b["where"]):
+                continue
+            axis = diff[0]
+            base = _baseline(axis, {r["where"].get(axis) for r in rows})
+            if base is None or b["where"][axis] != base or a["where"][axis] == base:
+                continue
+            scale_a = float(a["where"].get("batch", 1)) if axis == "batch" else 1.0
+            scale_b = float(b["where"].get("batch", 1)) if axis == "batch" else 1.0
+            entry: dict[str, Any] = {
+                "axis": axis, "what": f"{axis} {a['where'][axis]} / {base}",
+                "given": {k: v for k, v in a["where"].items() if k != axis},
+                "unit": "rows/s" if axis == "batch" else "tps",
+                "seed": (scale_a * a["seed_tps"]) / (scale_b * b["seed_tps"])
+                if a["seed_tps"] and b["seed_tps"] else None,
+                "here": None, "low": None, "high": None}
+            if a["repeats_tps"] and b["repeats_tps"]:
+                ci = ratio_ci([scale_a * t for t in a["repeats_tps"]],
+                             [scale_b * t for t in b["repeats_tps"]])
+                entry.update(here=ci.ratio, low=ci.low, high=ci.high)
+            ratios.append(entry)
+    for r in rows:
+        del r["repeats_tps"]
+    return {"source": ref.get("source", ""), "figures": rows, "ratios": ratios}
+
+
+def _placement_axes(cells: list[dict[str, Any]]) -> dict[str, Any]:
+    """For each axis other than clients and the sync level that the run varied: TPS by
+    its value, per sync level (the small multiples of the page)."""
+    axes = sorted({k for c in cells for k in c["axes"] if k not in SHAPE_AXES})
+    out = []
+    for axis in axes:
+        points = []
+        for c in cells:
+            if c["status"] != "done" or axis not in c["axes"]:
+                continue
+            points.append({"value": str(c["axes"][axis]),
+                           "level": c["params"].get("synchronous_commit"),
+                           "clients": c["params"].get("clients"), "tps": c["tps_mean"],
+                           "low": c["tps_ci_low"], "high": c["tps_ci_high"],
+                           "idx": c["idx"]})
+        out.append({"axis": axis, "points": points})
+    if not out:
+        return {"axes": [], "missing": "this run varied no axis besides the sync level and "
+                                       "the client count"}
+    return {"axes": out}
+
+
+def _method(store: Store, run_id: int, spec: dict[str, Any],
+            cells: list[dict[str, Any]]) -> dict[str, Any]:
+    """How the figures were obtained: repeats, confidence target, probes and their cost."""
+    probes = [dict(r) for r in store.db.execute(
+        "select p.probe, p.status, p.reason, count(*) as repeats from probes p "
+        "join repeats r on r.id = p.repeat_id join cells c on c.id = r.cell_id "
+        "where c.run_id = ? group by p.probe, p.status, p.reason order by p.probe",
+        (run_id,)).fetchall()]
+    overhead = []
+    for c in cells:
+        if c["status"] != "done":
+            continue
+        reps = store.repeats(int(c["id"]))
+        measured = [float(r["tps"]) for r in reps if not r["probed"]]
+        probed = [float(r["tps"]) for r in reps if r["probed"]]
+        if measured and probed:
+            overhead.append({"idx": c["idx"], "label": c["label"],
+                             "ratio": statistics.fmean(probed) / statistics.fmean(measured)})
+    run_ctl = spec.get("run", {})
+    return {
+        "repeats_min": run_ctl.get("repeats_min", 3), "repeats_max": run_ctl.get("repeats_max", 10),
+        "ci_target": run_ctl.get("ci_target", 0.03), "confidence": run_ctl.get("confidence", 0.95),
+        "warmup_s": spec.get("workload", {}).get("warmup"),
+        "duration_s": spec.get("workload", {}).get("duration"),
+        "cells": [{"idx": c["idx"], "label": c["label"], "repeats": c["repeats"],
+                   "stop_reason": c["stop_reason"], "ci_rel": c["tps_ci_rel"]} for c in cells],
+        "probes": probes, "probe_tps_ratio": overhead,
+        "probe_tps_ratio_median": (statistics.median(o["ratio"] for o in overhead)
+                                   if overhead else None),
+    }
+
+
+def _choose_cell(cells: list[dict[str, Any]], verdict: dict[str, Any],
+                 wanted: int | None) -> dict[str, Any] | None:
+    done = [c for c in cells if c["status"] == "done"]
+    if wanted is not None:
+        return next((c for c in done if c["idx"] == wanted), None)
+    best = verdict.get("best")
+    if best:
+        return next((c for c in done if c["idx"] == best["idx"]), None)
+    return done[0] if done else None
+
+
+def report_data(folder: Path, cell: int | None = None) -> dict[str, Any]:
+    """Every section of the report, from the store of the run in ``folder``.
+
+    ``cell`` picks the cell whose timeline and flame graphs are shown (default:
+    the fastest cell whose commits waited for a standby)."""
+    costs = {c["idx"]: c for c in run_costs(folder)}
+    cells = cell_summaries(folder, costs)
+    series = scaling(folder)
+    store = Store(folder, create=False)
+    try:
+        run = store.run()
+        run_id = int(run["id"])
+        ids = {int(c["idx"]): int(c["id"]) for c in store.cells(run_id)}
+        for c in cells:
+            c["id"] = ids[int(c["idx"])]
+        try:
+            spec = tomllib.loads(run["spec_toml"])
+        except tomllib.TOMLDecodeError:
+            spec = {}
+        verdict = _verdict(cells, series)
+        chosen = _choose_cell(cells, verdict, cell)
+        if cell is not None and chosen is None:
+            from syncrep_lab.errors import UserError
+
+            raise UserError(f"cell {cell} is not a finished cell of {folder}",
+                            "pick one of: " + ", ".join(str(c["idx"]) for c in cells
+                                                        if c["status"] == "done"))
+        timeline = (_timeline(store, store.db.execute("select * from cells where id = ?",
+                                                      (chosen["id"],)).fetchone())
+                    if chosen else {"missing": "no cell finished"})
+        topology = _topology(store, run_id)
+        data = {
+            "folder": str(folder),
+            "run": {"name": run["name"], "started_at": run["started_at"],
+                    "finished_at": run["finished_at"], "status": run["status"],
+                    "tool_version": run["tool_version"],
+                    "description": spec.get("description", "")},
+            "machine": json.loads(run["machine_json"]),
+            "spec_toml": run["spec_toml"],
+            "topology": topology,
+            "cells": cells,
+            "verdict": verdict,
+            "scaling": series,
+            "timeline": timeline,
+            "costs": [costs[c["idx"]] for c in cells if c["idx"] in costs],
+            "flamegraphs": {"idx": chosen["idx"] if chosen else None,
+                            "graphs": _flamegraph_images(
+                                folder, costs.get(chosen["idx"]) if chosen else None,
+                                {name for t in topology for name, state in t["states"].items()
+                                 if state in ("sync", "quorum")})},
+            "placement": _placement_axes(cells),
+            "seed": _seed_side_by_side(store, spec, cells),
+            "method": _method(store, run_id, spec, cells),
+        }
+    finally:
+        store.close()
+    for c in cells:
+        del c["id"]
+    return data

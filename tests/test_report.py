@@ -1,0 +1,272 @@
+"""The report: built from stored real runs (no re-run), and written by a fresh real
+run at its end; every page opened in headless Chromium, where each chart must
+render and nothing may go to the console or the network.
+
+Screenshots of every page checked go to ``test-artifacts/`` at the top of the
+checkout."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import statistics
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from syncrep_lab.analysis.diagnosis import diagnose_run, leading_verdict
+from syncrep_lab.experiment.store import DB_NAME
+from syncrep_lab.probes import flamegraph
+from syncrep_lab.report.model import report_data
+from tests.browser import open_page
+from tests.data.runs.refresh import load
+
+from .conftest import cli
+
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+FIXTURES = ("pg18-local-on", "pg96-on", "pg18-proc-only")
+
+# What the page looks like to a reader once its scripts ran: every chart slot, how
+# many of them plotly drew (an SVG with at least one trace in it), the section
+# titles, and the flame graphs that decoded as images.
+PAGE_STATE = """(() => {
+  const slots = [...document.querySelectorAll('div.chart[data-chart]')];
+  const drawn = slots.filter(d => d.classList.contains('js-plotly-plot')
+      && d.querySelector('.main-svg')
+      && d.querySelectorAll('.scatterlayer .trace, .barlayer .trace').length > 0);
+  return {
+    slots: slots.map(d => d.dataset.chart),
+    drawn: drawn.map(d => d.dataset.chart),
+    specified: Object.keys(JSON.parse(document.getElementById('chart-data').textContent)),
+    sections: [...document.querySelectorAll('main section h2')].map(h => h.textContent.trim()),
+    flames: [...document.querySelectorAll('.flame img')].map(i => i.naturalWidth),
+    text: document.body.innerText,
+  };
+})()"""
+
+SECTIONS = ("1. Verdict", "2. Setup", "3. Throughput and latency", "4. Timeline",
+            "5. Cost per commit", "6. Axes", "7. The seed", "8. Method")
+
+
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("stored-runs")
+    return {name: load(name, folder) for name in FIXTURES}
+
+
+def _db(folder: Path) -> sqlite3.Connection:
+    db = sqlite3.connect(folder / DB_NAME)
+    db.row_factory = sqlite3.Row
+    return db
+
+
+def _check_in_browser(page_path: Path, name: str) -> dict[str, Any]:
+    page = open_page(page_path, ARTIFACTS / f"report-{name}.png", evaluate=PAGE_STATE,
+                     wait_for="document.querySelectorAll('div.chart.js-plotly-plot').length > 0"
+                              " || document.querySelectorAll('div.chart').length === 0",
+                     timeout=90)
+    assert page.problems == [], page.problems
+    state: dict[str, Any] = page.value
+    assert state["slots"], "the page has no chart at all"
+    assert sorted(state["drawn"]) == sorted(state["slots"]), "some charts did not render"
+    assert sorted(state["slots"]) == sorted(state["specified"])
+    for title in SECTIONS:
+        assert any(s.startswith(title) for s in state["sections"]), title
+    assert page.screenshot is not None and page.screenshot.stat().st_size > 20_000
+    return state
+
+
+def test_report_data_agree_with_the_store(stored: dict[str, Path]) -> None:
+    folder = stored["pg18-local-on"]
+    data = report_data(folder)
+    db = _db(folder)
+    try:
+        cells = db.execute("select * from cells order by idx").fetchall()
+        # The verdict's best cell is the fastest one whose commits waited for a standby:
+        # here the only such cell is synchronous_commit = on.
+        sync = [c for c in cells if json.loads(c["params_json"])["synchronous_commit"] == "on"]
+        best = max(sync, key=lambda c: c["tps_mean"])
+        assert data["verdict"]["best"]["idx"] == best["idx"]
+        assert data["verdict"]["best"]["tps"] == pytest.approx(best["tps_mean"])
+        lead = leading_verdict(next(c for c in diagnose_run(folder)
+                                    if c["idx"] == best["idx"])["verdicts"])
+        assert lead is not None
+        assert data["verdict"]["limit"]["mechanism"] == lead["mechanism"]
+        # The timeline is every repeat of that cell, second by second, as stored.
+        repeats = db.execute("select r.id, r.probed from repeats r where cell_id = ? order by n",
+                             (best["id"],)).fetchall()
+        assert len(data["timeline"]["repeats"]) == len(repeats)
+        for shown, stored_repeat in zip(data["timeline"]["repeats"], repeats, strict=True):
+            tps = [r[0] for r in db.execute("select tps from samples where repeat_id = ? "
+                                            "order by t_s", (stored_repeat["id"],))]
+            assert shown["tps"] == tps
+            assert shown["probed"] == bool(stored_repeat["probed"])
+        standbys = {r[0] for r in db.execute("select distinct standby from replication_samples")}
+        assert set(data["timeline"]["lags"]) == standbys == {"b", "c"}
+        # The probes' cost as measured in this run: a probed repeat's TPS over the
+        # cell's measured mean.
+        ratios = []
+        for cell in cells:
+            measured = [r[0] for r in db.execute(
+                "select tps from repeats where cell_id = ? and probed = 0", (cell["id"],))]
+            probed = [r[0] for r in db.execute(
+                "select tps from repeats where cell_id = ? and probed = 1", (cell["id"],))]
+            ratios.append(statistics.fmean(probed) / statistics.fmean(measured))
+        assert data["method"]["probe_tps_ratio_median"] == pytest.approx(
+            statistics.median(ratios))
+    finally:
+        db.close()
+    topo = data["topology"][0]
+    assert topo["states"] == {"b": "sync", "c": "potential"}
+    assert topo["settings"]["synchronous_standby_names"]["primary"] == "FIRST 1 (b, c)"
+    # Sections without data say why.
+    assert "[reference]" in data["seed"]["missing"]
+    assert "varied no axis" in data["placement"]["missing"]
+
+
+def test_results_json_agrees_with_the_store(stored: dict[str, Path]) -> None:
+    for name in ("pg18-local-on", "pg18-proc-only"):
+        folder = stored[name]
+        res = cli("results", str(folder), "--json")
+        assert res.returncode == 0, res.stderr
+        rows = {r["idx"]: r for r in json.loads(res.stdout)}
+        db = _db(folder)
+        try:
+            for cell in db.execute("select * from cells"):
+                row = rows[cell["idx"]]
+                for key in ("tps_mean", "tps_ci_low", "tps_ci_high", "lat_p50_ms", "lat_p99_ms",
+                            "repeats", "status", "label"):
+                    assert row[key] == cell[key], key
+                # The top cost per commit, recomputed from the raw rows: CPU of each
+                # (node, role) over the transactions of the same repeat, averaged.
+                table, cpu = (("costs", "cpu_ms") if name == "pg18-local-on"
+                              else ("proc_costs", "user_ms + system_ms"))
+                per_role: dict[tuple[str, str], list[float]] = {}
+                for r in db.execute(
+                        f"select k.node, k.role, 1000.0 * ({cpu}) / r.transactions "
+                        f"from {table} k join repeats r on r.id = k.repeat_id "
+                        "where r.cell_id = ?", (cell["id"],)):
+                    per_role.setdefault((r[0], r[1]), []).append(r[2])
+                (node, role), values = max(per_role.items(),
+                                           key=lambda kv: statistics.fmean(kv[1]))
+                top = row["top_cost"]
+                assert (top["node"], top["role"]) == (node, role)
+                assert top["cpu_us"] == pytest.approx(statistics.fmean(values))
+                assert top["source"] == ("perf" if table == "costs" else "proc")
+        finally:
+            db.close()
+        table_text = cli("results", str(folder)).stdout
+        assert "top CPU per commit" in table_text
+        first = rows[min(rows)]["top_cost"]
+        assert f"{first['node']} {first['role']} {first['cpu_us']:,.0f} µs" in table_text
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_stored_run_report_renders_in_chromium(stored: dict[str, Path], name: str) -> None:
+    folder = stored[name]
+    res = cli("report", str(folder))
+    assert res.returncode == 0, res.stderr
+    page_path = folder / "report.html"
+    assert str(page_path) in res.stdout.replace("\n", "")
+    state = _check_in_browser(page_path, name)
+    # The sync story's charts are there whenever their data are.
+    assert {"throughput", "latency", "timeline_tps"} <= set(state["drawn"])
+    if name == "pg18-proc-only":
+        # perf did not run: no system calls chart, and the page says why.
+        assert "syscalls" not in state["slots"]
+        assert "perf did not count system calls" in state["text"]
+        assert "cpu" in state["drawn"]  # CPU from /proc instead
+    else:
+        assert {"cpu", "syscalls", "waits"} <= set(state["drawn"])
+    if name == "pg18-local-on":
+        assert "ratio" in state["drawn"]
+        assert "commit-wait wake-up bound" in state["text"]
+
+
+def test_report_refuses_what_it_cannot_show(stored: dict[str, Path], workdir: Path) -> None:
+    res = cli("report", str(stored["pg96-on"]), "--cell", "7")
+    assert res.returncode == 2
+    assert "cell 7 is not a finished cell" in res.stderr and "fix: pick one of: 0" in res.stderr
+    res = cli("report", str(workdir / "nothing here"))
+    assert res.returncode == 2 and "not a syncrep-lab run folder" in res.stderr
+    assert "Traceback" not in res.stderr
+    blocked = workdir / "file"
+    blocked.write_text("")
+    res = cli("report", str(stored["pg96-on"]), "--out", str(blocked / "report.html"))
+    assert res.returncode == 2 and "cannot write the report" in res.stderr
+    assert "Traceback" not in res.stderr
+
+
+RUN_SPEC = """\
+name = "report-e2e"
+
+[topology]
+standbys = 2
+
+[workload]
+clients = 4
+duration = 2
+warmup = 1
+
+[matrix]
+synchronous_commit = ["local", "on"]
+batch = [1, 4]
+only = [{ batch = 1 }, { batch = 4, synchronous_commit = "on" }]
+
+[run]
+repeats_min = 2
+repeats_max = 2
+
+[probes]
+sched = false
+
+[reference]
+source = "figures made up for this test"
+figures = [
+    { synchronous_commit = "local", batch = 1, tps = 200 },
+    { synchronous_commit = "on", batch = 1, tps = 50 },
+    { synchronous_commit = "on", batch = 4, tps = 30 },
+]
+"""
+
+
+def test_a_run_ends_with_its_report(workdir: Path) -> None:
+    spec = workdir / "report-e2e.toml"
+    spec.write_text(RUN_SPEC)
+    out = workdir / "run"
+    res = cli("run", str(spec), "--out", str(out), timeout=600)
+    assert res.returncode == 0, res.stdout + res.stderr
+    page_path = out / "report.html"
+    assert f"report: {page_path}" in res.stdout.replace("\n", "")
+    data = report_data(out)
+    db = _db(out)
+    try:
+        def measured(sc: str, batch: int) -> list[float]:
+            return [r[0] for r in db.execute(
+                "select r.tps from repeats r join cells c on c.id = r.cell_id where "
+                "r.probed = 0 and json_extract(c.params_json, '$.synchronous_commit') = ? "
+                "and json_extract(c.params_json, '$.batch') = ?", (sc, batch))]
+
+        ratios = {r["what"]: r for r in data["seed"]["ratios"]}
+        on_local = ratios["synchronous_commit on / local"]
+        assert on_local["seed"] == pytest.approx(50 / 200)
+        assert on_local["here"] == pytest.approx(
+            statistics.fmean(measured("on", 1)) / statistics.fmean(measured("local", 1)))
+        batch = ratios["batch 4 / 1"]  # rows per second: 4 rows per transaction
+        assert batch["unit"] == "rows/s"
+        assert batch["seed"] == pytest.approx(4 * 30 / 50)
+        assert batch["here"] == pytest.approx(
+            4 * statistics.fmean(measured("on", 4)) / statistics.fmean(measured("on", 1)))
+    finally:
+        db.close()
+    assert [a["axis"] for a in data["placement"]["axes"]] == ["batch"]
+    state = _check_in_browser(page_path, "e2e")
+    assert {"seed", "axis-batch", "timeline_lags"} <= set(state["drawn"])
+    reason = flamegraph.unavailable_reason()
+    if reason is None:
+        # Flame graphs are embedded in the page and decode as images.
+        assert state["flames"] and all(w > 0 for w in state["flames"])
+    else:
+        assert not state["flames"]
+        assert "No flame graphs" in state["text"] or "not embedded" in state["text"]
