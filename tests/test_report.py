@@ -262,7 +262,10 @@ def test_a_run_ends_with_its_report(workdir: Path) -> None:
         db.close()
     assert [a["axis"] for a in data["placement"]["axes"]] == ["batch"]
     state = _check_in_browser(page_path, "e2e")
-    assert {"seed", "axis-batch", "timeline_lags"} <= set(state["drawn"])
+    assert {"seed", "axis-batch", "timeline_lags", "timeline_waits"} <= set(state["drawn"])
+    # The backends' wait kinds second by second add up to the backends sampled.
+    waits = data["timeline"]["backend_waits"]
+    assert waits["t"] and "IPC" in waits["kinds"]
     reason = flamegraph.unavailable_reason()
     if reason is None:
         # Flame graphs are embedded in the page and decode as images.
@@ -270,3 +273,43 @@ def test_a_run_ends_with_its_report(workdir: Path) -> None:
     else:
         assert not state["flames"]
         assert "No flame graphs" in state["text"] or "not embedded" in state["text"]
+
+
+def test_compare_page_renders_in_chromium(stored: dict[str, Path], workdir: Path) -> None:
+    page_path = workdir / "compare.html"
+    res = cli("compare", str(stored["pg96-on"]), str(stored["pg18-local-on"]), "--html",
+              str(page_path))
+    assert res.returncode == 0, res.stderr
+    page = open_page(page_path, ARTIFACTS / "compare-pg96-pg18.png", evaluate=PAGE_STATE,
+                     wait_for="document.querySelectorAll('div.chart.js-plotly-plot').length > 0",
+                     timeout=90)
+    assert page.problems == [], page.problems
+    state = page.value
+    assert sorted(state["drawn"]) == sorted(state["slots"]) == sorted(state["specified"])
+    assert {"compare-ratios", "compare-costs-0"} <= set(state["drawn"])
+    # The page names what differs and the figure that changed most in the store.
+    assert "server version 9.6.24 → 18.6" in state["text"]
+    assert "epoll_create1" in state["text"]
+    assert "Unmatched in B: cell 0 sc=local" in state["text"]
+
+
+def test_the_seed_presets_reference_gives_the_seeds_ratios() -> None:
+    """The seed's own tables, as ratios: sync levels against local (~0.32), ten rows
+    per commit against one in rows per second (~3.1), and with no standby on
+    against off (~0.73). No cell is matched here: only the seed's side is formed."""
+    import tomllib
+
+    from syncrep_lab.experiment.spec import preset_text
+    from syncrep_lab.report.model import seed_side_by_side
+
+    spec = tomllib.loads(preset_text("seed"))
+    seed = seed_side_by_side(spec, [], lambda _cell_id: [])
+    ratios = {(r["what"], tuple(sorted(r["given"].items()))): r for r in seed["ratios"]}
+    on_local = ratios[("synchronous_commit on / local", (("batch", 1), ("standbys", 2)))]
+    assert on_local["seed"] == pytest.approx(70_000 / 220_000)
+    assert on_local["here"] is None and on_local["low"] is None
+    rows = ratios[("batch 10 / 1", (("standbys", 2), ("synchronous_commit", "on")))]
+    assert rows["unit"] == "rows/s" and rows["seed"] == pytest.approx(220_000 / 70_000)
+    no_standby = ratios[("synchronous_commit on / off", (("batch", 1), ("standbys", 0)))]
+    assert no_standby["seed"] == pytest.approx(220_000 / 300_000)
+    assert len(seed["figures"]) == 7 and all(f["tps"] is None for f in seed["figures"])

@@ -411,7 +411,10 @@ def scaling_cmd(run_dir: Path | None, as_json: bool) -> None:
 @click.option("--top", type=int, default=10, show_default=True,
               help="How many of the per-commit costs that changed most to show per cell.")
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison's data as JSON.")
-def compare_cmd(run_a: Path, run_b: Path, force: bool, top: int, as_json: bool) -> None:
+@click.option("--html", "html_out", type=click.Path(path_type=Path), default=None,
+              help="Also write the comparison as a self-contained HTML page here.")
+def compare_cmd(run_a: Path, run_b: Path, force: bool, top: int, as_json: bool,
+                html_out: Path | None) -> None:
     """Run B against run A, cell by matching cell: TPS and latency ratios with 95 % CI and
     Welch's t-test, and the per-commit costs that changed most."""
     from syncrep_lab.analysis.compare import compare_runs
@@ -422,6 +425,11 @@ def compare_cmd(run_a: Path, run_b: Path, force: bool, top: int, as_json: bool) 
         click.echo(json.dumps(data, indent=2))
     else:
         print_compare(data, out)
+    if html_out is not None:
+        from syncrep_lab.report.html import render_compare, write_page
+
+        path = write_page(render_compare(data), html_out)
+        (err if as_json else out).print(f"comparison written to {escape(str(path))}")
 
 
 # --- clean ------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from typing import Any
 
 from syncrep_lab.errors import UserError
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 DB_NAME = "syncrep-lab.sqlite"
 
 SCHEMA = """
@@ -141,6 +141,12 @@ create table if not exists wakeups (   -- who woke whom, during the traced secon
     wakee_node text not null, wakee_role text not null,
     count integer not null, duration_s real not null
 );
+create table if not exists wait_timeline (   -- wait kinds second by second
+    repeat_id integer not null references repeats(id),
+    t_s integer not null,            -- whole seconds since the sampler started
+    node text not null, role text not null, wait_type text not null,
+    samples integer not null, ticks integer not null   -- ticks: samples of the node that second
+);
 create view if not exists cell_results as
     select r.name as run, c.idx, c.label, c.status, c.repeats, c.stop_reason,
            c.tps_mean, c.tps_ci_low, c.tps_ci_high, c.tps_ci_rel,
@@ -165,6 +171,7 @@ PROBE_TABLES: dict[str, tuple[str, ...]] = {
                     "voluntary", "wakeups_received", "duration_s"),
     "wakeups": ("waker_node", "waker_role", "wakee_node", "wakee_role", "count",
                 "duration_s"),
+    "wait_timeline": ("t_s", "node", "role", "wait_type", "samples", "ticks"),
 }
 
 
@@ -197,9 +204,10 @@ class Store:
                             "check that the folder is writable and the disk not full") from None
         version = self.db.execute(
             "select value from meta where key = 'schema_version'").fetchone()
-        if version is not None and int(version[0]) in (1, 2) and not create:
+        if version is not None and int(version[0]) in (1, 2, 3) and not create:
             # 1 -> 2 added the first probe tables and repeats.probed; 2 -> 3 the tables
-            # of /proc, NUMA, flame graphs and the scheduler trace. New tables only.
+            # of /proc, NUMA, flame graphs and the scheduler trace; 3 -> 4 the wait
+            # timeline. New tables only.
             self.db.executescript(SCHEMA)
             if int(version[0]) == 1:
                 self.db.execute(

@@ -51,6 +51,10 @@ class ActivityResult:
     replication: list[tuple[float, str, str, float | None, float | None, float | None,
                             float | None]] = field(default_factory=list)
     error: str | None = None
+    # (whole second since the sampler started, role, wait_event_type) -> samples, and
+    # the samples taken of the node in each second: the wait kinds over time.
+    timeline: Counter[tuple[int, str, str]] = field(default_factory=Counter)
+    ticks_per_second: Counter[int] = field(default_factory=Counter)
 
 
 @dataclass
@@ -124,7 +128,7 @@ class ActivitySampler(threading.Thread):
                                 and now >= next_replication)
             if now >= next_activity:
                 for node in self.nodes:
-                    self._activity(node)
+                    self._activity(node, int(now - started))
                 next_activity += self.period
             if poll_replication:
                 for node in self.nodes:
@@ -136,7 +140,7 @@ class ActivitySampler(threading.Thread):
                        if self.replication_period is not None else next_activity)
             self.stopping.wait(max(0.0, wake - time.monotonic()))
 
-    def _activity(self, node: _Node) -> None:
+    def _activity(self, node: _Node, second: int) -> None:
         if node.conn is None:
             return
         # libpq directly, without a cursor: a third of the client CPU per sample.
@@ -149,6 +153,7 @@ class ActivitySampler(threading.Thread):
             return
         result = node.result
         result.ticks += 1
+        result.ticks_per_second[second] += 1
         value = res.get_value
         for i in range(res.ntuples):
             role = self._role(int(value(i, 0) or 0))
@@ -156,9 +161,12 @@ class ActivitySampler(threading.Thread):
             if wtype:
                 result.waits[(role, wtype, (value(i, 2) or b"").decode())] += 1
             elif value(i, 3) == b"active" or role != "backend":
-                result.waits[(role, "CPU", "running")] += 1
+                wtype = "CPU"
+                result.waits[(role, wtype, "running")] += 1
             else:
-                result.waits[(role, "Client", "idle")] += 1
+                wtype = "Client"
+                result.waits[(role, wtype, "idle")] += 1
+            result.timeline[(second, role, wtype)] += 1
 
     def _replication(self, node: _Node, sql: str, t_s: float) -> None:
         if node.conn is None:

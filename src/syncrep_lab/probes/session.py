@@ -230,16 +230,20 @@ def probe_rows(data: ProbeData, repeat_dir: str) -> dict[str, list[tuple[Any, ..
     relative to the run folder (``repeat_dir`` is the repeat's folder in it)."""
     waits = []
     replication = []
+    timeline = []
     for node, result in data.activity.items():
         for (role, wtype, wevent), n in sorted(result.waits.items()):
             waits.append((node, role, wtype, wevent, n, result.ticks))
         replication += result.replication
+        timeline += [(second, node, role, wtype, n, result.ticks_per_second[second])
+                     for (second, role, wtype), n in sorted(result.timeline.items())]
     rows: dict[str, list[tuple[Any, ...]]] = {
         "probes": [(probe, status, reason) for probe, (status, reason) in data.status.items()],
         "costs": [(r["node"], r["role"], r["processes"], r["cpu_ms"], r["context_switches"],
                    r["syscalls_json"]) for r in data.costs],
         "waits": waits,
         "replication_samples": replication,
+        "wait_timeline": timeline,
     }
     if data.proc is not None:
         rows["proc_costs"] = [(r["node"], r["role"], r["processes"], r["user_ms"],

@@ -187,12 +187,28 @@ def timeline_lags(timeline: dict[str, Any]) -> Chart | None:
             return None
         return _chart("timeline-lags", data, _layout(
             f"Cell {timeline['idx']}: WAL not yet flushed by each standby (probed repeat)",
-            "time in repeat (s)", "bytes behind"))
+            "time since the probes started (s)", "bytes behind"))
     events = [{"type": "line", "x0": e["t"], "x1": e["t"], "yref": "paper", "y0": 0, "y1": 1,
                "line": {"color": "#d62728", "dash": "dash"}} for e in timeline.get("events", [])]
     return _chart("timeline-lags", data, _layout(
         f"Cell {timeline['idx']}: replication lag of each standby (probed repeat)",
-        "time in repeat (s)", "lag (ms)", shapes=events))
+        "time since the probes started (s)", "lag (ms)", shapes=events))
+
+
+def timeline_waits(timeline: dict[str, Any]) -> Chart | None:
+    waits = timeline.get("backend_waits") or {}
+    if not waits.get("t"):
+        return None
+    colours = {"IPC": "#d62728", "CPU": "#54a24b", "Client": "#bab0ac", "IO": "#f58518",
+               "LWLock": "#4c78a8", "Lock": "#b279a2"}
+    data = [{"type": "scatter", "mode": "lines", "stackgroup": "waits", "name": kind,
+             "x": waits["t"], "y": values,
+             "line": {"color": colours.get(kind, PALETTE[i % len(PALETTE)])}}
+            for i, (kind, values) in enumerate(waits["kinds"].items())]
+    return _chart("timeline-waits", data, _layout(
+        f"Cell {timeline['idx']}: the primary's backends by wait kind, each second "
+        "(probed repeat)", "time since the probes started (s)",
+        "backends in that state (mean of samples)"))
 
 
 def _role_name(entry: dict[str, Any]) -> str:
@@ -374,6 +390,7 @@ def all_charts(data: dict[str, Any]) -> dict[str, Chart]:
         "timeline_tps": timeline_tps(data["timeline"]),
         "timeline_latency": timeline_latency(data["timeline"]),
         "timeline_lags": timeline_lags(data["timeline"]),
+        "timeline_waits": timeline_waits(data["timeline"]),
         "waits": waits(chosen),
         "breakdown": latency_breakdown(chosen),
         "cpu": cpu_per_commit(data["costs"]),
@@ -383,4 +400,52 @@ def all_charts(data: dict[str, Any]) -> dict[str, Chart]:
     }
     for chart in placement(data["placement"]):
         charts[chart["id"]] = chart
+    return {k: v for k, v in charts.items() if v is not None}
+
+
+def compare_ratios(data: dict[str, Any]) -> Chart | None:
+    """B/A of each matched cell's TPS, mean and p99 latency, with 95 % intervals."""
+    traces = []
+    for i, figure in enumerate(("TPS", "mean latency", "p99 latency")):
+        x, y, up, down = [], [], [], []
+        for pair in data["pairs"]:
+            f = next((f for f in pair["figures"] if f["figure"] == figure), None)
+            if f is None or f["ratio"] is None:
+                continue
+            x.append(", ".join(f"{k}={v}" for k, v in pair["key"].items()) or "the run")
+            y.append(f["ratio"])
+            up.append(f["ratio_high"] - f["ratio"] if f["ratio_high"] is not None else None)
+            down.append(f["ratio"] - f["ratio_low"] if f["ratio_low"] is not None else None)
+        if x:
+            traces.append({"type": "bar", "name": figure, "x": x, "y": y,
+                           "marker": {"color": PALETTE[i]},
+                           "error_y": {"type": "data", "visible": True, "symmetric": False,
+                                       "array": up, "arrayminus": down}})
+    if not traces:
+        return None
+    return _chart("compare-ratios", traces, _layout(
+        "B / A for each matched cell (95 % CI; 1 = no change)", "matched cell", "ratio B / A",
+        shapes=[{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": 1, "y1": 1,
+                 "line": {"dash": "dot", "color": "#999"}}]))
+
+
+def compare_costs(pair: dict[str, Any], n: int) -> Chart | None:
+    """The per-commit costs of one matched cell that changed most, A beside B."""
+    top = pair.get("costs", {}).get("top", [])
+    if not top:
+        return None
+    names = [f"{c['node']} {c['role']}: {c['figure']}" for c in top][::-1]
+    data = [{"type": "bar", "orientation": "h", "name": side, "y": names,
+             "x": [c[key]["mean"] for c in top][::-1], "marker": {"color": colour}}
+            for side, key, colour in (("A", "a", "#bab0ac"), ("B", "b", "#4c78a8"))]
+    return _chart(f"compare-costs-{n}", data, _layout(
+        "Per-commit costs that changed most (per commit; CPU in µs)", "per commit", "",
+        barmode="group", height=max(320, 34 * len(names) + 140),
+        yaxis={"rangemode": "normal"}, xaxis={"type": "log"}))
+
+
+def compare_charts(data: dict[str, Any]) -> dict[str, Chart]:
+    charts: dict[str, Chart | None] = {"compare-ratios": compare_ratios(data)}
+    for n, pair in enumerate(data["pairs"]):
+        charts[f"compare-costs-{n}"] = compare_costs(pair, n)
     return {k: v for k, v in charts.items() if v is not None}

@@ -21,7 +21,7 @@ from markupsafe import escape
 
 from syncrep_lab import __version__
 from syncrep_lab.errors import UserError
-from syncrep_lab.report.charts import LEVEL_COLOURS, all_charts
+from syncrep_lab.report.charts import LEVEL_COLOURS, all_charts, compare_charts
 from syncrep_lab.report.model import report_data
 
 REPORT_NAME = "report.html"
@@ -104,19 +104,34 @@ def render(data: dict[str, Any]) -> str:
         topologies=[topology_svg(c) for c in data["topology"]])
 
 
-def write_report(folder: Path, out: Path | None = None, cell: int | None = None) -> Path:
-    """Build the report of the run in ``folder``; written atomically (a reader never
-    sees half a page), by default to ``folder/report.html``."""
-    target = out or folder / REPORT_NAME
-    page = render(report_data(folder, cell))
+def render_compare(data: dict[str, Any]) -> str:
+    """The page for a comparison (see ``analysis.compare.compare_runs``)."""
+    charts = compare_charts(data)
+    return _environment().get_template("compare.html.j2").render(
+        d=data, charts=charts, charts_json=_json_for_script(
+            {k: c["figure"] for k, c in charts.items()}),
+        plotly_js=plotly_js(), version=__version__)
+
+
+def write_page(page: str, target: Path) -> Path:
+    """Write a page atomically: a reader (or a browser refreshing) never sees half of it,
+    and a failed write leaves no temporary file behind."""
+    tmp: str | None = None
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".report-", suffix=".html", dir=target.parent)
+        fd, tmp = tempfile.mkstemp(prefix=".page-", suffix=".html", dir=target.parent)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(page)
         os.chmod(tmp, 0o644)
         os.replace(tmp, target)
     except OSError as exc:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
         raise UserError(f"cannot write the report to {target}: {exc}",
                         "give a writable --out, or free some disk space") from None
     return target
+
+
+def write_report(folder: Path, out: Path | None = None, cell: int | None = None) -> Path:
+    """Build the report of the run in ``folder``, by default into ``folder/report.html``."""
+    return write_page(render(report_data(folder, cell)), out or folder / REPORT_NAME)

@@ -12,6 +12,7 @@ import base64
 import json
 import statistics
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -175,7 +176,23 @@ def _timeline(store: Store, cell: Any) -> dict[str, Any]:
             last_state[s["standby"]] = s["sync_state"]
     missing = None if probed else "this cell ran no probed repeat, so no lags were sampled"
     return {"idx": cell["idx"], "label": cell["label"], "repeats": series, "lags": lags,
-            "events": events, "lags_missing": missing}
+            "events": events, "lags_missing": missing,
+            "backend_waits": _backend_waits(store, probed[-1]) if probed else {}}
+
+
+def _backend_waits(store: Store, repeat_id: int) -> dict[str, Any]:
+    """The primary's backends second by second, by wait kind: how many of them were,
+    on average, in each state (active-session counts, as a DBA reads them)."""
+    by_kind: dict[str, dict[int, float]] = {}
+    seconds: set[int] = set()
+    for r in store.db.execute(
+            "select t_s, wait_type, samples, ticks from wait_timeline where repeat_id = ? "
+            "and node = 'primary' and role = 'backend' order by t_s", (repeat_id,)):
+        if r["ticks"] > 0:
+            by_kind.setdefault(r["wait_type"], {})[int(r["t_s"])] = r["samples"] / r["ticks"]
+            seconds.add(int(r["t_s"]))
+    t = sorted(seconds)
+    return {"t": t, "kinds": {k: [v.get(s, 0.0) for s in t] for k, v in sorted(by_kind.items())}}
 
 
 def _flamegraph_images(folder: Path, cost: dict[str, Any] | None,
@@ -215,14 +232,15 @@ def _baseline(axis: str, values: set[Any]) -> Any:
     return None
 
 
-def _seed_side_by_side(store: Store, spec: dict[str, Any],
-                       cells: list[dict[str, Any]]) -> dict[str, Any]:
+def seed_side_by_side(spec: dict[str, Any], cells: list[dict[str, Any]],
+                      measured: Callable[[int], list[float]]) -> dict[str, Any]:
     """The spec's reference figures next to this run's, and their ratios.
 
     Absolute figures from another machine mean little; the ratios between
     cells (sync / local, 10 rows per commit / 1, standbys / none) carry the
     shape, which is what should match. Rows per second are compared for
-    ``batch`` (a transaction of 10 inserts is 10 rows)."""
+    ``batch`` (a transaction of 10 inserts is 10 rows). ``measured`` gives the
+    TPS of a cell's measured repeats, by the cell's id."""
     ref = spec.get("reference") or {}
     figures = ref.get("figures") or []
     if not figures:
@@ -236,7 +254,7 @@ def _seed_side_by_side(store: Store, spec: dict[str, Any],
         rows.append({"where": keys, "seed_tps": fig.get("tps"),
                      "idx": match["idx"] if match else None,
                      "tps": match["tps_mean"] if match else None,
-                     "repeats_tps": _measured_tps(store, int(match["id"])) if match else []})
+                     "repeats_tps": measured(int(match["id"])) if match else []})
     ratios = []
     for a in rows:
         for b in rows:
@@ -244,7 +262,11 @@ def _seed_side_by_side(store: Store, spec: dict[str, Any],
             if len(diff) != 1 or set(a["where"]) != set(b["where"]):
                 continue
             axis = diff[0]
-            base = _baseline(axis, {r["where"].get(axis) for r in rows})
+            # The baseline among the figures like ``a`` but for this axis: with no
+            # standby the seed ran only off and on, so on is compared with off there.
+            base = _baseline(axis, {r["where"].get(axis) for r in rows
+                                    if all(r["where"].get(k) == v for k, v in a["where"].items()
+                                           if k != axis)})
             if base is None or b["where"][axis] != base or a["where"][axis] == base:
                 continue
             scale_a = float(a["where"].get("batch", 1)) if axis == "batch" else 1.0
@@ -382,7 +404,7 @@ def report_data(folder: Path, cell: int | None = None) -> dict[str, Any]:
                                 {name for t in topology for name, state in t["states"].items()
                                  if state in ("sync", "quorum")})},
             "placement": _placement_axes(cells),
-            "seed": _seed_side_by_side(store, spec, cells),
+            "seed": seed_side_by_side(spec, cells, lambda cell_id: _measured_tps(store, cell_id)),
             "method": _method(store, run_id, spec, cells),
         }
     finally:
