@@ -11,13 +11,14 @@ spare.
 
 from __future__ import annotations
 
+import errno
 import json
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from types import FrameType
 from typing import Any, NoReturn
 
 import click
@@ -25,7 +26,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from syncrep_lab import __version__, paths
+from syncrep_lab import __version__, paths, shutdown
 from syncrep_lab.cluster.manifest import load, registered
 from syncrep_lab.cluster.teardown import clean as clean_all
 from syncrep_lab.cluster.teardown import remove_cluster
@@ -37,10 +38,6 @@ from syncrep_lab.terminal import make_console
 
 out = make_console()
 err = make_console(stderr=True)
-
-def _raise_interrupted(signum: int, _frame: FrameType | None) -> None:
-    raise Interrupted(signum)
-
 
 def fail(exc: UserError) -> NoReturn:
     # soft_wrap: messages are never broken across lines (users and tests grep them)
@@ -238,19 +235,28 @@ def _latest_run() -> Path:
 @click.option("--out", type=click.Path(path_type=Path), default=None,
               help="Run folder (default ./syncrep-runs/NAME-TIME).")
 @click.option("--resume", is_flag=True, help="Continue the run in --out where it stopped.")
-def run(spec_file: Path | None, preset: str | None, out: Path | None, resume: bool) -> None:
+@click.option("--check", is_flag=True,
+              help="Only validate the spec and what it needs here; print the cells that "
+                   "would run. Creates nothing.")
+def run(spec_file: Path | None, preset: str | None, out: Path | None, resume: bool,
+        check: bool) -> None:
     """Run an experiment: a TOML spec, or a preset (default: seed)."""
     from syncrep_lab.experiment import spec as specs
-    from syncrep_lab.experiment.progress import RunDisplay
-    from syncrep_lab.experiment.runner import resume_run, start_run
 
     if resume:
         if out is None:
             raise UserError("--resume needs the run folder", "pass --out RUN_FOLDER")
-        if spec_file or preset:
+        if spec_file or preset or check:
             raise UserError("--resume takes the spec stored with the run",
-                            "leave out SPEC and --preset")
-        with RunDisplay(out) as display:
+                            "leave out SPEC, --preset and --check")
+        if not (out / "syncrep-lab.sqlite").is_file():
+            raise UserError(f"{out} holds no run to resume (no syncrep-lab.sqlite)",
+                            "give the --out of a run that was started, or start one with: "
+                            "syncrep-lab run SPEC --out FOLDER")
+        from syncrep_lab.experiment.progress import RunDisplay
+        from syncrep_lab.experiment.runner import resume_run
+
+        with _resume_hint(out), RunDisplay(out) as display:
             resume_run(out, display.events)
         _finish(out)
         return
@@ -262,11 +268,72 @@ def run(spec_file: Path | None, preset: str | None, out: Path | None, resume: bo
     else:
         spec, text = specs.load_preset(preset or "seed")
         spec_dir = Path.cwd()
+    given_out = out
     if out is None:
         out = RUNS_DIR / f"{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}"
-    with RunDisplay(out) as display:
+    # What start_run would refuse, refused before the display starts.
+    from syncrep_lab.experiment.runner import preflight, start_run, stored_spec_text
+
+    preflight(spec)
+    stored_spec_text(text)
+    _check_out(out)
+    if check:
+        _print_check(spec, given_out)
+        return
+    from syncrep_lab.experiment.progress import RunDisplay
+
+    with _resume_hint(out), RunDisplay(out) as display:
         start_run(spec, text, spec_dir, out, display.events)
     _finish(out)
+
+
+def _check_out(out_dir: Path) -> None:
+    """A run folder that can be used: not a file, not a run already."""
+    if (out_dir / "syncrep-lab.sqlite").exists():
+        raise UserError(f"{out_dir} already holds a run",
+                        f"continue it with: syncrep-lab run --resume --out {out_dir}, "
+                        "or choose another --out")
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UserError(f"--out {out_dir} is not a directory", "choose a folder for the run")
+    parent = next(p for p in out_dir.absolute().parents if p.exists())
+    if not parent.is_dir():
+        raise UserError(f"--out {out_dir}: {parent} is a file, not a directory",
+                        "choose a folder for the run")
+
+
+def _print_check(spec: Any, out_dir: Path | None) -> None:
+    """`run --check`: the plan, as the run would execute it."""
+    from syncrep_lab.experiment.machine import machine_metadata
+    from syncrep_lab.experiment.plan import expand
+
+    plan = expand(spec, machine_metadata()["cpus_usable"] or 2)
+    clusters = len({c.cluster_key for c in plan.cells})
+    out.print(f"spec {escape(spec.name)} is valid: {len(plan.cells)} cells on {clusters} "
+              f"cluster{'s' if clusters != 1 else ''}", soft_wrap=True)
+    shown = 50
+    for cell in plan.cells[:shown]:
+        out.print(f"  {cell.index:>4}  {escape(cell.label)}  (pg {cell.pg or 'default'}, "
+                  f"{cell.standbys} standbys, sync {cell.sync!r}, {cell.threads} threads)",
+                  soft_wrap=True)
+    if len(plan.cells) > shown:
+        out.print(f"  ... and {len(plan.cells) - shown} more")
+    for message in plan.dropped:
+        out.print(f"left out: {escape(message)}", soft_wrap=True)
+    where = f" into {escape(str(out_dir))}" if out_dir is not None else ""
+    out.print(f"nothing was created; run it{where} without --check", soft_wrap=True)
+
+
+@contextmanager
+def _resume_hint(out_dir: Path) -> Iterator[None]:
+    """On an interrupt, say where the run is and how to continue it."""
+    try:
+        yield
+    except Interrupted:
+        if (out_dir / "syncrep-lab.sqlite").exists():
+            err.print(f"the repeats done so far are stored in {escape(str(out_dir))}; "
+                      f"continue with: syncrep-lab run --resume --out {escape(str(out_dir))}",
+                      soft_wrap=True)
+        raise
 
 
 def _print_results_and_verdicts(out_dir: Path, rows: list[dict[str, Any]],
@@ -276,6 +343,13 @@ def _print_results_and_verdicts(out_dir: Path, rows: list[dict[str, Any]],
     from syncrep_lab.experiment.results import print_results
 
     print_results(out_dir, rows)
+    from syncrep_lab.analysis.faults import run_faults
+
+    for cell in run_faults(out_dir):
+        if cell["acknowledged_lost"]:
+            out.print(f"[bold red]cell {cell['idx']} {escape(cell['label'])}: acknowledged "
+                      f"commits were lost (details: syncrep-lab faults {escape(str(out_dir))})[/]",
+                      soft_wrap=True)
     if cells:
         out.print("what limits each cell (details: syncrep-lab diagnose "
                   f"{escape(str(out_dir))}):")
@@ -387,6 +461,22 @@ def _show_cells(
         show(cells, out)
 
 
+@cli.command("faults")
+@click.argument("run_dir", required=False, type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True)
+def faults_cmd(run_dir: Path | None, as_json: bool) -> None:
+    """What each fault did: when the primary saw it, throughput before, during and
+    after, slow commits, and whether every acknowledged commit survived."""
+    from syncrep_lab.analysis.faults import run_faults
+    from syncrep_lab.analysis.render import print_faults
+
+    cells = run_faults(run_dir or _latest_run())
+    if as_json:
+        click.echo(json.dumps(cells, indent=2))
+    else:
+        print_faults(cells, out)
+
+
 @cli.command("scaling")
 @click.argument("run_dir", required=False, type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True)
@@ -454,11 +544,20 @@ def clean(just_list: bool) -> None:
 
 
 def main() -> None:
-    signal.signal(signal.SIGTERM, _raise_interrupted)
+    shutdown.install()  # SIGINT, SIGTERM, SIGHUP: cleanup; a second one: out at once
     try:
         cli.main(standalone_mode=False)
     except UserError as exc:
         fail(exc)
+    except OSError as exc:  # a file system refusing, wherever it was not caught earlier
+        fixes = {errno.ENOSPC: "free space on that disk (df -h), then run the command again",
+                 errno.EDQUOT: "free space within your quota, then run the command again",
+                 errno.EROFS: "write somewhere writable, or remount it read-write",
+                 errno.EACCES: "check its permissions (ls -ld) or use another place",
+                 errno.EPERM: "check its permissions (ls -ld) or use another place"}
+        if exc.errno not in fixes:
+            raise
+        fail(UserError(f"{exc.filename or 'a file'}: {exc.strerror}", fixes[exc.errno]))
     except click.exceptions.Abort:
         err.print("interrupted")
         sys.exit(130)
@@ -469,5 +568,6 @@ def main() -> None:
         sys.exit(exc.exit_code)
     except (KeyboardInterrupt, Interrupted) as exc:
         signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
-        err.print("interrupted; servers started by this command were stopped")
+        err.print(f"interrupted ({signal.Signals(signum).name}); what this command started "
+                  "was stopped and removed")
         sys.exit(128 + signum)

@@ -270,3 +270,45 @@ def print_compare(data: dict[str, Any], console: Console) -> None:
                           soft_wrap=True)
     if not data["pairs"]:
         console.print("[yellow]no cell of A matches one of B: nothing to compare[/]")
+
+
+def _n(value: float | None, fmt: str = "{:,.0f}") -> str:
+    return "-" if value is None else fmt.format(value)
+
+
+def print_faults(cells: list[dict[str, Any]], console: Console) -> None:
+    """Each faulted cell: its events and what followed, the slow commits, and the rows
+    counted on every node afterwards (lost acknowledged commits in red)."""
+    if not cells:
+        console.print("no cell of this run ran a fault scenario ([faults.NAME] and the "
+                      "faults axis in the spec)")
+        return
+    for cell in cells:
+        head = f"[bold]cell {cell['idx']} {escape(cell['label'])}[/]"
+        if cell["status"] != "done":
+            head += f": [red]{cell['status']}[/] {escape(cell['error'] or '')}"
+        console.print(head, soft_wrap=True)
+        if not cell["repeats"]:
+            continue
+        table = Table(title_justify="left")
+        for col in ("rep", "at s", "event", "seen by the primary", "after s", "TPS before",
+                    "during", "back after s", "TPS after"):
+            table.add_column(col, justify="left" if col in ("event", "seen by the primary")
+                             else "right")
+        for r in cell["repeats"]:
+            for e in r["events"]:
+                table.add_row(str(r["n"]), f"{e['t_s']:.2f}", escape(f"{e['node']} {e['detail']}"),
+                              escape(e["detected"] or "no state change"),
+                              _n(e["detect_s"], "{:.2f}"), _n(e["tps_before"]),
+                              _n(e["tps_during"]), _n(e["recovery_s"], "{:.1f}"),
+                              _n(e["tps_after"]))
+        console.print(table)
+        for r in cell["repeats"]:
+            rows = "; ".join(f"{d['node']} {d['rows']:,}/{d['expected']:,}"
+                             for d in r["durability"]) or "not counted (not an insert workload)"
+            line = (f"  repeat {r['n']}: {r['slow_commits']:,} of {r['transactions']:,} commits "
+                    f"slower than {cell['slow_commit_ms']:g} ms; rows found/expected: {rows}")
+            console.print(escape(line), soft_wrap=True)
+            for d in r["lost"]:
+                console.print(f"  [bold red]ACKNOWLEDGED COMMITS LOST on {escape(d['node'])}: "
+                              f"{escape(d['detail'])}[/]", soft_wrap=True)

@@ -15,6 +15,7 @@ The order matters for both speed and safety:
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import shutil
@@ -220,6 +221,8 @@ def configure_node(
         "port": str(node.port),
         "listen_addresses": "127.0.0.1" if manifest.tcp else "''",
         "unix_socket_directories": str(manifest.sock_dir),
+        # trust on the socket: only its owner (the server account) and root may connect
+        "unix_socket_permissions": "0700",
         "wal_level": "replica",
         **values,
     }
@@ -283,7 +286,7 @@ def up(opts: UpOptions, progress: Progress | None = None) -> Manifest:
     spec, rendered = check_sync(sync_text, names, inst.version.num)
     if opts.clone not in ("copy", "basebackup"):
         raise UserError(f"--clone {opts.clone!r}", "use copy or basebackup")
-    if opts.timeout <= 0:
+    if not 0 < opts.timeout < math.inf:  # nan and inf would make every wait unbounded
         raise UserError(f"--timeout {opts.timeout}: must be positive", "give seconds, e.g. 60")
     cluster_dir = opts.dir.expanduser().absolute()
     must_create = check_dir(cluster_dir, account)

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from syncrep_lab import paths
+from syncrep_lab import paths, shutdown
 
 MANIFEST = "syncrep-lab.json"
 FORMAT = 1
@@ -116,11 +116,13 @@ def register(cluster_dir: Path) -> None:
     reg.mkdir(parents=True, exist_ok=True)
     key = hashlib.sha256(str(cluster_dir.resolve()).encode()).hexdigest()[:16]
     (reg / f"{key}.json").write_text(json.dumps({"dir": str(cluster_dir.resolve())}))
+    shutdown.own_cluster(cluster_dir)  # a second Ctrl-C kills its servers at once
 
 
 def unregister(cluster_dir: Path) -> None:
     key = hashlib.sha256(str(cluster_dir.resolve()).encode()).hexdigest()[:16]
     (_registry() / f"{key}.json").unlink(missing_ok=True)
+    shutdown.disown_cluster(cluster_dir)
 
 
 def registered() -> list[Path]:

@@ -61,7 +61,8 @@ def stop_children(procs: list[subprocess.Popen[bytes]], timeout: float = 15) -> 
             proc.wait(timeout=max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             proc.kill()
-            proc.wait()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=5)  # bounded even for a process stuck in the kernel
 
 
 def postmaster_pid(data_dir: Path) -> int | None:
@@ -84,6 +85,25 @@ def postmaster_pid(data_dir: Path) -> int | None:
     except OSError:
         return None
     return pid
+
+
+def processes_in(data_dirs: list[Path]) -> list[int]:
+    """Pids of PostgreSQL processes (postmasters and their children) whose working
+    directory is one of ``data_dirs``: every server process runs in its data dir."""
+    wanted = {str(d.resolve()) for d in data_dirs}
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cwd = os.readlink(f"/proc/{entry}/cwd")
+            with open(f"/proc/{entry}/comm") as fh:
+                comm = fh.read().strip()
+        except OSError:
+            continue
+        if cwd in wanted and comm in ("postgres", "postmaster"):
+            found.append(int(entry))
+    return found
 
 
 def signal_stop(data_dir: Path, mode: str) -> int | None:
@@ -121,11 +141,14 @@ def wait_gone(pids: dict[Path, int], timeout: float) -> list[Path]:
             break  # unkillable (e.g. stuck in the kernel): report rather than hang
         if now > deadline:
             for data_dir, pid in pending.items():
+                # suppress: it may have exited since it was last seen
                 if data_dir not in escalated:
                     escalated.add(data_dir)
-                    os.kill(pid, signal.SIGQUIT)
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGQUIT)
                 else:
-                    os.kill(pid, signal.SIGKILL)
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
                     killed.append(data_dir)
             deadline = now + 5
         time.sleep(0.005)

@@ -8,11 +8,14 @@ runs in one of those data dirs.
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
+import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from syncrep_lab import shutdown
 from syncrep_lab.cluster import server
 from syncrep_lab.cluster.manifest import MANIFEST, load, registered, unregister
 from syncrep_lab.errors import UserError
@@ -40,6 +43,25 @@ def stop_nodes(cluster_dir: Path, names: list[str], mode: str, timeout: float) -
     return [d.name for d in pids], [d.name for d in killed]
 
 
+def kill_leftovers(data_dirs: list[Path], timeout: float = 5.0) -> list[str]:
+    """SIGKILL server processes still running in ``data_dirs`` once their postmasters are
+    gone: the children of a postmaster that was itself killed (a forced exit, the OOM
+    killer), or a postmaster whose postmaster.pid is missing. Returns their data dirs'
+    names."""
+    pids = server.processes_in(data_dirs)
+    if not pids:
+        return []
+    names = set()
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            names.add(Path(os.readlink(f"/proc/{pid}/cwd")).name)
+            os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + timeout
+    while server.processes_in(data_dirs) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return sorted(names)
+
+
 def remove_cluster(
     cluster_dir: Path, *, keep_dir: bool = False, keep_data: bool = False, timeout: float = 30
 ) -> DownReport:
@@ -53,6 +75,8 @@ def remove_cluster(
             "give the --dir that was used with cluster up (see: syncrep-lab clean --list)",
         )
     names = [n.name for n in manifest.nodes]
+    if shutdown.requested() is not None:
+        timeout = min(timeout, 5.0)  # interrupted: escalate sooner (a second signal: at once)
     # Standbys first: a primary stopping first makes them log reconnection errors.
     order = names[1:] + names[:1]
     stopped, killed = stop_nodes(cluster_dir, order, "fast" if keep_data else "immediate",
@@ -61,6 +85,7 @@ def remove_cluster(
         manifest.state = "stopped"
         manifest.save()
         return DownReport(cluster_dir, stopped, killed, False, time.monotonic() - started)
+    killed += kill_leftovers([cluster_dir / name for name in names])
     for name in names:
         shutil.rmtree(cluster_dir / name, ignore_errors=True)
         (cluster_dir / f"{name}.log").unlink(missing_ok=True)

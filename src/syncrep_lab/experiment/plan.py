@@ -17,6 +17,7 @@ change for them.
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,8 +33,11 @@ AXES: dict[str, str] = {
     "clients": "session",
     "threads": "session",
     "batch": "session",
+    "faults": "session",
 }
+NO_FAULTS = "none"
 MAX_CELLS = 5000
+MAX_POINTS = 100_000  # combinations before exclude/only
 DEFAULT_SETTINGS_SET = "default"
 
 
@@ -49,6 +53,7 @@ class Cell:
     clients: int
     threads: int
     batch: int
+    faults: str = NO_FAULTS  # a [faults.NAME] scenario, or none
 
     @property
     def key(self) -> str:
@@ -62,7 +67,8 @@ class Cell:
     @property
     def label(self) -> str:
         short = {"synchronous_commit": "sc", "clients": "c", "threads": "j", "batch": "batch",
-                 "standbys": "standbys", "settings": "set", "sync": "sync", "pg": "pg"}
+                 "standbys": "standbys", "settings": "set", "sync": "sync", "pg": "pg",
+                 "faults": "faults"}
         return " ".join(f"{short[k]}={v}" for k, v in self.axes.items()) or "single cell"
 
 
@@ -135,6 +141,7 @@ def expand(spec: Spec, cpu_count: int = 2) -> Plan:
             clients=clients,
             threads=threads,
             batch=int(point.get("batch", wl.batch)),
+            faults=str(point.get("faults", NO_FAULTS)),
         ))
     # Build each cluster once: cells sharing a cluster run together, in the order
     # their first cell appears in the matrix.
@@ -179,6 +186,7 @@ def check_spec(spec: Spec) -> list[Problem]:
         if name != DEFAULT_SETTINGS_SET and name not in spec.settings_sets:
             problems.append((("matrix", "settings"),
                              f"no settings set {name!r} (define [settings_sets.{name}])"))
+    problems += _fault_problems(spec)
     if wl.kind == "script" and not wl.script:
         problems.append((("workload", "script"), "kind = 'script' needs script = 'file.sql'"))
     if wl.kind != "insert" and (wl.batch != 1 or m.batch):
@@ -194,8 +202,15 @@ def check_spec(spec: Spec) -> list[Problem]:
         if m.sync and not spec.topology.attach.allow_alter:
             problems.append((("matrix", "sync"), "changing synchronous_standby_names of an "
                              "attached cluster needs topology.attach.allow_alter = true"))
+    problems += _names_problems(spec)
     if problems:
         return problems
+    # Counted before anything is expanded: a 10^7-cell matrix is refused at once.
+    points = math.prod(len(v) for v in _axis_values(spec).values())
+    if points > (MAX_POINTS if m.exclude or m.only else MAX_CELLS):
+        before = " before exclude/only" if m.exclude or m.only else ""
+        return [(("matrix",), f"{points} cells{before} is more than "
+                 f"{MAX_POINTS if before else MAX_CELLS}; split the spec or use exclude/only")]
     plan = expand(spec)
     if not plan.cells:
         return [(("matrix",), "the matrix is empty after exclude/only")]
@@ -225,12 +240,87 @@ def check_spec(spec: Spec) -> list[Problem]:
                              f"{cell.synchronous_commit} with no synchronous standby would "
                              "silently mean 'local'"))
         settings = settings_for(spec, cell.settings_set)
-        max_conn = int(settings.get("max_connections", "300"))
+        try:
+            max_conn = int(settings.get("max_connections", "300"))
+        except ValueError:
+            in_set = "max_connections" in spec.settings_sets.get(cell.settings_set, {})
+            problems.append(((("settings_sets", cell.settings_set) if in_set else ("settings",))
+                             + ("max_connections",), f"max_connections = "
+                             f"{settings['max_connections']!r} is not a whole number"))
+            continue
         if cell.clients + 5 > max_conn:
             problems.append((("matrix", "clients") if m.clients else ("workload", "clients"),
                              f"{cell.clients} clients need max_connections >= "
                              f"{cell.clients + 5}, the server gets {max_conn}"))
     return problems
+
+
+FAULT_TARGETS = ("sync", "potential")
+STANDBY_ACTIONS = ("stop", "kill", "restart", "start", "pause")
+
+
+def _fault_problems(spec: Spec) -> list[Problem]:
+    """Fault scenarios that name what is not there, or ask what cannot be done."""
+    problems: list[Problem] = []
+    for name in spec.matrix.faults or []:
+        if name != NO_FAULTS and name not in spec.faults:
+            problems.append((("matrix", "faults"),
+                             f"no fault scenario {name!r} (define [faults.{name}])"))
+    if spec.faults and spec.topology.attach is not None:
+        problems.append((("faults",), "faults stop and start standbys, which an attached "
+                         "cluster's owner does; run them on a cluster syncrep-lab builds"))
+    standby_counts = spec.matrix.standbys or [spec.topology.standbys]
+    names = set(standby_names(spec, max(standby_counts)))
+    for name, scenario in spec.faults.items():
+        for i, event in enumerate(scenario.events):
+            where: tuple[str | int, ...] = ("faults", name, "events", i)
+            if event.action in STANDBY_ACTIONS:
+                if event.target is None:
+                    problems.append((where, f"{event.action} needs a target: a standby's "
+                                     f"name, or {' or '.join(FAULT_TARGETS)}"))
+                elif event.target not in FAULT_TARGETS and event.target not in names:
+                    problems.append((where, f"target {event.target!r} is not a standby "
+                                     f"(standbys: {', '.join(sorted(names)) or 'none'}; or "
+                                     f"{' or '.join(FAULT_TARGETS)})"))
+                if event.for_ is not None and event.action in ("restart", "start"):
+                    problems.append((where, f"'for' applies to stop, kill and pause, "
+                                     f"not {event.action}"))
+                if event.name is not None or event.value is not None:
+                    problems.append((where, "name and value belong to action 'set'"))
+            else:
+                if not event.name or event.value is None:
+                    problems.append((where, "set needs name and value, e.g. name = "
+                                     "'synchronous_standby_names', value = 'c'"))
+                if event.target is not None or event.for_ is not None:
+                    problems.append((where, "set changes the primary's setting: no target "
+                                     "or 'for'"))
+                if event.name == "synchronous_commit" and spec.topology.attach is not None:
+                    problems.append((where, "cannot reload an attached cluster's settings"))
+        if spec.faults and min(standby_counts) == 0 and any(
+                e.action in STANDBY_ACTIONS for e in scenario.events):
+            problems.append((("faults", name), "a standby fault needs standbys; a cell "
+                             "with standbys = 0 cannot run it (exclude that combination)"))
+    return problems
+
+
+def _names_problems(spec: Spec) -> list[Problem]:
+    """topology.names as cluster up takes them: usable, distinct, one per standby."""
+    names = spec.topology.names
+    if not names or spec.topology.attach is not None:
+        return []
+    from pathlib import Path
+
+    from syncrep_lab.cluster.build import UpOptions
+    from syncrep_lab.cluster.build import standby_names as checked
+
+    most = max(spec.matrix.standbys or [spec.topology.standbys])
+    try:
+        checked(UpOptions(dir=Path(), standbys=len(names), names=names))
+    except UserError as exc:
+        return [(("topology", "names"), exc.cause.replace("--names", "names"))]
+    if len(names) < most:
+        return [(("topology", "names"), f"{len(names)} names for {most} standbys")]
+    return []
 
 
 def _check_sync(text: str, standbys: list[str]) -> None:

@@ -13,9 +13,11 @@ overlaps the measurement.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import shutil
+import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,21 +27,35 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from syncrep_lab import __version__, paths
+from syncrep_lab import __version__, paths, shutdown
 from syncrep_lab.cluster.build import UpOptions, check_sync, up
-from syncrep_lab.cluster.manifest import load
+from syncrep_lab.cluster.manifest import Manifest, load
 from syncrep_lab.cluster.ready import manifest_log_tail, wait_replication
 from syncrep_lab.cluster.teardown import remove_cluster
-from syncrep_lab.errors import UserError
+from syncrep_lab.errors import Interrupted, UserError
+from syncrep_lab.experiment import faults
 from syncrep_lab.experiment.machine import machine_metadata
-from syncrep_lab.experiment.plan import Cell, Plan, expand, settings_for, standby_names
-from syncrep_lab.experiment.spec import Attach, Spec, parse_spec
-from syncrep_lab.experiment.store import Store, now
+from syncrep_lab.experiment.plan import (
+    NO_FAULTS,
+    Cell,
+    Plan,
+    expand,
+    settings_for,
+    standby_names,
+)
+from syncrep_lab.experiment.spec import Attach, FaultScenario, Spec, parse_spec
+from syncrep_lab.experiment.store import Store, mark_run, now
 from syncrep_lab.experiment.workload import prepare_tables, run_pgbench, script_text
 from syncrep_lab.measure.histogram import LatencyHistogram
 from syncrep_lab.measure.pgbench_log import ProgressSample, parse_transaction_logs
 from syncrep_lab.measure.stats import ci_within, mean_ci
 from syncrep_lab.pg import sync_names
+from syncrep_lab.pg.conninfo import (
+    mask_conninfo,
+    mask_text,
+    mask_toml,
+    without_masked_password,
+)
 from syncrep_lab.pg.installations import resolve
 from syncrep_lab.probes.session import ProbeNode, RepeatProbes, probe_rows
 
@@ -68,6 +84,7 @@ class Target:
     pgbench: Path
     log_of: Callable[[str], str] | None = None
     nodes: list[ProbeNode] = field(default_factory=list)
+    manifest: Manifest | None = None  # None for an attached cluster
 
 
 class ActiveCluster:
@@ -121,7 +138,7 @@ class ActiveCluster:
                            n.role == "primary") for n in manifest.nodes]
         return Target(manifest.conninfo(manifest.primary), manifest.admin_conninfo(
             manifest.primary), [n.name for n in manifest.standbys], inst.version.num,
-            inst.program("pgbench"), manifest_log_tail(manifest), nodes)
+            inst.program("pgbench"), manifest_log_tail(manifest), nodes, manifest)
 
     def _attach(self) -> Target:
         attach = self.attach
@@ -134,7 +151,7 @@ class ActiveCluster:
                 names = [str(r[0]) for r in conn.execute(
                     "select application_name from pg_stat_replication")]
         except psycopg.Error as exc:
-            raise UserError(f"cannot connect to the attached primary: {exc}",
+            raise UserError(f"cannot connect to the attached primary: {mask_text(str(exc))}",
                             "check topology.attach.primary") from None
         assert version is not None
         self.sync = self.original_sync = str(version[2])
@@ -158,10 +175,12 @@ class ActiveCluster:
                         "select name, setting, unit, source from pg_settings "
                         "where source not in ('default', 'override') order by name").fetchall()
             except psycopg.Error as exc:
-                settings[name] = {"error": str(exc).strip()}
+                settings[name] = {"error": mask_text(str(exc).strip())}
                 continue
-            settings[name] = {r[0]: {"setting": r[1], "unit": r[2], "source": r[3]}
-                              for r in rows}
+            # a standby's primary_conninfo may carry its password: never stored
+            settings[name] = {
+                r[0]: {"setting": mask_conninfo(r[1]) if "conninfo" in r[0] and r[1] else r[1],
+                       "unit": r[2], "source": r[3]} for r in rows}
         self.runner.store.add_cluster(self.runner.run_id, json.dumps(list(self.key or ())),
                                       version, bin_dir, described, settings)
 
@@ -176,7 +195,7 @@ class ActiveCluster:
 
     def _alter_sync(self, target: Target, text: str) -> None:
         spec, rendered = check_sync(text, target.standbys, target.version_num)
-        with psycopg.connect(target.admin, autocommit=True) as conn:
+        with psycopg.connect(target.admin, autocommit=True, connect_timeout=10) as conn:
             conn.execute(sql.SQL("alter system set synchronous_standby_names = {}").format(
                 sql.Literal(rendered)))
             conn.execute("select pg_reload_conf()")
@@ -194,7 +213,9 @@ class ActiveCluster:
         self.key = None
 
     def _leave_attached(self, target: Target) -> None:
-        with psycopg.connect(target.admin, autocommit=True) as conn:
+        # local: dropping the tables must not wait for a standby that stopped confirming
+        with psycopg.connect(target.admin, autocommit=True, connect_timeout=10,
+                             options="-c synchronous_commit=local") as conn:
             conn.execute("drop table if exists test")
             conn.execute("drop table if exists user_info")
             if self.original_sync is not None and self.sync != self.original_sync:
@@ -223,6 +244,10 @@ class Runner:
         for message in plan.dropped:
             self.events.message(f"left out: {message}")
         self.store.set_run_status(self.run_id, "running")
+        # A second Ctrl-C exits at once; the run is then marked from a connection of
+        # its own if the store is free (shutdown.py).
+        folder, run_id = self.store.folder, self.run_id
+        take_back = shutdown.at_force(lambda: mark_run(folder, run_id, "interrupted"))
         try:
             for cell in plan.cells:
                 row = rows[cell.key]
@@ -230,11 +255,27 @@ class Runner:
                     continue
                 self._run_cell(cell, int(row["id"]))
         except BaseException:
-            self.store.set_run_status(self.run_id, "interrupted")
+            # Interrupted, the run folder unwritable, or a bug: undo what was started
+            # (a first signal arriving now waits until this is done), keep what is stored.
+            with shutdown.critical():
+                shutdown.kill_tracked()
+                with contextlib.suppress(UserError, sqlite3.Error, OSError):
+                    self.store.set_run_status(self.run_id, "interrupted")
+                self._down_or_say()
             raise
         finally:
+            take_back()
+        with shutdown.critical():
             self.cluster.down()
-        self.store.set_run_status(self.run_id, "done")
+            self.store.set_run_status(self.run_id, "done")
+
+    def _down_or_say(self) -> None:
+        """Take the cluster down on the way out without hiding why the run stopped."""
+        try:
+            self.cluster.down()
+        except Exception as exc:  # the error that stopped the run is the one to show
+            self.events.message(f"could not take the run's cluster down ({exc}); "
+                                "syncrep-lab clean removes what is left")
 
     def _run_cell(self, cell: Cell, cell_id: int) -> None:
         self.events.cell_start(cell)
@@ -242,11 +283,30 @@ class Runner:
         try:
             summary = self._measure(cell, cell_id)
         except Exception as exc:  # a failed cell is a result; the run goes on
-            error = exc.cause if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"
-            self.store.update_cell(cell_id, status="failed", error=error, finished_at=now())
+            # ... unless the failure is the interrupt's (a terminal's Ctrl-C reaches
+            # pgbench too, which may exit first) or the run folder's. A signal arriving
+            # while this is decided is raised after it (critical), never half-way.
+            with shutdown.critical():
+                signum = shutdown.requested()
+                unwritable = self.store.unwritable(exc) if signum is None else None
+                if signum is not None or unwritable is not None:
+                    with contextlib.suppress(UserError, sqlite3.Error, OSError):
+                        self.store.update_cell(cell_id, status="pending")
+                    if signum is not None:
+                        raise Interrupted(signum) from exc
+                    assert unwritable is not None  # not the cell's fault: stop; --resume
+                    raise unwritable from exc
+                error = (exc.cause if isinstance(exc, UserError)
+                         else f"{type(exc).__name__}: {exc}")
+                self.store.update_cell(cell_id, status="failed", error=error,
+                                       finished_at=now())
             self.events.cell_end(cell, {"status": "failed", "error": error})
             self.cluster.down()
             return
+        except BaseException:  # interrupted: the cell is measured again on --resume
+            with shutdown.critical(), contextlib.suppress(UserError, sqlite3.Error, OSError):
+                self.store.update_cell(cell_id, status="pending")
+            raise
         self.events.cell_end(cell, summary)
 
     def _measure(self, cell: Cell, cell_id: int) -> dict[str, Any]:
@@ -260,8 +320,18 @@ class Runner:
         script.write_text(script_text(wl, cell.batch, self.spec_dir))
         self.events.phase(cell, "prepare")
         prepare_tables(target.admin, wl)
+        # A session's own synchronous_commit (PGOPTIONS) outranks a reload, so a
+        # scenario that reloads it mid-cell sets the cell's level in the server instead.
+        scenario = self.spec.faults.get(cell.faults)
+        session_sc = (None if scenario is not None and faults.sets_synchronous_commit(scenario)
+                      else cell.synchronous_commit)
         common: dict[str, Any] = dict(clients=cell.clients, threads=cell.threads,
-                                      synchronous_commit=cell.synchronous_commit)
+                                      synchronous_commit=session_sc)
+        if session_sc is None:
+            with psycopg.connect(target.admin, autocommit=True, connect_timeout=10) as conn:
+                conn.execute(sql.SQL("alter system set synchronous_commit = {}").format(
+                    sql.Literal(cell.synchronous_commit)))
+                conn.execute("select pg_reload_conf()")
         if wl.warmup > 0:
             self.events.phase(cell, "warm-up")
             run_pgbench(pgbench, conninfo, script, duration=wl.warmup,
@@ -302,14 +372,25 @@ class Runner:
         assert target is not None
         probes = (RepeatProbes(self.spec.probes, target.nodes, target.version_num, rep_dir,
                                self.spec.workload.duration) if probed else None)
+        fault = self._fault_run(cell, target)
         if probes is not None:
             probes.start()
+        if fault is not None:
+            fault.start()
         try:
             run = run_pgbench(pgbench, conninfo, script, duration=self.spec.workload.duration,
                               log_prefix=rep_dir / "pgbench_log",
                               on_progress=lambda s: self.events.live(cell, s), **common)
+        except UserError:
+            if fault is not None and fault.driver.stalled:
+                raise UserError(fault.driver.stalled, _STALL_FIX) from None
+            raise
         finally:
             probe_data = probes.stop() if probes is not None else None
+            if fault is not None:
+                fault.finish()
+        if fault is not None and fault.driver.stalled:
+            raise UserError(fault.driver.stalled, _STALL_FIX)
         (rep_dir / "pgbench.stdout").write_text(run.stdout)
         (rep_dir / "pgbench.stderr").write_text(run.stderr)
         (rep_dir / "pgbench.argv").write_text(" ".join(run.argv) + "\n")
@@ -320,6 +401,10 @@ class Runner:
         summary = run.summary
         if summary.tps is None or summary.transactions is None:
             raise UserError("pgbench printed no summary", f"see {rep_dir}/pgbench.stdout")
+        rows = (probe_rows(probe_data, str(rep_dir.relative_to(self.store.folder)))
+                if probe_data is not None else {})
+        if fault is not None:
+            rows.update(fault.rows(stats.transactions * cell.batch))
         hist = stats.histogram
         h = hist.summary()
         self.store.add_repeat(cell_id, {
@@ -333,10 +418,19 @@ class Runner:
             "histogram": hist.to_bytes(),
             "stdout_path": str((rep_dir / "pgbench.stdout").relative_to(self.store.folder)),
             "stderr_path": str((rep_dir / "pgbench.stderr").relative_to(self.store.folder)),
-        }, [(s.t_s, s.tps, s.latency_ms, s.stddev_ms, s.failed) for s in run.progress],
-            probe_rows(probe_data, str(rep_dir.relative_to(self.store.folder)))
-            if probe_data is not None else None)
+        }, [(s.t_s, s.tps, s.latency_ms, s.stddev_ms, s.failed) for s in run.progress], rows)
         return float(summary.tps)
+
+    def _fault_run(self, cell: Cell, target: Target) -> FaultRun | None:
+        if cell.faults == NO_FAULTS:
+            return None
+        if target.manifest is None:
+            raise UserError("faults need a cluster syncrep-lab built",
+                            "leave the faults axis out with attach")
+        ctx = faults.FaultContext(target.manifest, target.admin, cell.synchronous_commit,
+                                  self.cluster.sync or "", target.version_num)
+        return FaultRun(self.spec.faults[cell.faults], ctx, self.spec.workload.kind == "insert",
+                        self.cluster, self.spec.run.ready_timeout)
 
     def _summarise(self, cell_id: int, tps: list[float]) -> dict[str, Any]:
         repeats = [r for r in self.store.repeats(cell_id) if not r["probed"]]
@@ -362,20 +456,80 @@ class Runner:
         return summary
 
 
+_STALL_FIX = ("give the scenario a standby that stays up, or 'for' to bring one back, or "
+              "a lower synchronous_commit; this is what an application would have seen")
+
+
+class FaultRun:
+    """One repeat's faults: the driver beside pgbench, then the cluster put back as the
+    cell had it, and the rows counted on every node."""
+
+    def __init__(self, scenario: FaultScenario, ctx: faults.FaultContext,
+                 count_rows: bool, cluster: ActiveCluster, timeout: float) -> None:
+        self.ctx = ctx
+        self.cluster = cluster
+        self.timeout = timeout
+        self.standbys = faults.Standbys(ctx)
+        self.driver = faults.FaultDriver(scenario, ctx, self.standbys)
+        self.before = faults.count_rows(ctx.admin) if count_rows else None
+        if faults.sets_synchronous_commit(scenario):
+            faults.set_on_primary(ctx, "synchronous_commit", ctx.synchronous_commit)
+        self.restored: list[str] = []
+        self.durability: list[faults.Durability] = []
+
+    def start(self) -> None:
+        self.driver.t0 = time.monotonic()
+        self.driver.start()
+
+    def finish(self) -> None:
+        """Stop the driver and put every standby and setting back (also after an
+        error: the next repeat, or the teardown, needs them running)."""
+        self.driver.stop()
+        if shutdown.requested() is not None:
+            # Interrupted: the cluster is about to be removed; only a paused standby
+            # needs a hand (a stopped process cannot act on the shutdown signal).
+            for name in sorted(self.standbys.paused):
+                self.standbys.resume(name)
+            return
+        self.restored = self.standbys.restore(time.monotonic() + self.timeout)
+        faults.reset_settings(self.ctx, self.driver.changed_settings)
+        target = self.cluster.target
+        if target is not None and self.ctx.sync_names:
+            spec, _ = check_sync(self.ctx.sync_names, target.standbys, target.version_num)
+            wait_replication(target.admin, sync_names.expected_states(spec, target.standbys),
+                             time.monotonic() + self.timeout, target.log_of)
+
+    def rows(self, acknowledged_rows: int) -> dict[str, list[tuple[Any, ...]]]:
+        events = [(r.t_s, r.kind, r.node, r.detail) for r in self.driver.records]
+        events += [(self.driver.now(), "restore", "-", what) for what in self.restored]
+        out: dict[str, list[tuple[Any, ...]]] = {"fault_events": events}
+        if self.before is not None:
+            self.durability = faults.check_durability(self.ctx, self.before, acknowledged_rows,
+                                                      self.timeout)
+            out["durability"] = [(d.node, d.rows, d.expected, int(d.ok), d.detail)
+                                 for d in self.durability]
+        return out
+
+
 def _ms(us: float | int | None) -> float | None:
     return None if us is None else float(us) / 1000.0
 
 
 def _params(cell: Cell) -> dict[str, Any]:
-    return {"pg": cell.pg, "standbys": cell.standbys, "sync": cell.sync,
-            "settings": cell.settings_set, "synchronous_commit": cell.synchronous_commit,
-            "clients": cell.clients, "threads": cell.threads, "batch": cell.batch}
+    params: dict[str, Any] = {
+        "pg": cell.pg, "standbys": cell.standbys, "sync": cell.sync,
+        "settings": cell.settings_set, "synchronous_commit": cell.synchronous_commit,
+        "clients": cell.clients, "threads": cell.threads, "batch": cell.batch}
+    if cell.faults != NO_FAULTS:  # runs without faults keep the parameters they always had
+        params["faults"] = cell.faults
+    return params
 
 
 def preflight(spec: Spec) -> None:
     """What can only be checked on this machine, before anything is created: every
     PostgreSQL the spec names is installed, and each sync spec suits its version."""
     if spec.topology.attach is not None:
+        _check_conninfos(spec.topology.attach)
         resolve(None).program("pgbench")
         return
     plan = expand(spec)
@@ -394,11 +548,38 @@ def preflight(spec: Spec) -> None:
                                 exc.fix) from None
 
 
+def _check_conninfos(attach: Attach) -> None:
+    """Each attached node's conninfo parses as libpq reads it (the message shows no
+    password)."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    for where, conninfo in [("primary", attach.primary),
+                            *((f"standbys.{k}", v) for k, v in attach.standbys.items())]:
+        try:
+            conninfo_to_dict(conninfo)
+        except psycopg.Error as exc:
+            raise UserError(f"topology.attach.{where}: {mask_text(str(exc).strip())}",
+                            "write key=value pairs (host=H port=P dbname=D, a value with "
+                            "spaces in single quotes) or a postgresql:// URI") from None
+
+
+def stored_spec_text(spec_text: str) -> str:
+    """The spec as it is stored (runs.spec_toml, RUN/spec.toml): every password masked;
+    the real one stays in memory, in the parsed spec."""
+    try:
+        return mask_toml(spec_text)
+    except ValueError as exc:
+        raise UserError(f"the spec holds a password that cannot be masked for storing ({exc})",
+                        "leave the password out of the conninfo and put it in ~/.pgpass "
+                        "or PGPASSWORD") from None
+
+
 def start_run(spec: Spec, spec_text: str, spec_dir: Path, out: Path,
               events: Events | None = None) -> Path:
     """A new run in ``out`` (which must not hold one already)."""
     out = out.absolute()
     preflight(spec)
+    spec_text = stored_spec_text(spec_text)  # the parsed spec keeps the real conninfos
     if (out / "syncrep-lab.sqlite").exists():
         raise UserError(f"{out} already holds a run",
                         f"continue it with: syncrep-lab run --resume --out {out}, "
@@ -408,12 +589,31 @@ def start_run(spec: Spec, spec_text: str, spec_dir: Path, out: Path,
     store = Store(out, create=True)
     try:
         run_id = store.create_run(spec.name, spec_text, machine_metadata(), __version__)
-        (out / "spec.toml").write_text(spec_text)
-        (out / "spec-dir").write_text(str(spec_dir) + "\n")
+        try:
+            (out / "spec.toml").write_text(spec_text)
+            (out / "spec-dir").write_text(str(spec_dir) + "\n")
+        except OSError as exc:
+            problem = store.unwritable(exc)
+            if problem is None:
+                raise
+            raise problem from None
         Runner(store, spec, spec_text, spec_dir, run_id, events).execute()
     finally:
         store.close()
     return out
+
+
+def _with_masked_passwords_dropped(spec: Spec) -> Spec:
+    """A stored spec's attach conninfos hold ``password=***``: resumed, they connect
+    without it, and libpq takes the password from PGPASSWORD or ~/.pgpass."""
+    attach = spec.topology.attach
+    if attach is None:
+        return spec
+    attach = attach.model_copy(update={
+        "primary": without_masked_password(attach.primary),
+        "standbys": {k: without_masked_password(v) for k, v in attach.standbys.items()}})
+    return spec.model_copy(update={"topology": spec.topology.model_copy(
+        update={"attach": attach})})
 
 
 def resume_run(out: Path, events: Events | None = None) -> Path:
@@ -425,7 +625,7 @@ def resume_run(out: Path, events: Events | None = None) -> Path:
             events = events or Events()
             events.message(f"{out}: the run is complete; nothing to resume")
             return out
-        spec = parse_spec(run["spec_toml"], f"{out}/spec.toml")
+        spec = _with_masked_passwords_dropped(parse_spec(run["spec_toml"], f"{out}/spec.toml"))
         spec_dir_file = out / "spec-dir"
         spec_dir = Path(spec_dir_file.read_text().strip()) if spec_dir_file.exists() else out
         Runner(store, spec, run["spec_toml"], spec_dir, int(run["id"]), events).execute()

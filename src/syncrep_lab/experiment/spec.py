@@ -63,6 +63,35 @@ class Workload(_Strict):
     keep_logs: bool = False
 
 
+FaultAction = Literal["stop", "kill", "restart", "start", "pause", "set"]
+
+
+class FaultEvent(_Strict):
+    """One timed event inside every repeat of a cell (see experiment/faults.py)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    at: Annotated[float, Field(ge=0, le=86400)]  # seconds after pgbench starts
+    action: FaultAction
+    # A standby's name, or "sync" / "potential": whichever standby is in that
+    # state when the event fires. Not for "set".
+    target: str | None = None
+    # stop, kill, pause: seconds until the standby is started (or continued) again;
+    # left out, it stays down until the repeat ends.
+    for_: float | None = Field(default=None, gt=0, le=86400, alias="for")
+    name: str | None = None  # set: the setting (changed with ALTER SYSTEM and a reload)
+    value: str | None = None
+
+
+class FaultScenario(_Strict):
+    events: Annotated[list[FaultEvent], Field(min_length=1, max_length=100)]
+    # A commit slower than this counts as one that waited too long.
+    slow_commit_ms: Annotated[float, Field(gt=0, le=3_600_000)] = 1000.0
+    # No synchronous standby for this long while commits need one: the cell ends
+    # with that diagnosis instead of waiting for ever.
+    stall_seconds: Annotated[float, Field(gt=0, le=3600)] = 5.0
+
+
 class Matrix(_Strict):
     synchronous_commit: list[SyncCommit] | None = None
     sync: list[str] | None = None
@@ -72,6 +101,7 @@ class Matrix(_Strict):
     batch: list[Annotated[int, Field(ge=1, le=10000)]] | None = None
     pg: list[str] | None = None
     settings: list[str] | None = None
+    faults: list[str] | None = None
     exclude: list[dict[str, Scalar]] = Field(default_factory=list)
     only: list[dict[str, Scalar]] = Field(default_factory=list)
 
@@ -117,6 +147,10 @@ class Spec(_Strict):
     run: RunControl = Field(default_factory=RunControl)
     probes: Probes = Field(default_factory=Probes)
     reference: dict[str, Any] = Field(default_factory=dict)
+    faults: dict[str, FaultScenario] = Field(default_factory=dict)
+
+
+MAX_SHOWN = 20  # problems listed in one message
 
 
 class SpecError(UserError):
@@ -124,7 +158,9 @@ class SpecError(UserError):
 
     def __init__(self, source: str, problems: list[tuple[int | None, str]]) -> None:
         lines = [f"{source}:{line}: {msg}" if line else f"{source}: {msg}"
-                 for line, msg in problems]
+                 for line, msg in problems[:MAX_SHOWN]]
+        if len(problems) > MAX_SHOWN:
+            lines.append(f"... and {len(problems) - MAX_SHOWN} more")
         super().__init__(
             "the spec is not valid:\n  " + "\n  ".join(lines),
             "correct the lines named above (docs/spec.md lists every key)",
@@ -134,7 +170,9 @@ class SpecError(UserError):
 
 # --- mapping key paths to lines ----------------------------------------------------
 
-_HEADER = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
+# Linear: no lazy group next to optional white space (a long line of blanks inside a
+# multi-line string took minutes with `\s*([^\]]+?)\s*`).
+_HEADER = re.compile(r"^\s*(\[\[?)([^\]]*)\]\]?\s*(#.*)?$")
 _PART = r"""(?:[A-Za-z0-9_-]+|"[^"]*"|'[^']*')"""
 _KEY = re.compile(rf"^\s*({_PART}(?:\s*\.\s*{_PART})*)\s*=")
 
@@ -199,12 +237,19 @@ def parse_spec(text: str, source: str = "spec") -> Spec:
     try:
         spec = Spec.model_validate(data)
     except ValidationError as exc:
-        problems = []
+        problems: list[tuple[int | None, str]] = []
         for error in exc.errors():
             loc = tuple(p for p in error["loc"] if not str(p).startswith("function-"))
-            msg = error["msg"]
+            msg = error["msg"].removeprefix("Value error, ")
             if error["type"] == "extra_forbidden":
-                msg = "unknown key"
+                from syncrep_lab.experiment.spec_hints import unknown_key_hint
+
+                msg = "unknown key" + unknown_key_hint(Spec, loc)
+            if len(loc) > 1 and loc[-1] in ("str", "int", "float", "bool"):
+                # one message for a setting's value, not one per type it could have been
+                loc, msg = loc[:-1], "Input should be a string, a number or a boolean"
+                if any(p[1].startswith(f"{_loc_text(loc)}: ") for p in problems):
+                    continue
             problems.append((line_of(lines, loc), f"{_loc_text(loc)}: {msg}"))
         raise SpecError(source, problems) from None
     from syncrep_lab.experiment.plan import check_spec
@@ -219,12 +264,22 @@ def parse_spec(text: str, source: str = "spec") -> Spec:
 def load_spec(path: Path) -> tuple[Spec, str]:
     """The spec in ``path`` and its text (kept with the run)."""
     try:
-        text = path.read_text()
+        raw = path.read_bytes()
+        text = raw.decode("utf-8")  # TOML is UTF-8 whatever the locale
     except FileNotFoundError:
         raise UserError(f"no spec file {path}", "give the path of a TOML spec, or --preset "
                         + "|".join(PRESETS)) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"cannot read the spec {path}: {exc}", "check the path") from None
+    except IsADirectoryError:
+        raise UserError(f"{path} is a directory, not a spec file",
+                        "give the path of a .toml file, or --preset "
+                        + "|".join(PRESETS)) from None
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise UserError(f"{path}:{line}: not UTF-8 (byte 0x{raw[exc.start]:02x} at offset "
+                        f"{exc.start})", "save the spec as UTF-8, as TOML requires") from None
+    except OSError as exc:
+        raise UserError(f"cannot read the spec {path}: {exc.strerror}",
+                        "check that the file exists and this user may read it") from None
     return parse_spec(text, str(path)), text
 
 

@@ -9,7 +9,10 @@ versioned in ``meta.schema_version``; users are welcome to query it with SQL
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
+import os
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,7 +22,7 @@ from typing import Any
 
 from syncrep_lab.errors import UserError
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 DB_NAME = "syncrep-lab.sqlite"
 
 SCHEMA = """
@@ -147,6 +150,19 @@ create table if not exists wait_timeline (   -- wait kinds second by second
     node text not null, role text not null, wait_type text not null,
     samples integer not null, ticks integer not null   -- ticks: samples of the node that second
 );
+create table if not exists fault_events (   -- a fault scenario's events and what followed
+    repeat_id integer not null references repeats(id),
+    t_s real not null,               -- seconds since pgbench started
+    kind text not null,              -- fault | state | stall | error | restore
+    node text not null, detail text not null
+);
+create table if not exists durability (   -- rows counted on every node after a faulted repeat
+    repeat_id integer not null references repeats(id),
+    node text not null,
+    rows integer not null,           -- rows the repeat added, as this node sees them
+    expected integer not null,       -- primary: acknowledged rows; standby: the primary's rows
+    ok integer not null, detail text not null
+);
 create view if not exists cell_results as
     select r.name as run, c.idx, c.label, c.status, c.repeats, c.stop_reason,
            c.tps_mean, c.tps_ci_low, c.tps_ci_high, c.tps_ci_rel,
@@ -172,11 +188,90 @@ PROBE_TABLES: dict[str, tuple[str, ...]] = {
     "wakeups": ("waker_node", "waker_role", "wakee_node", "wakee_role", "count",
                 "duration_s"),
     "wait_timeline": ("t_s", "node", "role", "wait_type", "samples", "ticks"),
+    "fault_events": ("t_s", "kind", "node", "detail"),
+    "durability": ("node", "rows", "expected", "ok", "detail"),
 }
 
 
 def now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+class RunFolderUnwritable(UserError):
+    """The run folder (store or artifacts) cannot be written: a full disk, a read-only
+    mount, no permission. The run stops (exit 2) rather than fail cell after cell;
+    what was stored stays, and ``--resume`` continues once the folder is writable."""
+
+
+# errno of a write that failed because of where the run folder is, not of the cell
+FOLDER_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM,
+                 errno.EIO}
+_SQLITE_READONLY, _SQLITE_IOERR, _SQLITE_FULL, _SQLITE_CANTOPEN = 8, 10, 13, 14
+
+
+def folder_error(folder: Path, err: int, detail: str, *, resumable: bool = True
+                 ) -> RunFolderUnwritable:
+    """The error for a run folder that cannot be written, naming cause and fix
+    (``resumable``: a run is stored there, to be continued)."""
+    resume = f", then continue the run with: syncrep-lab run --resume --out {folder}"
+    if err in (errno.ENOSPC, errno.EDQUOT):
+        what = "its disk is full"
+        fix = (f"free space on the file system that holds it (df -h {folder}){resume}"
+               if resumable else f"free space there (df -h {folder.parent}) or choose "
+               "another --out")
+    elif err == errno.EROFS:
+        what = "it is on a read-only file system"
+        fix = (f"remount it read-write (or copy the run folder somewhere writable and "
+               f"resume that copy){resume}" if resumable
+               else "choose an --out on a writable file system")
+    elif err in (errno.EACCES, errno.EPERM):
+        what = "this user may not write to it"
+        fix = (f"make it writable for this user (ls -ld {folder}){resume}" if resumable
+               else "choose an --out this user can write to")
+    else:
+        what = "the disk reported an I/O error"
+        fix = (f"check the disk (dmesg){resume}" if resumable
+               else "check the disk (dmesg) or choose another --out")
+    return RunFolderUnwritable(f"cannot write to the run folder {folder}: {what} ({detail})",
+                               fix)
+
+
+def _sqlite_errno(exc: sqlite3.Error, folder: Path) -> int | None:
+    """The errno behind an SQLite error that is the run folder's, else None. SQLite's
+    codes do not tell a read-only mount from a missing permission: the folder does."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is None or code & 0xFF not in (_SQLITE_READONLY, _SQLITE_IOERR, _SQLITE_FULL,
+                                           _SQLITE_CANTOPEN):
+        return None
+    if code & 0xFF == _SQLITE_FULL:
+        return errno.ENOSPC
+    try:
+        if os.statvfs(folder).f_flag & os.ST_RDONLY:
+            return errno.EROFS
+    except OSError:
+        return None
+    if not os.access(folder, os.W_OK):
+        return errno.EACCES
+    return {_SQLITE_READONLY: errno.EACCES, _SQLITE_IOERR: errno.EIO}.get(code & 0xFF)
+
+
+def mark_run(folder: Path, run_id: int, status: str, timeout: float = 0.5) -> None:
+    """Set a run's status through a connection of its own, waiting at most ``timeout``
+    for the store (a forced exit: the main connection may be in a transaction)."""
+    db = sqlite3.connect(folder / DB_NAME, timeout=timeout, isolation_level=None)
+    try:
+        db.execute("update runs set status = ?, finished_at = ? where id = ?",
+                   (status, now(), run_id))
+    finally:
+        db.close()
+
+
+_SQLITE_NOTADB = 26
+
+
+def _not_a_store(path: Path, exc: Exception) -> UserError:
+    return UserError(f"{path} is not a syncrep-lab run store ({exc})",
+                     "give the folder a run was written to (its --out)")
 
 
 class Store:
@@ -200,14 +295,25 @@ class Store:
                 self.db.execute("insert or ignore into meta values ('schema_version', ?)",
                                 (str(SCHEMA_VERSION),))
         except (sqlite3.Error, OSError) as exc:
+            err = exc.errno if isinstance(exc, OSError) else _sqlite_errno(exc, folder)
+            if err in FOLDER_ERRNOS:
+                assert err is not None
+                raise folder_error(folder, err, f"cannot open the run store: {exc}",
+                                   resumable=not create) from None
+            if getattr(exc, "sqlite_errorcode", None) == _SQLITE_NOTADB:
+                raise _not_a_store(path, exc) from None
             raise UserError(f"cannot open the run store in {folder}: {exc}",
                             "check that the folder is writable and the disk not full") from None
-        version = self.db.execute(
-            "select value from meta where key = 'schema_version'").fetchone()
-        if version is not None and int(version[0]) in (1, 2, 3) and not create:
+        try:
+            version = self.db.execute(
+                "select value from meta where key = 'schema_version'").fetchone()
+        except sqlite3.Error as exc:  # an SQLite file, but not one of ours (or empty)
+            self.db.close()
+            raise _not_a_store(path, exc) from None
+        if version is not None and int(version[0]) in (1, 2, 3, 4) and not create:
             # 1 -> 2 added the first probe tables and repeats.probed; 2 -> 3 the tables
             # of /proc, NUMA, flame graphs and the scheduler trace; 3 -> 4 the wait
-            # timeline. New tables only.
+            # timeline; 4 -> 5 fault events and durability checks. New tables only.
             self.db.executescript(SCHEMA)
             if int(version[0]) == 1:
                 self.db.execute(
@@ -225,13 +331,63 @@ class Store:
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        self.db.execute("begin immediate")
+        """One write transaction; a write the run folder refuses (full disk, read-only)
+        is rolled back, which leaves the store as it was, and raised as
+        RunFolderUnwritable."""
+        try:
+            self.db.execute("begin immediate")
+        except sqlite3.Error as exc:
+            raise self._write_error(exc) from None
         try:
             yield self.db
-        except BaseException:
-            self.db.execute("rollback")
+            self.db.execute("commit")
+        except BaseException as exc:
+            with contextlib.suppress(sqlite3.Error):
+                if self.db.in_transaction:
+                    self.db.execute("rollback")
+            if isinstance(exc, sqlite3.Error):
+                raise self._write_error(exc) from None
             raise
-        self.db.execute("commit")
+
+    def _write_error(self, exc: sqlite3.Error) -> Exception:
+        err = _sqlite_errno(exc, self.folder)
+        if err is None:
+            return exc
+        return folder_error(self.folder, err, f"the store {self.folder / DB_NAME}: {exc}")
+
+    def unwritable(self, exc: BaseException) -> RunFolderUnwritable | None:
+        """The run-folder problem behind a failure, if there is one: the failure says so,
+        or a small write into the folder fails now. None: the failure is the cell's."""
+        if isinstance(exc, RunFolderUnwritable):
+            return exc
+        if isinstance(exc, sqlite3.Error):
+            err = _sqlite_errno(exc, self.folder)
+            if err is not None:
+                return folder_error(self.folder, err, str(exc))
+        if isinstance(exc, OSError) and exc.errno in FOLDER_ERRNOS and exc.filename and (
+                Path(os.path.abspath(exc.filename)).is_relative_to(self.folder.absolute())):
+            return folder_error(self.folder, exc.errno, f"{exc.strerror}: {exc.filename}")
+        return self.check_writable()
+
+    def check_writable(self, size: int = 64 << 10) -> RunFolderUnwritable | None:
+        """Write (and remove) a small file among the artifacts; the error if that fails."""
+        probe = self.artifacts / f".write-check-{os.getpid()}"
+        try:
+            self.artifacts.mkdir(parents=True, exist_ok=True)
+            with open(probe, "wb") as fh:
+                fh.write(b"\0" * size)
+                fh.flush()
+                os.fsync(fh.fileno())
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                probe.unlink(missing_ok=True)
+            if exc.errno in FOLDER_ERRNOS:
+                return folder_error(self.folder, exc.errno,
+                                    f"{exc.strerror}: {exc.filename or self.artifacts}")
+            return None
+        with contextlib.suppress(OSError):
+            probe.unlink()
+        return None
 
     # --- runs ---------------------------------------------------------------------
 

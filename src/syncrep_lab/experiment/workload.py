@@ -15,7 +15,10 @@ changing it between cells needs no reload and touches nothing else.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
+import signal
 import subprocess
 import threading
 import time
@@ -25,14 +28,17 @@ from pathlib import Path
 
 import psycopg
 
+from syncrep_lab import shutdown
 from syncrep_lab.errors import UserError
 from syncrep_lab.experiment.spec import Workload
+from syncrep_lab.experiment.store import folder_error
 from syncrep_lab.measure.pgbench_log import (
     PgbenchSummary,
     ProgressSample,
     parse_progress_line,
     parse_summary,
 )
+from syncrep_lab.pg.conninfo import split_password
 
 INSERT = "insert into test(info) values (null);\n"
 
@@ -56,7 +62,10 @@ def script_text(workload: Workload, batch: int, spec_dir: Path) -> str:
 
 def prepare_tables(conninfo: str, workload: Workload) -> None:
     """Create what the workload needs, fresh for every cell (insert) or once (lookup)."""
-    with psycopg.connect(conninfo, autocommit=True) as conn:
+    # synchronous_commit=local: a standby that stopped confirming must not hang the
+    # tables' creation forever (pgbench, bounded, then finds it out).
+    with psycopg.connect(conninfo, autocommit=True, connect_timeout=10,
+                         options="-c synchronous_commit=local") as conn:
         if workload.kind == "insert":
             conn.execute("drop table if exists test")
             conn.execute("create table test(id serial primary key, info text, "
@@ -101,7 +110,7 @@ def run_pgbench(
     clients: int,
     threads: int,
     duration: int,
-    synchronous_commit: str,
+    synchronous_commit: str | None,
     log_prefix: Path | None = None,
     on_progress: Callable[[ProgressSample], None] | None = None,
     extra_timeout: float = 60.0,
@@ -114,14 +123,23 @@ def run_pgbench(
             "-j", str(threads), "-T", str(duration), "-f", str(script)]
     if log_prefix is not None:
         argv += ["-l", f"--log-prefix={log_prefix}"]
+    # A password goes to pgbench's environment, never its command line (which every
+    # local user can read in /proc, and which is kept as pgbench.argv).
+    conninfo, password = split_password(conninfo)
     argv.append(conninfo)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
-    env["PGOPTIONS"] = f"-c synchronous_commit={synchronous_commit}"
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("PG") or k in ("PGPASSWORD", "PGPASSFILE")}
+    if password is not None:
+        env["PGPASSWORD"] = password
+    if synchronous_commit is not None:  # None: the server's own setting
+        env["PGOPTIONS"] = f"-c synchronous_commit={synchronous_commit}"
     started = time.monotonic()
     proc = subprocess.Popen(
         argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True, env=env, cwd=str(script.parent),
+        preexec_fn=shutdown.die_with_parent(signal.SIGKILL),  # even if the tool is killed
     )
+    shutdown.track(proc)
     progress: list[ProgressSample] = []
     err_lines: list[str] = []
 
@@ -150,17 +168,22 @@ def run_pgbench(
         proc.wait(timeout=duration + extra_timeout)
     except subprocess.TimeoutExpired:
         proc.kill()
-        proc.wait()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=5)
         raise UserError(
             f"pgbench did not finish within {duration + extra_timeout:.0f} s "
-            f"(-T {duration}); commits may be waiting for a standby that never confirms",
-            "check the cluster with: syncrep-lab cluster status",
+            f"(-T {duration} plus {extra_timeout:.0f} s) and was killed; its commits were "
+            "probably waiting for a synchronous standby that no longer confirms",
+            "check the standbys (syncrep-lab cluster status, their logs); the cell is "
+            "recorded as failed and the run goes on with a fresh cluster",
         ) from None
     except BaseException:
         proc.kill()
-        proc.wait()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=5)
         raise
     finally:
+        shutdown.untrack(proc)
         for reader in readers:
             reader.join(timeout=5)
     seconds = time.monotonic() - started
@@ -176,4 +199,39 @@ def run_pgbench(
         tail = "\n".join(errors[-6:])
         raise UserError(f"pgbench exited with code {proc.returncode}:\n{tail}",
                         "read pgbench's output in the cell's artifacts")
+    if log_prefix is not None and run.summary.transactions is not None:
+        _check_logs(logs, run.summary.transactions, log_prefix.parent)
     return run
+
+
+def _check_logs(logs: list[Path], transactions: int, folder: Path) -> None:
+    """pgbench does not check its writes to the per-transaction logs: on a full disk it
+    exits 0 with logs cut short, and the figures from them would be silently wrong.
+    Every transaction pgbench counted must have its whole line."""
+    lines = 0
+    whole = True
+    for path in logs:
+        last = b""
+        with open(path, "rb") as fh:
+            while chunk := fh.read(1 << 20):
+                lines += chunk.count(b"\n")
+                last = chunk[-1:]
+        whole = whole and last in (b"", b"\n")
+    if lines >= transactions and whole:
+        return
+    st = os.statvfs(folder)
+    free = st.f_bavail * st.f_frsize
+    detail = (f"pgbench's per-transaction logs in {folder} hold {lines} of its {transactions} "
+              f"transactions; {free // 1024} KiB free there")
+    if free < (1 << 20):
+        raise folder_error(_run_folder(folder), errno.ENOSPC, detail)
+    raise UserError(detail + ": they were cut short",
+                    f"check the file system that holds them (df -h {folder})")
+
+
+def _run_folder(folder: Path) -> Path:
+    """The run folder above a repeat's folder (RUN/artifacts/cell-NNN/repeat-NN)."""
+    for parent in (folder, *folder.parents):
+        if parent.name == "artifacts":
+            return parent.parent
+    return folder

@@ -228,6 +228,17 @@ class LatencyHistogram:
         bucket = int(np.searchsorted(np.cumsum(self._counts), rank, side="left"))
         return float(min(max(_MIDS[bucket], self._min), self._max))
 
+    def count_at_least(self, value_us: int) -> int:
+        """How many recorded values are at least ``value_us``: exact below 128 µs,
+        within the bucket holding ``value_us`` (at most 1/64 of it wide) above, where
+        that bucket is counted whole."""
+        if value_us <= 0:
+            return self._count
+        index = _index_of(int(value_us))
+        if index >= _SIZE:
+            return 0
+        return int(self._counts[index:].sum())
+
     def summary(self) -> dict[str, float | int | None]:
         """count, mean, p50/p90/p99/p99.9, max and min, all in µs."""
         return {

@@ -3,17 +3,28 @@
 Every perf-based probe (``perf stat``, the on-CPU and the scheduler
 recordings) starts perf before pgbench and stops it with SIGINT after, as a
 user at a terminal would with Ctrl-C; perf then writes its output and exits.
+
+perf runs in a process group of its own, so that killing the group also ends
+the ``sleep`` a recording runs as its workload, and with PR_SET_PDEATHSIG
+(SIGTERM), so that it never outlives the tool, even one killed with SIGKILL:
+on SIGTERM perf ends its workload itself. Its stderr is a file, not a pipe: with
+the tool gone, a pipe would kill perf (SIGPIPE) before it ends its workload.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import IO
+
+from syncrep_lab import shutdown
 
 
 def perf_reason(max_paranoid: int, what: str) -> str | None:
@@ -51,17 +62,35 @@ class PerfProcess:
         self.argv = list(argv)
         self.name = name
         self.proc: subprocess.Popen[bytes] | None = None
+        self.err: IO[bytes] | None = None
 
     def start(self, settle: float = 0.15) -> None:
         """Start; raise if perf fails at once (it needs a moment to open its events,
         and what it misses then is not commits)."""
-        self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        # stderr goes to an unnamed file, not a pipe: a perf whose reader is gone (the
+        # tool killed) would die of SIGPIPE on its last message, before it ends its
+        # workload, and a pipe inherited by that workload keeps reads waiting.
+        self.err = tempfile.TemporaryFile()  # noqa: SIM115 - read and closed by _stderr
+        self.proc = subprocess.Popen(
+            self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=self.err, process_group=0,
+            preexec_fn=shutdown.die_with_parent(signal.SIGTERM))
+        shutdown.track(self.proc)
         time.sleep(settle)
         if self.proc.poll() is not None and self.proc.returncode != 0:
-            _, err = self.proc.communicate()
+            self.kill()
+            err = self._stderr()
             self.proc = None
             raise RuntimeError(f"{self.name} exited at once: {excerpt(err)}")
+
+    def _stderr(self) -> bytes:
+        if self.err is None:
+            return b""
+        self.err.seek(0)
+        text = self.err.read()
+        self.err.close()
+        self.err = None
+        return text
 
     def stop(self, timeout: float = 30) -> bytes:
         """SIGINT, then wait; returns what perf wrote on stderr."""
@@ -70,13 +99,25 @@ class PerfProcess:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGINT)
         try:
-            # communicate, not wait: it drains stderr, which perf must not block on.
-            _, err = self.proc.communicate(timeout=timeout)
+            self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.communicate()
+            self.kill()
             raise RuntimeError(f"{self.name} did not stop within {timeout:g} s") from None
-        return err
+        shutdown.untrack(self.proc)
+        return self._stderr()
+
+    def kill(self) -> None:
+        """SIGKILL perf and its workload at once (an interrupted run, an overrun);
+        waits at most a few seconds."""
+        proc = self.proc
+        if proc is None:
+            return
+        if proc.returncode is None:  # not reaped yet: the group is still perf's
+            with contextlib.suppress(OSError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=5)
+        shutdown.untrack(proc)
 
 
 def require_output(path: Path, name: str, stderr: bytes) -> None:

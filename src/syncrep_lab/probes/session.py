@@ -14,6 +14,7 @@ once analysed (they are large); folded stacks and flame graphs are kept.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 from collections import defaultdict
@@ -24,6 +25,7 @@ from typing import Any, Protocol
 
 import psycopg
 
+from syncrep_lab import shutdown
 from syncrep_lab.cluster import server
 from syncrep_lab.experiment.spec import Probes
 from syncrep_lab.probes import flamegraph, perfstat, sched
@@ -152,6 +154,9 @@ class RepeatProbes:
         return self.tracker.role_of(pid) if self.tracker is not None else None
 
     def stop(self) -> ProbeData:
+        if shutdown.requested() is not None:
+            self.abort()  # the repeat will not be stored: nothing to wait for
+            return self.data
         if self.tracker is not None:
             self.tracker.ignore(self.sampler.backend_pids if self.sampler else set())
             proc = self.tracker.finish()
@@ -174,6 +179,24 @@ class RepeatProbes:
             self.data.costs = self._by_role(counts)
         self._analyse()
         return self.data
+
+    def abort(self) -> None:
+        """Stop every probe at once, analyse nothing: the tool was interrupted. perf is
+        killed with its workload, the sampler and tracker threads are told to stop, and
+        the recordings (large) are deleted."""
+        for recorder in (self.perf, self.oncpu, self.sched):
+            process = getattr(recorder, "perf", None)
+            if process is not None:
+                process.kill()
+        for thread in (self.sampler, self.tracker):
+            if thread is not None:
+                thread.stopping.set()
+        for recorder in (self.oncpu, self.sched):
+            if recorder is not None:
+                with contextlib.suppress(OSError):
+                    recorder.out.unlink(missing_ok=True)
+        if self.sampler is not None:
+            self.sampler.join(timeout=2)
 
     def _stop(self, probe: str, stop: Any) -> Any:
         if stop is None or self.data.status.get(probe, ("", None))[0] in ("skipped", "failed"):

@@ -161,6 +161,30 @@ def timeline_tps(timeline: dict[str, Any]) -> Chart | None:
                        "transactions per second")
 
 
+def fault_timeline(cell: dict[str, Any], n: int) -> Chart | None:
+    """A faulted cell's TPS each second, with its events marked where they fired."""
+    reps = [r for r in cell["repeats"] if r.get("samples")]
+    if not reps:
+        return None
+    data = [{"type": "scatter", "mode": "lines+markers", "name": f"repeat {r['n']}",
+             "x": [s[0] for s in r["samples"]], "y": [s[1] for s in r["samples"]],
+             "line": {"color": PALETTE[i % len(PALETTE)]}} for i, r in enumerate(reps)]
+    marks = []
+    for r in reps[:1]:
+        for rec in r["records"]:
+            if rec["kind"] in ("fault", "stall"):
+                marks.append({"type": "line", "x0": rec["t_s"], "x1": rec["t_s"], "yref": "paper",
+                              "y0": 0, "y1": 1, "line": {"color": "#d62728", "dash": "dash"}})
+    notes = [{"x": rec["t_s"], "y": 1, "yref": "paper", "text": f"{rec['node']} {rec['detail']}",
+              "showarrow": False, "textangle": -90, "xanchor": "right", "yanchor": "top",
+              "font": {"size": 10, "color": "#d62728"}}
+             for r in reps[:1] for rec in r["records"] if rec["kind"] in ("fault", "stall")]
+    return _chart(f"faults-{n}", data, _layout(
+        f"Cell {cell['idx']} ({cell['label']}): TPS each second around its faults "
+        "(dashed: events of the first repeat)", "time since pgbench started (s)",
+        "transactions per second", shapes=marks, annotations=notes))
+
+
 def timeline_latency(timeline: dict[str, Any]) -> Chart | None:
     return _per_second(timeline, "latency_ms", "timeline-latency",
                        f"Cell {timeline.get('idx')}: mean latency each second (pgbench -P)",
@@ -400,6 +424,8 @@ def all_charts(data: dict[str, Any]) -> dict[str, Chart]:
     }
     for chart in placement(data["placement"]):
         charts[chart["id"]] = chart
+    for n, cell in enumerate(data.get("faults", [])):
+        charts[f"faults-{n}"] = fault_timeline(cell, n)
     return {k: v for k, v in charts.items() if v is not None}
 
 

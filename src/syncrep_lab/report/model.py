@@ -18,10 +18,12 @@ from typing import Any
 
 from syncrep_lab.analysis.costs import run_costs
 from syncrep_lab.analysis.diagnosis import SYNC_LEVELS, diagnose_run, leading_verdict
+from syncrep_lab.analysis.faults import run_faults
 from syncrep_lab.analysis.scaling import scaling
 from syncrep_lab.experiment.results import cell_rows
 from syncrep_lab.experiment.store import Store
 from syncrep_lab.measure.stats import ratio_ci
+from syncrep_lab.pg.conninfo import mask_text
 from syncrep_lab.pg.sync_names import SyncNamesError, expected_states, parse
 
 LEVEL_ORDER = ("off", "local", "remote_write", "on", "remote_apply")
@@ -391,7 +393,7 @@ def report_data(folder: Path, cell: int | None = None) -> dict[str, Any]:
                     "tool_version": run["tool_version"],
                     "description": spec.get("description", "")},
             "machine": json.loads(run["machine_json"]),
-            "spec_toml": run["spec_toml"],
+            "spec_toml": mask_text(run["spec_toml"]),  # stores before masking had them
             "topology": topology,
             "cells": cells,
             "verdict": verdict,
@@ -406,6 +408,7 @@ def report_data(folder: Path, cell: int | None = None) -> dict[str, Any]:
             "placement": _placement_axes(cells),
             "seed": seed_side_by_side(spec, cells, lambda cell_id: _measured_tps(store, cell_id)),
             "method": _method(store, run_id, spec, cells),
+            "faults": run_faults(folder),
         }
     finally:
         store.close()

@@ -1,0 +1,375 @@
+"""Faults inside a cell: timed events against standbys (stop, kill -9, restart,
+start, SIGSTOP/SIGCONT) or the primary's settings (ALTER SYSTEM and a reload),
+fired while pgbench runs, and what the cluster did about them.
+
+A :class:`FaultDriver` thread runs beside pgbench in every repeat of a cell whose
+``faults`` axis names a scenario. It fires the events at their times, polls
+``pg_stat_replication`` ten times a second to record when each standby's
+``sync_state`` moved (the time to detect), and watches for the one state that
+can never end by itself: commits needing a synchronous standby while none is
+connected. After ``stall_seconds`` of that it terminates the workload's backends
+so pgbench ends, and the cell ends with that diagnosis instead of hanging.
+
+After the repeat, :func:`restore` brings every standby back (started,
+continued) and :func:`check_durability` counts rows on every node: each
+acknowledged commit must be on the primary, and each standby must hold what the
+primary holds once it has replayed up to the primary's position. A commit that
+was acknowledged and then lost is a finding, stored and shown loudly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from syncrep_lab.cluster import server
+from syncrep_lab.cluster.manifest import Manifest
+from syncrep_lab.cluster.ready import wait_ready
+from syncrep_lab.errors import UserError
+from syncrep_lab.experiment.spec import FaultEvent, FaultScenario
+from syncrep_lab.runas import server_account
+
+POLL_S = 0.1
+SYNC_STATES = ("sync", "quorum")
+NEEDS_STANDBY = ("remote_write", "on", "remote_apply")
+START_TIMEOUT_S = 60.0
+
+
+@dataclass
+class Record:
+    t_s: float  # since pgbench started
+    kind: str  # fault | state | stall | error | restore
+    node: str  # the standby acted on or whose state moved ('primary' for set)
+    detail: str
+
+
+@dataclass
+class FaultContext:
+    """What the driver acts on: a cluster syncrep-lab built."""
+
+    manifest: Manifest
+    admin: str  # the primary's admin conninfo
+    synchronous_commit: str
+    sync_names: str  # the cell's synchronous_standby_names ('' for none)
+    version_num: int
+
+
+def _processes_of(data_dir: Path) -> list[int]:
+    """Every process running in a data dir (the postmaster and its children)."""
+    root = str(data_dir.resolve())
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if os.readlink(entry / "cwd") == root:
+                    pids.append(int(entry.name))
+            except OSError:
+                continue
+    return pids
+
+
+class Standbys:
+    """Stopping, killing, pausing and starting the standbys of one cluster; remembers
+    what it did so that :meth:`restore` can undo it."""
+
+    def __init__(self, ctx: FaultContext) -> None:
+        self.ctx = ctx
+        self.paused: set[str] = set()
+        self.down: set[str] = set()
+        self.procs: list[Any] = []
+
+    def _node(self, name: str) -> tuple[Path, Path]:
+        m = self.ctx.manifest
+        node = m.node(name)
+        return node.data_dir(m.dir), node.log_file(m.dir)
+
+    def stop(self, name: str, mode: str) -> None:
+        data_dir, _ = self._node(name)
+        self.resume(name)  # a paused server cannot act on a shutdown signal
+        pid = server.signal_stop(data_dir, mode)
+        if pid is not None:
+            server.wait_gone({data_dir: pid}, timeout=15)
+        self.down.add(name)
+
+    def kill(self, name: str) -> None:
+        data_dir, _ = self._node(name)
+        pid = server.postmaster_pid(data_dir)
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        self.paused.discard(name)
+        self.down.add(name)
+
+    def pause(self, name: str) -> None:
+        data_dir, _ = self._node(name)
+        for pid in _processes_of(data_dir):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
+        self.paused.add(name)
+
+    def resume(self, name: str) -> None:
+        if name not in self.paused:
+            return
+        data_dir, _ = self._node(name)
+        for pid in _processes_of(data_dir):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+        self.paused.discard(name)
+
+    def start(self, name: str, deadline: float) -> None:
+        data_dir, log_file = self._node(name)
+        if server.postmaster_pid(data_dir) is not None:
+            self.down.discard(name)
+            return
+        # The children of a killed postmaster hold its shared memory until they
+        # notice it is gone; a new postmaster refuses to start before that.
+        while _processes_of(data_dir):
+            if time.monotonic() > deadline:
+                raise UserError(f"standby {name}: processes of the old server did not exit",
+                                "syncrep-lab clean, then run the cell again")
+            time.sleep(0.05)
+        m = self.ctx.manifest
+        proc = server.spawn(server_account(), Path(m.bin_dir) / "postgres", data_dir, log_file)
+        self.procs.append(proc)
+        wait_ready(m.admin_conninfo(m.node(name)), proc, log_file, deadline, f"standby {name}")
+        self.down.discard(name)
+
+    def restore(self, deadline: float) -> list[str]:
+        """Every standby running and unpaused again; returns what had to be done."""
+        done = []
+        for name in sorted(self.paused):
+            self.resume(name)
+            done.append(f"continued {name}")
+        for name in sorted(self.down):
+            self.start(name, deadline)
+            done.append(f"started {name}")
+        return done
+
+
+class FaultDriver(threading.Thread):
+    """Fires a scenario's events beside one pgbench run and records what followed."""
+
+    def __init__(self, scenario: FaultScenario, ctx: FaultContext, standbys: Standbys) -> None:
+        super().__init__(daemon=True, name="syncrep-lab faults")
+        self.scenario = scenario
+        self.ctx = ctx
+        self.standbys = standbys
+        self.records: list[Record] = []
+        self.stalled: str | None = None
+        self.changed_settings: set[str] = set()
+        self.stopping = threading.Event()
+        self.t0 = time.monotonic()
+        # (due time, event, follow-up action): follow-ups bring a standby back
+        self.pending: list[tuple[float, FaultEvent, str | None]] = sorted(
+            ((e.at, e, None) for e in scenario.events), key=lambda p: p[0])
+        self.synchronous_commit = ctx.synchronous_commit
+        self.sync_names = ctx.sync_names
+
+    @property
+    def needs_standby(self) -> bool:
+        """Whether commits wait for a standby now (a ``set`` event may change it)."""
+        return self.synchronous_commit in NEEDS_STANDBY and self.sync_names.strip() != ""
+
+    def now(self) -> float:
+        return round(time.monotonic() - self.t0, 3)
+
+    def _note(self, kind: str, node: str, detail: str) -> None:
+        self.records.append(Record(self.now(), kind, node, detail))
+
+    def run(self) -> None:
+        try:
+            with psycopg.connect(self.ctx.admin, autocommit=True, connect_timeout=5) as conn:
+                conn.execute("set application_name = 'syncrep-lab faults'")
+                self._loop(conn)
+        except psycopg.Error as exc:
+            self._note("error", "primary", f"lost the primary: {str(exc).strip()}")
+
+    def _loop(self, conn: psycopg.Connection[Any]) -> None:
+        states: dict[str, str] = self._states(conn)
+        no_sync_since: float | None = None
+        while not self.stopping.is_set():
+            while self.pending and self.pending[0][0] <= self.now():
+                _, event, follow_up = self.pending.pop(0)
+                self._fire(conn, event, follow_up, states)
+            current = self._states(conn)
+            for name in sorted(set(states) | set(current)):
+                before, after = states.get(name, "gone"), current.get(name, "gone")
+                if before != after:
+                    self._note("state", name, f"{before} -> {after}")
+            states = current
+            if self.needs_standby and not any(s in SYNC_STATES for s in states.values()):
+                no_sync_since = no_sync_since if no_sync_since is not None else self.now()
+                if self.now() - no_sync_since >= self.scenario.stall_seconds:
+                    self._stall(conn, states)
+                    return
+            else:
+                no_sync_since = None
+            self.stopping.wait(POLL_S)
+
+    def _states(self, conn: psycopg.Connection[Any]) -> dict[str, str]:
+        rows = conn.execute("select application_name, sync_state from pg_stat_replication "
+                            "where state = 'streaming'").fetchall()
+        return {str(r[0]): str(r[1]) for r in rows}
+
+    def _resolve(self, target: str, states: dict[str, str]) -> str | None:
+        if target in ("sync", "potential"):
+            wanted = SYNC_STATES if target == "sync" else ("potential",)
+            return next((n for n, s in sorted(states.items()) if s in wanted), None)
+        return target
+
+    def _fire(self, conn: psycopg.Connection[Any], event: FaultEvent, follow_up: str | None,
+              states: dict[str, str]) -> None:
+        if event.action == "set":
+            assert event.name is not None and event.value is not None
+            try:
+                conn.execute(sql.SQL("alter system set {} = {}").format(
+                    sql.Identifier(event.name), sql.Literal(event.value)))
+                conn.execute("select pg_reload_conf()")
+                self.changed_settings.add(event.name)
+                if event.name == "synchronous_standby_names":
+                    self.sync_names = event.value
+                elif event.name == "synchronous_commit":
+                    self.synchronous_commit = event.value
+                self._note("fault", "primary", f"set {event.name} = '{event.value}' (reload)")
+            except psycopg.Error as exc:
+                self._note("error", "primary", f"set {event.name}: {str(exc).strip()}")
+            return
+        assert event.target is not None
+        name = event.target if follow_up else self._resolve(event.target, states)
+        if name is None:
+            self._note("error", "-", f"{event.action}: no standby is {event.target} now")
+            return
+        action = follow_up or event.action
+        try:
+            if action == "stop":
+                self.standbys.stop(name, "fast")
+            elif action == "kill":
+                self.standbys.kill(name)
+            elif action == "restart":
+                self.standbys.stop(name, "fast")
+                self.standbys.start(name, time.monotonic() + START_TIMEOUT_S)
+            elif action == "start":
+                self.standbys.start(name, time.monotonic() + START_TIMEOUT_S)
+            elif action == "pause":
+                self.standbys.pause(name)
+            elif action == "continue":
+                self.standbys.resume(name)
+        except UserError as exc:
+            self._note("error", name, f"{action}: {exc.cause}")
+            return
+        self._note("fault", name, action + (f" (for {event.for_:g} s)"
+                                             if event.for_ and not follow_up else ""))
+        if event.for_ is not None and follow_up is None:
+            back = "continue" if action == "pause" else "start"
+            resolved = FaultEvent(at=event.at, action=event.action, target=name)
+            self.pending.append((event.at + event.for_, resolved, back))
+            self.pending.sort(key=lambda p: p[0])
+
+    def _stall(self, conn: psycopg.Connection[Any], states: dict[str, str]) -> None:
+        seen = ", ".join(f"{n} {s}" for n, s in sorted(states.items())) or "none streaming"
+        self.stalled = (f"commits could not be acknowledged: no synchronous standby for "
+                        f"{self.scenario.stall_seconds:g} s with synchronous_commit = "
+                        f"{self.ctx.synchronous_commit} (standbys: {seen})")
+        self._note("stall", "primary", self.stalled)
+        # Terminated while waiting, a backend's commit stays local and its client gets
+        # an error: nothing is acknowledged that the standbys did not confirm.
+        conn.execute("select pg_terminate_backend(pid) from pg_stat_activity "
+                     "where application_name = 'pgbench' and pid <> pg_backend_pid()")
+
+    def stop(self) -> list[Record]:
+        self.stopping.set()
+        self.join(timeout=30)
+        return self.records
+
+
+def sets_synchronous_commit(scenario: FaultScenario) -> bool:
+    return any(e.action == "set" and e.name == "synchronous_commit" for e in scenario.events)
+
+
+def set_on_primary(ctx: FaultContext, name: str, value: str) -> None:
+    with psycopg.connect(ctx.admin, autocommit=True, connect_timeout=5) as conn:
+        conn.execute(sql.SQL("alter system set {} = {}").format(sql.Identifier(name),
+                                                                sql.Literal(value)))
+        conn.execute("select pg_reload_conf()")
+
+
+def reset_settings(ctx: FaultContext, names: set[str]) -> None:
+    """Undo the scenario's ``set`` events (synchronous_standby_names is the cell's
+    own again; other settings go back to their defaults)."""
+    if not names:
+        return
+    with psycopg.connect(ctx.admin, autocommit=True, connect_timeout=5) as conn:
+        for name in sorted(names):
+            if name == "synchronous_standby_names":
+                conn.execute(sql.SQL("alter system set synchronous_standby_names = {}").format(
+                    sql.Literal(ctx.sync_names)))
+            else:
+                conn.execute(sql.SQL("alter system reset {}").format(sql.Identifier(name)))
+        conn.execute("select pg_reload_conf()")
+
+
+@dataclass
+class Durability:
+    node: str
+    rows: int  # rows added during the repeat, as this node sees them
+    expected: int  # acknowledged rows (primary) or the primary's rows (standbys)
+    ok: bool
+    detail: str = ""
+
+
+def count_rows(conninfo: str) -> int:
+    with psycopg.connect(conninfo, autocommit=True, connect_timeout=5) as conn:
+        row = conn.execute("select count(*) from test").fetchone()
+    return int(row[0]) if row else 0
+
+
+def _lsn_functions(version_num: int) -> tuple[str, str, str]:
+    if version_num >= 100000:
+        return "pg_current_wal_lsn()", "pg_last_wal_replay_lsn()", "pg_wal_lsn_diff"
+    return "pg_current_xlog_location()", "pg_last_xlog_replay_location()", \
+        "pg_xlog_location_diff"
+
+
+def check_durability(ctx: FaultContext, before: int, acknowledged: int,
+                     timeout: float = 60.0) -> list[Durability]:
+    """After a repeat (every standby back): the primary holds every acknowledged row,
+    and each standby, once replayed up to the primary's position, holds what the
+    primary holds."""
+    current, replayed, diff = _lsn_functions(ctx.version_num)
+    m = ctx.manifest
+    with psycopg.connect(ctx.admin, autocommit=True, connect_timeout=5) as conn:
+        row = conn.execute(f"select {current}::text").fetchone()
+    assert row is not None
+    target_lsn = str(row[0])
+    primary_rows = count_rows(ctx.admin) - before
+    out = [Durability("primary", primary_rows, acknowledged, primary_rows >= acknowledged,
+                      "" if primary_rows >= acknowledged else
+                      f"{acknowledged - primary_rows} acknowledged rows are missing")]
+    for node in m.standbys:
+        conninfo = m.admin_conninfo(node)
+        deadline = time.monotonic() + timeout
+        caught_up = False
+        while time.monotonic() < deadline:
+            with psycopg.connect(conninfo, autocommit=True, connect_timeout=5) as conn:
+                lag = conn.execute(f"select {diff}({replayed}, %s::text::pg_lsn)",
+                                   (target_lsn,)).fetchone()
+            if lag is not None and lag[0] is not None and float(lag[0]) >= 0:
+                caught_up = True
+                break
+            time.sleep(0.05)
+        rows = count_rows(conninfo) - before
+        ok = caught_up and rows == primary_rows
+        detail = ("" if ok else "did not replay up to the primary's position in "
+                  f"{timeout:g} s" if not caught_up else
+                  f"{primary_rows - rows} rows the primary has are missing")
+        out.append(Durability(node.name, rows, primary_rows, ok, detail))
+    return out

@@ -1,0 +1,196 @@
+"""How the tool stops: signals, the processes it started, and a second Ctrl-C.
+
+- The first SIGINT, SIGTERM or SIGHUP raises :class:`Interrupted` in the main
+  thread (Python runs signal handlers there). The ``finally`` blocks on the
+  way up undo what was started: pgbench and perf are killed, the run is
+  marked ``interrupted``, the cluster is stopped (immediate shutdown) and
+  removed. Code that must not be cut short by a first signal runs in
+  :func:`critical`; the signal is raised when it ends. Stop paths that would
+  otherwise wait for a graceful end (the probes' analysis) check
+  :func:`requested` and skip it.
+- A second signal while that cleanup runs does not wait for anything: it
+  kills (SIGKILL) every process of the clusters this process made (found
+  through /proc: a PostgreSQL process whose working directory is one of the
+  manifest's data dirs) and every child of this process with its process
+  group, marks the run interrupted if the store is free within half a
+  second, prints one line and exits with 128+N at once. What can be left is
+  files: the manifest is still there, so ``syncrep-lab clean`` finishes.
+- pgbench and perf are started with PR_SET_PDEATHSIG, so they die with the
+  tool even when it is killed with SIGKILL, which no handler sees. perf gets
+  SIGTERM (it then ends its ``sleep`` workload itself), pgbench SIGKILL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from types import FrameType, TracebackType
+
+from syncrep_lab.errors import Interrupted
+
+_signum: int | None = None  # the first signal, once one arrived
+_pending = False  # it arrived inside critical() and is still to be raised
+_depth = 0  # nesting of critical()
+_tracked: dict[int, subprocess.Popen[bytes] | subprocess.Popen[str]] = {}
+_clusters: set[Path] = set()  # cluster dirs this process made (it wrote their manifest)
+_at_force: list[Callable[[], None]] = []
+
+_PR_SET_PDEATHSIG = 1
+_prctl: Callable[..., int] | None
+try:
+    _prctl = ctypes.CDLL(None, use_errno=True).prctl
+except (OSError, AttributeError):  # not Linux
+    _prctl = None
+
+
+def install() -> None:
+    """Route SIGINT, SIGTERM and SIGHUP (unless ignored, as under nohup) to the handler."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        if sig == signal.SIGHUP and signal.getsignal(sig) == signal.SIG_IGN:
+            continue
+        signal.signal(sig, _handler)
+
+
+def _handler(signum: int, _frame: FrameType | None) -> None:
+    global _signum, _pending
+    if _signum is not None:
+        _force(signum)
+    _signum = signum
+    if _depth > 0:
+        _pending = True
+        return
+    raise Interrupted(signum)
+
+
+def requested() -> int | None:
+    """The signal that asked the tool to stop, if one did."""
+    return _signum
+
+
+class critical:  # lower case: used as ``with shutdown.critical():``
+    """A block a first signal must not cut short (cleanup, the last store writes):
+    the signal is raised when the outermost such block ends. A second signal
+    still forces the exit."""
+
+    def __enter__(self) -> None:
+        global _depth
+        _depth += 1
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        global _depth, _pending
+        _depth -= 1
+        if _depth == 0 and _pending:
+            _pending = False
+            assert _signum is not None
+            raise Interrupted(_signum)
+
+
+def die_with_parent(sig: int) -> Callable[[], None]:
+    """A ``preexec_fn`` that makes the child receive ``sig`` when this process dies.
+
+    The kernel ties the signal to the thread that forks: pgbench and perf are
+    started from the main thread, which lives as long as the process."""
+    parent = os.getpid()
+
+    def preexec() -> None:
+        if _prctl is not None:
+            _prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0)
+        if os.getppid() != parent:  # the tool died before the prctl took effect
+            os.kill(os.getpid(), sig)
+
+    return preexec
+
+
+def track(proc: subprocess.Popen[bytes] | subprocess.Popen[str]) -> None:
+    """A child to kill (with its process group, if it leads one) if the tool stops."""
+    _tracked[proc.pid] = proc
+
+
+def untrack(proc: subprocess.Popen[bytes] | subprocess.Popen[str]) -> None:
+    _tracked.pop(proc.pid, None)
+
+
+def kill_tracked(wait: float = 5.0) -> None:
+    """SIGKILL every tracked child still running (and its group), then reap them."""
+    procs = list(_tracked.values())
+    for proc in procs:
+        if proc.returncode is None:  # not reaped: its pid (and group) is still its own
+            _kill_group_or_process(proc.pid)
+    for proc in procs:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=wait)
+        untrack(proc)
+
+
+def _kill_group_or_process(pid: int) -> None:
+    with contextlib.suppress(OSError):
+        if os.getpgid(pid) == pid:
+            os.killpg(pid, signal.SIGKILL)
+            return
+    with contextlib.suppress(OSError):
+        os.kill(pid, signal.SIGKILL)
+
+
+def own_cluster(cluster_dir: Path) -> None:
+    """A cluster dir whose manifest this process wrote (called by manifest.register)."""
+    _clusters.add(cluster_dir.resolve())
+
+
+def disown_cluster(cluster_dir: Path) -> None:
+    _clusters.discard(cluster_dir.resolve())
+
+
+def at_force(action: Callable[[], None]) -> Callable[[], None]:
+    """Something quick to do on a forced exit (mark the run interrupted); returns
+    the function that takes it back."""
+    _at_force.append(action)
+    return lambda: _at_force.remove(action) if action in _at_force else None
+
+
+def _say(text: str) -> None:
+    with contextlib.suppress(OSError):
+        os.write(2, f"\n{text}\n".encode())
+
+
+def _children() -> list[int]:
+    me = str(os.getpid())
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[1] == me:
+            found.append(int(entry))
+    return found
+
+
+def _force(signum: int) -> None:
+    """The second signal: kill what is left, without waiting for anything, and exit."""
+    _say(f"second {signal.Signals(signum).name}: not waiting for clean shutdowns; what is "
+         "left was killed; run `syncrep-lab clean` to remove any cluster left behind")
+    from syncrep_lab.cluster.manifest import load
+    from syncrep_lab.cluster.server import processes_in
+
+    for cluster_dir in list(_clusters):
+        with contextlib.suppress(Exception):
+            manifest = load(cluster_dir)
+            if manifest is not None:
+                for pid in processes_in([n.data_dir(cluster_dir) for n in manifest.nodes]):
+                    with contextlib.suppress(OSError):
+                        os.kill(pid, signal.SIGKILL)
+    for pid in list(_tracked) + _children():
+        _kill_group_or_process(pid)
+    for action in list(_at_force):
+        with contextlib.suppress(Exception):
+            action()
+    os._exit(128 + signum)

@@ -1,0 +1,225 @@
+"""Faults as experiments, on real clusters: the sync standby killed, paused, replaced
+by a reload, every standby lost; what the primary saw, what throughput did, and
+whether every acknowledged commit was found on every node afterwards."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from syncrep_lab.analysis.faults import run_faults
+from syncrep_lab.experiment.spec import SpecError, parse_spec
+from syncrep_lab.experiment.store import DB_NAME
+from syncrep_lab.report.model import report_data
+
+from .conftest import cli, postmasters_in
+
+SPEC = """\
+name = "faults"
+
+[topology]
+standbys = 2
+
+[workload]
+clients = 4
+duration = 7
+warmup = 1
+
+[matrix]
+faults = ["kill-sync", "pause-sync", "switch", "lose-all", "none"]
+
+[run]
+repeats_min = 1
+repeats_max = 1
+
+[probes]
+probed_repeats = 0
+
+[faults.kill-sync]
+events = [{ at = 2, action = "kill", target = "sync", for = 2 }]
+
+[faults.pause-sync]
+slow_commit_ms = 500
+events = [{ at = 2, action = "pause", target = "sync", for = 2 }]
+
+[faults.switch]
+events = [{ at = 2, action = "set", name = "synchronous_standby_names", value = "c" }]
+
+[faults.lose-all]
+stall_seconds = 2
+events = [{ at = 1, action = "stop", target = "b" }, { at = 1, action = "stop", target = "c" }]
+"""
+
+
+def _stopped_processes() -> list[int]:
+    """Processes left in the stopped state (a paused standby never continued)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+                comm = (entry / "comm").read_text().strip()
+            except OSError:
+                continue
+            if comm == "postgres" and stat.rsplit(")", 1)[1].split()[0] == "T":
+                out.append(int(entry.name))
+    return out
+
+
+@pytest.fixture(scope="module")
+def fault_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    folder = tmp_path_factory.mktemp("faults")
+    folder.chmod(0o755)
+    spec = folder / "faults.toml"
+    spec.write_text(SPEC)
+    started = time.monotonic()
+    res = cli("run", str(spec), "--out", str(folder / "run"), timeout=600)
+    return {"res": res, "out": folder / "run", "seconds": time.monotonic() - started}
+
+
+def _cell(cells: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    return next(c for c in cells if c["label"] == f"faults={name}")
+
+
+def test_a_run_with_faults_ends_and_leaves_nothing(fault_run: dict[str, Any],
+                                                   lab_home: Path) -> None:
+    res = fault_run["res"]
+    # One cell fails by design (no standby left): the run says so and exits 4.
+    assert res.returncode == 4, res.stdout + res.stderr
+    assert "Traceback" not in res.stderr
+    assert fault_run["seconds"] < 300
+    assert postmasters_in(lab_home) == []
+    assert _stopped_processes() == []
+    cells = run_faults(fault_run["out"])
+    assert [c["label"] for c in cells] == [f"faults={n}" for n in
+                                           ("kill-sync", "pause-sync", "switch", "lose-all")]
+    db = sqlite3.connect(fault_run["out"] / DB_NAME)
+    try:
+        status = dict(db.execute("select label, status from cells").fetchall())
+    finally:
+        db.close()
+    # The cell after the failed one ran on a rebuilt cluster.
+    assert status["faults=none"] == "done"
+
+
+def test_killing_the_sync_standby_hands_over_to_the_potential_one(
+        fault_run: dict[str, Any]) -> None:
+    cell = _cell(run_faults(fault_run["out"]), "kill-sync")
+    assert cell["status"] == "done"
+    (repeat,) = cell["repeats"]
+    (kill,) = repeat["events"]
+    assert kill["node"] == "b" and kill["detail"].startswith("kill")
+    states = [(r["node"], r["detail"]) for r in repeat["records"] if r["kind"] == "state"]
+    # With '1(b,c)' the potential standby becomes sync once b's walsender is gone ...
+    assert ("c", "potential -> sync") in states
+    assert kill["detect_s"] is not None and kill["detect_s"] < 3.0
+    # ... and b, started again after 2 s, takes its place back.
+    assert ("b", "gone -> sync") in states
+    assert kill["tps_before"] and kill["tps_before"] > 0
+    # Every acknowledged row is on every node: pgbench's committed transactions are
+    # the rows (batch 1), counted independently of the tool's own check.
+    db = sqlite3.connect(fault_run["out"] / DB_NAME)
+    try:
+        acknowledged = db.execute(
+            "select r.transactions from repeats r join cells c on c.id = r.cell_id "
+            "where c.label = 'faults=kill-sync'").fetchone()[0]
+    finally:
+        db.close()
+    by_node = {d["node"]: d for d in repeat["durability"]}
+    assert set(by_node) == {"primary", "b", "c"}
+    assert by_node["primary"]["expected"] == acknowledged > 0
+    assert all(d["ok"] and d["rows"] >= acknowledged for d in by_node.values())
+    assert not cell["acknowledged_lost"]
+
+
+def test_a_paused_sync_standby_stalls_commits(fault_run: dict[str, Any]) -> None:
+    cell = _cell(run_faults(fault_run["out"]), "pause-sync")
+    (repeat,) = cell["repeats"]
+    (pause,) = repeat["events"]
+    # A stopped walreceiver still holds its connection: b stays 'sync', every commit
+    # waits for it, and throughput all but stops until it is continued.
+    assert pause["tps_before"] and pause["tps_during"] is not None
+    assert pause["tps_during"] < 0.5 * pause["tps_before"]
+    assert repeat["slow_commits"] > 0
+    assert all(d["ok"] for d in repeat["durability"])
+
+
+def test_a_reload_moves_the_sync_role(fault_run: dict[str, Any]) -> None:
+    cell = _cell(run_faults(fault_run["out"]), "switch")
+    (repeat,) = cell["repeats"]
+    states = [(r["node"], r["detail"]) for r in repeat["records"] if r["kind"] == "state"]
+    assert ("b", "sync -> async") in states and ("c", "potential -> sync") in states
+    (event,) = repeat["events"]
+    assert event["detect_s"] is not None and event["detect_s"] < 2.0
+
+
+def test_no_standby_left_ends_the_cell_with_that_diagnosis(fault_run: dict[str, Any]) -> None:
+    cell = _cell(run_faults(fault_run["out"]), "lose-all")
+    assert cell["status"] == "failed"
+    assert cell["error"].startswith("commits could not be acknowledged: no synchronous "
+                                    "standby for 2 s")
+    res = cli("results", str(fault_run["out"]))
+    assert "commits could not be" in res.stdout
+
+
+def test_faults_command_and_report(fault_run: dict[str, Any]) -> None:
+    res = cli("faults", str(fault_run["out"]), "--json")
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout) == json.loads(json.dumps(run_faults(fault_run["out"])))
+    text = cli("faults", str(fault_run["out"])).stdout
+    assert "b: sync -> gone" in text and "rows found/expected" in text
+    from tests.test_report import _check_in_browser
+
+    state = _check_in_browser(fault_run["out"] / "report.html", "faults")
+    assert {"faults-0", "faults-1", "faults-2"} <= set(state["drawn"])
+    assert "Every acknowledged commit was found" in state["text"]
+    assert "commits could not be acknowledged" in state["text"]
+
+
+def test_a_lost_commit_is_reported_loudly(fault_run: dict[str, Any], workdir: Path) -> None:
+    """The presentation of a loss, on a copy of the real run with one node's count
+    lowered (a real loss needs a failure this machine cannot produce on purpose)."""
+    import shutil
+
+    copy = workdir / "run"
+    shutil.copytree(fault_run["out"], copy)
+    db = sqlite3.connect(copy / DB_NAME)
+    try:
+        db.execute("update durability set rows = rows - 3, ok = 0, "
+                   "detail = '3 rows the primary has are missing' where node = 'c' and "
+                   "repeat_id = (select min(repeat_id) from durability)")
+        db.commit()
+    finally:
+        db.close()
+    res = cli("results", str(copy))
+    assert "acknowledged commits were lost" in res.stdout
+    res = cli("faults", str(copy))
+    assert "ACKNOWLEDGED COMMITS LOST on c: 3 rows the primary has are missing" in res.stdout
+    data = report_data(copy)
+    assert any(c["acknowledged_lost"] for c in data["faults"])
+    assert cli("report", str(copy)).returncode == 0
+    assert "Acknowledged commits were lost" in (copy / "report.html").read_text()
+
+
+@pytest.mark.parametrize(("toml", "message"), [
+    ('[matrix]\nfaults = ["nope"]', "no fault scenario 'nope' (define [faults.nope])"),
+    ('[matrix]\nfaults = ["k"]\n[faults.k]\nevents = [{ at = 1, action = "kill", target = "z" }]',
+     "target 'z' is not a standby (standbys: b, c; or sync or potential)"),
+    ('[faults.k]\nevents = [{ at = 1, action = "kill" }]', "kill needs a target"),
+    ('[faults.k]\nevents = [{ at = 1, action = "set", name = "work_mem" }]',
+     "set needs name and value"),
+    ('[faults.k]\nevents = [{ at = 1, action = "start", target = "b", for = 2 }]',
+     "'for' applies to stop, kill and pause, not start"),
+    ('[faults.k]\nevents = [{ at = 1, action = "reboot", target = "b" }]', "action"),
+    ('[faults.k]\nevents = []', "events"),
+])
+def test_bad_fault_scenarios_are_refused_with_their_line(toml: str, message: str) -> None:
+    with pytest.raises(SpecError) as err:
+        parse_spec(f'name = "x"\n{toml}\n', "s.toml")
+    assert message in err.value.cause
+    assert "s.toml:" in err.value.cause

@@ -1,0 +1,515 @@
+"""The tool itself under faults: lose no result, leave nothing behind, hang never.
+
+Signals at every stage of a run, a second Ctrl-C, an overrunning pgbench, a perf that
+does not stop, a full disk and a read-only run folder. Real servers, pgbench and perf;
+the command line runs as a subprocess, started the way a user starts it. Ctrl-C is sent
+to the whole process group, as a terminal does; SIGTERM to the tool alone, as ``kill``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from syncrep_lab import paths
+from syncrep_lab.experiment.store import DB_NAME
+
+from .conftest import cli, postmasters_in
+
+SPEC = """\
+name = "faults"
+
+[topology]
+standbys = 1
+sync = "b"
+
+[workload]
+clients = 2
+duration = 2
+warmup = 2
+
+[run]
+repeats_min = 1
+repeats_max = 1
+
+[probes]
+flamegraphs = false
+"""
+
+root_only = pytest.mark.skipif(os.geteuid() != 0, reason="mounts need root")
+
+
+# --- processes --------------------------------------------------------------------
+
+
+def _processes() -> dict[int, tuple[int, str]]:
+    """pid -> (parent pid, command line) of every process."""
+    table = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+        except (OSError, UnicodeDecodeError):
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if fields[0] == "Z":
+            continue
+        table[int(entry.name)] = (int(fields[1]), cmdline)
+    return table
+
+
+def descendants(root: int) -> dict[int, str]:
+    """Every process below ``root``: pid -> command line."""
+    table = _processes()
+    found: dict[int, str] = {}
+    frontier = [root]
+    while frontier:
+        parent = frontier.pop()
+        for pid, (ppid, cmdline) in table.items():
+            if ppid == parent and pid not in found:
+                found[pid] = cmdline
+                frontier.append(pid)
+    return found
+
+
+def still_alive(snapshot: dict[int, str]) -> list[str]:
+    """Processes of the snapshot that still run (same pid, same command line)."""
+    table = _processes()
+    return [f"{pid} {cmd}" for pid, cmd in snapshot.items()
+            if pid in table and table[pid][1] == cmd]
+
+
+def mentioning(text: str) -> list[str]:
+    """Processes whose command line names ``text`` (pgbench and perf name the run folder)."""
+    me = os.getpid()
+    return [f"{pid} {cmd}" for pid, (_, cmd) in _processes().items()
+            if text in cmd and pid != me and "pytest" not in cmd]
+
+
+def wait_until(check: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+# --- runs -------------------------------------------------------------------------
+
+
+def run_cluster_dir(out: Path) -> Path:
+    """Where a run builds its cluster (runner.ActiveCluster)."""
+    digest = hashlib.sha256(str(out.absolute().resolve()).encode()).hexdigest()[:10]
+    return paths.state_dir() / "clusters" / f"run-{digest}"
+
+
+class Run:
+    """``syncrep-lab run`` in a session of its own, its output in files."""
+
+    def __init__(self, workdir: Path, out: Path, spec: str = SPEC, *args: str) -> None:
+        self.out = out
+        self.stderr_path = workdir / f"stderr-{time.monotonic_ns()}.txt"
+        spec_file = workdir / "spec.toml"
+        spec_file.write_text(spec)
+        cmd = ([sys.executable, "-m", "syncrep_lab", "run", "--resume", "--out", str(out)]
+               if "--resume" in args else
+               [sys.executable, "-m", "syncrep_lab", "run", str(spec_file), "--out", str(out)])
+        with open(self.stderr_path, "w") as err:
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.DEVNULL, stderr=err,
+                                         start_new_session=True,
+                                         env={**os.environ, "COLUMNS": "200"})
+
+    @property
+    def stderr(self) -> str:
+        return self.stderr_path.read_text()
+
+    def signal(self, signum: int) -> None:
+        if signum == signal.SIGINT:
+            os.killpg(self.proc.pid, signum)  # a terminal's Ctrl-C: the whole group
+        else:
+            os.kill(self.proc.pid, signum)
+
+    def wait(self, timeout: float) -> int:
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError(f"the run did not end within {timeout} s:\n{self.stderr}"
+                                 ) from None
+
+    def stored(self, sql: str) -> list[tuple[object, ...]]:
+        try:
+            db = sqlite3.connect(self.out / DB_NAME, timeout=5)
+            try:
+                return db.execute(sql).fetchall()
+            finally:
+                db.close()
+        except sqlite3.Error:
+            return []
+
+    def reached(self, stage: str, timeout: float = 120) -> None:
+        def check() -> bool:
+            assert self.proc.poll() is None, f"the run ended before {stage}:\n{self.stderr}"
+            return STAGES[stage](self)
+
+        wait_until(check, timeout, stage)
+
+    def running(self, *needles: str, without: str | None = None) -> bool:
+        """Whether a process below the tool has all ``needles`` in its command line."""
+        assert self.proc.poll() is None, f"the run ended early:\n{self.stderr}"
+        return any(all(n in cmd for n in needles) and (without is None or without not in cmd)
+                   for cmd in descendants(self.proc.pid).values())
+
+
+def nothing_left(out: Path, snapshot: dict[int, str], grace: float = 0.0) -> None:
+    """No server of the run, no process the tool started, nothing for clean to do."""
+    cluster = run_cluster_dir(out)
+    if grace:
+        wait_until(lambda: not still_alive(snapshot) and not mentioning(str(out)), grace,
+                   "the tool's processes to go")
+    assert still_alive(snapshot) == []
+    assert mentioning(str(out)) == []
+    assert postmasters_in(cluster) == []
+    assert not cluster.exists()
+    res = cli("clean", "--list")
+    assert res.returncode == 0 and "nothing to clean" in res.stdout, res.stdout
+
+
+def integrity(out: Path) -> str:
+    db = sqlite3.connect(out / DB_NAME)
+    try:
+        return str(db.execute("pragma integrity_check").fetchone()[0])
+    finally:
+        db.close()
+
+
+# --- signals at every stage -------------------------------------------------------
+
+STAGES: dict[str, Callable[[Run], bool]] = {
+    # the primary runs, the standby is starting or catching up
+    "cluster up": lambda r: bool(postmasters_in(run_cluster_dir(r.out))),
+    "warm-up": lambda r: r.running("pgbench", without="--log-prefix"),
+    "measured repeat": lambda r: r.running("pgbench", "repeat-01"),
+    "probed repeat": lambda r: r.running("perf ") and r.running("pgbench", "repeat-02"),
+}
+# Each stage is resumed after one of the two signals, to keep the test short.
+RESUMED = {("cluster up", signal.SIGINT), ("warm-up", signal.SIGTERM),
+           ("measured repeat", signal.SIGINT), ("probed repeat", signal.SIGTERM)}
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["INT", "TERM"])
+@pytest.mark.parametrize("stage", list(STAGES))
+def test_signal_at_every_stage(workdir: Path, stage: str, signum: int) -> None:
+    out = workdir / "run"
+    run = Run(workdir, out)
+    run.reached(stage)
+    before = run.stored("select id, cell_id, n from repeats")
+    snapshot = descendants(run.proc.pid)  # postmasters, pgbench, perf and its sleep
+    started = time.monotonic()
+    run.signal(signum)
+    code = run.wait(60)
+    took = time.monotonic() - started
+    assert code == 128 + signum, run.stderr
+    assert "Traceback" not in run.stderr, run.stderr
+    assert "interrupted" in run.stderr
+    assert f"run --resume --out {out}" in run.stderr
+    assert took < 30, f"{took:.1f} s to stop"
+    nothing_left(out, snapshot)
+    assert run.stored("select status from runs") == [("interrupted",)]
+    assert run.stored("select status from cells") == [("pending",)]
+    after = run.stored("select id, cell_id, n from repeats")
+    assert after == before  # what was complete is kept; the repeat cut short is not stored
+    assert integrity(out) == "ok"
+    if (stage, signum) not in RESUMED:
+        return
+    res = cli("run", "--resume", "--out", str(out), timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert run.stored("select status from runs") == [("done",)]
+    assert run.stored("select status from cells") == [("done",)]
+    final = run.stored("select id, cell_id, n, probed from repeats order by n")
+    assert [r[3] for r in final] == [0, 1]  # one measured, one probed
+    assert set(before) <= {r[:3] for r in final}
+    nothing_left(out, {})
+
+
+def test_second_ctrl_c_does_not_wait(workdir: Path) -> None:
+    """The first Ctrl-C's cleanup waits for a standby that cannot stop (SIGSTOP): the
+    second Ctrl-C kills what is left and exits at once; clean finishes."""
+    out = workdir / "run"
+    run = Run(workdir, out)
+    run.reached("probed repeat")
+    standby = run_cluster_dir(out) / "b"
+    pid = int((standby / "postmaster.pid").read_text().split()[0])
+    snapshot = descendants(run.proc.pid)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        run.signal(signal.SIGINT)
+        time.sleep(2)
+        assert run.proc.poll() is None, "the first cleanup should wait for the standby"
+        started = time.monotonic()
+        run.signal(signal.SIGINT)
+        code = run.wait(10)
+        took = time.monotonic() - started
+    finally:
+        # whatever happened, leave no stopped server behind
+        if Path(f"/proc/{pid}").exists():
+            os.kill(pid, signal.SIGCONT)
+    assert code == 130, run.stderr
+    assert took < 10
+    assert "Traceback" not in run.stderr, run.stderr
+    lines = [ln for ln in run.stderr.splitlines() if "second SIGINT" in ln]
+    assert len(lines) == 1, run.stderr
+    assert "syncrep-lab clean" in lines[0]
+    # everything was killed; only files (and the manifest) may be left for clean
+    wait_until(lambda: not still_alive(snapshot), 5, "the killed processes to go")
+    assert run.stored("select status from runs") == [("interrupted",)]
+    res = cli("clean")
+    assert res.returncode == 0, res.stderr
+    nothing_left(out, snapshot)
+    assert integrity(out) == "ok"
+
+
+def test_clean_kills_what_a_killed_postmaster_left(workdir: Path) -> None:
+    """A postmaster killed with SIGKILL (the OOM killer, a forced exit) leaves children
+    that can linger (here one that cannot act, stopped): clean kills them too."""
+    from syncrep_lab.cluster import server
+    from syncrep_lab.cluster.build import UpOptions, up
+
+    manifest = up(UpOptions(dir=workdir / "c", standbys=0))
+    data = manifest.primary.data_dir(manifest.dir)
+    postmaster = server.postmaster_pid(data)
+    assert postmaster is not None
+    children = [p for p in server.processes_in([data]) if p != postmaster]
+    assert children
+    os.kill(children[0], signal.SIGSTOP)
+    os.kill(postmaster, signal.SIGKILL)
+    res = cli("clean")
+    assert res.returncode == 0 and f"removed {manifest.dir}" in res.stdout, res.stderr
+    assert postmasters_in(workdir) == []
+    assert not manifest.dir.exists()
+
+
+# --- bounded waits ----------------------------------------------------------------
+
+
+def test_pgbench_that_overruns_is_killed(workdir: Path) -> None:
+    """Commits that wait for a standby that is gone: the tables are still prepared
+    (not a commit that waits), pgbench is killed after its bound, with a clear message."""
+    from syncrep_lab.cluster import server
+    from syncrep_lab.cluster.build import UpOptions, up
+    from syncrep_lab.cluster.teardown import remove_cluster
+    from syncrep_lab.errors import UserError
+    from syncrep_lab.experiment.spec import Workload
+    from syncrep_lab.experiment.workload import prepare_tables, run_pgbench, script_text
+    from syncrep_lab.pg.installations import resolve
+
+    manifest = up(UpOptions(dir=workdir / "c", standbys=1, sync="b"))
+    try:
+        standby = manifest.node("b").data_dir(manifest.dir)
+        pid = server.signal_stop(standby, "immediate")
+        assert pid is not None
+        server.wait_gone({standby: pid}, 10)
+        script = workdir / "insert.sql"
+        script.write_text(script_text(Workload(), 1, workdir))
+        started = time.monotonic()
+        prepare_tables(manifest.admin_conninfo(manifest.primary), Workload())
+        assert time.monotonic() - started < 10
+        started = time.monotonic()
+        with pytest.raises(UserError, match=r"did not finish within 3 s .* was killed"):
+            run_pgbench(resolve(manifest.bin_dir).program("pgbench"),
+                        manifest.conninfo(manifest.primary), script, clients=2, threads=1,
+                        duration=1, synchronous_commit="on", extra_timeout=2)
+        assert time.monotonic() - started < 10
+        assert mentioning(str(script)) == []
+    finally:
+        remove_cluster(manifest.dir)
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("perf") is None,
+                    reason="needs perf as root")
+def test_perf_that_does_not_stop_is_killed_with_its_workload(workdir: Path) -> None:
+    from syncrep_lab.probes.perfrun import PerfProcess
+
+    perf = PerfProcess(["perf", "record", "-a", "-e", "sched:sched_switch", "-o",
+                        str(workdir / "x.data"), "--", "sleep", "60"], "perf record")
+    perf.start()
+    assert perf.proc is not None
+    group = perf.proc.pid
+    os.kill(group, signal.SIGSTOP)  # it will never act on the SIGINT that stops it
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match="did not stop within 1 s"):
+        perf.stop(timeout=1)
+    assert time.monotonic() - started < 8
+    left = [pid for pid in _processes() if _pgid(pid) == group]
+    assert left == []  # perf and its sleep
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None
+
+
+# --- the run folder: full disk, read-only -----------------------------------------
+
+
+@pytest.fixture
+def mounts(workdir: Path) -> Iterator[Callable[..., Path]]:
+    """Mount tmpfs (or bind) mounts under the test's dir; all unmounted at the end,
+    whatever happened."""
+    made: list[Path] = []
+
+    def mount(name: str, *, size: str = "64m", bind: Path | None = None) -> Path:
+        path = bind if bind is not None else workdir / name
+        path.mkdir(exist_ok=True)
+        argv = (["mount", "--bind", str(path), str(path)] if bind is not None
+                else ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs",
+                      str(path)])
+        subprocess.run(argv, check=True, capture_output=True)
+        made.append(path)
+        return path
+
+    try:
+        yield mount
+    finally:
+        for path in reversed(made):
+            subprocess.run(["umount", "-l", str(path)], check=False, capture_output=True)
+
+
+def remount(path: Path, mode: str, *, bind: bool = False) -> None:
+    opts = f"remount,{'bind,' if bind else ''}{mode}"
+    subprocess.run(["mount", "-o", opts, str(path)], check=True, capture_output=True)
+
+
+def fill(disk: Path) -> Path:
+    """Write zeros until the file system is full."""
+    filler = disk / "filler"
+    block = b"\0" * (1 << 20)
+    with open(filler, "wb") as fh:
+        try:
+            while True:
+                fh.write(block)
+                fh.flush()
+        except OSError:
+            pass
+    return filler
+
+
+def refused(res: subprocess.CompletedProcess[str] | str, code: int, *needles: str) -> None:
+    text = res if isinstance(res, str) else res.stderr
+    if not isinstance(res, str):
+        assert res.returncode == code, text
+    assert "Traceback" not in text, text
+    assert "error:" in text and "fix:" in text, text
+    for needle in needles:
+        assert needle in text, text
+
+
+THREE = SPEC.replace("warmup = 2", "warmup = 0").replace(
+    "repeats_max = 1", "repeats_max = 3").replace("repeats_min = 1", "repeats_min = 3") + \
+    "probed_repeats = 0\n"
+
+
+@root_only
+def test_full_disk_then_read_only_then_resume(workdir: Path, mounts: Callable[..., Path]
+                                              ) -> None:
+    disk = mounts("disk", size="48m")
+    out = disk / "run"
+    run = Run(workdir, out, THREE)
+    wait_until(lambda: len(run.stored("select id from repeats")) >= 1 or run.proc.poll()
+               is not None, 120, "the first repeat")
+    filler = fill(disk)
+    code = run.wait(120)
+    kept = run.stored("select id, n from repeats")
+    assert code == 2, run.stderr
+    refused(run.stderr, 2, "its disk is full", f"run --resume --out {out}")
+    assert 1 <= len(kept) < 3
+    assert integrity(out) == "ok"
+    nothing_left(out, {})
+    # Read-only (a mount that turned read-only, a copy on read-only media): refused up
+    # front, nothing started.
+    remount(disk, "ro")
+    res = cli("run", "--resume", "--out", str(out), timeout=120)
+    refused(res, 2, "read-only file system", "remount it read-write")
+    nothing_left(out, {})
+    # Space and write access back: the run completes, nothing stored was lost.
+    remount(disk, "rw")
+    filler.unlink()
+    res = cli("run", "--resume", "--out", str(out), timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert run.stored("select status from runs") == [("done",)]
+    final = run.stored("select id, n from repeats order by n")
+    assert len(final) == 3 and set(kept) <= set(final)
+    assert integrity(out) == "ok"
+    nothing_left(out, {})
+
+
+@root_only
+def test_artifacts_read_only_mid_run(workdir: Path, mounts: Callable[..., Path]) -> None:
+    """The artifacts turn read-only between two repeats (a bind mount made read-only):
+    exit 2 naming the cause, the run marked interrupted, resumed once writable."""
+    out = workdir / "run"
+    run = Run(workdir, out, THREE)
+    wait_until(lambda: len(run.stored("select id from repeats")) >= 1 or run.proc.poll()
+               is not None, 120, "the first repeat")
+    artifacts = mounts("", bind=out / "artifacts")
+    remount(artifacts, "ro", bind=True)
+    code = run.wait(120)
+    assert code == 2, run.stderr
+    refused(run.stderr, 2, "read-only file system", f"run --resume --out {out}")
+    assert run.stored("select status from runs") == [("interrupted",)]
+    assert run.stored("select status from cells") == [("pending",)]
+    kept = run.stored("select id, n from repeats")
+    nothing_left(out, {})
+    subprocess.run(["umount", str(artifacts)], check=True)
+    res = cli("run", "--resume", "--out", str(out), timeout=300)
+    assert res.returncode == 0, res.stderr
+    final = run.stored("select id, n from repeats order by n")
+    assert len(final) == 3 and set(kept) <= set(final)
+    assert integrity(out) == "ok"
+
+
+@root_only
+def test_new_run_in_read_only_folder(workdir: Path, mounts: Callable[..., Path]) -> None:
+    ro = mounts("ro", size="1m")
+    remount(ro, "ro")
+    (workdir / "spec.toml").write_text(SPEC)
+    res = cli("run", str(workdir / "spec.toml"), "--out", str(ro / "run"))
+    refused(res, 2, "read-only file system", "choose an --out on a writable file system")
+    assert not (ro / "run").exists()
+    nothing_left(ro / "run", {})
+
+
+@root_only
+def test_store_write_on_full_disk_is_rolled_back(workdir: Path, mounts: Callable[..., Path]
+                                                 ) -> None:
+    from syncrep_lab.experiment.store import RunFolderUnwritable, Store
+
+    disk = mounts("disk", size="4m")
+    store = Store(disk / "run", create=True)
+    try:
+        run_id = store.create_run("x", "", {}, "0")
+        filler = fill(disk)
+        with pytest.raises(RunFolderUnwritable, match="its disk is full") as info:
+            store.create_run("y" * (1 << 20), "z" * (4 << 20), {}, "0")
+        assert info.value.fix is not None and "--resume" in info.value.fix
+        filler.unlink()
+        assert [r["id"] for r in store.db.execute("select id from runs")] == [run_id]
+        store.create_run("y", "", {}, "0")
+        assert integrity(disk / "run") == "ok"
+    finally:
+        store.close()
