@@ -226,3 +226,33 @@ def test_bad_fault_scenarios_are_refused_with_their_line(toml: str, message: str
         parse_spec(f'name = "x"\n{toml}\n', "s.toml")
     assert message in err.value.cause
     assert "s.toml:" in err.value.cause
+
+
+def test_a_standby_killed_twice_starts_again(cluster_dir: Path) -> None:
+    """The second kill hits a postmaster this process spawned itself: it must be
+    reaped, or the next postmaster takes the zombie for a live server and refuses
+    to start (seen in a soak run before the fix)."""
+    from syncrep_lab.cluster.build import UpOptions, up
+    from syncrep_lab.cluster.ready import replication_rows
+    from syncrep_lab.cluster.teardown import remove_cluster
+    from syncrep_lab.experiment.faults import FaultContext, Standbys
+
+    manifest = up(UpOptions(dir=cluster_dir, standbys=2))
+    try:
+        admin = manifest.admin_conninfo(manifest.primary)
+        standbys = Standbys(FaultContext(manifest, admin, "on", "1(b,c)", 180000))
+        for _ in range(3):
+            standbys.kill("b")
+            standbys.start("b", time.monotonic() + 60)
+        deadline = time.monotonic() + 30
+        while replication_rows(admin).get("b", {}).get("sync_state") != "sync":
+            assert time.monotonic() < deadline, replication_rows(admin)
+            time.sleep(0.1)
+        standbys.pause("c")
+        standbys.kill("c")  # continued first: its children must notice their parent died
+        standbys.start("c", time.monotonic() + 60)
+        assert not standbys.down and not standbys.paused
+        assert _stopped_processes() == []
+    finally:
+        remove_cluster(cluster_dir)
+    assert postmasters_in(cluster_dir) == []

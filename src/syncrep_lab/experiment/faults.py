@@ -77,6 +77,23 @@ def _processes_of(data_dir: Path) -> list[int]:
     return pids
 
 
+def _reap(pid: int, timeout: float = 10.0) -> None:
+    """Wait for a killed server to be gone. A postmaster this process spawned stays a
+    zombie until it is reaped, and a new postmaster takes the zombie's pid, still in
+    postmaster.pid, for a live server and refuses to start."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:  # not ours (or reaped already): gone once /proc says so
+            if not Path(f"/proc/{pid}").exists():
+                return
+        else:
+            if done == pid:
+                return
+        time.sleep(0.02)
+
+
 class Standbys:
     """Stopping, killing, pausing and starting the standbys of one cluster; remembers
     what it did so that :meth:`restore` can undo it."""
@@ -85,7 +102,6 @@ class Standbys:
         self.ctx = ctx
         self.paused: set[str] = set()
         self.down: set[str] = set()
-        self.procs: list[Any] = []
 
     def _node(self, name: str) -> tuple[Path, Path]:
         m = self.ctx.manifest
@@ -103,10 +119,11 @@ class Standbys:
     def kill(self, name: str) -> None:
         data_dir, _ = self._node(name)
         pid = server.postmaster_pid(data_dir)
+        self.resume(name)
         if pid is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-        self.paused.discard(name)
+            _reap(pid)
         self.down.add(name)
 
     def pause(self, name: str) -> None:
@@ -139,7 +156,6 @@ class Standbys:
             time.sleep(0.05)
         m = self.ctx.manifest
         proc = server.spawn(server_account(), Path(m.bin_dir) / "postgres", data_dir, log_file)
-        self.procs.append(proc)
         wait_ready(m.admin_conninfo(m.node(name)), proc, log_file, deadline, f"standby {name}")
         self.down.discard(name)
 
