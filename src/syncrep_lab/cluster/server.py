@@ -119,7 +119,13 @@ def signal_stop(data_dir: Path, mode: str) -> int | None:
 def _alive(pid: int, data_dir: Path) -> bool:
     with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)  # reap if it is our own child
-    return postmaster_pid(data_dir) == pid
+    if postmaster_pid(data_dir) == pid:
+        return True
+    # Seen gone, perhaps as a zombie that died just after the reap above: reap it
+    # now, or it lingers until this process next starts a subprocess.
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
+    return False
 
 
 def wait_gone(pids: dict[Path, int], timeout: float) -> list[Path]:
