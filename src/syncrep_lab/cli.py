@@ -272,11 +272,11 @@ def run(spec_file: Path | None, preset: str | None, out: Path | None, resume: bo
     if out is None:
         out = RUNS_DIR / f"{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     # What start_run would refuse, refused before the display starts.
-    from syncrep_lab.experiment.runner import preflight, start_run, stored_spec_text
+    from syncrep_lab.experiment.runner import check_out, preflight, start_run, stored_spec_text
 
     preflight(spec)
     stored_spec_text(text)
-    _check_out(out)
+    check_out(out)
     if check:
         _print_check(spec, given_out)
         return
@@ -285,20 +285,6 @@ def run(spec_file: Path | None, preset: str | None, out: Path | None, resume: bo
     with _resume_hint(out), RunDisplay(out) as display:
         start_run(spec, text, spec_dir, out, display.events)
     _finish(out)
-
-
-def _check_out(out_dir: Path) -> None:
-    """A run folder that can be used: not a file, not a run already."""
-    if (out_dir / "syncrep-lab.sqlite").exists():
-        raise UserError(f"{out_dir} already holds a run",
-                        f"continue it with: syncrep-lab run --resume --out {out_dir}, "
-                        "or choose another --out")
-    if out_dir.exists() and not out_dir.is_dir():
-        raise UserError(f"--out {out_dir} is not a directory", "choose a folder for the run")
-    parent = next(p for p in out_dir.absolute().parents if p.exists())
-    if not parent.is_dir():
-        raise UserError(f"--out {out_dir}: {parent} is a file, not a directory",
-                        "choose a folder for the run")
 
 
 def _print_check(spec: Any, out_dir: Path | None) -> None:
@@ -336,20 +322,21 @@ def _resume_hint(out_dir: Path) -> Iterator[None]:
         raise
 
 
-def _print_results_and_verdicts(out_dir: Path, rows: list[dict[str, Any]],
-                                cells: list[dict[str, Any]]) -> None:
-    """The results table and each cell's leading verdict."""
+def _print_results_and_verdicts(out_dir: Path, rows: list[dict[str, Any]]) -> None:
+    """The results table and each finished cell's leading verdict (``rows`` from
+    ``cell_summaries``, which carry the verdicts)."""
+    from syncrep_lab.analysis.faults import run_faults
     from syncrep_lab.analysis.render import print_verdict_lines
     from syncrep_lab.experiment.results import print_results
 
     print_results(out_dir, rows)
-    from syncrep_lab.analysis.faults import run_faults
 
     for cell in run_faults(out_dir):
         if cell["acknowledged_lost"]:
             out.print(f"[bold red]cell {cell['idx']} {escape(cell['label'])}: acknowledged "
                       f"commits were lost (details: syncrep-lab faults {escape(str(out_dir))})[/]",
                       soft_wrap=True)
+    cells = [r for r in rows if r["status"] == "done"]
     if cells:
         out.print("what limits each cell (details: syncrep-lab diagnose "
                   f"{escape(str(out_dir))}):")
@@ -358,12 +345,11 @@ def _print_results_and_verdicts(out_dir: Path, rows: list[dict[str, Any]],
 
 def _finish(out_dir: Path) -> None:
     """What `run` prints at the end: results, verdicts, and the exit status."""
-    from syncrep_lab.analysis.diagnosis import diagnose_run
     from syncrep_lab.report.html import write_report
     from syncrep_lab.report.model import cell_summaries
 
     rows = cell_summaries(out_dir)
-    _print_results_and_verdicts(out_dir, rows, diagnose_run(out_dir))
+    _print_results_and_verdicts(out_dir, rows)
     try:
         out.print(f"report: {escape(str(write_report(out_dir)))}")
     except Exception as exc:  # the figures are stored: a page that failed loses no run
@@ -384,7 +370,6 @@ def _finish(out_dir: Path) -> None:
 def results(run_dir: Path | None, as_json: bool, as_csv: bool) -> None:
     """One row per cell: mean TPS with its confidence interval, latencies, repeats used,
     the leading verdict and the largest cost per commit."""
-    from syncrep_lab.analysis.diagnosis import diagnose_run
     from syncrep_lab.experiment.results import write_csv
     from syncrep_lab.report.model import cell_summaries
 
@@ -395,7 +380,7 @@ def results(run_dir: Path | None, as_json: bool, as_csv: bool) -> None:
     elif as_csv:
         write_csv(rows, sys.stdout)
     else:
-        _print_results_and_verdicts(folder, rows, diagnose_run(folder))
+        _print_results_and_verdicts(folder, rows)
 
 
 @cli.command()

@@ -14,3 +14,8 @@ from rich.console import Console
 def make_console(*, stderr: bool = False) -> Console:
     stream = sys.stderr if stderr else sys.stdout
     return Console(stderr=stderr, highlight=False, width=None if stream.isatty() else 132)
+
+
+def number(value: float | None, fmt: str = "{:,.0f}") -> str:
+    """A figure for a table cell, "-" when there is none."""
+    return "-" if value is None else fmt.format(value)

@@ -10,6 +10,7 @@ from rich.table import Table
 
 from syncrep_lab.analysis.costs import KEY_SYSCALLS
 from syncrep_lab.analysis.diagnosis import leading_verdict
+from syncrep_lab.terminal import number
 
 SHORT = {"epoll_create1": "ep_create", "epoll_ctl": "ep_ctl", "epoll_wait": "ep_wait",
          "epoll_pwait": "ep_pwait", "fdatasync": "fdsync", "recvfrom": "recv", "sendto": "send",
@@ -272,10 +273,6 @@ def print_compare(data: dict[str, Any], console: Console) -> None:
         console.print("[yellow]no cell of A matches one of B: nothing to compare[/]")
 
 
-def _n(value: float | None, fmt: str = "{:,.0f}") -> str:
-    return "-" if value is None else fmt.format(value)
-
-
 def print_faults(cells: list[dict[str, Any]], console: Console) -> None:
     """Each faulted cell: its events and what followed, the slow commits, and the rows
     counted on every node afterwards (lost acknowledged commits in red)."""
@@ -299,9 +296,9 @@ def print_faults(cells: list[dict[str, Any]], console: Console) -> None:
             for e in r["events"]:
                 table.add_row(str(r["n"]), f"{e['t_s']:.2f}", escape(f"{e['node']} {e['detail']}"),
                               escape(e["detected"] or "no state change"),
-                              _n(e["detect_s"], "{:.2f}"), _n(e["tps_before"]),
-                              _n(e["tps_during"]), _n(e["recovery_s"], "{:.1f}"),
-                              _n(e["tps_after"]))
+                              number(e["detect_s"], "{:.2f}"), number(e["tps_before"]),
+                              number(e["tps_during"]), number(e["recovery_s"], "{:.1f}"),
+                              number(e["tps_after"]))
         console.print(table)
         for r in cell["repeats"]:
             rows = "; ".join(f"{d['node']} {d['rows']:,}/{d['expected']:,}"

@@ -117,15 +117,16 @@ def signal_stop(data_dir: Path, mode: str) -> int | None:
 
 
 def _alive(pid: int, data_dir: Path) -> bool:
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(pid, os.WNOHANG)  # reap if it is our own child
-    if postmaster_pid(data_dir) == pid:
-        return True
-    # Seen gone, perhaps as a zombie that died just after the reap above: reap it
-    # now, or it lingers until this process next starts a subprocess.
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(pid, os.WNOHANG)
-    return False
+    """Whether the postmaster ``pid`` of ``data_dir`` still runs. For a child of this
+    process, waitpid is the answer, and it reaps it: /proc loses an exiting process's
+    working directory before it is a zombie, so /proc alone would call it gone too
+    early and leave a zombie whose pid, still in postmaster.pid, makes the next
+    postmaster of that data dir refuse to start."""
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:  # not ours: /proc tells
+        return postmaster_pid(data_dir) == pid
+    return done != pid
 
 
 def wait_gone(pids: dict[Path, int], timeout: float) -> list[Path]:

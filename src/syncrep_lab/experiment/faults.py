@@ -63,37 +63,6 @@ class FaultContext:
     version_num: int
 
 
-def _processes_of(data_dir: Path) -> list[int]:
-    """Every process running in a data dir (the postmaster and its children)."""
-    root = str(data_dir.resolve())
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if os.readlink(entry / "cwd") == root:
-                    pids.append(int(entry.name))
-            except OSError:
-                continue
-    return pids
-
-
-def _reap(pid: int, timeout: float = 10.0) -> None:
-    """Wait for a killed server to be gone. A postmaster this process spawned stays a
-    zombie until it is reaped, and a new postmaster takes the zombie's pid, still in
-    postmaster.pid, for a live server and refuses to start."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            done, _ = os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:  # not ours (or reaped already): gone once /proc says so
-            if not Path(f"/proc/{pid}").exists():
-                return
-        else:
-            if done == pid:
-                return
-        time.sleep(0.02)
-
-
 class Standbys:
     """Stopping, killing, pausing and starting the standbys of one cluster; remembers
     what it did so that :meth:`restore` can undo it."""
@@ -123,12 +92,15 @@ class Standbys:
         if pid is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            _reap(pid)
+            # Reaped by wait_gone (a postmaster this process spawned stays a zombie
+            # until then, and a new postmaster takes the zombie's pid, still in
+            # postmaster.pid, for a live server and refuses to start).
+            server.wait_gone({data_dir: pid}, timeout=10)
         self.down.add(name)
 
     def pause(self, name: str) -> None:
         data_dir, _ = self._node(name)
-        for pid in _processes_of(data_dir):
+        for pid in server.processes_in([data_dir]):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGSTOP)
         self.paused.add(name)
@@ -137,7 +109,7 @@ class Standbys:
         if name not in self.paused:
             return
         data_dir, _ = self._node(name)
-        for pid in _processes_of(data_dir):
+        for pid in server.processes_in([data_dir]):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGCONT)
         self.paused.discard(name)
@@ -149,7 +121,7 @@ class Standbys:
             return
         # The children of a killed postmaster hold its shared memory until they
         # notice it is gone; a new postmaster refuses to start before that.
-        while _processes_of(data_dir):
+        while server.processes_in([data_dir]):
             if time.monotonic() > deadline:
                 raise UserError(f"standby {name}: processes of the old server did not exit",
                                 "syncrep-lab clean, then run the cell again")
@@ -311,8 +283,9 @@ def sets_synchronous_commit(scenario: FaultScenario) -> bool:
     return any(e.action == "set" and e.name == "synchronous_commit" for e in scenario.events)
 
 
-def set_on_primary(ctx: FaultContext, name: str, value: str) -> None:
-    with psycopg.connect(ctx.admin, autocommit=True, connect_timeout=5) as conn:
+def set_on_primary(admin: str, name: str, value: str) -> None:
+    """ALTER SYSTEM SET and a reload, on the primary whose admin conninfo is given."""
+    with psycopg.connect(admin, autocommit=True, connect_timeout=10) as conn:
         conn.execute(sql.SQL("alter system set {} = {}").format(sql.Identifier(name),
                                                                 sql.Literal(value)))
         conn.execute("select pg_reload_conf()")

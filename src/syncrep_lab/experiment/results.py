@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from syncrep_lab.experiment.store import Store
-from syncrep_lab.terminal import make_console
+from syncrep_lab.terminal import make_console, number
 
 COLUMNS = ("idx", "label", "status", "repeats", "stop_reason", "tps_mean", "tps_ci_low",
            "tps_ci_high", "tps_ci_rel", "lat_mean_ms", "lat_p50_ms", "lat_p90_ms",
@@ -59,10 +59,6 @@ def top_cost_text(top: dict[str, Any] | None) -> str:
     return f"{top['node']} {top['role']} {top['cpu_us']:,.0f} µs{source}"
 
 
-def _num(value: float | None, fmt: str = "{:,.0f}") -> str:
-    return "-" if value is None else fmt.format(value)
-
-
 def print_results(folder: Path, rows: list[dict[str, Any]],
                   console: Console | None = None) -> None:
     console = console or make_console()
@@ -82,9 +78,9 @@ def print_results(folder: Path, rows: list[dict[str, Any]],
             continue
         ci = "-" if r["tps_ci_rel"] is None else f"{100 * r['tps_ci_rel']:.1f} %"
         reps = f"{r['repeats']}" + ("" if r["stop_reason"] == "ci" else " (max)")
-        table.add_row(str(r["idx"]), escape(r["label"]), _num(r["tps_mean"]), ci, reps,
-                      _num(r["lat_mean_ms"], "{:.3f}"), _num(r["lat_p50_ms"], "{:.3f}"),
-                      _num(r["lat_p99_ms"], "{:.3f}"), _num(r["lat_p999_ms"], "{:.3f}"),
+        table.add_row(str(r["idx"]), escape(r["label"]), number(r["tps_mean"]), ci, reps,
+                      number(r["lat_mean_ms"], "{:.3f}"), number(r["lat_p50_ms"], "{:.3f}"),
+                      number(r["lat_p99_ms"], "{:.3f}"), number(r["lat_p999_ms"], "{:.3f}"),
                       *([top_cost_text(r.get("top_cost"))] if costs else []))
     console.print(table)
     maxed = sum(1 for r in rows if r["status"] == "done" and r["stop_reason"] != "ci")

@@ -328,10 +328,7 @@ class Runner:
         common: dict[str, Any] = dict(clients=cell.clients, threads=cell.threads,
                                       synchronous_commit=session_sc)
         if session_sc is None:
-            with psycopg.connect(target.admin, autocommit=True, connect_timeout=10) as conn:
-                conn.execute(sql.SQL("alter system set synchronous_commit = {}").format(
-                    sql.Literal(cell.synchronous_commit)))
-                conn.execute("select pg_reload_conf()")
+            faults.set_on_primary(target.admin, "synchronous_commit", cell.synchronous_commit)
         if wl.warmup > 0:
             self.events.phase(cell, "warm-up")
             run_pgbench(pgbench, conninfo, script, duration=wl.warmup,
@@ -473,7 +470,7 @@ class FaultRun:
         self.driver = faults.FaultDriver(scenario, ctx, self.standbys)
         self.before = faults.count_rows(ctx.admin) if count_rows else None
         if faults.sets_synchronous_commit(scenario):
-            faults.set_on_primary(ctx, "synchronous_commit", ctx.synchronous_commit)
+            faults.set_on_primary(ctx.admin, "synchronous_commit", ctx.synchronous_commit)
         self.restored: list[str] = []
         self.durability: list[faults.Durability] = []
 
@@ -574,18 +571,28 @@ def stored_spec_text(spec_text: str) -> str:
                         "or PGPASSWORD") from None
 
 
+def check_out(out_dir: Path) -> None:
+    """A folder a new run can be written to: not a file, not under one, not a run
+    already."""
+    if (out_dir / "syncrep-lab.sqlite").exists():
+        raise UserError(f"{out_dir} already holds a run",
+                        f"continue it with: syncrep-lab run --resume --out {out_dir}, "
+                        "or choose another --out")
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UserError(f"--out {out_dir} is not a directory", "choose a folder for the run")
+    parent = next(p for p in out_dir.absolute().parents if p.exists())
+    if not parent.is_dir():
+        raise UserError(f"--out {out_dir}: {parent} is a file, not a directory",
+                        "choose a folder for the run")
+
+
 def start_run(spec: Spec, spec_text: str, spec_dir: Path, out: Path,
               events: Events | None = None) -> Path:
     """A new run in ``out`` (which must not hold one already)."""
     out = out.absolute()
     preflight(spec)
     spec_text = stored_spec_text(spec_text)  # the parsed spec keeps the real conninfos
-    if (out / "syncrep-lab.sqlite").exists():
-        raise UserError(f"{out} already holds a run",
-                        f"continue it with: syncrep-lab run --resume --out {out}, "
-                        "or choose another --out")
-    if out.exists() and not out.is_dir():
-        raise UserError(f"--out {out} is not a directory", "choose a folder for the run")
+    check_out(out)
     store = Store(out, create=True)
     try:
         run_id = store.create_run(spec.name, spec_text, machine_metadata(), __version__)

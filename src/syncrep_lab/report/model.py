@@ -20,6 +20,7 @@ from syncrep_lab.analysis.costs import run_costs
 from syncrep_lab.analysis.diagnosis import SYNC_LEVELS, diagnose_run, leading_verdict
 from syncrep_lab.analysis.faults import run_faults
 from syncrep_lab.analysis.scaling import scaling
+from syncrep_lab.errors import UserError
 from syncrep_lab.experiment.results import cell_rows
 from syncrep_lab.experiment.store import Store
 from syncrep_lab.measure.stats import ratio_ci
@@ -377,8 +378,6 @@ def report_data(folder: Path, cell: int | None = None) -> dict[str, Any]:
         verdict = _verdict(cells, series)
         chosen = _choose_cell(cells, verdict, cell)
         if cell is not None and chosen is None:
-            from syncrep_lab.errors import UserError
-
             raise UserError(f"cell {cell} is not a finished cell of {folder}",
                             "pick one of: " + ", ".join(str(c["idx"]) for c in cells
                                                         if c["status"] == "done"))
