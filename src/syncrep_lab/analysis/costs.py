@@ -16,6 +16,7 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
+from syncrep_lab.experiment.plan import cluster_key_text
 from syncrep_lab.experiment.store import Store
 from syncrep_lab.measure.stats import mean_ci
 
@@ -38,7 +39,7 @@ def _ci(values: list[float]) -> dict[str, float | None]:
 def cluster_version(store: Store, cell: Any) -> str:
     """The server version a cell ran on ('' when not recorded)."""
     params = json.loads(cell["params_json"])
-    key = json.dumps([params.get("pg"), params.get("standbys"), params.get("settings")])
+    key = cluster_key_text(params)
     row = store.db.execute("select version from clusters where run_id = ? and cluster_key = ? "
                            "order by id desc limit 1", (cell["run_id"], key)).fetchone()
     return str(row["version"]) if row and row["version"] else ""

@@ -27,7 +27,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from syncrep_lab.cluster import layout as placing
 from syncrep_lab.cluster import server
+from syncrep_lab.cluster.layout import Layout
 from syncrep_lab.cluster.manifest import MANIFEST, Manifest, Node, load, register
 from syncrep_lab.cluster.ready import manifest_log_tail, wait_ready, wait_replication
 from syncrep_lab.cluster.teardown import remove_cluster
@@ -58,6 +60,7 @@ class UpOptions:
     profile: str = "benchmark"
     clone: str = "copy"  # copy | basebackup
     timeout: float = 60.0
+    layout: Layout | None = None  # cpusets, numactl, namespaces and links
 
 
 def default_standby_names(count: int) -> list[str]:
@@ -217,9 +220,15 @@ def configure_node(
     account: Account, manifest: Manifest, node: Node, inst: Installation, values: dict[str, str]
 ) -> None:
     data = node.data_dir(manifest.dir)
+    layout = manifest.placed()
+    subnets = layout.subnets() if layout is not None else []
+    listen = "127.0.0.1" if manifest.tcp else "''"
+    if subnets:
+        # Alone in its namespace, a node has only its links' addresses and loopback.
+        listen = "*"
     own = {
         "port": str(node.port),
-        "listen_addresses": "127.0.0.1" if manifest.tcp else "''",
+        "listen_addresses": listen,
         "unix_socket_directories": str(manifest.sock_dir),
         # trust on the socket: only its owner (the server account) and root may connect
         "unix_socket_permissions": "0700",
@@ -235,7 +244,9 @@ def configure_node(
     text = conf.read_text()
     if "include 'syncrep-lab.conf'" not in text:
         _write(account, conf, text + "\ninclude 'syncrep-lab.conf'\n")
-    _write(account, data / "pg_hba.conf", HBA)
+    _write(account, data / "pg_hba.conf", HBA + "".join(
+        f"host    {db:<11}  all   {net}  trust\n"
+        for net in subnets for db in ("all", "replication")))
     # pg_basebackup -R (and old ALTER SYSTEMs) put primary_conninfo into
     # postgresql.auto.conf, which would override ours and drop application_name.
     auto = data / "postgresql.auto.conf"
@@ -244,7 +255,9 @@ def configure_node(
                 if not re.match(r"\s*(primary_conninfo|primary_slot_name)\s*=", ln)]
         _write(account, auto, "\n".join(kept) + "\n")
     if node.role == "standby":
-        conninfo = (f"host={'127.0.0.1' if manifest.tcp else manifest.sock_dir} "
+        address = layout.address("primary", node.name) if layout is not None else None
+        host = address or ("127.0.0.1" if manifest.tcp else manifest.sock_dir)
+        conninfo = (f"host={host} "
                     f"port={manifest.primary.port} user=postgres application_name={node.name}")
         if inst.version.num >= 120000:
             _write(account, data / "standby.signal", "")
@@ -274,6 +287,18 @@ def _base_backup(account: Account, inst: Installation, manifest: Manifest, node:
     dest.chmod(0o700)
 
 
+def describe(layout: Layout) -> str:
+    parts = []
+    for name, launch in layout.nodes.items():
+        bits = [f"cpus {','.join(map(str, launch.cpus))}" if launch.cpus else "",
+                f"numa {launch.numa}" if launch.numa != "default" else "",
+                "own namespace" if launch.netns else ""]
+        if any(bits):
+            parts.append(f"{name}: {' '.join(b for b in bits if b)}")
+    parts += [f"{p.node}/{p.role} on {','.join(map(str, p.cpus))}" for p in layout.pins]
+    return "; ".join(parts) or "nothing"
+
+
 def up(opts: UpOptions, progress: Progress | None = None) -> Manifest:
     say = progress or (lambda _msg: None)
     account = server_account()
@@ -300,6 +325,7 @@ def up(opts: UpOptions, progress: Progress | None = None) -> Manifest:
         dir=cluster_dir, bin_dir=str(inst.bin_dir), version=str(inst.version), sync=rendered,
         tcp=opts.tcp, nodes=nodes, settings=settings.values,
         dropped_settings=settings.dropped, profile=opts.profile, clone=opts.clone,
+        layout=opts.layout.to_json() if opts.layout is not None else None,
     )
     expected = sync_names.expected_states(spec, names)
 
@@ -313,6 +339,13 @@ def up(opts: UpOptions, progress: Progress | None = None) -> Manifest:
             os.chown(cluster_dir, account.uid, account.gid)
         manifest.save()
         register(cluster_dir)
+        if opts.layout is not None:
+            say("placing: " + describe(opts.layout))
+            try:
+                placing.apply(opts.layout)
+            finally:  # the cpuset paths made, for the teardown
+                manifest.layout = opts.layout.to_json()
+                manifest.save()
         make_dir_for(account, manifest.sock_dir, 0o755)
         say(f"PostgreSQL {inst.version}: preparing {len(nodes)} data dirs")
         template = template_for(inst, account)
@@ -330,7 +363,8 @@ def up(opts: UpOptions, progress: Progress | None = None) -> Manifest:
         configure_node(account, manifest, manifest.primary, inst, settings.values)
         say("starting the primary")
         primary_proc = server.spawn(account, postgres, manifest.primary.data_dir(cluster_dir),
-                                    manifest.primary.log_file(cluster_dir))
+                                    manifest.primary.log_file(cluster_dir),
+                                    manifest.launch("primary"))
         spawned.append(primary_proc)
         wait_ready(manifest.admin_conninfo(manifest.primary), primary_proc,
                    manifest.primary.log_file(cluster_dir), deadline, "the primary")
@@ -344,7 +378,8 @@ def up(opts: UpOptions, progress: Progress | None = None) -> Manifest:
                 finish_copies(mine)
             configure_node(account, manifest, node, inst, settings.values)
             procs[node.name] = server.spawn(account, postgres, node.data_dir(cluster_dir),
-                                            node.log_file(cluster_dir))
+                                            node.log_file(cluster_dir),
+                                            manifest.launch(node.name))
             spawned.append(procs[node.name])
         for node in manifest.standbys:
             wait_ready(manifest.admin_conninfo(node), procs[node.name],

@@ -18,9 +18,12 @@ import json
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from syncrep_lab import paths, shutdown
+
+if TYPE_CHECKING:
+    from syncrep_lab.cluster.layout import Launch, Layout
 
 MANIFEST = "syncrep-lab.json"
 FORMAT = 1
@@ -53,6 +56,9 @@ class Manifest:
     profile: str = "benchmark"
     clone: str = "copy"
     created_by_uid: int = field(default_factory=os.geteuid)
+    # cpusets, numactl policies, namespaces and links (cluster/layout.py), as JSON;
+    # saved before any of it is made, so that `clean` can undo it after a crash
+    layout: dict[str, Any] | None = None
 
     @property
     def sock_dir(self) -> Path:
@@ -69,8 +75,21 @@ class Manifest:
     def node(self, name: str) -> Node:
         return next(n for n in self.nodes if n.name == name)
 
+    def placed(self) -> Layout | None:
+        from syncrep_lab.cluster.layout import Layout
+
+        return Layout.from_json(self.layout) if self.layout else None
+
+    def launch(self, name: str) -> Launch | None:
+        layout = self.placed()
+        return None if layout is None else layout.launch(name)
+
     def conninfo(self, node: Node, dbname: str = "postgres") -> str:
-        host = "127.0.0.1" if self.tcp else str(self.sock_dir)
+        """The client's connection (pgbench's): across the client's link when the
+        nodes live in namespaces."""
+        layout = self.placed()
+        address = layout.address(node.name, "client") if layout is not None else None
+        host = address or ("127.0.0.1" if self.tcp else str(self.sock_dir))
         return f"host={host} port={node.port} user=postgres dbname={dbname}"
 
     def admin_conninfo(self, node: Node, dbname: str = "postgres") -> str:

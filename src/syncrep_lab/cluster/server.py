@@ -17,26 +17,49 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from syncrep_lab.runas import Account, as_account
+from syncrep_lab.runas import Account, account_env, as_account
+
+if TYPE_CHECKING:
+    from syncrep_lab.cluster.layout import Launch
 
 STOP_SIGNALS = {"smart": signal.SIGTERM, "fast": signal.SIGINT, "immediate": signal.SIGQUIT}
 
 
 def spawn(
-    account: Account, postgres: Path, data_dir: Path, log_file: Path
+    account: Account, postgres: Path, data_dir: Path, log_file: Path,
+    launch: Launch | None = None,
 ) -> subprocess.Popen[bytes]:
+    """Start a postmaster in its placement (``launch``: namespace, numactl, cpuset).
+
+    ``ip netns exec`` needs root and the server must not have it, so when the tool is
+    root the chain is ``ip netns exec NS numactl ... setpriv --reuid ... postgres``:
+    each execs the next, and the pid returned is the postmaster's. The child joins its
+    cpuset before the first exec, while it may still write the cgroup's files.
+    """
+    argv = [str(postgres), "-D", str(data_dir)]
+    prefix = launch.prefix() if launch is not None else []
+    join = launch.join() if launch is not None else None
+    kwargs: dict[str, Any] = as_account(account, data_dir)
+    if (prefix or join) and not account.is_self:
+        argv = [*prefix, "setpriv", f"--reuid={account.uid}", f"--regid={account.gid}",
+                "--clear-groups", "--", *argv]
+        kwargs = {"env": account_env(account), "cwd": str(data_dir)}
+    else:
+        argv = [*prefix, *argv]
     log = open(log_file, "ab")  # noqa: SIM115 - handed to the child, closed below
     try:
         if not account.is_self:
             os.chown(log_file, account.uid, account.gid)
         return subprocess.Popen(
-            [str(postgres), "-D", str(data_dir)],
+            argv,
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            **as_account(account, data_dir),
+            preexec_fn=join,  # async-signal-safe: open, write, close
+            **kwargs,
         )
     finally:
         log.close()

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from syncrep_lab import shutdown
+from syncrep_lab.cluster import layout as placing
 from syncrep_lab.cluster import server
 from syncrep_lab.cluster.manifest import MANIFEST, load, registered, unregister
 from syncrep_lab.errors import UserError
@@ -86,6 +87,14 @@ def remove_cluster(
         manifest.save()
         return DownReport(cluster_dir, stopped, killed, False, time.monotonic() - started)
     killed += kill_leftovers([cluster_dir / name for name in names])
+    layout = manifest.placed()
+    if layout is not None:
+        # the servers are gone: their namespaces, links and cpusets can go too
+        problems = placing.undo(layout)
+        if problems:
+            raise UserError("could not remove what placed the cluster: " + "; ".join(problems),
+                            "syncrep-lab clean tries again; ip netns list and "
+                            "/sys/fs/cgroup/cpuset/syncrep-lab show what is left")
     for name in names:
         shutil.rmtree(cluster_dir / name, ignore_errors=True)
         (cluster_dir / f"{name}.log").unlink(missing_ok=True)
@@ -100,11 +109,15 @@ def remove_cluster(
 
 
 def clean() -> list[DownReport]:
-    """Remove every cluster this user's syncrep-lab created and did not take down."""
+    """Remove every cluster this user's syncrep-lab created and did not take down, then
+    namespaces and cpuset groups of the tool that no cluster recorded (a run killed
+    between making them and saving its manifest)."""
     reports = []
     for cluster_dir in registered():
         if load(cluster_dir) is None:
             unregister(cluster_dir)
             continue
         reports.append(remove_cluster(cluster_dir))
+    if os.geteuid() == 0:
+        placing.leftovers()
     return reports

@@ -9,14 +9,17 @@ An axis has a *scope*, which decides what changing it costs:
 - ``session``: per pgbench run (``synchronous_commit`` through PGOPTIONS,
   clients, threads, batch).
 
-Placement axes (cpuset, numactl, instances per host, network link) will be
-``cluster``- or ``run``-scoped entries of AXES; nothing else here needs to
-change for them.
+Placement axes (``placement``: cpusets, pinning and numactl policies;
+``cores``: the servers' CPU count; ``link``: the replication links' emulated
+profile; ``instances``: primaries on the host at once) are ``cluster``-scoped:
+numactl and a network namespace are given to a postmaster when it starts, so a
+cell that changes them gets a fresh cluster.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,8 +37,15 @@ AXES: dict[str, str] = {
     "threads": "session",
     "batch": "session",
     "faults": "session",
+    "placement": "cluster",
+    "cores": "cluster",
+    "link": "cluster",
+    "instances": "cluster",
 }
 NO_FAULTS = "none"
+NO_PLACEMENT = "none"
+NO_LINK = "none"
+CLIENT = "client"  # the placement key and network endpoint of pgbench
 MAX_CELLS = 5000
 MAX_POINTS = 100_000  # combinations before exclude/only
 DEFAULT_SETTINGS_SET = "default"
@@ -54,6 +64,10 @@ class Cell:
     threads: int
     batch: int
     faults: str = NO_FAULTS  # a [faults.NAME] scenario, or none
+    placement: str = NO_PLACEMENT  # a [placements.NAME], or none
+    cores: int | None = None  # the servers confined to the machine's first N CPUs
+    link: str = NO_LINK  # the replication links' [links.NAME] profile, or none
+    instances: int = 1
 
     @property
     def key(self) -> str:
@@ -62,14 +76,45 @@ class Cell:
 
     @property
     def cluster_key(self) -> tuple[Any, ...]:
-        return (self.pg, self.standbys, self.settings_set)
+        return (self.pg, self.standbys, self.settings_set, self.placement, self.cores,
+                self.link, self.instances)
+
+    def params(self) -> dict[str, Any]:
+        """The cell's parameters as stored (cells.params_json). Axes left at their
+        default are left out, so runs without them keep the parameters they always had."""
+        params: dict[str, Any] = {
+            "pg": self.pg, "standbys": self.standbys, "sync": self.sync,
+            "settings": self.settings_set, "synchronous_commit": self.synchronous_commit,
+            "clients": self.clients, "threads": self.threads, "batch": self.batch}
+        if self.faults != NO_FAULTS:
+            params["faults"] = self.faults
+        if self.placement != NO_PLACEMENT:
+            params["placement"] = self.placement
+        if self.cores is not None:
+            params["cores"] = self.cores
+        if self.link != NO_LINK:
+            params["link"] = self.link
+        if self.instances != 1:
+            params["instances"] = self.instances
+        return params
 
     @property
     def label(self) -> str:
         short = {"synchronous_commit": "sc", "clients": "c", "threads": "j", "batch": "batch",
                  "standbys": "standbys", "settings": "set", "sync": "sync", "pg": "pg",
-                 "faults": "faults"}
+                 "faults": "faults", "placement": "place", "cores": "cores", "link": "link",
+                 "instances": "inst"}
         return " ".join(f"{short[k]}={v}" for k, v in self.axes.items()) or "single cell"
+
+
+PLACEMENT_PARAMS = ("placement", "cores", "link", "instances")
+
+
+def cluster_key_text(params: dict[str, Any]) -> str:
+    """A cluster's key as stored (clusters.cluster_key), from a cell's parameters."""
+    key = [params.get("pg"), params.get("standbys"), params.get("settings")]
+    key += [params[k] for k in PLACEMENT_PARAMS if k in params]
+    return json.dumps(key)
 
 
 @dataclass
@@ -142,6 +187,10 @@ def expand(spec: Spec, cpu_count: int = 2) -> Plan:
             threads=threads,
             batch=int(point.get("batch", wl.batch)),
             faults=str(point.get("faults", NO_FAULTS)),
+            placement=str(point.get("placement", NO_PLACEMENT)),
+            cores=int(point["cores"]) if "cores" in point else None,
+            link=str(point.get("link", spec.network.replication)),
+            instances=int(point.get("instances", spec.topology.instances)),
         ))
     # Build each cluster once: cells sharing a cluster run together, in the order
     # their first cell appears in the matrix.
@@ -187,6 +236,7 @@ def check_spec(spec: Spec) -> list[Problem]:
             problems.append((("matrix", "settings"),
                              f"no settings set {name!r} (define [settings_sets.{name}])"))
     problems += _fault_problems(spec)
+    problems += placement_problems(spec)
     if wl.kind == "script" and not wl.script:
         problems.append((("workload", "script"), "kind = 'script' needs script = 'file.sql'"))
     if wl.kind != "insert" and (wl.batch != 1 or m.batch):
@@ -327,3 +377,122 @@ def _check_sync(text: str, standbys: list[str]) -> None:
     from syncrep_lab.cluster.build import check_sync
 
     check_sync(text, standbys, 180000)
+
+
+CPU_GROUPS = ("nodes", "standbys", CLIENT)  # besides node names, in placement cpus/numa
+
+
+def placement_problems(spec: Spec) -> list[Problem]:
+    """Placements, links, instances and hosts that name what is not there, or combine
+    what cannot be combined. What depends on this machine (its CPUs, NUMA nodes,
+    cgroups, root) is checked by the runner's preflight, before anything is made."""
+    from syncrep_lab.network.links import LinkProfile, check_profile
+    from syncrep_lab.placement.numa import check_policy
+
+    problems: list[Problem] = []
+    m, topo = spec.matrix, spec.topology
+    most = max(m.standbys or [topo.standbys])
+    nodes = {"primary", *standby_names(spec, most)}
+    for name in m.placement or []:
+        if name != NO_PLACEMENT and name not in spec.placements:
+            problems.append((("matrix", "placement"),
+                             f"no placement {name!r} (define [placements.{name}])"))
+    for name, place in spec.placements.items():
+        where: tuple[str | int, ...] = ("placements", name)
+        for key, cpus in place.cpus.items():
+            if key not in nodes and key not in CPU_GROUPS:
+                problems.append(((*where, "cpus", key), f"{key!r} is not a node "
+                                 f"({', '.join(sorted(nodes))}) or one of "
+                                 f"{', '.join(CPU_GROUPS)}"))
+            problems += _cpus_problems(cpus, (*where, "cpus", key))
+        for key, cpus in place.pin.items():
+            node, _, role = key.rpartition("/")
+            if node and node not in nodes:
+                problems.append(((*where, "pin", key), f"{node!r} is not a node "
+                                 f"({', '.join(sorted(nodes))})"))
+            base = role.split(":", 1)[0]
+            if base not in PIN_ROLES:
+                problems.append(((*where, "pin", key), f"{role!r} is not a role "
+                                 f"({', '.join(PIN_ROLES)}; walsender:NAME for one standby's)"))
+            problems += _cpus_problems(cpus, (*where, "pin", key))
+        for key, policy in place.numa.items():
+            if key not in nodes and key not in ("nodes", "standbys"):
+                problems.append(((*where, "numa", key), f"{key!r} is not a node "
+                                 f"({', '.join(sorted(nodes))}), nodes or standbys"))
+            reason = check_policy(policy)
+            if reason is not None:
+                problems.append(((*where, "numa", key), reason))
+        if m.cores and any(k != CLIENT for k in place.cpus):
+            problems.append(((*where, "cpus"), "matrix.cores sets the servers' CPUs; give "
+                             "only client here, or leave cores out"))
+    if topo.attach is not None and (m.placement or m.cores or spec.placements):
+        problems.append((("placements",) if spec.placements else ("matrix",),
+                         "placement starts servers in cpusets and under numactl, which an "
+                         "attached cluster's owner does; run it on a cluster syncrep-lab "
+                         "builds"))
+    # links
+    link_names = [*(m.link or []), spec.network.replication, spec.network.client,
+                  *spec.network.standby_links.values()]
+    for name in link_names:
+        if name != NO_LINK and name not in spec.links:
+            where_l: tuple[str | int, ...] = ("matrix", "link") if name in (m.link or []) \
+                else ("network",)
+            problems.append((where_l, f"no link profile {name!r} (define [links.{name}])"))
+    for standby in spec.network.standby_links:
+        if standby not in nodes - {"primary"}:
+            problems.append((("network", "standby_links", standby),
+                             f"{standby!r} is not a standby"))
+    for name, link in spec.links.items():
+        profile = LinkProfile(link.delay_ms, link.jitter_ms, link.loss_pct, link.rate)
+        problems += [(("links", name), msg) for msg in check_profile(profile)]
+    if uses_namespaces(spec) and topo.attach is not None:
+        problems.append((("network",), "an attached cluster's network is its own; "
+                         "emulated links need a cluster syncrep-lab builds"))
+    # instances
+    many = max(m.instances or [topo.instances]) > 1
+    if many and topo.attach is not None:
+        problems.append((("topology", "instances"), "an attached cluster is one instance"))
+    if many and spec.faults:
+        problems.append((("topology", "instances"), "fault scenarios act on one instance; "
+                         "run them with instances = 1"))
+    # hosts
+    for node, host in topo.hosts.items():
+        where_h: tuple[str | int, ...] = ("topology", "hosts", node)
+        if host not in spec.hosts:
+            problems.append((where_h, f"no host {host!r} (define [hosts.{host}])"))
+        if node not in nodes - {"primary"}:
+            problems.append((where_h, f"{node!r} is not a standby: only standbys can be "
+                             "placed on SSH hosts"))
+    if topo.hosts:
+        for clash, what in ((topo.attach is not None, "an attached cluster"),
+                            (many, "instances > 1"), (uses_namespaces(spec), "network links"),
+                            (bool(spec.faults), "fault scenarios"),
+                            (topo.clone != "basebackup", "clone = 'copy'")):
+            if clash:
+                fix = ("a standby on another host is made with pg_basebackup: set "
+                       "topology.clone = 'basebackup'" if what == "clone = 'copy'"
+                       else f"SSH hosts cannot be combined with {what}")
+                problems.append((("topology", "hosts"), fix))
+    return problems
+
+
+PIN_ROLES = ("postmaster", "backend", "walsender", "walreceiver", "startup", "walwriter",
+             "checkpointer", "bgwriter", "autovacuum")
+
+
+def _cpus_problems(text: str, where: tuple[str | int, ...]) -> list[Problem]:
+    from syncrep_lab.placement.cpus import parse_cpus
+
+    try:
+        parse_cpus(text)
+    except UserError as exc:
+        return [(where, exc.cause)]
+    return []
+
+
+def uses_namespaces(spec: Spec) -> bool:
+    """Whether the spec's nodes run in network namespaces of their own."""
+    net = spec.network
+    named = [*(spec.matrix.link or []), net.replication, net.client,
+             *net.standby_links.values()]
+    return net.namespaces or any(n != NO_LINK for n in named)

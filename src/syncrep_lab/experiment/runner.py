@@ -238,7 +238,7 @@ class Runner:
     def execute(self) -> None:
         plan = expand(self.spec, machine_metadata()["cpus_usable"] or 2)
         rows = {c.key: self.store.ensure_cell(self.run_id, c.index, c.key, c.label, c.axes,
-                                              _params(c)) for c in plan.cells}
+                                              c.params()) for c in plan.cells}
         done = sum(1 for r in rows.values() if r["status"] in ("done", "failed"))
         self.events.plan(plan, done)
         for message in plan.dropped:
@@ -510,16 +510,6 @@ class FaultRun:
 
 def _ms(us: float | int | None) -> float | None:
     return None if us is None else float(us) / 1000.0
-
-
-def _params(cell: Cell) -> dict[str, Any]:
-    params: dict[str, Any] = {
-        "pg": cell.pg, "standbys": cell.standbys, "sync": cell.sync,
-        "settings": cell.settings_set, "synchronous_commit": cell.synchronous_commit,
-        "clients": cell.clients, "threads": cell.threads, "batch": cell.batch}
-    if cell.faults != NO_FAULTS:  # runs without faults keep the parameters they always had
-        params["faults"] = cell.faults
-    return params
 
 
 def preflight(spec: Spec) -> None:

@@ -48,6 +48,61 @@ class Topology(_Strict):
     profile: Literal["benchmark", "seed"] = "benchmark"
     clone: Literal["copy", "basebackup"] = "copy"
     attach: Attach | None = None
+    # K independent primaries (each with its own standbys) on this host, driven at once
+    instances: Annotated[int, Field(ge=1, le=16)] = 1
+    # A node on an SSH host of [hosts]: {c = "far"}
+    hosts: dict[str, str] = Field(default_factory=dict)
+
+
+class Placement(_Strict):
+    """Where a cell's processes run: [placements.NAME], varied by matrix.placement."""
+
+    # cpusets: a node's name, "nodes" (every server), "standbys", or "client" -> CPUs
+    cpus: dict[str, str] = Field(default_factory=dict)
+    exclusive: bool = False
+    # a role of the primary's processes (as `costs` names them: "walsender:b",
+    # "walwriter", "backend"), or "NODE/role" for another node's -> CPUs; applied to
+    # processes that start later too
+    pin: dict[str, str] = Field(default_factory=dict)
+    # numactl policy per node ("nodes", "standbys" or a name): default,
+    # interleave=all, interleave=0,1, localalloc, bind=N, preferred=N
+    numa: dict[str, str] = Field(default_factory=dict)
+    # with instances > 1: "shared" puts every instance in the same cpusets,
+    # "separate" splits each cpuset's CPUs evenly among the instances
+    instances: Literal["shared", "separate"] = "shared"
+
+
+class LinkProfileSpec(_Strict):
+    """[links.NAME]: an emulated link (one way delay on each end, so the round trip is
+    twice ``delay_ms``)."""
+
+    delay_ms: Annotated[float, Field(ge=0, le=10_000)] = 0.0
+    jitter_ms: Annotated[float, Field(ge=0, le=10_000)] = 0.0
+    loss_pct: Annotated[float, Field(ge=0, lt=100)] = 0.0
+    rate: str | None = None  # "1gbit", "100mbit"
+
+
+class Network(_Strict):
+    """Nodes in network namespaces joined by emulated links ([network])."""
+
+    namespaces: bool = False  # implied by any link other than "none"
+    replication: str = "none"  # the primary <-> standby links' profile (matrix.link varies it)
+    client: str = "none"  # the client <-> primary link's profile
+    standby_links: dict[str, str] = Field(default_factory=dict)  # {c = "wan"}: per standby
+
+
+class Host(_Strict):
+    """[hosts.NAME]: a machine reached over SSH. Its host key is always verified."""
+
+    address: str
+    port: Annotated[int, Field(ge=1, le=65535)] = 22
+    user: str = "postgres"
+    key: str | None = None
+    known_hosts: str | None = None  # default ~/.ssh/known_hosts
+    accept_new: bool = False  # trust a host key seen for the first time, and record it
+    bin_dir: str
+    data_root: str = "/var/tmp/syncrep-lab"
+    connect_timeout: Annotated[float, Field(gt=0, le=300)] = 10.0
 
 
 class Workload(_Strict):
@@ -102,6 +157,10 @@ class Matrix(_Strict):
     pg: list[str] | None = None
     settings: list[str] | None = None
     faults: list[str] | None = None
+    placement: list[str] | None = None
+    cores: list[Annotated[int, Field(ge=1, le=4096)]] | None = None
+    link: list[str] | None = None
+    instances: list[Annotated[int, Field(ge=1, le=16)]] | None = None
     exclude: list[dict[str, Scalar]] = Field(default_factory=list)
     only: list[dict[str, Scalar]] = Field(default_factory=list)
 
@@ -148,6 +207,10 @@ class Spec(_Strict):
     probes: Probes = Field(default_factory=Probes)
     reference: dict[str, Any] = Field(default_factory=dict)
     faults: dict[str, FaultScenario] = Field(default_factory=dict)
+    placements: dict[str, Placement] = Field(default_factory=dict)
+    links: dict[str, LinkProfileSpec] = Field(default_factory=dict)
+    network: Network = Field(default_factory=Network)
+    hosts: dict[str, Host] = Field(default_factory=dict)
 
 
 MAX_SHOWN = 20  # problems listed in one message

@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 
@@ -39,6 +40,9 @@ from syncrep_lab.measure.pgbench_log import (
     parse_summary,
 )
 from syncrep_lab.pg.conninfo import split_password
+
+if TYPE_CHECKING:
+    from syncrep_lab.cluster.layout import Launch
 
 INSERT = "insert into test(info) values (null);\n"
 
@@ -102,7 +106,12 @@ class PgbenchRun:
     seconds: float = 0.0
 
 
-def run_pgbench(
+def run_pgbench(pgbench: Path, conninfo: str, script: Path, **kwargs: Any) -> PgbenchRun:
+    """One pgbench run; raises UserError when pgbench fails or overruns its bound."""
+    return start_pgbench(pgbench, conninfo, script, **kwargs).finish()
+
+
+def start_pgbench(
     pgbench: Path,
     conninfo: str,
     script: Path,
@@ -114,8 +123,11 @@ def run_pgbench(
     log_prefix: Path | None = None,
     on_progress: Callable[[ProgressSample], None] | None = None,
     extra_timeout: float = 60.0,
-) -> PgbenchRun:
-    """One pgbench run; raises UserError when pgbench fails or overruns its bound."""
+    launch: Launch | None = None,
+) -> RunningPgbench:
+    """Start pgbench (from the calling thread, which must be the main one: the kernel
+    ties the die-with-parent signal to the thread that forks). ``launch`` places it:
+    the client's namespace and cpuset."""
     script = script.resolve()  # pgbench runs in the script's folder
     if log_prefix is not None:
         log_prefix = log_prefix.resolve()
@@ -133,75 +145,103 @@ def run_pgbench(
         env["PGPASSWORD"] = password
     if synchronous_commit is not None:  # None: the server's own setting
         env["PGOPTIONS"] = f"-c synchronous_commit={synchronous_commit}"
+    die = shutdown.die_with_parent(signal.SIGKILL)  # even if the tool is killed
+    join = launch.join() if launch is not None else None
+
+    def preexec() -> None:
+        die()
+        if join is not None:
+            join()
+
     started = time.monotonic()
     proc = subprocess.Popen(
-        argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, env=env, cwd=str(script.parent),
-        preexec_fn=shutdown.die_with_parent(signal.SIGKILL),  # even if the tool is killed
+        [*(launch.prefix() if launch is not None else []), *argv], stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        cwd=str(script.parent), preexec_fn=preexec,
     )
     shutdown.track(proc)
-    progress: list[ProgressSample] = []
-    err_lines: list[str] = []
+    return RunningPgbench(proc, argv, started, duration, extra_timeout, log_prefix,
+                          on_progress)
 
-    def read_stderr() -> None:
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            err_lines.append(line)  # kept whole: pgbench's raw output is an artifact
+
+class RunningPgbench:
+    """A pgbench process and the threads reading its output."""
+
+    def __init__(self, proc: subprocess.Popen[str], argv: list[str], started: float,
+                 duration: int, extra_timeout: float, log_prefix: Path | None,
+                 on_progress: Callable[[ProgressSample], None] | None) -> None:
+        self.proc, self.argv, self.started = proc, argv, started
+        self.duration, self.extra_timeout, self.log_prefix = duration, extra_timeout, log_prefix
+        self.progress: list[ProgressSample] = []
+        self.err_lines: list[str] = []
+        self.out_lines: list[str] = []
+        self.on_progress = on_progress
+        self.readers = [threading.Thread(target=self._read_stderr, daemon=True),
+                        threading.Thread(target=self._read_stdout, daemon=True)]
+        for reader in self.readers:
+            reader.start()
+
+    def _read_stderr(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.err_lines.append(line)  # kept whole: pgbench's raw output is an artifact
             sample = parse_progress_line(line)
             if sample is None:
                 continue
-            progress.append(sample)
-            if on_progress is not None:
-                on_progress(sample)
+            self.progress.append(sample)
+            if self.on_progress is not None:
+                self.on_progress(sample)
 
-    out_lines: list[str] = []
+    def _read_stdout(self) -> None:
+        assert self.proc.stdout is not None
+        self.out_lines.extend(self.proc.stdout)
 
-    def read_stdout() -> None:
-        assert proc.stdout is not None
-        out_lines.extend(proc.stdout)
-
-    readers = [threading.Thread(target=read_stderr, daemon=True),
-               threading.Thread(target=read_stdout, daemon=True)]
-    for reader in readers:
-        reader.start()
-    try:
-        proc.wait(timeout=duration + extra_timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
         with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=5)
-        raise UserError(
-            f"pgbench did not finish within {duration + extra_timeout:.0f} s "
-            f"(-T {duration} plus {extra_timeout:.0f} s) and was killed; its commits were "
-            "probably waiting for a synchronous standby that no longer confirms",
-            "check the standbys (syncrep-lab cluster status, their logs); the cell is "
-            "recorded as failed and the run goes on with a fresh cluster",
-        ) from None
-    except BaseException:
-        proc.kill()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=5)
-        raise
-    finally:
-        shutdown.untrack(proc)
-        for reader in readers:
-            reader.join(timeout=5)
-    seconds = time.monotonic() - started
-    stdout = "".join(out_lines)
-    stderr = "".join(err_lines)
-    logs: list[Path] = []
-    if log_prefix is not None:
-        logs = sorted(log_prefix.parent.glob(f"{log_prefix.name}.{proc.pid}*"))
-    run = PgbenchRun(argv, proc.returncode, stdout, stderr, parse_summary(stdout), progress,
-                     logs, seconds)
-    if proc.returncode != 0:
-        errors = [ln for ln in stderr.splitlines() if not ln.startswith("progress:")]
-        tail = "\n".join(errors[-6:])
-        raise UserError(f"pgbench exited with code {proc.returncode}:\n{tail}",
-                        "read pgbench's output in the cell's artifacts")
-    if log_prefix is not None and run.summary.transactions is not None:
-        _check_logs(logs, run.summary.transactions, log_prefix.parent)
-    return run
+            self.proc.wait(timeout=5)
+        shutdown.untrack(self.proc)
+
+    def finish(self) -> PgbenchRun:
+        """Wait for pgbench (bounded), then its figures; UserError when it failed."""
+        proc, duration, extra_timeout = self.proc, self.duration, self.extra_timeout
+        try:
+            proc.wait(timeout=max(0.1, self.started + duration + extra_timeout
+                                  - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise UserError(
+                f"pgbench did not finish within {duration + extra_timeout:.0f} s "
+                f"(-T {duration} plus {extra_timeout:.0f} s) and was killed; its commits were "
+                "probably waiting for a synchronous standby that no longer confirms",
+                "check the standbys (syncrep-lab cluster status, their logs); the cell is "
+                "recorded as failed and the run goes on with a fresh cluster",
+            ) from None
+        except BaseException:
+            self.kill()
+            raise
+        finally:
+            shutdown.untrack(proc)
+            for reader in self.readers:
+                reader.join(timeout=5)
+        seconds = time.monotonic() - self.started
+        stdout = "".join(self.out_lines)
+        stderr = "".join(self.err_lines)
+        logs: list[Path] = []
+        log_prefix = self.log_prefix
+        if log_prefix is not None:
+            logs = sorted(log_prefix.parent.glob(f"{log_prefix.name}.{proc.pid}*"))
+        run = PgbenchRun(self.argv, proc.returncode, stdout, stderr, parse_summary(stdout),
+                         self.progress, logs, seconds)
+        if proc.returncode != 0:
+            errors = [ln for ln in stderr.splitlines() if not ln.startswith("progress:")]
+            tail = "\n".join(errors[-6:])
+            raise UserError(f"pgbench exited with code {proc.returncode}:\n{tail}",
+                            "read pgbench's output in the cell's artifacts")
+        if log_prefix is not None and run.summary.transactions is not None:
+            _check_logs(logs, run.summary.transactions, log_prefix.parent)
+        return run
 
 
 def _check_logs(logs: list[Path], transactions: int, folder: Path) -> None:

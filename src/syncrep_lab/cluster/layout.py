@@ -1,0 +1,208 @@
+"""Where a cluster's processes run and what joins them: its *layout*.
+
+A layout says, for one instance of a cell, which cpuset each node (and the
+client) runs in, which numactl policy each node's postmaster is started under,
+which roles are pinned to which CPUs, and which network namespace each node
+lives in with the emulated links between them. It is computed from the spec
+before anything is made, saved in the cluster's manifest before anything is
+applied (so ``cluster down`` and ``clean`` can undo it after a crash), applied
+before the first server starts, and undone after the last one stopped.
+
+Everything is started *inside* its placement rather than moved there later:
+a postmaster joins its cgroup between fork and exec, and ``ip netns exec`` and
+``numactl`` exec the server, so every backend and walsender it forks inherits
+the placement from its first instruction.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from syncrep_lab.errors import UserError
+
+CLIENT = "client"
+
+
+@dataclass
+class Launch:
+    """How one node's postmaster (or the client) is started."""
+
+    netns: str | None = None
+    numa: str = "default"
+    cpus: list[int] | None = None  # its cpuset's CPUs, None: not confined
+    cgroup: str | None = None  # the cpuset group's path, once made
+
+    def prefix(self) -> list[str]:
+        """What the server's argv is wrapped in: the namespace, then numactl (each execs
+        the next, so the pid the tool spawned is the postmaster's)."""
+        from syncrep_lab.placement.numa import numactl_prefix
+
+        out = ["ip", "netns", "exec", self.netns] if self.netns else []
+        return out + numactl_prefix(self.numa)
+
+    def join(self) -> Callable[[], None] | None:
+        """A preexec function that puts the child in its cpuset before exec."""
+        if self.cgroup is None:
+            return None
+        procs = os.path.join(self.cgroup, "cgroup.procs")
+
+        def join() -> None:
+            fd = os.open(procs, os.O_WRONLY)
+            try:
+                os.write(fd, b"0")  # 0: the writing process itself (v1 and v2)
+            finally:
+                os.close(fd)
+
+        return join
+
+
+@dataclass
+class Pin:
+    node: str
+    role: str  # as `costs` names it: walsender:b, walwriter, backend ...
+    cpus: list[int]
+    cgroup: str | None = None  # a group of its own, when its CPUs are outside the node's
+
+
+@dataclass
+class Layout:
+    run_key: str  # the cpuset groups' folder and the namespaces' prefix
+    nodes: dict[str, Launch] = field(default_factory=dict)
+    client: Launch = field(default_factory=Launch)
+    exclusive: bool = False
+    pins: list[Pin] = field(default_factory=list)
+    network: dict[str, Any] | None = None  # a NetworkPlan, as JSON
+    cgroup_version: int | None = None
+    applied: bool = False
+
+    @property
+    def uses_cgroups(self) -> bool:
+        return any(n.cpus is not None for n in (*self.nodes.values(), self.client)) or any(
+            self.pins)
+
+    def launch(self, node: str) -> Launch:
+        return self.nodes.get(node) or Launch()
+
+    def network_plan(self) -> Any:
+        from syncrep_lab.network.netns import NetworkPlan
+
+        return NetworkPlan.from_json(self.network) if self.network else None
+
+    def address(self, of: str, seen_from: str) -> str | None:
+        plan = self.network_plan()
+        return None if plan is None else str(plan.address(of, seen_from))
+
+    def subnets(self) -> list[str]:
+        plan = self.network_plan()
+        return [] if plan is None else list(plan.subnets())
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Layout:
+        data = dict(data)
+        data["nodes"] = {k: Launch(**v) for k, v in data.get("nodes", {}).items()}
+        data["client"] = Launch(**data.get("client", {}))
+        data["pins"] = [Pin(**p) for p in data.get("pins", [])]
+        return cls(**data)
+
+    @property
+    def empty(self) -> bool:
+        return (not self.uses_cgroups and self.network is None
+                and all(n.numa == "default" for n in self.nodes.values()))
+
+
+def _support() -> Any:
+    from syncrep_lab.placement.cgroups import cpuset_support
+
+    support = cpuset_support()
+    if support.reason is not None:
+        raise UserError(f"cpusets cannot be used here: {support.reason}",
+                        "leave placement cpus, pin and cores out of the spec, or run where "
+                        "cgroup cpusets are writable (as root)")
+    return support
+
+
+def apply(layout: Layout) -> None:
+    """Make the cpuset groups and the network; all or nothing."""
+    from syncrep_lab.placement.cgroups import CpusetGroup
+
+    try:
+        if layout.uses_cgroups:
+            support = _support()
+            layout.cgroup_version = support.version
+            for name, launch in sorted([*layout.nodes.items(), (CLIENT, layout.client)]):
+                if launch.cpus is not None:
+                    group = CpusetGroup.create(support, layout.run_key, name, launch.cpus,
+                                               exclusive=layout.exclusive and name != CLIENT)
+                    launch.cgroup = str(group.path)
+            for pin in layout.pins:
+                node_cpus = layout.launch(pin.node).cpus
+                if node_cpus is not None and not set(pin.cpus) <= set(node_cpus):
+                    # outside the node's cpuset: a group of its own, which the pinner
+                    # moves the role's processes to
+                    label = pin.role.replace(":", "-")
+                    group = CpusetGroup.create(support, layout.run_key,
+                                               f"{pin.node}-{label}", pin.cpus)
+                    pin.cgroup = str(group.path)
+        plan = layout.network_plan()
+        if plan is not None:
+            from syncrep_lab.network import netns
+
+            netns.create(plan)
+        layout.applied = True
+    except BaseException:
+        undo(layout)
+        raise
+
+
+def undo(layout: Layout) -> list[str]:
+    """Remove the network and the cpuset groups (after the servers stopped).
+    Returns what could not be removed."""
+    problems = []
+    plan = layout.network_plan() if layout.network else None
+    if plan is not None:
+        from syncrep_lab.network import netns
+
+        try:
+            netns.destroy(plan)
+        except Exception as exc:
+            problems.append(f"network {plan.prefix}: {exc}")
+    if layout.uses_cgroups:
+        from syncrep_lab.placement.cgroups import cpuset_support, remove_run
+
+        support = cpuset_support()
+        if support.root is not None:
+            try:
+                remove_run(support, layout.run_key)
+            except Exception as exc:
+                problems.append(f"cpusets {layout.run_key}: {exc}")
+    layout.applied = False
+    return problems
+
+
+def leftovers() -> list[str]:
+    """Remove namespaces and cpuset groups of this tool that no cluster owns any more
+    (a run killed between making them and recording them). Returns what was removed."""
+    removed: list[str] = []
+    with contextlib.suppress(Exception):
+        from syncrep_lab.network import netns
+
+        names = netns.ours()
+        if names:
+            netns.destroy_namespaces(names)
+            removed += [f"network namespace {n}" for n in names]
+    with contextlib.suppress(Exception):
+        from syncrep_lab.placement.cgroups import cpuset_support, leftover_runs, remove_run
+
+        support = cpuset_support()
+        if support.root is not None:
+            for key in leftover_runs(support):
+                remove_run(support, key)
+                removed.append(f"cpuset group {key}")
+    return removed
