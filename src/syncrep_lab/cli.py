@@ -238,8 +238,11 @@ def _latest_run() -> Path:
 @click.option("--check", is_flag=True,
               help="Only validate the spec and what it needs here; print the cells that "
                    "would run. Creates nothing.")
+@click.option("--allow-alter", is_flag=True,
+              help="Attached cluster: let the run change synchronous_standby_names (put "
+                   "back at the end). Without it nothing of the cluster's is changed.")
 def run(spec_file: Path | None, preset: str | None, out: Path | None, resume: bool,
-        check: bool) -> None:
+        check: bool, allow_alter: bool) -> None:
     """Run an experiment: a TOML spec, or a preset (default: seed)."""
     from syncrep_lab.experiment import spec as specs
 
@@ -257,15 +260,18 @@ def run(spec_file: Path | None, preset: str | None, out: Path | None, resume: bo
         from syncrep_lab.experiment.runner import resume_run
 
         with _resume_hint(out), RunDisplay(out) as display:
-            resume_run(out, display.events)
+            resume_run(out, display.events, allow_alter=allow_alter)
         _finish(out)
         return
     if spec_file and preset:
         raise UserError("give a spec file or --preset, not both", "drop one of them")
     if spec_file:
-        spec, text = specs.load_spec(spec_file)
+        spec, text = specs.load_spec(spec_file, allow_alter=allow_alter)
         spec_dir = spec_file.resolve().parent
     else:
+        if allow_alter:
+            raise UserError("--allow-alter applies to a spec that attaches to a cluster",
+                            "leave --allow-alter out with --preset")
         spec, text = specs.load_preset(preset or "seed")
         spec_dir = Path.cwd()
     given_out = out

@@ -127,7 +127,8 @@ class Standbys:
                                 "syncrep-lab clean, then run the cell again")
             time.sleep(0.05)
         m = self.ctx.manifest
-        proc = server.spawn(server_account(), Path(m.bin_dir) / "postgres", data_dir, log_file)
+        proc = server.spawn(server_account(), Path(m.bin_dir) / "postgres", data_dir, log_file,
+                            m.launch(name))
         wait_ready(m.admin_conninfo(m.node(name)), proc, log_file, deadline, f"standby {name}")
         self.down.discard(name)
 

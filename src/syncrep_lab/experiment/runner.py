@@ -35,17 +35,33 @@ from syncrep_lab.cluster.teardown import remove_cluster
 from syncrep_lab.errors import Interrupted, UserError
 from syncrep_lab.experiment import faults
 from syncrep_lab.experiment.machine import machine_metadata
+from syncrep_lab.experiment.placed import (
+    PlacementWatch,
+    link_rows,
+    numastat_rows,
+    start_pinners,
+)
 from syncrep_lab.experiment.plan import (
     NO_FAULTS,
     Cell,
     Plan,
+    cluster_key_text,
     expand,
     settings_for,
     standby_names,
 )
 from syncrep_lab.experiment.spec import Attach, FaultScenario, Spec, parse_spec
 from syncrep_lab.experiment.store import Store, mark_run, now
-from syncrep_lab.experiment.workload import prepare_tables, run_pgbench, script_text
+from syncrep_lab.experiment.workload import (
+    ATTACHED_TABLES,
+    SEED_TABLES,
+    PgbenchRun,
+    RunningPgbench,
+    drop_tables,
+    prepare_tables,
+    script_text,
+    start_pgbench,
+)
 from syncrep_lab.measure.histogram import LatencyHistogram
 from syncrep_lab.measure.pgbench_log import ProgressSample, parse_transaction_logs
 from syncrep_lab.measure.stats import ci_within, mean_ci
@@ -85,6 +101,8 @@ class Target:
     log_of: Callable[[str], str] | None = None
     nodes: list[ProbeNode] = field(default_factory=list)
     manifest: Manifest | None = None  # None for an attached cluster
+    instance: int = 1
+    pinners: list[Any] = field(default_factory=list)  # placement.pinning.RolePinner
 
 
 class ActiveCluster:
@@ -100,6 +118,7 @@ class ActiveCluster:
         self.runner = runner
         self.key: tuple[Any, ...] | None = None
         self.target: Target | None = None
+        self.targets: list[Target] = []  # one per instance; target is the first
         self.sync: str | None = None
         self.original_sync: str | None = None
         digest = hashlib.sha256(str(runner.store.folder.resolve()).encode()).hexdigest()[:10]
@@ -116,29 +135,51 @@ class ActiveCluster:
         self.runner.events.phase(cell, "cluster up" if self.attach is None else "attach")
         self.key = cell.cluster_key  # recorded with the cluster by _build/_attach
         self.target = self._attach() if self.attach is not None else self._build(cell)
+        if self.attach is not None:
+            self.targets = [self.target]
         return self.target
 
+    def instance_dir(self, instance: int) -> Path:
+        return self.dir if instance == 1 else self.dir.with_name(f"{self.dir.name}-i{instance}")
+
     def _build(self, cell: Cell) -> Target:
+        """The cell's clusters: one per instance, each in its own layout."""
+        from syncrep_lab.experiment.layouts import layout_for
+
         spec = self.runner.spec
-        if load(self.dir) is not None:  # left by a killed run: ours, remove it
-            remove_cluster(self.dir)
         topo = spec.topology
-        manifest = up(UpOptions(
-            dir=self.dir, pg=cell.pg, standbys=cell.standbys,
-            names=topo.names[: cell.standbys] if topo.names else None, sync=cell.sync,
-            tcp=topo.tcp, settings=settings_for(spec, cell.settings_set), profile=topo.profile,
-            clone=topo.clone, timeout=spec.run.ready_timeout,
-        ))
+        self._remove_leftovers()
+        self.targets = []
+        for instance in range(1, cell.instances + 1):
+            manifest = up(UpOptions(
+                dir=self.instance_dir(instance), pg=cell.pg, standbys=cell.standbys,
+                names=topo.names[: cell.standbys] if topo.names else None, sync=cell.sync,
+                tcp=topo.tcp, settings=settings_for(spec, cell.settings_set),
+                profile=topo.profile, clone=topo.clone, timeout=spec.run.ready_timeout,
+                layout=layout_for(spec, cell, instance, self.dir.name[4:]),
+            ))
+            inst = resolve(manifest.bin_dir)
+            self._record(cell, manifest.version, manifest.bin_dir,
+                         {n.name: manifest.admin_conninfo(n) for n in manifest.nodes},
+                         [{"name": n.name, "role": n.role, "port": n.port,
+                           **({"instance": instance} if cell.instances > 1 else {})}
+                          for n in manifest.nodes])
+            nodes = [ProbeNode(n.name, manifest.admin_conninfo(n), n.data_dir(manifest.dir),
+                               n.role == "primary") for n in manifest.nodes]
+            target = Target(manifest.conninfo(manifest.primary), manifest.admin_conninfo(
+                manifest.primary), [n.name for n in manifest.standbys], inst.version.num,
+                inst.program("pgbench"), manifest_log_tail(manifest), nodes, manifest,
+                instance=instance)
+            self.targets.append(target)
+            target.pinners = start_pinners(manifest)
         self.sync = cell.sync
-        inst = resolve(manifest.bin_dir)
-        self._record(manifest.version, manifest.bin_dir,
-                     {n.name: manifest.admin_conninfo(n) for n in manifest.nodes},
-                     [{"name": n.name, "role": n.role, "port": n.port} for n in manifest.nodes])
-        nodes = [ProbeNode(n.name, manifest.admin_conninfo(n), n.data_dir(manifest.dir),
-                           n.role == "primary") for n in manifest.nodes]
-        return Target(manifest.conninfo(manifest.primary), manifest.admin_conninfo(
-            manifest.primary), [n.name for n in manifest.standbys], inst.version.num,
-            inst.program("pgbench"), manifest_log_tail(manifest), nodes, manifest)
+        return self.targets[0]
+
+    def _remove_leftovers(self) -> None:
+        """Clusters of this run left by a killed process: ours, removed."""
+        for instance in range(1, 17):
+            if load(self.instance_dir(instance)) is not None:
+                remove_cluster(self.instance_dir(instance))
 
     def _attach(self) -> Target:
         attach = self.attach
@@ -157,7 +198,7 @@ class ActiveCluster:
         self.sync = self.original_sync = str(version[2])
         client = resolve(None)
         nodes = {"primary": attach.primary, **attach.standbys}
-        self._record(str(version[0]), "attached", nodes,
+        self._record(None, str(version[0]), "attached", nodes,
                      [{"name": k, "role": "primary" if k == "primary" else "standby"}
                       for k in nodes])
         probe_nodes = [ProbeNode("primary", attach.primary, None, True)]
@@ -165,7 +206,7 @@ class ActiveCluster:
         return Target(attach.primary, attach.primary, sorted(set(names) | set(attach.standbys)),
                       int(version[1]), client.program("pgbench"), None, probe_nodes)
 
-    def _record(self, version: str, bin_dir: str, nodes: dict[str, str],
+    def _record(self, cell: Cell | None, version: str, bin_dir: str, nodes: dict[str, str],
                 described: list[dict[str, Any]]) -> None:
         settings: dict[str, Any] = {}
         for name, conninfo in nodes.items():
@@ -181,8 +222,10 @@ class ActiveCluster:
             settings[name] = {
                 r[0]: {"setting": mask_conninfo(r[1]) if "conninfo" in r[0] and r[1] else r[1],
                        "unit": r[2], "source": r[3]} for r in rows}
-        self.runner.store.add_cluster(self.runner.run_id, json.dumps(list(self.key or ())),
-                                      version, bin_dir, described, settings)
+        key = cluster_key_text(cell.params()) if cell is not None else json.dumps(
+            list(self.key or ())[:3])
+        self.runner.store.add_cluster(self.runner.run_id, key, version, bin_dir, described,
+                                      settings)
 
     def set_sync(self, cell: Cell) -> None:
         """synchronous_standby_names by reload, then wait for the states it implies."""
@@ -191,7 +234,8 @@ class ActiveCluster:
         if cell.sync is None or cell.sync == self.sync:
             return
         self.runner.events.phase(cell, "reload")
-        self._alter_sync(target, cell.sync)
+        for each in self.targets or [target]:
+            self._alter_sync(each, cell.sync)
 
     def _alter_sync(self, target: Target, text: str) -> None:
         spec, rendered = check_sync(text, target.standbys, target.version_num)
@@ -207,17 +251,19 @@ class ActiveCluster:
         if self.attach is not None:
             if self.target is not None:
                 self._leave_attached(self.target)
-        elif self.target is not None or load(self.dir) is not None:
-            remove_cluster(self.dir)
+        else:
+            for target in self.targets:
+                for pinner in target.pinners:
+                    pinner.stop()
+            self._remove_leftovers()
         self.target = None
+        self.targets = []
         self.key = None
 
     def _leave_attached(self, target: Target) -> None:
-        # local: dropping the tables must not wait for a standby that stopped confirming
+        drop_tables(target.admin, ATTACHED_TABLES)  # only what carries the tool's mark
         with psycopg.connect(target.admin, autocommit=True, connect_timeout=10,
                              options="-c synchronous_commit=local") as conn:
-            conn.execute("drop table if exists test")
-            conn.execute("drop table if exists user_info")
             if self.original_sync is not None and self.sync != self.original_sync:
                 conn.execute(sql.SQL("alter system set synchronous_standby_names = {}").format(
                     sql.Literal(self.original_sync)))
@@ -317,9 +363,11 @@ class Runner:
         cell_dir = self.store.artifacts / f"cell-{cell.index:03d}"
         cell_dir.mkdir(parents=True, exist_ok=True)
         script = cell_dir / "workload.sql"
-        script.write_text(script_text(wl, cell.batch, self.spec_dir))
+        tables = ATTACHED_TABLES if self.cluster.attach is not None else SEED_TABLES
+        script.write_text(script_text(wl, cell.batch, self.spec_dir, tables))
         self.events.phase(cell, "prepare")
-        prepare_tables(target.admin, wl)
+        for each in self.cluster.targets or [target]:
+            prepare_tables(each.admin, wl, tables)
         # A session's own synchronous_commit (PGOPTIONS) outranks a reload, so a
         # scenario that reloads it mid-cell sets the cell's level in the server instead.
         scenario = self.spec.faults.get(cell.faults)
@@ -331,8 +379,8 @@ class Runner:
             faults.set_on_primary(target.admin, "synchronous_commit", cell.synchronous_commit)
         if wl.warmup > 0:
             self.events.phase(cell, "warm-up")
-            run_pgbench(pgbench, conninfo, script, duration=wl.warmup,
-                        on_progress=lambda s: self.events.live(cell, s), **common)
+            _finish_all(self._start_pgbench(cell, self.cluster.targets or [target], pgbench,
+                                            script, None, common, wl.warmup))
         stored = self.store.repeats(cell_id)
         tps = [float(r["tps"]) for r in stored if not r["probed"]]
         ctl = self.spec.run
@@ -374,49 +422,102 @@ class Runner:
             probes.start()
         if fault is not None:
             fault.start()
+        targets = self.cluster.targets or [target]
+        watch: PlacementWatch | None = None
+        placed = any(t.manifest is not None and t.manifest.layout for t in targets)
+        before_numa = numastat_rows(targets, "before") if self._numa_placed(cell) else []
         try:
-            run = run_pgbench(pgbench, conninfo, script, duration=self.spec.workload.duration,
-                              log_prefix=rep_dir / "pgbench_log",
-                              on_progress=lambda s: self.events.live(cell, s), **common)
+            running = self._start_pgbench(cell, targets, pgbench, script, rep_dir, common,
+                                          self.spec.workload.duration)
+            if placed:
+                watch = PlacementWatch(targets, lambda: [(t.instance, r.proc.pid) for t, r
+                                                         in zip(targets, running, strict=True)],
+                                       min(2.0, self.spec.workload.duration / 2))
+                watch.start()
+            runs = _finish_all(running)
         except UserError:
             if fault is not None and fault.driver.stalled:
                 raise UserError(fault.driver.stalled, _STALL_FIX) from None
             raise
         finally:
+            placement = watch.stop() if watch is not None else []
             probe_data = probes.stop() if probes is not None else None
             if fault is not None:
                 fault.finish()
         if fault is not None and fault.driver.stalled:
             raise UserError(fault.driver.stalled, _STALL_FIX)
-        (rep_dir / "pgbench.stdout").write_text(run.stdout)
-        (rep_dir / "pgbench.stderr").write_text(run.stderr)
-        (rep_dir / "pgbench.argv").write_text(" ".join(run.argv) + "\n")
-        stats = parse_transaction_logs(run.log_files)
+        for t, run in zip(targets, runs, strict=True):
+            suffix = "" if t.instance == 1 else f"-i{t.instance}"
+            (rep_dir / f"pgbench{suffix}.stdout").write_text(run.stdout)
+            (rep_dir / f"pgbench{suffix}.stderr").write_text(run.stderr)
+            (rep_dir / f"pgbench{suffix}.argv").write_text(" ".join(run.argv) + "\n")
+        per_instance = [parse_transaction_logs(run.log_files) for run in runs]
+        stats = parse_transaction_logs([f for run in runs for f in run.log_files])
         if not self.spec.workload.keep_logs:
-            for f in run.log_files:
-                f.unlink()
-        summary = run.summary
-        if summary.tps is None or summary.transactions is None:
-            raise UserError("pgbench printed no summary", f"see {rep_dir}/pgbench.stdout")
+            for run in runs:
+                for f in run.log_files:
+                    f.unlink()
+        for run in runs:
+            if run.summary.tps is None or run.summary.transactions is None:
+                raise UserError("pgbench printed no summary", f"see {rep_dir}/pgbench.stdout")
         rows = (probe_rows(probe_data, str(rep_dir.relative_to(self.store.folder)))
                 if probe_data is not None else {})
         if fault is not None:
             rows.update(fault.rows(stats.transactions * cell.batch))
+        if len(runs) > 1:
+            rows["instance_results"] = [
+                (t.instance, float(run.summary.tps or 0), st.transactions, st.failed,
+                 _ms(st.histogram.summary()["mean_us"]), _ms(st.histogram.summary()["p99_us"]))
+                for t, run, st in zip(targets, runs, strict=True, )
+                for st in [per_instance[t.instance - 1]]]
+        if placed:
+            rows["placement"] = placement
+            rows["links"] = link_rows(targets)
+        if before_numa:
+            rows["numastat"] = before_numa + numastat_rows(targets, "after")
         hist = stats.histogram
         h = hist.summary()
+        tps_total = sum(float(run.summary.tps or 0) for run in runs)
         self.store.add_repeat(cell_id, {
-            "n": n, "probed": int(probed), "started_at": started, "duration_s": run.seconds,
-            "transactions": stats.transactions, "failed": stats.failed, "tps": summary.tps,
-            "pgbench_transactions": summary.transactions,
-            "pgbench_latency_avg_ms": summary.latency_avg_ms,
+            "n": n, "probed": int(probed), "started_at": started,
+            "duration_s": max(run.seconds for run in runs),
+            "transactions": stats.transactions, "failed": stats.failed, "tps": tps_total,
+            "pgbench_transactions": sum(int(run.summary.transactions or 0) for run in runs),
+            "pgbench_latency_avg_ms": runs[0].summary.latency_avg_ms if len(runs) == 1
+            else _ms(h["mean_us"]),
             "lat_mean_ms": _ms(h["mean_us"]), "lat_p50_ms": _ms(h["p50_us"]),
             "lat_p90_ms": _ms(h["p90_us"]), "lat_p99_ms": _ms(h["p99_us"]),
             "lat_p999_ms": _ms(h["p999_us"]), "lat_max_ms": _ms(h["max_us"]),
             "histogram": hist.to_bytes(),
             "stdout_path": str((rep_dir / "pgbench.stdout").relative_to(self.store.folder)),
             "stderr_path": str((rep_dir / "pgbench.stderr").relative_to(self.store.folder)),
-        }, [(s.t_s, s.tps, s.latency_ms, s.stddev_ms, s.failed) for s in run.progress], rows)
-        return float(summary.tps)
+        }, _summed_progress(runs), rows)
+        return tps_total
+
+    def _numa_placed(self, cell: Cell) -> bool:
+        place = self.spec.placements.get(cell.placement)
+        return place is not None and bool(place.numa)
+
+    def _start_pgbench(self, cell: Cell, targets: list[Target], pgbench: Path, script: Path,
+                       rep_dir: Path | None, common: dict[str, Any], duration: int
+                       ) -> list[RunningPgbench]:
+        """pgbench against every instance at once (started from this, the main thread)."""
+        running: list[RunningPgbench] = []
+        try:
+            for t in targets:
+                suffix = "" if t.instance == 1 else f"_i{t.instance}"
+                layout = t.manifest.placed() if t.manifest is not None else None
+                running.append(start_pgbench(
+                    pgbench, t.conninfo, script, duration=duration,
+                    log_prefix=rep_dir / f"pgbench_log{suffix}" if rep_dir else None,
+                    on_progress=(lambda s: self.events.live(cell, s)) if t.instance == 1
+                    else None, launch=layout.client if layout is not None else None,
+                    **common))
+        except BaseException:
+            for r in running:
+                r.kill()
+            raise
+        return running
 
     def _fault_run(self, cell: Cell, target: Target) -> FaultRun | None:
         if cell.faults == NO_FAULTS:
@@ -508,6 +609,35 @@ class FaultRun:
         return out
 
 
+def _finish_all(running: list[RunningPgbench]) -> list[PgbenchRun]:
+    """Wait for every pgbench; if one fails, the others are stopped too."""
+    runs = []
+    try:
+        for r in running:
+            runs.append(r.finish())
+    except BaseException:
+        for r in running:
+            r.kill()
+        raise
+    return runs
+
+
+def _summed_progress(runs: list[PgbenchRun]
+                     ) -> list[tuple[float, float, float | None, float | None, int]]:
+    """Per-second progress of all instances as one: TPS summed, latency weighted by
+    TPS (the first instance's own figures when there is one)."""
+    if len(runs) == 1:
+        return [(s.t_s, s.tps, s.latency_ms, s.stddev_ms, s.failed) for s in runs[0].progress]
+    out = []
+    for i in range(min(len(r.progress) for r in runs)):
+        samples = [r.progress[i] for r in runs]
+        tps = sum(s.tps for s in samples)
+        lat = (sum(s.tps * s.latency_ms for s in samples if s.latency_ms is not None) / tps
+               if tps > 0 and all(s.latency_ms is not None for s in samples) else None)
+        out.append((samples[0].t_s, tps, lat, None, sum(s.failed for s in samples)))
+    return out
+
+
 def _ms(us: float | int | None) -> float | None:
     return None if us is None else float(us) / 1000.0
 
@@ -519,6 +649,11 @@ def preflight(spec: Spec) -> None:
         _check_conninfos(spec.topology.attach)
         resolve(None).program("pgbench")
         return
+    from syncrep_lab.experiment.layouts import check_machine
+
+    check_machine(spec)
+    if spec.topology.hosts:
+        check_hosts(spec)
     plan = expand(spec)
     versions = {}
     for pg in sorted({c.pg for c in plan.cells}, key=str):
@@ -533,6 +668,24 @@ def preflight(spec: Spec) -> None:
             except UserError as exc:
                 raise UserError(f"cell {cell.label} (pg {cell.pg or 'default'}): {exc.cause}",
                                 exc.fix) from None
+
+
+def check_hosts(spec: Spec) -> None:
+    """Every SSH host the spec places a node on answers, with the host key on record,
+    and has the PostgreSQL programs a standby needs."""
+    from syncrep_lab.hosts.ssh import check_host
+
+    for name in sorted(set(spec.topology.hosts.values())):
+        check_host(host_spec(spec, name))
+
+
+def host_spec(spec: Spec, name: str) -> Any:
+    from syncrep_lab.hosts.ssh import HostSpec
+
+    h = spec.hosts[name]
+    return HostSpec(name=name, address=h.address, port=h.port, user=h.user, key=h.key,
+                    known_hosts=h.known_hosts, accept_new=h.accept_new, bin_dir=h.bin_dir,
+                    data_root=h.data_root, connect_timeout=h.connect_timeout)
 
 
 def _check_conninfos(attach: Attach) -> None:
@@ -613,7 +766,7 @@ def _with_masked_passwords_dropped(spec: Spec) -> Spec:
         update={"attach": attach})})
 
 
-def resume_run(out: Path, events: Events | None = None) -> Path:
+def resume_run(out: Path, events: Events | None = None, *, allow_alter: bool = False) -> Path:
     out = out.absolute()
     store = Store(out, create=False)
     try:
@@ -622,7 +775,8 @@ def resume_run(out: Path, events: Events | None = None) -> Path:
             events = events or Events()
             events.message(f"{out}: the run is complete; nothing to resume")
             return out
-        spec = _with_masked_passwords_dropped(parse_spec(run["spec_toml"], f"{out}/spec.toml"))
+        spec = _with_masked_passwords_dropped(parse_spec(run["spec_toml"], f"{out}/spec.toml",
+                                                         allow_alter=allow_alter))
         spec_dir_file = out / "spec-dir"
         spec_dir = Path(spec_dir_file.read_text().strip()) if spec_dir_file.exists() else out
         Runner(store, spec, run["spec_toml"], spec_dir, int(run["id"]), events).execute()

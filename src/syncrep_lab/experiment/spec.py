@@ -290,12 +290,23 @@ def _loc_text(loc: tuple[str | int, ...]) -> str:
 # --- loading -----------------------------------------------------------------------
 
 
-def parse_spec(text: str, source: str = "spec") -> Spec:
+def parse_spec(text: str, source: str = "spec", *, allow_alter: bool = False) -> Spec:
+    """The spec in ``text``; ``allow_alter`` (``run --allow-alter``) lets the tool change
+    an attached cluster's synchronous_standby_names, as topology.attach.allow_alter does."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         m = re.search(r"line (\d+)", str(exc))
         raise SpecError(source, [(int(m.group(1)) if m else None, f"not TOML: {exc}")]) from None
+    if allow_alter:
+        attach = data.get("topology", {}).get("attach") if isinstance(
+            data.get("topology"), dict) else None
+        if not isinstance(attach, dict):
+            raise UserError(f"{source}: --allow-alter applies to an attached cluster, and the "
+                            "spec has no [topology.attach]",
+                            "leave --allow-alter out, or attach: [topology.attach] primary = "
+                            "'host=... port=...'")
+        attach["allow_alter"] = True
     lines = key_lines(text)
     try:
         spec = Spec.model_validate(data)
@@ -324,7 +335,7 @@ def parse_spec(text: str, source: str = "spec") -> Spec:
     return spec
 
 
-def load_spec(path: Path) -> tuple[Spec, str]:
+def load_spec(path: Path, *, allow_alter: bool = False) -> tuple[Spec, str]:
     """The spec in ``path`` and its text (kept with the run)."""
     try:
         raw = path.read_bytes()
@@ -343,7 +354,7 @@ def load_spec(path: Path) -> tuple[Spec, str]:
     except OSError as exc:
         raise UserError(f"cannot read the spec {path}: {exc.strerror}",
                         "check that the file exists and this user may read it") from None
-    return parse_spec(text, str(path)), text
+    return parse_spec(text, str(path), allow_alter=allow_alter), text
 
 
 def preset_text(name: str) -> str:

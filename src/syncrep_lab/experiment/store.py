@@ -22,7 +22,7 @@ from typing import Any
 
 from syncrep_lab.errors import UserError
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 DB_NAME = "syncrep-lab.sqlite"
 
 SCHEMA = """
@@ -163,6 +163,28 @@ create table if not exists durability (   -- rows counted on every node after a 
     expected integer not null,       -- primary: acknowledged rows; standby: the primary's rows
     ok integer not null, detail text not null
 );
+create table if not exists instance_results (   -- each instance of a repeat with instances > 1
+    repeat_id integer not null references repeats(id),
+    instance integer not null, tps real not null, transactions integer not null,
+    failed integer not null, lat_mean_ms real, lat_p99_ms real
+);
+create table if not exists placement (   -- what the kernel gave each role, read mid-repeat
+    repeat_id integer not null references repeats(id),
+    instance integer not null, node text not null, role text not null,
+    processes integer not null,
+    cpus text not null, mems text not null,   -- Cpus_allowed_list, Mems_allowed_list
+    cgroup text not null, numa_policy text not null
+);
+create table if not exists links (   -- emulated links as applied, read back
+    repeat_id integer not null references repeats(id),
+    instance integer not null, a text not null, b text not null,
+    profile text not null, applied_json text not null
+);
+create table if not exists numastat (   -- numastat -p of each postmaster, before and after
+    repeat_id integer not null references repeats(id),
+    instance integer not null, node text not null, phase text not null,
+    numa_node text not null, mb real not null
+);
 create view if not exists cell_results as
     select r.name as run, c.idx, c.label, c.status, c.repeats, c.stop_reason,
            c.tps_mean, c.tps_ci_low, c.tps_ci_high, c.tps_ci_rel,
@@ -190,6 +212,12 @@ PROBE_TABLES: dict[str, tuple[str, ...]] = {
     "wait_timeline": ("t_s", "node", "role", "wait_type", "samples", "ticks"),
     "fault_events": ("t_s", "kind", "node", "detail"),
     "durability": ("node", "rows", "expected", "ok", "detail"),
+    "instance_results": ("instance", "tps", "transactions", "failed", "lat_mean_ms",
+                         "lat_p99_ms"),
+    "placement": ("instance", "node", "role", "processes", "cpus", "mems", "cgroup",
+                  "numa_policy"),
+    "links": ("instance", "a", "b", "profile", "applied_json"),
+    "numastat": ("instance", "node", "phase", "numa_node", "mb"),
 }
 
 
@@ -310,10 +338,11 @@ class Store:
         except sqlite3.Error as exc:  # an SQLite file, but not one of ours (or empty)
             self.db.close()
             raise _not_a_store(path, exc) from None
-        if version is not None and int(version[0]) in (1, 2, 3, 4) and not create:
+        if version is not None and int(version[0]) in (1, 2, 3, 4, 5) and not create:
             # 1 -> 2 added the first probe tables and repeats.probed; 2 -> 3 the tables
             # of /proc, NUMA, flame graphs and the scheduler trace; 3 -> 4 the wait
-            # timeline; 4 -> 5 fault events and durability checks. New tables only.
+            # timeline; 4 -> 5 fault events and durability checks; 5 -> 6 instances,
+            # placement, links and numastat. New tables only.
             self.db.executescript(SCHEMA)
             if int(version[0]) == 1:
                 self.db.execute(

@@ -44,17 +44,33 @@ from syncrep_lab.pg.conninfo import split_password
 if TYPE_CHECKING:
     from syncrep_lab.cluster.layout import Launch
 
-INSERT = "insert into test(info) values (null);\n"
+@dataclass(frozen=True)
+class Tables:
+    """The workload's tables. On a cluster syncrep-lab builds they are the seed's
+    (``test``, ``user_info``); on an attached cluster they get names of their own,
+    carry a comment that marks them as the tool's, and a table of that name that is
+    not marked is never dropped or written."""
+
+    insert: str = "test"
+    lookup: str = "user_info"
+    owned: bool = False  # attached: check the mark before touching a table
 
 
-def script_text(workload: Workload, batch: int, spec_dir: Path) -> str:
+SEED_TABLES = Tables()
+ATTACHED_TABLES = Tables("syncrep_lab_insert", "syncrep_lab_lookup", owned=True)
+MARK = "made by syncrep-lab for its workload; dropped when the run ends"
+
+
+def script_text(workload: Workload, batch: int, spec_dir: Path,
+                tables: Tables = SEED_TABLES) -> str:
     if workload.kind == "insert":
+        insert = f"insert into {tables.insert}(info) values (null);\n"
         if batch == 1:
-            return INSERT
-        return "begin;\n" + INSERT * batch + "end;\n"
+            return insert
+        return "begin;\n" + insert * batch + "end;\n"
     if workload.kind == "pk-lookup":
         return (f"\\set id random(1, {workload.rows})\n"
-                "select * from user_info where id = :id;\n")
+                f"select * from {tables.lookup} where id = :id;\n")
     assert workload.script is not None
     path = (spec_dir / workload.script).expanduser()
     try:
@@ -64,34 +80,65 @@ def script_text(workload: Workload, batch: int, spec_dir: Path) -> str:
                         "workload.script is relative to the spec file") from None
 
 
-def prepare_tables(conninfo: str, workload: Workload) -> None:
+def _check_ours(conn: psycopg.Connection[Any], table: str) -> bool:
+    """Whether ``table`` exists; refuses a table of that name the tool did not make."""
+    row = conn.execute("select obj_description(to_regclass(%s), 'pg_class'), "
+                       "to_regclass(%s) is not null", (table, table)).fetchone()
+    if row is None or not row[1]:
+        return False
+    if row[0] != MARK:
+        raise UserError(f"the attached database already has a table {table} that "
+                        "syncrep-lab did not make; it is left alone",
+                        f"rename or drop {table} yourself, or attach to another database")
+    return True
+
+
+def prepare_tables(conninfo: str, workload: Workload, tables: Tables = SEED_TABLES) -> None:
     """Create what the workload needs, fresh for every cell (insert) or once (lookup)."""
     # synchronous_commit=local: a standby that stopped confirming must not hang the
     # tables' creation forever (pgbench, bounded, then finds it out).
     with psycopg.connect(conninfo, autocommit=True, connect_timeout=10,
                          options="-c synchronous_commit=local") as conn:
+        mark = tables.owned
         if workload.kind == "insert":
-            conn.execute("drop table if exists test")
-            conn.execute("create table test(id serial primary key, info text, "
+            if not mark or _check_ours(conn, tables.insert):
+                conn.execute(f"drop table if exists {tables.insert}")
+            conn.execute(f"create table {tables.insert}(id serial primary key, info text, "
                          "crt_time timestamp)")
+            if mark:
+                conn.execute(f"comment on table {tables.insert} is '{MARK}'")
         elif workload.kind == "pk-lookup":
-            conn.execute("create table if not exists user_info(id int primary key, info text, "
+            table = tables.lookup
+            if mark:
+                _check_ours(conn, table)
+            conn.execute(f"create table if not exists {table}(id int primary key, info text, "
                          "crt_time timestamp)")
-            row = conn.execute("select count(*) from user_info").fetchone()
+            if mark:
+                conn.execute(f"comment on table {table} is '{MARK}'")
+            row = conn.execute(f"select count(*) from {table}").fetchone()
             if row is None or int(row[0]) != workload.rows:
-                conn.execute("truncate user_info")
-                conn.execute("insert into user_info select g, md5(g::text), now() "
+                conn.execute(f"truncate {table}")
+                conn.execute(f"insert into {table} select g, md5(g::text), now() "
                              "from generate_series(1, %s) g", (workload.rows,))
-                conn.execute("vacuum analyze user_info")
+                conn.execute(f"vacuum analyze {table}")
             try:
                 conn.execute("create extension if not exists pg_prewarm")
-                conn.execute("select pg_prewarm('user_info'), pg_prewarm('user_info_pkey')")
+                conn.execute(f"select pg_prewarm('{table}'), pg_prewarm('{table}_pkey')")
             except psycopg.Error:
                 # No pg_prewarm in this installation: read the table and index instead.
                 conn.execute("set enable_seqscan = off")
-                conn.execute("select count(*) from user_info where id > 0")
+                conn.execute(f"select count(*) from {table} where id > 0")
                 conn.execute("reset enable_seqscan")
-                conn.execute("select count(*) from user_info")
+                conn.execute(f"select count(*) from {table}")
+
+
+def drop_tables(conninfo: str, tables: Tables) -> None:
+    """Drop the workload's tables where they are the tool's (an attached cluster's)."""
+    with psycopg.connect(conninfo, autocommit=True, connect_timeout=10,
+                         options="-c synchronous_commit=local") as conn:
+        for table in (tables.insert, tables.lookup):
+            if _check_ours(conn, table):
+                conn.execute(f"drop table {table}")
 
 
 @dataclass

@@ -1,0 +1,185 @@
+"""A placed cluster while it runs: role pinning kept up, and what the kernel applied
+read back during every repeat.
+
+Pinning follows processes that start later (pgbench's backends, a walsender that
+reconnects): a thread per node watches the postmaster's children. What is stored
+is not what the spec asked but what each process was given, read from
+``/proc/PID/status`` (Cpus_allowed_list, Mems_allowed_list), ``/proc/PID/cgroup``
+and ``numa_maps``, in the middle of each measured repeat, when pgbench's
+backends exist.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+
+from syncrep_lab.cluster import server
+from syncrep_lab.cluster.manifest import Manifest
+from syncrep_lab.probes.roles import role_of_title, title
+
+if TYPE_CHECKING:
+    from syncrep_lab.experiment.runner import Target
+    from syncrep_lab.placement.pinning import RolePinner
+
+
+class Walsenders:
+    """pid -> the standby a walsender serves, from pg_stat_replication, asked at most
+    twice a second."""
+
+    def __init__(self, admin: str) -> None:
+        self.admin = admin
+        self.known: dict[int, str] = {}
+        self.asked = 0.0
+        self.lock = threading.Lock()
+
+    def __call__(self, pid: int) -> str | None:
+        with self.lock:
+            if pid not in self.known and time.monotonic() - self.asked > 0.5:
+                self.asked = time.monotonic()
+                with contextlib.suppress(psycopg.Error), psycopg.connect(
+                        self.admin, autocommit=True, connect_timeout=5) as c:
+                    self.known = {int(r[0]): str(r[1]) for r in c.execute(
+                        "select pid, application_name from pg_stat_replication")}
+            return self.known.get(pid)
+
+
+def start_pinners(manifest: Manifest) -> list[RolePinner]:
+    """One pinner per node that has pin rules, started."""
+    from syncrep_lab.placement.cgroups import CpusetGroup
+    from syncrep_lab.placement.pinning import PinRule, RolePinner
+
+    layout = manifest.placed()
+    if layout is None or not layout.pins:
+        return []
+    pinners = []
+    for name in sorted({p.node for p in layout.pins}):
+        node = manifest.node(name)
+        pid = server.postmaster_pid(node.data_dir(manifest.dir))
+        if pid is None:
+            continue
+        pins = [p for p in layout.pins if p.node == name]
+        rules = [PinRule(p.role, p.cpus) for p in pins]
+        groups = {p.role: CpusetGroup.at(Path(p.cgroup)) for p in pins if p.cgroup}
+
+        def move_to(rule: PinRule, groups: dict[str, Any] = groups) -> Any:
+            return groups.get(rule.role)
+
+        pinner = RolePinner(pid, rules, Walsenders(manifest.admin_conninfo(node)),
+                            move_to=move_to)
+        pinner.start()
+        pinners.append(pinner)
+    return pinners
+
+
+def _processes(target: Target) -> list[tuple[str, str, int]]:
+    """(node, role label, pid) of every server process of a target."""
+    manifest = target.manifest
+    if manifest is None:
+        return []
+    out = []
+    for node in manifest.nodes:
+        data = node.data_dir(manifest.dir)
+        senders = Walsenders(manifest.admin_conninfo(node)) if node.role == "primary" else None
+        for pid in server.processes_in([data]):
+            role = role_of_title(title(pid))
+            if role == "backend" and pid == server.postmaster_pid(data):
+                role = "postmaster"
+            if role == "walsender" and senders is not None:
+                standby = senders(pid)
+                role = f"walsender:{standby}" if standby else role
+            out.append((node.name, role, pid))
+    return out
+
+
+def placement_rows(targets: list[Target], clients: list[tuple[int, int]]
+                   ) -> list[tuple[Any, ...]]:
+    """What each role's processes were given, grouped: (instance, node, role, processes,
+    cpus, mems, cgroup, numa_policy). ``clients``: (instance, pgbench pid)."""
+    from syncrep_lab.placement.cgroups import placement_of
+
+    seen: Counter[tuple[Any, ...]] = Counter()
+    for target in targets:
+        found = _processes(target)
+        found += [("client", "pgbench", pid) for inst, pid in clients
+                  if inst == target.instance]
+        for node, role, pid in found:
+            try:
+                got = placement_of(pid)
+            except OSError:
+                continue  # gone meanwhile
+            seen[(target.instance, node, role, got.get("cpus", ""), got.get("mems", ""),
+                  got.get("cgroup", ""), got.get("numa_policy", ""))] += 1
+    return [(k[0], k[1], k[2], n, *k[3:]) for k, n in sorted(seen.items())]
+
+
+class PlacementWatch(threading.Thread):
+    """Reads the placement back once, ``at`` seconds into a repeat."""
+
+    def __init__(self, targets: list[Target], clients: Callable[[], list[tuple[int, int]]],
+                 at: float) -> None:
+        super().__init__(daemon=True, name="placement-watch")
+        self.targets, self.clients, self.at = targets, clients, at
+        self.rows: list[tuple[Any, ...]] = []
+        self.done = threading.Event()
+        self.error: str | None = None
+
+    def run(self) -> None:
+        if self.done.wait(self.at):
+            return
+        try:
+            self.rows = placement_rows(self.targets, self.clients())
+        except Exception as exc:  # a probe failing must not fail the repeat
+            self.error = f"{type(exc).__name__}: {exc}"
+
+    def stop(self) -> list[tuple[Any, ...]]:
+        self.done.set()
+        self.join(timeout=10)
+        return self.rows
+
+
+def link_rows(targets: list[Target]) -> list[tuple[Any, ...]]:
+    """(instance, a, b, profile, applied as JSON) of every emulated link."""
+    from syncrep_lab.network import netns
+
+    rows = []
+    for target in targets:
+        layout = target.manifest.placed() if target.manifest is not None else None
+        plan = layout.network_plan() if layout is not None else None
+        if plan is None:
+            continue
+        applied = netns.readback(plan)
+        for link in plan.links:
+            ends = [e for e in applied if e.get("link") == [link.a, link.b]
+                    or {e.get("endpoint"), e.get("peer")} == {link.a, link.b}]
+            rows.append((target.instance, link.a, link.b, link.profile.describe(),
+                         json.dumps(ends or applied, default=str)))
+    return rows
+
+
+def numastat_rows(targets: list[Target], phase: str) -> list[tuple[Any, ...]]:
+    """(instance, node, phase, numa_node, MB) of each postmaster, from numastat -p."""
+    from syncrep_lab.placement.numa import numastat
+
+    rows: list[tuple[Any, ...]] = []
+    for target in targets:
+        manifest = target.manifest
+        if manifest is None:
+            continue
+        for node in manifest.nodes:
+            pid = server.postmaster_pid(node.data_dir(manifest.dir))
+            if pid is None:
+                continue
+            stats = numastat([pid])
+            per_node = stats.get("processes", {}).get(pid, {}) or stats.get("total", {})
+            for numa_node, mb in sorted(per_node.items()):
+                rows.append((target.instance, node.name, phase, str(numa_node), float(mb)))
+    return rows

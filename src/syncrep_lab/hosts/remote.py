@@ -1,0 +1,279 @@
+"""PostgreSQL on a host reached over SSH: the steps the cluster builder takes there.
+
+The server runs as the SSH account, detached from the session that started
+it, so a dropped connection never takes a node down in the middle of a run.
+Everything is asked of the host in as few commands as possible (each command
+is a network round trip) and each one is bounded.
+
+What the host needs: a POSIX ``sh`` with ``cat``, ``kill``, ``rm`` and
+``readlink`` (any Linux has them), ``setsid`` (util-linux; without it the
+server still starts, just without a session of its own), Linux ``/proc`` for
+the CPU counters, and ``python3`` only to make :func:`proc_snapshot` faster.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass
+from typing import Any
+
+from syncrep_lab.errors import ClusterFailure, UserError
+from syncrep_lab.hosts.ssh import ALIVE_SH, HostSpec, SshHost
+
+# How long a server may take to write postmaster.pid after it was started. It
+# does so before any recovery, so this is about a busy host, not a big database.
+START_TIMEOUT = 60.0
+
+
+@dataclass
+class RemoteNode:
+    host: HostSpec
+    name: str
+    data_dir: str
+    port: int
+    pid: int | None = None
+
+
+# --- per-process CPU counters --------------------------------------------------------------
+
+# Both variants print the same lines: "T<tab>CLK_TCK" once, then for each
+# process whose working directory is the data directory
+# "P<tab>pid<tab>ppid<tab>utime<tab>stime<tab>cutime<tab>cstime<tab>voluntary
+# <tab>involuntary<tab>Cpus_allowed_list<tab>title". The title comes last, so
+# whatever it holds cannot shift the other fields.
+_SNAPSHOT_PY = r"""
+import os, sys
+want = os.path.realpath(sys.argv[1])
+out = ["T\t%d" % os.sysconf("SC_CLK_TCK")]
+for p in os.listdir("/proc"):
+    if not p.isdigit():
+        continue
+    try:
+        if os.readlink("/proc/%s/cwd" % p) != want:
+            continue
+        with open("/proc/%s/stat" % p) as f:
+            stat = f.read()
+        with open("/proc/%s/status" % p) as f:
+            status = f.read()
+        with open("/proc/%s/cmdline" % p, "rb") as f:
+            cmd = f.read()
+    except OSError:
+        continue
+    s = stat.rsplit(")", 1)[1].split()
+    st = {}
+    for line in status.splitlines():
+        k, _, v = line.partition(":")
+        st[k] = v.strip()
+    title = cmd.replace(b"\0", b" ").decode("utf-8", "replace")
+    title = " ".join(title.split())
+    out.append("\t".join(["P", p, s[1], s[11], s[12], s[13], s[14],
+                          st.get("voluntary_ctxt_switches", "0"),
+                          st.get("nonvoluntary_ctxt_switches", "0"),
+                          st.get("Cpus_allowed_list", ""), title]))
+print("\n".join(out))
+"""
+
+# The same in POSIX sh, for hosts without python3: slower (a few forks per
+# process on the host), same output.
+_SNAPSHOT_SH = r"""
+set -f
+tick=$(getconf CLK_TCK 2>/dev/null) || tick=100
+printf 'T\t%s\n' "$tick"
+want=$(cd -P -- "$1" 2>/dev/null && pwd -P) || exit 0
+for d in /proc/[0-9]*; do
+  cwd=$(readlink "$d/cwd" 2>/dev/null) || continue
+  [ "$cwd" = "$want" ] || continue
+  stat=$(cat "$d/stat" 2>/dev/null) || continue
+  status=$(cat "$d/status" 2>/dev/null) || continue
+  title=$(tr '\000\n\t' '   ' < "$d/cmdline" 2>/dev/null)
+  rest=${stat##*) }
+  set -- $rest
+  vol=0; invol=0; cpus=
+  while IFS=: read -r k v; do
+    case $k in
+      voluntary_ctxt_switches) vol=$(echo $v);;
+      nonvoluntary_ctxt_switches) invol=$(echo $v);;
+      Cpus_allowed_list) cpus=$(echo $v);;
+    esac
+  done <<EOF
+$status
+EOF
+  printf 'P\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "${d#/proc/}" "$2" "${12}" "${13}" \
+    "${14}" "${15}" "$vol" "$invol" "$cpus" "$(echo $title)"
+done
+"""
+
+_SNAPSHOT_DISPATCH = r"""
+if [ "$2" = python ] && command -v python3 >/dev/null 2>&1; then
+  exec python3 -c "$3" "$1"
+fi
+exec sh -c "$4" sh "$1"
+"""
+
+
+def proc_snapshot(host: SshHost, data_dir: str, *,
+                  prefer_python: bool = True) -> list[dict[str, Any]]:
+    """CPU and scheduling counters of every process of the node in ``data_dir``.
+
+    A PostgreSQL server and all its children work in their data directory,
+    so "every process whose /proc/PID/cwd is the data directory" is exactly
+    the node, found in one command. Each entry has pid, ppid, title, utime,
+    stime, cutime, cstime (clock ticks), voluntary and involuntary context
+    switches, cpus_allowed_list, and clk_tck, the host's ticks per second:
+    taken before and after a repeat, the differences are the node's CPU cost.
+    Only processes of the SSH account are visible, which is the account the
+    server runs as.
+    """
+    mode = "python" if prefer_python else "sh"
+    result = host.run(["sh", "-c", _SNAPSHOT_DISPATCH, "sh", data_dir, mode, _SNAPSHOT_PY,
+                       _SNAPSHOT_SH], timeout=60)
+    tick = 100
+    rows: list[dict[str, Any]] = []
+    for line in result.stdout.splitlines():
+        fields = line.split("\t")
+        if fields[0] == "T" and len(fields) == 2 and fields[1].strip().isdigit():
+            tick = int(fields[1])
+        elif fields[0] == "P" and len(fields) >= 11:
+            try:
+                numbers = [int(f) for f in fields[1:9]]
+            except ValueError:
+                continue  # a process caught half-gone: skip it, as a local read would
+            pid, ppid, utime, stime, cutime, cstime, voluntary, involuntary = numbers
+            rows.append({
+                "pid": pid, "ppid": ppid, "title": "\t".join(fields[10:]).strip(),
+                "utime": utime, "stime": stime, "cutime": cutime, "cstime": cstime,
+                "voluntary": voluntary, "involuntary": involuntary,
+                "cpus_allowed_list": fields[9],
+            })
+    for row in rows:
+        row["clk_tck"] = tick
+    rows.sort(key=lambda row: int(row["pid"]))
+    return rows
+
+
+# --- starting and stopping a server ------------------------------------------------------
+
+
+def _postmaster_pid(host: SshHost, data_dir: str) -> int | None:
+    """The pid on the first line of postmaster.pid, if the file is there."""
+    result = host.run(["sh", "-c", 'head -n 1 -- "$1/postmaster.pid" 2>/dev/null || true',
+                       "sh", data_dir], timeout=30)
+    first = result.stdout.strip()
+    return int(first) if first.isdigit() else None
+
+
+def _log_tail(host: SshHost, log: str) -> str:
+    result = host.run(["sh", "-c", 'tail -n 15 -- "$1" 2>/dev/null', "sh", log],
+                      timeout=30, check=False)
+    return result.stdout.strip() or "(the log is empty)"
+
+
+def start_postgres(host: SshHost, bin_dir: str, data_dir: str, log: str,
+                   timeout: float = START_TIMEOUT) -> int:
+    """Start ``postgres -D data_dir`` detached; its pid once postmaster.pid names it.
+
+    The wait runs on the host (one command that polls), so it costs one
+    round trip however slow the start. A server that exits instead, or does
+    not get that far in time, is a ClusterFailure with the end of its log.
+    """
+    spec = host.spec
+    running = _postmaster_pid(host, data_dir)
+    if running is not None and host.alive(running):
+        raise ClusterFailure(
+            f"a server already runs in {data_dir} on {spec.name} (pid {running})",
+            "stop it first, or use another data directory")
+    postgres = posixpath.join(bin_dir, "postgres")
+    pid = host.spawn_detached([postgres, "-D", data_dir], log, cwd=data_dir)
+    wait = ALIVE_SH + (
+        'pid=$1; file=$2/postmaster.pid; n=$3; i=0\n'
+        'while [ "$i" -lt "$n" ]; do\n'
+        '  first=$(head -n 1 -- "$file" 2>/dev/null) && [ "$first" = "$pid" ] && exit 0\n'
+        '  alive "$pid" || exit 3\n'
+        '  sleep 0.1 2>/dev/null || sleep 1\n'
+        '  i=$((i + 1))\n'
+        'done\n'
+        'exit 4\n'
+    )
+    steps = max(1, int(timeout * 10))
+    result = host.run(["sh", "-c", wait, "sh", str(pid), data_dir, str(steps)],
+                      timeout=timeout + 15, check=False)
+    if result.returncode == 0:
+        return pid
+    if result.returncode == 4:
+        host.kill(pid, 15)
+        raise ClusterFailure(
+            f"postgres in {data_dir} on {spec.name} did not write postmaster.pid within "
+            f"{timeout:g} s; it was stopped. Its log ({log}) ends:\n{_log_tail(host, log)}",
+            "check the host's load and disk")
+    raise ClusterFailure(
+        f"postgres in {data_dir} on {spec.name} exited while starting. "
+        f"Its log ({log}) ends:\n{_log_tail(host, log)}",
+        "fix what the log names (a port in use, a bad setting, permissions)")
+
+
+def stop_postgres(host: SshHost, bin_dir: str, data_dir: str, timeout: float = 30) -> None:
+    """Stop the server in ``data_dir``: fast shutdown, then immediate, then SIGKILL.
+
+    Doing nothing when no server runs there makes teardown safe to repeat.
+    """
+    pid = _postmaster_pid(host, data_dir)
+    if pid is None or not host.alive(pid):
+        return
+    pg_ctl = posixpath.join(bin_dir, "pg_ctl")
+    seconds = str(max(1, int(timeout)))
+    # pg_ctl returns once postmaster.pid is gone, a moment before the process
+    # itself: wait_exit covers that moment instead of escalating over it.
+    host.run([pg_ctl, "stop", "-D", data_dir, "-m", "fast", "-t", seconds, "-s"],
+             timeout=timeout + 15, check=False)
+    if host.wait_exit(pid, 5):
+        return
+    host.run([pg_ctl, "stop", "-D", data_dir, "-m", "immediate", "-t", "10", "-s"],
+             timeout=25, check=False)
+    if host.wait_exit(pid, 5):
+        return
+    host.kill(pid, 9)
+    if not host.wait_exit(pid, 10):
+        raise ClusterFailure(f"the server in {data_dir} on {host.spec.name} (pid {pid}) "
+                             "survived fast and immediate shutdown and SIGKILL",
+                             "check the host: the process may be stuck in the kernel (I/O)")
+
+
+# --- removing a node's files -------------------------------------------------------------
+
+
+def remove_dir(host: SshHost, path: str) -> None:
+    """Delete ``path`` on the host, only if it lies below the host's data_root.
+
+    The check is made twice: on the text of the path here, and on the host
+    after resolving symlinks of its parent, so neither ``..`` nor a link out
+    of data_root can turn this into a deletion elsewhere. A path already
+    gone is fine.
+    """
+    root = posixpath.normpath(host.spec.data_root)
+    target = posixpath.normpath(path) if path else ""
+    if (not posixpath.isabs(target) or target == root
+            or not target.startswith(root.rstrip("/") + "/") or root == "/"):
+        raise UserError(
+            f"refusing to remove {path!r} on {host.spec.name}: it is not below the "
+            f"host's data_root {host.spec.data_root}",
+            "only directories syncrep-lab made under data_root are removed")
+    script = (
+        'root=$(cd -P -- "$1" 2>/dev/null && pwd -P) || exit 0\n'
+        'target=$2\n'
+        '[ -e "$target" ] || [ -L "$target" ] || exit 0\n'
+        'parent=$(cd -P -- "$(dirname -- "$target")" && pwd -P) || exit 4\n'
+        'case "$parent/" in\n'
+        '  "$root"/*) ;;\n'
+        '  *) echo "$target resolves to $parent, outside $root" >&2; exit 5;;\n'
+        'esac\n'
+        'rm -rf -- "$parent/$(basename -- "$target")"\n'
+    )
+    result = host.run(["sh", "-c", script, "sh", root, target], timeout=300, check=False)
+    if result.returncode == 5:
+        raise UserError(f"refusing to remove {path} on {host.spec.name}: "
+                        f"{result.stderr.strip()}",
+                        "a symlink leads out of data_root; remove it by hand after checking")
+    if result.returncode != 0:
+        raise UserError(f"could not remove {path} on {host.spec.name}: "
+                        f"{result.stderr.strip()[-1500:] or 'exit ' + str(result.returncode)}",
+                        f"check that {host.spec.user} owns everything under it")

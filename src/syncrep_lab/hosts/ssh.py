@@ -1,0 +1,706 @@
+"""One SSH connection per host, behind a synchronous interface.
+
+The rest of syncrep-lab is synchronous code (the cluster builder, the runner,
+the probes), while asyncssh is asyncio. Rather than spread ``async`` through
+everything, each :class:`SshHost` submits its work to one shared event loop
+that runs in a daemon thread, and waits for the answer with a deadline. The
+caller's thread stays an ordinary thread: signals still reach it, and a
+timeout always comes back as an error rather than a hang.
+
+Host keys are always verified against a known_hosts file. The only way to
+trust a host not yet in it is to say so (``accept_new``), and that never
+overrides a key that differs from the one on record: a changed key is
+reported loudly, since it is exactly what a man-in-the-middle looks like.
+Nothing here reads ``~/.ssh/config``: the inventory entry is the whole truth
+about how to reach a host, so a run can be reproduced from it alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+import posixpath
+import secrets
+import shlex
+import socket
+import threading
+from collections.abc import Coroutine, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TypeVar
+
+import asyncssh
+
+from syncrep_lab.errors import UserError
+
+T = TypeVar("T")
+
+# Bound for file transfers and the small bookkeeping commands (kill, alive).
+OP_TIMEOUT = 60.0
+# The waiting thread allows the loop this much beyond an operation's own
+# deadline, so the loop's (more informative) timeout normally fires first.
+GRACE = 5.0
+# A dead peer is noticed within about KEEPALIVE * KEEPALIVE_COUNT seconds even
+# when no command is running.
+KEEPALIVE = 15.0
+KEEPALIVE_COUNT = 4
+DEFAULT_PROGRAMS = ("postgres", "pg_basebackup", "pg_ctl")
+
+# A sh function: whether a pid is a live process. Zombies count as gone: a
+# detached process is reparented to the host's init, which may be slow to
+# reap it (or, in a container, never do), and kill -0 succeeds on a zombie.
+ALIVE_SH = """alive() {
+  if [ -d /proc/self ]; then
+    s=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+    s=${s##*) }
+    case $s in Z*|X*|x*) return 1;; esac
+    return 0
+  fi
+  kill -0 "$1" 2>/dev/null
+}
+"""
+
+
+@dataclass(frozen=True)
+class HostSpec:
+    """How to reach one host of the inventory, and where things live on it."""
+
+    name: str
+    address: str
+    port: int = 22
+    user: str = "postgres"
+    key: str | None = None  # private key file; None: the default keys and the ssh-agent
+    known_hosts: str | None = None  # None: ~/.ssh/known_hosts
+    accept_new: bool = False  # trust on first use, recording the key; never on a mismatch
+    bin_dir: str | None = None  # PostgreSQL programs on that host; None: its PATH
+    data_root: str = "/var/tmp/syncrep-lab"  # node data directories go under it
+    connect_timeout: float = 10.0
+
+    def __post_init__(self) -> None:
+        where = f"host {self.name!r}"
+        if not self.address:
+            raise UserError(f"{where} has no address", "set address to its name or IP address")
+        if not 0 < self.port < 65536:
+            raise UserError(f"{where}: port {self.port} is not a TCP port",
+                            "use a port between 1 and 65535 (sshd listens on 22 by default)")
+        if not self.connect_timeout > 0:
+            raise UserError(f"{where}: connect_timeout must be positive",
+                            "use a few seconds, e.g. 10")
+        if not posixpath.isabs(self.data_root) or posixpath.normpath(self.data_root) == "/":
+            raise UserError(
+                f"{where}: data_root {self.data_root!r} must be an absolute path below /",
+                "use a directory of its own, e.g. /var/tmp/syncrep-lab")
+        if self.bin_dir is not None and not posixpath.isabs(self.bin_dir):
+            raise UserError(f"{where}: bin_dir {self.bin_dir!r} must be an absolute path",
+                            "e.g. /usr/lib/postgresql/15/bin on Debian")
+
+    @property
+    def endpoint(self) -> str:
+        """``address:port`` as people write it (IPv6 in brackets)."""
+        host = f"[{self.address}]" if ":" in self.address else self.address
+        return f"{host}:{self.port}"
+
+    @property
+    def known_hosts_pattern(self) -> str:
+        """The host field OpenSSH uses in known_hosts for this address and port."""
+        return self.address if self.port == 22 else f"[{self.address}]:{self.port}"
+
+    def known_hosts_path(self) -> Path:
+        if self.known_hosts is not None:
+            return Path(self.known_hosts).expanduser()
+        return Path.home() / ".ssh" / "known_hosts"
+
+
+@dataclass(frozen=True)
+class Result:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+# --- the event loop thread -------------------------------------------------------------
+
+_loop_lock = threading.Lock()
+_loop: asyncio.AbstractEventLoop | None = None
+_loop_pid = 0
+
+
+def _event_loop() -> asyncio.AbstractEventLoop:
+    """The loop every connection lives on, started on first use.
+
+    A forked child does not inherit the thread, so it gets a loop of its own.
+    """
+    global _loop, _loop_pid
+    with _loop_lock:
+        if _loop is None or _loop_pid != os.getpid() or _loop.is_closed():
+            loop = asyncio.new_event_loop()
+            threading.Thread(target=loop.run_forever, name="syncrep-ssh", daemon=True).start()
+            _loop, _loop_pid = loop, os.getpid()
+        return _loop
+
+
+def _wait(coro: Coroutine[Any, Any, T], timeout: float) -> T:
+    """Run ``coro`` on the loop and wait for it, at most ``timeout`` + GRACE seconds.
+
+    Whatever ends the wait early (an exception, a signal turned into an
+    exception in this thread) cancels the coroutine, so nothing keeps running
+    on the loop on behalf of a caller that has gone.
+    """
+    future = asyncio.run_coroutine_threadsafe(coro, _event_loop())
+    try:
+        return future.result(timeout + GRACE)
+    finally:
+        future.cancel()
+
+
+# --- host keys ---------------------------------------------------------------------------
+
+
+def _load_known_hosts(path: Path) -> asyncssh.SSHKnownHosts:
+    """The known_hosts file, or an empty list when there is none.
+
+    Lines asyncssh cannot parse (key types it does not support, say) are
+    skipped rather than making every host unreachable; they cannot vouch for
+    a host here either way.
+    """
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        text = ""
+    except OSError as exc:
+        raise UserError(f"cannot read the known_hosts file {path}: {exc.strerror}",
+                        "make it readable, or point known_hosts at another file") from None
+    good = []
+    for line in text.splitlines():
+        try:
+            asyncssh.import_known_hosts(line)
+        except (ValueError, asyncssh.KeyImportError):
+            continue
+        good.append(line)
+    return asyncssh.import_known_hosts("\n".join(good))
+
+
+class _HostKeyCheck(asyncssh.SSHClient):
+    """Sees the server's key whenever known_hosts does not already trust it.
+
+    asyncssh first checks the key against known_hosts itself (plain keys,
+    revocations, certificate authorities) and asks this callback only about a
+    key it does not trust. Recording what was presented, and whether the file
+    holds *other* keys for the host, is what lets the error say "not known"
+    or "mismatch" instead of a bare "not trusted".
+    """
+
+    def __init__(self, known: asyncssh.SSHKnownHosts, accept_new: bool) -> None:
+        self.known = known
+        self.accept_new = accept_new
+        self.presented: asyncssh.SSHKey | None = None
+        self.listed = False  # known_hosts holds some key or CA for this host
+        self.accepted = False
+
+    def validate_host_public_key(self, host: str, addr: str, port: int,
+                                 key: asyncssh.SSHKey) -> bool:
+        self.presented = key
+        found = self.known.match(host, addr, port if port != 22 else None)
+        self.listed = bool(found[0]) or bool(found[1])
+        if self.accept_new and not self.listed:
+            self.accepted = True
+            return True
+        return False
+
+
+def _fingerprint(key: asyncssh.SSHKey) -> str:
+    return f"{key.get_fingerprint('sha256')} ({key.get_algorithm()})"
+
+
+def _record_host_key(spec: HostSpec, key: asyncssh.SSHKey) -> None:
+    """Append the key to known_hosts, as ssh-keyscan output would be."""
+    path = spec.known_hosts_path()
+    algorithm, blob = key.export_public_key("openssh").decode().split()[:2]
+    line = f"{spec.known_hosts_pattern} {algorithm} {blob}\n"
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        with os.fdopen(fd, "a", encoding="utf-8") as out:
+            out.write(line)
+    except OSError as exc:
+        raise UserError(
+            f"connected to {spec.name} but could not record its host key in {path}: "
+            f"{exc.strerror}",
+            f"make {path} writable, or add the key yourself: {line.strip()}") from None
+
+
+# --- the connection -----------------------------------------------------------------------
+
+
+def _tail(text: str, lines: int = 12, chars: int = 2000) -> str:
+    kept = "\n".join(text.rstrip().splitlines()[-lines:])
+    return kept[-chars:]
+
+
+class SshHost:
+    """A synchronous facade over one asyncssh connection (an event loop in a daemon
+    thread, so callers stay synchronous).
+
+    Methods connect on first use; :meth:`connect` is there to fail early with
+    a clear message. Several threads may use one host at once: each command
+    runs on a channel of its own over the shared connection.
+    """
+
+    def __init__(self, spec: HostSpec) -> None:
+        self.spec = spec
+        self._conn: asyncssh.SSHClientConnection | None = None
+        self._sftp: asyncssh.SFTPClient | None = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"SshHost({self.spec.name}: {self.spec.user}@{self.spec.endpoint})"
+
+    def __enter__(self) -> SshHost:
+        self.connect()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    # connecting
+
+    def connect(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                return
+            self._conn = self._connect()
+
+    def _connect(self) -> asyncssh.SSHClientConnection:
+        spec = self.spec
+        if spec.key is not None:
+            key_path = Path(spec.key).expanduser()
+            if not os.access(key_path, os.R_OK):
+                raise UserError(f"the SSH key {key_path} for host {spec.name} cannot be read",
+                                "check the key path in the inventory and its permissions")
+        known_path = spec.known_hosts_path()
+        known = _load_known_hosts(known_path)
+        check = _HostKeyCheck(known, spec.accept_new)
+        options: dict[str, Any] = {
+            "username": spec.user,
+            "known_hosts": known,
+            "client_factory": lambda: check,
+            "config": [],
+            "connect_timeout": spec.connect_timeout,
+            "login_timeout": spec.connect_timeout,
+            "keepalive_interval": KEEPALIVE,
+            "keepalive_count_max": KEEPALIVE_COUNT,
+            "preferred_auth": ["publickey"],
+            "password_auth": False,
+            "kbdint_auth": False,
+            "gss_auth": False,
+        }
+        if spec.key is not None:
+            # Only the named key, as with ssh -o IdentitiesOnly=yes: the error
+            # can then say exactly which key the host refused.
+            options["client_keys"] = [str(Path(spec.key).expanduser())]
+            options["agent_path"] = None
+
+        async def attempt() -> asyncssh.SSHClientConnection:
+            async with asyncio.timeout(spec.connect_timeout):
+                return await asyncssh.connect(spec.address, spec.port, **options)
+
+        try:
+            conn = _wait(attempt(), spec.connect_timeout)
+        except asyncssh.HostKeyNotVerifiable as exc:
+            raise self._host_key_error(check, known_path, exc) from None
+        except asyncssh.PermissionDenied:
+            raise self._auth_error() from None
+        except asyncssh.KeyEncryptionError:
+            raise UserError(
+                f"the SSH key {spec.key} for host {spec.name} is protected by a passphrase",
+                "load it into an ssh-agent and leave key unset, or use a key without "
+                "a passphrase") from None
+        except (asyncssh.KeyImportError, asyncssh.KeyExportError) as exc:
+            raise UserError(f"the SSH key {spec.key} for host {spec.name} cannot be used: {exc}",
+                            "point key at an OpenSSH private key file") from None
+        except TimeoutError:
+            raise UserError(
+                f"connecting to {spec.name} at {spec.endpoint} timed out after "
+                f"{spec.connect_timeout:g} s",
+                "check that the host is up, the address and port are right and no firewall "
+                "drops the traffic; raise connect_timeout for a slow network") from None
+        except socket.gaierror as exc:
+            raise UserError(f"cannot resolve the address of {spec.name}, {spec.address!r}: "
+                            f"{exc.strerror}",
+                            "check the address in the inventory") from None
+        except asyncssh.DisconnectError as exc:
+            raise UserError(
+                f"{spec.name} at {spec.endpoint} closed the SSH connection: {exc.reason}",
+                "check the sshd log on that host; is the port really an SSH server?") from None
+        except OSError as exc:
+            raise UserError(
+                f"cannot reach {spec.name} at {spec.endpoint}: {_os_error_text(exc)}",
+                "check the address and port, that sshd runs on the host, and that no "
+                "firewall blocks the port") from None
+        if check.accepted and check.presented is not None:
+            try:
+                _record_host_key(spec, check.presented)
+            except UserError:
+                self._close_conn(conn)
+                raise
+        return conn
+
+    def _host_key_error(self, check: _HostKeyCheck, known_path: Path,
+                        exc: asyncssh.HostKeyNotVerifiable) -> UserError:
+        spec = self.spec
+        who = f"{spec.name} ({spec.endpoint})"
+        if check.presented is None:
+            # asyncssh refused before asking us: a revoked key, or a certificate
+            # that does not validate.
+            return UserError(f"the host key of {who} was refused: {exc.reason}",
+                             f"check the @revoked and @cert-authority lines in {known_path}")
+        fingerprint = _fingerprint(check.presented)
+        if check.listed:
+            return UserError(
+                f"HOST KEY MISMATCH for {who}: it presented {fingerprint}, but {known_path} "
+                "holds a different key for it. Someone may be intercepting the connection "
+                "(a man-in-the-middle attack), or the host was reinstalled.",
+                "do not connect until you know why. If the host's key really changed, check "
+                "the new fingerprint on the host itself (ssh-keygen -lf "
+                "/etc/ssh/ssh_host_ed25519_key.pub), then replace the old entry: "
+                f"ssh-keygen -R '{spec.known_hosts_pattern}' -f {known_path}; "
+                f"ssh-keyscan -p {spec.port} {spec.address} >> {known_path}")
+        return UserError(
+            f"the host key of {who} is not known: {fingerprint} is not in {known_path}",
+            "check that fingerprint on the host itself (ssh-keygen -lf "
+            "/etc/ssh/ssh_host_ed25519_key.pub), then add the key: "
+            f"ssh-keyscan -p {spec.port} {spec.address} >> {known_path}; "
+            "or set accept_new for this host to trust it on first connection")
+
+    def _auth_error(self) -> UserError:
+        spec = self.spec
+        if spec.key is not None:
+            tried = f"the key {spec.key}"
+            public = f"{spec.key}.pub"
+        else:
+            tried = "the default keys (~/.ssh/id_*) and the ssh-agent's keys"
+            public = "your public key"
+        return UserError(
+            f"{spec.user}@{spec.endpoint} ({spec.name}) refused authentication with {tried}",
+            f"add {public} to ~{spec.user}/.ssh/authorized_keys on {spec.name}, or set user "
+            "and key in the inventory to an account and key it accepts")
+
+    def _connection(self) -> asyncssh.SSHClientConnection:
+        self.connect()
+        assert self._conn is not None
+        return self._conn
+
+    def _lost(self, exc: BaseException) -> UserError:
+        """The connection broke under us: forget it, so the next call reconnects."""
+        with self._lock:
+            conn, self._conn, self._sftp = self._conn, None, None
+        if conn is not None:
+            conn.abort()
+        reason = getattr(exc, "reason", None) or _os_error_text(exc)
+        return UserError(f"lost the SSH connection to {self.spec.name} "
+                         f"({self.spec.endpoint}): {reason}",
+                         "check that the host is still up and reachable, then run again")
+
+    # commands
+
+    def run(self, argv: list[str], *, timeout: float = 60, check: bool = True,
+            input: str | None = None) -> Result:
+        """Run ``argv`` on the host (quoted for its login shell), at most ``timeout`` s.
+
+        With ``check``, a non-zero exit is a UserError naming the host, the
+        command and the end of its stderr. A command that runs out of time is
+        sent SIGKILL (sshd forwards signals since OpenSSH 7.9) and its channel
+        closed.
+        """
+        if not argv:
+            raise ValueError("run() needs a command")
+        command = shlex.join(argv)
+        conn = self._connection()
+
+        async def go() -> Result:
+            process = await conn.create_process(
+                command, encoding="utf-8", errors="replace",
+                stdin=asyncssh.DEVNULL if input is None else asyncssh.PIPE)
+            try:
+                async with asyncio.timeout(timeout):
+                    stdout, stderr = await process.communicate(input)
+            except TimeoutError:
+                try:
+                    process.send_signal("KILL")
+                except (OSError, asyncssh.Error):
+                    pass
+                process.close()
+                raise
+            code = process.returncode
+            return Result(255 if code is None else code, stdout or "", stderr or "")
+
+        try:
+            result = _wait(go(), timeout)
+        except TimeoutError:
+            raise UserError(f"on {self.spec.name}, `{command}` did not finish within "
+                            f"{timeout:g} s",
+                            "check the host's load and the command's own log; it was "
+                            "sent SIGKILL") from None
+        except asyncssh.ChannelOpenError as exc:
+            raise UserError(f"{self.spec.name} refused to run `{command}`: {exc.reason}",
+                            "check the sshd configuration on that host (MaxSessions, "
+                            "ForceCommand)") from None
+        except (asyncssh.DisconnectError, OSError) as exc:
+            raise self._lost(exc) from None
+        if check and result.returncode != 0:
+            raise self._failed(command, argv, result)
+        return result
+
+    def _failed(self, command: str, argv: list[str], result: Result) -> UserError:
+        name = self.spec.name
+        detail = _tail(result.stderr) or _tail(result.stdout) or "(no output)"
+        if result.returncode == 127:
+            return UserError(
+                f"on {name}, `{command}` failed: a program is missing (exit 127): {detail}",
+                f"install {argv[0]} on {name}, or set bin_dir in the inventory to the "
+                "directory that holds it")
+        return UserError(f"on {name}, `{command}` failed with exit status "
+                         f"{result.returncode}: {detail}",
+                         f"run it by hand on {name} as {self.spec.user} to see why")
+
+    def _sh(self, script: str, *args: str, timeout: float = OP_TIMEOUT,
+            check: bool = True) -> Result:
+        """A POSIX sh script, arguments passed as $1... so nothing is re-quoted.
+
+        Running it under ``sh -c`` means the account's login shell only has to
+        start sh, whatever shell it is.
+        """
+        return self.run(["sh", "-c", script, "sh", *args], timeout=timeout, check=check)
+
+    # files
+
+    def _sftp_client(self) -> asyncssh.SFTPClient:
+        conn = self._connection()
+        if self._sftp is None:
+            async def start() -> asyncssh.SFTPClient:
+                async with asyncio.timeout(OP_TIMEOUT):
+                    return await conn.start_sftp_client()
+            try:
+                self._sftp = _wait(start(), OP_TIMEOUT)
+            except (asyncssh.ChannelOpenError, asyncssh.SFTPError) as exc:
+                raise UserError(f"{self.spec.name} offers no SFTP: {exc.reason}",
+                                "enable the sftp subsystem in that host's sshd_config "
+                                "(Subsystem sftp internal-sftp)") from None
+            except TimeoutError:
+                raise UserError(f"starting SFTP on {self.spec.name} timed out",
+                                "check the host's load and its sshd") from None
+            except (asyncssh.DisconnectError, OSError) as exc:
+                raise self._lost(exc) from None
+        return self._sftp
+
+    def put_text(self, path: str, text: str, mode: int = 0o600) -> None:
+        """Write a file on the host atomically: a temporary name, then a rename."""
+        sftp = self._sftp_client()
+        data = text.encode("utf-8")
+        temporary = f"{path}.tmp-{secrets.token_hex(4)}"
+
+        async def go() -> None:
+            async with asyncio.timeout(OP_TIMEOUT):
+                try:
+                    attrs = asyncssh.SFTPAttrs(permissions=mode)
+                    async with sftp.open(temporary, "wb", attrs) as out:
+                        await out.write(data)
+                    await sftp.chmod(temporary, mode)  # the host's umask applied on create
+                    await sftp.posix_rename(temporary, path)
+                except BaseException:
+                    try:
+                        await sftp.remove(temporary)
+                    except (asyncssh.SFTPError, OSError):
+                        pass
+                    raise
+
+        self._file_op(go(), f"write {path}")
+
+    def get_bytes(self, path: str, limit: int = 64 << 20) -> bytes:
+        """A file of the host, refusing one larger than ``limit`` bytes."""
+        sftp = self._sftp_client()
+
+        async def go() -> bytes:
+            async with asyncio.timeout(OP_TIMEOUT):
+                async with sftp.open(path, "rb") as source:
+                    data: bytes = await source.read(limit + 1)
+                    return data
+
+        data = self._file_op(go(), f"read {path}")
+        if len(data) > limit:
+            raise UserError(f"{path} on {self.spec.name} is larger than {limit} bytes",
+                            "fetch a smaller file, or raise the limit")
+        return data
+
+    def _file_op(self, coro: Coroutine[Any, Any, T], what: str) -> T:
+        try:
+            return _wait(coro, OP_TIMEOUT)
+        except asyncssh.SFTPError as exc:
+            raise UserError(f"cannot {what} on {self.spec.name}: {exc.reason}",
+                            f"check the path and that {self.spec.user} may access it") from None
+        except TimeoutError:
+            raise UserError(f"could not {what} on {self.spec.name} within {OP_TIMEOUT:g} s",
+                            "check the host's load and the network") from None
+        except (asyncssh.DisconnectError, OSError) as exc:
+            raise self._lost(exc) from None
+
+    # processes
+
+    def spawn_detached(self, argv: list[str], log: str, cwd: str = "/") -> int:
+        """Start a long-lived process that survives this SSH session; its pid on the host.
+
+        The process gets a session of its own (setsid, when the host has it)
+        and ignores SIGHUP (nohup), its output goes to ``log`` (appended) and
+        its stdin is /dev/null, so sshd sees every descriptor closed and ends
+        the channel at once. ``$!`` is the process itself: in a non-interactive
+        sh the background child is not a group leader, so setsid and nohup
+        exec in place instead of forking.
+        """
+        if not argv:
+            raise ValueError("spawn_detached() needs a command")
+        script = (
+            'cd -- "$1" || exit 2\n'
+            'log=$2; shift 2\n'
+            'command -v -- "$1" >/dev/null 2>&1 || { echo "$1: not found" >&2; exit 127; }\n'
+            'if command -v setsid >/dev/null 2>&1; then\n'
+            '  setsid nohup "$@" >>"$log" 2>&1 </dev/null &\n'
+            'else\n'
+            '  nohup "$@" >>"$log" 2>&1 </dev/null &\n'
+            'fi\n'
+            'echo $!\n'
+        )
+        out = self._sh(script, cwd, log, *argv).stdout.split()
+        if len(out) != 1 or not out[0].isdigit():
+            raise UserError(f"starting `{shlex.join(argv)}` on {self.spec.name} gave no pid "
+                            f"(got {' '.join(out)[:200]!r})",
+                            "check that the host's sh is a POSIX shell")
+        return int(out[0])
+
+    def kill(self, pid: int, sig: int = 15) -> None:
+        """Send ``sig`` to ``pid``; a process already gone is not an error."""
+        result = self._sh('kill -"$1" "$2"', str(int(sig)), str(int(pid)), check=False)
+        if result.returncode != 0 and self.alive(pid):
+            raise UserError(f"cannot signal process {pid} on {self.spec.name}: "
+                            f"{_tail(result.stderr)}",
+                            f"it may belong to another account than {self.spec.user}")
+
+    def alive(self, pid: int) -> bool:
+        """Whether ``pid`` exists and has not exited (a zombie counts as exited)."""
+        return self._sh(ALIVE_SH + 'alive "$1"', str(int(pid)), check=False).returncode == 0
+
+    def wait_exit(self, pid: int, timeout: float = 10.0) -> bool:
+        """Wait (polling on the host) until ``pid`` has exited; False if it outlived
+        ``timeout``."""
+        steps = str(max(1, int(timeout * 10)))
+        script = ALIVE_SH + (
+            'i=0\n'
+            'while alive "$1"; do\n'
+            '  [ "$i" -ge "$2" ] && exit 1\n'
+            '  sleep 0.1 2>/dev/null || sleep 1\n'
+            '  i=$((i + 1))\n'
+            'done\n')
+        result = self._sh(script, str(int(pid)), steps, timeout=timeout + 15, check=False)
+        return result.returncode == 0
+
+    # closing
+
+    def close(self) -> None:
+        with self._lock:
+            conn, self._conn, self._sftp = self._conn, None, None
+        if conn is not None:
+            self._close_conn(conn)
+
+    @staticmethod
+    def _close_conn(conn: asyncssh.SSHClientConnection) -> None:
+        async def go() -> None:
+            conn.close()
+            try:
+                async with asyncio.timeout(5):
+                    await conn.wait_closed()
+            except TimeoutError:
+                conn.abort()
+
+        try:
+            _wait(go(), 5)
+        except (TimeoutError, asyncssh.Error, OSError):
+            pass
+
+
+def _os_error_text(exc: BaseException) -> str:
+    """The errno text of a failed connect, e.g. 'Connection refused (errno 111)'."""
+    if isinstance(exc, OSError):
+        if exc.errno and exc.strerror:
+            name = errno.errorcode.get(exc.errno, str(exc.errno))
+            return f"{exc.strerror} ({name})"
+        # asyncio reports several failed addresses as one OSError with a message.
+        return str(exc) or type(exc).__name__
+    return str(exc) or type(exc).__name__
+
+
+# --- checking a host ----------------------------------------------------------------------
+
+
+def check_host(spec: HostSpec,
+               programs: Sequence[str] = DEFAULT_PROGRAMS) -> dict[str, Any]:
+    """Connect and collect what the builder needs to know about a host.
+
+    Checks that the PostgreSQL programs are there (in ``bin_dir``, or on the
+    account's PATH when it is unset) and asks ``postgres --version``. Returns
+    the facts; any problem is a UserError.
+    """
+    wanted = list(dict.fromkeys(["postgres", *programs]))
+    with SshHost(spec) as host:
+        uname = host.run(["uname", "-a"], timeout=OP_TIMEOUT).stdout.strip()
+        nproc_out = host._sh("nproc 2>/dev/null || getconf _NPROCESSORS_ONLN").stdout.strip()
+        if spec.bin_dir is not None:
+            script = ('dir=$1; shift\n'
+                      'for p; do\n'
+                      '  if [ -f "$dir/$p" ] && [ -x "$dir/$p" ]; then echo "ok $p $dir/$p"\n'
+                      '  else echo "missing $p"; fi\n'
+                      'done\n')
+            found_out = host._sh(script, spec.bin_dir, *wanted).stdout
+        else:
+            script = ('for p; do\n'
+                      '  if w=$(command -v -- "$p"); then echo "ok $p $w"\n'
+                      '  else echo "missing $p"; fi\n'
+                      'done\n')
+            found_out = host._sh(script, *wanted).stdout
+        found: dict[str, str] = {}
+        missing: list[str] = []
+        for line in found_out.splitlines():
+            words = line.split(None, 2)
+            if len(words) == 3 and words[0] == "ok":
+                found[words[1]] = words[2]
+            elif len(words) == 2 and words[0] == "missing":
+                missing.append(words[1])
+        missing += [p for p in wanted if p not in found and p not in missing]
+        if missing:
+            where = f"in {spec.bin_dir}" if spec.bin_dir else f"on {spec.user}'s PATH"
+            raise UserError(
+                f"{spec.name} lacks {', '.join(missing)} {where}",
+                f"install the PostgreSQL server programs on {spec.name} (pg_basebackup "
+                "comes with them), or set bin_dir to the directory that holds them "
+                "(on Debian: /usr/lib/postgresql/<version>/bin)")
+        version = host.run([found["postgres"], "--version"], timeout=OP_TIMEOUT).stdout.strip()
+        python3 = host._sh("command -v python3 || true").stdout.strip() or None
+    try:
+        nproc: int | None = int(nproc_out)
+    except ValueError:
+        nproc = None
+    words = version.split()
+    return {
+        "name": spec.name,
+        "address": spec.address,
+        "port": spec.port,
+        "user": spec.user,
+        "uname": uname,
+        "nproc": nproc,
+        "bin_dir": spec.bin_dir or posixpath.dirname(found["postgres"]),
+        "programs": found,
+        "postgres_version": version,
+        "version": words[2] if len(words) >= 3 else version,
+        "python3": python3,
+    }
