@@ -24,7 +24,7 @@ import os
 import signal
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +61,38 @@ class FaultContext:
     synchronous_commit: str
     sync_names: str  # the cell's synchronous_standby_names ('' for none)
     version_num: int
+    links: dict[str, Any] = field(default_factory=dict)  # [links.NAME] -> LinkProfile
+
+
+class Links:
+    """Changing the emulated link between the primary and a standby mid-repeat (the
+    ``link`` action), and putting every changed link back afterwards."""
+
+    def __init__(self, ctx: FaultContext) -> None:
+        layout = ctx.manifest.placed()
+        self.plan = layout.network_plan() if layout is not None else None
+        self.original: dict[str, Any] = {}
+
+    def set(self, standby: str, profile: Any) -> None:
+        from syncrep_lab.network import netns
+
+        if self.plan is None:
+            raise UserError("the link action needs emulated links",
+                            "give the spec a [network] or matrix.link")
+        link = next(x for x in self.plan.links if {x.a, x.b} == {"primary", standby})
+        self.original.setdefault(standby, link.profile)
+        netns.set_profile(self.plan, "primary", standby, profile)
+
+    def restore(self) -> list[str]:
+        from syncrep_lab.network import netns
+
+        done = []
+        for standby, profile in sorted(self.original.items()):
+            assert self.plan is not None
+            netns.set_profile(self.plan, "primary", standby, profile)
+            done.append(f"link primary-{standby} back to {profile.describe()}")
+        self.original.clear()
+        return done
 
 
 class Standbys:
@@ -162,6 +194,7 @@ class FaultDriver(threading.Thread):
             ((e.at, e, None) for e in scenario.events), key=lambda p: p[0])
         self.synchronous_commit = ctx.synchronous_commit
         self.sync_names = ctx.sync_names
+        self.links = Links(ctx)
 
     @property
     def needs_standby(self) -> bool:
@@ -252,14 +285,23 @@ class FaultDriver(threading.Thread):
                 self.standbys.pause(name)
             elif action == "continue":
                 self.standbys.resume(name)
+            elif action == "link":
+                assert event.profile is not None
+                self.links.set(name, self.ctx.links[event.profile])
+            elif action == "unlink":
+                self.links.set(name, self.links.original[name])
         except UserError as exc:
             self._note("error", name, f"{action}: {exc.cause}")
             return
-        self._note("fault", name, action + (f" (for {event.for_:g} s)"
-                                             if event.for_ and not follow_up else ""))
+        shown = (f"link {event.profile} ({self.ctx.links[event.profile].describe()})"
+                 if action == "link" and event.profile is not None else
+                 "link back" if action == "unlink" else action)
+        self._note("fault", name, shown + (f" (for {event.for_:g} s)"
+                                           if event.for_ and not follow_up else ""))
         if event.for_ is not None and follow_up is None:
-            back = "continue" if action == "pause" else "start"
-            resolved = FaultEvent(at=event.at, action=event.action, target=name)
+            back = {"pause": "continue", "link": "unlink"}.get(action, "start")
+            resolved = FaultEvent(at=event.at, action=event.action, target=name,
+                                  profile=event.profile)
             self.pending.append((event.at + event.for_, resolved, back))
             self.pending.sort(key=lambda p: p[0])
 

@@ -21,6 +21,13 @@ def _cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
+def _numa_nodes() -> int:
+    try:
+        return sum(1 for p in Path("/sys/devices/system/node").glob("node[0-9]*"))
+    except OSError:
+        return 0
+
+
 def machine_metadata() -> dict[str, Any]:
     uname = os.uname()
     try:
@@ -43,6 +50,7 @@ def machine_metadata() -> dict[str, Any]:
         "python": platform.python_version(),
         "syncrep_lab": __version__,
         "euid": os.geteuid(),
+        "numa_nodes": _numa_nodes() or 1,
     }
 
 

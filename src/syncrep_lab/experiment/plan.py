@@ -306,7 +306,7 @@ def check_spec(spec: Spec) -> list[Problem]:
 
 
 FAULT_TARGETS = ("sync", "potential")
-STANDBY_ACTIONS = ("stop", "kill", "restart", "start", "pause")
+STANDBY_ACTIONS = ("stop", "kill", "restart", "start", "pause", "link")
 
 
 def _fault_problems(spec: Spec) -> list[Problem]:
@@ -337,6 +337,16 @@ def _fault_problems(spec: Spec) -> list[Problem]:
                                      f"not {event.action}"))
                 if event.name is not None or event.value is not None:
                     problems.append((where, "name and value belong to action 'set'"))
+                if event.action == "link":
+                    if event.profile is None or event.profile not in spec.links:
+                        problems.append((where, "link needs profile = the name of a "
+                                         "[links.NAME] (defined: "
+                                         f"{', '.join(sorted(spec.links)) or 'none'})"))
+                    elif not uses_namespaces(spec):
+                        problems.append((where, "link changes an emulated link: give the "
+                                         "spec [network] namespaces = true or matrix.link"))
+                elif event.profile is not None:
+                    problems.append((where, "profile belongs to action 'link'"))
             else:
                 if not event.name or event.value is None:
                     problems.append((where, "set needs name and value, e.g. name = "

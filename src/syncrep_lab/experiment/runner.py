@@ -525,8 +525,12 @@ class Runner:
         if target.manifest is None:
             raise UserError("faults need a cluster syncrep-lab built",
                             "leave the faults axis out with attach")
+        from syncrep_lab.network.links import LinkProfile
+
+        links = {name: LinkProfile(p.delay_ms, p.jitter_ms, p.loss_pct, p.rate)
+                 for name, p in self.spec.links.items()}
         ctx = faults.FaultContext(target.manifest, target.admin, cell.synchronous_commit,
-                                  self.cluster.sync or "", target.version_num)
+                                  self.cluster.sync or "", target.version_num, links)
         return FaultRun(self.spec.faults[cell.faults], ctx, self.spec.workload.kind == "insert",
                         self.cluster, self.spec.run.ready_timeout)
 
@@ -590,6 +594,7 @@ class FaultRun:
                 self.standbys.resume(name)
             return
         self.restored = self.standbys.restore(time.monotonic() + self.timeout)
+        self.restored += self.driver.links.restore()
         faults.reset_settings(self.ctx, self.driver.changed_settings)
         target = self.cluster.target
         if target is not None and self.ctx.sync_names:

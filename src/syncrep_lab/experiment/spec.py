@@ -118,7 +118,7 @@ class Workload(_Strict):
     keep_logs: bool = False
 
 
-FaultAction = Literal["stop", "kill", "restart", "start", "pause", "set"]
+FaultAction = Literal["stop", "kill", "restart", "start", "pause", "set", "link"]
 
 
 class FaultEvent(_Strict):
@@ -136,6 +136,9 @@ class FaultEvent(_Strict):
     for_: float | None = Field(default=None, gt=0, le=86400, alias="for")
     name: str | None = None  # set: the setting (changed with ALTER SYSTEM and a reload)
     value: str | None = None
+    # link: the [links.NAME] profile the primary <-> target link gets (for `for` seconds,
+    # or until the repeat ends)
+    profile: str | None = None
 
 
 class FaultScenario(_Strict):

@@ -125,8 +125,8 @@ def proc_snapshot(host: SshHost, data_dir: str, *,
     server runs as.
     """
     mode = "python" if prefer_python else "sh"
-    result = host.run(["sh", "-c", _SNAPSHOT_DISPATCH, "sh", data_dir, mode, _SNAPSHOT_PY,
-                       _SNAPSHOT_SH], timeout=60)
+    result = host.sh(_SNAPSHOT_DISPATCH, data_dir, mode, _SNAPSHOT_PY, _SNAPSHOT_SH,
+                     what=f"reading the processes of {data_dir}", timeout=60)
     tick = 100
     rows: list[dict[str, Any]] = []
     for line in result.stdout.splitlines():
@@ -156,15 +156,15 @@ def proc_snapshot(host: SshHost, data_dir: str, *,
 
 def _postmaster_pid(host: SshHost, data_dir: str) -> int | None:
     """The pid on the first line of postmaster.pid, if the file is there."""
-    result = host.run(["sh", "-c", 'head -n 1 -- "$1/postmaster.pid" 2>/dev/null || true',
-                       "sh", data_dir], timeout=30)
+    result = host.sh('head -n 1 -- "$1/postmaster.pid" 2>/dev/null || true', data_dir,
+                     what=f"reading {data_dir}/postmaster.pid", timeout=30)
     first = result.stdout.strip()
     return int(first) if first.isdigit() else None
 
 
 def _log_tail(host: SshHost, log: str) -> str:
-    result = host.run(["sh", "-c", 'tail -n 15 -- "$1" 2>/dev/null', "sh", log],
-                      timeout=30, check=False)
+    result = host.sh('tail -n 15 -- "$1" 2>/dev/null', log, what=f"reading {log}",
+                     timeout=30, check=False)
     return result.stdout.strip() or "(the log is empty)"
 
 
@@ -195,8 +195,8 @@ def start_postgres(host: SshHost, bin_dir: str, data_dir: str, log: str,
         'exit 4\n'
     )
     steps = max(1, int(timeout * 10))
-    result = host.run(["sh", "-c", wait, "sh", str(pid), data_dir, str(steps)],
-                      timeout=timeout + 15, check=False)
+    result = host.sh(wait, str(pid), data_dir, str(steps), what="waiting for postgres",
+                     timeout=timeout + 15, check=False)
     if result.returncode == 0:
         return pid
     if result.returncode == 4:
@@ -268,7 +268,8 @@ def remove_dir(host: SshHost, path: str) -> None:
         'esac\n'
         'rm -rf -- "$parent/$(basename -- "$target")"\n'
     )
-    result = host.run(["sh", "-c", script, "sh", root, target], timeout=300, check=False)
+    result = host.sh(script, root, target, what=f"removing {target}", timeout=300,
+                     check=False)
     if result.returncode == 5:
         raise UserError(f"refusing to remove {path} on {host.spec.name}: "
                         f"{result.stderr.strip()}",

@@ -18,6 +18,7 @@ about how to reach a host, so a run can be reproduced from it alone.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import os
 import posixpath
@@ -428,10 +429,8 @@ class SshHost:
                 async with asyncio.timeout(timeout):
                     stdout, stderr = await process.communicate(input)
             except TimeoutError:
-                try:
+                with contextlib.suppress(OSError, asyncssh.Error):
                     process.send_signal("KILL")
-                except (OSError, asyncssh.Error):
-                    pass
                 process.close()
                 raise
             code = process.returncode
@@ -451,29 +450,33 @@ class SshHost:
         except (asyncssh.DisconnectError, OSError) as exc:
             raise self._lost(exc) from None
         if check and result.returncode != 0:
-            raise self._failed(command, argv, result)
+            raise self._failed(f"`{command}`", argv[0], result)
         return result
 
-    def _failed(self, command: str, argv: list[str], result: Result) -> UserError:
+    def _failed(self, what: str, program: str | None, result: Result) -> UserError:
         name = self.spec.name
         detail = _tail(result.stderr) or _tail(result.stdout) or "(no output)"
         if result.returncode == 127:
             return UserError(
-                f"on {name}, `{command}` failed: a program is missing (exit 127): {detail}",
-                f"install {argv[0]} on {name}, or set bin_dir in the inventory to the "
+                f"on {name}, {what} failed: a program is missing (exit 127): {detail}",
+                f"install {program or 'it'} on {name}, or set bin_dir in the inventory to the "
                 "directory that holds it")
-        return UserError(f"on {name}, `{command}` failed with exit status "
+        return UserError(f"on {name}, {what} failed with exit status "
                          f"{result.returncode}: {detail}",
                          f"run it by hand on {name} as {self.spec.user} to see why")
 
-    def _sh(self, script: str, *args: str, timeout: float = OP_TIMEOUT,
-            check: bool = True) -> Result:
-        """A POSIX sh script, arguments passed as $1... so nothing is re-quoted.
+    def sh(self, script: str, *args: str, what: str, timeout: float = OP_TIMEOUT,
+           check: bool = True, program: str | None = None) -> Result:
+        """Run a POSIX sh script with arguments as $1..., so nothing is re-quoted.
 
         Running it under ``sh -c`` means the account's login shell only has to
-        start sh, whatever shell it is.
+        start sh, whatever shell it is. ``what`` describes the step in errors,
+        which read better than the script itself.
         """
-        return self.run(["sh", "-c", script, "sh", *args], timeout=timeout, check=check)
+        result = self.run(["sh", "-c", script, "sh", *args], timeout=timeout, check=False)
+        if check and result.returncode != 0:
+            raise self._failed(what, program, result)
+        return result
 
     # files
 
@@ -511,10 +514,8 @@ class SshHost:
                     await sftp.chmod(temporary, mode)  # the host's umask applied on create
                     await sftp.posix_rename(temporary, path)
                 except BaseException:
-                    try:
+                    with contextlib.suppress(asyncssh.SFTPError, OSError):
                         await sftp.remove(temporary)
-                    except (asyncssh.SFTPError, OSError):
-                        pass
                     raise
 
         self._file_op(go(), f"write {path}")
@@ -572,7 +573,9 @@ class SshHost:
             'fi\n'
             'echo $!\n'
         )
-        out = self._sh(script, cwd, log, *argv).stdout.split()
+        out = self.sh(script, cwd, log, *argv,
+                      what=f"starting `{shlex.join(argv)}` in {cwd}",
+                      program=argv[0]).stdout.split()
         if len(out) != 1 or not out[0].isdigit():
             raise UserError(f"starting `{shlex.join(argv)}` on {self.spec.name} gave no pid "
                             f"(got {' '.join(out)[:200]!r})",
@@ -581,7 +584,8 @@ class SshHost:
 
     def kill(self, pid: int, sig: int = 15) -> None:
         """Send ``sig`` to ``pid``; a process already gone is not an error."""
-        result = self._sh('kill -"$1" "$2"', str(int(sig)), str(int(pid)), check=False)
+        result = self.sh('kill -"$1" "$2"', str(int(sig)), str(int(pid)), what="kill",
+                         check=False)
         if result.returncode != 0 and self.alive(pid):
             raise UserError(f"cannot signal process {pid} on {self.spec.name}: "
                             f"{_tail(result.stderr)}",
@@ -589,7 +593,8 @@ class SshHost:
 
     def alive(self, pid: int) -> bool:
         """Whether ``pid`` exists and has not exited (a zombie counts as exited)."""
-        return self._sh(ALIVE_SH + 'alive "$1"', str(int(pid)), check=False).returncode == 0
+        result = self.sh(ALIVE_SH + 'alive "$1"', str(int(pid)), what="alive", check=False)
+        return result.returncode == 0
 
     def wait_exit(self, pid: int, timeout: float = 10.0) -> bool:
         """Wait (polling on the host) until ``pid`` has exited; False if it outlived
@@ -602,7 +607,8 @@ class SshHost:
             '  sleep 0.1 2>/dev/null || sleep 1\n'
             '  i=$((i + 1))\n'
             'done\n')
-        result = self._sh(script, str(int(pid)), steps, timeout=timeout + 15, check=False)
+        result = self.sh(script, str(int(pid)), steps, what="wait_exit",
+                         timeout=timeout + 15, check=False)
         return result.returncode == 0
 
     # closing
@@ -623,10 +629,8 @@ class SshHost:
             except TimeoutError:
                 conn.abort()
 
-        try:
+        with contextlib.suppress(TimeoutError, asyncssh.Error, OSError):
             _wait(go(), 5)
-        except (TimeoutError, asyncssh.Error, OSError):
-            pass
 
 
 def _os_error_text(exc: BaseException) -> str:
@@ -654,20 +658,23 @@ def check_host(spec: HostSpec,
     wanted = list(dict.fromkeys(["postgres", *programs]))
     with SshHost(spec) as host:
         uname = host.run(["uname", "-a"], timeout=OP_TIMEOUT).stdout.strip()
-        nproc_out = host._sh("nproc 2>/dev/null || getconf _NPROCESSORS_ONLN").stdout.strip()
+        nproc_out = host.sh("nproc 2>/dev/null || getconf _NPROCESSORS_ONLN",
+                            what="counting CPUs").stdout.strip()
         if spec.bin_dir is not None:
             script = ('dir=$1; shift\n'
                       'for p; do\n'
                       '  if [ -f "$dir/$p" ] && [ -x "$dir/$p" ]; then echo "ok $p $dir/$p"\n'
                       '  else echo "missing $p"; fi\n'
                       'done\n')
-            found_out = host._sh(script, spec.bin_dir, *wanted).stdout
+            found_out = host.sh(script, spec.bin_dir, *wanted,
+                                what="looking for the PostgreSQL programs").stdout
         else:
             script = ('for p; do\n'
                       '  if w=$(command -v -- "$p"); then echo "ok $p $w"\n'
                       '  else echo "missing $p"; fi\n'
                       'done\n')
-            found_out = host._sh(script, *wanted).stdout
+            found_out = host.sh(script, *wanted,
+                                what="looking for the PostgreSQL programs").stdout
         found: dict[str, str] = {}
         missing: list[str] = []
         for line in found_out.splitlines():
@@ -685,7 +692,8 @@ def check_host(spec: HostSpec,
                 "comes with them), or set bin_dir to the directory that holds them "
                 "(on Debian: /usr/lib/postgresql/<version>/bin)")
         version = host.run([found["postgres"], "--version"], timeout=OP_TIMEOUT).stdout.strip()
-        python3 = host._sh("command -v python3 || true").stdout.strip() or None
+        python3 = host.sh("command -v python3 || true",
+                          what="looking for python3").stdout.strip() or None
     try:
         nproc: int | None = int(nproc_out)
     except ValueError:

@@ -313,6 +313,46 @@ def _placement_axes(cells: list[dict[str, Any]]) -> dict[str, Any]:
     return {"axes": out}
 
 
+def _placement_readback(store: Store, cells: list[dict[str, Any]],
+                        machine: dict[str, Any]) -> dict[str, Any]:
+    """Per placed cell: what the kernel gave each role (the last measured repeat's
+    reading), its links as applied, and each instance's own figures."""
+    out = []
+    for c in cells:
+        last = store.db.execute("select id from repeats where cell_id = ? and probed = 0 "
+                                "order by n desc limit 1", (c["id"],)).fetchone()
+        if last is None:
+            continue
+        roles = [dict(r) for r in store.db.execute(
+            "select instance, node, role, processes, cpus, mems, cgroup, numa_policy "
+            "from placement where repeat_id = ? order by instance, node, role", (last[0],))]
+        links = [dict(r) for r in store.db.execute(
+            "select instance, a, b, profile, applied_json from links where repeat_id = ? "
+            "order by instance, a, b", (last[0],))]
+        for link in links:
+            applied = json.loads(link.pop("applied_json") or "[]")
+            link["how"] = sorted({str(e.get("method") or e.get("kind") or "")
+                                  for e in applied if isinstance(e, dict)} - {""})
+        instances = [dict(r) for r in store.db.execute(
+            "select i.instance, avg(i.tps) as tps, avg(i.lat_mean_ms) as lat_mean_ms, "
+            "avg(i.lat_p99_ms) as lat_p99_ms from instance_results i join repeats r "
+            "on r.id = i.repeat_id where r.cell_id = ? and r.probed = 0 "
+            "group by i.instance order by i.instance", (c["id"],))]
+        if roles or links or instances:
+            for r in roles:
+                r["cgroup"] = r["cgroup"].rsplit("/syncrep-lab/", 1)[-1] if r["cgroup"] else ""
+            out.append({"idx": c["idx"], "label": c["label"], "roles": roles,
+                        "links": links, "instances": instances})
+    nodes = machine.get("numa_nodes")
+    note = None
+    if any(r["numa_policy"] not in ("", "default") for p in out for r in p["roles"]) and (
+            nodes is None or int(nodes) <= 1):
+        note = ("this machine has one NUMA node: the policies were applied (numa_maps shows "
+                "them) but cannot place memory on another node, so they cannot change "
+                "the figures here")
+    return {"cells": out, "numa_note": note}
+
+
 def _method(store: Store, run_id: int, spec: dict[str, Any],
             cells: list[dict[str, Any]]) -> dict[str, Any]:
     """How the figures were obtained: repeats, confidence target, probes and their cost."""
@@ -405,6 +445,7 @@ def report_data(folder: Path, cell: int | None = None) -> dict[str, Any]:
                                 {name for t in topology for name, state in t["states"].items()
                                  if state in ("sync", "quorum")})},
             "placement": _placement_axes(cells),
+            "placed": _placement_readback(store, cells, json.loads(run["machine_json"])),
             "seed": seed_side_by_side(spec, cells, lambda cell_id: _measured_tps(store, cell_id)),
             "method": _method(store, run_id, spec, cells),
             "faults": run_faults(folder),

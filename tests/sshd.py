@@ -1,0 +1,240 @@
+"""A "remote host" on this machine: sshd inside a network namespace of our own.
+
+Testing the SSH layer against mocks would prove little about host keys,
+authentication or processes that outlive a session, so the tests talk to the
+real OpenSSH server. To keep that server unreachable from anywhere else and
+invisible to anything else on the machine, it runs in a network namespace
+made for the purpose, joined to ours by a veth pair (10.214.N.1 here,
+10.214.N.2 inside), listening only on the inner address. It has a fresh host
+key, accepts one fresh client key for an unprivileged account, and uses no
+PAM and no system configuration, so nothing of the machine's own SSH setup
+is touched or trusted.
+
+Needs root (namespaces, useradd), /usr/sbin/sshd, ssh-keygen and ip; the
+fixture skips the tests when any is missing. Teardown kills every process
+left in the namespace (sshd, sessions, servers the tests started through it)
+by pid, and deletes the namespace and the veth pair with it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from syncrep_lab.hosts.ssh import HostSpec
+
+SSHD = "/usr/sbin/sshd"
+USER = "srlssh"
+PORT = 2222  # not 22, so every known_hosts line and hint carries the [addr]:port form
+
+
+@dataclass
+class SshdHost:
+    namespace: str
+    address: str  # inside the namespace, where sshd listens
+    gateway: str  # our end of the veth pair
+    port: int
+    user: str
+    key: str  # the client's private key, authorised for ``user``
+    known_hosts: str  # holds the server's host key
+    host_key_line: str  # that line
+    data_root: str  # owned by ``user``
+    workdir: Path
+    log: Path
+    process: subprocess.Popen[bytes] | None = None
+    links: list[str] = field(default_factory=list)
+
+    def spec(self, **changes: Any) -> HostSpec:
+        base = HostSpec(name="remote", address=self.address, port=self.port, user=self.user,
+                        key=self.key, known_hosts=self.known_hosts, data_root=self.data_root,
+                        connect_timeout=5.0)
+        return replace(base, **changes)
+
+    def sshd_log(self) -> str:
+        try:
+            return self.log.read_text(errors="replace")[-4000:]
+        except OSError:
+            return ""
+
+
+def _run(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False,
+                            stdin=subprocess.DEVNULL)
+    if check and result.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} failed ({result.returncode}): {result.stderr}")
+    return result
+
+
+def make_key(path: Path, comment: str = "syncrep-lab test") -> Path:
+    """A fresh ed25519 key pair without passphrase; returns the private key's path."""
+    _run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path))
+    return path
+
+
+def _test_account() -> pwd.struct_passwd:
+    """The unprivileged login account; created once, kept (like the tool's own)."""
+    try:
+        pwd.getpwnam(USER)
+    except KeyError:
+        _run("useradd", "--system", "--create-home", "--shell", "/bin/sh", USER)
+    # With UsePAM no, sshd refuses an account whose password field is locked
+    # ("!"), which is how useradd leaves it; "*" allows no password either.
+    _run("usermod", "-p", "*", USER)
+    return pwd.getpwnam(USER)
+
+
+def _free_subnet() -> int:
+    """N for a 10.214.N.0/30 no interface here uses yet."""
+    used = _run("ip", "-o", "-4", "addr", "show").stdout
+    start = os.getpid() % 200
+    for i in range(250):
+        n = (start + i) % 250 + 1
+        if f" 10.214.{n}." not in used:
+            return n
+    raise RuntimeError("no free 10.214.N.0/30 subnet")
+
+
+def _wait_for_banner(host: SshdHost, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    last = ""
+    while time.monotonic() < deadline:
+        assert host.process is not None
+        if host.process.poll() is not None:
+            raise RuntimeError(f"sshd exited ({host.process.returncode}):\n{host.sshd_log()}")
+        try:
+            with socket.create_connection((host.address, host.port), timeout=1) as sock:
+                sock.settimeout(2)
+                if sock.recv(64).startswith(b"SSH-2.0"):
+                    return
+        except OSError as exc:
+            last = str(exc)
+        time.sleep(0.1)
+    raise RuntimeError(f"sshd did not answer on {host.address}:{host.port}: {last}\n"
+                       f"{host.sshd_log()}")
+
+
+def _namespace_pids(namespace: str) -> list[int]:
+    result = _run("ip", "netns", "pids", namespace, check=False)
+    return [int(word) for word in result.stdout.split() if word.isdigit()]
+
+
+def stop(host: SshdHost) -> None:
+    """Kill sshd and everything else in the namespace, then remove it. Safe to repeat."""
+    if host.process is not None and host.process.poll() is None:
+        host.process.terminate()
+        try:
+            host.process.wait(5)
+        except subprocess.TimeoutExpired:
+            host.process.kill()
+            host.process.wait(5)
+    for _ in range(3):
+        pids = _namespace_pids(host.namespace)
+        if not pids:
+            break
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.2)
+    _run("ip", "netns", "delete", host.namespace, check=False)
+    for link in host.links:
+        _run("ip", "link", "delete", link, check=False)
+    shutil.rmtree(host.workdir, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def running_sshd() -> Iterator[SshdHost]:
+    if os.geteuid() != 0:
+        pytest.skip("the sshd harness needs root (network namespaces, a test account)")
+    for program in (SSHD, "ssh-keygen", "ip", "useradd"):
+        if shutil.which(program) is None:
+            pytest.skip(f"the sshd harness needs {program}")
+    account = _test_account()
+    workdir = Path(tempfile.mkdtemp(prefix="srl-sshd-", dir="/tmp"))
+    workdir.chmod(0o755)  # the test account must reach its data_root below
+    n = _free_subnet()
+    tag = f"{os.getpid()}"
+    host = SshdHost(
+        namespace=f"srl-sshd-{tag}", address=f"10.214.{n}.2", gateway=f"10.214.{n}.1",
+        port=PORT, user=USER, key=str(workdir / "client_key"),
+        known_hosts=str(workdir / "known_hosts"), host_key_line="",
+        data_root=str(workdir / "data"), workdir=workdir, log=workdir / "sshd.log",
+    )
+    outer, inner = f"srlo{tag}"[:15], f"srli{tag}"[:15]
+    try:
+        host_key = make_key(workdir / "host_key", "srl test host")
+        make_key(Path(host.key), "srl test client")
+        authorized = workdir / "authorized_keys"
+        authorized.write_text(Path(host.key + ".pub").read_text())
+        authorized.chmod(0o644)  # sshd reads it as the account
+        algorithm, blob = Path(f"{host_key}.pub").read_text().split()[:2]
+        host.host_key_line = f"[{host.address}]:{host.port} {algorithm} {blob}"
+        Path(host.known_hosts).write_text(host.host_key_line + "\n")
+
+        data_root = Path(host.data_root)
+        data_root.mkdir(mode=0o755)
+        os.chown(data_root, account.pw_uid, account.pw_gid)
+
+        _run("ip", "netns", "add", host.namespace)
+        _run("ip", "link", "add", outer, "type", "veth", "peer", "name", inner)
+        host.links.append(outer)
+        _run("ip", "link", "set", inner, "netns", host.namespace)
+        _run("ip", "addr", "add", f"{host.gateway}/30", "dev", outer)
+        _run("ip", "link", "set", outer, "up")
+        _run("ip", "-n", host.namespace, "addr", "add", f"{host.address}/30", "dev", inner)
+        _run("ip", "-n", host.namespace, "link", "set", inner, "up")
+        _run("ip", "-n", host.namespace, "link", "set", "lo", "up")
+
+        config = workdir / "sshd_config"
+        config.write_text("\n".join([
+            f"ListenAddress {host.address}:{host.port}",
+            f"HostKey {host_key}",
+            f"PidFile {workdir / 'sshd.pid'}",
+            f"AuthorizedKeysFile {authorized}",
+            "StrictModes no",
+            "UsePAM no",
+            "PubkeyAuthentication yes",
+            "PasswordAuthentication no",
+            "KbdInteractiveAuthentication no",
+            "PermitRootLogin no",
+            f"AllowUsers {USER}",
+            "X11Forwarding no",
+            "AllowTcpForwarding no",
+            "PrintMotd no",
+            "MaxStartups 50",
+            "MaxSessions 50",
+            "LogLevel VERBOSE",
+            "Subsystem sftp internal-sftp",
+            "",
+        ]))
+        # The privilege separation directory Debian's service would make.
+        Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
+        _run(SSHD, "-t", "-f", str(config))
+        with host.log.open("wb") as log:
+            host.process = subprocess.Popen(
+                ["ip", "netns", "exec", host.namespace, SSHD, "-D", "-e", "-f", str(config)],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True)
+        _wait_for_banner(host)
+        yield host
+    finally:
+        stop(host)
+
+
+@pytest.fixture(scope="module")
+def sshd_host() -> Iterator[SshdHost]:
+    """sshd in a network namespace of the tests' own, for the module's tests."""
+    with running_sshd() as host:
+        yield host

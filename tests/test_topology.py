@@ -1,0 +1,244 @@
+"""Placement and topology axes on real clusters: cpusets and pinning read back from the
+kernel for every role, a core-count sweep, NUMA policies on a one-node machine,
+emulated links between network namespaces, several instances at once, and what
+`clean` removes after the tool is killed."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from syncrep_lab.experiment.store import DB_NAME
+from syncrep_lab.placement.cpus import machine_cpus
+
+from .conftest import cli, postmasters_in
+
+CPUSET_ROOT = Path("/sys/fs/cgroup/cpuset/syncrep-lab")
+
+COMMON = """
+[workload]
+clients = {clients}
+duration = {duration}
+warmup = 0
+
+[run]
+repeats_min = 1
+repeats_max = 1
+
+[probes]
+probed_repeats = 0
+"""
+
+
+def _run(tmp: Path, spec: str, timeout: float = 300) -> sqlite3.Connection:
+    path = tmp / "spec.toml"
+    path.write_text(spec)
+    out = tmp / "run"
+    result = cli("run", str(path), "--out", str(out), timeout=timeout)
+    assert result.returncode == 0, result.stdout + result.stderr
+    db = sqlite3.connect(out / DB_NAME)
+    db.row_factory = sqlite3.Row
+    failed = db.execute("select label, error from cells where status != 'done'").fetchall()
+    assert not failed, [dict(r) for r in failed]
+    return db
+
+
+def _netns() -> list[str]:
+    try:
+        return sorted(p.name for p in Path("/run/netns").iterdir())
+    except FileNotFoundError:
+        return []
+
+
+def _ours_left() -> dict[str, Any]:
+    return {"namespaces": [n for n in _netns() if n.startswith("srl-")],
+            "cpusets": sorted(p.name for p in CPUSET_ROOT.iterdir() if p.is_dir())
+            if CPUSET_ROOT.is_dir() else []}
+
+
+PLACED = """\
+name = "placed"
+
+[topology]
+standbys = 2
+
+[matrix]
+placement = ["split", "none"]
+cores = [1, 2]
+only = [{ placement = "split", cores = 1 }, { placement = "none", cores = 2 }]
+
+[placements.split]
+cpus = { client = "1" }
+pin = { "walsender:b" = "1", walwriter = "0", "b/walreceiver" = "0" }
+numa = { primary = "interleave=all", standbys = "localalloc" }
+""" + COMMON.format(clients=2, duration=3)
+
+
+@pytest.mark.skipif(len(machine_cpus()) < 2, reason="needs two CPUs")
+def test_placement_is_read_back_for_every_role(workdir: Path) -> None:
+    db = _run(workdir, PLACED)
+    cells = {r["label"]: r["id"] for r in db.execute("select id, label from cells")}
+    assert set(cells) == {"place=split cores=1", "place=none cores=2"}, cells
+
+    def placed(label: str) -> dict[tuple[str, str], sqlite3.Row]:
+        rows = db.execute("select p.* from placement p join repeats r on r.id = p.repeat_id "
+                          "where r.cell_id = ?", (cells[label],)).fetchall()
+        return {(r["node"], r["role"]): r for r in rows}
+
+    split = placed("place=split cores=1")
+    roles = {role for node, role in split if node == "primary"}
+    assert {"postmaster", "walwriter", "backend", "walsender:b", "walsender:c"} <= roles, roles
+    # cores = 1: every server on the machine's first CPU, backends born during the repeat
+    # too; the sync walsender alone on the other (a cpuset of its own, as in the seed)
+    assert split[("primary", "postmaster")]["cpus"] == "0"
+    assert split[("primary", "backend")]["cpus"] == "0"
+    assert split[("primary", "walwriter")]["cpus"] == "0"
+    assert split[("primary", "walsender:b")]["cpus"] == "1"
+    assert split[("primary", "walsender:b")]["cgroup"] != split[("primary", "postmaster")][
+        "cgroup"]
+    assert split[("primary", "walsender:c")]["cpus"] == "0"
+    assert split[("b", "walreceiver")]["cpus"] == "0"
+    assert split[("c", "walreceiver")]["cpus"] == "0"
+    assert split[("client", "pgbench")]["cpus"] == "1"
+    assert "syncrep-lab" in split[("primary", "postmaster")]["cgroup"]
+    assert split[("client", "pgbench")]["cgroup"] != split[("primary", "postmaster")]["cgroup"]
+    # numactl's policy, as numa_maps shows it, on the one node this machine has
+    assert "interleave" in split[("primary", "postmaster")]["numa_policy"]
+    assert "interleave" not in split[("b", "startup")]["numa_policy"]
+    numastat = db.execute("select distinct phase, numa_node from numastat").fetchall()
+    assert {r["phase"] for r in numastat} == {"before", "after"}
+    assert {r["numa_node"] for r in numastat} == {"0"}  # one node here
+
+    plain = placed("place=none cores=2")
+    assert plain[("primary", "walwriter")]["cpus"] == "0-1"
+    assert plain[("primary", "walsender:b")]["cpus"] == "0-1"
+    assert ("client", "pgbench") in plain
+    assert _ours_left() == {"namespaces": [], "cpusets": []}
+    assert postmasters_in(Path(os.environ["SYNCREP_LAB_HOME"])) == []
+
+
+LINKED = """\
+name = "linked"
+
+[topology]
+standbys = 1
+sync = "b"
+
+[network]
+namespaces = true
+
+[links.far]
+delay_ms = 2
+rate = "1gbit"
+
+[matrix]
+link = ["none", "far"]
+synchronous_commit = ["local", "on"]
+""" + COMMON.format(clients=1, duration=3)
+
+
+def test_an_emulated_link_delays_on_but_not_local(workdir: Path) -> None:
+    db = _run(workdir, LINKED)
+    lat = {(json.loads(r["axes_json"])["link"], json.loads(r["axes_json"])[
+        "synchronous_commit"]): float(r["lat_mean_ms"])
+        for r in db.execute("select axes_json, lat_mean_ms from cells")}
+    round_trip = 2 * 2.0
+    assert lat[("far", "on")] - lat[("none", "on")] >= 0.9 * round_trip, lat
+    assert abs(lat[("far", "local")] - lat[("none", "local")]) < 0.5 * round_trip, lat
+    links = db.execute("select distinct a, b, profile from links").fetchall()
+    assert {(r["a"], r["b"]) for r in links} == {("primary", "b"), ("client", "primary")}
+    assert any("2 ms" in r["profile"] for r in links), [dict(r) for r in links]
+    # pgbench crossed the client's link: it ran in a namespace of its own
+    assert _ours_left() == {"namespaces": [], "cpusets": []}
+
+
+INSTANCES = """\
+name = "instances"
+
+[topology]
+standbys = 1
+sync = "b"
+instances = 2
+
+[placements.halves]
+cpus = { nodes = "0-1" }
+instances = "separate"
+
+[matrix]
+placement = ["halves"]
+""" + COMMON.format(clients=2, duration=3)
+
+
+@pytest.mark.skipif(len(machine_cpus()) < 2, reason="needs two CPUs")
+def test_two_instances_run_at_once_and_are_summed(workdir: Path) -> None:
+    db = _run(workdir, INSTANCES)
+    rep = db.execute("select id, tps, transactions from repeats").fetchone()
+    parts = db.execute("select * from instance_results where repeat_id = ? order by instance",
+                       (rep["id"],)).fetchall()
+    assert [r["instance"] for r in parts] == [1, 2]
+    assert all(r["tps"] > 0 for r in parts)
+    assert sum(r["tps"] for r in parts) == pytest.approx(rep["tps"], rel=1e-6)
+    assert sum(r["transactions"] for r in parts) == rep["transactions"]
+    clusters = db.execute("select nodes_json from clusters").fetchall()
+    assert len(clusters) == 2
+    cpus = {(r["instance"], r["node"]): r["cpus"] for r in db.execute(
+        "select instance, node, cpus from placement where role = 'postmaster'")}
+    assert cpus == {(1, "primary"): "0", (1, "b"): "0", (2, "primary"): "1", (2, "b"): "1"}
+    assert _ours_left() == {"namespaces": [], "cpusets": []}
+
+
+KILLED = """\
+name = "killed"
+
+[topology]
+standbys = 1
+sync = "b"
+
+[links.lan]
+delay_ms = 0.2
+
+[network]
+replication = "lan"
+
+[placements.p]
+cpus = { primary = "0", client = "0" }
+
+[matrix]
+placement = ["p"]
+""" + COMMON.format(clients=1, duration=60)
+
+
+def test_clean_after_the_tool_is_killed(workdir: Path) -> None:
+    spec = workdir / "spec.toml"
+    spec.write_text(KILLED)
+    proc = subprocess.Popen([sys.executable, "-m", "syncrep_lab", "run", str(spec), "--out",
+                             str(workdir / "run")], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not (workdir / "run" / "artifacts" / "cell-000" / "repeat-01").exists():
+            assert proc.poll() is None, "the run ended before its first repeat"
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        left = _ours_left()
+        assert left["namespaces"] and left["cpusets"], left
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    result = cli("clean")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert _ours_left() == {"namespaces": [], "cpusets": []}
+    state = Path(os.environ["SYNCREP_LAB_HOME"])
+    assert postmasters_in(state) == []
+    pgbench = subprocess.run(["pgrep", "-x", "pgbench"], capture_output=True, text=True,
+                             check=False)
+    assert pgbench.stdout.strip() == ""
