@@ -475,13 +475,23 @@ def scaling_cmd(run_dir: Path | None, as_json: bool) -> None:
     """TPS against clients per synchronous_commit level, the knee, and each level's
     price as a ratio to local (95 % CI over repeats)."""
     from syncrep_lab.analysis.render import print_scaling
-    from syncrep_lab.analysis.scaling import scaling
+    from syncrep_lab.analysis.scaling import core_sweep, scaling
 
-    series = scaling(run_dir or _latest_run())
+    folder = run_dir or _latest_run()
+    series = scaling(folder)
+    cores = core_sweep(folder)
     if as_json:
-        click.echo(json.dumps(series, indent=2))
-    else:
-        print_scaling(series, out)
+        click.echo(json.dumps(series if not cores else {"clients": series, "cores": cores},
+                              indent=2))
+        return
+    print_scaling(series, out)
+    for sweep in cores:
+        steps = ", ".join(f"{p['cores']}: {p['tps']:,.0f}" for p in sweep["points"])
+        knee_text = (f"; stops growing after {sweep['knee']['cores']} cores"
+                     if sweep["knee"] else "")
+        worse = ", more cores measurably worse" if sweep["more_is_worse"] else ""
+        out.print(f"cores ({escape(sweep['series'])}): tps by cores {steps}; best "
+                  f"{sweep['best']['cores']}{worse}{knee_text}", soft_wrap=True)
 
 
 @cli.command("compare")

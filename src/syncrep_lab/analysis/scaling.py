@@ -84,3 +84,40 @@ def scaling(folder: Path) -> list[dict[str, Any]]:
                 entry["ratios_to_local"][level] = ratios
         out.append(entry)
     return out
+
+
+def core_sweep(folder: Path) -> list[dict[str, Any]]:
+    """Along the ``cores`` axis: TPS per core count in each group of otherwise equal
+    cells, the knee (the first count after which one more step adds less than
+    KNEE_GAIN) and the best count, flagged when more cores were measurably worse
+    (the next count's CI lies wholly below the best's), as the seed found by hand."""
+    store = Store(folder, create=False)
+    try:
+        run = store.run()
+        groups: dict[str, dict[int, Any]] = defaultdict(dict)
+        for cell in store.cells(int(run["id"])):
+            axes = json.loads(cell["axes_json"])
+            if cell["status"] != "done" or "cores" not in axes:
+                continue
+            rest = {k: v for k, v in axes.items() if k != "cores"}
+            key = ", ".join(f"{k}={v}" for k, v in sorted(rest.items())) or "all cells"
+            groups[key][int(axes["cores"])] = cell
+    finally:
+        store.close()
+    out = []
+    for key, by_cores in sorted(groups.items()):
+        points = sorted((c, float(cell["tps_mean"])) for c, cell in by_cores.items())
+        best_cores, best_tps = max(points, key=lambda p: p[1])
+        best = by_cores[best_cores]
+        worse_after = [c for c, _ in points if c > best_cores and by_cores[c]["tps_ci_high"]
+                       is not None and best["tps_ci_low"] is not None
+                       and float(by_cores[c]["tps_ci_high"]) < float(best["tps_ci_low"])]
+        found = knee(points)
+        out.append({"series": key,
+                    "points": [{"cores": c, "tps": t, "low": by_cores[c]["tps_ci_low"],
+                                "high": by_cores[c]["tps_ci_high"]} for c, t in points],
+                    "knee": {"cores": found["clients"], "tps": found["tps"],
+                             "gain_after": found["gain_after"]} if found else None,
+                    "best": {"cores": best_cores, "tps": best_tps},
+                    "more_is_worse": bool(worse_after)})
+    return out

@@ -19,7 +19,7 @@ from typing import Any
 from syncrep_lab.analysis.costs import run_costs
 from syncrep_lab.analysis.diagnosis import SYNC_LEVELS, diagnose_run, leading_verdict
 from syncrep_lab.analysis.faults import run_faults
-from syncrep_lab.analysis.scaling import scaling
+from syncrep_lab.analysis.scaling import core_sweep, scaling
 from syncrep_lab.errors import UserError
 from syncrep_lab.experiment.results import cell_rows
 from syncrep_lab.experiment.store import Store
@@ -445,6 +445,7 @@ def report_data(folder: Path, cell: int | None = None) -> dict[str, Any]:
                                 {name for t in topology for name, state in t["states"].items()
                                  if state in ("sync", "quorum")})},
             "placement": _placement_axes(cells),
+            "cores": core_sweep(folder),
             "placed": _placement_readback(store, cells, json.loads(run["machine_json"])),
             "seed": seed_side_by_side(spec, cells, lambda cell_id: _measured_tps(store, cell_id)),
             "method": _method(store, run_id, spec, cells),
