@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from syncrep_lab.cluster import layout as placing
 from syncrep_lab.cluster import server
@@ -61,6 +62,7 @@ class UpOptions:
     clone: str = "copy"  # copy | basebackup
     timeout: float = 60.0
     layout: Layout | None = None  # cpusets, numactl, namespaces and links
+    hosts: dict[str, dict[str, Any]] = field(default_factory=dict)  # standby -> SSH host
 
 
 def default_standby_names(count: int) -> list[str]:
@@ -226,6 +228,12 @@ def configure_node(
     if subnets:
         # Alone in its namespace, a node has only its links' addresses and loopback.
         listen = "*"
+    remote_hosts = sorted({n.host["address"] for n in manifest.nodes if n.host is not None})
+    if node.role == "primary" and remote_hosts:
+        from syncrep_lab.cluster.remote_node import local_address_towards
+
+        facing = sorted({local_address_towards(a, 5432) for a in remote_hosts})
+        listen = ",".join(([] if listen == "''" else [listen]) + facing)
     own = {
         "port": str(node.port),
         "listen_addresses": listen,
@@ -244,9 +252,11 @@ def configure_node(
     text = conf.read_text()
     if "include 'syncrep-lab.conf'" not in text:
         _write(account, conf, text + "\ninclude 'syncrep-lab.conf'\n")
+    remote_lines = "".join(f"host    {db:<11}  postgres  {a}/32  md5\n"
+                           for a in remote_hosts for db in ("all", "replication"))
     _write(account, data / "pg_hba.conf", HBA + "".join(
         f"host    {db:<11}  all   {net}  trust\n"
-        for net in subnets for db in ("all", "replication")))
+        for net in subnets for db in ("all", "replication")) + remote_lines)
     # pg_basebackup -R (and old ALTER SYSTEMs) put primary_conninfo into
     # postgresql.auto.conf, which would override ours and drop application_name.
     auto = data / "postgresql.auto.conf"
@@ -287,6 +297,35 @@ def _base_backup(account: Account, inst: Installation, manifest: Manifest, node:
     dest.chmod(0o700)
 
 
+def _remote_standbys(manifest: Manifest, inst: Installation, values: dict[str, str],
+                     deadline: float, say: Progress) -> None:
+    """The standbys placed on SSH hosts: the primary gets the cluster's password, each
+    standby is made and started on its host (cluster/remote_node.py)."""
+    import psycopg
+    from psycopg import sql
+
+    from syncrep_lab.cluster import remote_node
+
+    secret = remote_node.new_password(manifest.dir)
+    with psycopg.connect(manifest.admin_conninfo(manifest.primary), autocommit=True,
+                         connect_timeout=10) as conn:
+        conn.execute(sql.SQL("alter role postgres password {}").format(sql.Literal(secret)))
+    for node in manifest.standbys:
+        if node.host is None:
+            continue
+        spec = remote_node.host_spec(node.host)
+        address = remote_node.local_address_towards(spec.address, spec.port)
+        node.remote_data = remote_node.remote_dir(spec, manifest.dir, node.name)
+        manifest.save()  # before anything is made there, for the teardown
+        say(f"standby {node.name} on {spec.name} ({spec.endpoint}): base backup over SSH")
+        remote_node.start_standby(
+            spec=spec, cluster_dir=manifest.dir, name=node.name, port=node.port,
+            primary_address=address, primary_port=manifest.primary.port,
+            tool_address=address, secret=secret, settings=values,
+            version_num=inst.version.num, deadline=deadline)
+        remote_node.wait_ready(manifest.admin_conninfo(node), node.name, deadline)
+
+
 def describe(layout: Layout) -> str:
     parts = []
     for name, launch in layout.nodes.items():
@@ -320,7 +359,8 @@ def up(opts: UpOptions, progress: Progress | None = None) -> Manifest:
                                 opts.settings)
     ports = choose_ports(1 + len(names), opts.port)
     nodes = [Node("primary", "primary", ports[0])]
-    nodes += [Node(n, "standby", p) for n, p in zip(names, ports[1:], strict=True)]
+    nodes += [Node(n, "standby", p, host=opts.hosts.get(n))
+              for n, p in zip(names, ports[1:], strict=True)]
     manifest = Manifest(
         dir=cluster_dir, bin_dir=str(inst.bin_dir), version=str(inst.version), sync=rendered,
         tcp=opts.tcp, nodes=nodes, settings=settings.values,
@@ -368,9 +408,13 @@ def up(opts: UpOptions, progress: Progress | None = None) -> Manifest:
         spawned.append(primary_proc)
         wait_ready(manifest.admin_conninfo(manifest.primary), primary_proc,
                    manifest.primary.log_file(cluster_dir), deadline, "the primary")
+        if opts.hosts:
+            _remote_standbys(manifest, inst, settings.values, deadline, say)
         say(f"starting {len(manifest.standbys)} standbys")
         procs = {}
         for node in manifest.standbys:
+            if node.host is not None:
+                continue
             if opts.clone == "basebackup":
                 _base_backup(account, inst, manifest, node)
             else:  # each standby starts as soon as its own copy is complete
@@ -382,6 +426,8 @@ def up(opts: UpOptions, progress: Progress | None = None) -> Manifest:
                                             manifest.launch(node.name))
             spawned.append(procs[node.name])
         for node in manifest.standbys:
+            if node.host is not None:
+                continue
             wait_ready(manifest.admin_conninfo(node), procs[node.name],
                               node.log_file(cluster_dir), deadline, f"standby {node.name}")
         say("waiting for " + ", ".join(f"{k}={v}" for k, v in expected.items()))

@@ -65,7 +65,7 @@ class Pin:
     node: str
     role: str  # as `costs` names it: walsender:b, walwriter, backend ...
     cpus: list[int]
-    cgroup: str | None = None  # a group of its own, when its CPUs are outside the node's
+    group: str | None = None  # a cpuset of its own, when its CPUs are outside the node's
 
 
 @dataclass
@@ -146,10 +146,8 @@ def apply(layout: Layout) -> None:
                 if node_cpus is not None and not set(pin.cpus) <= set(node_cpus):
                     # outside the node's cpuset: a group of its own, which the pinner
                     # moves the role's processes to
-                    label = pin.role.replace(":", "-")
-                    group = CpusetGroup.create(support, layout.run_key,
-                                               f"{pin.node}-{label}", pin.cpus)
-                    pin.cgroup = str(group.path)
+                    pin.group = f"{pin.node}-{pin.role.replace(':', '-')}"
+                    CpusetGroup.create(support, layout.run_key, pin.group, pin.cpus)
         plan = layout.network_plan()
         if plan is not None:
             from syncrep_lab.network import netns

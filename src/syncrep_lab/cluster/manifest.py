@@ -34,6 +34,8 @@ class Node:
     name: str
     role: str  # primary | standby
     port: int
+    host: dict[str, Any] | None = None  # an SSH host (hosts.ssh.HostSpec fields), or here
+    remote_data: str | None = None  # its data dir on that host
 
     def data_dir(self, cluster_dir: Path) -> Path:
         return cluster_dir / self.name
@@ -93,8 +95,18 @@ class Manifest:
         return f"host={host} port={node.port} user=postgres dbname={dbname}"
 
     def admin_conninfo(self, node: Node, dbname: str = "postgres") -> str:
-        """The tool's own connection: always over the cluster's unix socket."""
+        """The tool's own connection: over the cluster's unix socket, or over TCP with the
+        cluster's password to a node on another host."""
+        if node.host is not None:
+            from syncrep_lab.cluster.remote_node import password
+
+            return (f"host={node.host['address']} port={node.port} user=postgres "
+                    f"dbname={dbname} password={password(self.dir)} connect_timeout=10")
         return f"host={self.sock_dir} port={node.port} user=postgres dbname={dbname}"
+
+    @property
+    def local_nodes(self) -> list[Node]:
+        return [n for n in self.nodes if n.host is None]
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)

@@ -14,6 +14,7 @@ import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from syncrep_lab import shutdown
 from syncrep_lab.cluster import layout as placing
@@ -42,6 +43,21 @@ def stop_nodes(cluster_dir: Path, names: list[str], mode: str, timeout: float) -
             pids[data] = pid
     killed = server.wait_gone(pids, timeout)
     return [d.name for d in pids], [d.name for d in killed]
+
+
+def _remove_remote(nodes: list[Any]) -> list[str]:
+    """Stop and remove the standbys on SSH hosts (first: they stream from the primary)."""
+    problems = []
+    for node in nodes:
+        if node.host is None or node.remote_data is None:
+            continue
+        from syncrep_lab.cluster import remote_node
+
+        try:
+            remote_node.stop_standby(remote_node.host_spec(node.host), node.remote_data)
+        except UserError as exc:
+            problems.append(f"{node.name} on {node.host.get('name')}: {exc.cause}")
+    return problems
 
 
 def kill_leftovers(data_dirs: list[Path], timeout: float = 5.0) -> list[str]:
@@ -75,7 +91,8 @@ def remove_cluster(
             "nothing was stopped or removed",
             "give the --dir that was used with cluster up (see: syncrep-lab clean --list)",
         )
-    names = [n.name for n in manifest.nodes]
+    names = [n.name for n in manifest.local_nodes]
+    remote_problems = [] if keep_data else _remove_remote(manifest.nodes)
     if shutdown.requested() is not None:
         timeout = min(timeout, 5.0)  # interrupted: escalate sooner (a second signal: at once)
     # Standbys first: a primary stopping first makes them log reconnection errors.
@@ -87,6 +104,10 @@ def remove_cluster(
         manifest.save()
         return DownReport(cluster_dir, stopped, killed, False, time.monotonic() - started)
     killed += kill_leftovers([cluster_dir / name for name in names])
+    (cluster_dir / "secret").unlink(missing_ok=True)
+    if remote_problems:
+        raise UserError("could not remove standbys on SSH hosts: " + "; ".join(remote_problems),
+                        "check the hosts (the manifest stays, so syncrep-lab clean tries again)")
     layout = manifest.placed()
     if layout is not None:
         # the servers are gone: their namespaces, links and cpusets can go too

@@ -17,7 +17,6 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import psycopg
@@ -54,7 +53,7 @@ class Walsenders:
 
 def start_pinners(manifest: Manifest) -> list[RolePinner]:
     """One pinner per node that has pin rules, started."""
-    from syncrep_lab.placement.cgroups import CpusetGroup
+    from syncrep_lab.placement.cgroups import CpusetGroup, cpuset_support
     from syncrep_lab.placement.pinning import PinRule, RolePinner
 
     layout = manifest.placed()
@@ -68,7 +67,8 @@ def start_pinners(manifest: Manifest) -> list[RolePinner]:
             continue
         pins = [p for p in layout.pins if p.node == name]
         rules = [PinRule(p.role, p.cpus) for p in pins]
-        groups = {p.role: CpusetGroup.at(Path(p.cgroup)) for p in pins if p.cgroup}
+        groups = {p.role: CpusetGroup.open(cpuset_support(), layout.run_key, p.group)
+                  for p in pins if p.group}
 
         def move_to(rule: PinRule, groups: dict[str, Any] = groups) -> Any:
             return groups.get(rule.role)

@@ -20,7 +20,7 @@ import shutil
 import sqlite3
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +73,7 @@ from syncrep_lab.pg.conninfo import (
     without_masked_password,
 )
 from syncrep_lab.pg.installations import resolve
+from syncrep_lab.probes.remote import role_costs
 from syncrep_lab.probes.session import ProbeNode, RepeatProbes, probe_rows
 
 
@@ -157,6 +158,9 @@ class ActiveCluster:
                 tcp=topo.tcp, settings=settings_for(spec, cell.settings_set),
                 profile=topo.profile, clone=topo.clone, timeout=spec.run.ready_timeout,
                 layout=layout_for(spec, cell, instance, self.dir.name[4:]),
+                hosts={node: asdict(host_spec(spec, host))
+                       for node, host in topo.hosts.items() if node in standby_names(
+                           spec, cell.standbys)},
             ))
             inst = resolve(manifest.bin_dir)
             self._record(cell, manifest.version, manifest.bin_dir,
@@ -164,8 +168,10 @@ class ActiveCluster:
                          [{"name": n.name, "role": n.role, "port": n.port,
                            **({"instance": instance} if cell.instances > 1 else {})}
                           for n in manifest.nodes])
-            nodes = [ProbeNode(n.name, manifest.admin_conninfo(n), n.data_dir(manifest.dir),
-                               n.role == "primary") for n in manifest.nodes]
+            # a node on an SSH host has no local processes: its CPU comes over SSH
+            nodes = [ProbeNode(n.name, manifest.admin_conninfo(n), n.data_dir(manifest.dir)
+                               if n.host is None else None, n.role == "primary")
+                     for n in manifest.nodes]
             target = Target(manifest.conninfo(manifest.primary), manifest.admin_conninfo(
                 manifest.primary), [n.name for n in manifest.standbys], inst.version.num,
                 inst.program("pgbench"), manifest_log_tail(manifest), nodes, manifest,
@@ -418,6 +424,7 @@ class Runner:
         probes = (RepeatProbes(self.spec.probes, target.nodes, target.version_num, rep_dir,
                                self.spec.workload.duration) if probed else None)
         fault = self._fault_run(cell, target)
+        remote_before = _remote_snapshots(target) if probed else {}
         if probes is not None:
             probes.start()
         if fault is not None:
@@ -462,14 +469,20 @@ class Runner:
                 raise UserError("pgbench printed no summary", f"see {rep_dir}/pgbench.stdout")
         rows = (probe_rows(probe_data, str(rep_dir.relative_to(self.store.folder)))
                 if probe_data is not None else {})
+        if remote_before:
+            after = _remote_snapshots(target)
+            rows.setdefault("proc_costs", [])
+            for name, before in remote_before.items():
+                rows["proc_costs"] += role_costs(name, before, after.get(name, []))
         if fault is not None:
             rows.update(fault.rows(stats.transactions * cell.batch))
         if len(runs) > 1:
-            rows["instance_results"] = [
-                (t.instance, float(run.summary.tps or 0), st.transactions, st.failed,
-                 _ms(st.histogram.summary()["mean_us"]), _ms(st.histogram.summary()["p99_us"]))
-                for t, run, st in zip(targets, runs, strict=True, )
-                for st in [per_instance[t.instance - 1]]]
+            rows["instance_results"] = []
+            for t, run, st in zip(targets, runs, per_instance, strict=True):
+                hs = st.histogram.summary()
+                rows["instance_results"].append(
+                    (t.instance, float(run.summary.tps or 0), st.transactions, st.failed,
+                     _ms(hs["mean_us"]), _ms(hs["p99_us"])))
         if placed:
             rows["placement"] = placement
             rows["links"] = link_rows(targets)
@@ -614,6 +627,17 @@ class FaultRun:
         return out
 
 
+def _remote_snapshots(target: Target) -> dict[str, list[dict[str, Any]]]:
+    """/proc of every node on an SSH host, read there."""
+    from syncrep_lab.cluster import remote_node
+
+    manifest = target.manifest
+    if manifest is None:
+        return {}
+    return {n.name: remote_node.snapshot(remote_node.host_spec(n.host), n.remote_data)
+            for n in manifest.nodes if n.host is not None and n.remote_data is not None}
+
+
 def _finish_all(running: list[RunningPgbench]) -> list[PgbenchRun]:
     """Wait for every pgbench; if one fails, the others are stopped too."""
     runs = []
@@ -633,10 +657,10 @@ def _summed_progress(runs: list[PgbenchRun]
     TPS (the first instance's own figures when there is one)."""
     if len(runs) == 1:
         return [(s.t_s, s.tps, s.latency_ms, s.stddev_ms, s.failed) for s in runs[0].progress]
-    out = []
+    out: list[tuple[float, float, float | None, float | None, int]] = []
     for i in range(min(len(r.progress) for r in runs)):
         samples = [r.progress[i] for r in runs]
-        tps = sum(s.tps for s in samples)
+        tps = float(sum(s.tps for s in samples))
         lat = (sum(s.tps * s.latency_ms for s in samples if s.latency_ms is not None) / tps
                if tps > 0 and all(s.latency_ms is not None for s in samples) else None)
         out.append((samples[0].t_s, tps, lat, None, sum(s.failed for s in samples)))

@@ -1,0 +1,172 @@
+"""A standby on another host, reached over SSH (hosts/), as part of a cluster whose
+primary runs here.
+
+The standby is a real base backup taken *on that host* from the primary over the
+network (``pg_basebackup -h``), configured, and started as the SSH account. It and
+the primary authenticate over TCP with a password made for the cluster (``md5`` in
+pg_hba, which also accepts a SCRAM-stored password), never ``trust``: a real
+network is not this machine's loopback. The password lives in the cluster dir here
+(``secret``, mode 0600) and in the standby's own configuration there (0600, in its
+data dir).
+
+The tool connects to the standby over TCP for everything it asks (readiness,
+settings, the wait-event and replication samplers); the per-process CPU figures of
+a remote node come from ``/proc`` on its host, read over SSH before and after each
+probed repeat (hosts/remote.proc_snapshot).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import posixpath
+import secrets
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from syncrep_lab.errors import ClusterFailure, UserError
+from syncrep_lab.hosts import remote
+from syncrep_lab.hosts.ssh import HostSpec, SshHost
+from syncrep_lab.pg.settings import render_conf
+
+SECRET = "secret"
+
+
+def host_spec(data: dict[str, Any]) -> HostSpec:
+    return HostSpec(**data)
+
+
+def new_password(cluster_dir: Path) -> str:
+    """The cluster's password, made once and kept beside the manifest (0600)."""
+    path = cluster_dir / SECRET
+    if path.exists():
+        return path.read_text().strip()
+    password = secrets.token_hex(16)
+    path.touch(mode=0o600)
+    path.write_text(password + "\n")
+    return password
+
+
+def password(cluster_dir: Path) -> str | None:
+    try:
+        return (cluster_dir / SECRET).read_text().strip()
+    except OSError:
+        return None
+
+
+def local_address_towards(address: str, port: int) -> str:
+    """This machine's address on the route to ``address`` (what the host sees us as)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect((address, port))
+        except OSError as exc:
+            raise UserError(f"no route to {address}: {exc.strerror}",
+                            "check the host's address in [hosts]") from None
+        return str(s.getsockname()[0])
+
+
+def remote_dir(spec: HostSpec, cluster_dir: Path, node: str) -> str:
+    """Where the node's files go on its host: below data_root, named after this
+    machine's cluster dir so that two clusters never share one."""
+    tag = f"{socket.gethostname()}-{cluster_dir.name}"
+    return posixpath.join(spec.data_root, tag, node)
+
+
+def check_version(host: SshHost, bin_dir: str, major: int) -> None:
+    out = host.run([posixpath.join(bin_dir, "postgres"), "--version"], timeout=30).stdout
+    words = out.split()
+    version = words[2] if len(words) >= 3 else out.strip()
+    theirs = version.split(".")[0]
+    ours = str(major // 10000) if major >= 100000 else f"{major // 10000}.{major // 100 % 100}"
+    if not (theirs == ours or version.startswith(ours + ".")):
+        raise UserError(f"{host.spec.name} has PostgreSQL {version} in {bin_dir}, the "
+                        f"primary runs {ours}: streaming replication needs one major version",
+                        f"set bin_dir on {host.spec.name} to a PostgreSQL {ours}, or "
+                        "topology.pg to the host's version")
+
+
+def start_standby(*, spec: HostSpec, cluster_dir: Path, name: str, port: int,
+                  primary_address: str, primary_port: int, tool_address: str,
+                  secret: str, settings: dict[str, str], version_num: int,
+                  deadline: float) -> str:
+    """Base backup, configure and start the standby ``name`` on its host; returns its
+    data dir there. Everything it makes is below data_root, removed by stop_standby."""
+    bin_dir = spec.bin_dir or ""
+    data = remote_dir(spec, cluster_dir, name)
+    top = posixpath.dirname(data)
+    passfile = posixpath.join(top, f"{name}.pgpass")
+    with SshHost(spec) as host:
+        check_version(host, bin_dir, version_num)
+        host.run(["mkdir", "-p", "-m", "0700", top], timeout=30)
+        host.put_text(passfile, f"{primary_address}:{primary_port}:*:postgres:{secret}\n",
+                      0o600)
+        left = max(30.0, deadline - time.monotonic())
+        result = host.run(["env", f"PGPASSFILE={passfile}",
+                           posixpath.join(bin_dir, "pg_basebackup"), "-D", data,
+                           "-X", "stream", "-c", "fast", "-h", primary_address,
+                           "-p", str(primary_port), "-U", "postgres", "-w"],
+                          timeout=left, check=False)
+        if result.returncode != 0:
+            raise ClusterFailure(f"pg_basebackup on {spec.name} for standby {name} failed:\n"
+                                 f"{result.stderr.strip()[-1500:]}",
+                                 f"check that {spec.name} reaches {primary_address}:"
+                                 f"{primary_port} (a firewall, a route)")
+        conninfo = (f"host={primary_address} port={primary_port} user=postgres "
+                    f"password={secret} application_name={name}")
+        own = {"port": str(port), "listen_addresses": "*",
+               "unix_socket_directories": top, "unix_socket_permissions": "0700",
+               "hot_standby": "on", **settings, "primary_conninfo": conninfo,
+               "recovery_target_timeline": "latest"}
+        if version_num < 120000:
+            recovery = {"standby_mode": "on", "primary_conninfo": conninfo,
+                        "recovery_target_timeline": "latest"}
+            own = {k: v for k, v in own.items() if k not in recovery}
+            host.put_text(posixpath.join(data, "recovery.conf"),
+                          render_conf(recovery, "written by syncrep-lab"), 0o600)
+        else:
+            host.put_text(posixpath.join(data, "standby.signal"), "", 0o600)
+        header = f"written by syncrep-lab for standby {name} of {cluster_dir}"
+        host.put_text(posixpath.join(data, "syncrep-lab.conf"), render_conf(own, header), 0o600)
+        host.sh('grep -q "^include \'syncrep-lab.conf\'" "$1/postgresql.conf" || '
+                'printf "\\ninclude \'syncrep-lab.conf\'\\n" >> "$1/postgresql.conf"; '
+                ': > "$1/postgresql.auto.conf"', data, what="including syncrep-lab.conf")
+        host.put_text(posixpath.join(data, "pg_hba.conf"),
+                      "local all all trust\n"
+                      f"host all postgres {tool_address}/32 md5\n", 0o600)
+        remote.start_postgres(host, bin_dir, data, posixpath.join(top, f"{name}.log"))
+    return data
+
+
+def wait_ready(conninfo: str, name: str, deadline: float) -> None:
+    last = ""
+    while time.monotonic() < deadline:
+        try:
+            with psycopg.connect(conninfo, autocommit=True, connect_timeout=5) as conn:
+                conn.execute("select 1")
+                return
+        except psycopg.Error as exc:
+            last = str(exc).strip()
+        time.sleep(0.2)
+    raise ClusterFailure(f"standby {name} on its SSH host did not accept connections in "
+                         f"time: {last}", "see its log in data_root on that host")
+
+
+def stop_standby(spec: HostSpec, data: str) -> None:
+    """Stop the remote standby and remove everything made for it on its host."""
+    with SshHost(spec) as host:
+        remote.stop_postgres(host, spec.bin_dir or "", data)
+        top = posixpath.dirname(data)
+        remote.remove_dir(host, data)
+        name = posixpath.basename(data)
+        host.run(["rm", "-f", "--", posixpath.join(top, f"{name}.pgpass"),
+                  posixpath.join(top, f"{name}.log")], timeout=30, check=False)
+        with contextlib.suppress(UserError):
+            host.run(["rmdir", "--", top], timeout=30, check=False)
+
+
+def snapshot(spec: HostSpec, data: str) -> list[dict[str, Any]]:
+    with SshHost(spec) as host:
+        return remote.proc_snapshot(host, data)

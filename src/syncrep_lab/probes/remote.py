@@ -1,0 +1,43 @@
+"""CPU of the processes of a node on an SSH host: /proc read there (one command over
+SSH, hosts/remote.proc_snapshot) before and after a probed repeat, the difference
+per role. Processes born during the repeat count from zero; those that also ended
+during it are not seen (their CPU is in the postmaster's cutime/cstime, which is
+added as the role ``backend`` when it grew), as with the local /proc probe."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from syncrep_lab.probes.roles import role_of_title
+
+
+def role_costs(node: str, before: list[dict[str, Any]], after: list[dict[str, Any]]
+               ) -> list[tuple[Any, ...]]:
+    """proc_costs rows: (node, role, processes, user_ms, system_ms, voluntary_cs,
+    involuntary_cs)."""
+    first = {int(p["pid"]): p for p in before}
+    pids = {int(p["pid"]) for p in after}
+    postmaster = next((p for p in after if int(p["ppid"]) not in pids), None)
+    sums: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0, 0, 0])
+    for p in after:
+        tick_ms = 1000.0 / int(p.get("clk_tck") or 100)
+        base = first.get(int(p["pid"]), {})
+        role = "postmaster" if p is postmaster else role_of_title(str(p["title"]))
+        row = sums[role]
+        row[0] += 1
+        row[1] += (int(p["utime"]) - int(base.get("utime", 0))) * tick_ms
+        row[2] += (int(p["stime"]) - int(base.get("stime", 0))) * tick_ms
+        row[3] += int(p["voluntary"]) - int(base.get("voluntary", 0))
+        row[4] += int(p["involuntary"]) - int(base.get("involuntary", 0))
+    if postmaster is not None:
+        base = first.get(int(postmaster["pid"]), {})
+        tick_ms = 1000.0 / int(postmaster.get("clk_tck") or 100)
+        reaped_user = (int(postmaster["cutime"]) - int(base.get("cutime", 0))) * tick_ms
+        reaped_sys = (int(postmaster["cstime"]) - int(base.get("cstime", 0))) * tick_ms
+        if reaped_user or reaped_sys:
+            row = sums["backend"]
+            row[1] += reaped_user
+            row[2] += reaped_sys
+    return [(node, role, int(v[0]), round(v[1], 3), round(v[2], 3), int(v[3]), int(v[4]))
+            for role, v in sorted(sums.items())]
