@@ -78,9 +78,9 @@ def _run(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return result
 
 
-def make_key(path: Path, comment: str = "syncrep-lab test") -> Path:
-    """A fresh ed25519 key pair without passphrase; returns the private key's path."""
-    _run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path))
+def make_key(path: Path, comment: str = "syncrep-lab test", kind: str = "ed25519") -> Path:
+    """A fresh key pair without passphrase; returns the private key's path."""
+    _run("ssh-keygen", "-q", "-t", kind, "-N", "", "-C", comment, "-f", str(path))
     return path
 
 
@@ -140,18 +140,18 @@ def stop(host: SshdHost) -> None:
         except subprocess.TimeoutExpired:
             host.process.kill()
             host.process.wait(5)
-    for _ in range(3):
-        pids = _namespace_pids(host.namespace)
-        if not pids:
-            break
+    deadline = time.monotonic() + 10
+    while (pids := _namespace_pids(host.namespace)) and time.monotonic() < deadline:
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-        time.sleep(0.2)
+        time.sleep(0.1)
     _run("ip", "netns", "delete", host.namespace, check=False)
     for link in host.links:
         _run("ip", "link", "delete", link, check=False)
     shutil.rmtree(host.workdir, ignore_errors=True)
+    if pids:  # stuck in the kernel even after SIGKILL: say so rather than pass silently
+        raise RuntimeError(f"processes survived in {host.namespace}: {pids}")
 
 
 @contextlib.contextmanager
@@ -167,7 +167,7 @@ def running_sshd() -> Iterator[SshdHost]:
     n = _free_subnet()
     tag = f"{os.getpid()}"
     host = SshdHost(
-        namespace=f"srl-sshd-{tag}", address=f"10.214.{n}.2", gateway=f"10.214.{n}.1",
+        namespace=f"srlssh-{tag}", address=f"10.214.{n}.2", gateway=f"10.214.{n}.1",
         port=PORT, user=USER, key=str(workdir / "client_key"),
         known_hosts=str(workdir / "known_hosts"), host_key_line="",
         data_root=str(workdir / "data"), workdir=workdir, log=workdir / "sshd.log",

@@ -149,6 +149,25 @@ SPECS: dict[str, tuple[list[str], int | None]] = {
                           "11"], None),
     "pg_not_a_dir": (["--pg /nonexistent/pg/bin: no such directory"], None),
     "sync_any_on_96": (["needs PostgreSQL 10"], None),
+    # placement, links, instances, hosts
+    "placement_cpus_garbage": (["placements.p.cpus.primary:", "one-two"], 4),
+    "placement_unknown_node": (["placements.p.cpus.z: 'z' is not a node"], 4),
+    "placement_unknown_role": (["placements.p.pin.walsendr: 'walsendr' is not a role"], 4),
+    "placement_not_defined": (["no placement 'nowhere' (define [placements.nowhere])"], 4),
+    "numa_policy_unknown": (["placements.p.numa.primary:", "scatter"], 4),
+    "link_not_defined": (["no link profile 'moon' (define [links.moon])"], 4),
+    "link_rate_zero": (["links.dead:", "rate"], 3),
+    "link_loss_100": (["links.void.loss_pct: Input should be less than 100"], 4),
+    "instances_with_faults": (["topology.instances: fault scenarios act on one instance"],
+                              4),
+    "host_not_defined": (["topology.hosts.c: no host 'nowhere' (define [hosts.nowhere])"],
+                         5),
+    "host_with_copy": (["a standby on another host is made with pg_basebackup"], 4),
+    "link_fault_without_links": (["link changes an emulated link"], 7),
+    # what this machine has (preflight)
+    "placement_cpu_outside": (["0-63", "this machine"], None),
+    "numa_node_missing": (["bind=3", "NUMA node"], None),
+    "cores_more_than_machine": (["matrix.cores: 4096 cores"], None),
 }
 
 # the spec must be refused this fast (seconds, the whole command line)

@@ -529,7 +529,8 @@ def compare_cmd(run_a: Path, run_b: Path, force: bool, top: int, as_json: bool,
 @cli.command()
 @click.option("--list", "just_list", is_flag=True, help="Only list what would be removed.")
 def clean(just_list: bool) -> None:
-    """Stop and remove every cluster syncrep-lab made and did not take down."""
+    """Stop and remove every cluster syncrep-lab made and did not take down, with its
+    standbys on SSH hosts, network namespaces, links and cpusets."""
     if just_list:
         dirs = registered()
         for d in dirs:
@@ -537,10 +538,12 @@ def clean(just_list: bool) -> None:
         if not dirs:
             out.print("nothing to clean")
         return
-    reports = clean_all()
+    reports, leftovers = clean_all()
     for r in reports:
         out.print(f"removed {r.dir} ({len(r.stopped)} servers stopped)")
-    if not reports:
+    for what in leftovers:
+        out.print(f"removed {what} (no cluster recorded it)")
+    if not reports and not leftovers:
         out.print("nothing to clean")
 
 

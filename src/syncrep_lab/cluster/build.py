@@ -307,8 +307,10 @@ def _remote_standbys(manifest: Manifest, inst: Installation, values: dict[str, s
     from syncrep_lab.cluster import remote_node
 
     secret = remote_node.new_password(manifest.dir)
+    # local: the standbys named in synchronous_standby_names do not exist yet, and this
+    # commit must not wait for them
     with psycopg.connect(manifest.admin_conninfo(manifest.primary), autocommit=True,
-                         connect_timeout=10) as conn:
+                         connect_timeout=10, options="-c synchronous_commit=local") as conn:
         conn.execute(sql.SQL("alter role postgres password {}").format(sql.Literal(secret)))
     for node in manifest.standbys:
         if node.host is None:

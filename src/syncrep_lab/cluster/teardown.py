@@ -129,7 +129,7 @@ def remove_cluster(
     return DownReport(cluster_dir, stopped, killed, True, time.monotonic() - started)
 
 
-def clean() -> list[DownReport]:
+def clean() -> tuple[list[DownReport], list[str]]:
     """Remove every cluster this user's syncrep-lab created and did not take down, then
     namespaces and cpuset groups of the tool that no cluster recorded (a run killed
     between making them and saving its manifest)."""
@@ -139,6 +139,5 @@ def clean() -> list[DownReport]:
             unregister(cluster_dir)
             continue
         reports.append(remove_cluster(cluster_dir))
-    if os.geteuid() == 0:
-        placing.leftovers()
-    return reports
+    leftovers = placing.leftovers() if os.geteuid() == 0 else []
+    return reports, leftovers

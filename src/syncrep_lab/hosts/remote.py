@@ -76,7 +76,6 @@ print("\n".join(out))
 # The same in POSIX sh, for hosts without python3: slower (a few forks per
 # process on the host), same output.
 _SNAPSHOT_SH = r"""
-set -f
 tick=$(getconf CLK_TCK 2>/dev/null) || tick=100
 printf 'T\t%s\n' "$tick"
 want=$(cd -P -- "$1" 2>/dev/null && pwd -P) || exit 0
@@ -85,8 +84,9 @@ for d in /proc/[0-9]*; do
   [ "$cwd" = "$want" ] || continue
   stat=$(cat "$d/stat" 2>/dev/null) || continue
   status=$(cat "$d/status" 2>/dev/null) || continue
-  title=$(tr '\000\n\t' '   ' < "$d/cmdline" 2>/dev/null)
+  title=$(tr '\000\n\t' '   ' < "$d/cmdline" 2>/dev/null | tr -s ' ')
   rest=${stat##*) }
+  set -f  # the glob of the for list above is already expanded
   set -- $rest
   vol=0; invol=0; cpus=
   while IFS=: read -r k v; do
@@ -99,7 +99,7 @@ for d in /proc/[0-9]*; do
 $status
 EOF
   printf 'P\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "${d#/proc/}" "$2" "${12}" "${13}" \
-    "${14}" "${15}" "$vol" "$invol" "$cpus" "$(echo $title)"
+    "${14}" "${15}" "$vol" "$invol" "$cpus" "$title"
 done
 """
 

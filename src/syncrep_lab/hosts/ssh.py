@@ -33,6 +33,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 import asyncssh
+from asyncssh.public_key import get_default_certificate_algs, get_default_public_key_algs
 
 from syncrep_lab.errors import UserError
 
@@ -211,6 +212,28 @@ class _HostKeyCheck(asyncssh.SSHClient):
         return False
 
 
+def _host_key_algorithms(spec: HostSpec, known: asyncssh.SSHKnownHosts) -> list[str]:
+    """Every host key algorithm, those of the keys on record for the host first.
+
+    Left to itself, asyncssh offers the server only the algorithms of the
+    keys on record; a server that has none of those (its RSA key is on record
+    but it now only has an ed25519 one) then just drops the connection, which
+    would read as "unreachable". Offering the rest too lets that server show
+    its key, so the error can say what it is: a key that does not match.
+    Listing the recorded ones first keeps a host with several keys on the
+    one the file knows, as OpenSSH does.
+    """
+    try:
+        found = known.match(spec.address, spec.address, spec.port if spec.port != 22 else None)
+    except ValueError:
+        found = ([], [], [], [], [], [], [])
+    preferred: list[bytes] = [alg for key in found[0] for alg in key.sig_algorithms]
+    if found[1]:  # a certificate authority for the host: certificates first
+        preferred = get_default_certificate_algs() + preferred
+    every = preferred + get_default_certificate_algs() + get_default_public_key_algs()
+    return [alg.decode() for alg in dict.fromkeys(every)]
+
+
 def _fingerprint(key: asyncssh.SSHKey) -> str:
     return f"{key.get_fingerprint('sha256')} ({key.get_algorithm()})"
 
@@ -287,6 +310,7 @@ class SshHost:
         options: dict[str, Any] = {
             "username": spec.user,
             "known_hosts": known,
+            "server_host_key_algs": _host_key_algorithms(spec, known),
             "client_factory": lambda: check,
             "config": [],
             "connect_timeout": spec.connect_timeout,
@@ -314,14 +338,16 @@ class SshHost:
             raise self._host_key_error(check, known_path, exc) from None
         except asyncssh.PermissionDenied:
             raise self._auth_error() from None
-        except asyncssh.KeyEncryptionError:
-            raise UserError(
-                f"the SSH key {spec.key} for host {spec.name} is protected by a passphrase",
-                "load it into an ssh-agent and leave key unset, or use a key without "
-                "a passphrase") from None
-        except (asyncssh.KeyImportError, asyncssh.KeyExportError) as exc:
+        except (asyncssh.KeyImportError, asyncssh.KeyEncryptionError) as exc:
+            if isinstance(exc, asyncssh.KeyEncryptionError) or "assphrase" in str(exc):
+                # Nothing here may prompt for a passphrase: runs are unattended.
+                raise UserError(
+                    f"the SSH key {spec.key} for host {spec.name} is protected by a "
+                    "passphrase",
+                    "load it into an ssh-agent and leave key unset, or use a key without "
+                    "a passphrase") from None
             raise UserError(f"the SSH key {spec.key} for host {spec.name} cannot be used: {exc}",
-                            "point key at an OpenSSH private key file") from None
+                            "point key at an OpenSSH private key file (not the .pub)") from None
         except TimeoutError:
             raise UserError(
                 f"connecting to {spec.name} at {spec.endpoint} timed out after "

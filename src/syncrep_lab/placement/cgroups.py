@@ -44,7 +44,7 @@ from typing import Any
 
 from syncrep_lab.errors import UserError
 from syncrep_lab.placement.cpus import format_cpus, numa_nodes, parse_list
-from syncrep_lab.placement.numa import numa_policy_of
+from syncrep_lab.placement.numa import ProcessGone, numa_policy_of
 
 TOP = "syncrep-lab"
 MOUNTINFO = Path("/proc/self/mountinfo")
@@ -116,7 +116,10 @@ class CpusetSupport:
         """The hierarchy root; UserError with the reason when cpusets cannot be made."""
         if self.usable and self.root is not None:
             return self.root
-        raise UserError(f"cpusets cannot be made here: {self.reason or 'no cpuset hierarchy'}",
+        why = self.reason or "no cpuset hierarchy"
+        if self.fix:
+            why = why.removesuffix(f"; {self.fix}")
+        raise UserError(f"cpusets cannot be made here: {why}",
                         self.fix or "run without cpuset placements")
 
 
@@ -201,7 +204,7 @@ def probe_v2(root: Path) -> CpusetSupport:
             where = f", mounted at {v1_mounts[0]}" if v1_mounts else ""
             why = (f"cpuset controller not available in this cgroup2 hierarchy (bound to v1): "
                    f"/proc/cgroups puts cpuset on v1 hierarchy {hierarchy}{where}")
-            fix = ("use that v1 hierarchy (cpuset_support() does when it is mounted), or boot "
+            fix = ("use that v1 hierarchy (syncrep-lab picks it when it is mounted), or boot "
                    "with cgroup_no_v1=cpuset (or systemd.unified_cgroup_hierarchy=1) so that "
                    "cgroup2 gets it")
         else:
@@ -349,6 +352,7 @@ class JoinFn:
     def __init__(self, procs: Path) -> None:
         self.procs = procs
         self._path = os.fsencode(procs)
+        self._fd = -1
         try:
             self._fd = os.open(procs, os.O_WRONLY | os.O_CLOEXEC)
         except OSError as exc:
@@ -433,14 +437,15 @@ class CpusetGroup:
         """Move process ``pid`` (all its threads) into this group.
 
         Its CPU affinity becomes the group's CPUs: the kernel resets it on a move.
+        Children it forked before stay where they are; only later ones follow it,
+        which is why servers are started inside a group with ``join_fn``.
         """
         try:
             _write(self.path / "cgroup.procs", str(int(pid)))
         except _WriteFailed as exc:
             code = exc.err.errno
             if code == errno.ESRCH:
-                raise UserError(f"process {pid} does not exist (it may have exited)",
-                                "give the pid of a running process") from None
+                raise ProcessGone(pid) from None
             if code == errno.ENOENT:
                 raise UserError(f"cpuset {self.path} does not exist (removed?)",
                                 "create the group again") from None
@@ -506,10 +511,14 @@ def _check_within(group: CpusetGroup, root: Path, cpus: list[int], mems: list[in
     will offer.
     """
     run = group.path.parent
-    ancestor = next(d for d in (run, run.parent, root) if d.is_dir())
-    # v1 root and v2 root both have effective files; v1 groups copy cpuset.cpus.
-    have_cpus = _read_list(ancestor / files.effective_cpus) or _read_list(ancestor / files.cpus)
-    have_mems = _read_list(ancestor / files.effective_mems) or _read_list(ancestor / files.mems)
+    ancestor, have_cpus, have_mems = root, [], []
+    for ancestor in (d for d in (run, run.parent, root) if d.is_dir()):
+        # Both roots have the effective files; a v2 cgroup without the controller
+        # has none, and its parent's sets are what it passes on.
+        have_cpus = _read_list(ancestor / files.effective_cpus)
+        have_mems = _read_list(ancestor / files.effective_mems)
+        if have_cpus:
+            break
     outside = sorted(set(cpus) - set(have_cpus))
     if outside:
         raise UserError(
@@ -544,9 +553,8 @@ class _Undo:
         # Flags first (a v1 parent cannot drop exclusivity while a child has it;
         # a v2 partition must end before its exclusive CPUs are taken back).
         for path, old in reversed(self.writes):
-            if not any(path.is_relative_to(d) for d in self.made):
-                with contextlib.suppress(_WriteFailed):
-                    _write(path, old or "\n")
+            with contextlib.suppress(_WriteFailed):
+                _write(path, old or "\n")
         for path in reversed(self.made):
             with contextlib.suppress(OSError):
                 path.rmdir()
@@ -691,14 +699,15 @@ def _check_v2_exclusive(group: CpusetGroup, root: Path, cpus: list[int]) -> None
                 )
 
 
-def _enable_cpuset(path: Path, undo: _Undo) -> None:
+def _enable_cpuset(path: Path) -> None:
+    """Give ``path``'s children the cpuset controller (cgroup.subtree_control).
+
+    Enabling it at the hierarchy root is never undone: systemd enables it there
+    too, and taking it away would drop every other cgroup's cpuset settings.
+    """
     control = path / "cgroup.subtree_control"
     if "cpuset" not in _read(control).split():
         _write(control, "+cpuset")
-        if path in undo.made or path.parent in undo.made:
-            return
-        # Enabling at the hierarchy root is left in place: systemd does the same,
-        # and taking it away could disturb other cgroups' settings.
 
 
 def _make_v2(group: CpusetGroup, root: Path, cpus: list[int], mems: list[int] | None,
@@ -708,22 +717,23 @@ def _make_v2(group: CpusetGroup, root: Path, cpus: list[int], mems: list[int] | 
         _check_v2_exclusive(group, root, cpus)
     leaf = group.path
     top, run = leaf.parents[1], leaf.parent
+    if (leaf.is_dir() and not exclusive
+            and _read(leaf / "cpuset.cpus.partition") not in ("", "member")):
+        raise UserError(f"cpuset {leaf} exists and is a partition", "remove the run "
+                        "first, or ask for an exclusive group")
     undo = _Undo()
     try:
-        _enable_cpuset(root, undo)
+        _enable_cpuset(root)
         for path in (top, run):
             if not path.is_dir():
                 path.mkdir()
                 undo.made.append(path)
             # No process ever sits in these two, so the no-internal-process rule
             # does not stop their children from getting the controller.
-            _enable_cpuset(path, undo)
+            _enable_cpuset(path)
         if not leaf.is_dir():
             leaf.mkdir()
             undo.made.append(leaf)
-        elif _read(leaf / "cpuset.cpus.partition") not in ("", "member") and not exclusive:
-            raise UserError(f"cpuset {leaf} exists and is a partition", "remove the run "
-                            "first, or ask for an exclusive group")
         for name, values in (("cpuset.cpus", cpus), ("cpuset.mems", mems)):
             if values is None:
                 continue  # empty: the parent's
@@ -733,6 +743,13 @@ def _make_v2(group: CpusetGroup, root: Path, cpus: list[int], mems: list[int] | 
         if exclusive:
             # A remote partition: each level between the root partition and the
             # group must hand the CPUs down through cpuset.cpus.exclusive, top-down.
+            # Kernels before 6.11 also cap cpuset.cpus.exclusive by the level's own
+            # cpuset.cpus, so empty ones ("the parent's") are written out first.
+            for path in (top, run):
+                if not _read(path / "cpuset.cpus"):
+                    _write(path / "cpuset.cpus",
+                           format_cpus(_read_list(path / "cpuset.cpus.effective")))
+                    undo.wrote(path / "cpuset.cpus", "")
             for path in (top, run):
                 old = _read(path / "cpuset.cpus.exclusive")
                 new = sorted(set(_read_list(path / "cpuset.cpus.exclusive")) | set(cpus))
@@ -873,16 +890,13 @@ def _status(pid: int) -> dict[str, str]:
 
 def placement_of(pid: int) -> dict[str, Any]:
     """What the kernel applied to ``pid``: CPUs and memory nodes it may use, its cpuset
-    cgroup and its NUMA memory policy."""
+    cgroup and its NUMA memory policy. ProcessGone (a UserError and an OSError) when
+    there is no such process."""
     try:
         status = _status(pid)
         cgroup = cpuset_cgroup_of(pid)
-    except FileNotFoundError:
-        raise UserError(f"process {pid} does not exist (it may have exited)",
-                        "give the pid of a running process") from None
-    except ProcessLookupError:
-        raise UserError(f"process {pid} does not exist (it may have exited)",
-                        "give the pid of a running process") from None
+    except (FileNotFoundError, ProcessLookupError):
+        raise ProcessGone(pid) from None
     return {
         "cpus": status.get("Cpus_allowed_list", ""),
         "mems": status.get("Mems_allowed_list", ""),
