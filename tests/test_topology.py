@@ -5,6 +5,7 @@ emulated links between network namespaces, several instances at once, and what
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -59,9 +60,13 @@ def _netns() -> list[str]:
         return []
 
 
-def _ours_left() -> dict[str, Any]:
-    return {"namespaces": [n for n in _netns() if n.startswith("srl-")],
-            "cpusets": sorted(p.name for p in CPUSET_ROOT.iterdir() if p.is_dir())
+def _left_by(run: Path) -> dict[str, Any]:
+    """Namespaces and cpusets of the run in ``run`` still there (their names start with
+    the digest of the run folder, as the runner makes them)."""
+    digest = hashlib.sha256(str(run.resolve()).encode()).hexdigest()[:10]
+    return {"namespaces": [n for n in _netns() if n.startswith(f"srl-{digest[:5]}")],
+            "cpusets": sorted(p.name for p in CPUSET_ROOT.iterdir()
+                              if p.is_dir() and p.name.startswith(digest))
             if CPUSET_ROOT.is_dir() else []}
 
 
@@ -122,7 +127,7 @@ def test_placement_is_read_back_for_every_role(workdir: Path) -> None:
     assert plain[("primary", "walwriter")]["cpus"] == "0-1"
     assert plain[("primary", "walsender:b")]["cpus"] == "0-1"
     assert ("client", "pgbench") in plain
-    assert _ours_left() == {"namespaces": [], "cpusets": []}
+    assert _left_by(workdir / "run") == {"namespaces": [], "cpusets": []}
     assert postmasters_in(Path(os.environ["SYNCREP_LAB_HOME"])) == []
 
 
@@ -158,7 +163,7 @@ def test_an_emulated_link_delays_on_but_not_local(workdir: Path) -> None:
     assert {(r["a"], r["b"]) for r in links} == {("primary", "b"), ("client", "primary")}
     assert any("2 ms" in r["profile"] for r in links), [dict(r) for r in links]
     # pgbench crossed the client's link: it ran in a namespace of its own
-    assert _ours_left() == {"namespaces": [], "cpusets": []}
+    assert _left_by(workdir / "run") == {"namespaces": [], "cpusets": []}
 
 
 INSTANCES = """\
@@ -193,7 +198,7 @@ def test_two_instances_run_at_once_and_are_summed(workdir: Path) -> None:
     cpus = {(r["instance"], r["node"]): r["cpus"] for r in db.execute(
         "select instance, node, cpus from placement where role = 'postmaster'")}
     assert cpus == {(1, "primary"): "0", (1, "b"): "0", (2, "primary"): "1", (2, "b"): "1"}
-    assert _ours_left() == {"namespaces": [], "cpusets": []}
+    assert _left_by(workdir / "run") == {"namespaces": [], "cpusets": []}
 
 
 KILLED = """\
@@ -229,14 +234,14 @@ def test_clean_after_the_tool_is_killed(workdir: Path) -> None:
             assert proc.poll() is None, "the run ended before its first repeat"
             assert time.monotonic() < deadline
             time.sleep(0.2)
-        left = _ours_left()
+        left = _left_by(workdir / "run")
         assert left["namespaces"] and left["cpusets"], left
     finally:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
     result = cli("clean")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert _ours_left() == {"namespaces": [], "cpusets": []}
+    assert _left_by(workdir / "run") == {"namespaces": [], "cpusets": []}
     state = Path(os.environ["SYNCREP_LAB_HOME"])
     assert postmasters_in(state) == []
     pgbench = subprocess.run(["pgrep", "-x", "pgbench"], capture_output=True, text=True,

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -201,6 +202,21 @@ def leftovers() -> list[str]:
         support = cpuset_support()
         if support.root is not None:
             for key in leftover_runs(support):
+                if _owner_alive(key):
+                    continue  # a run still going (another session, another terminal)
                 remove_run(support, key)
                 removed.append(f"cpuset group {key}")
     return removed
+
+
+def _owner_alive(run_key: str) -> bool:
+    """Whether the process that made a layout's cpusets (its pid is in the key:
+    ``DIGEST-PIDiK``) still runs."""
+    match = re.search(r"-(\d+)i\d+$", run_key)
+    if match is None:
+        return False
+    try:
+        with open(f"/proc/{match.group(1)}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 
 from syncrep_lab.cluster.layout import CLIENT, Launch, Layout, Pin
@@ -36,7 +37,8 @@ def layout_for(spec: Spec, cell: Cell, instance: int, run_key: str) -> Layout | 
 
     names = standby_names(spec, cell.standbys)
     place = spec.placements.get(cell.placement) if cell.placement != NO_PLACEMENT else None
-    layout = Layout(run_key=f"{run_key}i{instance}")
+    # the owner's pid in the key: `clean` leaves the cpusets of a run still going alone
+    layout = Layout(run_key=f"{run_key}-{os.getpid()}i{instance}")
     separate = place is not None and place.instances == "separate"
     share = (lambda cpus: _split(cpus, instance, cell.instances)) if separate else (
         lambda cpus: cpus)

@@ -89,10 +89,9 @@ def _processes(target: Target) -> list[tuple[str, str, int]]:
     for node in manifest.nodes:
         data = node.data_dir(manifest.dir)
         senders = Walsenders(manifest.admin_conninfo(node)) if node.role == "primary" else None
+        postmaster = server.postmaster_pid(data)
         for pid in server.processes_in([data]):
-            role = role_of_title(title(pid))
-            if role == "backend" and pid == server.postmaster_pid(data):
-                role = "postmaster"
+            role = "postmaster" if pid == postmaster else role_of_title(title(pid))
             if role == "walsender" and senders is not None:
                 standby = senders(pid)
                 role = f"walsender:{standby}" if standby else role
