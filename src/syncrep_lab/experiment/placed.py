@@ -157,8 +157,7 @@ def link_rows(targets: list[Target]) -> list[tuple[Any, ...]]:
             continue
         applied = netns.readback(plan)
         for link in plan.links:
-            ends = [e for e in applied if e.get("link") == [link.a, link.b]
-                    or {e.get("endpoint"), e.get("peer")} == {link.a, link.b}]
+            ends = [e for e in applied if {e.get("endpoint"), e.get("peer")} == {link.a, link.b}]
             rows.append((target.instance, link.a, link.b, link.profile.describe(),
                          json.dumps(ends or applied, default=str)))
     return rows

@@ -8,17 +8,25 @@ module is that program: it holds each packet's verdict back until the packet is 
 drops packets at random for loss. The link's rate is left to ``tc tbf``, which every kernel
 has.
 
-How it is run (``netns`` does this): inside the namespace whose traffic it delays, as
-``ip netns exec NS python -m syncrep_lab.network.delayer --queue N --delay-ms D
---jitter-ms J --loss-pct L --parent PID``, with an iptables rule such as ``-j NFQUEUE
---queue-num N --queue-bypass`` sending it the packets. It prints ``ready`` on stdout once the
-queue is bound; until then (and after it is gone) ``--queue-bypass`` lets packets through
-undelayed, which is why the caller must check that the delayer is alive.
+How it is run (``netns`` does this): inside the namespace that receives the traffic it
+delays, as ``ip netns exec NS python -m syncrep_lab.network.delayer --queue N --delay-ms D
+--jitter-ms J --loss-pct L --parent PID``, with a rule such as ``iptables -t mangle -A
+PREROUTING -i IF -j NFQUEUE --queue-num N --queue-bypass`` sending it the packets arriving
+over one link. (On the receiving side rather than the sending one: a packet held before it
+leaves is still charged to its sending socket, and TCP's small-queue limit then throttles
+the sender.) It prints ``ready`` on stdout once the queue is bound; until then (and after it
+is gone) ``--queue-bypass`` lets packets through undelayed, which is why the caller must
+check that the delayer is alive.
 
 Behaviour, and the choices behind it:
 
-- One process per queue (one queue per link end and direction), so a change of one link never
-  disturbs another, and a crashed or restarted delayer affects one direction of one link.
+- One process per queue, that is per link end (the packets arriving over that link), so a
+  change of one link never disturbs another, and a crashed or restarted delayer affects one
+  direction of one link.
+- Delays count from the packet's arrival as the kernel stamped it (NFQA_TIMESTAMP, turned on
+  by holding a socket with SO_TIMESTAMP), not from when this process read it, and timer
+  wake-ups are aimed early by their usual lateness: both errors are otherwise around a tenth
+  of a millisecond on a virtual machine.
 - Packets leave in the order they came (per queue FIFO): a packet's due time is
   ``arrival + delay + uniform(-jitter, +jitter)``, raised to the previous packet's due time if
   it is earlier. TCP is therefore never reordered, which a single real path does not do
@@ -58,12 +66,13 @@ import struct
 import sys
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import FrameType
 
 NETLINK_NETFILTER = 12
 SOL_NETLINK = 270
 SO_RCVBUFFORCE = 33  # not exported by the socket module
+SO_TIMESTAMP = 29
 NFNL_SUBSYS_QUEUE = 3
 NFQNL_MSG_PACKET = 0
 NFQNL_MSG_VERDICT = 1
@@ -74,6 +83,7 @@ NLM_F_REQUEST = 1
 NLM_F_ACK = 4
 NFQA_PACKET_HDR = 1
 NFQA_VERDICT_HDR = 2
+NFQA_TIMESTAMP = 4
 NFQA_CFG_CMD = 1
 NFQA_CFG_PARAMS = 2
 NFQA_CFG_QUEUE_MAXLEN = 3
@@ -92,6 +102,8 @@ _PR_SET_TIMERSLACK = 29
 # Packets come due within this much of a wake-up are released with it rather than after
 # another sleep: a sleep that short would cost more than it gains.
 RELEASE_SLACK_S = 50e-6
+NO_TIMESTAMPS = -2
+MAX_WAKE_LAG_S = 0.5e-3  # the wake-up latency allowed for is capped at this
 DEFAULT_MAXLEN = 32768  # packets the kernel holds for one queue before it drops new ones
 RCVBUF = 16 << 20  # the netlink socket's receive buffer (packet notices wait there)
 
@@ -99,6 +111,7 @@ _HEADER = struct.Struct("=IHHI I")  # nlmsghdr: length, type, flags, sequence, p
 _MSG_HEAD = struct.Struct("=IH")
 _ATTR_HEAD = struct.Struct("=HH")
 _BE32 = struct.Struct("!I")
+_TIMESTAMP = struct.Struct("!QQ")  # seconds, microseconds (real time)
 _NATIVE_I32 = struct.Struct("=i")
 
 
@@ -145,9 +158,9 @@ class Stats:
     overruns: int = 0  # notices the kernel could not deliver (receive buffer full)
     verdict_errors: int = 0
     late_max_ms: float = 0.0  # how much later than due a packet was released, at worst
-    late_sum_ms: float = 0.0
+    late_sum_ms: float = 0.0  # signed: early releases (by under the wake-up lag) count less
     releases: int = 0
-    extra: dict[str, float] = field(default_factory=dict)
+    wake_lag_ms: float = 0.0
 
     def to_json(self, held: int, params: Params) -> str:
         return json.dumps({
@@ -156,7 +169,7 @@ class Stats:
             "verdict_errors": self.verdict_errors, "late_max_ms": round(self.late_max_ms, 3),
             "late_mean_ms": round(self.late_sum_ms / self.releases, 3) if self.releases else 0,
             "delay_ms": params.delay_ms, "jitter_ms": params.jitter_ms,
-            "loss_pct": params.loss_pct,
+            "loss_pct": params.loss_pct, "wake_lag_ms": round(self.wake_lag_ms, 3),
         })
 
 
@@ -175,6 +188,7 @@ class Delayer:
         self.seq = 0
         self.stopping = False
         self.gso: bool | None = None
+        self.wake_lag = 0.0  # how late timer wake-ups come, on average (seconds)
         self.sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_NETFILTER)
         self.sock.bind((0, 0))
         try:
@@ -184,6 +198,16 @@ class Delayer:
         self.accept_batch = verdict_template(queue, NFQNL_MSG_VERDICT_BATCH, NF_ACCEPT)
         self.drop_one = verdict_template(queue, NFQNL_MSG_VERDICT, NF_DROP)
         self.buf = bytearray(65536)
+        # Any socket asking for receive timestamps makes the kernel stamp every packet as it
+        # arrives; the queue then passes the stamp on (NFQA_TIMESTAMP), and delays count from
+        # arrival rather than from when this process got round to reading the packet (up to
+        # a tenth of a millisecond later when it was asleep).
+        self.stamper = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        with contextlib.suppress(OSError):
+            self.stamper.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMP, 1)
+        self.ts_at = -1  # where the timestamp attribute sits in a notice, once found
+        self.ts_misses = 0
+        self.real_minus_mono = time.time() - time.monotonic()
 
     # -- configuration ------------------------------------------------------------------
     def _request(self, attrs: bytes) -> None:
@@ -206,7 +230,7 @@ class Delayer:
                         raise OSError(-code, os.strerror(-code))
                     return
                 if kind == PACKET_TYPE:  # a packet while reconfiguring: hold it as usual
-                    self._take(self.buf, off, time.monotonic())
+                    self._take(self.buf, off, length, time.monotonic())
                 off += max((length + 3) & ~3, 16)
 
     def bind(self) -> None:
@@ -236,14 +260,16 @@ class Delayer:
         self._apply_gso()
 
     # -- the packet path ----------------------------------------------------------------
-    def _take(self, buf: bytearray, off: int, now: float) -> None:
-        """One packet notice at ``off``: drop it now, or hold it until it is due."""
+    def _take(self, buf: bytearray, off: int, length: int, now: float) -> None:
+        """One packet notice at ``off`` (``length`` bytes): drop it now, or hold it until it
+        is due."""
         if _ATTR_HEAD.unpack_from(buf, off + 20)[1] & 0x3FFF == NFQA_PACKET_HDR:
             pid = _BE32.unpack_from(buf, off + 24)[0]
         else:  # the kernel puts the packet header first; search in case that ever changes
-            pid = self._find_id(buf, off)
-            if pid is None:
+            at = self._find_attr(buf, off, NFQA_PACKET_HDR)
+            if at < 0:
                 return
+            pid = _BE32.unpack_from(buf, off + at + 4)[0]
         stats = self.stats
         stats.received += 1
         params = self.params
@@ -252,6 +278,20 @@ class Delayer:
             self.sock.send(self.drop_one)
             stats.dropped += 1
             return
+        at = self.ts_at
+        if at != NO_TIMESTAMPS and (
+                at < 0 or at + 20 > length
+                or _ATTR_HEAD.unpack_from(buf, off + at) != (20, NFQA_TIMESTAMP)):
+            at = self.ts_at = self._find_attr(buf, off, NFQA_TIMESTAMP)
+            if at < 0:
+                self.ts_misses += 1
+                if self.ts_misses > 64:  # this kernel does not stamp: stop looking
+                    self.ts_at = NO_TIMESTAMPS
+        if at >= 0:
+            sec, usec = _TIMESTAMP.unpack_from(buf, off + at + 4)
+            arrived = sec + usec * 1e-6 - self.real_minus_mono
+            if now - 0.5 < arrived < now:  # else a clock step: trust our own reading
+                now = arrived
         due = now + params.delay_ms / 1000
         if params.jitter_ms:
             due += (self.rng.random() * 2 - 1) * params.jitter_ms / 1000
@@ -261,17 +301,18 @@ class Delayer:
         self.held.append((due, pid))
 
     @staticmethod
-    def _find_id(buf: bytearray, off: int) -> int | None:
+    def _find_attr(buf: bytearray, off: int, wanted: int) -> int:
+        """Where attribute ``wanted`` starts, relative to the notice at ``off`` (-1: none)."""
         end = off + _MSG_HEAD.unpack_from(buf, off)[0]
         pos = off + 20
         while pos + 4 <= end:
             length, kind = _ATTR_HEAD.unpack_from(buf, pos)
             if length < 4:
-                return None
-            if kind & 0x3FFF == NFQA_PACKET_HDR:
-                return int(_BE32.unpack_from(buf, pos + 4)[0])
+                return -1
+            if kind & 0x3FFF == wanted:
+                return pos - off
             pos += (length + 3) & ~3
-        return None
+        return -1
 
     def drain(self) -> None:
         """Read every packet notice waiting on the socket."""
@@ -287,11 +328,12 @@ class Delayer:
                     continue
                 raise
             now = time.monotonic()
+            self.real_minus_mono = time.time() - now
             off = 0
             while off + 20 <= n:
                 length, kind = _MSG_HEAD.unpack_from(buf, off)
                 if kind == PACKET_TYPE:
-                    take(buf, off, now)
+                    take(buf, off, length, now)
                 elif kind == NLMSG_ERROR and _NATIVE_I32.unpack_from(buf, off + 16)[0]:
                     self.stats.verdict_errors += 1
                 off += max((length + 3) & ~3, 16)
@@ -305,7 +347,7 @@ class Delayer:
         if not held:
             return
         now = time.monotonic()
-        limit = float("inf") if everything else now + RELEASE_SLACK_S
+        limit = float("inf") if everything else now + max(RELEASE_SLACK_S, self.wake_lag)
         first_due = held[0][0]
         last = -1
         count = 0
@@ -317,7 +359,7 @@ class Delayer:
             self.sock.send(self.accept_batch)
             stats = self.stats
             stats.accepted += count
-            late = max(0.0, (now - first_due) * 1000)
+            late = (now - first_due) * 1000  # negative: released a little early
             stats.late_sum_ms += late
             stats.releases += 1
             if late > stats.late_max_ms:
@@ -332,6 +374,7 @@ class Delayer:
         if words[0] == "quit":
             return None
         if words[0] == "stats":
+            self.stats.wake_lag_ms = self.wake_lag * 1000
             return self.stats.to_json(len(self.held), self.params)
         if words[0] == "set" and len(words) == 4:
             try:
@@ -355,10 +398,16 @@ class Delayer:
         fds = [sock_fd, wake] + ([control] if control is not None else [])
         pending = b""
         while not self.stopping:
-            timeout = None
+            timeout = target = None
             if self.held:
-                timeout = max(0.0, self.held[0][0] - time.monotonic())
+                # wake up early by the usual wake-up latency, so packets leave on time on
+                # average rather than always late by it
+                target = self.held[0][0] - self.wake_lag
+                timeout = max(0.0, target - time.monotonic())
             ready = select.select(fds, [], [], timeout)[0]
+            if not ready and target is not None:
+                observed = min(max(time.monotonic() - target, 0.0), MAX_WAKE_LAG_S)
+                self.wake_lag += (observed - self.wake_lag) * 0.1
             if sock_fd in ready:
                 self.drain()
             if wake in ready:
@@ -383,6 +432,7 @@ class Delayer:
 
     def close(self) -> None:
         self.sock.close()
+        self.stamper.close()
 
 
 def _prctl(option: int, value: int) -> None:

@@ -331,8 +331,11 @@ def _placement_readback(store: Store, cells: list[dict[str, Any]],
             "order by instance, a, b", (last[0],))]
         for link in links:
             applied = json.loads(link.pop("applied_json") or "[]")
-            link["how"] = sorted({str(e.get("method") or e.get("kind") or "")
-                                  for e in applied if isinstance(e, dict)} - {""})
+            link["how"] = sorted({"tc netem" if e.get("backend") == "netem" else
+                                  "NFQUEUE delayer (no netem in this kernel)"
+                                  if e.get("backend") == "delayer" else str(e.get("backend"))
+                                  for e in applied if isinstance(e, dict)
+                                  and e.get("backend")})
         instances = [dict(r) for r in store.db.execute(
             "select i.instance, avg(i.tps) as tps, avg(i.lat_mean_ms) as lat_mean_ms, "
             "avg(i.lat_p99_ms) as lat_p99_ms from instance_results i join repeats r "
