@@ -76,7 +76,7 @@ SPECS: dict[str, tuple[list[str], int | None]] = {
     "unknown_top": (["nmae: unknown key (did you mean name?)", "name: Field required"], 1),
     "unknown_section": (["topolgy: unknown key (did you mean topology?)"], 3),
     "unknown_workload": (["workload.client: unknown key (did you mean clients?)"], 4),
-    "unknown_matrix": (["matrix.client: unknown key (did you mean clients?)"], 4),
+    "unknown_matrix": (["matrix.client: unknown key (did you mean clients"], 4),
     "unknown_run": (["run.repeats: unknown key (did you mean repeats_min or repeats_max?)"],
                     4),
     "unknown_probes": (["probes.pref: unknown key (did you mean perf?)"], 4),
@@ -165,8 +165,8 @@ SPECS: dict[str, tuple[list[str], int | None]] = {
     "host_with_copy": (["a standby on another host is made with pg_basebackup"], 4),
     "link_fault_without_links": (["link changes an emulated link"], 7),
     # what this machine has (preflight)
-    "placement_cpu_outside": (["0-63", "this machine"], None),
-    "numa_node_missing": (["bind=3", "NUMA node"], None),
+    "placement_cpu_outside": (["placements.wide: primary: CPUs", "not on this machine"], None),
+    "numa_node_missing": (["bind=3", "node 3 not on this machine (it has node 0)"], 4),
     "cores_more_than_machine": (["matrix.cores: 4096 cores"], None),
 }
 
