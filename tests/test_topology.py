@@ -275,3 +275,59 @@ def _live(comm: str, wait: float = 10.0) -> list[str]:
         if not live or time.monotonic() > deadline:
             return live
         time.sleep(0.2)
+
+
+NOT_ROOT = """\
+name = "not-root"
+
+[placements.p]
+cpus = { primary = "0" }
+
+[links.lan]
+delay_ms = 0.2
+
+[matrix]
+placement = ["p"]
+link = ["LINK"]
+"""
+
+
+def _check_as_nobody(text: str) -> str:
+    """run's machine checks (layouts.check_machine) in a child that gave up root."""
+    from syncrep_lab.errors import UserError
+    from syncrep_lab.experiment.layouts import check_machine
+    from syncrep_lab.experiment.spec import parse_spec
+
+    spec = parse_spec(text)
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: no pytest from here on, only os._exit
+        os.close(read_end)
+        try:
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(65534)
+            check_machine(spec)
+            message = "accepted"
+        except UserError as exc:
+            message = str(exc)
+        except BaseException as exc:
+            message = f"crashed: {exc!r}"
+        os.write(write_end, message.encode())
+        os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as fh:
+        message = fh.read().decode()
+    os.waitpid(pid, 0)
+    return message
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="gives up root in a child: needs it first")
+def test_what_needs_root_is_refused_up_front_without_it() -> None:
+    cpusets = _check_as_nobody(NOT_ROOT.replace("LINK", "none"))
+    assert cpusets.startswith("the spec places processes in cpusets"), cpusets
+    assert "root" in cpusets and "fix:" in cpusets, cpusets
+    links = _check_as_nobody(NOT_ROOT.replace('cpus = { primary = "0" }', "").replace(
+        "LINK", "lan"))
+    assert links.startswith("emulated links need network namespaces"), links
+    assert "fix:" in links, links
