@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import sqlite3
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,7 +14,7 @@ import pytest
 
 from syncrep_lab.experiment.store import DB_NAME
 
-from .conftest import cli
+from .conftest import cli, live_processes
 from .sshd import SshdHost, running_sshd
 
 BIN_15 = "/usr/lib/postgresql/15/bin"
@@ -25,20 +24,6 @@ BIN_15 = "/usr/lib/postgresql/15/bin"
 def far() -> Iterator[SshdHost]:
     with running_sshd() as host:
         yield host
-
-
-def _servers_of(user: str, wait: float = 10.0) -> list[str]:
-    """Live postgres processes of ``user`` (exited ones may wait a moment for init to
-    reap them: those are not counted)."""
-    deadline = time.monotonic() + wait
-    while True:
-        ps = subprocess.run(["ps", "-u", user, "-o", "pid=,stat=,comm="], capture_output=True,
-                            text=True, check=False)
-        live = [ln for ln in ps.stdout.splitlines()
-                if ln.split()[-1] == "postgres" and not ln.split()[1].startswith("Z")]
-        if not live or time.monotonic() > deadline:
-            return live
-        time.sleep(0.2)
 
 
 def _spec(host: SshdHost, known_hosts: str | None = None) -> str:
@@ -104,7 +89,7 @@ def test_a_standby_on_an_ssh_host_is_the_sync_one(workdir: Path, far: SshdHost) 
     assert "c" in settings and "error" not in settings["c"], settings.get("c")
     # nothing of the standby is left on the host, and no server of its account runs
     assert list(Path(far.data_root).iterdir()) == []
-    assert _servers_of(far.user) == []
+    assert live_processes("postgres", far.user) == []
     # the password the cluster used is nowhere in the run folder
     secret_free = subprocess.run(["grep", "-rlE", "password=[^*' ]", str(workdir / "run")],
                                  capture_output=True, text=True, check=False)

@@ -21,7 +21,7 @@ import pytest
 from syncrep_lab.experiment.store import DB_NAME
 from syncrep_lab.placement.cpus import machine_cpus
 
-from .conftest import cli, postmasters_in
+from .conftest import cli, live_processes, postmasters_in
 
 CPUSET_ROOT = Path("/sys/fs/cgroup/cpuset/syncrep-lab")
 
@@ -260,21 +260,7 @@ def test_clean_after_the_tool_is_killed(workdir: Path) -> None:
     assert _left_by(workdir / "run") == {"namespaces": [], "cpusets": []}
     state = Path(os.environ["SYNCREP_LAB_HOME"])
     assert postmasters_in(state) == []
-    assert _live("pgbench") == []
-
-
-def _live(comm: str, wait: float = 10.0) -> list[str]:
-    """Processes named ``comm`` still running (a killed one may wait a moment for init
-    to reap it: those are not counted)."""
-    deadline = time.monotonic() + wait
-    while True:
-        ps = subprocess.run(["ps", "-eo", "pid=,stat=,comm="], capture_output=True, text=True,
-                            check=False)
-        live = [ln for ln in ps.stdout.splitlines()
-                if ln.split()[-1] == comm and not ln.split()[1].startswith("Z")]
-        if not live or time.monotonic() > deadline:
-            return live
-        time.sleep(0.2)
+    assert live_processes("pgbench") == []
 
 
 NOT_ROOT = """\
