@@ -343,6 +343,11 @@ def choose_backend() -> str:
 
 
 def _support_problem(backend: str | None = None) -> tuple[str, str] | None:
+    # Asked every time, not cached with the probe: a process that gave up root (as a
+    # test's child does) must not inherit a root's answer.
+    if os.geteuid() != 0:
+        return (f"network namespaces need root (this is uid {os.geteuid()})",
+                "run syncrep-lab as root, or leave [network] and matrix.link out")
     probe = _probe()
     if probe.problem:
         return probe.problem
