@@ -106,6 +106,8 @@ def core_sweep(folder: Path) -> list[dict[str, Any]]:
         store.close()
     out = []
     for key, by_cores in sorted(groups.items()):
+        if len(by_cores) < 2:
+            continue  # one core count in this group: nothing to sweep
         points = sorted((c, float(cell["tps_mean"])) for c, cell in by_cores.items())
         best_cores, best_tps = max(points, key=lambda p: p[1])
         best = by_cores[best_cores]
