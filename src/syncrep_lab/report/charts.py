@@ -367,17 +367,24 @@ def placement(placement_data: dict[str, Any]) -> list[Chart]:
         for p in axis["points"]:
             by_level[str(p["level"])].append(p)
         data = []
+        combined = False
         for level, points in sorted(by_level.items(), key=lambda kv: level_rank(kv[0])):
+            labels = [f"{p['value']} ({p['clients']} cl.)" for p in points]
+            if len(set(labels)) < len(labels):
+                combined = True
+                # other axes vary too: one bar per combination, named, never stacked
+                labels = [f"{label}<br>{p.get('rest', '')}" for label, p in
+                          zip(labels, points, strict=True)]
             data.append({
                 "type": "bar", "name": level, "marker": {"color": _colour(level)},
-                "x": [f"{p['value']} ({p['clients']} cl.)" for p in points],
+                "x": labels,
                 "y": [p["tps"] for p in points],
                 "error_y": {"type": "data", "visible": True,
                             "array": [(p["high"] - p["low"]) / 2 if p["high"] is not None
                                       and p["low"] is not None else None for p in points]}})
         charts.append(_chart(f"axis-{axis['axis']}", data, _layout(
             f"Throughput by {axis['axis']} (95 % CI)", axis["axis"], "transactions per second",
-            height=320)))
+            height=520 if combined else 320)))
     return charts
 
 

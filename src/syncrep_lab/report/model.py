@@ -301,7 +301,9 @@ def _placement_axes(cells: list[dict[str, Any]]) -> dict[str, Any]:
         for c in cells:
             if c["status"] != "done" or axis not in c["axes"]:
                 continue
-            points.append({"value": str(c["axes"][axis]),
+            rest = " ".join(f"{k}={v}" for k, v in sorted(c["axes"].items())
+                            if k != axis and k not in SHAPE_AXES)
+            points.append({"value": str(c["axes"][axis]), "rest": rest,
                            "level": c["params"].get("synchronous_commit"),
                            "clients": c["params"].get("clients"), "tps": c["tps_mean"],
                            "low": c["tps_ci_low"], "high": c["tps_ci_high"],
@@ -331,6 +333,9 @@ def _placement_readback(store: Store, cells: list[dict[str, Any]],
             "order by instance, a, b", (last[0],))]
         for link in links:
             applied = json.loads(link.pop("applied_json") or "[]")
+            if link["profile"] == "no delay":
+                link["how"] = ["nothing to emulate"]
+                continue
             link["how"] = sorted({"tc netem" if e.get("backend") == "netem" else
                                   "NFQUEUE delayer (no netem in this kernel)"
                                   if e.get("backend") == "delayer" else str(e.get("backend"))
