@@ -27,7 +27,7 @@ from syncrep_lab.experiment.spec import Workload
 from syncrep_lab.experiment.workload import prepare_tables, run_pgbench, script_text
 from syncrep_lab.pg.installations import resolve
 from syncrep_lab.probes import flamegraph
-from syncrep_lab.probes.session import _walsenders
+from syncrep_lab.probes.session import walsenders
 from syncrep_lab.probes.tracker import ProcessTracker
 
 
@@ -53,7 +53,7 @@ def main() -> None:
         prepare_tables(admin, workload)
         postmasters = {n.name: pid for n in manifest.nodes
                        if (pid := server.postmaster_pid(n.data_dir(manifest.dir))) is not None}
-        tracker = ProcessTracker(postmasters, _walsenders(admin))
+        tracker = ProcessTracker(postmasters, walsenders(admin))
         tracker.begin()
         data = base / "oncpu.perf.data"
         recorder = flamegraph.OnCpuRecorder(data, 99, args.seconds + 60)

@@ -332,6 +332,13 @@ def test_several_thread_logs(tmp_path: Path) -> None:
     ends = [parse_transaction_log(p) for p in paths]
     assert got.first_epoch_us == min(s.first_epoch_us for s in ends if s.first_epoch_us)
     assert got.last_epoch_us == max(s.last_epoch_us for s in ends if s.last_epoch_us)
+    # the figures of logs read apart (one pgbench per instance), added, are those of
+    # reading them all at once
+    summed = parse_transaction_logs(paths[:2]) + parse_transaction_logs(paths[2:])
+    assert (summed.transactions, summed.failed) == (got.transactions, got.failed)
+    assert (summed.first_epoch_us, summed.last_epoch_us) == (got.first_epoch_us,
+                                                             got.last_epoch_us)
+    assert summed.histogram.to_bytes() == got.histogram.to_bytes()
 
 
 def test_into_given_histogram(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from syncrep_lab.experiment.runner import start_run
 from syncrep_lab.experiment.spec import parse_spec
 from syncrep_lab.probes import flamegraph, perfstat, sched
 from syncrep_lab.probes.roles import node_processes, role_of_title
-from syncrep_lab.probes.session import _walsenders
+from syncrep_lab.probes.session import walsenders
 
 from .conftest import cli
 
@@ -61,7 +61,7 @@ def test_roles_of_a_live_cluster(version: str, cluster_dir: Path,
         primary = manifest.primary
         pid = server.postmaster_pid(primary.data_dir(cluster_dir))
         assert pid is not None
-        senders = _walsenders(manifest.admin_conninfo(primary))
+        senders = walsenders(manifest.admin_conninfo(primary))
         assert set(senders.values()) == {"b", "c"}
         roles = {p.label for p in node_processes("primary", pid, senders)}
         assert {"postmaster", "walsender:b", "walsender:c", "walwriter", "checkpointer",
@@ -258,7 +258,7 @@ def test_syscall_counts_match_an_independent_tracer(cluster_dir: Path) -> None:
         primary = manifest.primary
         pid = server.postmaster_pid(primary.data_dir(cluster_dir))
         assert pid is not None
-        senders = _walsenders(manifest.admin_conninfo(primary))
+        senders = walsenders(manifest.admin_conninfo(primary))
         sender = next(p for p in node_processes("primary", pid, senders)
                       if p.label == "walsender:b")
         workload = Workload(clients=4, duration=2)

@@ -69,6 +69,9 @@ class Pin:
     group: str | None = None  # a cpuset of its own, when its CPUs are outside the node's
 
 
+_RETIRED = ("cgroup_version", "applied")  # kept by manifests written before they went
+
+
 @dataclass
 class Layout:
     run_key: str  # the cpuset groups' folder and the namespaces' prefix
@@ -77,8 +80,6 @@ class Layout:
     exclusive: bool = False
     pins: list[Pin] = field(default_factory=list)
     network: dict[str, Any] | None = None  # a NetworkPlan, as JSON
-    cgroup_version: int | None = None
-    applied: bool = False
 
     @property
     def uses_cgroups(self) -> bool:
@@ -106,7 +107,7 @@ class Layout:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Layout:
-        data = dict(data)
+        data = {k: v for k, v in data.items() if k not in _RETIRED}
         data["nodes"] = {k: Launch(**v) for k, v in data.get("nodes", {}).items()}
         data["client"] = Launch(**data.get("client", {}))
         data["pins"] = [Pin(**p) for p in data.get("pins", [])]
@@ -136,7 +137,6 @@ def apply(layout: Layout) -> None:
     try:
         if layout.uses_cgroups:
             support = _support()
-            layout.cgroup_version = support.version
             for name, launch in sorted([*layout.nodes.items(), (CLIENT, layout.client)]):
                 if launch.cpus is not None:
                     group = CpusetGroup.create(support, layout.run_key, name, launch.cpus,
@@ -154,7 +154,6 @@ def apply(layout: Layout) -> None:
             from syncrep_lab.network import netns
 
             netns.create(plan)
-        layout.applied = True
     except BaseException:
         undo(layout)
         raise
@@ -181,7 +180,6 @@ def undo(layout: Layout) -> list[str]:
                 remove_run(support, layout.run_key)
             except Exception as exc:
                 problems.append(f"cpusets {layout.run_key}: {exc}")
-    layout.applied = False
     return problems
 
 

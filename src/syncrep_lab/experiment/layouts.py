@@ -9,10 +9,10 @@ import shutil
 from syncrep_lab.cluster.layout import CLIENT, Launch, Layout, Pin
 from syncrep_lab.errors import UserError
 from syncrep_lab.experiment.plan import (
-    NO_LINK,
     NO_PLACEMENT,
     Cell,
     expand,
+    link_profiles,
     standby_names,
     uses_namespaces,
 )
@@ -31,7 +31,6 @@ def _split(cpus: list[int], instance: int, instances: int) -> list[int]:
 def layout_for(spec: Spec, cell: Cell, instance: int, run_key: str) -> Layout | None:
     """One instance's layout (instance counts from 1), or None when the cell runs as
     plain processes on this host's loopback."""
-    from syncrep_lab.network.links import LinkProfile
     from syncrep_lab.network.netns import Link, plan_network
     from syncrep_lab.placement.cpus import machine_cpus, parse_cpus
 
@@ -75,18 +74,10 @@ def layout_for(spec: Spec, cell: Cell, instance: int, run_key: str) -> Layout | 
                 layout.pins.append(Pin(node, role, share(parse_cpus(cpus))))
     if uses_namespaces(spec):
         net = spec.network
-        links = []
-
-        def profile(name: str) -> LinkProfile:
-            if name == NO_LINK:
-                return LinkProfile()
-            p = spec.links[name]
-            return LinkProfile(p.delay_ms, p.jitter_ms, p.loss_pct, p.rate)
-
-        for standby in names:
-            links.append(Link("primary", standby,
-                              profile(net.standby_links.get(standby, cell.link))))
-        links.append(Link(CLIENT, "primary", profile(net.client)))
+        profiles = link_profiles(spec)
+        links = [Link("primary", standby, profiles[net.standby_links.get(standby, cell.link)])
+                 for standby in names]
+        links.append(Link(CLIENT, "primary", profiles[net.client]))
         plan = plan_network(f"srl-{run_key[:5]}{instance}", links)
         layout.network = plan.to_json()
         for node, launch in layout.nodes.items():

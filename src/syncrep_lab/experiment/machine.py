@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from syncrep_lab import __version__
+from syncrep_lab.placement.cpus import numa_nodes
 
 
 def _cpu_model() -> str:
@@ -19,13 +20,6 @@ def _cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or "unknown"
-
-
-def _numa_nodes() -> int:
-    try:
-        return sum(1 for p in Path("/sys/devices/system/node").glob("node[0-9]*"))
-    except OSError:
-        return 0
 
 
 def machine_metadata() -> dict[str, Any]:
@@ -50,7 +44,7 @@ def machine_metadata() -> dict[str, Any]:
         "python": platform.python_version(),
         "syncrep_lab": __version__,
         "euid": os.geteuid(),
-        "numa_nodes": _numa_nodes() or 1,
+        "numa_nodes": len(numa_nodes()),
     }
 
 

@@ -11,7 +11,6 @@ backends exist.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import threading
 import time
@@ -19,11 +18,10 @@ from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import psycopg
-
 from syncrep_lab.cluster import server
 from syncrep_lab.cluster.manifest import Manifest
-from syncrep_lab.probes.roles import role_of_title, title
+from syncrep_lab.probes.roles import NodeProcess, node_processes
+from syncrep_lab.probes.session import walsenders
 
 if TYPE_CHECKING:
     from syncrep_lab.experiment.runner import Target
@@ -32,7 +30,7 @@ if TYPE_CHECKING:
 
 class Walsenders:
     """pid -> the standby a walsender serves, from pg_stat_replication, asked at most
-    twice a second."""
+    twice a second (the pinner asks for every walsender it has not named yet)."""
 
     def __init__(self, admin: str) -> None:
         self.admin = admin
@@ -44,10 +42,7 @@ class Walsenders:
         with self.lock:
             if pid not in self.known and time.monotonic() - self.asked > 0.5:
                 self.asked = time.monotonic()
-                with contextlib.suppress(psycopg.Error), psycopg.connect(
-                        self.admin, autocommit=True, connect_timeout=5) as c:
-                    self.known = {int(r[0]): str(r[1]) for r in c.execute(
-                        "select pid, application_name from pg_stat_replication")}
+                self.known = walsenders(self.admin)
             return self.known.get(pid)
 
 
@@ -80,22 +75,18 @@ def start_pinners(manifest: Manifest) -> list[RolePinner]:
     return pinners
 
 
-def _processes(target: Target) -> list[tuple[str, str, int]]:
-    """(node, role label, pid) of every server process of a target."""
+def _processes(target: Target) -> list[NodeProcess]:
+    """Every server process of a target's local nodes, with its role."""
     manifest = target.manifest
     if manifest is None:
         return []
+    senders = walsenders(manifest.admin_conninfo(manifest.primary))
     out = []
-    for node in manifest.nodes:
-        data = node.data_dir(manifest.dir)
-        senders = Walsenders(manifest.admin_conninfo(node)) if node.role == "primary" else None
-        postmaster = server.postmaster_pid(data)
-        for pid in server.processes_in([data]):
-            role = "postmaster" if pid == postmaster else role_of_title(title(pid))
-            if role == "walsender" and senders is not None:
-                standby = senders(pid)
-                role = f"walsender:{standby}" if standby else role
-            out.append((node.name, role, pid))
+    for node in manifest.local_nodes:
+        postmaster = server.postmaster_pid(node.data_dir(manifest.dir))
+        if postmaster is not None:
+            out += node_processes(node.name, postmaster,
+                                  senders if node.role == "primary" else None)
     return out
 
 
@@ -107,7 +98,7 @@ def placement_rows(targets: list[Target], clients: list[tuple[int, int]]
 
     seen: Counter[tuple[Any, ...]] = Counter()
     for target in targets:
-        found = _processes(target)
+        found = [(p.node, p.label, p.pid) for p in _processes(target)]
         found += [("client", "pgbench", pid) for inst, pid in clients
                   if inst == target.instance]
         for node, role, pid in found:

@@ -22,10 +22,13 @@ import itertools
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from syncrep_lab.errors import UserError
 from syncrep_lab.experiment.spec import Scalar, Spec
+
+if TYPE_CHECKING:
+    from syncrep_lab.network.links import LinkProfile
 
 AXES: dict[str, str] = {
     "pg": "cluster",
@@ -396,7 +399,7 @@ def placement_problems(spec: Spec) -> list[Problem]:
     """Placements, links, instances and hosts that name what is not there, or combine
     what cannot be combined. What depends on this machine (its CPUs, NUMA nodes,
     cgroups, root) is checked by the runner's preflight, before anything is made."""
-    from syncrep_lab.network.links import LinkProfile, check_profile
+    from syncrep_lab.network.links import check_profile
     from syncrep_lab.placement.numa import check_policy
 
     problems: list[Problem] = []
@@ -452,9 +455,9 @@ def placement_problems(spec: Spec) -> list[Problem]:
         if standby not in nodes - {"primary"}:
             problems.append((("network", "standby_links", standby),
                              f"{standby!r} is not a standby"))
-    for name, link in spec.links.items():
-        profile = LinkProfile(link.delay_ms, link.jitter_ms, link.loss_pct, link.rate)
-        problems += [(("links", name), msg) for msg in check_profile(profile)]
+    for name, profile in link_profiles(spec).items():
+        if name != NO_LINK:
+            problems += [(("links", name), msg) for msg in check_profile(profile)]
     if uses_namespaces(spec) and topo.attach is not None:
         problems.append((("network",), "an attached cluster's network is its own; "
                          "emulated links need a cluster syncrep-lab builds"))
@@ -498,6 +501,16 @@ def _cpus_problems(text: str, where: tuple[str | int, ...]) -> list[Problem]:
     except UserError as exc:
         return [(where, exc.cause)]
     return []
+
+
+def link_profiles(spec: Spec) -> dict[str, LinkProfile]:
+    """Every ``[links.NAME]`` as the network layer takes it, and ``none``: no delay."""
+    from syncrep_lab.network.links import LinkProfile
+
+    profiles = {name: LinkProfile(p.delay_ms, p.jitter_ms, p.loss_pct, p.rate)
+                for name, p in spec.links.items()}
+    profiles[NO_LINK] = LinkProfile()
+    return profiles
 
 
 def uses_namespaces(spec: Spec) -> bool:

@@ -14,8 +14,10 @@ overlaps the measurement.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
+import operator
 import shutil
 import sqlite3
 import time
@@ -47,6 +49,7 @@ from syncrep_lab.experiment.plan import (
     Plan,
     cluster_key_text,
     expand,
+    link_profiles,
     settings_for,
     standby_names,
 )
@@ -458,8 +461,9 @@ class Runner:
             (rep_dir / f"pgbench{suffix}.stdout").write_text(run.stdout)
             (rep_dir / f"pgbench{suffix}.stderr").write_text(run.stderr)
             (rep_dir / f"pgbench{suffix}.argv").write_text(" ".join(run.argv) + "\n")
+        # each instance's logs read once; the repeat's figures are their sum
         per_instance = [parse_transaction_logs(run.log_files) for run in runs]
-        stats = parse_transaction_logs([f for run in runs for f in run.log_files])
+        stats = functools.reduce(operator.add, per_instance)
         if not self.spec.workload.keep_logs:
             for run in runs:
                 for f in run.log_files:
@@ -538,12 +542,9 @@ class Runner:
         if target.manifest is None:
             raise UserError("faults need a cluster syncrep-lab built",
                             "leave the faults axis out with attach")
-        from syncrep_lab.network.links import LinkProfile
-
-        links = {name: LinkProfile(p.delay_ms, p.jitter_ms, p.loss_pct, p.rate)
-                 for name, p in self.spec.links.items()}
         ctx = faults.FaultContext(target.manifest, target.admin, cell.synchronous_commit,
-                                  self.cluster.sync or "", target.version_num, links)
+                                  self.cluster.sync or "", target.version_num,
+                                  link_profiles(self.spec))
         return FaultRun(self.spec.faults[cell.faults], ctx, self.spec.workload.kind == "insert",
                         self.cluster, self.spec.run.ready_timeout)
 

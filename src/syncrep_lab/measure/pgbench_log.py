@@ -78,6 +78,16 @@ class TransactionLogStats:
             return None
         return (self.last_epoch_us - self.first_epoch_us) / 1e6
 
+    def __add__(self, other: TransactionLogStats) -> TransactionLogStats:
+        """The figures of both sets of logs together (what reading them all at once gives)."""
+        firsts = [e for e in (self.first_epoch_us, other.first_epoch_us) if e is not None]
+        lasts = [e for e in (self.last_epoch_us, other.last_epoch_us) if e is not None]
+        return TransactionLogStats(self.transactions + other.transactions,
+                                   self.failed + other.failed,
+                                   min(firsts) if firsts else None,
+                                   max(lasts) if lasts else None,
+                                   self.histogram + other.histogram)
+
 
 class _Tally:
     """Running totals while logs are read; frozen into TransactionLogStats at the end."""

@@ -56,7 +56,9 @@ class ProbeData:
     sched: sched.SchedResult | None = None
 
 
-def _walsenders(admin: str) -> dict[int, str]:
+def walsenders(admin: str) -> dict[int, str]:
+    """pid -> the standby each walsender of the primary at ``admin`` serves ({} when the
+    primary does not answer)."""
     try:
         with psycopg.connect(admin, autocommit=True, connect_timeout=5) as conn:
             return {int(str(r[0])): str(r[1]) for r in conn.execute(
@@ -99,7 +101,7 @@ class RepeatProbes:
                 postmasters[node.name] = pid
         if postmasters:
             self.tracker = ProcessTracker(
-                postmasters, _walsenders(primary.admin) if primary else {},
+                postmasters, walsenders(primary.admin) if primary else {},
                 hz=self.config.proc_hz or 1.0, numa=self.config.numa)
             self.processes = self.tracker.begin()
         self._start_perf()
