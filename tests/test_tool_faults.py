@@ -390,9 +390,20 @@ def mounts(workdir: Path) -> Iterator[Callable[..., Path]]:
             subprocess.run(["umount", "-l", str(path)], check=False, capture_output=True)
 
 
-def remount(path: Path, mode: str, *, bind: bool = False) -> None:
+def remount(path: Path, mode: str, *, bind: bool = False, within: float = 60.0) -> None:
+    """Remount `path` read-only or read-write. The kernel refuses to make a mount
+    read-only (EBUSY) while a file is open for writing through it, as a pgbench log
+    is for a whole repeat, so this tries again until the writers have closed."""
     opts = f"remount,{'bind,' if bind else ''}{mode}"
-    subprocess.run(["mount", "-o", opts, str(path)], check=True, capture_output=True)
+    deadline = time.monotonic() + within
+    while True:
+        res = subprocess.run(["mount", "-o", opts, str(path)], capture_output=True, text=True)
+        if res.returncode == 0:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"mount -o {opts} {path}: exit {res.returncode}: "
+                                 f"{res.stderr.strip()}")
+        time.sleep(0.02)
 
 
 def fill(disk: Path) -> Path:
