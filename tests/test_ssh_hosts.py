@@ -329,6 +329,33 @@ def test_start_postgres_failure_shows_the_log(remote: SshdHost, host: SshHost) -
         remove_dir(host, data_dir)
 
 
+def test_remote_server_never_ready_shows_its_log_from_the_host(remote: SshdHost,
+                                                               host: SshHost) -> None:
+    """The wait for a standby on an SSH host ends at the deadline with the end of the
+    log that lives on that host, fetched over SSH."""
+    from syncrep_lab.cluster.ready import wait_ready
+    from syncrep_lab.cluster.remote_node import log_tail
+
+    data = f"{remote.data_root}/silent"
+    host.put_text(f"{data}.log", "".join(f"line {i}\n" for i in range(40))
+                  + "FATAL:  the last words of the log\n")
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]  # closed again: nothing listens there
+    start = time.monotonic()
+    with pytest.raises(ClusterFailure) as caught:
+        wait_ready(f"host=127.0.0.1 port={port} user=postgres dbname=postgres", None,
+                   lambda: log_tail(remote.spec(), data), time.monotonic() + 1.5,
+                   "standby c on far")
+    assert time.monotonic() - start < 15
+    text = str(caught.value)
+    assert "standby c on far did not accept connections in time" in text
+    assert "FATAL:  the last words of the log" in text and "line 21" in text
+    assert "line 20\n" not in text  # only the end of it
+    missing = log_tail(remote.spec(), f"{remote.data_root}/nothing-here")
+    assert "is empty or missing" in missing
+
+
 def test_remove_dir_stays_under_data_root(remote: SshdHost, host: SshHost) -> None:
     root = remote.data_root
     for outside in ("/", "/tmp", root, f"{root}/../x", f"{root}x/y", "relative/path", ""):

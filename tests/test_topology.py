@@ -317,3 +317,59 @@ def test_what_needs_root_is_refused_up_front_without_it() -> None:
         "LINK", "lan"))
     assert links.startswith("emulated links need network namespaces"), links
     assert "fix:" in links, links
+
+
+SWEEP = """\
+name = "sweep"
+
+[matrix]
+cores = [1, 2]
+
+[workload]
+clients = 4
+duration = 2
+warmup = 0
+
+[run]
+repeats_min = 2
+repeats_max = 2
+
+[probes]
+probed_repeats = 0
+"""
+
+
+@pytest.mark.skipif(len(machine_cpus()) < 2, reason="needs two CPUs")
+def test_core_sweep_names_the_best_count(workdir: Path) -> None:
+    """A sweep over cores: each count's TPS as stored, the best count, and "more is
+    worse" exactly when the next count's CI lies wholly below the best's; the same
+    verdict in `scaling` and in the report."""
+    from syncrep_lab.analysis.scaling import core_sweep
+
+    db = _run(workdir, SWEEP)
+    out = workdir / "run"
+    stored = {int(json.loads(r["axes_json"])["cores"]): r
+              for r in db.execute("select * from cells")}
+    assert sorted(stored) == [1, 2]
+    [sweep] = core_sweep(out)
+    assert [p["cores"] for p in sweep["points"]] == [1, 2]
+    for p in sweep["points"]:
+        cell = stored[p["cores"]]
+        assert p["tps"] == pytest.approx(cell["tps_mean"])
+        assert p["low"] <= p["tps"] <= p["high"]
+    best = max(stored, key=lambda c: stored[c]["tps_mean"])
+    assert sweep["best"]["cores"] == best
+    assert sweep["more_is_worse"] == (best == 1 and stored[2]["tps_ci_high"]
+                                      < stored[1]["tps_ci_low"])
+    # The servers of cores = 1 ran on the first CPU only, as the kernel reports it.
+    one = db.execute("select distinct p.cpus from placement p join repeats r "
+                     "on r.id = p.repeat_id where r.cell_id = ? and p.role != 'pgbench'",
+                     (stored[1]["id"],)).fetchall()
+    assert [r[0] for r in one] == ["0"], one
+    res = cli("scaling", str(out), "--json")
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["cores"][0]["best"]["cores"] == best
+    res = cli("report", str(out))
+    assert res.returncode == 0, res.stderr
+    page = (out / "report.html").read_text()
+    assert f"the best was {best} cores at" in page

@@ -15,6 +15,7 @@ The order matters for both speed and safety:
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
@@ -320,12 +321,14 @@ def _remote_standbys(manifest: Manifest, inst: Installation, values: dict[str, s
         node.remote_data = remote_node.remote_dir(spec, manifest.dir, node.name)
         manifest.save()  # before anything is made there, for the teardown
         say(f"standby {node.name} on {spec.name} ({spec.endpoint}): base backup over SSH")
-        remote_node.start_standby(
+        data = remote_node.start_standby(
             spec=spec, cluster_dir=manifest.dir, name=node.name, port=node.port,
             primary_address=address, primary_port=manifest.primary.port,
             tool_address=address, secret=secret, settings=values,
             version_num=inst.version.num, deadline=deadline)
-        remote_node.wait_ready(manifest.admin_conninfo(node), node.name, deadline)
+        wait_ready(manifest.admin_conninfo(node), None,
+                   functools.partial(remote_node.log_tail, spec, data), deadline,
+                   f"standby {node.name} on {spec.name}")
 
 
 def describe(layout: Layout) -> str:

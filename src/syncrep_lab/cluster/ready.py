@@ -19,15 +19,24 @@ from syncrep_lab.errors import ClusterFailure
 
 
 def wait_ready(
-    conninfo: str, proc: subprocess.Popen[bytes] | None, log_file: Path, deadline: float, what: str
+    conninfo: str, proc: subprocess.Popen[bytes] | None, log: Path | Callable[[], str],
+    deadline: float, what: str,
 ) -> None:
-    """Return once a connection succeeds; ClusterFailure if the server dies or time runs out."""
+    """Return once a connection succeeds; ClusterFailure if the server dies or time runs out.
+
+    ``log`` is the server's log file here, or a function that fetches the end of
+    it from wherever the server runs (a standby on an SSH host). ``proc`` is None
+    where the server is not our child.
+    """
+    def tail() -> str:
+        return server.log_tail(log) if isinstance(log, Path) else log()
+
     last = ""
     while True:
         if proc is not None and proc.poll() is not None:
             raise ClusterFailure(
                 f"{what} exited during start-up (exit code {proc.returncode}); its log:\n"
-                + server.log_tail(log_file),
+                + tail(),
                 "read the log above; a setting it rejects can be changed with --set",
             )
         try:
@@ -39,7 +48,7 @@ def wait_ready(
         if time.monotonic() > deadline:
             raise ClusterFailure(
                 f"{what} did not accept connections in time (last error: {last}); its log:\n"
-                + server.log_tail(log_file),
+                + tail(),
                 "raise --timeout if the machine is very loaded",
             )
         time.sleep(0.01)

@@ -25,8 +25,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import psycopg
-
 from syncrep_lab.errors import ClusterFailure, UserError
 from syncrep_lab.hosts import remote
 from syncrep_lab.hosts.ssh import HostSpec, SshHost
@@ -140,18 +138,16 @@ def start_standby(*, spec: HostSpec, cluster_dir: Path, name: str, port: int,
     return data
 
 
-def wait_ready(conninfo: str, name: str, deadline: float) -> None:
-    last = ""
-    while time.monotonic() < deadline:
-        try:
-            with psycopg.connect(conninfo, autocommit=True, connect_timeout=5) as conn:
-                conn.execute("select 1")
-                return
-        except psycopg.Error as exc:
-            last = str(exc).strip()
-        time.sleep(0.2)
-    raise ClusterFailure(f"standby {name} on its SSH host did not accept connections in "
-                         f"time: {last}", "see its log in data_root on that host")
+def log_tail(spec: HostSpec, data: str, lines: int = 20) -> str:
+    """The end of the remote standby's log, fetched over SSH (for error messages)."""
+    top = posixpath.dirname(data)
+    log = posixpath.join(top, f"{posixpath.basename(data)}.log")
+    try:
+        with SshHost(spec) as host:
+            res = host.run(["tail", "-n", str(lines), "--", log], timeout=30, check=False)
+    except UserError as exc:
+        return f"(its log {log} on {spec.name} could not be read: {exc.cause})"
+    return res.stdout.rstrip() or f"(its log {log} on {spec.name} is empty or missing)"
 
 
 def stop_standby(spec: HostSpec, data: str) -> None:

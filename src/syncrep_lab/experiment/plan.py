@@ -247,14 +247,18 @@ def check_spec(spec: Spec) -> list[Problem]:
     if spec.topology.attach is not None:
         if spec.topology.sync is not None and not spec.topology.attach.allow_alter:
             problems.append((("topology", "sync"), "setting synchronous_standby_names of an "
-                             "attached cluster needs topology.attach.allow_alter = true"))
+                             "attached cluster needs permission: run --allow-alter (given "
+                             "again with --resume, since it is not stored) or "
+                             "topology.attach.allow_alter = true"))
         for axis in ("pg", "standbys", "settings"):
             if getattr(m, axis):
                 problems.append((("matrix", axis),
                                  f"cannot vary {axis} of an attached cluster"))
         if m.sync and not spec.topology.attach.allow_alter:
             problems.append((("matrix", "sync"), "changing synchronous_standby_names of an "
-                             "attached cluster needs topology.attach.allow_alter = true"))
+                             "attached cluster needs permission: run --allow-alter (given "
+                             "again with --resume, since it is not stored) or "
+                             "topology.attach.allow_alter = true"))
     problems += _names_problems(spec)
     if problems:
         return problems

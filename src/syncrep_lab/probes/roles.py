@@ -25,6 +25,9 @@ _TITLE_ROLES: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"^checkpointer"), "checkpointer"),
     (re.compile(r"^(background )?writer( process)?\b"), "bgwriter"),
     (re.compile(r"^autovacuum"), "autovacuum"),
+    # The logger's title is the bare word; a backend's starts with its user name,
+    # which may be "logger" too, so only the whole title counts.
+    (re.compile(r"^logger( process)?\s*$"), "other"),
     (re.compile(r"^(stats collector|logical replication|archiver|io worker|walsummarizer|"
                 r"wal summarizer|parallel worker|background worker|slotsync|checksum)"),
      "other"),
