@@ -206,3 +206,50 @@ def test_status_sees_a_stopped_standby(cluster_dir: Path) -> None:
         assert "stopped" in res.stdout
     finally:
         remove_cluster(cluster_dir)
+
+
+def test_a_frozen_server_does_not_hang_the_tool(cluster_dir: Path) -> None:
+    """A server that stops answering after we connected (SIGSTOP, as the pause fault
+    does) ends the tool's query at its deadline, and `status` reports a frozen standby
+    as unreachable within a bound instead of waiting for it."""
+    import signal
+
+    from syncrep_lab.pg.deadline import QueryTimeout, query_deadline
+
+    manifest = up(UpOptions(dir=cluster_dir, standbys=1, sync="b"))
+    try:
+        with psycopg.connect(manifest.admin_conninfo(manifest.primary),
+                             autocommit=True) as conn:
+            # Within the deadline nothing changes, and the timer does not fire later.
+            with query_deadline(conn, 1, "the primary"):
+                assert conn.execute("select 1").fetchone() == (1,)
+            time.sleep(1.3)
+            assert conn.execute("select 2").fetchone() == (2,)
+        with psycopg.connect(manifest.admin_conninfo(manifest.primary),
+                             autocommit=True) as conn:
+            backend = conn.info.backend_pid
+            os.kill(backend, signal.SIGSTOP)
+            try:
+                start = time.monotonic()
+                with pytest.raises(QueryTimeout, match="the primary did not answer within 1 s"), \
+                        query_deadline(conn, 1, "the primary"):
+                    conn.execute("select 1")
+                assert 0.9 < time.monotonic() - start < 5
+            finally:
+                os.kill(backend, signal.SIGCONT)
+        from syncrep_lab.cluster.server import postmaster_pid
+
+        b = [postmaster_pid(manifest.node("b").data_dir(cluster_dir))]
+        assert b[0] is not None
+        os.kill(b[0], signal.SIGSTOP)
+        try:
+            start = time.monotonic()
+            status = cluster_status(manifest)
+            assert time.monotonic() - start < 20
+            nodes = {n["name"]: n for n in status["nodes"]}
+            assert nodes["b"]["state"] == "unreachable", nodes["b"]
+            assert nodes["primary"]["state"] == "running"
+        finally:
+            os.kill(b[0], signal.SIGCONT)
+    finally:
+        remove_cluster(cluster_dir)

@@ -16,6 +16,7 @@ import psycopg
 from syncrep_lab.cluster import server
 from syncrep_lab.cluster.manifest import Manifest
 from syncrep_lab.errors import ClusterFailure
+from syncrep_lab.pg.deadline import query_deadline
 
 
 def wait_ready(
@@ -40,7 +41,8 @@ def wait_ready(
                 "read the log above; a setting it rejects can be changed with --set",
             )
         try:
-            with psycopg.connect(conninfo, connect_timeout=2, autocommit=True) as conn:
+            with (psycopg.connect(conninfo, connect_timeout=2, autocommit=True) as conn,
+                  query_deadline(conn, 5, what)):
                 conn.execute("select 1")
             return
         except psycopg.OperationalError as exc:
@@ -55,7 +57,8 @@ def wait_ready(
 
 
 def replication_rows(primary_conninfo: str) -> dict[str, dict[str, str]]:
-    with psycopg.connect(primary_conninfo, autocommit=True, connect_timeout=5) as conn:
+    with (psycopg.connect(primary_conninfo, autocommit=True, connect_timeout=5) as conn,
+          query_deadline(conn, 10, "the primary")):
         rows = conn.execute(
             "select application_name, state, sync_state from pg_stat_replication"
         ).fetchall()

@@ -14,6 +14,7 @@ from psycopg.rows import dict_row
 
 from syncrep_lab.cluster import server
 from syncrep_lab.cluster.manifest import Manifest
+from syncrep_lab.pg.deadline import query_deadline
 
 
 def _replication_query(version_num: int) -> str:
@@ -64,8 +65,9 @@ def cluster_status(manifest: Manifest) -> dict[str, Any]:
         }
         if pid:
             try:
-                with psycopg.connect(manifest.admin_conninfo(node), autocommit=True,
-                                     connect_timeout=5, row_factory=dict_row) as conn:
+                with (psycopg.connect(manifest.admin_conninfo(node), autocommit=True,
+                                      connect_timeout=5, row_factory=dict_row) as conn,
+                      query_deadline(conn, 10, f"node {node.name}")):
                     row = conn.execute(
                         "select current_setting('server_version') as version, "
                         "current_setting('server_version_num')::int as version_num, "
