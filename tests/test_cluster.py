@@ -235,6 +235,7 @@ def test_a_frozen_server_does_not_hang_the_tool(cluster_dir: Path) -> None:
                         query_deadline(conn, 1, "the primary"):
                     conn.execute("select 1")
                 assert 0.9 < time.monotonic() - start < 5
+                assert conn.closed
             finally:
                 os.kill(backend, signal.SIGCONT)
         from syncrep_lab.cluster.server import postmaster_pid

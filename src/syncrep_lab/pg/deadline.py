@@ -55,6 +55,10 @@ def query_deadline(conn: psycopg.Connection[Any], seconds: float, what: str = "t
         yield
     except psycopg.OperationalError as exc:
         if fired.is_set():
+            # Closed here, so that leaving `with psycopg.connect()` does not try a
+            # rollback on the dead socket (psycopg would log a warning about it).
+            with contextlib.suppress(psycopg.Error):
+                conn.close()
             raise QueryTimeout(f"{what} did not answer within {seconds:g} s") from exc
         raise
     finally:
