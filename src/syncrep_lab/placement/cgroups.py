@@ -560,12 +560,23 @@ class _Undo:
                 path.rmdir()
 
 
-def _failed(group: CpusetGroup, undo: _Undo, exc: _WriteFailed) -> UserError:
-    undo.run()
-    return UserError(f"the kernel refused cpuset {group.path}: {exc.describe()}; "
-                     "nothing of it was left behind",
-                     "check the CPUs and nodes against the parent cgroup's, and that no "
-                     "other cpuset claims them exclusively")
+@contextlib.contextmanager
+def _all_or_nothing(group: CpusetGroup) -> Iterator[_Undo]:
+    """The steps of one create call: if one fails, what the earlier ones changed is put
+    back and the failure is told as the user's to act on."""
+    undo = _Undo()
+    try:
+        yield undo
+    except _WriteFailed as exc:
+        undo.run()
+        raise UserError(f"the kernel refused cpuset {group.path}: {exc.describe()}; "
+                        "nothing of it was left behind",
+                        "check the CPUs and nodes against the parent cgroup's, and that no "
+                        "other cpuset claims them exclusively") from None
+    except OSError as exc:
+        undo.run()
+        raise UserError(f"cannot make cpuset {group.path}: {exc.strerror}",
+                        "run as root on a writable cgroup mount") from None
 
 
 # -- v1
@@ -623,8 +634,7 @@ def _make_v1(group: CpusetGroup, root: Path, cpus: list[int], mems: list[int] | 
     if leaf.is_dir() and not exclusive and _v1_sets(leaf)[1]:
         raise UserError(f"cpuset {leaf} exists and is exclusive", "remove the run first, or "
                         "ask for an exclusive group")
-    undo = _Undo()
-    try:
+    with _all_or_nothing(group) as undo:
         for path in (leaf.parents[1], leaf.parent, leaf):
             is_leaf = path == leaf
             if not path.is_dir():
@@ -647,12 +657,6 @@ def _make_v1(group: CpusetGroup, root: Path, cpus: list[int], mems: list[int] | 
             if exclusive and not _v1_sets(path)[1]:
                 _write(path / "cpuset.cpu_exclusive", "1")
                 undo.wrote(path / "cpuset.cpu_exclusive", "0")
-    except _WriteFailed as exc:
-        raise _failed(group, undo, exc) from None
-    except OSError as exc:
-        undo.run()
-        raise UserError(f"cannot make cpuset {leaf}: {exc.strerror}",
-                        "run as root on a writable cgroup mount") from None
 
 
 # -- v2
@@ -721,8 +725,7 @@ def _make_v2(group: CpusetGroup, root: Path, cpus: list[int], mems: list[int] | 
             and _read(leaf / "cpuset.cpus.partition") not in ("", "member")):
         raise UserError(f"cpuset {leaf} exists and is a partition", "remove the run "
                         "first, or ask for an exclusive group")
-    undo = _Undo()
-    try:
+    with _all_or_nothing(group) as undo:
         _enable_cpuset(root)
         for path in (top, run):
             if not path.is_dir():
@@ -769,12 +772,6 @@ def _make_v2(group: CpusetGroup, root: Path, cpus: list[int], mems: list[int] | 
                                 f"it reads {state!r}; nothing of it was left behind",
                                 "choose CPUs no other cgroup holds exclusively, leave at least "
                                 "one CPU to the rest of the machine, or run without exclusive")
-    except _WriteFailed as exc:
-        raise _failed(group, undo, exc) from None
-    except OSError as exc:
-        undo.run()
-        raise UserError(f"cannot make cpuset {leaf}: {exc.strerror}",
-                        "run as root on a writable cgroup mount") from None
 
 
 # --- removal ----------------------------------------------------------------------------

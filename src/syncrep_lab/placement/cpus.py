@@ -119,13 +119,16 @@ def check_cpus(text: str, where: str) -> list[int]:
         cpus = parse_cpus(text)
     except UserError as exc:
         raise UserError(f"{where}: {exc.cause}", exc.fix) from None
-    have = machine_cpus()
-    missing = sorted(set(cpus) - set(have))
-    if missing:
-        plural = "s" if len(missing) > 1 else ""
-        raise UserError(
-            f"{where}: CPU{plural} {format_cpus(missing)} not on this machine "
-            f"(it has CPUs {format_cpus(have)})",
-            f"choose among CPUs {format_cpus(have)}",
-        )
+    require_on_machine(cpus, machine_cpus(), "CPU", where)
     return cpus
+
+
+def require_on_machine(ids: list[int], have: list[int], noun: str, where: str) -> None:
+    """Refuse CPUs (``noun`` "CPU") or NUMA nodes ("node") this machine does not have."""
+    missing = sorted(set(ids) - set(have))
+    if missing:
+        raise UserError(
+            f"{where}: {noun}{'s' if len(missing) > 1 else ''} {format_cpus(missing)} not on "
+            f"this machine (it has {noun}{'s' if len(have) > 1 else ''} {format_cpus(have)})",
+            f"choose among {noun}s {format_cpus(have)}",
+        )

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from syncrep_lab.errors import UserError
-from syncrep_lab.placement.cpus import format_cpus, numa_nodes, parse_list
+from syncrep_lab.placement.cpus import format_cpus, numa_nodes, parse_list, require_on_machine
 
 NUMA_POLICIES = ("default", "interleave=all", "interleave=0,1", "localalloc", "bind=N[,M]",
                  "preferred=N")
@@ -83,15 +83,7 @@ def _parse(policy: str) -> tuple[str, list[int] | None]:
 def _check_machine(policy: str, kind: str, nodes: list[int] | None) -> None:
     if kind == "default":
         return
-    have = numa_nodes()
-    missing = sorted(set(nodes or []) - set(have))
-    if missing:
-        plural = "s" if len(missing) > 1 else ""
-        raise UserError(
-            f"NUMA policy {policy!r}: node{plural} {format_cpus(missing)} not on this "
-            f"machine (it has node{'s' if len(have) > 1 else ''} {format_cpus(have)})",
-            f"choose among nodes {format_cpus(have)}",
-        )
+    require_on_machine(nodes or [], numa_nodes(), "node", f"NUMA policy {policy!r}")
     if kind == "bind":
         for node in nodes or []:
             cpulist = Path(f"/sys/devices/system/node/node{node}/cpulist")

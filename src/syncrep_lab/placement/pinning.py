@@ -33,7 +33,7 @@ from types import TracebackType
 
 from syncrep_lab.errors import UserError
 from syncrep_lab.placement.cgroups import CpusetGroup, placement_of
-from syncrep_lab.placement.cpus import format_cpus, machine_cpus, parse_list
+from syncrep_lab.placement.cpus import format_cpus, machine_cpus, parse_list, require_on_machine
 from syncrep_lab.probes.roles import ROLES, role_of_title, title
 
 __all__ = ["PinRule", "RolePinner", "placement_of"]
@@ -71,12 +71,7 @@ def check_rule(rule: PinRule) -> None:
                         f"use one of {roles}, or walsender:NAME for one standby's walsender")
     if not rule.cpus:
         raise UserError(f"pin {rule.role}: no CPUs given", "give at least one CPU")
-    have = machine_cpus()
-    missing = sorted(set(rule.cpus) - set(have))
-    if missing:
-        raise UserError(f"pin {rule.role}: CPUs {format_cpus(missing)} not on this machine "
-                        f"(it has CPUs {format_cpus(have)})",
-                        f"choose among CPUs {format_cpus(have)}")
+    require_on_machine(rule.cpus, machine_cpus(), "CPU", f"pin {rule.role}")
 
 
 def _start_time(pid: int) -> int | None:
