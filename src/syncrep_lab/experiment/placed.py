@@ -163,7 +163,7 @@ def numastat_rows(targets: list[Target], phase: str) -> list[tuple[Any, ...]]:
         manifest = target.manifest
         if manifest is None:
             continue
-        for node in manifest.nodes:
+        for node in manifest.local_nodes:
             pid = server.postmaster_pid(node.data_dir(manifest.dir))
             if pid is None:
                 continue

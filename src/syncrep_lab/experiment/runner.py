@@ -53,7 +53,7 @@ from syncrep_lab.experiment.plan import (
     settings_for,
     standby_names,
 )
-from syncrep_lab.experiment.spec import Attach, FaultScenario, Spec, parse_spec
+from syncrep_lab.experiment.spec import MAX_INSTANCES, Attach, FaultScenario, Spec, parse_spec
 from syncrep_lab.experiment.store import Store, mark_run, now
 from syncrep_lab.experiment.workload import (
     ATTACHED_TABLES,
@@ -186,7 +186,7 @@ class ActiveCluster:
 
     def _remove_leftovers(self) -> None:
         """Clusters of this run left by a killed process: ours, removed."""
-        for instance in range(1, 17):
+        for instance in range(1, MAX_INSTANCES + 1):
             if load(self.instance_dir(instance)) is not None:
                 remove_cluster(self.instance_dir(instance))
 
@@ -456,6 +456,9 @@ class Runner:
                 fault.finish()
         if fault is not None and fault.driver.stalled:
             raise UserError(fault.driver.stalled, _STALL_FIX)
+        if watch is not None and watch.error is not None:
+            self.events.message(f"{cell.label}: the placement was not read back in repeat "
+                                f"{n}: {watch.error}")
         for t, run in zip(targets, runs, strict=True):
             suffix = "" if t.instance == 1 else f"-i{t.instance}"
             (rep_dir / f"pgbench{suffix}.stdout").write_text(run.stdout)

@@ -25,6 +25,7 @@ SYNC_COMMIT_LEVELS: tuple[SyncCommit, ...] = ("off", "local", "remote_write", "o
                                               "remote_apply")
 Scalar = str | int | float | bool
 PRESETS = ("quick", "seed")
+MAX_INSTANCES = 16  # independent primaries on one machine, at most
 
 
 class _Strict(BaseModel):
@@ -49,7 +50,7 @@ class Topology(_Strict):
     clone: Literal["copy", "basebackup"] = "copy"
     attach: Attach | None = None
     # K independent primaries (each with its own standbys) on this host, driven at once
-    instances: Annotated[int, Field(ge=1, le=16)] = 1
+    instances: Annotated[int, Field(ge=1, le=MAX_INSTANCES)] = 1
     # A node on an SSH host of [hosts]: {c = "far"}
     hosts: dict[str, str] = Field(default_factory=dict)
 
@@ -163,7 +164,7 @@ class Matrix(_Strict):
     placement: list[str] | None = None
     cores: list[Annotated[int, Field(ge=1, le=4096)]] | None = None
     link: list[str] | None = None
-    instances: list[Annotated[int, Field(ge=1, le=16)]] | None = None
+    instances: list[Annotated[int, Field(ge=1, le=MAX_INSTANCES)]] | None = None
     exclude: list[dict[str, Scalar]] = Field(default_factory=list)
     only: list[dict[str, Scalar]] = Field(default_factory=list)
 
