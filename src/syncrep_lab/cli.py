@@ -34,7 +34,7 @@ from syncrep_lab.errors import Interrupted, UserError
 from syncrep_lab.pg import fetch as pg_fetch
 from syncrep_lab.pg.installations import discover
 from syncrep_lab.pg.settings import PROFILES, parse_assignment
-from syncrep_lab.terminal import make_console
+from syncrep_lab.terminal import make_console, route_library_logs
 
 out = make_console()
 err = make_console(stderr=True)
@@ -530,12 +530,18 @@ def compare_cmd(run_a: Path, run_b: Path, force: bool, top: int, as_json: bool,
 @click.option("--list", "just_list", is_flag=True, help="Only list what would be removed.")
 def clean(just_list: bool) -> None:
     """Stop and remove every cluster syncrep-lab made and did not take down, with its
-    standbys on SSH hosts, network namespaces, links and cpusets."""
+    standbys on SSH hosts, network namespaces, links and cpusets; on attached clusters,
+    end the sessions of runs that were killed and drop their tables."""
+    from syncrep_lab.experiment.attached import clean_visits, visit_records
+
     if just_list:
         dirs = registered()
         for d in dirs:
             out.print(str(d))
-        if not dirs:
+        records = visit_records()
+        for path in records:
+            out.print(f"{path} (a run on an attached cluster)")
+        if not dirs and not records:
             out.print("nothing to clean")
         return
     reports, leftovers = clean_all()
@@ -543,12 +549,29 @@ def clean(just_list: bool) -> None:
         out.print(f"removed {r.dir} ({len(r.stopped)} servers stopped)")
     for what in leftovers:
         out.print(f"removed {what} (no cluster recorded it)")
-    if not reports and not leftovers:
+    visits = clean_visits()
+    unfinished = False
+    for v in visits:
+        if v.live:
+            out.print(f"left alone: the run in {escape(v.run)} on an attached cluster is still "
+                      "going", soft_wrap=True)
+            continue
+        unfinished = unfinished or not v.done
+        head = "cleaned" if v.done else "could not clean all"
+        out.print(f"{head}: what the run in {escape(v.run)} left on an attached cluster",
+                  soft_wrap=True)
+        for line in v.lines:
+            (out if v.done else err).print(f"  {escape(line)}", soft_wrap=True)
+    if not reports and not leftovers and not visits:
         out.print("nothing to clean")
+    if unfinished:
+        raise UserError("some of what killed runs left on attached clusters is still there",
+                        "see above; syncrep-lab clean tries again")
 
 
 def main() -> None:
     shutdown.install()  # SIGINT, SIGTERM, SIGHUP: cleanup; a second one: out at once
+    route_library_logs(err)
     try:
         cli.main(standalone_mode=False)
     except UserError as exc:

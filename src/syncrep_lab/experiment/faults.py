@@ -36,11 +36,11 @@ from syncrep_lab.cluster.manifest import Manifest
 from syncrep_lab.cluster.ready import wait_ready
 from syncrep_lab.errors import UserError
 from syncrep_lab.experiment.spec import FaultEvent, FaultScenario
+from syncrep_lab.pg.replication import WAITING_LEVELS
 from syncrep_lab.runas import server_account
 
 POLL_S = 0.1
 SYNC_STATES = ("sync", "quorum")
-NEEDS_STANDBY = ("remote_write", "on", "remote_apply")
 START_TIMEOUT_S = 60.0
 
 
@@ -62,6 +62,7 @@ class FaultContext:
     sync_names: str  # the cell's synchronous_standby_names ('' for none)
     version_num: int
     links: dict[str, Any] = field(default_factory=dict)  # [links.NAME] -> LinkProfile
+    pgbench_name: str = "pgbench"  # the application_name of the workload's sessions
 
 
 class Links:
@@ -199,7 +200,7 @@ class FaultDriver(threading.Thread):
     @property
     def needs_standby(self) -> bool:
         """Whether commits wait for a standby now (a ``set`` event may change it)."""
-        return self.synchronous_commit in NEEDS_STANDBY and self.sync_names.strip() != ""
+        return self.synchronous_commit in WAITING_LEVELS and self.sync_names.strip() != ""
 
     def now(self) -> float:
         return round(time.monotonic() - self.t0, 3)
@@ -210,7 +211,6 @@ class FaultDriver(threading.Thread):
     def run(self) -> None:
         try:
             with psycopg.connect(self.ctx.admin, autocommit=True, connect_timeout=5) as conn:
-                conn.execute("set application_name = 'syncrep-lab faults'")
                 self._loop(conn)
         except psycopg.Error as exc:
             self._note("error", "primary", f"lost the primary: {str(exc).strip()}")
@@ -314,7 +314,8 @@ class FaultDriver(threading.Thread):
         # Terminated while waiting, a backend's commit stays local and its client gets
         # an error: nothing is acknowledged that the standbys did not confirm.
         conn.execute("select pg_terminate_backend(pid) from pg_stat_activity "
-                     "where application_name = 'pgbench' and pid <> pg_backend_pid()")
+                     "where application_name = %s and pid <> pg_backend_pid()",
+                     (self.ctx.pgbench_name,))
 
     def stop(self) -> list[Record]:
         self.stopping.set()

@@ -18,6 +18,7 @@ import functools
 import hashlib
 import json
 import operator
+import secrets
 import shutil
 import sqlite3
 import time
@@ -36,6 +37,7 @@ from syncrep_lab.cluster.ready import manifest_log_tail, wait_replication
 from syncrep_lab.cluster.teardown import remove_cluster
 from syncrep_lab.errors import Interrupted, UserError
 from syncrep_lab.experiment import faults
+from syncrep_lab.experiment.attached import APP_PREFIX, Visit, check_serves, stamped
 from syncrep_lab.experiment.machine import machine_metadata
 from syncrep_lab.experiment.placed import (
     PlacementWatch,
@@ -54,13 +56,13 @@ from syncrep_lab.experiment.plan import (
     standby_names,
 )
 from syncrep_lab.experiment.spec import MAX_INSTANCES, Attach, FaultScenario, Spec, parse_spec
+from syncrep_lab.experiment.stall import SyncStallWatch
 from syncrep_lab.experiment.store import Store, mark_run, now
 from syncrep_lab.experiment.workload import (
     ATTACHED_TABLES,
     SEED_TABLES,
     PgbenchRun,
     RunningPgbench,
-    drop_tables,
     prepare_tables,
     script_text,
     start_pgbench,
@@ -68,7 +70,8 @@ from syncrep_lab.experiment.workload import (
 from syncrep_lab.measure.histogram import LatencyHistogram
 from syncrep_lab.measure.pgbench_log import ProgressSample, parse_transaction_logs
 from syncrep_lab.measure.stats import ci_within, mean_ci
-from syncrep_lab.pg import sync_names
+from syncrep_lab.pg import replication, sync_names
+from syncrep_lab.pg.admin import admin_connection
 from syncrep_lab.pg.conninfo import (
     mask_conninfo,
     mask_text,
@@ -107,6 +110,9 @@ class Target:
     manifest: Manifest | None = None  # None for an attached cluster
     instance: int = 1
     pinners: list[Any] = field(default_factory=list)  # placement.pinning.RolePinner
+
+
+ADMIN_SECONDS = 10.0  # any of the tool's own short statements (pg/admin.py)
 
 
 class ActiveCluster:
@@ -172,13 +178,16 @@ class ActiveCluster:
                            **({"instance": instance} if cell.instances > 1 else {})}
                           for n in manifest.nodes])
             # a node on an SSH host has no local processes: its CPU comes over SSH
-            nodes = [ProbeNode(n.name, manifest.admin_conninfo(n), n.data_dir(manifest.dir)
-                               if n.host is None else None, n.role == "primary")
+            named = self.runner.named
+            nodes = [ProbeNode(n.name, named(manifest.admin_conninfo(n)),
+                               n.data_dir(manifest.dir) if n.host is None else None,
+                               n.role == "primary")
                      for n in manifest.nodes]
-            target = Target(manifest.conninfo(manifest.primary), manifest.admin_conninfo(
-                manifest.primary), [n.name for n in manifest.standbys], inst.version.num,
-                inst.program("pgbench"), manifest_log_tail(manifest), nodes, manifest,
-                instance=instance)
+            target = Target(named(manifest.conninfo(manifest.primary), "pgbench"),
+                            named(manifest.admin_conninfo(manifest.primary)),
+                            [n.name for n in manifest.standbys], inst.version.num,
+                            inst.program("pgbench"), manifest_log_tail(manifest), nodes,
+                            manifest, instance=instance)
             self.targets.append(target)
             target.pinners = start_pinners(manifest)
         self.sync = cell.sync
@@ -191,43 +200,51 @@ class ActiveCluster:
                 remove_cluster(self.instance_dir(instance))
 
     def _attach(self) -> Target:
-        attach = self.attach
-        assert attach is not None
+        attach, visit = self.attach, self.runner.visit
+        assert attach is not None and visit is not None
+        visit.record()  # before the first session: a killed run's are found by clean
+        primary = visit.conninfo(attach.primary)
         try:
-            with psycopg.connect(attach.primary, autocommit=True, connect_timeout=10) as conn:
+            with admin_connection(primary, seconds=ADMIN_SECONDS,
+                                  what="the attached primary") as conn:
                 version = conn.execute("select current_setting('server_version'), "
                                        "current_setting('server_version_num')::int, "
                                        "current_setting('synchronous_standby_names')").fetchone()
                 names = [str(r[0]) for r in conn.execute(
                     "select application_name from pg_stat_replication")]
         except psycopg.Error as exc:
-            raise UserError(f"cannot connect to the attached primary: {mask_text(str(exc))}",
-                            "check topology.attach.primary") from None
+            raise UserError(f"cannot connect to the attached primary: "
+                            f"{mask_text(str(exc).strip())}",
+                            "check topology.attach.primary (and that the server runs)") from None
         assert version is not None
         self.sync = self.original_sync = str(version[2])
         client = resolve(None)
-        nodes = {"primary": attach.primary, **attach.standbys}
+        standbys = {k: visit.conninfo(v) for k, v in attach.standbys.items()}
+        nodes = {"primary": primary, **standbys}
         self._record(None, str(version[0]), "attached", nodes,
                      [{"name": k, "role": "primary" if k == "primary" else "standby"}
                       for k in nodes])
-        probe_nodes = [ProbeNode("primary", attach.primary, None, True)]
-        probe_nodes += [ProbeNode(k, v, None, False) for k, v in sorted(attach.standbys.items())]
-        return Target(attach.primary, attach.primary, sorted(set(names) | set(attach.standbys)),
-                      int(version[1]), client.program("pgbench"), None, probe_nodes)
+        probe_nodes = [ProbeNode("primary", primary, None, True)]
+        probe_nodes += [ProbeNode(k, v, None, False) for k, v in sorted(standbys.items())]
+        return Target(visit.conninfo(attach.primary, "pgbench"), primary,
+                      sorted(set(names) | set(attach.standbys)), int(version[1]),
+                      client.program("pgbench"), None, probe_nodes)
 
     def _record(self, cell: Cell | None, version: str, bin_dir: str, nodes: dict[str, str],
                 described: list[dict[str, Any]]) -> None:
         settings: dict[str, Any] = {}
         for name, conninfo in nodes.items():
             try:
-                with psycopg.connect(conninfo, autocommit=True, connect_timeout=10) as conn:
+                with admin_connection(conninfo, seconds=ADMIN_SECONDS, what=name) as conn:
                     rows = conn.execute(
                         "select name, setting, unit, source from pg_settings "
-                        "where source not in ('default', 'override') order by name").fetchall()
+                        "where source not in ('default', 'override', 'client') "
+                        "order by name").fetchall()
             except psycopg.Error as exc:
                 settings[name] = {"error": mask_text(str(exc).strip())}
                 continue
-            # a standby's primary_conninfo may carry its password: never stored
+            # 'client': this session's own (its timeouts, its name), not the server's.
+            # A standby's primary_conninfo may carry its password: never stored.
             settings[name] = {
                 r[0]: {"setting": mask_conninfo(r[1]) if "conninfo" in r[0] and r[1] else r[1],
                        "unit": r[2], "source": r[3]} for r in rows}
@@ -248,7 +265,9 @@ class ActiveCluster:
 
     def _alter_sync(self, target: Target, text: str) -> None:
         spec, rendered = check_sync(text, target.standbys, target.version_num)
-        with psycopg.connect(target.admin, autocommit=True, connect_timeout=10) as conn:
+        if self.runner.visit is not None and self.original_sync is not None:
+            self.runner.visit.will_alter_sync(self.original_sync)  # recorded before it changes
+        with admin_connection(target.admin, seconds=ADMIN_SECONDS, what="the primary") as conn:
             conn.execute(sql.SQL("alter system set synchronous_standby_names = {}").format(
                 sql.Literal(rendered)))
             conn.execute("select pg_reload_conf()")
@@ -259,7 +278,7 @@ class ActiveCluster:
     def down(self) -> None:
         if self.attach is not None:
             if self.target is not None:
-                self._leave_attached(self.target)
+                self._leave_attached()
         else:
             for target in self.targets:
                 for pinner in target.pinners:
@@ -269,14 +288,34 @@ class ActiveCluster:
         self.targets = []
         self.key = None
 
-    def _leave_attached(self, target: Target) -> None:
-        drop_tables(target.admin, ATTACHED_TABLES)  # only what carries the tool's mark
-        with psycopg.connect(target.admin, autocommit=True, connect_timeout=10,
-                             options="-c synchronous_commit=local") as conn:
-            if self.original_sync is not None and self.sync != self.original_sync:
-                conn.execute(sql.SQL("alter system set synchronous_standby_names = {}").format(
-                    sql.Literal(self.original_sync)))
-                conn.execute("select pg_reload_conf()")
+    def _leave_attached(self) -> None:
+        """The run's sessions ended, its tables dropped, the setting put back (bounded;
+        experiment/attached.py); what could not be done is said, with how to finish."""
+        visit = self.runner.visit
+        assert visit is not None
+        report = visit.leave(self.sync)
+        if report.sync_restored is not None:
+            self.sync = report.sync_restored
+        for line in report.lines():
+            self.runner.events.message(line)
+
+    def require_acknowledging(self, cell: Cell) -> None:
+        """A cell whose commits wait for a standby starts only when the primary can
+        acknowledge them: otherwise it fails at once with the cause, instead of waiting."""
+        if cell.synchronous_commit not in replication.WAITING_LEVELS:
+            return
+        if self.attach is None and not (self.sync or "").strip():
+            return  # a built cluster without synchronous standbys: `on` is `local` there
+        for target in self.targets or ([self.target] if self.target is not None else []):
+            with admin_connection(target.admin, seconds=ADMIN_SECONDS,
+                                  what="the primary") as conn:
+                row = conn.execute("select current_setting('synchronous_standby_names')"
+                                   ).fetchone()
+                seen = replication.walsenders(conn)
+            assert row is not None
+            problem = replication.shortfall(str(row[0]), seen, target.version_num)
+            if problem is not None:
+                raise UserError(f"cell {cell.label} not started: {problem[0]}", problem[1])
 
 
 class Runner:
@@ -288,7 +327,17 @@ class Runner:
         self.spec_dir = spec_dir
         self.run_id = run_id
         self.events = events or Events()
+        # Every session this invocation opens on a server carries this name (pgbench's
+        # with " pgbench" after it): what it ends, and only that (experiment/attached.py).
+        self.application_name = f"{APP_PREFIX} {secrets.token_hex(4)}"
+        attach = spec.topology.attach
+        self.visit = (Visit(attach, store.folder, token=self.application_name.split()[1])
+                      if attach is not None else None)
         self.cluster = ActiveCluster(self)
+
+    def named(self, conninfo: str, what: str = "") -> str:
+        """``conninfo`` carrying this invocation's application_name."""
+        return stamped(conninfo, f"{self.application_name} {what}".strip())
 
     def execute(self) -> None:
         plan = expand(self.spec, machine_metadata()["cpus_usable"] or 2)
@@ -367,6 +416,7 @@ class Runner:
     def _measure(self, cell: Cell, cell_id: int) -> dict[str, Any]:
         target = self.cluster.for_cell(cell)
         self.cluster.set_sync(cell)
+        self.cluster.require_acknowledging(cell)
         pgbench, conninfo = target.pgbench, target.conninfo
         wl = self.spec.workload
         cell_dir = self.store.artifacts / f"cell-{cell.index:03d}"
@@ -532,12 +582,21 @@ class Runner:
                     log_prefix=rep_dir / f"pgbench_log{suffix}" if rep_dir else None,
                     on_progress=(lambda s: self.events.live(cell, s)) if t.instance == 1
                     else None, launch=layout.client if layout is not None else None,
-                    **common))
+                    watch=self._stall_watch(cell, t), **common))
         except BaseException:
             for r in running:
                 r.kill()
             raise
         return running
+
+    def _stall_watch(self, cell: Cell, target: Target) -> SyncStallWatch | None:
+        """Cells whose commits wait for a standby stop early when that wait stalls; a
+        fault scenario watches for that itself (its own stall_seconds)."""
+        if (cell.synchronous_commit not in replication.WAITING_LEVELS
+                or cell.faults != NO_FAULTS):
+            return None
+        return SyncStallWatch(target.admin, f"{self.application_name} pgbench",
+                              self.spec.run.stall_seconds, target.version_num)
 
     def _fault_run(self, cell: Cell, target: Target) -> FaultRun | None:
         if cell.faults == NO_FAULTS:
@@ -547,7 +606,8 @@ class Runner:
                             "leave the faults axis out with attach")
         ctx = faults.FaultContext(target.manifest, target.admin, cell.synchronous_commit,
                                   self.cluster.sync or "", target.version_num,
-                                  link_profiles(self.spec))
+                                  link_profiles(self.spec),
+                                  pgbench_name=f"{self.application_name} pgbench")
         return FaultRun(self.spec.faults[cell.faults], ctx, self.spec.workload.kind == "insert",
                         self.cluster, self.spec.run.ready_timeout)
 
@@ -681,6 +741,7 @@ def preflight(spec: Spec) -> None:
     if spec.topology.attach is not None:
         _check_conninfos(spec.topology.attach)
         resolve(None).program("pgbench")
+        check_serves(spec)  # a cell that would wait for ever is refused now
         return
     from syncrep_lab.experiment.layouts import check_machine
 

@@ -197,6 +197,9 @@ class RunControl(_Strict):
     ci_target: Annotated[float, Field(gt=0, lt=1)] = 0.03
     confidence: Annotated[float, Field(gt=0.5, lt=1)] = 0.95
     ready_timeout: Annotated[float, Field(gt=0, le=3600)] = 60.0
+    # no transaction for this long while pgbench's commits wait for a standby that cannot
+    # confirm them: the repeat stops and the cell fails with the cause (experiment/stall.py)
+    stall_seconds: Annotated[float, Field(gt=0, le=3600)] = 15.0
 
 
 class Spec(_Strict):

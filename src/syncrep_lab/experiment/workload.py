@@ -39,6 +39,7 @@ from syncrep_lab.measure.pgbench_log import (
     parse_progress_line,
     parse_summary,
 )
+from syncrep_lab.pg.admin import admin_connection
 from syncrep_lab.pg.conninfo import split_password
 
 if TYPE_CHECKING:
@@ -59,6 +60,7 @@ class Tables:
 SEED_TABLES = Tables()
 ATTACHED_TABLES = Tables("syncrep_lab_insert", "syncrep_lab_lookup", owned=True)
 MARK = "made by syncrep-lab for its workload; dropped when the run ends"
+PREPARE_SECONDS = 900.0
 
 
 def script_text(workload: Workload, batch: int, spec_dir: Path,
@@ -80,7 +82,7 @@ def script_text(workload: Workload, batch: int, spec_dir: Path,
                         "workload.script is relative to the spec file") from None
 
 
-def _check_ours(conn: psycopg.Connection[Any], table: str) -> bool:
+def table_is_ours(conn: psycopg.Connection[Any], table: str) -> bool:
     """Whether ``table`` exists; refuses a table of that name the tool did not make."""
     row = conn.execute("select obj_description(to_regclass(%s), 'pg_class'), "
                        "to_regclass(%s) is not null", (table, table)).fetchone()
@@ -95,13 +97,15 @@ def _check_ours(conn: psycopg.Connection[Any], table: str) -> bool:
 
 def prepare_tables(conninfo: str, workload: Workload, tables: Tables = SEED_TABLES) -> None:
     """Create what the workload needs, fresh for every cell (insert) or once (lookup)."""
-    # synchronous_commit=local: a standby that stopped confirming must not hang the
-    # tables' creation forever (pgbench, bounded, then finds it out).
-    with psycopg.connect(conninfo, autocommit=True, connect_timeout=10,
-                         options="-c synchronous_commit=local") as conn:
+    # Bounded (pg/admin.py): commits local, so a standby that stopped confirming cannot
+    # hang the tables' creation (pgbench, bounded, then finds it out), and a lock held by
+    # someone else's session makes it fail instead of queueing for ever. Filling a
+    # lookup table of many rows is what may take long.
+    with admin_connection(conninfo, seconds=PREPARE_SECONDS, lock_timeout_s=10.0,
+                          what="the primary") as conn:
         mark = tables.owned
         if workload.kind == "insert":
-            if not mark or _check_ours(conn, tables.insert):
+            if not mark or table_is_ours(conn, tables.insert):
                 conn.execute(f"drop table if exists {tables.insert}")
             conn.execute(f"create table {tables.insert}(id serial primary key, info text, "
                          "crt_time timestamp)")
@@ -110,7 +114,7 @@ def prepare_tables(conninfo: str, workload: Workload, tables: Tables = SEED_TABL
         elif workload.kind == "pk-lookup":
             table = tables.lookup
             if mark:
-                _check_ours(conn, table)
+                table_is_ours(conn, table)
             conn.execute(f"create table if not exists {table}(id int primary key, info text, "
                          "crt_time timestamp)")
             if mark:
@@ -132,13 +136,10 @@ def prepare_tables(conninfo: str, workload: Workload, tables: Tables = SEED_TABL
                 conn.execute(f"select count(*) from {table}")
 
 
-def drop_tables(conninfo: str, tables: Tables) -> None:
-    """Drop the workload's tables where they are the tool's (an attached cluster's)."""
-    with psycopg.connect(conninfo, autocommit=True, connect_timeout=10,
-                         options="-c synchronous_commit=local") as conn:
-        for table in (tables.insert, tables.lookup):
-            if _check_ours(conn, table):
-                conn.execute(f"drop table {table}")
+# Asked with the seconds since pgbench last completed a transaction: (cause, fix) when
+# it has stalled and should be stopped, else None.
+StallWatch = Callable[[float], tuple[str, str] | None]
+WATCH_PERIOD_S = 1.0
 
 
 @dataclass
@@ -171,10 +172,12 @@ def start_pgbench(
     on_progress: Callable[[ProgressSample], None] | None = None,
     extra_timeout: float = 60.0,
     launch: Launch | None = None,
+    watch: StallWatch | None = None,
 ) -> RunningPgbench:
     """Start pgbench (from the calling thread, which must be the main one: the kernel
     ties the die-with-parent signal to the thread that forks). ``launch`` places it:
-    the client's namespace and cpuset."""
+    the client's namespace and cpuset. ``watch`` is asked, about once a second while
+    pgbench runs, whether it has stalled (see :data:`StallWatch`)."""
     script = script.resolve()  # pgbench runs in the script's folder
     if log_prefix is not None:
         log_prefix = log_prefix.resolve()
@@ -208,7 +211,7 @@ def start_pgbench(
     )
     shutdown.track(proc)
     return RunningPgbench(proc, argv, started, duration, extra_timeout, log_prefix,
-                          on_progress)
+                          on_progress, watch)
 
 
 class RunningPgbench:
@@ -216,9 +219,12 @@ class RunningPgbench:
 
     def __init__(self, proc: subprocess.Popen[str], argv: list[str], started: float,
                  duration: int, extra_timeout: float, log_prefix: Path | None,
-                 on_progress: Callable[[ProgressSample], None] | None) -> None:
+                 on_progress: Callable[[ProgressSample], None] | None,
+                 watch: StallWatch | None = None) -> None:
         self.proc, self.argv, self.started = proc, argv, started
         self.duration, self.extra_timeout, self.log_prefix = duration, extra_timeout, log_prefix
+        self.watch = watch
+        self.last_active = started  # when a progress line last showed transactions
         self.progress: list[ProgressSample] = []
         self.err_lines: list[str] = []
         self.out_lines: list[str] = []
@@ -236,6 +242,8 @@ class RunningPgbench:
             if sample is None:
                 continue
             self.progress.append(sample)
+            if sample.tps > 0:
+                self.last_active = time.monotonic()
             if self.on_progress is not None:
                 self.on_progress(sample)
 
@@ -250,12 +258,30 @@ class RunningPgbench:
             self.proc.wait(timeout=5)
         shutdown.untrack(self.proc)
 
+    def _wait_watched(self) -> None:
+        """Wait for pgbench until its bound (TimeoutExpired then), asking the watch about
+        once a second whether it stalled (UserError then, pgbench killed)."""
+        end = self.started + self.duration + self.extra_timeout
+        while True:
+            left = end - time.monotonic()
+            period = left if self.watch is None else min(left, WATCH_PERIOD_S)
+            try:
+                self.proc.wait(timeout=max(0.1, period))
+                return
+            except subprocess.TimeoutExpired:
+                if time.monotonic() >= end:
+                    raise
+            assert self.watch is not None
+            stalled = self.watch(time.monotonic() - self.last_active)
+            if stalled is not None:
+                self.kill()
+                raise UserError(*stalled)
+
     def finish(self) -> PgbenchRun:
         """Wait for pgbench (bounded), then its figures; UserError when it failed."""
         proc, duration, extra_timeout = self.proc, self.duration, self.extra_timeout
         try:
-            proc.wait(timeout=max(0.1, self.started + duration + extra_timeout
-                                  - time.monotonic()))
+            self._wait_watched()
         except subprocess.TimeoutExpired:
             self.kill()
             raise UserError(

@@ -55,6 +55,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from syncrep_lab import procs
 from syncrep_lab.errors import UserError
 from syncrep_lab.network.links import LinkProfile, check_profile
 
@@ -418,14 +419,6 @@ def _option(cmd: list[str], name: str) -> str | None:
     return None
 
 
-def _start_time(pid: int) -> str | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()[19]
-
-
 def _kill_all(pids: list[int], timeout: float) -> None:
     """SIGTERM, then SIGKILL what is left after ``timeout``; waits (bounded) for them."""
     for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 2.0)):
@@ -724,13 +717,13 @@ def _owner(ns: str) -> int | None:
         pid = int(pid_text)
     except (OSError, ValueError):
         return None
-    return pid if _exists(pid) and _start_time(pid) == start else None
+    return pid if _exists(pid) and procs.start_time(pid) == start else None
 
 
 def _claim(ns: str) -> bool:
     """Write this process's owner record for ``ns``. Returns whether a new record was made
     (so that a failure removes only what it made); raises when a live run owns ``ns``."""
-    me = f"{os.getpid()} {_start_time(os.getpid())}\n"
+    me = f"{os.getpid()} {procs.start_time(os.getpid())}\n"
     path = OWNERS_DIR / ns
     try:
         OWNERS_DIR.mkdir(parents=True, exist_ok=True)
