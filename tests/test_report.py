@@ -8,6 +8,7 @@ checkout."""
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 import statistics
 from pathlib import Path
@@ -242,22 +243,28 @@ def test_a_run_ends_with_its_report(workdir: Path) -> None:
     data = report_data(out)
     db = _db(out)
     try:
-        def measured(sc: str, batch: int) -> list[float]:
-            return [r[0] for r in db.execute(
-                "select r.tps from repeats r join cells c on c.id = r.cell_id where "
+        def measured(sc: str, batch: int) -> dict[int, float]:
+            """round -> TPS of the cell's measured repeats (the run interleaved them)."""
+            return {int(r[0]): float(r[1]) for r in db.execute(
+                "select r.round, r.tps from repeats r join cells c on c.id = r.cell_id where "
                 "r.probed = 0 and json_extract(c.params_json, '$.synchronous_commit') = ? "
-                "and json_extract(c.params_json, '$.batch') = ?", (sc, batch))]
+                "and json_extract(c.params_json, '$.batch') = ?", (sc, batch))}
+
+        def paired(a: dict[int, float], b: dict[int, float]) -> float:
+            """The geometric mean of the ratios of the same round, by hand."""
+            return math.exp(statistics.fmean(math.log(a[k] / b[k]) for k in a))
 
         ratios = {r["what"]: r for r in data["seed"]["ratios"]}
         on_local = ratios["synchronous_commit on / local"]
         assert on_local["seed"] == pytest.approx(50 / 200)
-        assert on_local["here"] == pytest.approx(
-            statistics.fmean(measured("on", 1)) / statistics.fmean(measured("local", 1)))
+        assert on_local["paired"] is True
+        assert on_local["here"] == pytest.approx(paired(measured("on", 1),
+                                                        measured("local", 1)))
         batch = ratios["batch 4 / 1"]  # rows per second: 4 rows per transaction
         assert batch["unit"] == "rows/s"
         assert batch["seed"] == pytest.approx(4 * 30 / 50)
         assert batch["here"] == pytest.approx(
-            4 * statistics.fmean(measured("on", 4)) / statistics.fmean(measured("on", 1)))
+            4 * paired(measured("on", 4), measured("on", 1)))
     finally:
         db.close()
     assert [a["axis"] for a in data["placement"]["axes"]] == ["batch"]

@@ -241,10 +241,19 @@ def _latest_run() -> Path:
 @click.option("--allow-alter", is_flag=True,
               help="Attached cluster: let the run change synchronous_standby_names (put "
                    "back at the end). Without it nothing of the cluster's is changed.")
+@click.option("--budget", default=None,
+              help="No new round once this much time has run (90s, 10m, 1h); overrides "
+                   "run.budget.")
 def run(spec_file: Path | None, preset: str | None, out: Path | None, resume: bool,
-        check: bool, allow_alter: bool) -> None:
+        check: bool, allow_alter: bool, budget: str | None) -> None:
     """Run an experiment: a TOML spec, or a preset (default: seed)."""
     from syncrep_lab.experiment import spec as specs
+
+    if budget is not None:
+        try:
+            specs.parse_duration(budget)
+        except ValueError as exc:
+            raise UserError(f"--budget: {exc}", "give it as 90s, 10m or 1h") from None
 
     if resume:
         if out is None:
@@ -260,7 +269,7 @@ def run(spec_file: Path | None, preset: str | None, out: Path | None, resume: bo
         from syncrep_lab.experiment.runner import resume_run
 
         with _resume_hint(out), RunDisplay(out) as display:
-            resume_run(out, display.events, allow_alter=allow_alter)
+            resume_run(out, display.events, allow_alter=allow_alter, budget=budget)
         _finish(out)
         return
     if spec_file and preset:
@@ -274,6 +283,8 @@ def run(spec_file: Path | None, preset: str | None, out: Path | None, resume: bo
                             "leave --allow-alter out with --preset")
         spec, text = specs.load_preset(preset or "seed")
         spec_dir = Path.cwd()
+    if budget is not None:
+        spec = spec.model_copy(update={"run": spec.run.model_copy(update={"budget": budget})})
     given_out = out
     if out is None:
         out = RUNS_DIR / f"{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}"

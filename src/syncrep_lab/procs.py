@@ -1,9 +1,11 @@
-"""Is this pid still the process we mean? A pid alone can be reused once its process
-has gone; a pid with the start time the kernel gave it (``/proc/PID/stat``, field 22,
-in clock ticks since boot) names one process for ever."""
+"""Processes as /proc tells them: is this pid still the process we mean (a pid alone can
+be reused once its process has gone; a pid with the start time the kernel gave it,
+``/proc/PID/stat`` field 22, names one process for ever), and CPU time, a process's and
+the whole machine's."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 
@@ -25,3 +27,27 @@ def is_running(pid: int, start: str | None) -> bool:
         return False
     fields = stat.rsplit(")", 1)[1].split()
     return fields[0] not in ("Z", "X", "x") and (start is None or fields[19] == start)
+
+
+def machine_steal_seconds() -> float:
+    """CPU time the hypervisor gave to other guests while this one wanted it, since boot."""
+    fields = Path("/proc/stat").read_text().splitlines()[0].split()
+    return int(fields[8]) / _CLK_TCK if len(fields) > 8 else 0.0
+
+
+def table() -> dict[int, tuple[int, str, float]]:
+    """pid -> (parent pid, start time, CPU seconds) of every process there is now."""
+    out = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out[int(entry)] = (int(fields[1]), fields[19],
+                           (int(fields[11]) + int(fields[12])) / _CLK_TCK)
+    return out
+
+
+_CLK_TCK = os.sysconf("SC_CLK_TCK")

@@ -17,6 +17,7 @@ import math
 import tomllib
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,14 @@ from syncrep_lab.measure.stats import mean_ci, ratio_ci, welch_t
 
 ALPHA = 0.05
 TOP = 10
+ADVICE = ("Two runs are two stretches of time: their figures also differ by the machine's "
+          "drift between them, so the intervals here include each run's own drift. Where "
+          "the difference can be an axis of one run, that is the stronger design: cells "
+          "that share a cluster (the synchronous_commit, sync, clients, threads and batch "
+          "axes) run interleaved, round by round, and each cell's ratio_to_baseline "
+          "(syncrep-lab results --json) is paired within rounds. Axes that need another "
+          "cluster (pg, standbys, settings, placement) still run one cluster after the "
+          "other, so their comparison carries the drift between them, as here.")
 
 # (figure, column in repeats, unit, whether more is better)
 RUN_FIGURES = (("TPS", "tps", "tps", True),
@@ -142,19 +151,93 @@ def _verdict(test: dict[str, Any] | None, mean_a: float | None, mean_b: float | 
 
 
 def compare_figure(name: str, unit: str, a: Sequence[float], b: Sequence[float],
-                   higher_is_better: bool | None) -> dict[str, Any]:
-    """One figure of a pair: both sides' means, B/A with its 95 % CI, the test."""
+                   higher_is_better: bool | None,
+                   between: tuple[Drift, Drift] | None = None) -> dict[str, Any]:
+    """One figure of a pair: both sides' means, B/A with its 95 % CI, the test.
+    ``between``: each run's drift, which two runs taken at different times also differ
+    by (:func:`run_drift`); the interval and the test then hold it too."""
     side_a, side_b = _side(a), _side(b)
     ratio = low = high = None
     if a and b and side_a["mean"]:
         r = ratio_ci(b, a)
         ratio, low, high = r.ratio, r.low, r.high
     test = _test(a, b)
+    if between is not None and test is not None and ratio is not None:
+        widened = _across_runs(a, b, between)
+        if widened is not None:
+            low, high, test = widened
     return {"figure": name, "unit": unit, "a": side_a, "b": side_b, "ratio": ratio,
             "ratio_low": low, "ratio_high": high, "test": test,
             "significant": None if test is None else test["significant"],
             "verdict": _verdict(test, side_a["mean"], side_b["mean"], higher_is_better,
                                 side_a["n"], side_b["n"])}
+
+
+@dataclass(frozen=True)
+class Drift:
+    """How far a run's level moves over its own time, as a relative sd, and from what."""
+
+    sd: float
+    df: int
+    source: str
+
+
+def run_drift(store: Store, run_id: int) -> Drift | None:
+    """A run's own drift. Interleaved: the round effects (each round's mean deviation of
+    log TPS from its cells' means): what the machine itself did between rounds, which two
+    runs at different times differ by as well. One cell after another: the spread of each
+    cell's repeats (its drift is in there), pooled."""
+    residuals: dict[int | None, list[float]] = defaultdict(list)
+    pooled, df = 0.0, 0
+    for cell in store.cells(run_id):
+        reps = [r for r in store.repeats(int(cell["id"])) if not r["probed"] and r["tps"] > 0]
+        if len(reps) < 2:
+            continue
+        logs = [math.log(float(r["tps"])) for r in reps]
+        mean = sum(logs) / len(logs)
+        for r, v in zip(reps, logs, strict=True):
+            residuals[r["round"]].append(v - mean)
+        pooled += sum((v - mean) ** 2 for v in logs)
+        df += len(logs) - 1
+    effects = [sum(v) / len(v) for k, v in residuals.items() if k is not None and v]
+    if len(effects) >= 3:
+        m = sum(effects) / len(effects)
+        sd = math.sqrt(sum((e - m) ** 2 for e in effects) / (len(effects) - 1))
+        return Drift(sd, len(effects) - 1, f"the round-to-round drift of its {len(effects)} "
+                     "rounds")
+    if df == 0:
+        return None
+    return Drift(math.sqrt(pooled / df), df, "the spread of its cells' repeats")
+
+
+def _across_runs(a: Sequence[float], b: Sequence[float], between: tuple[Drift, Drift]
+                 ) -> tuple[float, float, dict[str, Any]] | None:
+    """B/A's interval and test with both runs' drift added to the repeats' own spread:
+    relative variance var(a)/(n·a²) + var(b)/(n·b²) + sd_a² + sd_b², degrees of freedom
+    by Welch–Satterthwaite over the four parts."""
+    na, nb = len(a), len(b)
+    ma, mb = sum(a) / na, sum(b) / nb
+    if na < 2 or nb < 2 or ma <= 0 or mb <= 0:
+        return None
+    va = sum((x - ma) ** 2 for x in a) / (na - 1) / (na * ma * ma)
+    vb = sum((x - mb) ** 2 for x in b) / (nb - 1) / (nb * mb * mb)
+    parts = [(va, na - 1), (vb, nb - 1), *((d.sd ** 2, d.df) for d in between)]
+    total = sum(v for v, _ in parts)
+    ratio = mb / ma
+    if total == 0:
+        same = ratio == 1
+        return ratio, ratio, {"t": None, "df": float(na + nb - 2),
+                              "p_value": 1.0 if same else 0.0, "significant": not same,
+                              "between_runs": True}
+    df = total ** 2 / sum(v * v / d for v, d in parts if d > 0)
+    se = ratio * math.sqrt(total)
+    from scipy import stats as scipy_stats
+
+    t = (ratio - 1) / se
+    half = float(scipy_stats.t.ppf(1 - ALPHA / 2, df)) * se
+    p = float(2 * scipy_stats.t.sf(abs(t), df))
+    return ratio - half, ratio + half, {"t": t, "df": df, "p_value": p,
+                                        "significant": p < ALPHA, "between_runs": True}
 
 
 def _score(kind: str, mean_a: float, mean_b: float) -> float:
@@ -218,9 +301,9 @@ def _one_liner(fig: dict[str, Any]) -> str:
 
 
 def _pair(store_a: Store, store_b: Store, ca: dict[str, Any], cb: dict[str, Any],
-          axes: list[str], top: int) -> dict[str, Any]:
+          axes: list[str], top: int, between: tuple[Drift, Drift] | None) -> dict[str, Any]:
     ma, mb = _measured(store_a, ca["id"]), _measured(store_b, cb["id"])
-    figures = [compare_figure(name, unit, ma[column], mb[column], more_is_better)
+    figures = [compare_figure(name, unit, ma[column], mb[column], more_is_better, between)
                for name, column, unit, more_is_better in RUN_FIGURES]
     return {"key": {k: ca["params"].get(k) for k in axes},
             "a": {"idx": ca["idx"], "label": ca["label"], "version": ca["version"]},
@@ -268,11 +351,13 @@ def _compare(store_a: Store, store_b: Store, *, force: bool, top: int) -> dict[s
     by_key: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for cb in cells_b:
         by_key[_match_key(cb, axes)].append(cb)
+    drift_a, drift_b = run_drift(store_a, int(run_a["id"])), run_drift(store_b, int(run_b["id"]))
+    between = (drift_a, drift_b) if drift_a is not None and drift_b is not None else None
     pairs, unmatched_a = [], []
     for ca in cells_a:
         candidates = by_key.get(_match_key(ca, axes))
         if candidates:
-            pairs.append(_pair(store_a, store_b, ca, candidates.pop(0), axes, top))
+            pairs.append(_pair(store_a, store_b, ca, candidates.pop(0), axes, top, between))
         else:
             unmatched_a.append(ca)
     unmatched_b = [cb for left in by_key.values() for cb in left]
@@ -288,7 +373,11 @@ def _compare(store_a: Store, store_b: Store, *, force: bool, top: int) -> dict[s
         sides[name] = {**_identity(store, run),
                        "versions": sorted({c["version"] for c in cells if c["version"]}),
                        "machine": _machine(run)}
+    for name, drift in (("a", drift_a), ("b", drift_b)):
+        sides[name]["drift"] = (None if drift is None else
+                                {"sd": drift.sd, "df": drift.df, "source": drift.source})
     return {"a": sides["a"], "b": sides["b"], "dimensions": dims, "matched_on": axes,
+            "between_runs": between is not None, "advice": ADVICE,
             "machine_differences": differences, "alpha": ALPHA, "pairs": pairs,
             "unmatched": {"a": brief(unmatched_a), "b": brief(unmatched_b)},
             "not_done": {"a": not_done_a, "b": not_done_b}}

@@ -222,6 +222,13 @@ def print_compare(data: dict[str, Any], console: Console) -> None:
     for diff in data["machine_differences"]:
         console.print(f"[yellow]warning: the machines differ ({escape(diff)}): figures may "
                       "differ for that reason alone[/]", soft_wrap=True)
+    drifts = [f"{name} ±{100 * side['drift']['sd']:.1f} % ({escape(side['drift']['source'])})"
+              for name, side in (("A", a), ("B", b)) if side.get("drift")]
+    if data.get("between_runs"):
+        console.print(f"between runs: each run's own drift is added to the intervals and "
+                      f"tests of its figures: {'; '.join(drifts)}", soft_wrap=True)
+    if data.get("advice"):
+        console.print(f"[dim]{escape(data['advice'])}[/]", soft_wrap=True)
     for pair in data["pairs"]:
         table = Table(title=f"{escape(_key_text(pair['key']))}: A cell {pair['a']['idx']} "
                       f"{escape(pair['a']['label'])} vs B cell {pair['b']['idx']} "

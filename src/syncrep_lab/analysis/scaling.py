@@ -1,6 +1,7 @@
 """Scaling: TPS and latency against clients for each synchronous_commit level, the
 knee where TPS stops growing, and the price of each level as a ratio to
-``local`` at the same client count (with a confidence interval over repeats).
+``local`` at the same client count (with a confidence interval: over the rounds both
+ran in when the run interleaved them, measure/pairing.py).
 
 Pure functions over the store. Cells are grouped into series by every axis
 except ``clients`` and ``synchronous_commit``, so a spec that also varies, say,
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from syncrep_lab.experiment.store import Store
-from syncrep_lab.measure.stats import ratio_ci
+from syncrep_lab.measure.pairing import ratio_of
 
 KNEE_GAIN = 0.10  # less than 10 % more TPS for the next client count: the curve has flattened
 
@@ -51,7 +52,8 @@ def scaling(folder: Path) -> list[dict[str, Any]]:
             if cell["status"] != "done":
                 continue
             params = json.loads(cell["params_json"])
-            tps = [float(r["tps"]) for r in store.repeats(int(cell["id"])) if not r["probed"]]
+            tps = [(r["round"], float(r["tps"])) for r in store.repeats(int(cell["id"]))
+                   if not r["probed"]]
             series[_series_key(json.loads(cell["axes_json"]))][
                 params["synchronous_commit"]][int(params["clients"])] = {
                 "tps": cell["tps_mean"], "tps_repeats": tps, "p99_ms": cell["lat_p99_ms"],
@@ -77,9 +79,9 @@ def scaling(folder: Path) -> list[dict[str, Any]]:
                 base = local.get(clients)
                 if base is None or not base["tps_repeats"] or not v["tps_repeats"]:
                     continue
-                r = ratio_ci(v["tps_repeats"], base["tps_repeats"])
-                ratios.append({"clients": clients, "ratio": r.ratio, "low": r.low,
-                               "high": r.high})
+                r = ratio_of(v["tps_repeats"], base["tps_repeats"])
+                assert r is not None
+                ratios.append({"clients": clients, **r})
             if ratios:
                 entry["ratios_to_local"][level] = ratios
         out.append(entry)

@@ -24,15 +24,20 @@ COLUMNS = ("idx", "label", "status", "repeats", "stop_reason", "tps_mean", "tps_
 
 
 def cell_rows(folder: Path) -> list[dict[str, Any]]:
+    from syncrep_lab.analysis.ratios import ratios_to_baseline
+
     store = Store(folder, create=False)
     try:
         run = store.run()
+        ratios = ratios_to_baseline(store, run)
         rows = []
         for cell in store.cells(int(run["id"])):
             row = {k: cell[k] for k in COLUMNS}
             row["axes"] = json.loads(cell["axes_json"])
             row["params"] = json.loads(cell["params_json"])
             row["run"] = run["name"]
+            row["ratio_to_baseline"] = ratios.get(int(cell["idx"]))
+            row["notes"] = json.loads(cell["notes_json"]) if cell["notes_json"] else []
             rows.append(row)
         return rows
     finally:
@@ -64,9 +69,11 @@ def print_results(folder: Path, rows: list[dict[str, Any]],
     console = console or make_console()
     table = Table(title=f"results of {folder}", title_justify="left")
     costs = any(r.get("top_cost") for r in rows)
+    ratios = any(r.get("ratio_to_baseline") for r in rows)
     for col, justify in (("#", "right"), ("cell", "left"), ("TPS", "right"),
                          ("± 95% CI", "right"), ("repeats", "right"), ("mean ms", "right"),
                          ("p50 ms", "right"), ("p99 ms", "right"), ("p99.9 ms", "right"),
+                         *((("÷ baseline (95% CI)", "left"),) if ratios else ()),
                          *((("top CPU per commit", "left"),) if costs else ())):
         table.add_column(col, justify=justify)
     for r in rows:
@@ -74,16 +81,48 @@ def print_results(folder: Path, rows: list[dict[str, Any]],
             note = r["error"] or r["status"]
             table.add_row(str(r["idx"]), escape(r["label"]), f"[red]{r['status']}[/]", "",
                           str(r["repeats"]), escape(note.splitlines()[0][:60]) if note else "",
-                          "", "", "", *([""] if costs else []))
+                          "", "", "", *([""] if ratios else []), *([""] if costs else []))
             continue
         ci = "-" if r["tps_ci_rel"] is None else f"{100 * r['tps_ci_rel']:.1f} %"
-        reps = f"{r['repeats']}" + ("" if r["stop_reason"] == "ci" else " (max)")
+        reps = f"{r['repeats']}" + ("" if r["stop_reason"] == "ci"
+                                    else f" ({r['stop_reason'] or 'max'})")
         table.add_row(str(r["idx"]), escape(r["label"]), number(r["tps_mean"]), ci, reps,
                       number(r["lat_mean_ms"], "{:.3f}"), number(r["lat_p50_ms"], "{:.3f}"),
                       number(r["lat_p99_ms"], "{:.3f}"), number(r["lat_p999_ms"], "{:.3f}"),
+                      *([escape(ratio_text(r.get("ratio_to_baseline")))] if ratios else []),
                       *([top_cost_text(r.get("top_cost"))] if costs else []))
     console.print(table)
+    print_ratio_legend(rows, console)
     maxed = sum(1 for r in rows if r["status"] == "done" and r["stop_reason"] != "ci")
     if maxed:
-        console.print(f"[yellow]{maxed} cell(s) reached repeats_max before the confidence "
-                      "target: their intervals are wider than asked ('(max)').[/]")
+        console.print(f"[yellow]{maxed} cell(s) stopped (repeats_max or the budget) before "
+                      "their comparison met the confidence target: their intervals are "
+                      "wider than asked ('(max)', '(budget)').[/]")
+    for r in rows:
+        for note in r.get("notes") or []:
+            console.print(f"[yellow]cell {r['idx']} {escape(r['label'])}:[/] {escape(note)}",
+                          soft_wrap=True)
+
+
+def ratio_text(ratio: dict[str, Any] | None) -> str:
+    """'0.830 (0.80–0.86)': a ratio to the baseline and its interval; † when the two
+    were not measured in the same rounds."""
+    if not ratio:
+        return ""
+    interval = (f" ({ratio['low']:.2f}–{ratio['high']:.2f})"
+                if ratio.get("low") is not None and ratio.get("high") is not None else "")
+    return f"{ratio['mean']:.3f}{interval}{'' if ratio.get('paired') else ' †'}"
+
+
+def print_ratio_legend(rows: list[dict[str, Any]], console: Console) -> None:
+    pairs = [f"{r['label']} ÷ {r['ratio_to_baseline']['baseline']}" for r in rows
+             if r.get("ratio_to_baseline")]
+    if not pairs:
+        return
+    shown = "; ".join(pairs[:8]) + (f"; and {len(pairs) - 8} more" if len(pairs) > 8 else "")
+    console.print(f"÷ baseline, in rows/s: {escape(shown)}", soft_wrap=True)
+    if any(not r["ratio_to_baseline"].get("paired") for r in rows
+           if r.get("ratio_to_baseline")):
+        console.print("† not measured in the same rounds as its baseline: the interval "
+                      "leaves out the drift between the two (run.order = \"interleaved\" "
+                      "pairs them)", soft_wrap=True)

@@ -17,6 +17,7 @@ import contextlib
 import functools
 import hashlib
 import json
+import math
 import operator
 import secrets
 import shutil
@@ -36,7 +37,7 @@ from syncrep_lab.cluster.manifest import Manifest, load
 from syncrep_lab.cluster.ready import manifest_log_tail, wait_replication
 from syncrep_lab.cluster.teardown import remove_cluster
 from syncrep_lab.errors import Interrupted, UserError
-from syncrep_lab.experiment import faults
+from syncrep_lab.experiment import faults, reset
 from syncrep_lab.experiment.attached import APP_PREFIX, Visit, check_serves, stamped
 from syncrep_lab.experiment.machine import machine_metadata
 from syncrep_lab.experiment.placed import (
@@ -55,6 +56,7 @@ from syncrep_lab.experiment.plan import (
     settings_for,
     standby_names,
 )
+from syncrep_lab.experiment.rounds import Member, Rounds
 from syncrep_lab.experiment.spec import MAX_INSTANCES, Attach, FaultScenario, Spec, parse_spec
 from syncrep_lab.experiment.stall import SyncStallWatch
 from syncrep_lab.experiment.store import Store, mark_run, now
@@ -63,13 +65,15 @@ from syncrep_lab.experiment.workload import (
     SEED_TABLES,
     PgbenchRun,
     RunningPgbench,
+    Tables,
     prepare_tables,
     script_text,
     start_pgbench,
 )
 from syncrep_lab.measure.histogram import LatencyHistogram
+from syncrep_lab.measure.pairing import baselines, by_round, rows_per_second
 from syncrep_lab.measure.pgbench_log import ProgressSample, parse_transaction_logs
-from syncrep_lab.measure.stats import ci_within, mean_ci
+from syncrep_lab.measure.stats import mean_ci, stein_rounds, trend
 from syncrep_lab.pg import replication, sync_names
 from syncrep_lab.pg.admin import admin_connection
 from syncrep_lab.pg.conninfo import (
@@ -131,6 +135,7 @@ class ActiveCluster:
         self.targets: list[Target] = []  # one per instance; target is the first
         self.sync: str | None = None
         self.original_sync: str | None = None
+        self.generation = 0  # counts the clusters made (or attached to) so far
         digest = hashlib.sha256(str(runner.store.folder.resolve()).encode()).hexdigest()[:10]
         self.dir = paths.state_dir() / "clusters" / f"run-{digest}"
 
@@ -147,6 +152,7 @@ class ActiveCluster:
         self.target = self._attach() if self.attach is not None else self._build(cell)
         if self.attach is not None:
             self.targets = [self.target]
+        self.generation += 1
         return self.target
 
     def instance_dir(self, instance: int) -> Path:
@@ -334,6 +340,12 @@ class Runner:
         self.visit = (Visit(attach, store.folder, token=self.application_name.split()[1])
                       if attach is not None else None)
         self.cluster = ActiveCluster(self)
+        run = store.run(run_id)
+        # a run stored before rounds existed resumes as it began: one cell after another
+        self.order = str(run["order_mode"] or "blocked")
+        self.seed = int(run["seed"] or 0)
+        self._tables_made_in = -1  # the cluster generation the tables were made in
+        self._said: set[str] = set()
 
     def named(self, conninfo: str, what: str = "") -> str:
         """``conninfo`` carrying this invocation's application_name."""
@@ -352,12 +364,28 @@ class Runner:
         # its own if the store is free (shutdown.py).
         folder, run_id = self.store.folder, self.run_id
         take_back = shutdown.at_force(lambda: mark_run(folder, run_id, "interrupted"))
+        todo = [c for c in plan.cells if rows[c.key]["status"] not in ("done", "failed")]
         try:
-            for cell in plan.cells:
-                row = rows[cell.key]
-                if row["status"] in ("done", "failed"):
-                    continue
-                self._run_cell(cell, int(row["id"]))
+            if self.order == "blocked":
+                for cell in todo:
+                    self._run_cell(cell, int(rows[cell.key]["id"]))
+            else:
+                groups = _by_cluster(todo)
+                if len(groups) > 1:
+                    self.events.message(
+                        f"{len(groups)} clusters: the cells of each run interleaved, the "
+                        "clusters one after another (comparisons across clusters are not "
+                        "paired in time)")
+                budget = self.spec.run.budget_seconds
+                started, left = time.monotonic(), len(todo)
+                for group in groups:
+                    # the budget is the run's: each cluster gets its cells' share of what
+                    # is left of it when its turn comes
+                    share = (None if budget is None else
+                             max(0.0, budget - (time.monotonic() - started)) * len(group) / left)
+                    self._run_group(group, {c.key: int(rows[c.key]["id"]) for c in group},
+                                    share)
+                    left -= len(group)
         except BaseException:
             # Interrupted, the run folder unwritable, or a bug: undo what was started
             # (a first signal arriving now waits until this is done), keep what is stored.
@@ -387,25 +415,7 @@ class Runner:
         try:
             summary = self._measure(cell, cell_id)
         except Exception as exc:  # a failed cell is a result; the run goes on
-            # ... unless the failure is the interrupt's (a terminal's Ctrl-C reaches
-            # pgbench too, which may exit first) or the run folder's. A signal arriving
-            # while this is decided is raised after it (critical), never half-way.
-            with shutdown.critical():
-                signum = shutdown.requested()
-                unwritable = self.store.unwritable(exc) if signum is None else None
-                if signum is not None or unwritable is not None:
-                    with contextlib.suppress(UserError, sqlite3.Error, OSError):
-                        self.store.update_cell(cell_id, status="pending")
-                    if signum is not None:
-                        raise Interrupted(signum) from exc
-                    assert unwritable is not None  # not the cell's fault: stop; --resume
-                    raise unwritable from exc
-                error = (exc.cause if isinstance(exc, UserError)
-                         else f"{type(exc).__name__}: {exc}")
-                self.store.update_cell(cell_id, status="failed", error=error,
-                                       finished_at=now())
-            self.events.cell_end(cell, {"status": "failed", "error": error})
-            self.cluster.down()
+            self._cell_failed(cell, cell_id, exc)
             return
         except BaseException:  # interrupted: the cell is measured again on --resume
             with shutdown.critical(), contextlib.suppress(UserError, sqlite3.Error, OSError):
@@ -413,20 +423,150 @@ class Runner:
             raise
         self.events.cell_end(cell, summary)
 
+    def _cell_failed(self, cell: Cell, cell_id: int, exc: Exception) -> None:
+        """A failed cell is a result, and the run goes on with a fresh cluster ... unless
+        the failure is the interrupt's (a terminal's Ctrl-C reaches pgbench too, which
+        may exit first) or the run folder's: then it is raised. A signal arriving while
+        this is decided is raised after it (critical), never half-way."""
+        with shutdown.critical():
+            signum = shutdown.requested()
+            unwritable = self.store.unwritable(exc) if signum is None else None
+            if signum is not None or unwritable is not None:
+                with contextlib.suppress(UserError, sqlite3.Error, OSError):
+                    self.store.update_cell(cell_id, status="pending")
+                if signum is not None:
+                    raise Interrupted(signum) from exc
+                assert unwritable is not None  # not the cell's fault: stop; --resume
+                raise unwritable from exc
+            error = (exc.cause if isinstance(exc, UserError)
+                     else f"{type(exc).__name__}: {exc}")
+            self.store.update_cell(cell_id, status="failed", error=error, finished_at=now())
+        self.events.cell_end(cell, {"status": "failed", "error": error})
+        self.cluster.down()
+
+    # --- one cell after another (run.order = "blocked") -----------------------------------
+
     def _measure(self, cell: Cell, cell_id: int) -> dict[str, Any]:
-        target = self.cluster.for_cell(cell)
-        self.cluster.set_sync(cell)
-        self.cluster.require_acknowledging(cell)
-        pgbench, conninfo = target.pgbench, target.conninfo
-        wl = self.spec.workload
+        run = self._cell_run(cell, cell_id)
+        self._enter(run, fresh_tables=True)
+        tps = [float(r["tps"]) for r in self.store.repeats(cell_id) if not r["probed"]]
+        ctl = self.spec.run
+        while len(tps) < ctl.repeats_max and not self._enough(tps):
+            self.events.phase(cell, f"repeat {len(tps) + 1}")
+            tps.append(self._measured(run, None, None))
+            self.events.repeat(cell, len(tps), tps[-1])
+        self._probed(run)
+        return self._summarise(run, tps, "ci" if self._enough(tps) else "max")
+
+    def _enough(self, tps: list[float]) -> bool:
+        """Stein's rule on the cell's own log TPS (see experiment/rounds.py)."""
+        ctl = self.spec.run
+        pilot = min(max(2, ctl.repeats_min), ctl.repeats_max)
+        if len(tps) < max(2, pilot):
+            return False
+        logs = [math.log(v) for v in tps]
+        return len(tps) >= stein_rounds(logs[:pilot], math.log1p(ctl.ci_target),
+                                        ctl.confidence)
+
+    # --- the cells of one cluster in rounds (run.order = "interleaved") --------------------
+
+    def _run_group(self, cells: list[Cell], ids: dict[str, int], budget: float | None
+                   ) -> None:
+        """Round after round, one repeat of every cell still needed, in an order shuffled
+        per round (experiment/rounds.py); then the probed repeats, cell by cell."""
+        by_index = {c.index: c for c in cells}
+        runs = {c.index: self._cell_run(c, ids[c.key]) for c in cells}
+        base_of = baselines([(c.index, c.params()) for c in cells],
+                            self.spec.compare.rules(self.spec.matrix))
+        ctl = self.spec.run
+        rounds = Rounds([Member(c.index, c.label, base_of[c.index],
+                                by_round(self.store.repeats(ids[c.key]), c.params()))
+                         for c in cells], seed=self.seed,
+                        group=cluster_key_text(cells[0].params()),
+                        repeats_min=ctl.repeats_min, repeats_max=ctl.repeats_max,
+                        ci_target=ctl.ci_target, confidence=ctl.confidence)
+        for cell in cells:
+            self.store.update_cell(ids[cell.key], status="running", started_at=now(),
+                                   error=None)
+        started, spent, ran = time.monotonic(), False, 0
+        try:
+            while (step := rounds.next_round()) is not None:
+                # the budget never cuts a cluster below 2 rounds: the fewest that give
+                # an interval at all
+                if (budget is not None and step[0] > 2
+                        and time.monotonic() - started >= budget):
+                    spent = True
+                    self.events.message(f"the budget ({ctl.budget}) is spent: no new round")
+                    break
+                round_no, order = step
+                for position, idx in enumerate(order):
+                    member, run = rounds.members[idx], runs[idx]
+                    if member.failed:
+                        continue
+                    self.events.cell_start(run.cell)
+                    self.events.phase(run.cell, f"round {round_no}")
+                    try:
+                        tps = self._measured(run, round_no, position)
+                    except Exception as exc:
+                        self._cell_failed(run.cell, run.cell_id, exc)
+                        member.failed = True
+                        continue
+                    member.values[round_no] = rows_per_second(tps, run.cell.params())
+                    self.events.repeat(run.cell, len(member.values), tps)
+                ran += 1
+                self._say_round(rounds, round_no, (time.monotonic() - started) / ran)
+            for idx in sorted(by_index):
+                member, run = rounds.members[idx], runs[idx]
+                if member.failed:
+                    continue
+                try:
+                    self._probed(run)
+                    measured = [float(r["tps"]) for r in self.store.repeats(run.cell_id)
+                                if not r["probed"]]
+                    summary = self._summarise(run, measured, rounds.stop_reason(
+                        member, budget_spent=spent))
+                except Exception as exc:
+                    self._cell_failed(run.cell, run.cell_id, exc)
+                    member.failed = True
+                    continue
+                self.events.cell_end(run.cell, summary)
+        except BaseException:  # interrupted: the group's cells go on at --resume
+            with shutdown.critical(), contextlib.suppress(UserError, sqlite3.Error, OSError):
+                for idx, run in runs.items():
+                    if not rounds.members[idx].failed and self.store.cell(
+                            run.cell_id)["status"] == "running":
+                        self.store.update_cell(run.cell_id, status="pending")
+            raise
+
+    def _say_round(self, rounds: Rounds, round_no: int, per_round: float) -> None:
+        """The widest interval now, and how many more rounds the comparisons need."""
+        widest = rounds.widest()
+        if widest is None:
+            return
+        label, rel = widest
+        wanted = rounds.wanted()
+        needs = [rounds.needed(rounds.members[i]) for i in wanted]
+        if not wanted or round_no >= rounds.max_rounds:
+            more = "done"
+        elif any(n is None for n in needs):
+            more = f"{len(wanted)} cells go on (the pilot is not complete)"
+        else:
+            left = min(max(n for n in needs if n is not None), rounds.max_rounds) - round_no
+            capped = " (capped by repeats_max)" if max(
+                n for n in needs if n is not None) > rounds.max_rounds else ""
+            more = (f"{len(wanted)} cells go on, {left} more round{'s' if left != 1 else ''}"
+                    f"{capped}, ETA {left * per_round / 60:.1f} min")
+        self.events.message(f"round {round_no}: widest interval ±{100 * rel:.1f} % "
+                            f"({label}; target ±{100 * self.spec.run.ci_target:g} %); {more}")
+
+    # --- shared by both orders -----------------------------------------------------------
+
+    def _cell_run(self, cell: Cell, cell_id: int) -> CellRun:
         cell_dir = self.store.artifacts / f"cell-{cell.index:03d}"
         cell_dir.mkdir(parents=True, exist_ok=True)
         script = cell_dir / "workload.sql"
-        tables = ATTACHED_TABLES if self.cluster.attach is not None else SEED_TABLES
-        script.write_text(script_text(wl, cell.batch, self.spec_dir, tables))
-        self.events.phase(cell, "prepare")
-        for each in self.cluster.targets or [target]:
-            prepare_tables(each.admin, wl, tables)
+        script.write_text(script_text(self.spec.workload, cell.batch, self.spec_dir,
+                                      self._tables))
         # A session's own synchronous_commit (PGOPTIONS) outranks a reload, so a
         # scenario that reloads it mid-cell sets the cell's level in the server instead.
         scenario = self.spec.faults.get(cell.faults)
@@ -434,46 +574,71 @@ class Runner:
                       else cell.synchronous_commit)
         common: dict[str, Any] = dict(clients=cell.clients, threads=cell.threads,
                                       synchronous_commit=session_sc)
-        if session_sc is None:
+        return CellRun(cell, cell_id, cell_dir, script, common,
+                       n=len(self.store.repeats(cell_id)))
+
+    @property
+    def _tables(self) -> Tables:
+        return ATTACHED_TABLES if self.cluster.attach is not None else SEED_TABLES
+
+    def _enter(self, run: CellRun, *, fresh_tables: bool = False) -> Target:
+        """The cell's cluster up, its sync level in force, its tables there and its
+        warm-up done (once per cluster it runs on)."""
+        cell = run.cell
+        target = self.cluster.for_cell(cell)
+        self.cluster.set_sync(cell)
+        if fresh_tables or self.cluster.generation != self._tables_made_in:
+            self.events.phase(cell, "prepare")
+            for each in self.cluster.targets or [target]:
+                prepare_tables(each.admin, self.spec.workload, self._tables)
+            self._tables_made_in = self.cluster.generation
+        if run.common["synchronous_commit"] is None:
             faults.set_on_primary(target.admin, "synchronous_commit", cell.synchronous_commit)
-        if wl.warmup > 0:
-            self.events.phase(cell, "warm-up")
-            _finish_all(self._start_pgbench(cell, self.cluster.targets or [target], pgbench,
-                                            script, None, common, wl.warmup))
-        stored = self.store.repeats(cell_id)
-        tps = [float(r["tps"]) for r in stored if not r["probed"]]
-        ctl = self.spec.run
-        n = len(stored)
-        while len(tps) < ctl.repeats_max and not (
-            len(tps) >= ctl.repeats_min and ci_within(tps, ctl.ci_target, ctl.confidence)
-        ):
-            n += 1
-            self.events.phase(cell, f"repeat {len(tps) + 1}")
-            tps.append(self._repeat(cell, cell_id, n, pgbench, conninfo, script, cell_dir,
-                                    common, probed=False))
-            self.events.repeat(cell, len(tps), tps[-1])
-        # Probes cost throughput on a small machine (perf counting every traced system
-        # call, samplers polling every node), so the figures above are measured
-        # without them and the probes get repeats of their own, kept apart.
-        probed = sum(1 for r in self.store.repeats(cell_id) if r["probed"])
+        if run.warmed_in != self.cluster.generation:
+            self.cluster.require_acknowledging(cell)
+            if self.spec.workload.warmup > 0:
+                self.events.phase(cell, "warm-up")
+                _finish_all(self._start_pgbench(cell, self.cluster.targets or [target],
+                                                target.pgbench, run.script, None, run.common,
+                                                self.spec.workload.warmup))
+            run.warmed_in = self.cluster.generation
+        return target
+
+    def _measured(self, run: CellRun, round_no: int | None, position: int | None) -> float:
+        target = self._enter(run)
+        run.n += 1
+        return self._repeat(run.cell, run.cell_id, run.n, target.pgbench, target.conninfo,
+                            run.script, run.cell_dir, run.common, probed=False,
+                            round_no=round_no, position=position)
+
+    def _probed(self, run: CellRun) -> None:
+        """Probes cost throughput on a small machine (perf counting every traced system
+        call, samplers polling every node), so the figures are measured without them and
+        the probes get repeats of their own, kept apart."""
+        probed = sum(1 for r in self.store.repeats(run.cell_id) if r["probed"])
         while probed < self.spec.probes.probed_repeats:
-            n += 1
+            target = self._enter(run)
             probed += 1
-            self.events.phase(cell, f"probed repeat {probed}")
-            self._repeat(cell, cell_id, n, pgbench, conninfo, script, cell_dir, common,
-                         probed=True)
-        return self._summarise(cell_id, tps)
+            run.n += 1
+            self.events.phase(run.cell, f"probed repeat {probed}")
+            self._repeat(run.cell, run.cell_id, run.n, target.pgbench, target.conninfo,
+                         run.script, run.cell_dir, run.common, probed=True)
 
     def _repeat(self, cell: Cell, cell_id: int, n: int, pgbench: Path, conninfo: str,
-                script: Path, cell_dir: Path, common: dict[str, Any], *, probed: bool
-                ) -> float:
+                script: Path, cell_dir: Path, common: dict[str, Any], *, probed: bool,
+                round_no: int | None = None, position: int | None = None) -> float:
         rep_dir = cell_dir / f"repeat-{n:02d}"
         if rep_dir.exists():
             shutil.rmtree(rep_dir)  # the remains of a repeat that was killed
         rep_dir.mkdir()
-        started = now()
         target = self.cluster.target
         assert target is not None
+        behind = self._reset(cell)
+        counted = reset.counters(target.admin, target.version_num, self._tables.insert)
+        data_dirs = [n.data_dir for t in self.cluster.targets or [target] for n in t.nodes
+                     if n.data_dir is not None]
+        ledger = reset.cpu_ledger(data_dirs)
+        started = now()
         probes = (RepeatProbes(self.spec.probes, target.nodes, target.version_num, rep_dir,
                                self.spec.workload.duration) if probed else None)
         fault = self._fault_run(cell, target)
@@ -495,6 +660,7 @@ class Runner:
                                        min(2.0, self.spec.workload.duration / 2))
                 watch.start()
             runs = _finish_all(running)
+            ledger_after = reset.cpu_ledger(data_dirs)
         except UserError:
             if fault is not None and fault.driver.stalled:
                 raise UserError(fault.driver.stalled, _STALL_FIX) from None
@@ -548,8 +714,14 @@ class Runner:
         hist = stats.histogram
         h = hist.summary()
         tps_total = sum(float(run.summary.tps or 0) for run in runs)
+        other = reset.other_cores(ledger, ledger_after)
+        checkpoints, autovacuums, hit = reset.disturbed(
+            counted, reset.counters(target.admin, target.version_num, self._tables.insert),
+            behind, other)
         self.store.add_repeat(cell_id, {
             "n": n, "probed": int(probed), "started_at": started,
+            "round": round_no, "position": position, "checkpoints": checkpoints,
+            "autovacuums": autovacuums, "other_cpu": other, "disturbed": hit,
             "duration_s": max(run.seconds for run in runs),
             "transactions": stats.transactions, "failed": stats.failed, "tps": tps_total,
             "pgbench_transactions": sum(int(run.summary.transactions or 0) for run in runs),
@@ -563,6 +735,22 @@ class Runner:
             "stderr_path": str((rep_dir / "pgbench.stderr").relative_to(self.store.folder)),
         }, _summed_progress(runs), rows)
         return tps_total
+
+    def _reset(self, cell: Cell) -> bool:
+        """Each repeat from the same state (experiment/reset.py); whether a standby was
+        still behind when it began."""
+        behind = False
+        table = self._tables.insert if self.spec.workload.kind == "insert" else None
+        for target in self.cluster.targets or ([self.cluster.target] if self.cluster.target
+                                               else []):
+            standbys = [n.admin for n in target.nodes if not n.primary]
+            done = reset.reset(target.admin, standbys, table, target.version_num)
+            behind = behind or done.behind
+            for note in done.notes:
+                if note not in self._said:
+                    self._said.add(note)
+                    self.events.message(f"{cell.label}: {note}")
+        return behind
 
     def _numa_placed(self, cell: Cell) -> bool:
         place = self.spec.placements.get(cell.placement)
@@ -611,17 +799,20 @@ class Runner:
         return FaultRun(self.spec.faults[cell.faults], ctx, self.spec.workload.kind == "insert",
                         self.cluster, self.spec.run.ready_timeout)
 
-    def _summarise(self, cell_id: int, tps: list[float]) -> dict[str, Any]:
+    def _summarise(self, run: CellRun, tps: list[float], stop_reason: str) -> dict[str, Any]:
+        cell_id = run.cell_id
         repeats = [r for r in self.store.repeats(cell_id) if not r["probed"]]
         merged = LatencyHistogram()
         for r in repeats:
             merged = merged + LatencyHistogram.from_bytes(r["histogram"])
         ctl = self.spec.run
         ci = mean_ci(tps, ctl.confidence)
-        reached = len(tps) >= ctl.repeats_min and ci_within(tps, ctl.ci_target, ctl.confidence)
         h = merged.summary()
+        notes = reliability_notes(repeats, ctl.confidence)
+        for note in notes:
+            self.events.message(f"{run.cell.label}: {note}")
         summary: dict[str, Any] = {
-            "status": "done", "repeats": len(tps), "stop_reason": "ci" if reached else "max",
+            "status": "done", "repeats": len(tps), "stop_reason": stop_reason,
             "tps_mean": ci.mean, "tps_stdev": ci.stdev, "tps_ci_low": ci.low,
             "tps_ci_high": ci.high, "tps_ci_rel": ci.half_width_rel,
             "transactions": sum(int(r["transactions"]) for r in repeats),
@@ -631,8 +822,53 @@ class Runner:
             "lat_p999_ms": _ms(h["p999_us"]), "lat_max_ms": _ms(h["max_us"]),
         }
         self.store.update_cell(cell_id, **summary, histogram=merged.to_bytes(),
-                               finished_at=now())
+                               notes_json=json.dumps(notes), finished_at=now())
         return summary
+
+
+@dataclass
+class CellRun:
+    """A cell being measured: its folder, script and pgbench options, and how far it got."""
+
+    cell: Cell
+    cell_id: int
+    cell_dir: Path
+    script: Path
+    common: dict[str, Any]
+    n: int = 0  # the number of its last stored repeat
+    warmed_in: int = -1  # the cluster generation its warm-up ran in
+
+
+def _by_cluster(cells: list[Cell]) -> list[list[Cell]]:
+    """Cells grouped by the cluster they need, groups in the plan's order."""
+    groups: dict[tuple[Any, ...], list[Cell]] = {}
+    for cell in cells:
+        groups.setdefault(cell.cluster_key, []).append(cell)
+    return list(groups.values())
+
+
+def reliability_notes(repeats: list[Any], confidence: float) -> list[str]:
+    """What says a cell's figures may not hold, one line each: a trend across its
+    repeats, a first repeat unlike the others, repeats something else hit."""
+    notes = []
+    tps = [float(r["tps"]) for r in sorted(repeats, key=lambda r: str(r["started_at"]))]
+    slope = trend(tps, confidence)
+    if slope is not None and slope.significant and abs(slope.per_step_rel) * len(tps) > 0.05:
+        notes.append(f"TPS drifted by {100 * slope.per_step_rel:+.1f} % per repeat "
+                     f"({100 * slope.low:+.1f} to {100 * slope.high:+.1f} %) over "
+                     f"{len(tps)} repeats")
+    if len(tps) >= 4:
+        rest = mean_ci(tps[1:], confidence)
+        if rest.stdev is not None and rest.stdev > 0 and \
+                abs(tps[0] - rest.mean) > 3 * rest.stdev and \
+                abs(tps[0] - rest.mean) > 0.05 * rest.mean:
+            notes.append(f"the first repeat ({tps[0]:,.0f} tps) is unlike the others "
+                         f"({rest.mean:,.0f} ± {rest.stdev:,.0f})")
+    hit = [f"{r['n']} ({r['disturbed']})" for r in repeats if r["disturbed"]]
+    if hit:
+        notes.append(f"repeat{'s' if len(hit) > 1 else ''} {', '.join(hit)} "
+                     f"{'were' if len(hit) > 1 else 'was'} disturbed")
+    return notes
 
 
 _STALL_FIX = ("give the scenario a standby that stays up, or 'for' to bring one back, or "
@@ -832,7 +1068,9 @@ def start_run(spec: Spec, spec_text: str, spec_dir: Path, out: Path,
     check_out(out)
     store = Store(out, create=True)
     try:
-        run_id = store.create_run(spec.name, spec_text, machine_metadata(), __version__)
+        seed = spec.run.seed if spec.run.seed is not None else secrets.randbelow(2**31)
+        run_id = store.create_run(spec.name, spec_text, machine_metadata(), __version__,
+                                  seed=seed, order_mode=spec.run.order)
         try:
             (out / "spec.toml").write_text(spec_text)
             (out / "spec-dir").write_text(str(spec_dir) + "\n")
@@ -860,7 +1098,8 @@ def _with_masked_passwords_dropped(spec: Spec) -> Spec:
         update={"attach": attach})})
 
 
-def resume_run(out: Path, events: Events | None = None, *, allow_alter: bool = False) -> Path:
+def resume_run(out: Path, events: Events | None = None, *, allow_alter: bool = False,
+               budget: str | None = None) -> Path:
     out = out.absolute()
     store = Store(out, create=False)
     try:
@@ -871,6 +1110,9 @@ def resume_run(out: Path, events: Events | None = None, *, allow_alter: bool = F
             return out
         spec = _with_masked_passwords_dropped(parse_spec(run["spec_toml"], f"{out}/spec.toml",
                                                          allow_alter=allow_alter))
+        if budget is not None:  # this invocation's, not stored
+            spec = spec.model_copy(update={"run": spec.run.model_copy(
+                update={"budget": budget})})
         spec_dir_file = out / "spec-dir"
         spec_dir = Path(spec_dir_file.read_text().strip()) if spec_dir_file.exists() else out
         Runner(store, spec, run["spec_toml"], spec_dir, int(run["id"]), events).execute()

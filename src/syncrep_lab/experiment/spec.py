@@ -200,6 +200,61 @@ class RunControl(_Strict):
     # no transaction for this long while pgbench's commits wait for a standby that cannot
     # confirm them: the repeat stops and the cell fails with the cause (experiment/stall.py)
     stall_seconds: Annotated[float, Field(gt=0, le=3600)] = 15.0
+    # interleaved: the cells of one cluster run one repeat each per round, in an order
+    # shuffled per round (experiment/rounds.py); blocked: every repeat of a cell, then
+    # the next cell
+    order: Literal["interleaved", "blocked"] = "interleaved"
+    seed: Annotated[int, Field(ge=0)] | None = None  # the rounds' shuffles; None: drawn, stored
+    budget: str | None = None  # "10m", "90s", "1h": no new round once this much has run
+
+    @field_validator("budget", mode="after")
+    @classmethod
+    def _duration(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_duration(value)
+        return value
+
+    @property
+    def budget_seconds(self) -> float | None:
+        return None if self.budget is None else parse_duration(self.budget)
+
+
+def parse_duration(text: str) -> float:
+    """``"90s"``, ``"10m"``, ``"1.5h"`` or a bare number of seconds."""
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*(s|m|h)?\s*", text)
+    if m is None or float(m.group(1)) <= 0:
+        raise ValueError(f"{text!r} is not a duration (write it as 90s, 10m or 1h)")
+    return float(m.group(1)) * {"s": 1, "m": 60, "h": 3600, None: 1}[m.group(2)]
+
+
+COMPARABLE = ("synchronous_commit", "sync", "standbys", "clients", "threads", "batch", "pg",
+              "settings", "faults", "placement", "cores", "link", "instances")
+
+
+class Compare(_Strict):
+    """What each cell is compared with (measure/pairing.py): a table of parameters, or a
+    list of them tried in order. Left out: synchronous_commit = "local" when the matrix
+    has that level."""
+
+    baseline: dict[str, Scalar] | list[dict[str, Scalar]] | None = None
+
+    @field_validator("baseline", mode="after")
+    @classmethod
+    def _known(cls, value: Any) -> Any:
+        for rule in value if isinstance(value, list) else [value] if value else []:
+            if not rule:
+                raise ValueError("a baseline names at least one parameter")
+            unknown = sorted(set(rule) - set(COMPARABLE))
+            if unknown:
+                raise ValueError(f"{', '.join(unknown)}: not a cell parameter (one of "
+                                 f"{', '.join(COMPARABLE)})")
+        return value
+
+    def rules(self, matrix: Matrix) -> list[dict[str, Scalar]]:
+        if self.baseline is None:
+            levels = matrix.synchronous_commit or []
+            return [{"synchronous_commit": "local"}] if "local" in levels else []
+        return self.baseline if isinstance(self.baseline, list) else [self.baseline]
 
 
 class Spec(_Strict):
@@ -211,6 +266,7 @@ class Spec(_Strict):
     workload: Workload = Field(default_factory=Workload)
     matrix: Matrix = Field(default_factory=Matrix)
     run: RunControl = Field(default_factory=RunControl)
+    compare: Compare = Field(default_factory=Compare)
     probes: Probes = Field(default_factory=Probes)
     reference: dict[str, Any] = Field(default_factory=dict)
     faults: dict[str, FaultScenario] = Field(default_factory=dict)

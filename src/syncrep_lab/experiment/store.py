@@ -22,7 +22,7 @@ from typing import Any
 
 from syncrep_lab.errors import UserError
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 DB_NAME = "syncrep-lab.sqlite"
 
 SCHEMA = """
@@ -35,7 +35,9 @@ create table if not exists runs (
     status text not null,            -- running | done | interrupted | failed
     spec_toml text not null,
     machine_json text not null,
-    tool_version text not null
+    tool_version text not null,
+    seed integer,                    -- the rounds' shuffles (run.seed, or drawn)
+    order_mode text                  -- interleaved | blocked
 );
 create table if not exists clusters (
     id integer primary key,
@@ -56,13 +58,14 @@ create table if not exists cells (
     status text not null,            -- pending | running | done | failed
     error text,
     repeats integer not null default 0,
-    stop_reason text,                -- ci (target met) | max (repeats_max reached)
+    stop_reason text,                -- ci (target met) | max (repeats_max) | budget
     tps_mean real, tps_stdev real, tps_ci_low real, tps_ci_high real, tps_ci_rel real,
     transactions integer, failed integer,
     lat_mean_ms real, lat_p50_ms real, lat_p90_ms real, lat_p99_ms real,
     lat_p999_ms real, lat_max_ms real,
     histogram blob,                  -- all repeats merged
     started_at text, finished_at text,
+    notes_json text,                 -- why its figures may not hold (trend, disturbed repeats)
     unique (run_id, key)
 );
 create table if not exists repeats (
@@ -81,6 +84,12 @@ create table if not exists repeats (
     lat_p999_ms real, lat_max_ms real,
     histogram blob not null,
     stdout_path text, stderr_path text,
+    round integer,                   -- interleaved: the round it ran in (1, 2, ...)
+    position integer,                -- its place in that round's shuffled order (0, 1, ...)
+    checkpoints integer,             -- checkpoints that began during it (primary)
+    autovacuums integer,             -- autovacuum/autoanalyze runs on the workload's table
+    other_cpu real,                  -- CPUs other processes of the machine took meanwhile
+    disturbed text,                  -- what hit it, comma separated; null: nothing seen
     unique (cell_id, n)
 );
 create table if not exists samples (
@@ -193,6 +202,12 @@ create view if not exists cell_results as
     from cells c join runs r on r.id = c.run_id;
 """
 
+
+NEW_COLUMNS_7 = (("runs", "seed integer"), ("runs", "order_mode text"),
+                 ("cells", "notes_json text"), ("repeats", "round integer"),
+                 ("repeats", "position integer"), ("repeats", "checkpoints integer"),
+                 ("repeats", "autovacuums integer"), ("repeats", "other_cpu real"),
+                 ("repeats", "disturbed text"))
 
 PROBE_TABLES: dict[str, tuple[str, ...]] = {
     "probes": ("probe", "status", "reason"),
@@ -338,15 +353,20 @@ class Store:
         except sqlite3.Error as exc:  # an SQLite file, but not one of ours (or empty)
             self.db.close()
             raise _not_a_store(path, exc) from None
-        if version is not None and int(version[0]) in (1, 2, 3, 4, 5) and not create:
+        if version is not None and int(version[0]) in (1, 2, 3, 4, 5, 6) and not create:
             # 1 -> 2 added the first probe tables and repeats.probed; 2 -> 3 the tables
             # of /proc, NUMA, flame graphs and the scheduler trace; 3 -> 4 the wait
             # timeline; 4 -> 5 fault events and durability checks; 5 -> 6 instances,
-            # placement, links and numastat. New tables only.
+            # placement, links and numastat. New tables only, but for 6 -> 7: the
+            # rounds of interleaved runs and what disturbed a repeat (new columns).
             self.db.executescript(SCHEMA)
             if int(version[0]) == 1:
                 self.db.execute(
                     "alter table repeats add column probed integer not null default 0")
+            for table, column in NEW_COLUMNS_7:
+                have = {r[1] for r in self.db.execute(f"pragma table_info({table})")}
+                if column.split()[0] not in have:
+                    self.db.execute(f"alter table {table} add column {column}")
             self.db.execute("update meta set value = ? where key = 'schema_version'",
                             (str(SCHEMA_VERSION),))
             version = (str(SCHEMA_VERSION),)
@@ -421,12 +441,13 @@ class Store:
     # --- runs ---------------------------------------------------------------------
 
     def create_run(self, name: str, spec_toml: str, machine: dict[str, Any],
-                   tool_version: str) -> int:
+                   tool_version: str, seed: int | None = None, order_mode: str | None = None
+                   ) -> int:
         with self.transaction() as db:
             cur = db.execute(
                 "insert into runs(name, started_at, status, spec_toml, machine_json, "
-                "tool_version) values (?, ?, 'running', ?, ?, ?)",
-                (name, now(), spec_toml, json.dumps(machine), tool_version))
+                "tool_version, seed, order_mode) values (?, ?, 'running', ?, ?, ?, ?, ?)",
+                (name, now(), spec_toml, json.dumps(machine), tool_version, seed, order_mode))
             assert cur.lastrowid is not None
             return cur.lastrowid
 
@@ -460,6 +481,10 @@ class Store:
     def cells(self, run_id: int) -> list[sqlite3.Row]:
         return self.db.execute("select * from cells where run_id = ? order by idx",
                                (run_id,)).fetchall()
+
+    def cell(self, cell_id: int) -> sqlite3.Row:
+        return self.db.execute("select * from cells where id = ?",  # type: ignore[no-any-return]
+                               (cell_id,)).fetchone()
 
     def update_cell(self, cell_id: int, **fields: Any) -> None:
         names = ", ".join(f"{k} = ?" for k in fields)

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 
 from scipy import stats as _scipy_stats
 
-__all__ = ["MeanCI", "RatioCI", "WelchResult", "ci_within", "mean_ci", "ratio_ci", "welch_t"]
+__all__ = ["MeanCI", "PairedRatio", "RatioCI", "Trend", "WelchResult", "ci_within", "mean_ci",
+           "paired_ratio", "ratio_ci", "stein_rounds", "trend", "welch_t"]
 
 
 def _check_confidence(confidence: float) -> None:
@@ -163,3 +164,95 @@ def ratio_ci(a: Sequence[float], b: Sequence[float], confidence: float = 0.95) -
     df = (da + db) ** 2 / (da**2 / (na - 1) + db**2 / (nb - 1))
     half = _t_quantile(confidence, df) * se
     return RatioCI(ratio=ratio, low=ratio - half, high=ratio + half)
+
+
+@dataclass(frozen=True)
+class PairedRatio:
+    """A ratio estimated from pairs taken side by side (a cell and its baseline in the
+    same round): the geometric mean of the per-pair ratios, with a t interval on the
+    log scale carried back (``low``/``high`` None with fewer than 2 pairs)."""
+
+    rounds: int
+    mean: float
+    low: float | None
+    high: float | None
+    log_sd: float | None  # the spread of the log ratios (ddof=1)
+
+    @property
+    def half_width_rel(self) -> float | None:
+        """The interval's larger distance from the ratio, relative to it."""
+        if self.low is None or self.high is None:
+            return None
+        return max(self.high / self.mean - 1, 1 - self.low / self.mean)
+
+
+def paired_ratio(a: Sequence[float], b: Sequence[float], confidence: float = 0.95
+                 ) -> PairedRatio:
+    """a[i] / b[i] over pairs measured together, as ``exp(mean ± t · sd / √n)`` of the
+    log ratios. Logs, because a ratio's errors multiply: the interval is symmetric in
+    log space, so A/B and B/A get intervals that are each other's inverse."""
+    _check_confidence(confidence)
+    xa, xb = _checked(a, "a"), _checked(b, "b")
+    if len(xa) != len(xb):
+        raise ValueError("paired_ratio: a and b must pair up")
+    if any(v <= 0 for v in (*xa, *xb)):
+        raise ValueError("paired_ratio: values must be positive")
+    logs = [math.log(x / y) for x, y in zip(xa, xb, strict=True)]
+    ci = mean_ci(logs, confidence)
+    if ci.low is None or ci.high is None:
+        return PairedRatio(len(logs), math.exp(ci.mean), None, None, None)
+    return PairedRatio(len(logs), math.exp(ci.mean), math.exp(ci.low), math.exp(ci.high),
+                       ci.stdev)
+
+
+def stein_rounds(pilot: Sequence[float], half_width: float, confidence: float = 0.95) -> int:
+    """How many values in all give a ±``half_width`` interval for the mean of a series
+    whose first values are ``pilot`` (Stein's two-stage procedure, 1945).
+
+    The count depends on the pilot's spread only: N = max(n0, ⌈(t(n0-1) · s0 / d)²⌉).
+    Because the later values do not move N, the interval mean ± d over all N values
+    covers the true mean with at least the asked confidence, however the looks fall;
+    stopping at the first narrow interval instead biases it (a lucky pair of values
+    that agree by chance). Needs at least 2 pilot values."""
+    _check_confidence(confidence)
+    data = _checked(pilot, "pilot")
+    n0 = len(data)
+    if n0 < 2:
+        raise ValueError("stein_rounds: at least 2 pilot values are needed")
+    if half_width <= 0:
+        raise ValueError("stein_rounds: half_width must be positive")
+    s0 = statistics.stdev(data)
+    return max(n0, math.ceil((_t_quantile(confidence, n0 - 1) * s0 / half_width) ** 2))
+
+
+@dataclass(frozen=True)
+class Trend:
+    """A straight line through a series against its position: the change per step
+    relative to the series' mean, with its t interval."""
+
+    per_step_rel: float
+    low: float
+    high: float
+
+    @property
+    def significant(self) -> bool:
+        return self.low > 0 or self.high < 0
+
+
+def trend(values: Sequence[float], confidence: float = 0.95) -> Trend | None:
+    """Least-squares slope of ``values`` against 0, 1, 2, ... (None below 3 values or
+    with a zero mean)."""
+    _check_confidence(confidence)
+    data = _checked(values, "values")
+    n = len(data)
+    mean = statistics.fmean(data)
+    if n < 3 or mean == 0:
+        return None
+    xs = range(n)
+    mx = (n - 1) / 2
+    sxx = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - mean) for x, y in zip(xs, data, strict=True)) / sxx
+    residuals = [y - (mean + slope * (x - mx)) for x, y in zip(xs, data, strict=True)]
+    se = math.sqrt(sum(r * r for r in residuals) / (n - 2) / sxx)
+    half = _t_quantile(confidence, n - 2) * se
+    return Trend(slope / abs(mean), (slope - half) / abs(mean), (slope + half) / abs(mean))

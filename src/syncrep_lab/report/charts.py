@@ -117,7 +117,32 @@ def latency(cells: list[dict[str, Any]]) -> Chart | None:
         "cell", "latency (ms, log scale)", yaxis={"type": "log", "rangemode": "normal"}))
 
 
+def _error_y(ratios: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"type": "data", "visible": True, "symmetric": False,
+            "array": [(r["high"] - r["ratio"]) if r["high"] is not None else 0
+                      for r in ratios],
+            "arrayminus": [(r["ratio"] - r["low"]) if r["low"] is not None else 0
+                           for r in ratios]}
+
+
 def ratio_to_local(series: list[dict[str, Any]]) -> Chart | None:
+    levels = [(entry, level, ratios) for entry in series
+              for level, ratios in sorted(entry["ratios_to_local"].items(),
+                                          key=lambda kv: level_rank(kv[0]))]
+    if levels and all(len(ratios) == 1 for _, _, ratios in levels):
+        # one client count: a line would be one lone point; a bar per level instead
+        names = [level + ("" if e["series"] == "all cells" else f" ({e['series']})")
+                 for e, level, _ in levels]
+        points = [ratios[0] for _, _, ratios in levels]
+        return _chart("ratio", [{
+            "type": "bar", "name": "ratio to local", "x": names,
+            "y": [r["ratio"] for r in points],
+            "marker": {"color": [_colour(level) for _, level, _ in levels]},
+            "error_y": _error_y(points)}], _layout(
+            f"Price of each level: TPS as a fraction of local's at {points[0]['clients']} "
+            "clients (95 % CI)", "synchronous_commit", "TPS ratio to local",
+            shapes=[{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": 1, "y1": 1,
+                     "line": {"dash": "dot", "color": "#999"}}]))
     data = []
     for entry in series:
         for level, ratios in sorted(entry["ratios_to_local"].items(),
@@ -126,12 +151,7 @@ def ratio_to_local(series: list[dict[str, Any]]) -> Chart | None:
             data.append({
                 "type": "scatter", "mode": "lines+markers", "name": name,
                 "x": [r["clients"] for r in ratios], "y": [r["ratio"] for r in ratios],
-                "line": {"color": _colour(level)},
-                "error_y": {"type": "data", "visible": True, "symmetric": False,
-                            "array": [(r["high"] - r["ratio"]) if r["high"] is not None else 0
-                                      for r in ratios],
-                            "arrayminus": [(r["ratio"] - r["low"]) if r["low"] is not None
-                                           else 0 for r in ratios]}})
+                "line": {"color": _colour(level)}, "error_y": _error_y(ratios)})
     if not data:
         return None
     return _chart("ratio", data, _layout(

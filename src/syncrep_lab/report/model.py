@@ -23,7 +23,7 @@ from syncrep_lab.analysis.scaling import core_sweep, scaling
 from syncrep_lab.errors import UserError
 from syncrep_lab.experiment.results import cell_rows
 from syncrep_lab.experiment.store import Store
-from syncrep_lab.measure.stats import ratio_ci
+from syncrep_lab.measure.pairing import ratio_of
 from syncrep_lab.pg.conninfo import mask_text
 from syncrep_lab.pg.sync_names import SyncNamesError, expected_states, parse
 
@@ -44,8 +44,9 @@ def _is_sync_cell(params: dict[str, Any]) -> bool:
             and int(params.get("standbys") or 0) > 0 and bool(params.get("sync")))
 
 
-def _measured_tps(store: Store, cell_id: int) -> list[float]:
-    return [float(r["tps"]) for r in store.repeats(cell_id) if not r["probed"]]
+def _measured_tps(store: Store, cell_id: int) -> list[tuple[int | None, float]]:
+    """(round, TPS) of a cell's measured repeats (round None: not interleaved)."""
+    return [(r["round"], float(r["tps"])) for r in store.repeats(cell_id) if not r["probed"]]
 
 
 def _top_cost(cost: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -236,14 +237,16 @@ def _baseline(axis: str, values: set[Any]) -> Any:
 
 
 def seed_side_by_side(spec: dict[str, Any], cells: list[dict[str, Any]],
-                      measured: Callable[[int], list[float]]) -> dict[str, Any]:
+                      measured: Callable[[int], list[tuple[int | None, float]]]
+                      ) -> dict[str, Any]:
     """The spec's reference figures next to this run's, and their ratios.
 
     Absolute figures from another machine mean little; the ratios between
     cells (sync / local, 10 rows per commit / 1, standbys / none) carry the
     shape, which is what should match. Rows per second are compared for
     ``batch`` (a transaction of 10 inserts is 10 rows). ``measured`` gives the
-    TPS of a cell's measured repeats, by the cell's id."""
+    (round, TPS) of a cell's measured repeats, by the cell's id: ratios are paired
+    over rounds where the run interleaved the two cells."""
     ref = spec.get("reference") or {}
     figures = ref.get("figures") or []
     if not figures:
@@ -281,10 +284,11 @@ def seed_side_by_side(spec: dict[str, Any], cells: list[dict[str, Any]],
                 "seed": (scale_a * a["seed_tps"]) / (scale_b * b["seed_tps"])
                 if a["seed_tps"] and b["seed_tps"] else None,
                 "here": None, "low": None, "high": None}
-            if a["repeats_tps"] and b["repeats_tps"]:
-                ci = ratio_ci([scale_a * t for t in a["repeats_tps"]],
-                             [scale_b * t for t in b["repeats_tps"]])
-                entry.update(here=ci.ratio, low=ci.low, high=ci.high)
+            ci = ratio_of([(r, scale_a * t) for r, t in a["repeats_tps"]],
+                          [(r, scale_b * t) for r, t in b["repeats_tps"]])
+            if ci is not None:
+                entry.update(here=ci["ratio"], low=ci["low"], high=ci["high"],
+                             paired=ci["paired"])
             ratios.append(entry)
     for r in rows:
         del r["repeats_tps"]
@@ -361,6 +365,10 @@ def _placement_readback(store: Store, cells: list[dict[str, Any]],
     return {"cells": out, "numa_note": note}
 
 
+# the parameters that decide which cluster a cell runs on (plan.Cell.cluster_key)
+CLUSTER_PARAMS = ("pg", "standbys", "settings", "placement", "cores", "link", "instances")
+
+
 def _method(store: Store, run_id: int, spec: dict[str, Any],
             cells: list[dict[str, Any]]) -> dict[str, Any]:
     """How the figures were obtained: repeats, confidence target, probes and their cost."""
@@ -380,7 +388,16 @@ def _method(store: Store, run_id: int, spec: dict[str, Any],
             overhead.append({"idx": c["idx"], "label": c["label"],
                              "ratio": statistics.fmean(probed) / statistics.fmean(measured)})
     run_ctl = spec.get("run", {})
+    run = store.run(run_id)
+    notes = [{"idx": c["idx"], "label": c["label"], "note": n}
+             for c in cells for n in (c.get("notes") or [])]
+    clusters = len({json.dumps([c["params"].get(k) for k in CLUSTER_PARAMS]) for c in cells})
     return {
+        "order": run["order_mode"] or "blocked", "seed": run["seed"],
+        "clusters": clusters, "budget": run_ctl.get("budget"),
+        "comparisons": [{"idx": c["idx"], "label": c["label"], **c["ratio_to_baseline"]}
+                        for c in cells if c.get("ratio_to_baseline")],
+        "notes": notes,
         "repeats_min": run_ctl.get("repeats_min", 3), "repeats_max": run_ctl.get("repeats_max", 10),
         "ci_target": run_ctl.get("ci_target", 0.03), "confidence": run_ctl.get("confidence", 0.95),
         "warmup_s": spec.get("workload", {}).get("warmup"),

@@ -30,11 +30,21 @@ def refresh(spec: Path) -> None:
 
 
 def dump(db_path: Path, sql: Path) -> None:
-    """The rows only: the schema is the store's own, made when the run is loaded."""
+    """The rows only, each naming its columns: the schema is the store's own, made when
+    the run is loaded, and columns a later schema adds are left at their default."""
     db = sqlite3.connect(db_path)
     try:
-        rows = [s for s in db.iterdump()
-                if s.startswith("INSERT INTO") and not s.startswith('INSERT INTO "meta"')]
+        rows = []
+        tables = [str(r[0]) for r in db.execute(
+            "select name from sqlite_master where type = 'table' and name <> 'meta' "
+            "order by rowid")]
+        for table in tables:
+            columns = [str(r[1]) for r in db.execute(f'pragma table_info("{table}")')]
+            quoted = " || ',' || ".join(f'quote("{c}")' for c in columns)
+            names = ", ".join(f'"{c}"' for c in columns)
+            rows += [str(r[0]) for r in db.execute(
+                f"select 'INSERT INTO \"{table}\"({names}) VALUES(' || {quoted} || ');' "
+                f'from "{table}" order by rowid')]
     finally:
         db.close()
     sql.write_text("\n".join(rows) + "\n")

@@ -1,0 +1,74 @@
+"""Each cell's ratio to its baseline, read from the store.
+
+In an interleaved run the ratio comes from the pairs of each round (the cell and its
+baseline measured side by side), averaged on the log scale with a t interval
+(measure/pairing.py): ``paired`` is true. Where the two were not measured in the same
+rounds (cells of different clusters, or a run made one cell after another) the ratio
+is that of their means with a delta-method interval, ``paired`` false: such an
+interval does not hold the drift between the two stretches of time, and says so.
+Throughput is compared in rows per second (TPS × batch).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any
+
+from syncrep_lab.experiment.plan import cluster_key_text
+from syncrep_lab.experiment.store import Store
+from syncrep_lab.measure.pairing import baselines, by_round, paired, rows_per_second
+from syncrep_lab.measure.stats import ratio_ci
+
+
+def rules_of(spec_toml: str) -> list[dict[str, Any]]:
+    """The baseline rules of a stored spec (none when it no longer parses)."""
+    from syncrep_lab.experiment.spec import parse_spec
+
+    try:
+        spec = parse_spec(spec_toml, "stored spec")
+    except Exception:  # a spec of another version: the run still has its figures
+        return []
+    return spec.compare.rules(spec.matrix)
+
+
+def ratios_to_baseline(store: Store, run: sqlite3.Row) -> dict[int, dict[str, Any] | None]:
+    """cell idx -> ``{baseline, baseline_idx, mean, low, high, rounds, paired}``, or None
+    (a baseline, a cell without one, or one that has no figures)."""
+    cells = [c for c in store.cells(int(run["id"]))]
+    params = {int(c["idx"]): json.loads(c["params_json"]) for c in cells}
+    by_idx = {int(c["idx"]): c for c in cells}
+    base_of = baselines(sorted(params.items()), rules_of(str(run["spec_toml"])))
+    confidence = _confidence(str(run["spec_toml"]))
+    out: dict[int, dict[str, Any] | None] = {}
+    for idx, base in base_of.items():
+        out[idx] = None
+        if base is None or by_idx[idx]["status"] != "done" or by_idx[base]["status"] != "done":
+            continue
+        mine = [r for r in store.repeats(int(by_idx[idx]["id"])) if not r["probed"]]
+        theirs = [r for r in store.repeats(int(by_idx[base]["id"])) if not r["probed"]]
+        same_cluster = (cluster_key_text(params[idx]) == cluster_key_text(params[base]))
+        pair = (paired(by_round(mine, params[idx]), by_round(theirs, params[base]),
+                       confidence) if same_cluster else None)
+        entry: dict[str, Any] = {"baseline": by_idx[base]["label"], "baseline_idx": base}
+        if pair is not None and pair.rounds >= 2:
+            entry.update(mean=pair.mean, low=pair.low, high=pair.high, rounds=pair.rounds,
+                         paired=True)
+        elif mine and theirs:
+            r = ratio_ci([rows_per_second(float(x["tps"]), params[idx]) for x in mine],
+                         [rows_per_second(float(x["tps"]), params[base]) for x in theirs],
+                         confidence)
+            entry.update(mean=r.ratio, low=r.low, high=r.high, rounds=None, paired=False)
+        else:
+            continue
+        out[idx] = entry
+    return out
+
+
+def _confidence(spec_toml: str) -> float:
+    import tomllib
+
+    try:
+        return float(tomllib.loads(spec_toml).get("run", {}).get("confidence", 0.95))
+    except (tomllib.TOMLDecodeError, TypeError, ValueError, AttributeError):
+        return 0.95

@@ -1,0 +1,168 @@
+"""Every repeat from the same state, and what disturbed it.
+
+Before each measured repeat (:func:`reset`): the insert workload's table is emptied
+(``TRUNCATE ... RESTART IDENTITY``: the same empty heap and index every time, rather
+than one that grew by every repeat before it), a ``CHECKPOINT`` is taken on the
+primary and then on each standby syncrep-lab can reach (so no checkpoint is owed from
+the previous repeat's WAL), and the run waits until every streaming standby has
+replayed up to the primary's position. Lookup and script workloads keep their tables.
+
+Around it: the checkpoints that began during the repeat (from ``pg_stat_checkpointer``
+on 17+, ``pg_stat_bgwriter`` before), the autovacuum and autoanalyze runs on the
+workload's table, and the CPU other processes of the machine took (:class:`CpuLedger`:
+the machine's busy time from /proc/stat, CPU steal included, minus the servers', the
+tool's and pgbench's). A repeat with any of them is flagged; the figures stay, and the
+terminal and the report say which repeats were hit.
+
+On an attached cluster ``CHECKPOINT`` needs a superuser or ``pg_checkpoint`` (15+);
+without it the checkpoint is left out and said once.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from syncrep_lab import procs
+from syncrep_lab.pg.admin import admin_connection
+from syncrep_lab.pg.conninfo import mask_text
+
+CATCH_UP_SECONDS = 10.0
+OTHER_CORES_FLAG = 0.25  # other processes' CPU during a repeat, in cores, that flags it
+
+
+@dataclass(frozen=True)
+class Counters:
+    checkpoints: int
+    autovacuums: int
+
+
+@dataclass
+class ResetResult:
+    notes: list[str]  # what could not be done (said once per cell)
+    behind: bool  # a standby had not replayed up to the primary in time
+
+
+def reset(primary: str, standbys: list[str], insert_table: str | None, version_num: int
+          ) -> ResetResult:
+    """Empty the insert table, checkpoint everywhere, wait for the standbys."""
+    notes: list[str] = []
+    with admin_connection(primary, seconds=60, lock_timeout_s=10, what="the primary") as conn:
+        if insert_table is not None:
+            conn.execute(f"truncate table {insert_table} restart identity")
+        try:
+            conn.execute("checkpoint")
+        except psycopg.errors.InsufficientPrivilege:
+            notes.append("no CHECKPOINT before each repeat: the role may not (it needs "
+                         "superuser or pg_checkpoint)")
+        lsn_fn = "pg_current_wal_lsn()" if version_num >= 100000 else \
+            "pg_current_xlog_location()"
+        row = conn.execute(f"select {lsn_fn}::text").fetchone()
+        assert row is not None
+        target = str(row[0])
+        behind = not _caught_up(conn, target, version_num)
+    for conninfo in standbys:
+        try:
+            with admin_connection(conninfo, seconds=30, what="a standby") as sconn:
+                sconn.execute("checkpoint")  # a restartpoint
+        except psycopg.errors.InsufficientPrivilege:
+            pass  # said for the primary already
+        except psycopg.Error as exc:  # a standby down between repeats: the repeat says so
+            first = (str(exc).strip() or type(exc).__name__).splitlines()[0]
+            notes.append(f"a standby was not checkpointed before a repeat "
+                         f"({mask_text(first)})")
+    return ResetResult(notes, behind)
+
+
+def _caught_up(conn: psycopg.Connection[Any], target: str, version_num: int) -> bool:
+    replay = "replay_lsn" if version_num >= 100000 else "replay_location"
+    diff = "pg_wal_lsn_diff" if version_num >= 100000 else "pg_xlog_location_diff"
+    deadline = time.monotonic() + CATCH_UP_SECONDS
+    while True:
+        row = conn.execute(
+            f"select count(*) filter (where {replay} is null or "
+            f"{diff}(%s::pg_lsn, {replay}) > 0) from pg_stat_replication "
+            "where state = 'streaming'", (target,)).fetchone()
+        if row is None or int(row[0]) == 0:
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+
+
+def counters(admin: str, version_num: int, table: str) -> Counters | None:
+    """The primary's checkpoint count and the table's autovacuum count (None when the
+    primary does not answer: the repeat is then simply not judged)."""
+    checkpoints = ("select num_timed + num_requested from pg_stat_checkpointer"
+                   if version_num >= 170000 else
+                   "select checkpoints_timed + checkpoints_req from pg_stat_bgwriter")
+    try:
+        with admin_connection(admin, seconds=10, what="the primary") as conn:
+            a = conn.execute(checkpoints).fetchone()
+            b = conn.execute("select coalesce(sum(autovacuum_count + autoanalyze_count), 0) "
+                             "from pg_stat_user_tables where relname = %s",
+                             (table,)).fetchone()
+    except psycopg.Error:
+        return None
+    assert a is not None and b is not None
+    return Counters(int(a[0]), int(b[0]))
+
+
+@dataclass(frozen=True)
+class CpuLedger:
+    """CPU seconds so far of every process that is not ours (not a server of the cluster,
+    not this process nor one it started), by (pid, start time), and the machine's steal
+    time (another tenant's use of this machine's CPUs)."""
+
+    at: float
+    others: dict[tuple[int, str], float]
+    steal: float
+
+
+def cpu_ledger(data_dirs: list[Path]) -> CpuLedger | None:
+    """None without local servers (an attached cluster): its processes cannot be told
+    from anyone else's."""
+    if not data_dirs:
+        return None
+    from syncrep_lab.cluster.server import processes_in
+
+    ours = set(processes_in(data_dirs)) | {os.getpid()}
+    table = procs.table()
+    # what this process started (pgbench, perf) and what those started (perf's sleep)
+    for _ in range(3):
+        ours |= {pid for pid, (ppid, _, _) in table.items() if ppid in ours}
+    others = {(pid, start): cpu for pid, (_, start, cpu) in table.items() if pid not in ours}
+    return CpuLedger(time.monotonic(), others, procs.machine_steal_seconds())
+
+
+def other_cores(before: CpuLedger | None, after: CpuLedger | None) -> float | None:
+    """The CPU other processes (and other tenants, as steal) took between two ledgers, in
+    cores. A process that came and went between the two is not seen: this can only
+    understate."""
+    if before is None or after is None or after.at <= before.at:
+        return None
+    used = sum(cpu - before.others.get(key, 0.0) for key, cpu in after.others.items())
+    used += after.steal - before.steal
+    return max(0.0, used) / (after.at - before.at)
+
+
+def disturbed(before: Counters | None, after: Counters | None, behind: bool,
+              other: float | None = None) -> tuple[int | None, int | None, str | None]:
+    """(checkpoints, autovacuums, what hit the repeat) between two counter readings."""
+    marks = ["standby behind at start"] if behind else []
+    if other is not None and other >= OTHER_CORES_FLAG:
+        marks.append(f"other processes took {other:.2f} CPUs")
+    if before is None or after is None:
+        return None, None, ", ".join(marks) or None
+    checkpoints = after.checkpoints - before.checkpoints
+    autovacuums = after.autovacuums - before.autovacuums
+    if checkpoints > 0:
+        marks.append(f"{checkpoints} checkpoint{'s' if checkpoints > 1 else ''}")
+    if autovacuums > 0:
+        marks.append("autovacuum")
+    return checkpoints, autovacuums, ", ".join(marks) or None

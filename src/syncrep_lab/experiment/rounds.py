@@ -1,0 +1,165 @@
+"""The round scheduler: which cells of one cluster run in round k, in which order, and
+when the comparisons are measured well enough to stop.
+
+Cells that share a running cluster are measured in rounds: round k runs one repeat of
+every cell still needed, in an order shuffled per round. The shuffle is seeded by the
+run's seed, the cluster and k, so it is reproducible and a resumed run continues the
+same sequence. Slow drift of the machine (other tenants, frequency) then falls on every
+cell of a round alike, and a cell's ratio to its baseline within one round is free of
+it (Abedi and Brecht, ICPE 2017).
+
+The stop rule is Stein's two-stage procedure on each comparison's log ratios
+(:func:`~syncrep_lab.measure.stats.stein_rounds`): after the pilot (``repeats_min``
+rounds, at least 2) the spread of those pilot ratios alone fixes how many rounds the
+comparison needs for a ±``ci_target`` interval. A comparison whose pilot agreed by
+luck cannot stop the run early, and the later rounds cannot talk it into stopping:
+the interval's coverage holds however often it is looked at. A cell compared with
+nothing (and the baseline of nothing) is held to the same target on its own TPS. A
+baseline runs while any cell compared with it still needs rounds. ``repeats_max``
+and the time budget end it sooner, and the cell says so (``stop_reason``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+from dataclasses import dataclass, field
+
+from syncrep_lab.measure.stats import mean_ci, stein_rounds
+
+
+@dataclass
+class Member:
+    """One cell in the rounds of its cluster."""
+
+    index: int  # the cell's index in the plan
+    label: str
+    baseline: int | None  # the index of the cell it is compared with, in this group
+    values: dict[int, float] = field(default_factory=dict)  # round -> rows/s
+    failed: bool = False
+
+
+def round_order(seed: int, group: str, round_no: int, indices: list[int]) -> list[int]:
+    """The cells of ``group`` in round ``round_no``, shuffled (reproducibly)."""
+    digest = hashlib.sha256(f"{seed}/{group}/{round_no}".encode()).hexdigest()
+    order = sorted(indices)
+    random.Random(int(digest[:16], 16)).shuffle(order)
+    return order
+
+
+class Rounds:
+    """The state of one cluster's rounds, rebuilt from what is stored (resume)."""
+
+    def __init__(self, members: list[Member], *, seed: int, group: str, repeats_min: int,
+                 repeats_max: int, ci_target: float, confidence: float) -> None:
+        self.members = {m.index: m for m in members}
+        self.seed, self.group = seed, group
+        self.max_rounds = repeats_max
+        self.pilot = min(max(2, repeats_min), repeats_max)
+        self.half_width = math.log1p(ci_target)  # ±3 % as a log ratio
+        self.confidence = confidence
+
+    # the series each member is judged on ---------------------------------------------
+
+    def _compared_with(self, m: Member) -> Member | None:
+        base = self.members.get(m.baseline) if m.baseline is not None else None
+        return base if base is not None and not base.failed else None
+
+    def series(self, m: Member) -> list[float]:
+        """Log ratios to its baseline over the rounds both ran, else its own log TPS."""
+        base = self._compared_with(m)
+        if base is None:
+            return [math.log(m.values[r]) for r in sorted(m.values)]
+        rounds = sorted(set(m.values) & set(base.values))
+        return [math.log(m.values[r] / base.values[r]) for r in rounds]
+
+    def is_baseline(self, m: Member) -> bool:
+        return any(o.baseline == m.index and not o.failed for o in self.members.values()
+                   if o is not m)
+
+    def needed(self, m: Member) -> int | None:
+        """Rounds this member's series needs (Stein), once its pilot is in."""
+        s = self.series(m)
+        if len(s) < self.pilot or self.pilot < 2:  # one round (repeats_max = 1) says nothing
+            return None
+        return stein_rounds(s[: self.pilot], self.half_width, self.confidence)
+
+    def satisfied(self, m: Member) -> bool:
+        if self.is_baseline(m) and self._compared_with(m) is None:
+            return len(m.values) >= self.pilot  # a pure baseline: only as long as needed
+        need = self.needed(m)
+        return need is not None and len(self.series(m)) >= need
+
+    # what runs next --------------------------------------------------------------------
+
+    @property
+    def done_rounds(self) -> int:
+        return max((max(m.values) for m in self.members.values() if m.values), default=0)
+
+    def wanted(self) -> set[int]:
+        """Members that still need rounds (baselines of those included)."""
+        want = {i for i, m in self.members.items() if not m.failed and not self.satisfied(m)}
+        for i in list(want):
+            base = self._compared_with(self.members[i])
+            if base is not None:
+                want.add(base.index)
+        return want
+
+    def next_round(self) -> tuple[int, list[int]] | None:
+        """(round, cells in order) to run next, or None when the group is done. A round
+        that was cut short (an interrupt) is finished first: pairs stay whole."""
+        last = self.done_rounds
+        if last > 0:
+            due = self._as_of(last).wanted()
+            missing = [i for i in due if last not in self.members[i].values
+                       and not self.members[i].failed]
+            if missing:
+                return last, [i for i in round_order(self.seed, self.group, last,
+                                                     list(self.members)) if i in missing]
+        if last >= self.max_rounds:
+            return None
+        want = self.wanted()
+        if not want:
+            return None
+        return last + 1, [i for i in round_order(self.seed, self.group, last + 1,
+                                                  list(self.members)) if i in want]
+
+    def _as_of(self, round_no: int) -> Rounds:
+        """The rounds as they stood before ``round_no`` began."""
+        members = [Member(m.index, m.label, m.baseline,
+                          {r: v for r, v in m.values.items() if r < round_no}, m.failed)
+                   for m in self.members.values()]
+        return Rounds(members, seed=self.seed, group=self.group, repeats_min=self.pilot,
+                      repeats_max=self.max_rounds, ci_target=math.expm1(self.half_width),
+                      confidence=self.confidence)
+
+    def stop_reason(self, m: Member, *, budget_spent: bool) -> str:
+        """``ci``: its comparison (a baseline: every comparison with it) met the target;
+        else ``budget`` or ``max``, whichever ended the rounds."""
+        if self.is_baseline(m) and self._compared_with(m) is None:
+            ok = all(self.satisfied(o) for o in self.members.values()
+                     if o.baseline == m.index and not o.failed)
+        else:
+            ok = self.satisfied(m)
+        if ok:
+            return "ci"
+        return "budget" if budget_spent and self.done_rounds < self.max_rounds else "max"
+
+    def widest(self) -> tuple[str, float] | None:
+        """The comparison (or lone cell) whose interval is widest now: its label and
+        the interval's half width, relative (from the spread of all its rounds)."""
+        worst: tuple[str, float] | None = None
+        for m in self.members.values():
+            s = self.series(m)
+            if m.failed or len(s) < 2 or (self.is_baseline(m) and
+                                          self._compared_with(m) is None):
+                continue
+            ci = mean_ci(s, self.confidence)
+            assert ci.high is not None
+            rel = math.expm1(ci.high - ci.mean)
+            base = self._compared_with(m)
+            label = m.label if base is None else f"{m.label} / {base.label}"
+            if worst is None or rel > worst[1]:
+                worst = (label, rel)
+        return worst

@@ -1,0 +1,167 @@
+"""Interleaved rounds on real servers: the stored repeats of `local` and `on` alternate in
+time in the stored shuffled order, every cell's ratio to its baseline comes from pairs
+of the same round, and a checkpoint forced during a repeat flags that repeat."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from pathlib import Path
+
+import psycopg
+
+from syncrep_lab.experiment.plan import cluster_key_text
+from syncrep_lab.experiment.rounds import round_order
+from syncrep_lab.experiment.runner import start_run
+from syncrep_lab.experiment.spec import parse_spec
+
+from .conftest import cli
+
+SPEC = """\
+name = "interleaved"
+
+[topology]
+standbys = 1
+sync = "b"
+
+[workload]
+clients = 2
+duration = 1
+warmup = 0
+
+[matrix]
+synchronous_commit = ["local", "on"]
+
+[run]
+repeats_min = 3
+repeats_max = 3
+seed = 42
+
+[probes]
+probed_repeats = 0
+"""
+
+
+def _db(out: Path) -> sqlite3.Connection:
+    db = sqlite3.connect(out / "syncrep-lab.sqlite")
+    db.row_factory = sqlite3.Row
+    return db
+
+
+def test_local_and_on_alternate_in_the_stored_order(workdir: Path) -> None:
+    out = workdir / "run"
+    start_run(parse_spec(SPEC), SPEC, workdir, out)
+    db = _db(out)
+    run = db.execute("select * from runs").fetchone()
+    assert run["seed"] == 42 and run["order_mode"] == "interleaved"
+    cells = db.execute("select * from cells order by idx").fetchall()
+    assert [c["status"] for c in cells] == ["done", "done"], [c["error"] for c in cells]
+    reps = db.execute("select r.*, c.idx from repeats r join cells c on c.id = r.cell_id "
+                      "order by r.started_at").fetchall()
+    assert [r["round"] for r in reps] == [1, 1, 2, 2, 3, 3]  # one of each per round
+    group = cluster_key_text(json.loads(cells[0]["params_json"]))
+    for k in (1, 2, 3):
+        in_round = [r for r in reps if r["round"] == k]
+        assert [r["idx"] for r in in_round] == round_order(42, group, k, [0, 1])
+        assert [r["position"] for r in in_round] == [0, 1]
+    res = cli("results", str(out), "--json")
+    assert res.returncode == 0, res.stderr
+    rows = {r["label"]: r for r in json.loads(res.stdout)}
+    assert rows["sc=local"]["ratio_to_baseline"] is None  # the baseline itself
+    ratio = rows["sc=on"]["ratio_to_baseline"]
+    assert ratio["baseline"] == "sc=local" and ratio["rounds"] == 3
+    assert ratio["low"] <= ratio["mean"] <= ratio["high"]
+    tps = {k: [r["tps"] for r in reps if r["idx"] == i] for i, k in ((0, "l"), (1, "o"))}
+    by_hand = [o / loc for o, loc in zip(tps["o"], tps["l"], strict=True)]
+    assert min(by_hand) <= ratio["mean"] <= max(by_hand)
+
+
+def test_a_checkpoint_during_a_repeat_flags_it(workdir: Path) -> None:
+    from syncrep_lab.cluster.build import UpOptions, up
+    from syncrep_lab.cluster.teardown import remove_cluster
+
+    manifest = up(UpOptions(dir=workdir / "theirs", standbys=1, sync="b"))
+    admin = manifest.admin_conninfo(manifest.primary)
+    forced: list[float] = []
+    stop = threading.Event()
+
+    def force_one() -> None:
+        """One CHECKPOINT, a moment after the first repeat's pgbench started."""
+        with psycopg.connect(admin, autocommit=True) as conn:
+            while not stop.is_set():
+                row = conn.execute("select count(*) from pg_stat_activity where "
+                                   "application_name like 'syncrep-lab % pgbench' "
+                                   "and state <> 'idle'").fetchone()
+                if row is not None and int(row[0]) > 0:
+                    time.sleep(0.5)
+                    conn.execute("checkpoint")
+                    forced.append(time.monotonic())
+                    return
+                time.sleep(0.02)
+
+    text = (SPEC.replace("[topology]\nstandbys = 1\nsync = \"b\"\n", "[topology]\n")
+            .replace("duration = 1", "duration = 3")
+            .replace('["local", "on"]', '["on"]')
+            + f'\n[topology.attach]\nprimary = "{manifest.conninfo(manifest.primary)}"\n')
+    thread = threading.Thread(target=force_one, daemon=True)
+    try:
+        thread.start()
+        start_run(parse_spec(text), text, workdir, workdir / "run")
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+        remove_cluster(manifest.dir)
+    assert forced, "no checkpoint was forced"
+    db = _db(workdir / "run")
+    reps = db.execute("select * from repeats order by n").fetchall()
+    flagged = [r["n"] for r in reps if r["disturbed"]]
+    assert len(flagged) == 1 and reps[flagged[0] - 1]["checkpoints"] >= 1, [
+        (r["n"], r["checkpoints"], r["disturbed"]) for r in reps]
+    assert all(r["checkpoints"] == 0 for r in reps if r["n"] not in flagged)
+    notes = json.loads(db.execute("select notes_json from cells").fetchone()[0])
+    assert any("disturbed" in n and "checkpoint" in n for n in notes), notes
+
+
+def test_other_load_on_the_machine_flags_the_repeat(workdir: Path) -> None:
+    """A process that is not the tool's, a server's or pgbench's burns a CPU during the
+    first repeat: that repeat says how much of the machine others took."""
+    import subprocess
+    import sys
+
+    burned: list[float] = []
+    stop = threading.Event()
+
+    def pgbench_running() -> bool:
+        for p in Path("/proc").iterdir():
+            try:
+                if p.name.isdigit() and (p / "comm").read_text().strip() == "pgbench":
+                    return True
+            except OSError:
+                continue  # gone meanwhile
+        return False
+
+    def burn_once() -> None:
+        while not stop.is_set():
+            if pgbench_running():
+                subprocess.run([sys.executable, "-c",
+                                "import time\nend = time.time() + 2\nwhile time.time() < end: "
+                                "pass"], check=True)
+                burned.append(time.monotonic())
+                return
+            time.sleep(0.02)
+
+    text = SPEC.replace("duration = 1", "duration = 3").replace('["local", "on"]', '["on"]')
+    text = text.replace("repeats_min = 3\nrepeats_max = 3", "repeats_min = 2\nrepeats_max = 2")
+    thread = threading.Thread(target=burn_once, daemon=True)
+    thread.start()
+    try:
+        start_run(parse_spec(text), text, workdir, workdir / "run")
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+    assert burned, "nothing was burned"
+    first = _db(workdir / "run").execute("select * from repeats order by n").fetchone()
+    assert first["other_cpu"] is not None and first["other_cpu"] >= 0.25, dict(first)
+    assert "other processes took" in first["disturbed"]

@@ -1,0 +1,130 @@
+"""The round scheduler and the paired statistics, on values worked out by hand and on
+synthetic series (the real runs that use them are in test_run.py)."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from syncrep_lab.experiment.rounds import Member, Rounds, round_order
+from syncrep_lab.measure.pairing import baselines
+from syncrep_lab.measure.stats import paired_ratio, stein_rounds, trend
+
+
+def test_paired_ratio_against_hand_computed_values() -> None:
+    # log ratios ln(1.1), ln(1.2), ln(1.0): mean 0.0925, sd 0.0912, t(2, 0.975) = 4.3027
+    r = paired_ratio([110, 240, 300], [100, 200, 300])
+    logs = [math.log(1.1), math.log(1.2), 0.0]
+    mean = sum(logs) / 3
+    sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / 2)
+    assert r.rounds == 3
+    assert r.mean == pytest.approx(math.exp(mean))
+    assert r.mean == pytest.approx(1.0970, abs=1e-4)
+    assert r.low == pytest.approx(math.exp(mean - 4.302653 * sd / math.sqrt(3)), rel=1e-5)
+    assert r.high == pytest.approx(math.exp(mean + 4.302653 * sd / math.sqrt(3)), rel=1e-5)
+    inverse = paired_ratio([100, 200, 300], [110, 240, 300])
+    assert inverse.low is not None and r.high is not None
+    assert inverse.low == pytest.approx(1 / r.high)  # B/A is the inverse of A/B
+    assert paired_ratio([5.0], [4.0]).low is None  # one pair: no interval
+
+
+def test_pairing_removes_what_both_share() -> None:
+    """A drift that moves both cells of a round alike leaves their ratio alone."""
+    drift = [1.0, 0.7, 1.3, 0.9, 1.1]
+    r = paired_ratio([80 * d for d in drift], [100 * d for d in drift])
+    assert r.mean == pytest.approx(0.8) and r.high == pytest.approx(0.8)
+
+
+def test_stein_rounds_against_hand_computed_values() -> None:
+    # pilot sd 0.05 over 5 values: t(4, 0.975) = 2.7764; (2.7764 * 0.05 / 0.03)^2 = 21.4
+    pilot = [0.0, 0.05, -0.05, 0.05, -0.05]
+    s = math.sqrt(sum(x * x for x in pilot) / 4)
+    assert stein_rounds(pilot, 0.03) == math.ceil((2.776445 * s / 0.03) ** 2)
+    assert stein_rounds([0.01, 0.011, 0.009], 0.03) == 3  # tight pilot: no more needed
+    with pytest.raises(ValueError):
+        stein_rounds([0.1], 0.03)
+
+
+def test_trend_finds_a_drift_and_not_noise() -> None:
+    rising = trend([100, 104, 108, 112, 116, 120])
+    assert rising is not None and rising.significant
+    assert rising.per_step_rel == pytest.approx(4 / 110)
+    flat = trend([100, 103, 99, 101, 98, 102])
+    assert flat is not None and not flat.significant
+    assert trend([1.0, 2.0]) is None
+
+
+def test_every_round_holds_each_cell_once_in_the_seeded_order() -> None:
+    orders = [round_order(7, "g", k, [0, 1, 2, 3]) for k in range(1, 21)]
+    assert all(sorted(o) == [0, 1, 2, 3] for o in orders)
+    assert len({tuple(o) for o in orders}) > 5  # shuffled, not one fixed order
+    assert orders == [round_order(7, "g", k, [3, 2, 1, 0]) for k in range(1, 21)]
+    assert orders != [round_order(8, "g", k, [0, 1, 2, 3]) for k in range(1, 21)]
+
+
+def _rounds(values: dict[int, dict[int, float]], *, base: dict[int, int | None],
+            repeats_min: int = 3, repeats_max: int = 40) -> Rounds:
+    members = [Member(i, f"cell{i}", base[i], dict(v)) for i, v in values.items()]
+    return Rounds(members, seed=1, group="g", repeats_min=repeats_min,
+                  repeats_max=repeats_max, ci_target=0.03, confidence=0.95)
+
+
+def _simulate(noise: float, drift_per_round: float, seed: int = 3) -> int:
+    """Rounds run until the scheduler stops, for a cell at 0.8 of its baseline whose
+    repeats carry ``noise`` of their own and a drift that is not shared between them
+    (the cell measured at another moment than its baseline)."""
+    rng = random.Random(seed)
+    rounds = _rounds({0: {}, 1: {}}, base={0: None, 1: 0})
+    while (step := rounds.next_round()) is not None:
+        k, order = step
+        for idx in order:
+            level = 100.0 if idx == 0 else 80.0
+            shift = 1 + drift_per_round * k * (1 if idx == 1 else -1)
+            rounds.members[idx].values[k] = level * shift * (1 + rng.gauss(0, noise))
+    return rounds.done_rounds
+
+
+def test_a_stable_comparison_stops_sooner_than_a_drifting_one() -> None:
+    stable = _simulate(noise=0.01, drift_per_round=0.0)
+    drifting = _simulate(noise=0.01, drift_per_round=0.02)
+    assert 3 <= stable < drifting
+
+
+def test_only_cells_still_needed_run_and_baselines_stay_with_them() -> None:
+    # cell 1 vs 0 agrees tightly (done after the pilot); cell 2 vs 0 is noisy
+    tight = {k: 100.0 for k in range(1, 4)}
+    rounds = _rounds({0: tight, 1: {k: 80.0 + 0.1 * k for k in range(1, 4)},
+                      2: {1: 50.0, 2: 70.0, 3: 40.0}}, base={0: None, 1: 0, 2: 0})
+    step = rounds.next_round()
+    assert step is not None and step[0] == 4
+    assert sorted(step[1]) == [0, 2]  # 1 is done; 0 stays as 2's baseline
+    assert rounds.stop_reason(rounds.members[1], budget_spent=False) == "ci"
+    assert rounds.stop_reason(rounds.members[0], budget_spent=False) == "max"
+
+
+def test_a_round_cut_short_is_finished_first() -> None:
+    """Resumed after a kill mid-round: the cells missing from it run, in its order."""
+    full = {k: 100.0 for k in (1, 2)}
+    rounds = _rounds({0: full, 1: dict(full), 2: {1: 90.0}}, base={0: None, 1: 0, 2: 0})
+    step = rounds.next_round()
+    assert step == (2, [2])
+    order = round_order(1, "g", 3, [0, 1, 2])
+    rounds.members[2].values[2] = 90.0
+    step = rounds.next_round()
+    assert step is not None and step[0] == 3 and step[1] == order
+
+
+def test_baselines_follow_the_rules_in_order() -> None:
+    seed_cells: list[tuple[int, dict[str, object]]] = [
+        (0, {"standbys": 2, "batch": 1, "synchronous_commit": "off"}),
+        (1, {"standbys": 2, "batch": 1, "synchronous_commit": "local"}),
+        (2, {"standbys": 2, "batch": 1, "synchronous_commit": "on"}),
+        (3, {"standbys": 2, "batch": 10, "synchronous_commit": "on"}),
+        (4, {"standbys": 0, "batch": 1, "synchronous_commit": "off"}),
+        (5, {"standbys": 0, "batch": 1, "synchronous_commit": "on"}),
+    ]
+    rules: list[dict[str, object]] = [{"synchronous_commit": "local"},
+                                      {"synchronous_commit": "off"}, {"batch": 1}]
+    assert baselines(seed_cells, rules) == {0: 1, 1: None, 2: 1, 3: 2, 4: None, 5: 4}
