@@ -165,3 +165,17 @@ def test_other_load_on_the_machine_flags_the_repeat(workdir: Path) -> None:
     first = _db(workdir / "run").execute("select * from repeats order by n").fetchone()
     assert first["other_cpu"] is not None and first["other_cpu"] >= 0.25, dict(first)
     assert "other processes took" in first["disturbed"]
+
+
+def test_the_budget_ends_both_orders_after_two_rounds(workdir: Path) -> None:
+    """A budget of one second: no new round (or repeat) once spent, but never fewer
+    than 2, the fewest that give an interval; the cells say the budget stopped them."""
+    for order in ("interleaved", "blocked"):
+        text = SPEC.replace("repeats_max = 3\nseed = 42\n",
+                            f'repeats_max = 6\nseed = 42\norder = "{order}"\nbudget = "1s"\n')
+        assert f'order = "{order}"' in text
+        out = workdir / order
+        start_run(parse_spec(text), text, workdir, out)
+        cells = _db(out).execute("select * from cells order by idx").fetchall()
+        assert [(c["status"], c["repeats"], c["stop_reason"]) for c in cells] == [
+            ("done", 2, "budget"), ("done", 2, "budget")], (order, [dict(c) for c in cells])

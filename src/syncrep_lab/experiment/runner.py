@@ -367,8 +367,13 @@ class Runner:
         todo = [c for c in plan.cells if rows[c.key]["status"] not in ("done", "failed")]
         try:
             if self.order == "blocked":
-                for cell in todo:
-                    self._run_cell(cell, int(rows[cell.key]["id"]))
+                budget = self.spec.run.budget_seconds
+                started = time.monotonic()
+                for left, cell in zip(range(len(todo), 0, -1), todo, strict=True):
+                    # the run's budget, shared: each cell gets its part of what is left
+                    share = (None if budget is None else
+                             max(0.0, budget - (time.monotonic() - started)) / left)
+                    self._run_cell(cell, int(rows[cell.key]["id"]), share)
             else:
                 groups = _by_cluster(todo)
                 if len(groups) > 1:
@@ -409,11 +414,11 @@ class Runner:
             self.events.message(f"could not take the run's cluster down ({exc}); "
                                 "syncrep-lab clean removes what is left")
 
-    def _run_cell(self, cell: Cell, cell_id: int) -> None:
+    def _run_cell(self, cell: Cell, cell_id: int, budget: float | None = None) -> None:
         self.events.cell_start(cell)
         self.store.update_cell(cell_id, status="running", started_at=now(), error=None)
         try:
-            summary = self._measure(cell, cell_id)
+            summary = self._measure(cell, cell_id, budget)
         except Exception as exc:  # a failed cell is a result; the run goes on
             self._cell_failed(cell, cell_id, exc)
             return
@@ -446,17 +451,22 @@ class Runner:
 
     # --- one cell after another (run.order = "blocked") -----------------------------------
 
-    def _measure(self, cell: Cell, cell_id: int) -> dict[str, Any]:
+    def _measure(self, cell: Cell, cell_id: int, budget: float | None) -> dict[str, Any]:
         run = self._cell_run(cell, cell_id)
         self._enter(run, fresh_tables=True)
         tps = [float(r["tps"]) for r in self.store.repeats(cell_id) if not r["probed"]]
         ctl = self.spec.run
+        started, spent = time.monotonic(), False
         while len(tps) < ctl.repeats_max and not self._enough(tps):
+            if budget is not None and len(tps) >= 2 and time.monotonic() - started >= budget:
+                spent = True  # as in rounds: never below 2 repeats
+                break
             self.events.phase(cell, f"repeat {len(tps) + 1}")
             tps.append(self._measured(run, None, None))
             self.events.repeat(cell, len(tps), tps[-1])
         self._probed(run)
-        return self._summarise(run, tps, "ci" if self._enough(tps) else "max")
+        reason = "ci" if self._enough(tps) else "budget" if spent else "max"
+        return self._summarise(run, tps, reason)
 
     def _enough(self, tps: list[float]) -> bool:
         """Stein's rule on the cell's own log TPS (see experiment/rounds.py)."""
