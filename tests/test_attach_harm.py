@@ -107,6 +107,20 @@ def start_stuck_run(hb: HandBuilt, workdir: Path) -> subprocess.Popen[str]:
     return proc
 
 
+def sigterm_and_wait(proc: subprocess.Popen[str]) -> tuple[str, str, float]:
+    """SIGTERM the run; its output and how long it took to end with 128 + SIGTERM."""
+    try:
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+        took = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, out + err
+    return out, err, took
+
+
 def records(lab_home: Path) -> list[Path]:
     folder = lab_home / "state" / "attached"
     return sorted(folder.glob("*.json")) if folder.is_dir() else []
@@ -201,16 +215,7 @@ def test_stalled_cell_fails_fast_and_leaves_nothing(
 def test_sigterm_mid_stall_ends_within_its_bound(
         good: HandBuilt, user_session: psycopg.Connection[tuple[object, ...]],
         workdir: Path, lab_home: Path) -> None:
-    proc = start_stuck_run(good, workdir)
-    try:
-        sent = time.monotonic()
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=60)
-        took = time.monotonic() - sent
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 128 + signal.SIGTERM, out + err
+    out, err, took = sigterm_and_wait(start_stuck_run(good, workdir))
     assert took < 30, took
     assert "ended 4 sessions of this run on primary" in " ".join((out + err).split()), out + err
     assert "error ignored" not in err and "Traceback" not in err, err
@@ -252,15 +257,9 @@ def test_sigterm_with_a_frozen_primary_is_bounded_and_clean_finishes(
     postmaster = int((good.root / "primary" / "postmaster.pid").read_text().split()[0])
     os.kill(postmaster, signal.SIGSTOP)
     try:
-        sent = time.monotonic()
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=60)
-        took = time.monotonic() - sent
+        out, err, took = sigterm_and_wait(proc)
     finally:
         os.kill(postmaster, signal.SIGCONT)
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 128 + signal.SIGTERM, out + err
     assert took < 30, took
     text = " ".join((out + err).split())
     assert "could not finish on the attached primary" in text, text

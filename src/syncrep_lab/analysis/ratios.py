@@ -21,15 +21,16 @@ from syncrep_lab.measure.pairing import baselines, by_round, paired, rows_per_se
 from syncrep_lab.measure.stats import ratio_ci
 
 
-def rules_of(spec_toml: str) -> list[dict[str, Any]]:
-    """The baseline rules of a stored spec (none when it no longer parses)."""
+def stored_rules(spec_toml: str) -> tuple[list[dict[str, Any]], float]:
+    """The baseline rules and the confidence of a stored spec (none and 0.95 when it no
+    longer parses: the run still has its figures)."""
     from syncrep_lab.experiment.spec import parse_spec
 
     try:
         spec = parse_spec(spec_toml, "stored spec")
-    except Exception:  # a spec of another version: the run still has its figures
-        return []
-    return spec.compare.rules(spec.matrix)
+    except Exception:  # a spec of another version
+        return [], 0.95
+    return spec.compare.rules(spec.matrix), spec.run.confidence
 
 
 def ratios_to_baseline(store: Store, run: sqlite3.Row) -> dict[int, dict[str, Any] | None]:
@@ -38,8 +39,8 @@ def ratios_to_baseline(store: Store, run: sqlite3.Row) -> dict[int, dict[str, An
     cells = [c for c in store.cells(int(run["id"]))]
     params = {int(c["idx"]): json.loads(c["params_json"]) for c in cells}
     by_idx = {int(c["idx"]): c for c in cells}
-    base_of = baselines(sorted(params.items()), rules_of(str(run["spec_toml"])))
-    confidence = _confidence(str(run["spec_toml"]))
+    rules, confidence = stored_rules(str(run["spec_toml"]))
+    base_of = baselines(sorted(params.items()), rules)
     out: dict[int, dict[str, Any] | None] = {}
     for idx, base in base_of.items():
         out[idx] = None
@@ -64,11 +65,3 @@ def ratios_to_baseline(store: Store, run: sqlite3.Row) -> dict[int, dict[str, An
         out[idx] = entry
     return out
 
-
-def _confidence(spec_toml: str) -> float:
-    import tomllib
-
-    try:
-        return float(tomllib.loads(spec_toml).get("run", {}).get("confidence", 0.95))
-    except (tomllib.TOMLDecodeError, TypeError, ValueError, AttributeError):
-        return 0.95

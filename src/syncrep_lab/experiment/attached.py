@@ -157,10 +157,6 @@ class Visit:
         self.restore_sync: str | None = None
         self.path = records_dir() / f"{self.token}.json"
 
-    def conninfo(self, conninfo: str, what: str = "") -> str:
-        """``conninfo`` carrying this invocation's application_name (``what``: pgbench)."""
-        return stamped(conninfo, f"{self.application_name} {what}".strip())
-
     # the record ------------------------------------------------------------------------
 
     def record(self) -> None:

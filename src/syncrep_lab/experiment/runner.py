@@ -209,7 +209,7 @@ class ActiveCluster:
         attach, visit = self.attach, self.runner.visit
         assert attach is not None and visit is not None
         visit.record()  # before the first session: a killed run's are found by clean
-        primary = visit.conninfo(attach.primary)
+        primary = self.runner.named(attach.primary)
         try:
             with admin_connection(primary, seconds=ADMIN_SECONDS,
                                   what="the attached primary") as conn:
@@ -225,14 +225,14 @@ class ActiveCluster:
         assert version is not None
         self.sync = self.original_sync = str(version[2])
         client = resolve(None)
-        standbys = {k: visit.conninfo(v) for k, v in attach.standbys.items()}
+        standbys = {k: self.runner.named(v) for k, v in attach.standbys.items()}
         nodes = {"primary": primary, **standbys}
         self._record(None, str(version[0]), "attached", nodes,
                      [{"name": k, "role": "primary" if k == "primary" else "standby"}
                       for k in nodes])
         probe_nodes = [ProbeNode("primary", primary, None, True)]
         probe_nodes += [ProbeNode(k, v, None, False) for k, v in sorted(standbys.items())]
-        return Target(visit.conninfo(attach.primary, "pgbench"), primary,
+        return Target(self.runner.named(attach.primary, "pgbench"), primary,
                       sorted(set(names) | set(attach.standbys)), int(version[1]),
                       client.program("pgbench"), None, probe_nodes)
 

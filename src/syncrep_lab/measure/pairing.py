@@ -19,7 +19,6 @@ shuffled per round) and the ratios are averaged over rounds on the log scale
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -73,10 +72,6 @@ def paired(cell: Mapping[int, float], base: Mapping[int, float], confidence: flo
     if not rounds:
         return None
     return paired_ratio([cell[r] for r in rounds], [base[r] for r in rounds], confidence)
-
-
-def log_ratios(cell: Mapping[int, float], base: Mapping[int, float]) -> list[float]:
-    return [math.log(cell[r] / base[r]) for r in sorted(set(cell) & set(base))]
 
 
 def ratio_of(a: Sequence[tuple[int | None, float]], b: Sequence[tuple[int | None, float]],
