@@ -128,3 +128,28 @@ def test_baselines_follow_the_rules_in_order() -> None:
     rules: list[dict[str, object]] = [{"synchronous_commit": "local"},
                                       {"synchronous_commit": "off"}, {"batch": 1}]
     assert baselines(seed_cells, rules) == {0: 1, 1: None, 2: 1, 3: 2, 4: None, 5: 4}
+
+
+def test_a_widening_interval_is_said_and_a_narrowing_one_is_not() -> None:
+    rng = random.Random(3)
+    steady = {k: 100.0 for k in range(1, 9)}
+    calm = {k: 80.0 * (1 + rng.gauss(0, 0.02)) for k in range(1, 9)}
+    # the pilot's three rounds agree; later rounds swing ever wider
+    wild = {1: 80.0, 2: 80.5, 3: 79.5, 4: 95.0, 5: 65.0, 6: 100.0, 7: 60.0, 8: 105.0}
+    rounds = _rounds({0: steady, 1: calm, 2: wild}, base={0: None, 1: 0, 2: 0})
+    assert rounds.not_narrowing(rounds.members[1]) is None
+    line = rounds.not_narrowing(rounds.members[2])
+    assert line is not None and "did not narrow" in line and "after 8" in line
+    assert rounds.not_narrowing(rounds.members[0]) is None  # a baseline has no interval
+
+
+def test_a_unit_s_rounds_are_numbered_from_its_base() -> None:
+    rounds = Rounds([Member(0, "a", None, {}), Member(1, "b", 0, {})], seed=1, group="g",
+                    repeats_min=2, repeats_max=3, ci_target=0.03, confidence=0.95,
+                    base=20_000)
+    step = rounds.next_round()
+    assert step is not None and step[0] == 20_001
+    for r in (20_001, 20_002, 20_003):
+        rounds.members[0].values[r] = 100.0
+        rounds.members[1].values[r] = 50.0 + r % 7
+    assert rounds.done_rounds == 3 and rounds.next_round() is None  # repeats_max, from base

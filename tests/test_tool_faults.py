@@ -8,7 +8,6 @@ to the whole process group, as a terminal does; SIGTERM to the tool alone, as ``
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import signal
@@ -21,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from syncrep_lab import paths
+from syncrep_lab.experiment.clusters import slot_dir
 from syncrep_lab.experiment.store import DB_NAME
 
 from .conftest import cli, postmasters_in
@@ -109,9 +108,8 @@ def wait_until(check: Callable[[], bool], timeout: float, what: str) -> None:
 
 
 def run_cluster_dir(out: Path) -> Path:
-    """Where a run builds its cluster (runner.ActiveCluster)."""
-    digest = hashlib.sha256(str(out.absolute().resolve()).encode()).hexdigest()[:10]
-    return paths.state_dir() / "clusters" / f"run-{digest}"
+    """Where a run builds its (first) cluster."""
+    return slot_dir(out.absolute(), 0)
 
 
 class Run:

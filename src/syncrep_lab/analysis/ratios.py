@@ -3,7 +3,7 @@
 In an interleaved run the ratio comes from the pairs of each round (the cell and its
 baseline measured side by side), averaged on the log scale with a t interval
 (measure/pairing.py): ``paired`` is true. Where the two were not measured in the same
-rounds (cells of different clusters, or a run made one cell after another) the ratio
+rounds (cells of clusters run one after another, or a run made cell by cell) the ratio
 is that of their means with a delta-method interval, ``paired`` false: such an
 interval does not hold the drift between the two stretches of time, and says so.
 Throughput is compared in rows per second (TPS × batch).
@@ -33,6 +33,21 @@ def stored_rules(spec_toml: str) -> tuple[list[dict[str, Any]], float]:
     return spec.compare.rules(spec.matrix), spec.run.confidence
 
 
+def _side_by_side(a: dict[str, Any], b: dict[str, Any], mine: list[Any], theirs: list[Any]
+                  ) -> bool:
+    """Whether two cells' rounds ran side by side: cells of one cluster always did;
+    cells of two clusters did when the run held both up at once (their repeats then
+    span the same stretch of time; clusters run one after another do not, and before
+    rounds were numbered apart per unit their round numbers coincided)."""
+    if cluster_key_text(a) == cluster_key_text(b):
+        return True
+    if not mine or not theirs:
+        return False
+    span = [str(r["started_at"]) for r in mine]
+    other = [str(r["started_at"]) for r in theirs]
+    return max(min(span), min(other)) < min(max(span), max(other))
+
+
 def ratios_to_baseline(store: Store, run: sqlite3.Row) -> dict[int, dict[str, Any] | None]:
     """cell idx -> ``{baseline, baseline_idx, mean, low, high, rounds, paired}``, or None
     (a baseline, a cell without one, or one that has no figures)."""
@@ -48,9 +63,9 @@ def ratios_to_baseline(store: Store, run: sqlite3.Row) -> dict[int, dict[str, An
             continue
         mine = [r for r in store.repeats(int(by_idx[idx]["id"])) if not r["probed"]]
         theirs = [r for r in store.repeats(int(by_idx[base]["id"])) if not r["probed"]]
-        same_cluster = (cluster_key_text(params[idx]) == cluster_key_text(params[base]))
         pair = (paired(by_round(mine, params[idx]), by_round(theirs, params[base]),
-                       confidence) if same_cluster else None)
+                       confidence) if _side_by_side(params[idx], params[base], mine, theirs)
+                else None)
         entry: dict[str, Any] = {"baseline": by_idx[base]["label"], "baseline_idx": base}
         if pair is not None and pair.rounds >= 2:
             entry.update(mean=pair.mean, low=pair.low, high=pair.high, rounds=pair.rounds,

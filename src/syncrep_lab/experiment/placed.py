@@ -24,7 +24,7 @@ from syncrep_lab.probes.roles import NodeProcess, node_processes
 from syncrep_lab.probes.session import walsenders
 
 if TYPE_CHECKING:
-    from syncrep_lab.experiment.runner import Target
+    from syncrep_lab.experiment.clusters import Target
     from syncrep_lab.placement.pinning import RolePinner
 
 

@@ -12,7 +12,9 @@ on 17+, ``pg_stat_bgwriter`` before), the autovacuum and autoanalyze runs on the
 workload's table, and the CPU other processes of the machine took (:class:`CpuLedger`:
 the machine's busy time from /proc/stat, CPU steal included, minus the servers', the
 tool's and pgbench's). A repeat with any of them is flagged; the figures stay, and the
-terminal and the report say which repeats were hit.
+terminal and the report say which repeats were hit. The insert table is created with
+autovacuum off (experiment/workload.py), so an autovacuum there is the exception (a
+wraparound vacuum) and is flagged as one.
 
 On an attached cluster ``CHECKPOINT`` needs a superuser or ``pg_checkpoint`` (15+);
 without it the checkpoint is left out and said once.
@@ -29,6 +31,7 @@ from typing import Any
 import psycopg
 
 from syncrep_lab import procs
+from syncrep_lab.experiment.repeat_record import Disturbance
 from syncrep_lab.pg.admin import admin_connection
 from syncrep_lab.pg.conninfo import mask_text
 
@@ -152,17 +155,18 @@ def other_cores(before: CpuLedger | None, after: CpuLedger | None) -> float | No
 
 
 def disturbed(before: Counters | None, after: Counters | None, behind: bool,
-              other: float | None = None) -> tuple[int | None, int | None, str | None]:
-    """(checkpoints, autovacuums, what hit the repeat) between two counter readings."""
+              other: float | None = None) -> Disturbance:
+    """What hit a repeat, from the counters read around it, whether a standby was
+    behind when it began, and the other processes' CPU (in cores)."""
     marks = ["standby behind at start"] if behind else []
     if other is not None and other >= OTHER_CORES_FLAG:
         marks.append(f"other processes took {other:.2f} CPUs")
     if before is None or after is None:
-        return None, None, ", ".join(marks) or None
+        return Disturbance(None, None, other, ", ".join(marks) or None)
     checkpoints = after.checkpoints - before.checkpoints
     autovacuums = after.autovacuums - before.autovacuums
     if checkpoints > 0:
         marks.append(f"{checkpoints} checkpoint{'s' if checkpoints > 1 else ''}")
     if autovacuums > 0:
         marks.append("autovacuum")
-    return checkpoints, autovacuums, ", ".join(marks) or None
+    return Disturbance(checkpoints, autovacuums, other, ", ".join(marks) or None)

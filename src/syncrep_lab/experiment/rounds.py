@@ -52,9 +52,13 @@ class Rounds:
     """The state of one cluster's rounds, rebuilt from what is stored (resume)."""
 
     def __init__(self, members: list[Member], *, seed: int, group: str, repeats_min: int,
-                 repeats_max: int, ci_target: float, confidence: float) -> None:
+                 repeats_max: int, ci_target: float, confidence: float, base: int = 0
+                 ) -> None:
         self.members = {m.index: m for m in members}
         self.seed, self.group = seed, group
+        # rounds are numbered base + 1, base + 2, ...: units of one run apart
+        # (runner.ROUND_SPAN); counts (done_rounds, max_rounds) are from base
+        self.base = base
         self.max_rounds = repeats_max
         self.pilot = min(max(2, repeats_min), repeats_max)
         self.half_width = math.log1p(ci_target)  # ±3 % as a log ratio
@@ -95,7 +99,9 @@ class Rounds:
 
     @property
     def done_rounds(self) -> int:
-        return max((max(m.values) for m in self.members.values() if m.values), default=0)
+        """How many rounds have begun (the last one may have been cut short)."""
+        return max((max(m.values) for m in self.members.values() if m.values),
+                   default=self.base) - self.base
 
     def wanted(self) -> set[int]:
         """Members that still need rounds (baselines of those included)."""
@@ -109,15 +115,16 @@ class Rounds:
     def next_round(self) -> tuple[int, list[int]] | None:
         """(round, cells in order) to run next, or None when the group is done. A round
         that was cut short (an interrupt) is finished first: pairs stay whole."""
-        last = self.done_rounds
-        if last > 0:
+        begun = self.done_rounds
+        last = self.base + begun
+        if begun > 0:
             due = self._as_of(last).wanted()
             missing = [i for i in due if last not in self.members[i].values
                        and not self.members[i].failed]
             if missing:
                 return last, [i for i in round_order(self.seed, self.group, last,
                                                      list(self.members)) if i in missing]
-        if last >= self.max_rounds:
+        if begun >= self.max_rounds:
             return None
         want = self.wanted()
         if not want:
@@ -132,7 +139,7 @@ class Rounds:
                    for m in self.members.values()]
         return Rounds(members, seed=self.seed, group=self.group, repeats_min=self.pilot,
                       repeats_max=self.max_rounds, ci_target=math.expm1(self.half_width),
-                      confidence=self.confidence)
+                      confidence=self.confidence, base=self.base)
 
     def stop_reason(self, m: Member, *, budget_spent: bool) -> str:
         """``ci``: its comparison (a baseline: every comparison with it) met the target;
@@ -146,6 +153,28 @@ class Rounds:
             return "ci"
         return "budget" if budget_spent and self.done_rounds < self.max_rounds else "max"
 
+    def relative_half_width(self, series: list[float]) -> float:
+        """A series' interval half width, relative (exp of the log half width, - 1)."""
+        ci = mean_ci(series, self.confidence)
+        assert ci.high is not None
+        return math.expm1(ci.high - ci.mean)
+
+    def not_narrowing(self, m: Member) -> str | None:
+        """A line when this member's interval is no narrower after its later rounds
+        than after the pilot: the spread grows with the rounds (drift, a change in the
+        machine), and more rounds will not buy the target."""
+        s = self.series(m)
+        if m.failed or len(s) < self.pilot + 2 or self.pilot < 2 or (
+                self.is_baseline(m) and self._compared_with(m) is None):
+            return None
+        first, now = self.relative_half_width(s[: self.pilot]), self.relative_half_width(s)
+        if now < first:
+            return None
+        base = self._compared_with(m)
+        what = "its TPS" if base is None else f"its ratio to {base.label}"
+        return (f"the interval of {what} did not narrow: ±{100 * first:.1f} % after the "
+                f"{self.pilot} pilot rounds, ±{100 * now:.1f} % after {len(s)}")
+
     def widest(self) -> tuple[str, float] | None:
         """The comparison (or lone cell) whose interval is widest now: its label and
         the interval's half width, relative (from the spread of all its rounds)."""
@@ -155,9 +184,7 @@ class Rounds:
             if m.failed or len(s) < 2 or (self.is_baseline(m) and
                                           self._compared_with(m) is None):
                 continue
-            ci = mean_ci(s, self.confidence)
-            assert ci.high is not None
-            rel = math.expm1(ci.high - ci.mean)
+            rel = self.relative_half_width(s)
             base = self._compared_with(m)
             label = m.label if base is None else f"{m.label} / {base.label}"
             if worst is None or rel > worst[1]:

@@ -1,50 +1,45 @@
-"""Running a plan: clusters up, cells measured, every repeat stored as it ends.
+"""Running a plan: cells measured, every repeat stored as it ends.
 
-For each cell: make sure the right cluster runs (built once per cluster key),
-set ``synchronous_standby_names`` by reload when the cell asks for another one
-and wait for the sync states it implies, prepare the workload's tables, run a
-warm-up that is not counted, then measured repeats until the confidence
-interval of the mean TPS is within the target (after ``repeats_min``) or
-``repeats_max`` is reached. A cell that fails is recorded with its error and
-the run goes on with a fresh cluster. The tool's own cost per repeat is a
-few SQLite rows and a log parse after pgbench has exited, so nothing of it
-overlaps the measurement.
+The cells run in interleaved rounds (``run.order = "interleaved"``, the default:
+one repeat of every cell still needed per round, in a shuffled order,
+experiment/rounds.py), over units of clusters held up at once
+(experiment/clusters.py), or one cell after another (``blocked``). Before a cell's
+first repeat on a cluster: ``synchronous_standby_names`` by reload when the cell
+asks for another, the workload's tables, a warm-up that is not counted. Each
+repeat starts from the same state (experiment/reset.py), and its figures are
+built from pgbench's by experiment/repeat_record.py. A cell that fails is recorded
+with its error and the run goes on with a fresh cluster. The tool's own cost per
+repeat is a few SQLite rows and a log parse after pgbench has exited, so nothing
+of it overlaps the measurement. What is checked before anything starts is in
+experiment/preflight.py.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
-import hashlib
 import json
 import math
-import operator
 import secrets
 import shutil
 import sqlite3
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import psycopg
-from psycopg import sql
-
-from syncrep_lab import __version__, paths, shutdown
-from syncrep_lab.cluster.build import UpOptions, check_sync, up
-from syncrep_lab.cluster.manifest import Manifest, load
-from syncrep_lab.cluster.ready import manifest_log_tail, wait_replication
-from syncrep_lab.cluster.teardown import remove_cluster
+from syncrep_lab import __version__, shutdown
+from syncrep_lab.cluster.build import check_sync
+from syncrep_lab.cluster.ready import wait_replication
 from syncrep_lab.errors import Interrupted, UserError
-from syncrep_lab.experiment import faults, reset
-from syncrep_lab.experiment.attached import APP_PREFIX, Visit, check_serves, stamped
+from syncrep_lab.experiment import faults, repeat_record, reset
+from syncrep_lab.experiment.attached import APP_PREFIX, Visit, stamped
+from syncrep_lab.experiment.clusters import ActiveCluster, ClusterPool, Target, units
 from syncrep_lab.experiment.machine import machine_metadata
 from syncrep_lab.experiment.placed import (
     PlacementWatch,
     link_rows,
     numastat_rows,
-    start_pinners,
 )
 from syncrep_lab.experiment.plan import (
     NO_FAULTS,
@@ -53,11 +48,10 @@ from syncrep_lab.experiment.plan import (
     cluster_key_text,
     expand,
     link_profiles,
-    settings_for,
-    standby_names,
 )
+from syncrep_lab.experiment.preflight import check_out, preflight
 from syncrep_lab.experiment.rounds import Member, Rounds
-from syncrep_lab.experiment.spec import MAX_INSTANCES, Attach, FaultScenario, Spec, parse_spec
+from syncrep_lab.experiment.spec import FaultScenario, Spec, parse_spec
 from syncrep_lab.experiment.stall import SyncStallWatch
 from syncrep_lab.experiment.store import Store, mark_run, now
 from syncrep_lab.experiment.workload import (
@@ -75,16 +69,12 @@ from syncrep_lab.measure.pairing import baselines, by_round, rows_per_second
 from syncrep_lab.measure.pgbench_log import ProgressSample, parse_transaction_logs
 from syncrep_lab.measure.stats import mean_ci, stein_rounds, trend
 from syncrep_lab.pg import replication, sync_names
-from syncrep_lab.pg.admin import admin_connection
 from syncrep_lab.pg.conninfo import (
-    mask_conninfo,
-    mask_text,
     mask_toml,
     without_masked_password,
 )
-from syncrep_lab.pg.installations import resolve
 from syncrep_lab.probes.remote import role_costs
-from syncrep_lab.probes.session import ProbeNode, RepeatProbes, probe_rows
+from syncrep_lab.probes.session import RepeatProbes, probe_rows
 
 
 @dataclass
@@ -98,230 +88,6 @@ class Events:
     repeat: Callable[[Cell, int, float], None] = lambda cell, n, tps: None
     cell_end: Callable[[Cell, dict[str, Any]], None] = lambda cell, summary: None
     message: Callable[[str], None] = lambda text: None
-
-
-@dataclass
-class Target:
-    """Where a cell's workload goes, whoever made the cluster."""
-
-    conninfo: str  # pgbench's connection
-    admin: str  # the tool's connection to the primary
-    standbys: list[str]
-    version_num: int
-    pgbench: Path
-    log_of: Callable[[str], str] | None = None
-    nodes: list[ProbeNode] = field(default_factory=list)
-    manifest: Manifest | None = None  # None for an attached cluster
-    instance: int = 1
-    pinners: list[Any] = field(default_factory=list)  # placement.pinning.RolePinner
-
-
-ADMIN_SECONDS = 10.0  # any of the tool's own short statements (pg/admin.py)
-
-
-class ActiveCluster:
-    """The cluster the current cells run on.
-
-    A cluster syncrep-lab builds is rebuilt when the cells' cluster key changes
-    and removed at the end. An attached cluster (``topology.attach``) is never
-    provisioned, restarted or stopped: the workload's own tables are dropped at
-    the end and, with ``allow_alter``, synchronous_standby_names is put back.
-    """
-
-    def __init__(self, runner: Runner) -> None:
-        self.runner = runner
-        self.key: tuple[Any, ...] | None = None
-        self.target: Target | None = None
-        self.targets: list[Target] = []  # one per instance; target is the first
-        self.sync: str | None = None
-        self.original_sync: str | None = None
-        self.generation = 0  # counts the clusters made (or attached to) so far
-        digest = hashlib.sha256(str(runner.store.folder.resolve()).encode()).hexdigest()[:10]
-        self.dir = paths.state_dir() / "clusters" / f"run-{digest}"
-
-    @property
-    def attach(self) -> Attach | None:
-        return self.runner.spec.topology.attach
-
-    def for_cell(self, cell: Cell) -> Target:
-        if self.target is not None and self.key == cell.cluster_key:
-            return self.target
-        self.down()
-        self.runner.events.phase(cell, "cluster up" if self.attach is None else "attach")
-        self.key = cell.cluster_key  # recorded with the cluster by _build/_attach
-        self.target = self._attach() if self.attach is not None else self._build(cell)
-        if self.attach is not None:
-            self.targets = [self.target]
-        self.generation += 1
-        return self.target
-
-    def instance_dir(self, instance: int) -> Path:
-        return self.dir if instance == 1 else self.dir.with_name(f"{self.dir.name}-i{instance}")
-
-    def _build(self, cell: Cell) -> Target:
-        """The cell's clusters: one per instance, each in its own layout."""
-        from syncrep_lab.experiment.layouts import layout_for
-
-        spec = self.runner.spec
-        topo = spec.topology
-        self._remove_leftovers()
-        self.targets = []
-        for instance in range(1, cell.instances + 1):
-            manifest = up(UpOptions(
-                dir=self.instance_dir(instance), pg=cell.pg, standbys=cell.standbys,
-                names=topo.names[: cell.standbys] if topo.names else None, sync=cell.sync,
-                tcp=topo.tcp, settings=settings_for(spec, cell.settings_set),
-                profile=topo.profile, clone=topo.clone, timeout=spec.run.ready_timeout,
-                layout=layout_for(spec, cell, instance, self.dir.name[4:]),
-                hosts={node: asdict(host_spec(spec, host))
-                       for node, host in topo.hosts.items() if node in standby_names(
-                           spec, cell.standbys)},
-            ))
-            inst = resolve(manifest.bin_dir)
-            self._record(cell, manifest.version, manifest.bin_dir,
-                         {n.name: manifest.admin_conninfo(n) for n in manifest.nodes},
-                         [{"name": n.name, "role": n.role, "port": n.port,
-                           **({"instance": instance} if cell.instances > 1 else {})}
-                          for n in manifest.nodes])
-            # a node on an SSH host has no local processes: its CPU comes over SSH
-            named = self.runner.named
-            nodes = [ProbeNode(n.name, named(manifest.admin_conninfo(n)),
-                               n.data_dir(manifest.dir) if n.host is None else None,
-                               n.role == "primary")
-                     for n in manifest.nodes]
-            target = Target(named(manifest.conninfo(manifest.primary), "pgbench"),
-                            named(manifest.admin_conninfo(manifest.primary)),
-                            [n.name for n in manifest.standbys], inst.version.num,
-                            inst.program("pgbench"), manifest_log_tail(manifest), nodes,
-                            manifest, instance=instance)
-            self.targets.append(target)
-            target.pinners = start_pinners(manifest)
-        self.sync = cell.sync
-        return self.targets[0]
-
-    def _remove_leftovers(self) -> None:
-        """Clusters of this run left by a killed process: ours, removed."""
-        for instance in range(1, MAX_INSTANCES + 1):
-            if load(self.instance_dir(instance)) is not None:
-                remove_cluster(self.instance_dir(instance))
-
-    def _attach(self) -> Target:
-        attach, visit = self.attach, self.runner.visit
-        assert attach is not None and visit is not None
-        visit.record()  # before the first session: a killed run's are found by clean
-        primary = self.runner.named(attach.primary)
-        try:
-            with admin_connection(primary, seconds=ADMIN_SECONDS,
-                                  what="the attached primary") as conn:
-                version = conn.execute("select current_setting('server_version'), "
-                                       "current_setting('server_version_num')::int, "
-                                       "current_setting('synchronous_standby_names')").fetchone()
-                names = [str(r[0]) for r in conn.execute(
-                    "select application_name from pg_stat_replication")]
-        except psycopg.Error as exc:
-            raise UserError(f"cannot connect to the attached primary: "
-                            f"{mask_text(str(exc).strip())}",
-                            "check topology.attach.primary (and that the server runs)") from None
-        assert version is not None
-        self.sync = self.original_sync = str(version[2])
-        client = resolve(None)
-        standbys = {k: self.runner.named(v) for k, v in attach.standbys.items()}
-        nodes = {"primary": primary, **standbys}
-        self._record(None, str(version[0]), "attached", nodes,
-                     [{"name": k, "role": "primary" if k == "primary" else "standby"}
-                      for k in nodes])
-        probe_nodes = [ProbeNode("primary", primary, None, True)]
-        probe_nodes += [ProbeNode(k, v, None, False) for k, v in sorted(standbys.items())]
-        return Target(self.runner.named(attach.primary, "pgbench"), primary,
-                      sorted(set(names) | set(attach.standbys)), int(version[1]),
-                      client.program("pgbench"), None, probe_nodes)
-
-    def _record(self, cell: Cell | None, version: str, bin_dir: str, nodes: dict[str, str],
-                described: list[dict[str, Any]]) -> None:
-        settings: dict[str, Any] = {}
-        for name, conninfo in nodes.items():
-            try:
-                with admin_connection(conninfo, seconds=ADMIN_SECONDS, what=name) as conn:
-                    rows = conn.execute(
-                        "select name, setting, unit, source from pg_settings "
-                        "where source not in ('default', 'override', 'client') "
-                        "order by name").fetchall()
-            except psycopg.Error as exc:
-                settings[name] = {"error": mask_text(str(exc).strip())}
-                continue
-            # 'client': this session's own (its timeouts, its name), not the server's.
-            # A standby's primary_conninfo may carry its password: never stored.
-            settings[name] = {
-                r[0]: {"setting": mask_conninfo(r[1]) if "conninfo" in r[0] and r[1] else r[1],
-                       "unit": r[2], "source": r[3]} for r in rows}
-        key = cluster_key_text(cell.params()) if cell is not None else json.dumps(
-            list(self.key or ())[:3])
-        self.runner.store.add_cluster(self.runner.run_id, key, version, bin_dir, described,
-                                      settings)
-
-    def set_sync(self, cell: Cell) -> None:
-        """synchronous_standby_names by reload, then wait for the states it implies."""
-        target = self.target
-        assert target is not None
-        if cell.sync is None or cell.sync == self.sync:
-            return
-        self.runner.events.phase(cell, "reload")
-        for each in self.targets or [target]:
-            self._alter_sync(each, cell.sync)
-
-    def _alter_sync(self, target: Target, text: str) -> None:
-        spec, rendered = check_sync(text, target.standbys, target.version_num)
-        if self.runner.visit is not None and self.original_sync is not None:
-            self.runner.visit.will_alter_sync(self.original_sync)  # recorded before it changes
-        with admin_connection(target.admin, seconds=ADMIN_SECONDS, what="the primary") as conn:
-            conn.execute(sql.SQL("alter system set synchronous_standby_names = {}").format(
-                sql.Literal(rendered)))
-            conn.execute("select pg_reload_conf()")
-        wait_replication(target.admin, sync_names.expected_states(spec, target.standbys),
-                         time.monotonic() + self.runner.spec.run.ready_timeout, target.log_of)
-        self.sync = text
-
-    def down(self) -> None:
-        if self.attach is not None:
-            if self.target is not None:
-                self._leave_attached()
-        else:
-            for target in self.targets:
-                for pinner in target.pinners:
-                    pinner.stop()
-            self._remove_leftovers()
-        self.target = None
-        self.targets = []
-        self.key = None
-
-    def _leave_attached(self) -> None:
-        """The run's sessions ended, its tables dropped, the setting put back (bounded;
-        experiment/attached.py); what could not be done is said, with how to finish."""
-        visit = self.runner.visit
-        assert visit is not None
-        report = visit.leave(self.sync)
-        if report.sync_restored is not None:
-            self.sync = report.sync_restored
-        for line in report.lines():
-            self.runner.events.message(line)
-
-    def require_acknowledging(self, cell: Cell) -> None:
-        """A cell whose commits wait for a standby starts only when the primary can
-        acknowledge them: otherwise it fails at once with the cause, instead of waiting."""
-        if cell.synchronous_commit not in replication.WAITING_LEVELS:
-            return
-        if self.attach is None and not (self.sync or "").strip():
-            return  # a built cluster without synchronous standbys: `on` is `local` there
-        for target in self.targets or ([self.target] if self.target is not None else []):
-            with admin_connection(target.admin, seconds=ADMIN_SECONDS,
-                                  what="the primary") as conn:
-                row = conn.execute("select current_setting('synchronous_standby_names')"
-                                   ).fetchone()
-                seen = replication.walsenders(conn)
-            assert row is not None
-            problem = replication.shortfall(str(row[0]), seen, target.version_num)
-            if problem is not None:
-                raise UserError(f"cell {cell.label} not started: {problem[0]}", problem[1])
 
 
 class Runner:
@@ -339,13 +105,18 @@ class Runner:
         attach = spec.topology.attach
         self.visit = (Visit(attach, store.folder, token=self.application_name.split()[1])
                       if attach is not None else None)
-        self.cluster = ActiveCluster(self)
+        self.pool = ClusterPool(self)
         run = store.run(run_id)
         # a run stored before rounds existed resumes as it began: one cell after another
         self.order = str(run["order_mode"] or "blocked")
         self.seed = int(run["seed"] or 0)
-        self._tables_made_in = -1  # the cluster generation the tables were made in
+        self._tables_made: set[int] = set()  # the cluster generations they were made in
         self._said: set[str] = set()
+
+    @property
+    def cluster(self) -> ActiveCluster:
+        """The cluster the current cell runs on."""
+        return self.pool.current
 
     def named(self, conninfo: str, what: str = "") -> str:
         """``conninfo`` carrying this invocation's application_name."""
@@ -375,22 +146,7 @@ class Runner:
                              max(0.0, budget - (time.monotonic() - started)) / left)
                     self._run_cell(cell, int(rows[cell.key]["id"]), share)
             else:
-                groups = _by_cluster(todo)
-                if len(groups) > 1:
-                    self.events.message(
-                        f"{len(groups)} clusters: the cells of each run interleaved, the "
-                        "clusters one after another (comparisons across clusters are not "
-                        "paired in time)")
-                budget = self.spec.run.budget_seconds
-                started, left = time.monotonic(), len(todo)
-                for group in groups:
-                    # the budget is the run's: each cluster gets its cells' share of what
-                    # is left of it when its turn comes
-                    share = (None if budget is None else
-                             max(0.0, budget - (time.monotonic() - started)) * len(group) / left)
-                    self._run_group(group, {c.key: int(rows[c.key]["id"]) for c in group},
-                                    share)
-                    left -= len(group)
+                self._run_units(todo, plan.cells, rows)
         except BaseException:
             # Interrupted, the run folder unwritable, or a bug: undo what was started
             # (a first signal arriving now waits until this is done), keep what is stored.
@@ -403,13 +159,13 @@ class Runner:
         finally:
             take_back()
         with shutdown.critical():
-            self.cluster.down()
+            self.pool.down()
             self.store.set_run_status(self.run_id, "done")
 
     def _down_or_say(self) -> None:
         """Take the cluster down on the way out without hiding why the run stopped."""
         try:
-            self.cluster.down()
+            self.pool.down()
         except Exception as exc:  # the error that stopped the run is the one to show
             self.events.message(f"could not take the run's cluster down ({exc}); "
                                 "syncrep-lab clean removes what is left")
@@ -478,10 +234,38 @@ class Runner:
         return len(tps) >= stein_rounds(logs[:pilot], math.log1p(ctl.ci_target),
                                         ctl.confidence)
 
-    # --- the cells of one cluster in rounds (run.order = "interleaved") --------------------
+    # --- cells in rounds (run.order = "interleaved") --------------------------------------
 
-    def _run_group(self, cells: list[Cell], ids: dict[str, int], budget: float | None
-                   ) -> None:
+    def _run_units(self, todo: list[Cell], every: list[Cell], rows: dict[str, Any]) -> None:
+        """The cells in units of clusters held up together (experiment/clusters.py), each
+        unit in rounds; the run's budget shared among the units by their cells."""
+        groups = _by_cluster(todo)
+        plan = units(self.spec, groups, self.order)
+        if plan.said:
+            self.events.message(plan.said)
+            self.store.set_order_note(self.run_id, plan.said)
+        budget = self.spec.run.budget_seconds
+        started, left = time.monotonic(), len(todo)
+        # the plan's clusters in order (done ones included: the numbering must not move
+        # on resume)
+        keys = list(dict.fromkeys(c.cluster_key for c in every))
+        for unit in plan.units:
+            cells = unit.cells
+            # each unit gets its cells' share of what is left of the budget when its
+            # turn comes
+            share = (None if budget is None else
+                     max(0.0, budget - (time.monotonic() - started)) * len(cells) / left)
+            self.pool.keep = {g[0].cluster_key for g in unit.groups}
+            # the rounds of each unit are numbered apart (unit u from u * ROUND_SPAN + 1),
+            # so that no analysis pairs repeats of two units that ran at other times
+            first = min(keys.index(g[0].cluster_key) for g in unit.groups)
+            self._run_group(cells, {c.key: int(rows[c.key]["id"]) for c in cells}, share,
+                            base=first * ROUND_SPAN)
+            left -= len(cells)
+        self.pool.keep = set()
+
+    def _run_group(self, cells: list[Cell], ids: dict[str, int], budget: float | None,
+                   base: int = 0) -> None:
         """Round after round, one repeat of every cell still needed, in an order shuffled
         per round (experiment/rounds.py); then the probed repeats, cell by cell."""
         by_index = {c.index: c for c in cells}
@@ -492,7 +276,9 @@ class Runner:
         rounds = Rounds([Member(c.index, c.label, base_of[c.index],
                                 by_round(self.store.repeats(ids[c.key]), c.params()))
                          for c in cells], seed=self.seed,
-                        group=cluster_key_text(cells[0].params()),
+                        group=" + ".join(dict.fromkeys(cluster_key_text(c.params())
+                                                       for c in cells)),
+                        base=_stored_base(self.store, ids.values(), base),
                         repeats_min=ctl.repeats_min, repeats_max=ctl.repeats_max,
                         ci_target=ctl.ci_target, confidence=ctl.confidence)
         for cell in cells:
@@ -503,7 +289,7 @@ class Runner:
             while (step := rounds.next_round()) is not None:
                 # the budget never cuts a cluster below 2 rounds: the fewest that give
                 # an interval at all
-                if (budget is not None and step[0] > 2
+                if (budget is not None and step[0] - rounds.base > 2
                         and time.monotonic() - started >= budget):
                     spent = True
                     self.events.message(f"the budget ({ctl.budget}) is spent: no new round")
@@ -514,7 +300,7 @@ class Runner:
                     if member.failed:
                         continue
                     self.events.cell_start(run.cell)
-                    self.events.phase(run.cell, f"round {round_no}")
+                    self.events.phase(run.cell, f"round {round_no - rounds.base}")
                     try:
                         tps = self._measured(run, round_no, position)
                     except Exception as exc:
@@ -524,7 +310,8 @@ class Runner:
                     member.values[round_no] = rows_per_second(tps, run.cell.params())
                     self.events.repeat(run.cell, len(member.values), tps)
                 ran += 1
-                self._say_round(rounds, round_no, (time.monotonic() - started) / ran)
+                self._say_round(rounds, round_no - rounds.base,
+                                (time.monotonic() - started) / ran)
             for idx in sorted(by_index):
                 member, run = rounds.members[idx], runs[idx]
                 if member.failed:
@@ -533,8 +320,9 @@ class Runner:
                     self._probed(run)
                     measured = [float(r["tps"]) for r in self.store.repeats(run.cell_id)
                                 if not r["probed"]]
+                    narrow = rounds.not_narrowing(member)
                     summary = self._summarise(run, measured, rounds.stop_reason(
-                        member, budget_spent=spent))
+                        member, budget_spent=spent), [narrow] if narrow else [])
                 except Exception as exc:
                     self._cell_failed(run.cell, run.cell_id, exc)
                     member.failed = True
@@ -595,13 +383,13 @@ class Runner:
         """The cell's cluster up, its sync level in force, its tables there and its
         warm-up done (once per cluster it runs on)."""
         cell = run.cell
-        target = self.cluster.for_cell(cell)
+        target = self.pool.for_cell(cell)
         self.cluster.set_sync(cell)
-        if fresh_tables or self.cluster.generation != self._tables_made_in:
+        if fresh_tables or self.cluster.generation not in self._tables_made:
             self.events.phase(cell, "prepare")
             for each in self.cluster.targets or [target]:
                 prepare_tables(each.admin, self.spec.workload, self._tables)
-            self._tables_made_in = self.cluster.generation
+            self._tables_made.add(self.cluster.generation)
         if run.common["synchronous_commit"] is None:
             faults.set_on_primary(target.admin, "synchronous_commit", cell.synchronous_commit)
         if run.warmed_in != self.cluster.generation:
@@ -692,7 +480,6 @@ class Runner:
             (rep_dir / f"pgbench{suffix}.argv").write_text(" ".join(run.argv) + "\n")
         # each instance's logs read once; the repeat's figures are their sum
         per_instance = [parse_transaction_logs(run.log_files) for run in runs]
-        stats = functools.reduce(operator.add, per_instance)
         if not self.spec.workload.keep_logs:
             for run in runs:
                 for f in run.log_files:
@@ -707,44 +494,27 @@ class Runner:
             rows.setdefault("proc_costs", [])
             for name, before in remote_before.items():
                 rows["proc_costs"] += role_costs(name, before, after.get(name, []))
-        if fault is not None:
-            rows.update(fault.rows(stats.transactions * cell.batch))
-        if len(runs) > 1:
-            rows["instance_results"] = []
-            for t, run, st in zip(targets, runs, per_instance, strict=True):
-                hs = st.histogram.summary()
-                rows["instance_results"].append(
-                    (t.instance, float(run.summary.tps or 0), st.transactions, st.failed,
-                     _ms(hs["mean_us"]), _ms(hs["p99_us"])))
         if placed:
             rows["placement"] = placement
             rows["links"] = link_rows(targets)
         if before_numa:
             rows["numastat"] = before_numa + numastat_rows(targets, "after")
-        hist = stats.histogram
-        h = hist.summary()
-        tps_total = sum(float(run.summary.tps or 0) for run in runs)
         other = reset.other_cores(ledger, ledger_after)
-        checkpoints, autovacuums, hit = reset.disturbed(
+        seen = reset.disturbed(
             counted, reset.counters(target.admin, target.version_num, self._tables.insert),
             behind, other)
-        self.store.add_repeat(cell_id, {
-            "n": n, "probed": int(probed), "started_at": started,
-            "round": round_no, "position": position, "checkpoints": checkpoints,
-            "autovacuums": autovacuums, "other_cpu": other, "disturbed": hit,
-            "duration_s": max(run.seconds for run in runs),
-            "transactions": stats.transactions, "failed": stats.failed, "tps": tps_total,
-            "pgbench_transactions": sum(int(run.summary.transactions or 0) for run in runs),
-            "pgbench_latency_avg_ms": runs[0].summary.latency_avg_ms if len(runs) == 1
-            else _ms(h["mean_us"]),
-            "lat_mean_ms": _ms(h["mean_us"]), "lat_p50_ms": _ms(h["p50_us"]),
-            "lat_p90_ms": _ms(h["p90_us"]), "lat_p99_ms": _ms(h["p99_us"]),
-            "lat_p999_ms": _ms(h["p999_us"]), "lat_max_ms": _ms(h["max_us"]),
-            "histogram": hist.to_bytes(),
-            "stdout_path": str((rep_dir / "pgbench.stdout").relative_to(self.store.folder)),
-            "stderr_path": str((rep_dir / "pgbench.stderr").relative_to(self.store.folder)),
-        }, _summed_progress(runs), rows)
-        return tps_total
+        record = repeat_record.build(
+            runs, per_instance, [t.instance for t in targets], n=n, probed=probed,
+            started_at=started, round_no=round_no, position=position,
+            seen=seen,
+            stdout_path=str((rep_dir / "pgbench.stdout").relative_to(self.store.folder)),
+            stderr_path=str((rep_dir / "pgbench.stderr").relative_to(self.store.folder)))
+        if fault is not None:
+            rows.update(fault.rows(record.values["transactions"] * cell.batch))
+        if record.instance_rows:
+            rows["instance_results"] = record.instance_rows
+        self.store.add_repeat(cell_id, record.values, record.samples, rows)
+        return record.tps
 
     def _reset(self, cell: Cell) -> bool:
         """Each repeat from the same state (experiment/reset.py); whether a standby was
@@ -809,7 +579,8 @@ class Runner:
         return FaultRun(self.spec.faults[cell.faults], ctx, self.spec.workload.kind == "insert",
                         self.cluster, self.spec.run.ready_timeout)
 
-    def _summarise(self, run: CellRun, tps: list[float], stop_reason: str) -> dict[str, Any]:
+    def _summarise(self, run: CellRun, tps: list[float], stop_reason: str,
+                   more_notes: list[str] | None = None) -> dict[str, Any]:
         cell_id = run.cell_id
         repeats = [r for r in self.store.repeats(cell_id) if not r["probed"]]
         merged = LatencyHistogram()
@@ -818,7 +589,7 @@ class Runner:
         ctl = self.spec.run
         ci = mean_ci(tps, ctl.confidence)
         h = merged.summary()
-        notes = reliability_notes(repeats, ctl.confidence)
+        notes = reliability_notes(repeats, ctl.confidence) + (more_notes or [])
         for note in notes:
             self.events.message(f"{run.cell.label}: {note}")
         summary: dict[str, Any] = {
@@ -827,9 +598,7 @@ class Runner:
             "tps_ci_high": ci.high, "tps_ci_rel": ci.half_width_rel,
             "transactions": sum(int(r["transactions"]) for r in repeats),
             "failed": sum(int(r["failed"]) for r in repeats),
-            "lat_mean_ms": _ms(h["mean_us"]), "lat_p50_ms": _ms(h["p50_us"]),
-            "lat_p90_ms": _ms(h["p90_us"]), "lat_p99_ms": _ms(h["p99_us"]),
-            "lat_p999_ms": _ms(h["p999_us"]), "lat_max_ms": _ms(h["max_us"]),
+            **repeat_record.latency_fields(h),
         }
         self.store.update_cell(cell_id, **summary, histogram=merged.to_bytes(),
                                notes_json=json.dumps(notes), finished_at=now())
@@ -847,6 +616,17 @@ class CellRun:
     common: dict[str, Any]
     n: int = 0  # the number of its last stored repeat
     warmed_in: int = -1  # the cluster generation its warm-up ran in
+
+
+ROUND_SPAN = 10_000  # round numbers per unit (repeats_max is at most 1000)
+
+
+def _stored_base(store: Store, cell_ids: Any, planned: int) -> int:
+    """The round base a unit's stored rounds have (a resumed run keeps its numbering),
+    else the planned one."""
+    stored = [int(r["round"]) for i in cell_ids for r in store.repeats(i)
+              if r["round"] is not None]
+    return (min(stored) - 1) // ROUND_SPAN * ROUND_SPAN if stored else planned
 
 
 def _by_cluster(cells: list[Cell]) -> list[list[Cell]]:
@@ -961,88 +741,6 @@ def _finish_all(running: list[RunningPgbench]) -> list[PgbenchRun]:
     return runs
 
 
-def _summed_progress(runs: list[PgbenchRun]
-                     ) -> list[tuple[float, float, float | None, float | None, int]]:
-    """Per-second progress of all instances as one: TPS summed, latency weighted by
-    TPS (the first instance's own figures when there is one)."""
-    if len(runs) == 1:
-        return [(s.t_s, s.tps, s.latency_ms, s.stddev_ms, s.failed) for s in runs[0].progress]
-    out: list[tuple[float, float, float | None, float | None, int]] = []
-    for i in range(min(len(r.progress) for r in runs)):
-        samples = [r.progress[i] for r in runs]
-        tps = float(sum(s.tps for s in samples))
-        lat = (sum(s.tps * s.latency_ms for s in samples if s.latency_ms is not None) / tps
-               if tps > 0 and all(s.latency_ms is not None for s in samples) else None)
-        out.append((samples[0].t_s, tps, lat, None, sum(s.failed for s in samples)))
-    return out
-
-
-def _ms(us: float | int | None) -> float | None:
-    return None if us is None else float(us) / 1000.0
-
-
-def preflight(spec: Spec) -> None:
-    """What can only be checked on this machine, before anything is created: every
-    PostgreSQL the spec names is installed, and each sync spec suits its version."""
-    if spec.topology.attach is not None:
-        _check_conninfos(spec.topology.attach)
-        resolve(None).program("pgbench")
-        check_serves(spec)  # a cell that would wait for ever is refused now
-        return
-    from syncrep_lab.experiment.layouts import check_machine
-
-    check_machine(spec)
-    if spec.topology.hosts:
-        check_hosts(spec)
-    plan = expand(spec)
-    versions = {}
-    for pg in sorted({c.pg for c in plan.cells}, key=str):
-        inst = resolve(pg)
-        for program in ("postgres", "initdb", "pgbench"):
-            inst.program(program)
-        versions[pg] = inst.version.num
-    for cell in plan.cells:
-        if cell.sync is not None:
-            try:
-                check_sync(cell.sync, standby_names(spec, cell.standbys), versions[cell.pg])
-            except UserError as exc:
-                raise UserError(f"cell {cell.label} (pg {cell.pg or 'default'}): {exc.cause}",
-                                exc.fix) from None
-
-
-def check_hosts(spec: Spec) -> None:
-    """Every SSH host the spec places a node on answers, with the host key on record,
-    and has the PostgreSQL programs a standby needs."""
-    from syncrep_lab.hosts.ssh import check_host
-
-    for name in sorted(set(spec.topology.hosts.values())):
-        check_host(host_spec(spec, name))
-
-
-def host_spec(spec: Spec, name: str) -> Any:
-    from syncrep_lab.hosts.ssh import HostSpec
-
-    h = spec.hosts[name]
-    return HostSpec(name=name, address=h.address, port=h.port, user=h.user, key=h.key,
-                    known_hosts=h.known_hosts, accept_new=h.accept_new, bin_dir=h.bin_dir,
-                    data_root=h.data_root, connect_timeout=h.connect_timeout)
-
-
-def _check_conninfos(attach: Attach) -> None:
-    """Each attached node's conninfo parses as libpq reads it (the message shows no
-    password)."""
-    from psycopg.conninfo import conninfo_to_dict
-
-    for where, conninfo in [("primary", attach.primary),
-                            *((f"standbys.{k}", v) for k, v in attach.standbys.items())]:
-        try:
-            conninfo_to_dict(conninfo)
-        except psycopg.Error as exc:
-            raise UserError(f"topology.attach.{where}: {mask_text(str(exc).strip())}",
-                            "write key=value pairs (host=H port=P dbname=D, a value with "
-                            "spaces in single quotes) or a postgresql:// URI") from None
-
-
 def stored_spec_text(spec_text: str) -> str:
     """The spec as it is stored (runs.spec_toml, RUN/spec.toml): every password masked;
     the real one stays in memory, in the parsed spec."""
@@ -1052,21 +750,6 @@ def stored_spec_text(spec_text: str) -> str:
         raise UserError(f"the spec holds a password that cannot be masked for storing ({exc})",
                         "leave the password out of the conninfo and put it in ~/.pgpass "
                         "or PGPASSWORD") from None
-
-
-def check_out(out_dir: Path) -> None:
-    """A folder a new run can be written to: not a file, not under one, not a run
-    already."""
-    if (out_dir / "syncrep-lab.sqlite").exists():
-        raise UserError(f"{out_dir} already holds a run",
-                        f"continue it with: syncrep-lab run --resume --out {out_dir}, "
-                        "or choose another --out")
-    if out_dir.exists() and not out_dir.is_dir():
-        raise UserError(f"--out {out_dir} is not a directory", "choose a folder for the run")
-    parent = next(p for p in out_dir.absolute().parents if p.exists())
-    if not parent.is_dir():
-        raise UserError(f"--out {out_dir}: {parent} is a file, not a directory",
-                        "choose a folder for the run")
 
 
 def start_run(spec: Spec, spec_text: str, spec_dir: Path, out: Path,

@@ -22,7 +22,7 @@ from typing import Any
 
 from syncrep_lab.errors import UserError
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 DB_NAME = "syncrep-lab.sqlite"
 
 SCHEMA = """
@@ -37,7 +37,8 @@ create table if not exists runs (
     machine_json text not null,
     tool_version text not null,
     seed integer,                    -- the rounds' shuffles (run.seed, or drawn)
-    order_mode text                  -- interleaved | blocked
+    order_mode text,                 -- interleaved | blocked
+    order_note text                  -- which clusters were held up together, or why not
 );
 create table if not exists clusters (
     id integer primary key,
@@ -203,11 +204,11 @@ create view if not exists cell_results as
 """
 
 
-NEW_COLUMNS_7 = (("runs", "seed integer"), ("runs", "order_mode text"),
-                 ("cells", "notes_json text"), ("repeats", "round integer"),
-                 ("repeats", "position integer"), ("repeats", "checkpoints integer"),
-                 ("repeats", "autovacuums integer"), ("repeats", "other_cpu real"),
-                 ("repeats", "disturbed text"))
+NEW_COLUMNS = (  # 6 -> 7, then 7 -> 8 (runs.order_note)
+    ("runs", "seed integer"), ("runs", "order_mode text"), ("cells", "notes_json text"),
+    ("repeats", "round integer"), ("repeats", "position integer"),
+    ("repeats", "checkpoints integer"), ("repeats", "autovacuums integer"),
+    ("repeats", "other_cpu real"), ("repeats", "disturbed text"), ("runs", "order_note text"))
 
 PROBE_TABLES: dict[str, tuple[str, ...]] = {
     "probes": ("probe", "status", "reason"),
@@ -353,17 +354,18 @@ class Store:
         except sqlite3.Error as exc:  # an SQLite file, but not one of ours (or empty)
             self.db.close()
             raise _not_a_store(path, exc) from None
-        if version is not None and int(version[0]) in (1, 2, 3, 4, 5, 6) and not create:
+        if version is not None and int(version[0]) in (1, 2, 3, 4, 5, 6, 7) and not create:
             # 1 -> 2 added the first probe tables and repeats.probed; 2 -> 3 the tables
             # of /proc, NUMA, flame graphs and the scheduler trace; 3 -> 4 the wait
             # timeline; 4 -> 5 fault events and durability checks; 5 -> 6 instances,
             # placement, links and numastat. New tables only, but for 6 -> 7: the
-            # rounds of interleaved runs and what disturbed a repeat (new columns).
+            # rounds of interleaved runs and what disturbed a repeat (new columns);
+            # 7 -> 8 the run's note on which clusters were held up together.
             self.db.executescript(SCHEMA)
             if int(version[0]) == 1:
                 self.db.execute(
                     "alter table repeats add column probed integer not null default 0")
-            for table, column in NEW_COLUMNS_7:
+            for table, column in NEW_COLUMNS:
                 have = {r[1] for r in self.db.execute(f"pragma table_info({table})")}
                 if column.split()[0] not in have:
                     self.db.execute(f"alter table {table} add column {column}")
@@ -459,6 +461,10 @@ class Store:
         if row is None:
             raise UserError(f"no run stored in {self.folder}", "start one with syncrep-lab run")
         return row  # type: ignore[no-any-return]
+
+    def set_order_note(self, run_id: int, note: str) -> None:
+        with self.transaction() as db:
+            db.execute("update runs set order_note = ? where id = ?", (note, run_id))
 
     def set_run_status(self, run_id: int, status: str) -> None:
         with self.transaction() as db:

@@ -107,8 +107,12 @@ def prepare_tables(conninfo: str, workload: Workload, tables: Tables = SEED_TABL
         if workload.kind == "insert":
             if not mark or table_is_ours(conn, tables.insert):
                 conn.execute(f"drop table if exists {tables.insert}")
+            # Autovacuum off on this table only: it is emptied before every repeat
+            # (experiment/reset.py), so a vacuum has nothing to reclaim, and the analyze
+            # or insert-triggered vacuum that ~100k rows in seconds would set off in
+            # some repeats and not others would only add noise to the comparison.
             conn.execute(f"create table {tables.insert}(id serial primary key, info text, "
-                         "crt_time timestamp)")
+                         "crt_time timestamp) with (autovacuum_enabled = off)")
             if mark:
                 conn.execute(f"comment on table {tables.insert} is '{MARK}'")
         elif workload.kind == "pk-lookup":

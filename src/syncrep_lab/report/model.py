@@ -394,6 +394,7 @@ def _method(store: Store, run_id: int, spec: dict[str, Any],
     clusters = len({json.dumps([c["params"].get(k) for k in CLUSTER_PARAMS]) for c in cells})
     return {
         "order": run["order_mode"] or "blocked", "seed": run["seed"],
+        "order_note": run["order_note"],
         "clusters": clusters, "budget": run_ctl.get("budget"),
         "comparisons": [{"idx": c["idx"], "label": c["label"], **c["ratio_to_baseline"]}
                         for c in cells if c.get("ratio_to_baseline")],

@@ -1,0 +1,469 @@
+"""The clusters a run works on: one per cluster key, built, held and taken down here.
+
+``ActiveCluster`` is one cluster key's cluster (one per instance), built by the tool
+or attached. ``ClusterPool`` holds the run's clusters: one at a time by default, and
+several at once when the run interleaves the cells of several clusters (``units``
+decides which can be held together and says why the others cannot). A cluster that is
+not the current one stays up and idle; switching to it costs nothing but a reload when
+the cell asks for another ``synchronous_standby_names``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import re
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+from psycopg import sql
+
+from syncrep_lab import paths
+from syncrep_lab.cluster.build import UpOptions, check_sync, up
+from syncrep_lab.cluster.manifest import Manifest, load
+from syncrep_lab.cluster.ready import manifest_log_tail, wait_replication
+from syncrep_lab.cluster.teardown import remove_cluster
+from syncrep_lab.errors import UserError
+from syncrep_lab.experiment.placed import start_pinners
+from syncrep_lab.experiment.plan import (
+    NO_LINK,
+    NO_PLACEMENT,
+    Cell,
+    cluster_key_text,
+    settings_for,
+    standby_names,
+    uses_namespaces,
+)
+from syncrep_lab.experiment.preflight import host_spec
+from syncrep_lab.experiment.spec import MAX_INSTANCES, Attach, Spec
+from syncrep_lab.pg import replication, sync_names
+from syncrep_lab.pg.admin import admin_connection
+from syncrep_lab.pg.conninfo import mask_conninfo, mask_text
+from syncrep_lab.pg.installations import resolve
+from syncrep_lab.pg.settings import profile_settings
+from syncrep_lab.probes.session import ProbeNode
+
+if TYPE_CHECKING:
+    from syncrep_lab.experiment.runner import Runner
+
+
+@dataclass
+class Target:
+    """Where a cell's workload goes, whoever made the cluster."""
+
+    conninfo: str  # pgbench's connection
+    admin: str  # the tool's connection to the primary
+    standbys: list[str]
+    version_num: int
+    pgbench: Path
+    log_of: Callable[[str], str] | None = None
+    nodes: list[ProbeNode] = field(default_factory=list)
+    manifest: Manifest | None = None  # None for an attached cluster
+    instance: int = 1
+    pinners: list[Any] = field(default_factory=list)  # placement.pinning.RolePinner
+
+
+ADMIN_SECONDS = 10.0  # any of the tool's own short statements (pg/admin.py)
+
+
+class ActiveCluster:
+    """The cluster the current cells run on.
+
+    A cluster syncrep-lab builds is rebuilt when the cells' cluster key changes
+    and removed at the end. An attached cluster (``topology.attach``) is never
+    provisioned, restarted or stopped: the workload's own tables are dropped at
+    the end and, with ``allow_alter``, synchronous_standby_names is put back.
+    """
+
+    def __init__(self, runner: Runner, *, slot: int = 0,
+                 generations: Iterator[int] | None = None) -> None:
+        self.runner = runner
+        self.slot = slot  # its place in the pool: its directories' names
+        self.key: tuple[Any, ...] | None = None
+        self.target: Target | None = None
+        self.targets: list[Target] = []  # one per instance; target is the first
+        self.sync: str | None = None
+        self.original_sync: str | None = None
+        # a number no other cluster of this run (made or attached) had: what the runner
+        # keys the tables and warm-ups it did on a cluster by
+        self.generation = 0
+        self._generations = generations or itertools.count(1)
+        self.dir = slot_dir(runner.store.folder, slot)
+
+    @property
+    def attach(self) -> Attach | None:
+        return self.runner.spec.topology.attach
+
+    def for_cell(self, cell: Cell) -> Target:
+        if self.target is not None and self.key == cell.cluster_key:
+            return self.target
+        self.down()
+        self.runner.events.phase(cell, "cluster up" if self.attach is None else "attach")
+        self.key = cell.cluster_key  # recorded with the cluster by _build/_attach
+        self.target = self._attach() if self.attach is not None else self._build(cell)
+        if self.attach is not None:
+            self.targets = [self.target]
+        self.generation = next(self._generations)
+        return self.target
+
+    def instance_dir(self, instance: int) -> Path:
+        return self.dir if instance == 1 else self.dir.with_name(f"{self.dir.name}-i{instance}")
+
+    def _build(self, cell: Cell) -> Target:
+        """The cell's clusters: one per instance, each in its own layout."""
+        from syncrep_lab.experiment.layouts import layout_for
+
+        spec = self.runner.spec
+        topo = spec.topology
+        self._remove_leftovers()
+        self.targets = []
+        for instance in range(1, cell.instances + 1):
+            manifest = up(UpOptions(
+                dir=self.instance_dir(instance), pg=cell.pg, standbys=cell.standbys,
+                names=topo.names[: cell.standbys] if topo.names else None, sync=cell.sync,
+                tcp=topo.tcp, settings=settings_for(spec, cell.settings_set),
+                profile=topo.profile, clone=topo.clone, timeout=spec.run.ready_timeout,
+                layout=layout_for(spec, cell, instance, self.dir.name[4:]),
+                hosts={node: asdict(host_spec(spec, host))
+                       for node, host in topo.hosts.items() if node in standby_names(
+                           spec, cell.standbys)},
+            ))
+            inst = resolve(manifest.bin_dir)
+            self._record(cell, manifest.version, manifest.bin_dir,
+                         {n.name: manifest.admin_conninfo(n) for n in manifest.nodes},
+                         [{"name": n.name, "role": n.role, "port": n.port,
+                           **({"instance": instance} if cell.instances > 1 else {})}
+                          for n in manifest.nodes])
+            # a node on an SSH host has no local processes: its CPU comes over SSH
+            named = self.runner.named
+            nodes = [ProbeNode(n.name, named(manifest.admin_conninfo(n)),
+                               n.data_dir(manifest.dir) if n.host is None else None,
+                               n.role == "primary")
+                     for n in manifest.nodes]
+            target = Target(named(manifest.conninfo(manifest.primary), "pgbench"),
+                            named(manifest.admin_conninfo(manifest.primary)),
+                            [n.name for n in manifest.standbys], inst.version.num,
+                            inst.program("pgbench"), manifest_log_tail(manifest), nodes,
+                            manifest, instance=instance)
+            self.targets.append(target)
+            target.pinners = start_pinners(manifest)
+        self.sync = cell.sync
+        return self.targets[0]
+
+    def _remove_leftovers(self) -> None:
+        """Clusters of this run left by a killed process: ours, removed."""
+        for instance in range(1, MAX_INSTANCES + 1):
+            if load(self.instance_dir(instance)) is not None:
+                remove_cluster(self.instance_dir(instance))
+
+    def _attach(self) -> Target:
+        attach, visit = self.attach, self.runner.visit
+        assert attach is not None and visit is not None
+        visit.record()  # before the first session: a killed run's are found by clean
+        primary = self.runner.named(attach.primary)
+        try:
+            with admin_connection(primary, seconds=ADMIN_SECONDS,
+                                  what="the attached primary") as conn:
+                version = conn.execute("select current_setting('server_version'), "
+                                       "current_setting('server_version_num')::int, "
+                                       "current_setting('synchronous_standby_names')").fetchone()
+                names = [str(r[0]) for r in conn.execute(
+                    "select application_name from pg_stat_replication")]
+        except psycopg.Error as exc:
+            raise UserError(f"cannot connect to the attached primary: "
+                            f"{mask_text(str(exc).strip())}",
+                            "check topology.attach.primary (and that the server runs)") from None
+        assert version is not None
+        self.sync = self.original_sync = str(version[2])
+        client = resolve(None)
+        standbys = {k: self.runner.named(v) for k, v in attach.standbys.items()}
+        nodes = {"primary": primary, **standbys}
+        self._record(None, str(version[0]), "attached", nodes,
+                     [{"name": k, "role": "primary" if k == "primary" else "standby"}
+                      for k in nodes])
+        probe_nodes = [ProbeNode("primary", primary, None, True)]
+        probe_nodes += [ProbeNode(k, v, None, False) for k, v in sorted(standbys.items())]
+        return Target(self.runner.named(attach.primary, "pgbench"), primary,
+                      sorted(set(names) | set(attach.standbys)), int(version[1]),
+                      client.program("pgbench"), None, probe_nodes)
+
+    def _record(self, cell: Cell | None, version: str, bin_dir: str, nodes: dict[str, str],
+                described: list[dict[str, Any]]) -> None:
+        settings: dict[str, Any] = {}
+        for name, conninfo in nodes.items():
+            try:
+                with admin_connection(conninfo, seconds=ADMIN_SECONDS, what=name) as conn:
+                    rows = conn.execute(
+                        "select name, setting, unit, source from pg_settings "
+                        "where source not in ('default', 'override', 'client') "
+                        "order by name").fetchall()
+            except psycopg.Error as exc:
+                settings[name] = {"error": mask_text(str(exc).strip())}
+                continue
+            # 'client': this session's own (its timeouts, its name), not the server's.
+            # A standby's primary_conninfo may carry its password: never stored.
+            settings[name] = {
+                r[0]: {"setting": mask_conninfo(r[1]) if "conninfo" in r[0] and r[1] else r[1],
+                       "unit": r[2], "source": r[3]} for r in rows}
+        key = cluster_key_text(cell.params()) if cell is not None else json.dumps(
+            list(self.key or ())[:3])
+        self.runner.store.add_cluster(self.runner.run_id, key, version, bin_dir, described,
+                                      settings)
+
+    def set_sync(self, cell: Cell) -> None:
+        """synchronous_standby_names by reload, then wait for the states it implies."""
+        target = self.target
+        assert target is not None
+        if cell.sync is None or cell.sync == self.sync:
+            return
+        self.runner.events.phase(cell, "reload")
+        for each in self.targets or [target]:
+            self._alter_sync(each, cell.sync)
+
+    def _alter_sync(self, target: Target, text: str) -> None:
+        spec, rendered = check_sync(text, target.standbys, target.version_num)
+        if self.runner.visit is not None and self.original_sync is not None:
+            self.runner.visit.will_alter_sync(self.original_sync)  # recorded before it changes
+        with admin_connection(target.admin, seconds=ADMIN_SECONDS, what="the primary") as conn:
+            conn.execute(sql.SQL("alter system set synchronous_standby_names = {}").format(
+                sql.Literal(rendered)))
+            conn.execute("select pg_reload_conf()")
+        wait_replication(target.admin, sync_names.expected_states(spec, target.standbys),
+                         time.monotonic() + self.runner.spec.run.ready_timeout, target.log_of)
+        self.sync = text
+
+    def down(self) -> None:
+        if self.attach is not None:
+            if self.target is not None:
+                self._leave_attached()
+        else:
+            for target in self.targets:
+                for pinner in target.pinners:
+                    pinner.stop()
+            self._remove_leftovers()
+        self.target = None
+        self.targets = []
+        self.key = None
+
+    def _leave_attached(self) -> None:
+        """The run's sessions ended, its tables dropped, the setting put back (bounded;
+        experiment/attached.py); what could not be done is said, with how to finish."""
+        visit = self.runner.visit
+        assert visit is not None
+        report = visit.leave(self.sync)
+        if report.sync_restored is not None:
+            self.sync = report.sync_restored
+        for line in report.lines():
+            self.runner.events.message(line)
+
+    def require_acknowledging(self, cell: Cell) -> None:
+        """A cell whose commits wait for a standby starts only when the primary can
+        acknowledge them: otherwise it fails at once with the cause, instead of waiting."""
+        if cell.synchronous_commit not in replication.WAITING_LEVELS:
+            return
+        if self.attach is None and not (self.sync or "").strip():
+            return  # a built cluster without synchronous standbys: `on` is `local` there
+        for target in self.targets or ([self.target] if self.target is not None else []):
+            with admin_connection(target.admin, seconds=ADMIN_SECONDS,
+                                  what="the primary") as conn:
+                row = conn.execute("select current_setting('synchronous_standby_names')"
+                                   ).fetchone()
+                seen = replication.walsenders(conn)
+            assert row is not None
+            problem = replication.shortfall(str(row[0]), seen, target.version_num)
+            if problem is not None:
+                raise UserError(f"cell {cell.label} not started: {problem[0]}", problem[1])
+
+
+def slot_dir(run_folder: Path, slot: int) -> Path:
+    """Where the run in ``run_folder`` builds the cluster of pool slot ``slot``."""
+    digest = hashlib.sha256(str(run_folder.resolve()).encode()).hexdigest()[:10]
+    return paths.state_dir() / "clusters" / (f"run-{digest}" if slot == 0
+                                             else f"run-{digest}-k{slot}")
+
+
+MAX_SLOTS = 16  # clusters one run may hold up at once
+
+
+class ClusterPool:
+    """The run's clusters. ``keep`` names the cluster keys that may stay up together
+    (the current unit's); a cell whose cluster is not up takes down every other
+    cluster outside ``keep`` before its own is built, so outside a unit of several
+    clusters at most one is up."""
+
+    def __init__(self, runner: Runner) -> None:
+        self.runner = runner
+        self.held: dict[tuple[Any, ...], ActiveCluster] = {}
+        self.keep: set[tuple[Any, ...]] = set()
+        self._generations = itertools.count(1)
+        self.current = ActiveCluster(runner, slot=0, generations=self._generations)
+
+    def for_cell(self, cell: Cell) -> Target:
+        """The cell's cluster, made the current one (built if it is not up)."""
+        cluster = self.held.get(cell.cluster_key)
+        if cluster is None or cluster.target is None:
+            for key, other in list(self.held.items()):
+                if key != cell.cluster_key and key not in self.keep:
+                    other.down()
+                    del self.held[key]
+            if cluster is None:
+                used = {c.slot for c in self.held.values()}
+                slot = next(i for i in range(MAX_SLOTS) if i not in used)
+                cluster = ActiveCluster(self.runner, slot=slot,
+                                        generations=self._generations)
+                self.held[cell.cluster_key] = cluster
+        self.current = cluster
+        return cluster.for_cell(cell)
+
+    def down(self) -> None:
+        """Every cluster of the run down, and any a killed run of it left in a slot."""
+        errors: list[Exception] = []
+        for cluster in list(self.held.values()):
+            try:
+                cluster.down()
+            except Exception as exc:  # the others still go down
+                errors.append(exc)
+        self.held.clear()
+        if self.runner.spec.topology.attach is None:
+            for slot in range(MAX_SLOTS):
+                for instance in range(1, MAX_INSTANCES + 1):
+                    d = slot_dir(self.runner.store.folder, slot)
+                    d = d if instance == 1 else d.with_name(f"{d.name}-i{instance}")
+                    if load(d) is not None:
+                        remove_cluster(d)
+        else:
+            self.current.down()
+        if errors:
+            raise errors[0]
+
+
+# --- which clusters a run can hold up at once ---------------------------------------------
+
+POOL_MEMORY_SHARE = 0.75  # of MemAvailable: what the held clusters' configured memory may take
+NODE_OVERHEAD = 48 * 1024 * 1024  # a node's own processes beyond its shared memory
+
+
+@dataclass
+class Unit:
+    """Cells whose clusters are held up together and whose rounds interleave."""
+
+    groups: list[list[Cell]]
+    why_alone: str | None = None  # a cluster run on its own (not pooled): why
+
+    @property
+    def cells(self) -> list[Cell]:
+        return [c for g in self.groups for c in g]
+
+
+@dataclass
+class PoolPlan:
+    units: list[Unit]
+    said: str | None = None  # the decision in one line, when there was one to make
+    estimate: dict[str, Any] = field(default_factory=dict)
+
+
+def units(spec: Spec, groups: list[list[Cell]], order: str, available: int | None = None
+          ) -> PoolPlan:
+    """The plan's cluster groups as units: every group that can be held up beside the
+    others in one unit, each other group alone. Held together are clusters the tool
+    builds as plain processes on this machine; a placement, cores, network namespaces
+    or links, several instances or a node on an SSH host take a cluster out (their
+    cpusets, namespaces and remote directories are made for one cluster at a time),
+    and so does memory: the held clusters' shared_buffers and wal_buffers, with
+    ``NODE_OVERHEAD`` per node, must fit in three quarters of MemAvailable (configured,
+    not resident: the tables are emptied before every repeat, so little of it is touched)."""
+    if len(groups) <= 1 or spec.topology.attach is not None:
+        return PoolPlan([Unit(groups)] if groups else [])
+    if order == "blocked":
+        return PoolPlan([Unit([g]) for g in groups])
+    alone: dict[int, str] = {}
+    for i, group in enumerate(groups):
+        why = _why_alone(spec, group[0])
+        if why is not None:
+            alone[i] = why
+    pooled = [g for i, g in enumerate(groups) if i not in alone]
+    need = sum(cluster_memory(spec, g[0]) for g in pooled)
+    available = meminfo_available() if available is None else available
+    estimate = {"clusters": len(pooled), "memory_needed": need, "memory_available": available}
+    if len(pooled) > 1 and available is not None and need > POOL_MEMORY_SHARE * available:
+        for i in range(len(groups)):
+            alone.setdefault(i, f"{len(pooled)} clusters need about {_mib(need)} of shared "
+                                f"memory, more than 3/4 of the {_mib(available)} available")
+        pooled = []
+    out: list[Unit] = []
+    if len(pooled) > 1:
+        out.append(Unit(pooled))
+    elif pooled:
+        alone[groups.index(pooled[0])] = "the only cluster that could be held with others"
+    for i, group in enumerate(groups):
+        if i in alone:
+            out.append(Unit([group], why_alone=alone[i]))
+    if alone and len(pooled) > 1:
+        said = (f"{len(pooled)} clusters held up at once, their cells interleaved; "
+                f"{len(alone)} more one after another ({_reasons(alone)})")
+    elif len(pooled) > 1:
+        said = f"{len(pooled)} clusters held up at once, the cells of all interleaved"
+    else:
+        said = (f"{len(groups)} clusters one after another, the cells of each interleaved "
+                f"(comparisons across clusters are not paired in time: {_reasons(alone)})")
+    return PoolPlan(out, said, estimate)
+
+
+def _why_alone(spec: Spec, cell: Cell) -> str | None:
+    if cell.placement != NO_PLACEMENT:
+        return f"placement {cell.placement}"
+    if cell.cores is not None:
+        return "cores"
+    if cell.link != NO_LINK or uses_namespaces(spec):
+        return "network namespaces"
+    if cell.instances > 1:
+        return f"{cell.instances} instances"
+    if set(spec.topology.hosts) & set(standby_names(spec, cell.standbys)):
+        return "standbys on SSH hosts"
+    return None
+
+
+def _reasons(alone: dict[int, str]) -> str:
+    return "; ".join(dict.fromkeys(alone.values()))
+
+
+def _mib(n: int | float) -> str:
+    return f"{n / 2**20:,.0f} MiB"
+
+
+_SIZE = re.compile(r"^\s*(-?\d+)\s*([kMGT]?B)?\s*$", re.IGNORECASE)
+_UNITS = {None: 8192, "kb": 1024, "mb": 2**20, "gb": 2**30, "tb": 2**40}
+
+
+def setting_bytes(text: str | None, default: int) -> int:
+    """A memory setting's size in bytes (a bare number counts 8 kB pages, as
+    shared_buffers and wal_buffers do); ``default`` when it cannot be read (-1 too)."""
+    m = _SIZE.match(text or "")
+    if m is None or int(m.group(1)) < 0:
+        return default
+    unit = m.group(2).lower() if m.group(2) else None
+    return int(m.group(1)) * _UNITS[unit]
+
+
+def cluster_memory(spec: Spec, cell: Cell) -> int:
+    """What a cell's cluster holds in memory, as far as its settings tell."""
+    nodes = 1 + cell.standbys
+    values = {**profile_settings(spec.topology.profile, nodes),
+              **settings_for(spec, cell.settings_set)}
+    shared = setting_bytes(values.get("shared_buffers"), 128 * 2**20)
+    wal = setting_bytes(values.get("wal_buffers"), max(shared // 32, 64 * 1024))
+    return nodes * (shared + wal + NODE_OVERHEAD)
+
+
+def meminfo_available() -> int | None:
+    try:
+        text = Path("/proc/meminfo").read_text()
+    except OSError:
+        return None
+    m = re.search(r"^MemAvailable:\s+(\d+) kB", text, re.MULTILINE)
+    return int(m.group(1)) * 1024 if m else None
