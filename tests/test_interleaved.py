@@ -73,6 +73,20 @@ def test_local_and_on_alternate_in_the_stored_order(workdir: Path) -> None:
     ratio = rows["sc=on"]["ratio_to_baseline"]
     assert ratio["baseline"] == "sc=local" and ratio["rounds"] == 3
     assert ratio["low"] <= ratio["mean"] <= ratio["high"]
+    # measured repeats carry CPU per role from /proc, nothing traced, pgbench's included
+    untraced = db.execute("select pc.node, pc.role, pc.user_ms + pc.system_ms as ms "
+                          "from proc_costs pc join repeats r on r.id = pc.repeat_id "
+                          "where r.probed = 0").fetchall()
+    roles = {(u["node"], u["role"]) for u in untraced}
+    assert {("primary", "walsender:b"), ("primary", "backend"), ("b", "walreceiver"),
+            ("client", "pgbench")} <= roles, roles
+    assert sum(u["ms"] for u in untraced if u["role"] == "pgbench") > 0
+    model = cli("model", str(out), "--json")
+    assert model.returncode == 0, model.stderr
+    on = next(c for c in json.loads(model.stdout) if c["label"] == "sc=on")
+    assert set(on["sources"]) == {"untraced"}
+    assert any(b["resource"] == "walsender:b" for b in on["bounds"])
+    assert any(b["resource"] == "pgbench" for b in on["bounds"])
     tps = {k: [r["tps"] for r in reps if r["idx"] == i] for i, k in ((0, "l"), (1, "o"))}
     by_hand = [o / loc for o, loc in zip(tps["o"], tps["l"], strict=True)]
     assert min(by_hand) <= ratio["mean"] <= max(by_hand)

@@ -74,6 +74,10 @@ def test_two_clusters_share_rounds(workdir: Path) -> None:
     ratio = rows["standbys=0 sc=on"]["ratio_to_baseline"]
     assert ratio["baseline"] == "standbys=1 sc=on" and ratio["rounds"] == 3, ratio
     assert ratio.get("paired", True) is True
+    report = cli("report", str(out))
+    assert report.returncode == 0, report.stderr
+    html = (out / "report.html").read_text()
+    assert "2 clusters held up at once" in html  # the Method section says how it ran
     # nothing left: neither slot holds a cluster
     assert not any((slot_dir(out, s) / "syncrep-lab.json").exists() for s in (0, 1))
 

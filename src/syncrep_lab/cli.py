@@ -464,6 +464,29 @@ def _show_cells(
         show(cells, out)
 
 
+@cli.command("model")
+@click.argument("run_dir", required=False, type=click.Path(path_type=Path))
+@click.option("--cell", "only_cell", type=int, default=None, help="Only this cell (its #).")
+@click.option("--cores", type=click.FloatRange(min=1), default=None,
+              help="What would bind on this many CPUs, demands as measured.")
+@click.option("--clients", type=click.IntRange(min=1), default=None,
+              help="... and with this many clients.")
+@click.option("--json", "as_json", is_flag=True)
+def model_cmd(run_dir: Path | None, only_cell: int | None, cores: float | None,
+              clients: int | None, as_json: bool) -> None:
+    """Where each cell's ceiling is and which process sets it: the bound of every
+    process, pool, the machine and the clients from CPU per commit, the knee, the
+    Universal Scalability Law over clients, and what would bind on more cores."""
+    from syncrep_lab.analysis.model import finite, run_model
+    from syncrep_lab.analysis.render import print_model
+
+    cells = run_model(run_dir or _latest_run(), cell=only_cell, cores=cores, clients=clients)
+    if as_json:
+        click.echo(json.dumps(finite(cells), indent=2))
+    else:
+        print_model(cells, out)
+
+
 @cli.command("faults")
 @click.argument("run_dir", required=False, type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True)

@@ -45,9 +45,11 @@ def cluster_version(store: Store, cell: Any) -> str:
     return str(row["version"]) if row and row["version"] else ""
 
 
-def _role_figures(store: Store, repeats: dict[int, int], tps: dict[int, float]
-                  ) -> dict[tuple[str, str], dict[str, list[float]]]:
-    """Per node and role, each figure's per-commit values, one per repeat that has it."""
+def _role_figures(store: Store, repeats: dict[int, int], tps: dict[int, float],
+                  probed: Collection[int]) -> dict[tuple[str, str], dict[str, list[float]]]:
+    """Per node and role, each figure's per-commit values, one per repeat that has it.
+    /proc figures of probed repeats are ``proc:``, those of measured repeats (nothing
+    attached to any process: probes/session.UntracedCpu) ``untraced:``."""
     per: dict[tuple[str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for row in store.db.execute(
             f"select * from costs where repeat_id in ({_marks(repeats)})",
@@ -66,10 +68,11 @@ def _role_figures(store: Store, repeats: dict[int, int], tps: dict[int, float]
         if commits <= 0:
             continue
         figures = per[(row["node"], row["role"])]
-        figures["proc:user_us"].append(1000.0 * row["user_ms"] / commits)
-        figures["proc:system_us"].append(1000.0 * row["system_ms"] / commits)
-        figures["proc:voluntary_cs"].append(row["voluntary_cs"] / commits)
-        figures["proc:involuntary_cs"].append(row["involuntary_cs"] / commits)
+        kind = "proc" if int(row["repeat_id"]) in probed else "untraced"
+        figures[f"{kind}:user_us"].append(1000.0 * row["user_ms"] / commits)
+        figures[f"{kind}:system_us"].append(1000.0 * row["system_ms"] / commits)
+        figures[f"{kind}:voluntary_cs"].append(row["voluntary_cs"] / commits)
+        figures[f"{kind}:involuntary_cs"].append(row["involuntary_cs"] / commits)
     for row in store.db.execute(
             f"select * from sched_roles where repeat_id in ({_marks(repeats)})", tuple(repeats)):
         # The scheduler trace covers the first seconds of the repeat: commits in
@@ -86,31 +89,46 @@ def _role_figures(store: Store, repeats: dict[int, int], tps: dict[int, float]
     return per
 
 
+CPU_SOURCES = {"untraced": "/proc, measured repeats (nothing traced)",
+               "perf": "perf stat, probed repeats (every system call counted)",
+               "proc": "/proc, probed repeats (traced)", "none": "not measured"}
+
+
 def _cpu_values(figures: dict[str, list[float]]) -> tuple[str, list[float], list[float]]:
-    """Where a role's CPU figures come from (perf, else /proc), and its per-repeat CPU µs
-    and context switches per commit."""
-    if figures["cpu_us"]:
+    """Where a role's CPU figures come from, and its per-repeat CPU µs and context
+    switches per commit: the measured repeats' /proc figures when there are any (tracing
+    inflates CPU per commit: perf counting every system call nearly doubled the
+    backends'), else perf's of the probed repeats, else their /proc figures. System call
+    counts always come from the probed repeats (CPU_SOURCES says which is which)."""
+    if figures["untraced:user_us"]:
+        kind = "untraced"
+    elif figures["cpu_us"]:
         return "perf", figures["cpu_us"], figures["context_switches"]
-    cpu = [u + s for u, s in zip(figures["proc:user_us"], figures["proc:system_us"],
+    else:
+        kind = "proc"
+    cpu = [u + s for u, s in zip(figures[f"{kind}:user_us"], figures[f"{kind}:system_us"],
                                  strict=True)]
-    switches = [v + i for v, i in zip(figures["proc:voluntary_cs"],
-                                      figures["proc:involuntary_cs"], strict=True)]
-    return ("proc" if cpu else "none"), cpu, switches
+    switches = [v + i for v, i in zip(figures[f"{kind}:voluntary_cs"],
+                                      figures[f"{kind}:involuntary_cs"], strict=True)]
+    return (kind if cpu else "none"), cpu, switches
 
 
-def _cell_repeats(store: Store, cell_id: int) -> tuple[dict[int, int], dict[int, float]]:
+def _cell_repeats(store: Store, cell_id: int
+                  ) -> tuple[dict[int, int], dict[int, float], set[int]]:
+    """A cell's repeats: commits and TPS by repeat id, and the ids of the probed ones."""
     stored = store.repeats(cell_id)
     return ({int(r["id"]): int(r["transactions"]) for r in stored},
-            {int(r["id"]): float(r["tps"]) for r in stored})
+            {int(r["id"]): float(r["tps"]) for r in stored},
+            {int(r["id"]) for r in stored if r["probed"]})
 
 
 def role_values(store: Store, cell_id: int) -> list[dict[str, Any]]:
     """Per node and role, the per-repeat values behind :func:`cell_costs`'s intervals
     (CPU µs, context switches and each system call per commit), for tests between
     cells that need the spread, not only the mean."""
-    repeats, tps = _cell_repeats(store, cell_id)
+    repeats, tps, probed = _cell_repeats(store, cell_id)
     out = []
-    for (node, role), figures in sorted(_role_figures(store, repeats, tps).items()):
+    for (node, role), figures in sorted(_role_figures(store, repeats, tps, probed).items()):
         source, cpu, switches = _cpu_values(figures)
         out.append({"node": node, "role": role, "cpu_source": source,
                     "cpu_us_per_commit": cpu, "context_switches_per_commit": switches,
@@ -122,14 +140,14 @@ def role_values(store: Store, cell_id: int) -> list[dict[str, Any]]:
 
 def cell_costs(store: Store, cell_id: int) -> dict[str, Any]:
     """Per-commit costs and wait shares of one cell, over its repeats."""
-    repeats, tps = _cell_repeats(store, cell_id)
+    repeats, tps, probed = _cell_repeats(store, cell_id)
     probe_status: dict[str, set[str]] = defaultdict(set)
     for row in store.db.execute(
             f"select * from probes where repeat_id in ({_marks(repeats)})",
             tuple(repeats)):
         probe_status[row["probe"]].add(row["status"] + (f": {row['reason']}"
                                                           if row["reason"] else ""))
-    per = _role_figures(store, repeats, tps)
+    per = _role_figures(store, repeats, tps, probed)
     roles = []
     for (node, role), figures in sorted(per.items()):
         syscalls = {k.removeprefix("syscall:"): _ci(v) for k, v in figures.items()
@@ -139,6 +157,8 @@ def cell_costs(store: Store, cell_id: int) -> dict[str, Any]:
         entry.update({"cpu_source": source, "cpu_us_per_commit": _ci(cpu),
                       "context_switches_per_commit": _ci(switches), "repeats": len(cpu)})
         entry["syscalls_per_commit"] = syscalls
+        # perf's task-clock of the probed repeats, whatever the CPU above came from
+        entry["perf_cpu_us_per_commit"] = _ci(figures["cpu_us"])
         entry["proc"] = {k.removeprefix("proc:") + "_per_commit": _ci(v)
                          for k, v in figures.items() if k.startswith("proc:") and v}
         entry["sched"] = {k.removeprefix("sched:") + "_per_commit": _ci(v)

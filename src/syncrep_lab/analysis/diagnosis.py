@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from syncrep_lab.analysis import model
 from syncrep_lab.analysis.costs import cell_costs, cluster_version
 from syncrep_lab.experiment.store import Store
 
@@ -52,8 +53,9 @@ class CellFacts:
 
     @property
     def cpu_known(self) -> bool:
-        """CPU per role is known from perf or, failing that, from /proc."""
-        return any(r.get("cpu_source") in ("perf", "proc") for r in self.roles.values())
+        """CPU per role is known (untraced /proc, perf, or a probed repeat's /proc)."""
+        return any(r.get("cpu_source") in ("untraced", "perf", "proc")
+                   for r in self.roles.values())
 
     def sched(self, node: str, role: str, name: str) -> float | None:
         r = self.roles.get((node, role))
@@ -185,7 +187,8 @@ def rule_cpu_saturated(facts: CellFacts) -> Verdict | None:
     name = "CPU saturation"
     if not facts.cpu_known:
         return _perf_unknown(facts, name)
-    used = sum(facts.cores(n, r) for (n, r) in facts.roles)
+    used = sum(facts.cores(n, r) for (n, r) in facts.roles if n != "client")
+    client = sum(facts.cores(n, r) for (n, r) in facts.roles if n == "client")
     fraction = used / max(facts.cpus, 1)
     if fraction < 0.6:
         return None
@@ -203,7 +206,9 @@ def rule_cpu_saturated(facts: CellFacts) -> Verdict | None:
     return Verdict(
         name, confidence,
         f"PostgreSQL's processes keep {used:.2f} of {facts.cpus} CPUs busy "
-        f"({100 * fraction:.0f} %), before counting pgbench itself{queued}",
+        f"({100 * fraction:.0f} %), "
+        + (f"and pgbench {client:.2f} more" if client else "before counting pgbench itself")
+        + queued,
         evidence,
         ["more clients will not raise throughput here; fewer may lower latency",
          "run pgbench (the client) on other cores or another host"],
@@ -378,11 +383,15 @@ def diagnose_run(folder: Path) -> list[dict[str, Any]]:
         machine = json.loads(run["machine_json"])
         cpus = int(machine.get("cpus_usable") or machine.get("cpu_count") or 1)
         out = []
+        series = model.series_index(store.cells(int(run["id"])))
         for cell in store.cells(int(run["id"])):
             if cell["status"] != "done":
                 continue
             facts = cell_facts(store, cell, cpus)
+            bound = model.cell_model(store, cell, series, machine)
             out.append({"idx": cell["idx"], "label": cell["label"], "tps_mean": facts.tps,
+                        "ceiling": model.headline(bound),
+                        "ceiling_errors": bound["errors"],
                         "verdicts": [asdict(v) for v in diagnose_facts(facts)]})
         return out
     finally:

@@ -17,6 +17,9 @@ SHORT = {"epoll_create1": "ep_create", "epoll_ctl": "ep_ctl", "epoll_wait": "ep_
          "context_switches": "ctx sw"}
 
 
+_SOURCE_MARK = {"perf": " (perf)", "proc": " (/proc, traced)"}
+
+
 def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f} ms"
 
@@ -44,8 +47,9 @@ def print_costs(cells: list[dict[str, Any]], console: Console) -> None:
                     if (v.get("mean") or 0) >= 0.05}
             calls = [s for s in KEY_SYSCALLS if s in seen]
             table = Table(title=title + " - per commit (CPU and context switches: mean ± "
-                          "95% CI half-width over repeats; system calls: mean)",
-                          title_justify="left")
+                          "95% CI half-width over repeats, from /proc in the measured "
+                          "repeats unless marked (perf) or (/proc, traced); system calls: "
+                          "mean, from the probed repeats)", title_justify="left")
             sched_cols = any(r["sched"] for r in cell["roles"])
             extra = ("asleep µs", "run queue µs") if sched_cols else ()
             for col in ("node", "role", "CPU µs", "ctx sw", *extra, *calls):
@@ -59,8 +63,7 @@ def print_costs(cells: list[dict[str, Any]], console: Console) -> None:
                 sd = r["sched"]
                 sched_cells = [_fmt(sd[k]) if k in sd else "-" for k in
                                ("sleep_us_per_commit", "runq_us_per_commit")] if extra else []
-                cpu = _fmt(r["cpu_us_per_commit"]) + (" (/proc)" if r["cpu_source"] == "proc"
-                                                       else "")
+                cpu = _fmt(r["cpu_us_per_commit"]) + _SOURCE_MARK.get(r["cpu_source"], "")
                 table.add_row(r["node"], escape(r["role"]), cpu,
                               _fmt(r["context_switches_per_commit"], 2), *sched_cells,
                               *(f"{sc[s]['mean']:.2f}" if s in sc and sc[s]["mean"] is not None
@@ -116,6 +119,11 @@ def print_diagnosis(cells: list[dict[str, Any]], console: Console) -> None:
     for cell in cells:
         console.print(f"[bold]cell {cell['idx']} {escape(cell['label'])}[/]: "
                       f"{cell['tps_mean']:,.0f} tps")
+        if cell.get("ceiling"):
+            console.print(f"  ceiling: {escape(cell['ceiling'])} (syncrep-lab model)",
+                          soft_wrap=True)
+        for error in cell.get("ceiling_errors") or []:
+            console.print(f"  [red]model error[/red]: {escape(error)}", soft_wrap=True)
         if not cell["verdicts"]:
             console.print("  no rule fired: nothing here stands out as the limit")
         for v in cell["verdicts"]:
@@ -316,3 +324,69 @@ def print_faults(cells: list[dict[str, Any]], console: Console) -> None:
             for d in r["lost"]:
                 console.print(f"  [bold red]ACKNOWLEDGED COMMITS LOST on {escape(d['node'])}: "
                               f"{escape(d['detail'])}[/]", soft_wrap=True)
+
+
+def _tps(value: float | None) -> str:
+    return "unbounded" if value is None or value != value or value == float("inf") \
+        else f"{value:,.0f}"
+
+
+def print_model(cells: list[dict[str, Any]], console: Console) -> None:
+    """Each cell's bounds, lowest first, the binding one marked; the serial part of the
+    sync walsender; the what-if; the USL fit of its series."""
+    for cell in cells:
+        measured = cell["measured_tps"]
+        head = (f"cell {cell['idx']} {escape(cell['label'])}: {_tps(measured)} tps measured, "
+                f"{cell['clients']} clients on {cell['cpus']:g} CPUs")
+        if cell["missing"]:
+            console.print(f"{head}: {escape(cell['missing'])}", soft_wrap=True)
+            continue
+        table = Table(title=head + " - the bounds, lowest first (95 % CI)",
+                      title_justify="left")
+        for col in ("resource", "kind", "µs / commit", "max tps", "from"):
+            table.add_column(col, justify="left" if col in ("resource", "kind", "from")
+                             else "right")
+        for b in cell["bounds"]:
+            demand = ("-" if b["demand_us_per_commit"] is None else
+                      f"{b['demand_us_per_commit']:,.1f} [{b['demand_low']:,.1f}, "
+                      f"{b['demand_high']:,.1f}]")
+            mark = " ← binds" if b["resource"] == cell["binding"] else ""
+            table.add_row(escape(b["resource"]) + mark, b["kind"], demand,
+                          f"{_tps(b['max_tps'])} [{_tps(b['low'])}, {_tps(b['high'])}]",
+                          escape(b["source"]))
+        console.print(table)
+        for error in cell["errors"]:
+            console.print(f"  [red]model error[/red]: {escape(error)}", soft_wrap=True)
+        if cell["knee_clients"] is not None:
+            console.print(f"  knee: about {cell['knee_clients']:,.1f} clients (R1 from "
+                          f"{escape(cell['knee_from'])})", soft_wrap=True)
+        for s in cell["serial"][:1]:
+            console.print(f"  {s['role']} spends {100 * s['share']:.0f} % of its CPU in "
+                          f"{s['frame']}: at least {s['serial_us_per_commit']:,.1f} µs per "
+                          f"commit under SyncRepLock, a serial ceiling of "
+                          f"{_tps(s['max_tps_if_serial'])} tps", soft_wrap=True)
+        w = cell["what_if"]
+        if w is not None and w["max_tps"] is not None:
+            console.print(f"  on {w['cores']:g} CPUs with {w['clients']} clients, demands as "
+                          f"measured: {escape(w['binding'])} binds at "
+                          f"{_tps(w['max_tps']['mean'])} tps [{_tps(w['max_tps']['low'])}, "
+                          f"{_tps(w['max_tps']['high'])}]", soft_wrap=True)
+        for key in ("usl", "usl_cores"):
+            fit = cell.get(key)
+            if not fit:
+                continue
+            axis = "clients" if key == "usl" else "cores"
+            if fit.get("fit") is None:
+                console.print(f"  USL over {axis}: no fit ({escape(fit['reason'])})",
+                              soft_wrap=True)
+                continue
+            sg, kp, pk, pt = fit["sigma"], fit["kappa"], fit["peak_n"], fit["peak_tps"]
+            console.print(f"  USL over {axis}: σ {sg['value']:.3f} [{sg['low']:.3f}, "
+                          f"{sg['high']:.3f}], κ {kp['value']:.5f} [{kp['low']:.5f}, "
+                          f"{kp['high']:.5f}]; peak at {_tps(pk['value'])} {axis}, "
+                          f"{_tps(pt['value'])} tps [{_tps(pt['low'])}, {_tps(pt['high'])}]",
+                          soft_wrap=True)
+    if cells:
+        console.print("Demands are CPU per commit as measured; they fall as more commits "
+                      "share a WAL flush at higher load, so a bound on another machine is "
+                      "a ceiling for the shape, not a forecast.", soft_wrap=True)

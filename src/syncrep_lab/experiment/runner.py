@@ -74,7 +74,7 @@ from syncrep_lab.pg.conninfo import (
     without_masked_password,
 )
 from syncrep_lab.probes.remote import role_costs
-from syncrep_lab.probes.session import RepeatProbes, probe_rows
+from syncrep_lab.probes.session import RepeatProbes, UntracedCpu, probe_rows
 
 
 @dataclass
@@ -446,6 +446,13 @@ class Runner:
         if fault is not None:
             fault.start()
         targets = self.cluster.targets or [target]
+        # measured repeats: CPU per role from /proc only, nothing attached (the model's
+        # service demands); one instance, no faults (probes/session.UntracedCpu)
+        untraced = (UntracedCpu(target.nodes) if not probed and fault is None
+                    and len(targets) == 1 and self.spec.probes.proc_hz > 0 else None)
+        untraced_rows: list[tuple[Any, ...]] = []
+        if untraced is not None:
+            untraced.start()
         watch: PlacementWatch | None = None
         placed = any(t.manifest is not None and t.manifest.layout for t in targets)
         before_numa = numastat_rows(targets, "before") if self._numa_placed(cell) else []
@@ -458,12 +465,16 @@ class Runner:
                                        min(2.0, self.spec.workload.duration / 2))
                 watch.start()
             runs = _finish_all(running)
+            if untraced is not None:
+                untraced_rows, untraced = untraced.stop(len(runs)), None
             ledger_after = reset.cpu_ledger(data_dirs)
         except UserError:
             if fault is not None and fault.driver.stalled:
                 raise UserError(fault.driver.stalled, _STALL_FIX) from None
             raise
         finally:
+            if untraced is not None:
+                untraced.abort()
             placement = watch.stop() if watch is not None else []
             probe_data = probes.stop() if probes is not None else None
             if fault is not None:
@@ -494,6 +505,8 @@ class Runner:
             rows.setdefault("proc_costs", [])
             for name, before in remote_before.items():
                 rows["proc_costs"] += role_costs(name, before, after.get(name, []))
+        if untraced_rows:
+            rows["proc_costs"] = untraced_rows
         if placed:
             rows["placement"] = placement
             rows["links"] = link_rows(targets)

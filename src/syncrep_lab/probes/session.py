@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import resource
 import subprocess
 from collections import defaultdict
 from collections.abc import Callable
@@ -67,6 +68,63 @@ def walsenders(admin: str) -> dict[int, str]:
         return {}
 
 
+def node_tracker(nodes: list[ProbeNode], *, hz: float, numa: bool) -> ProcessTracker | None:
+    """A tracker of every node on this machine (None when none is: attached, or all on
+    SSH hosts), each walsender named by the standby it serves."""
+    postmasters = {}
+    for node in nodes:
+        pid = server.postmaster_pid(node.data_dir) if node.data_dir is not None else None
+        if pid is not None:
+            postmasters[node.name] = pid
+    if not postmasters:
+        return None
+    primary = next((n for n in nodes if n.primary), None)
+    return ProcessTracker(postmasters, walsenders(primary.admin) if primary else {},
+                          hz=hz, numa=numa)
+
+
+class UntracedCpu:
+    """CPU per process role during a measured repeat, with nothing attached to any
+    process: the tracker's /proc snapshots (one poll a second, for the backends born
+    during it) and pgbench's own CPU from this process's ``RUSAGE_CHILDREN``. A probed
+    repeat's figures are inflated by what traces it (perf counting every system call
+    doubled the backends' CPU per commit); these are what the bottleneck model's service
+    demands are read from (analysis/model.py). pgbench's figure is only right when
+    pgbench is the one child reaped in the window: no perf, no fault driver."""
+
+    def __init__(self, nodes: list[ProbeNode]) -> None:
+        self.nodes = nodes
+        self.tracker: ProcessTracker | None = None
+        self.before: resource.struct_rusage | None = None
+
+    def start(self) -> None:
+        self.tracker = node_tracker(self.nodes, hz=1.0, numa=False)
+        if self.tracker is not None:
+            self.tracker.begin()
+        self.before = resource.getrusage(resource.RUSAGE_CHILDREN)
+
+    def stop(self, pgbenches: int) -> list[tuple[Any, ...]]:
+        """``proc_costs`` rows: every role of every local node, and ``client``/``pgbench``
+        (``pgbenches`` processes) from the children's usage."""
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        rows: list[tuple[Any, ...]] = []
+        if self.tracker is not None:
+            rows += [(r["node"], r["role"], r["processes"], r["user_ms"], r["system_ms"],
+                      r["voluntary_cs"], r["involuntary_cs"])
+                     for r in self.tracker.finish().rows]
+        if self.before is not None:
+            b = self.before
+            rows.append(("client", "pgbench", pgbenches,
+                         1000.0 * (after.ru_utime - b.ru_utime),
+                         1000.0 * (after.ru_stime - b.ru_stime),
+                         after.ru_nvcsw - b.ru_nvcsw, after.ru_nivcsw - b.ru_nivcsw))
+        return rows
+
+    def abort(self) -> None:
+        if self.tracker is not None:
+            self.tracker.stopping.set()
+
+
 class RepeatProbes:
     def __init__(self, config: Probes, nodes: list[ProbeNode], version_num: int,
                  out_dir: Path, duration: float) -> None:
@@ -93,16 +151,9 @@ class RepeatProbes:
         return None
 
     def start(self) -> None:
-        primary = next((n for n in self.nodes if n.primary), None)
-        postmasters = {}
-        for node in self.nodes:
-            pid = server.postmaster_pid(node.data_dir) if node.data_dir is not None else None
-            if pid is not None:
-                postmasters[node.name] = pid
-        if postmasters:
-            self.tracker = ProcessTracker(
-                postmasters, walsenders(primary.admin) if primary else {},
-                hz=self.config.proc_hz or 1.0, numa=self.config.numa)
+        self.tracker = node_tracker(self.nodes, hz=self.config.proc_hz or 1.0,
+                                    numa=self.config.numa)
+        if self.tracker is not None:
             self.processes = self.tracker.begin()
         self._start_perf()
         self._start_recorders()

@@ -70,11 +70,13 @@ def cell_summaries(folder: Path,
     ``costs`` (``run_costs`` by cell index) is computed here unless given.
     """
     rows = cell_rows(folder)
-    verdicts = {c["idx"]: c["verdicts"] for c in diagnose_run(folder)}
+    diagnosed = {c["idx"]: c for c in diagnose_run(folder)}
     if costs is None:
         costs = {c["idx"]: c for c in run_costs(folder)}
     for row in rows:
-        row["verdicts"] = verdicts.get(row["idx"], [])
+        row["verdicts"] = diagnosed[row["idx"]]["verdicts"] if row["idx"] in diagnosed else []
+        row["ceiling"] = diagnosed[row["idx"]].get("ceiling") if row["idx"] in diagnosed \
+            else None
         lead = leading_verdict(row["verdicts"])
         row["limit"] = f"{lead['confidence']} {lead['mechanism']}" if lead else ""
         row["top_cost"] = _top_cost(costs.get(row["idx"]))
@@ -100,6 +102,7 @@ def _verdict(cells: list[dict[str, Any]], series: list[dict[str, Any]]) -> dict[
                  "ci_low": best["tps_ci_low"], "ci_high": best["tps_ci_high"],
                  "p99_ms": best["lat_p99_ms"], "synchronous": bool(sync)},
         "limit": lead,
+        "ceiling": best.get("ceiling"),
         "next_steps": lead["next_steps"] if lead else [],
     }
     knees = []

@@ -1,0 +1,407 @@
+"""The bottleneck model: where a cell's throughput ceiling is, which process sets it,
+and what it would be on a machine with more cores.
+
+Operational analysis (Lazowska et al., *Quantitative System Performance*, ch. 5) on
+what every repeat stores. A process role's **service demand** D is its CPU seconds
+per commit, read from the measured repeats' /proc figures (nothing traced:
+probes/session.UntracedCpu) or, for a run made before those existed, the probed
+repeats' (inflated by tracing, and said). Then:
+
+- a role that is **one process** (a walsender, the walwriter, a standby's walreceiver
+  or startup process, the checkpointer) cannot pass 1 / D commits a second: it has
+  one core at most;
+- a **pool** (the backends, pgbench's threads) cannot pass min(n, C) / D, n its
+  processes, C the usable CPUs;
+- the **machine** cannot pass C / ΣD over every process on it (pgbench included
+  when it runs there);
+- N clients cannot pass N / R₁ (Little's law with no think time), R₁ the mean
+  latency of a 1-client cell of the same series, or ΣD when the run has none (the
+  response time is at least the demand: a higher, weaker bound).
+
+The lowest bound binds; the knee N* ≈ R₁ · X_max is where the clients stop being the
+limit. For the sync walsender, its CPU per commit times the share of its on-CPU time
+spent releasing waiters (SyncRepReleaseWaiters in its flame graph) is a lower bound on
+how long it holds SyncRepLock per commit: the serial part of the commit path.
+
+The Universal Scalability Law, X(N) = λN / (1 + σ(N − 1) + κN(N − 1)), is fitted to
+TPS against clients (and against cores where a run varies them), with bootstrap
+intervals over the repeats. Everything here reads the store; nothing runs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import warnings
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from syncrep_lab.analysis.costs import CPU_SOURCES, role_values
+from syncrep_lab.experiment.store import Store
+from syncrep_lab.measure.stats import mean_ci
+
+# Roles that are one process each: each of them is a serial point.
+SINGLE = ("walsender", "walwriter", "walreceiver", "startup", "checkpointer", "bgwriter")
+POOLS = ("backend", "pgbench")
+RELEASE_FRAME = "SyncRepReleaseWaiters"
+USL_MIN_POINTS = 3  # distinct x values a fit needs (three parameters)
+BOOTSTRAP = 200
+
+
+@dataclass(frozen=True)
+class Interval:
+    mean: float
+    low: float
+    high: float
+
+    def json(self) -> dict[str, float]:
+        return {"mean": self.mean, "low": self.low, "high": self.high}
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A resource's ceiling in commits per second, from its demand per commit."""
+
+    resource: str  # "walsender:b", "backends", "machine", "clients", ...
+    kind: str  # process | pool | machine | clients
+    demand_us: Interval | None  # µs per commit (None for the clients bound)
+    capacity: float  # cores it may use (or clients for the clients bound)
+    max_tps: Interval
+    source: str  # where the demand comes from
+
+    def json(self) -> dict[str, Any]:
+        return {"resource": self.resource, "kind": self.kind,
+                "demand_us_per_commit": self.demand_us.mean if self.demand_us else None,
+                "demand_low": self.demand_us.low if self.demand_us else None,
+                "demand_high": self.demand_us.high if self.demand_us else None,
+                "capacity": self.capacity, "max_tps": self.max_tps.mean,
+                "low": self.max_tps.low, "high": self.max_tps.high, "source": self.source}
+
+
+def role_kind(role: str) -> str | None:
+    base = role.split(":", 1)[0]
+    if base in SINGLE:
+        return "process"
+    if base in POOLS:
+        return "pool"
+    return None
+
+
+def _interval(values: list[float]) -> Interval | None:
+    values = [v for v in values if v is not None and v >= 0]
+    if not values:
+        return None
+    if len(values) == 1:
+        return Interval(values[0], values[0], values[0])
+    ci = mean_ci(values)
+    assert ci.low is not None and ci.high is not None
+    return Interval(ci.mean, max(0.0, ci.low), ci.high)
+
+
+def capacity_bound(resource: str, kind: str, demand_us: Interval, capacity: float,
+                   source: str) -> Bound:
+    """capacity / D commits a second; the interval from the demand's."""
+    def tps(us: float) -> float:
+        return math.inf if us <= 0 else capacity * 1e6 / us
+    return Bound(resource, kind, demand_us, capacity,
+                 Interval(tps(demand_us.mean), tps(demand_us.high), tps(demand_us.low)), source)
+
+
+def clients_bound(clients: int, r1_ms: Interval, source: str) -> Bound:
+    """N / R₁: N clients, each at most one commit per R₁."""
+    def tps(ms: float) -> float:
+        return math.inf if ms <= 0 else clients * 1000.0 / ms
+    return Bound("clients", "clients", None, clients,
+                 Interval(tps(r1_ms.mean), tps(r1_ms.high), tps(r1_ms.low)), source)
+
+
+def sum_intervals(parts: list[Interval]) -> Interval:
+    """A sum of independent means: means add, half widths in quadrature."""
+    mean = sum(p.mean for p in parts)
+    lo = math.sqrt(sum((p.mean - p.low) ** 2 for p in parts))
+    hi = math.sqrt(sum((p.high - p.mean) ** 2 for p in parts))
+    return Interval(mean, max(0.0, mean - lo), mean + hi)
+
+
+def bounds(demands: dict[tuple[str, str], tuple[Interval, str, float]], *, cpus: float,
+           clients: int, threads: int, r1_ms: Interval | None, r1_source: str
+           ) -> list[Bound]:
+    """Every bound of a cell, lowest first. ``demands``: (node, role) -> (µs per commit,
+    source, processes)."""
+    out: list[Bound] = []
+    for (node, role), (d, source, _) in sorted(demands.items()):
+        kind = role_kind(role)
+        if kind is None or d.mean <= 0:
+            continue
+        name = role if node in ("primary", "client") else f"{node} {role}"
+        if kind == "process":
+            out.append(capacity_bound(name, kind, d, 1.0, source))
+        else:
+            n = threads if role == "pgbench" else clients
+            out.append(capacity_bound(name + ("s" if role == "backend" else ""), kind, d,
+                                      float(min(n, cpus)), source))
+    if demands:
+        total = sum_intervals([d for d, _, _ in demands.values()])
+        sources = sorted({s for _, s, _ in demands.values()})
+        out.append(capacity_bound("machine", "machine", total, cpus, ", ".join(sources)))
+    if r1_ms is not None:
+        out.append(clients_bound(clients, r1_ms, r1_source))
+    return sorted(out, key=lambda b: b.max_tps.mean)
+
+
+# --- the Universal Scalability Law ---------------------------------------------------------
+
+
+def usl(n: Any, lam: float, sigma: float, kappa: float) -> Any:
+    return lam * n / (1 + sigma * (n - 1) + kappa * n * (n - 1))
+
+
+def _fit(points: list[tuple[float, float]]) -> tuple[float, float, float] | None:
+    import numpy as np
+    from scipy.optimize import curve_fit
+
+    x = np.array([p[0] for p in points], dtype=float)
+    y = np.array([p[1] for p in points], dtype=float)
+    lowest = x.min()
+    lam0 = float(y[x == lowest].mean() / lowest)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            params, _ = curve_fit(usl, x, y, p0=(lam0, 0.05, 0.001),
+                                  bounds=([0.0, 0.0, 0.0], [np.inf, 1.0, np.inf]),
+                                  maxfev=20000)
+    except (RuntimeError, ValueError):
+        return None
+    return float(params[0]), float(params[1]), float(params[2])
+
+
+def peak(lam: float, sigma: float, kappa: float) -> tuple[float, float]:
+    """The concurrency at which X(N) peaks, and X there (∞ without coherency cost)."""
+    if kappa <= 0:
+        return math.inf, (lam / sigma if sigma > 0 else math.inf)
+    n = math.sqrt(max(0.0, 1 - sigma) / kappa)
+    return n, float(usl(n, lam, sigma, kappa))
+
+
+def fit_usl(samples: dict[float, list[float]], *, seed: int = 1,
+            rounds: int = BOOTSTRAP) -> dict[str, Any]:
+    """σ, κ, λ, the peak and its TPS, each with a 95 % bootstrap interval (repeats
+    resampled within each x), from TPS samples by x (clients or cores); or the reason
+    there is no fit."""
+    xs = sorted(x for x, v in samples.items() if v)
+    if len(xs) < USL_MIN_POINTS:
+        return {"fit": None, "reason": f"{len(xs)} distinct values measured; the law has "
+                                       f"three parameters and needs {USL_MIN_POINTS}"}
+    points = [(x, v) for x in xs for v in samples[x]]
+    best = _fit(points)
+    if best is None:
+        return {"fit": None, "reason": "the least-squares fit did not converge"}
+    rng = random.Random(seed)
+    boot: list[tuple[float, float, float, float, float]] = []
+    for _ in range(rounds):
+        resampled = [(x, rng.choice(samples[x])) for x in xs for _ in samples[x]]
+        got = _fit(resampled)
+        if got is not None:
+            boot.append((*got, *peak(*got)))
+    names = ("lambda", "sigma", "kappa", "peak_n", "peak_tps")
+    out: dict[str, Any] = {"fit": "usl", "points": len(points), "x": xs,
+                           "bootstrap": len(boot)}
+    for i, name in enumerate(names):
+        value = best[i] if i < 3 else peak(*best)[i - 3]
+        finite = sorted(b[i] for b in boot if math.isfinite(b[i]))
+        if len(finite) >= 0.9 * len(boot) and finite:
+            lo, hi = finite[int(0.025 * (len(finite) - 1))], finite[int(0.975 * (len(finite) - 1))]
+        else:  # many resamples without a peak: the upper end is unbounded
+            lo = finite[int(0.025 * (len(finite) - 1))] if finite else value
+            hi = math.inf
+        out[name] = {"value": value, "low": lo, "high": hi}
+    return out
+
+
+# --- a run's cells ---------------------------------------------------------------------------
+
+
+def _series_key(params: dict[str, Any], leave_out: str) -> str:
+    return json.dumps({k: v for k, v in params.items() if k != leave_out}, sort_keys=True,
+                      default=str)
+
+
+def _serial(store: Store, cell_id: int, role: str, demand: Interval) -> dict[str, Any] | None:
+    """The walsender's CPU per commit spent releasing waiters (a lower bound on the time
+    it holds SyncRepLock per commit), from its flame graph."""
+    row = store.db.execute(
+        "select f.cpu_us as total, (select max(s.inclusive_us) from stack_frames s "
+        " where s.repeat_id = f.repeat_id and s.node = f.node and s.role = f.role "
+        " and s.frame = ?) as releasing "
+        "from flamegraphs f join repeats r on r.id = f.repeat_id "
+        "where r.cell_id = ? and f.node = 'primary' and f.role = ? "
+        "order by f.repeat_id desc limit 1", (RELEASE_FRAME, cell_id, role)).fetchone()
+    if row is None or not row["total"]:
+        return None
+    share = float(row["releasing"] or 0) / float(row["total"])
+    return {"role": role, "share": share, "frame": RELEASE_FRAME,
+            "serial_us_per_commit": demand.mean * share,
+            "max_tps_if_serial": (1e6 / (demand.mean * share)) if share > 0 else None}
+
+
+def cell_model(store: Store, cell: Any, by_series: dict[str, dict[int, Any]],
+               machine: dict[str, Any], *, cores: float | None = None,
+               clients: int | None = None) -> dict[str, Any]:
+    params = json.loads(cell["params_json"])
+    n_clients = int(params.get("clients") or 1)
+    threads = int(params.get("threads") or 1)
+    cpus = float(params.get("cores") or machine.get("cpus_usable") or
+                 machine.get("cpu_count") or 1)
+    demands: dict[tuple[str, str], tuple[Interval, str, float]] = {}
+    for r in role_values(store, int(cell["id"])):
+        d = _interval(r["cpu_us_per_commit"])
+        if d is not None and r["cpu_source"] != "none":
+            demands[(r["node"], r["role"])] = (d, r["cpu_source"], 1.0)
+    one = by_series[_series_key(params, "clients")].get(1)
+    if one is not None and one["lat_mean_ms"] is not None:
+        reps = [float(r["lat_mean_ms"]) for r in store.repeats(int(one["id"]))
+                if not r["probed"] and r["lat_mean_ms"] is not None]
+        r1 = _interval(reps) or Interval(float(one["lat_mean_ms"]), float(one["lat_mean_ms"]),
+                                         float(one["lat_mean_ms"]))
+        r1_source = f"the 1-client cell {one['idx']}'s mean latency"
+    elif demands:
+        r1 = sum_intervals([d for d, _, _ in demands.values()])
+        r1 = Interval(r1.mean / 1000, r1.low / 1000, r1.high / 1000)
+        r1_source = "the sum of the demands (no 1-client cell: a weaker bound)"
+    else:
+        r1, r1_source = None, ""
+    found = bounds(demands, cpus=cpus, clients=n_clients, threads=threads, r1_ms=r1,
+                   r1_source=r1_source)
+    measured = float(cell["tps_mean"]) if cell["tps_mean"] is not None else None
+    errors = [f"measured {measured:,.0f} tps is above the {b.resource} bound "
+              f"({b.max_tps.high:,.0f} at most): a modelling error (a demand overstated, "
+              "or a process that is not one)"
+              for b in found if measured is not None and measured > b.max_tps.high * 1.0001]
+    capacity = [b for b in found if b.kind != "clients"]
+    x_max = capacity[0].max_tps.mean if capacity else None
+    knee = (r1.mean / 1000.0 * x_max) if (r1 is not None and x_max is not None) else None
+    walsenders = [(role, d) for (node, role), (d, _, _) in demands.items()
+                  if node == "primary" and role.startswith("walsender")]
+    serial = [s for role, d in sorted(walsenders, key=lambda w: -w[1].mean)
+              if (s := _serial(store, int(cell["id"]), role, d)) is not None]
+    what_if = None
+    if cores is not None or clients is not None:
+        c = float(cores) if cores is not None else cpus
+        n = clients if clients is not None else n_clients
+        r1_at = r1
+        hypo = bounds(demands, cpus=c, clients=n, threads=min(threads, n), r1_ms=r1_at,
+                      r1_source=r1_source)
+        what_if = {"cores": c, "clients": n, "bounds": [b.json() for b in hypo],
+                   "binding": hypo[0].resource if hypo else None,
+                   "max_tps": hypo[0].max_tps.json() if hypo else None}
+    return {
+        "idx": int(cell["idx"]), "label": cell["label"], "measured_tps": measured,
+        "cpus": cpus, "clients": n_clients,
+        "sources": {s: CPU_SOURCES[s] for s in sorted({s for _, s, _ in demands.values()})},
+        "bounds": [b.json() for b in found],
+        "binding": found[0].resource if found else None,
+        "next": found[1].resource if len(found) > 1 else None,
+        # what more cores would not raise: the lowest serial point (or the clients)
+        "beyond_cores": next((b.resource for b in found if b.kind in ("process", "clients")
+                              and b.resource != (found[0].resource if found else None)),
+                             None),
+        "knee_clients": knee, "knee_from": r1_source if knee is not None else None,
+        "serial": serial, "errors": errors, "what_if": what_if,
+        "missing": None if demands else "no CPU per process role was measured in this cell "
+                                        "(probes off, or an attached cluster)",
+    }
+
+
+def headline(model: dict[str, Any]) -> str | None:
+    """One sentence: the bound that binds here, and the one more cores would not raise."""
+    by = {b["resource"]: b for b in model["bounds"]}
+    binding = by.get(model["binding"] or "")
+    if binding is None:
+        return None
+    what = (f"the {model['cpus']:g} CPUs" if binding["kind"] == "machine"
+            else f"{binding['resource']}" + (" (one process)" if binding["kind"] == "process"
+                                              else ""))
+    text = f"here {what} bind at ~{_round(binding['max_tps'])} tps"
+    beyond = by.get(model["beyond_cores"] or "")
+    if beyond is not None:
+        alone = "alone " if beyond["kind"] == "process" else ""
+        text += (f"; {beyond['resource']} {alone}would bind at ~{_round(beyond['max_tps'])} "
+                 "tps on a machine with enough cores")
+    return text
+
+
+def _round(tps: float) -> str:
+    if not math.isfinite(tps):
+        return "unbounded"
+    return f"{tps / 1000:,.0f}k" if tps >= 10_000 else f"{tps:,.0f}"
+
+
+def finite(value: Any) -> Any:
+    """JSON has no infinity: an unbounded figure is null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [finite(v) for v in value]
+    return value
+
+
+def series_index(cells: list[Any]) -> dict[str, dict[int, Any]]:
+    """Done cells by their series (every parameter but clients), then by clients."""
+    out: dict[str, dict[int, Any]] = defaultdict(dict)
+    for c in cells:
+        if c["status"] == "done":
+            params = json.loads(c["params_json"])
+            out[_series_key(params, "clients")][int(params.get("clients") or 1)] = c
+    return out
+
+
+def run_model(folder: Path, *, cell: int | None = None, cores: float | None = None,
+              clients: int | None = None) -> list[dict[str, Any]]:
+    """The model of every done cell of the run in ``folder`` (or of cell ``cell``), each
+    with the USL fit of its series over clients (``usl``) and, where the run varies
+    them, over cores (``usl_cores``)."""
+    store = Store(folder, create=False)
+    try:
+        run = store.run()
+        machine = json.loads(run["machine_json"])
+        cells = [c for c in store.cells(int(run["id"])) if c["status"] == "done"]
+        if cell is not None and not any(int(c["idx"]) == cell for c in cells):
+            from syncrep_lab.errors import UserError
+
+            done = ", ".join(str(c["idx"]) for c in cells) or "none"
+            raise UserError(f"the run has no finished cell {cell}",
+                            f"choose one of its finished cells ({done}), or leave --cell out")
+        by_series = series_index(cells)
+        fits = {axis: _fits(store, cells, axis) for axis in ("clients", "cores")}
+        models = []
+        for c in cells:
+            if cell is not None and int(c["idx"]) != cell:
+                continue
+            m = cell_model(store, c, by_series, machine, cores=cores, clients=clients)
+            params = json.loads(c["params_json"])
+            m["usl"] = fits["clients"].get(_series_key(params, "clients")) or {
+                "fit": None, "reason": "the run measured this series at one client count"}
+            if params.get("cores") is not None:
+                m["usl_cores"] = fits["cores"].get(_series_key(params, "cores"))
+            models.append(m)
+    finally:
+        store.close()
+    return models
+
+
+def _fits(store: Store, cells: list[Any], axis: str) -> dict[str, dict[str, Any]]:
+    """The USL fit of each series that varies ``axis``, by series key."""
+    series: dict[str, dict[float, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for c in cells:
+        params = json.loads(c["params_json"])
+        if params.get(axis) is None:
+            continue
+        series[_series_key(params, axis)][float(params[axis])] += [
+            float(r["tps"]) for r in store.repeats(int(c["id"])) if not r["probed"]]
+    return {key: {"axis": axis, **fit_usl(samples)} for key, samples in series.items()
+            if len(samples) >= 2}

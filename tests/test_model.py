@@ -1,0 +1,155 @@
+"""The bottleneck model: bounds and the knee against hand-computed examples, the USL fit
+on synthetic data with noise, and `model` on the stored real runs (tests/data/runs)."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from syncrep_lab.analysis.model import Interval, bounds, fit_usl, run_model, usl
+from syncrep_lab.experiment.store import DB_NAME
+from tests.data.runs.refresh import load
+
+from .conftest import cli
+
+
+def _point(v: float) -> Interval:
+    return Interval(v, v, v)
+
+
+def test_bounds_against_hand_computed_values() -> None:
+    demands = {("primary", "walsender:b"): (_point(10.0), "untraced", 1.0),
+               ("primary", "backend"): (_point(100.0), "untraced", 64.0),
+               ("primary", "walwriter"): (_point(5.0), "untraced", 1.0)}
+    found = {b.resource: b for b in bounds(demands, cpus=2, clients=64, threads=1,
+                                           r1_ms=_point(1.0), r1_source="1-client cell")}
+    assert found["walsender:b"].max_tps.mean == pytest.approx(100_000)  # 1 / 10 µs
+    assert found["backends"].max_tps.mean == pytest.approx(20_000)  # min(64, 2) / 100 µs
+    assert found["machine"].max_tps.mean == pytest.approx(2e6 / 115)  # 2 CPUs / 115 µs
+    assert found["clients"].max_tps.mean == pytest.approx(64_000)  # 64 / 1 ms
+    ordered = bounds(demands, cpus=2, clients=64, threads=1, r1_ms=_point(1.0),
+                     r1_source="x")
+    assert ordered[0].resource == "machine"  # 17,391 tps binds
+    # on 64 cores the machine (64 / 115 µs) and the pool (64 / 100 µs) move, the
+    # walsender does not: with clients fast enough (64 / 0.5 ms = 128k) it binds
+    wide = bounds(demands, cpus=64, clients=64, threads=1, r1_ms=_point(0.5), r1_source="x")
+    assert [b.resource for b in wide][:2] == ["walsender:b", "clients"]
+    assert wide[0].max_tps.mean == pytest.approx(100_000)
+    assert {b.resource: b.max_tps.mean for b in wide}["machine"] == pytest.approx(64e6 / 115)
+
+
+def test_a_demand_s_interval_bounds_the_ceiling_the_other_way_round() -> None:
+    demands = {("primary", "walsender:b"): (Interval(10.0, 8.0, 12.5), "untraced", 1.0)}
+    b = next(x for x in bounds(demands, cpus=1, clients=1, threads=1, r1_ms=None,
+                               r1_source="") if x.resource == "walsender:b")
+    assert (b.max_tps.low, b.max_tps.mean, b.max_tps.high) == pytest.approx(
+        (80_000, 100_000, 125_000))
+
+
+def test_usl_fit_recovers_known_parameters_from_noisy_data() -> None:
+    lam, sigma, kappa = 1000.0, 0.05, 0.0008
+    rng = random.Random(11)
+    samples = {float(n): [usl(n, lam, sigma, kappa) * (1 + rng.gauss(0, 0.03))
+                          for _ in range(5)] for n in (1, 2, 4, 8, 16, 32, 64)}
+    fit = fit_usl(samples, rounds=100)
+    assert fit["fit"] == "usl"
+    for name, true, tolerance in (("lambda", lam, 0.05), ("sigma", sigma, 0.4),
+                                  ("kappa", kappa, 0.25)):
+        got = fit[name]
+        assert got["value"] == pytest.approx(true, rel=tolerance), (name, got)
+        assert got["low"] <= got["value"] <= got["high"] and got["low"] < got["high"]
+    true_peak = math.sqrt((1 - sigma) / kappa)  # 34.5 clients
+    assert fit["peak_n"]["value"] == pytest.approx(true_peak, rel=0.2)
+
+
+def test_usl_needs_three_client_counts() -> None:
+    fit = fit_usl({8.0: [100.0, 101.0], 16.0: [150.0, 149.0]})
+    assert fit["fit"] is None and "needs 3" in fit["reason"]
+
+
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return load("pg18-local-on", tmp_path_factory.mktemp("model-runs"))
+
+
+def _by_hand(folder: Path, idx: int) -> dict[tuple[str, str], float]:
+    """µs per commit of each role of cell ``idx``, from the stored rows (perf's)."""
+    db = sqlite3.connect(folder / DB_NAME)
+    rows = db.execute(
+        "select c.node, c.role, c.cpu_ms, r.transactions from costs c "
+        "join repeats r on r.id = c.repeat_id join cells x on x.id = r.cell_id "
+        "where x.idx = ?", (idx,)).fetchall()
+    db.close()
+    return {(node, role): 1000.0 * cpu_ms / n for node, role, cpu_ms, n in rows}
+
+
+def test_model_on_a_stored_run_names_the_walsender_and_the_machine(stored: Path) -> None:
+    cells = {c["idx"]: c for c in run_model(stored)}
+    on = cells[1]
+    assert on["label"] == "sc=on"
+    by_hand = _by_hand(stored, 1)
+    found = {b["resource"]: b for b in on["bounds"]}
+    d = by_hand[("primary", "walsender:b")]
+    assert found["walsender:b"]["demand_us_per_commit"] == pytest.approx(d)
+    assert found["walsender:b"]["max_tps"] == pytest.approx(1e6 / d)
+    # the machine: its 2 CPUs over the sum of every role's demand (perf where perf
+    # counted the role, /proc for those it did not)
+    machine = found["machine"]
+    assert machine["capacity"] == 2
+    assert machine["demand_us_per_commit"] >= sum(by_hand.values()) - 1e-6
+    assert machine["max_tps"] == pytest.approx(2e6 / machine["demand_us_per_commit"])
+    assert on["binding"] == "machine"  # a 2-core machine: the CPUs bind first
+    assert on["measured_tps"] < machine["high"]  # no modelling error
+    assert on["errors"] == []
+    assert on["serial"] and on["serial"][0]["role"] == "walsender:b"
+    assert 0 < on["serial"][0]["serial_us_per_commit"] < d
+
+
+def test_cpu_per_commit_comes_from_an_untraced_repeat_when_there_is_one(
+        stored: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "run"
+    import shutil
+
+    shutil.copytree(stored, folder)
+    db = sqlite3.connect(folder / DB_NAME)
+    cell_id, = db.execute("select id from cells where idx = 1").fetchone()
+    measured = db.execute("select id, transactions from repeats where cell_id = ? and "
+                          "probed = 0", (cell_id,)).fetchall()
+    # /proc figures of the measured repeats: 20 ms user + 10 ms system for walsender:b
+    for repeat_id, _ in measured:
+        db.execute("insert into proc_costs(repeat_id, node, role, processes, user_ms, "
+                   "system_ms, voluntary_cs, involuntary_cs) values "
+                   "(?, 'primary', 'walsender:b', 1, 20.0, 10.0, 0, 0)", (repeat_id,))
+    db.commit()
+    db.close()
+    on = next(c for c in run_model(folder) if c["idx"] == 1)
+    found = {b["resource"]: b for b in on["bounds"]}
+    expected = [30_000.0 / n for _, n in measured]  # µs per commit, one per repeat
+    assert found["walsender:b"]["source"] == "untraced"
+    assert found["walsender:b"]["demand_us_per_commit"] == pytest.approx(
+        sum(expected) / len(expected))
+    assert "untraced" in on["sources"]
+    # the roles without untraced figures keep perf's
+    assert found["backends"]["source"] == "perf"
+
+
+def test_model_command(stored: Path) -> None:
+    res = cli("model", str(stored), "--json", "--cores", "64")
+    assert res.returncode == 0, res.stderr
+    cells = json.loads(res.stdout)
+    on = next(c for c in cells if c["label"] == "sc=on")
+    assert {"resource", "demand_us_per_commit", "max_tps", "low", "high"} <= set(
+        on["bounds"][0])
+    assert on["what_if"]["cores"] == 64 and on["what_if"]["binding"] != "machine"
+    assert on["usl"]["fit"] is None and on["usl"]["reason"]
+    text = cli("model", str(stored), "--cell", "1")
+    assert text.returncode == 0 and "binds" in text.stdout and "walsender:b" in text.stdout
+    bad = cli("model", str(stored), "--cell", "9")
+    assert bad.returncode == 2 and "no finished cell 9" in bad.stderr and "fix:" in bad.stderr
+    zero = cli("model", str(stored), "--cores", "0")
+    assert zero.returncode == 2 and "--cores" in zero.stderr
