@@ -430,6 +430,69 @@ def seed_ratios(seed: dict[str, Any]) -> Chart | None:
         "ratio (rows/s for batch)", "ratio", height=420))
 
 
+BOUNDS_SHOWN = 5  # the lowest bounds of a level drawn; the others are far above
+
+
+def bound_levels(models: list[dict[str, Any]], cells: list[dict[str, Any]]
+                 ) -> dict[str, list[tuple[dict[str, Any], dict[str, Any]]]]:
+    """(cell, model) pairs of each synchronous_commit level that has bounds."""
+    by_idx = {c["idx"]: c for c in cells}
+    out: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = defaultdict(list)
+    for m in models:
+        cell = by_idx.get(m["idx"])
+        if cell is not None and m["bounds"] and m["measured_tps"] is not None:
+            out[str(cell["params"].get("synchronous_commit"))].append((cell, m))
+    return dict(sorted(out.items(), key=lambda kv: level_rank(kv[0])))
+
+
+def bounds(level: str, pairs: list[tuple[dict[str, Any], dict[str, Any]]]) -> Chart:
+    """The classic bound chart of one level: measured TPS against clients with each
+    of the lowest bounds as a line; at one client count, bars per cell."""
+    resources: list[str] = []
+    for _, m in pairs:  # the lowest few, and the walsenders' wherever they are
+        for b in m["bounds"]:
+            if b["resource"] not in resources and (
+                    len(resources) < BOUNDS_SHOWN or b["resource"].startswith("walsender")):
+                resources.append(b["resource"])
+    colours = [c for c in PALETTE if c != _colour(level)]
+    clients = sorted({int(c["params"].get("clients") or 1) for c, _ in pairs})
+    data: list[dict[str, Any]] = []
+    title = f"{level}: measured throughput and the bounds (95 % CI)"
+    if len(clients) > 1 and len({_series_of(c) for c, _ in pairs}) == 1:
+        pairs = sorted(pairs, key=lambda p: int(p[0]["params"].get("clients") or 1))
+        x = [int(c["params"].get("clients") or 1) for c, _ in pairs]
+        data.append({"type": "scatter", "mode": "lines+markers", "name": "measured", "x": x,
+                     "y": [m["measured_tps"] for _, m in pairs],
+                     "line": {"color": _colour(level), "width": 3}})
+        for i, name in enumerate(resources):
+            ys = [next((b["max_tps"] for b in m["bounds"] if b["resource"] == name), None)
+                  for _, m in pairs]
+            data.append({"type": "scatter", "mode": "lines", "name": name, "x": x, "y": ys,
+                         "line": {"dash": "dash", "color": colours[i % len(colours)]}})
+        return _chart(f"bounds-{level}", data, _layout(
+            title, "clients", "transactions per second",
+            xaxis={"type": "log", "tickvals": clients}, yaxis={"type": "log"}))
+    labels = [c["label"] for c, _ in pairs]
+    data.append({"type": "bar", "name": "measured", "x": labels,
+                 "y": [m["measured_tps"] for _, m in pairs],
+                 "marker": {"color": _colour(level)}})
+    for i, name in enumerate(resources):
+        found = [next((b for b in m["bounds"] if b["resource"] == name), None)
+                 for _, m in pairs]
+        data.append({"type": "bar", "name": name, "x": labels,
+                     "y": [b["max_tps"] if b else None for b in found],
+                     "marker": {"color": colours[i % len(colours)]},
+                     "error_y": {"type": "data", "symmetric": False, "visible": True,
+                                 "array": [(b["high"] - b["max_tps"]) if b and b["high"]
+                                           is not None and b["max_tps"] is not None else None
+                                           for b in found],
+                                 "arrayminus": [(b["max_tps"] - b["low"]) if b and b["low"]
+                                                is not None and b["max_tps"] is not None
+                                                else None for b in found]}})
+    return _chart(f"bounds-{level}", data, _layout(title, "cell", "transactions per second",
+                                                   barmode="group"))
+
+
 def all_charts(data: dict[str, Any]) -> dict[str, Chart]:
     """Every chart the page can show, by section slot; absent ones are left out."""
     idx = data["timeline"].get("idx")
@@ -449,6 +512,8 @@ def all_charts(data: dict[str, Any]) -> dict[str, Chart]:
         "syscalls": syscalls(chosen),
         "seed": seed_ratios(data["seed"]),
     }
+    for level, pairs in bound_levels(data["bounds"], data["cells"]).items():
+        charts[f"bounds-{level}"] = bounds(level, pairs)
     for chart in placement(data["placement"]):
         charts[chart["id"]] = chart
     for n, cell in enumerate(data.get("faults", [])):

@@ -21,7 +21,7 @@ from markupsafe import escape
 
 from syncrep_lab import __version__
 from syncrep_lab.errors import UserError
-from syncrep_lab.report.charts import LEVEL_COLOURS, all_charts, compare_charts
+from syncrep_lab.report.charts import LEVEL_COLOURS, all_charts, bound_levels, compare_charts
 from syncrep_lab.report.model import report_data
 
 REPORT_NAME = "report.html"
@@ -101,7 +101,8 @@ def render(data: dict[str, Any]) -> str:
         d=data, charts=charts, charts_json=_json_for_script(
             {k: c["figure"] for k, c in charts.items()}),
         plotly_js=plotly_js(), level_colours=LEVEL_COLOURS, version=__version__,
-        topologies=[topology_svg(c) for c in data["topology"]])
+        topologies=[topology_svg(c) for c in data["topology"]],
+        bound_levels=list(bound_levels(data["bounds"], data["cells"])))
 
 
 def render_compare(data: dict[str, Any]) -> str:

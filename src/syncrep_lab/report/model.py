@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from syncrep_lab.analysis import model as bound_model
 from syncrep_lab.analysis.costs import run_costs
 from syncrep_lab.analysis.diagnosis import SYNC_LEVELS, diagnose_run, leading_verdict
 from syncrep_lab.analysis.faults import run_faults
@@ -466,6 +467,7 @@ def report_data(folder: Path, cell: int | None = None) -> dict[str, Any]:
             "cells": cells,
             "verdict": verdict,
             "scaling": series,
+            "bounds": bound_model.finite(bound_model.run_model(folder)),
             "timeline": timeline,
             "costs": [costs[c["idx"]] for c in cells if c["idx"] in costs],
             "flamegraphs": {"idx": chosen["idx"] if chosen else None,
