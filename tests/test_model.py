@@ -153,3 +153,15 @@ def test_model_command(stored: Path) -> None:
     assert bad.returncode == 2 and "no finished cell 9" in bad.stderr and "fix:" in bad.stderr
     zero = cli("model", str(stored), "--cores", "0")
     assert zero.returncode == 2 and "--cores" in zero.stderr
+
+
+def test_servers_confined_to_cores_leave_pgbench_out_of_the_machine_sum() -> None:
+    demands = {("primary", "backend"): (_point(100.0), "untraced", 8.0),
+               ("client", "pgbench"): (_point(50.0), "untraced", 1.0)}
+    shared = {b.resource: b for b in bounds(demands, cpus=1, clients=8, threads=1,
+                                            r1_ms=None, r1_source="")}
+    confined = {b.resource: b for b in bounds(demands, cpus=1, clients=8, threads=1,
+                                              r1_ms=None, r1_source="", client_shares=False)}
+    assert shared["machine"].max_tps.mean == pytest.approx(1e6 / 150)
+    assert confined["machine"].max_tps.mean == pytest.approx(1e6 / 100)
+    assert confined["pgbench"].max_tps.mean == pytest.approx(1e6 / 50)  # its own bound

@@ -127,10 +127,11 @@ def sum_intervals(parts: list[Interval]) -> Interval:
 
 
 def bounds(demands: dict[tuple[str, str], tuple[Interval, str, float]], *, cpus: float,
-           clients: int, threads: int, r1_ms: Interval | None, r1_source: str
-           ) -> list[Bound]:
+           clients: int, threads: int, r1_ms: Interval | None, r1_source: str,
+           client_shares: bool = True) -> list[Bound]:
     """Every bound of a cell, lowest first. ``demands``: (node, role) -> (µs per commit,
-    source, processes)."""
+    source, processes). ``client_shares``: pgbench runs on the same ``cpus`` as the
+    servers (not so when the servers are confined to ``cores`` of their own)."""
     out: list[Bound] = []
     for (node, role), (d, source, _) in sorted(demands.items()):
         kind = role_kind(role)
@@ -143,9 +144,10 @@ def bounds(demands: dict[tuple[str, str], tuple[Interval, str, float]], *, cpus:
             n = threads if role == "pgbench" else clients
             out.append(capacity_bound(name + ("s" if role == "backend" else ""), kind, d,
                                       float(min(n, cpus)), source))
-    if demands:
-        total = sum_intervals([d for d, _, _ in demands.values()])
-        sources = sorted({s for _, s, _ in demands.values()})
+    on_machine = [v for (node, _), v in demands.items() if client_shares or node != "client"]
+    if on_machine:
+        total = sum_intervals([d for d, _, _ in on_machine])
+        sources = sorted({s for _, s, _ in on_machine})
         out.append(capacity_bound("machine", "machine", total, cpus, ", ".join(sources)))
     if r1_ms is not None:
         out.append(clients_bound(clients, r1_ms, r1_source))
@@ -273,8 +275,9 @@ def cell_model(store: Store, cell: Any, by_series: dict[str, dict[int, Any]],
         r1_source = "the sum of the demands (no 1-client cell: a weaker bound)"
     else:
         r1, r1_source = None, ""
+    shares = params.get("cores") is None  # confined servers: pgbench runs elsewhere
     found = bounds(demands, cpus=cpus, clients=n_clients, threads=threads, r1_ms=r1,
-                   r1_source=r1_source)
+                   r1_source=r1_source, client_shares=shares)
     measured = float(cell["tps_mean"]) if cell["tps_mean"] is not None else None
     errors = [f"measured {measured:,.0f} tps is above the {b.resource} bound "
               f"({b.max_tps.high:,.0f} at most): a modelling error (a demand overstated, "
@@ -293,7 +296,7 @@ def cell_model(store: Store, cell: Any, by_series: dict[str, dict[int, Any]],
         n = clients if clients is not None else n_clients
         r1_at = r1
         hypo = bounds(demands, cpus=c, clients=n, threads=min(threads, n), r1_ms=r1_at,
-                      r1_source=r1_source)
+                      r1_source=r1_source, client_shares=shares)
         what_if = {"cores": c, "clients": n, "bounds": [b.json() for b in hypo],
                    "binding": hypo[0].resource if hypo else None,
                    "max_tps": hypo[0].max_tps.json() if hypo else None}

@@ -1,0 +1,180 @@
+"""How well the bottleneck model predicts what it did not see.
+
+One interleaved run: clients 1, 2, 4, 8, 16, 32, 64 × synchronous_commit local, on ×
+cores 1, 2 (the servers confined to the first N CPUs; pgbench runs beside them), probes
+off (the model reads CPU per commit from the measured repeats, nothing traced). Then:
+
+1. Clients: the Universal Scalability Law fitted on clients ≤ 8 of each (level, cores)
+   series predicts TPS at 16, 32 and 64; and the bounds of the 8-client cell
+   (min of N / R₁ and the lowest capacity bound, with that cell's demands) predict it
+   too. Each prediction's error against the measured mean.
+2. Cores: the bounds from the cores = 1 cells' demands, recomputed for 2 CPUs, predict
+   the cores = 2 cells' TPS at the same clients; the error, and whether the binding
+   resource on 2 cores is the one the model names.
+
+Target: within ±15 % where the binding resource is the same.
+
+    .venv/bin/python bench/model_accuracy.py [--out /tmp/model-acc] [--duration 3]
+        [--repeats 3] [--reuse]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from syncrep_lab.analysis.costs import role_values
+from syncrep_lab.analysis.model import (
+    Interval,
+    bounds,
+    cell_model,
+    fit_usl,
+    series_index,
+    usl,
+)
+from syncrep_lab.experiment.store import Store
+
+CLIENTS = [1, 2, 4, 8, 16, 32, 64]
+
+
+def spec(duration: int, repeats: int) -> str:
+    return f"""\
+name = "model-accuracy"
+
+[topology]
+standbys = 1
+
+[workload]
+kind = "insert"
+duration = {duration}
+warmup = 1
+
+[matrix]
+clients = {CLIENTS}
+synchronous_commit = ["local", "on"]
+cores = [1, 2]
+
+[run]
+repeats_min = {repeats}
+repeats_max = {repeats}
+seed = 5
+
+[probes]
+probed_repeats = 0
+"""
+
+
+def measure(out: Path, duration: int, repeats: int) -> float:
+    spec_file = out.with_suffix(".toml")
+    spec_file.write_text(spec(duration, repeats))
+    started = time.monotonic()
+    res = subprocess.run([sys.executable, "-m", "syncrep_lab", "run", str(spec_file), "--out",
+                          str(out)], stdin=subprocess.DEVNULL, check=False)
+    if res.returncode != 0:
+        raise SystemExit(f"the run failed (exit {res.returncode})")
+    return time.monotonic() - started
+
+
+def _err(predicted: float, measured: float) -> str:
+    return f"{100 * (predicted / measured - 1):+.1f} %"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", type=Path, default=Path("/tmp/model-acc"))
+    ap.add_argument("--duration", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--reuse", action="store_true", help="analyse a run already in --out")
+    args = ap.parse_args()
+    run_dir = args.out / "run"
+    if not args.reuse:
+        shutil.rmtree(args.out, ignore_errors=True)
+        args.out.mkdir(parents=True)
+        print(f"run: {measure(run_dir, args.duration, args.repeats) / 60:.1f} min")
+    store = Store(run_dir, create=False)
+    try:
+        run = store.run()
+        machine = json.loads(run["machine_json"])
+        cells = [c for c in store.cells(int(run["id"])) if c["status"] == "done"]
+        index = series_index(cells)
+        by_key: dict[tuple[str, int, int], Any] = {}
+        for c in cells:
+            p = json.loads(c["params_json"])
+            by_key[(p["synchronous_commit"], int(p["cores"]), int(p["clients"]))] = c
+        tps = {k: [float(r["tps"]) for r in store.repeats(int(c["id"])) if not r["probed"]]
+               for k, c in by_key.items()}
+        models = {k: cell_model(store, c, index, machine) for k, c in by_key.items()}
+        within, total = 0, 0
+        print("\n1. clients: fitted on clients <= 8, predicted at 16, 32, 64")
+        for level in ("local", "on"):
+            for cores in (1, 2):
+                fit = fit_usl({float(n): tps[(level, cores, n)] for n in CLIENTS
+                               if n <= 8 and (level, cores, n) in tps}, rounds=50)
+                eight = models.get((level, cores, 8))
+                for n in (16, 32, 64):
+                    key = (level, cores, n)
+                    if key not in tps or not tps[key]:
+                        continue
+                    measured = sum(tps[key]) / len(tps[key])
+                    line = f"  {level:>5} cores={cores} clients={n:>2}: measured {measured:8,.0f}"
+                    if fit.get("fit"):
+                        predicted = float(usl(n, fit["lambda"]["value"], fit["sigma"]["value"],
+                                              fit["kappa"]["value"]))
+                        line += f"; USL {predicted:8,.0f} ({_err(predicted, measured)})"
+                    if eight is not None and eight["bounds"]:
+                        capacity = [b for b in eight["bounds"] if b["kind"] != "clients"]
+                        clients_b = next((b for b in eight["bounds"] if b["kind"] == "clients"),
+                                         None)
+                        cap = capacity[0]["max_tps"] if capacity else float("inf")
+                        by_clients = (clients_b["max_tps"] * n / 8) if clients_b else float("inf")
+                        predicted = min(cap, by_clients)
+                        same = models[key]["binding"] == (capacity[0]["resource"]
+                                                          if cap <= by_clients else "clients")
+                        line += (f"; bounds {predicted:8,.0f} ({_err(predicted, measured)}, "
+                                 f"binding {'same' if same else 'differs'})")
+                        if same:
+                            total += 1
+                            within += abs(predicted / measured - 1) <= 0.15
+                    print(line)
+        print("\n2. cores: the cores=1 demands on 2 CPUs against the cores=2 cells")
+        for level in ("local", "on"):
+            for n in CLIENTS:
+                one, two = by_key.get((level, 1, n)), by_key.get((level, 2, n))
+                if one is None or two is None or not models[(level, 1, n)]["bounds"]:
+                    continue
+                # the cores=1 cell's demands, recomputed for 2 CPUs
+                demands: dict[tuple[str, str], tuple[Interval, str, float]] = {}
+                for r in role_values(store, int(one["id"])):
+                    vals = [v for v in r["cpu_us_per_commit"] if v >= 0]
+                    if vals and r["cpu_source"] != "none":
+                        mean = sum(vals) / len(vals)
+                        demands[(r["node"], r["role"])] = (Interval(mean, mean, mean),
+                                                           r["cpu_source"], 1.0)
+                r1 = Interval(float(one["lat_mean_ms"]), float(one["lat_mean_ms"]),
+                              float(one["lat_mean_ms"])) if n == 1 else None
+                hypo = bounds(demands, cpus=2, clients=n, threads=1, r1_ms=r1, r1_source="",
+                              client_shares=False)
+                hypo = [b for b in hypo if b.kind != "clients" or n == 1]
+                predicted = hypo[0].max_tps.mean
+                measured = float(two["tps_mean"])
+                same = hypo[0].resource == models[(level, 2, n)]["binding"]
+                print(f"  {level:>5} clients={n:>2}: cores=2 measured {measured:8,.0f}; "
+                      f"predicted {predicted:8,.0f} ({_err(predicted, measured)}), "
+                      f"{hypo[0].resource} binds (measured cell: "
+                      f"{models[(level, 2, n)]['binding']})")
+                if same:
+                    total += 1
+                    within += abs(predicted / measured - 1) <= 0.15
+        print(f"\nwithin ±15 % where the binding resource is the same: {within} of {total}")
+    finally:
+        store.close()
+
+
+if __name__ == "__main__":
+    main()
