@@ -165,3 +165,26 @@ def test_servers_confined_to_cores_leave_pgbench_out_of_the_machine_sum() -> Non
     assert shared["machine"].max_tps.mean == pytest.approx(1e6 / 150)
     assert confined["machine"].max_tps.mean == pytest.approx(1e6 / 100)
     assert confined["pgbench"].max_tps.mean == pytest.approx(1e6 / 50)  # its own bound
+
+
+def test_the_report_shows_what_the_reference_machine_s_cores_would_allow(
+        stored: Path, tmp_path: Path) -> None:
+    import shutil
+
+    from syncrep_lab.report.model import report_data
+
+    folder = tmp_path / "run"
+    shutil.copytree(stored, folder)
+    db = sqlite3.connect(folder / DB_NAME)
+    spec, = db.execute("select spec_toml from runs").fetchone()
+    db.execute("update runs set spec_toml = ?", (spec + '\n[reference]\nsource = "x"\n'
+               'cores = 64\nfigures = [{ synchronous_commit = "on", tps = 70000 }]\n',))
+    db.commit()
+    db.close()
+    seen = report_data(folder)["seed_machine"]
+    assert seen["cores"] == 64 and len(seen["rows"]) == 1
+    row = seen["rows"][0]
+    assert row["binding_here"] == "machine"  # 2 CPUs here
+    assert row["binding"] != "machine"  # 64 cores: a process binds
+    on = next(c for c in run_model(folder, cores=64) if c["idx"] == 1)
+    assert row["max_tps"]["mean"] == pytest.approx(on["what_if"]["max_tps"]["mean"])

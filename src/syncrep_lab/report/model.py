@@ -484,6 +484,30 @@ def report_data(folder: Path, cell: int | None = None) -> dict[str, Any]:
         }
     finally:
         store.close()
+    data["seed_machine"] = _seed_machine(folder, spec, data["seed"])
     for c in cells:
         del c["id"]
     return data
+
+
+def _seed_machine(folder: Path, spec: dict[str, Any], seed: dict[str, Any]
+                  ) -> dict[str, Any] | None:
+    """What this machine's CPU per commit would allow on the reference's cores
+    (``[reference] cores``), next to the reference's figures: the shape, not the
+    number (another machine, other demands)."""
+    ref = spec.get("reference") or {}
+    cores = ref.get("cores")
+    if not cores or "figures" not in seed:
+        return None
+    rows = []
+    for fig in seed["figures"]:
+        if fig["idx"] is None or fig["where"].get("synchronous_commit") not in SYNC_LEVELS:
+            continue
+        m = bound_model.run_model(folder, cell=int(fig["idx"]), cores=float(cores))[0]
+        w = m["what_if"]
+        if not m["bounds"] or w is None or w["max_tps"] is None:
+            continue
+        rows.append({"where": fig["where"], "seed_tps": fig["seed_tps"], "idx": fig["idx"],
+                     "here_tps": m["measured_tps"], "binding_here": m["binding"],
+                     "binding": w["binding"], "max_tps": bound_model.finite(w["max_tps"])})
+    return {"cores": cores, "rows": rows} if rows else None
