@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import shutil
 import sqlite3
 from pathlib import Path
 
@@ -110,12 +111,16 @@ def test_model_on_a_stored_run_names_the_walsender_and_the_machine(stored: Path)
     assert 0 < on["serial"][0]["serial_us_per_commit"] < d
 
 
+def _copy(stored: Path, tmp_path: Path) -> Path:
+    """A copy of the stored run a test may change."""
+    folder = tmp_path / "run"
+    shutil.copytree(stored, folder)
+    return folder
+
+
 def test_cpu_per_commit_comes_from_an_untraced_repeat_when_there_is_one(
         stored: Path, tmp_path: Path) -> None:
-    folder = tmp_path / "run"
-    import shutil
-
-    shutil.copytree(stored, folder)
+    folder = _copy(stored, tmp_path)
     db = sqlite3.connect(folder / DB_NAME)
     cell_id, = db.execute("select id from cells where idx = 1").fetchone()
     measured = db.execute("select id, transactions from repeats where cell_id = ? and "
@@ -169,12 +174,9 @@ def test_servers_confined_to_cores_leave_pgbench_out_of_the_machine_sum() -> Non
 
 def test_the_report_shows_what_the_reference_machine_s_cores_would_allow(
         stored: Path, tmp_path: Path) -> None:
-    import shutil
-
     from syncrep_lab.report.model import report_data
 
-    folder = tmp_path / "run"
-    shutil.copytree(stored, folder)
+    folder = _copy(stored, tmp_path)
     db = sqlite3.connect(folder / DB_NAME)
     spec, = db.execute("select spec_toml from runs").fetchone()
     db.execute("update runs set spec_toml = ?", (spec + '\n[reference]\nsource = "x"\n'
