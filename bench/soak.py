@@ -10,18 +10,20 @@ processes on the machine, clusters the tool has registered, cgroups under the
 cpuset hierarchy and network namespaces. At the end it checks every round's
 store: every cell done, every measured repeat there, every durability check ok.
 
-    .venv/bin/python bench/soak.py [--minutes 30] [--out /tmp/soak]
+    .venv/bin/python bench/soak.py [--minutes 30] [--out /tmp/soak] [--trace-memory]
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import shutil
 import sqlite3
 import subprocess
 import time
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -117,6 +119,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--minutes", type=float, default=30.0)
     parser.add_argument("--out", type=Path, default=Path("/tmp/syncrep-soak"))
+    parser.add_argument("--trace-memory", action="store_true",
+                        help="tracemalloc from the first run on: what grew between the "
+                             "end of the first run and the end, by source line, and how "
+                             "much of the RSS growth is Python objects at all")
     args = parser.parse_args()
     shutil.rmtree(args.out, ignore_errors=True)
     args.out.mkdir(parents=True)
@@ -125,13 +131,28 @@ def main() -> None:
     before = snapshot()
     rounds: list[dict[str, Any]] = []
     ends = time.monotonic() + 60 * args.minutes
+    if args.trace_memory:
+        tracemalloc.start(10)
+    first: tracemalloc.Snapshot | None = None
     while time.monotonic() < ends:
         run = args.out / f"round-{len(rounds):03d}"
         started = time.monotonic()
         start_run(spec, SPEC, args.out, run)
+        gc.collect()
         rounds.append({"seconds": round(time.monotonic() - started, 1), **snapshot(),
                        **check_store(run)})
+        if args.trace_memory:
+            rounds[-1]["python_traced_kib"] = tracemalloc.get_traced_memory()[0] // 1024
+            if first is None:
+                first = tracemalloc.take_snapshot()
         print(json.dumps(rounds[-1]), flush=True)
+    if first is not None and len(rounds) > 1:
+        last = tracemalloc.take_snapshot()
+        print(f"Python objects grown from the end of run 1 to the end of run {len(rounds)}, "
+              "by source line:")
+        for stat in last.compare_to(first, "lineno")[:12]:
+            print(f"  {stat.size_diff / 1024:+9.1f} KiB {stat.count_diff:+6d} blocks  "
+                  f"{stat.traceback[0]}")
     after = snapshot()
     print(json.dumps({"before": before, "after": after, "rounds": len(rounds),
                       "all_done": all(r["done"] == r["cells"] for r in rounds),
