@@ -9,6 +9,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from syncrep_lab.analysis import diagnosis
 from syncrep_lab.analysis.costs import run_costs
 from syncrep_lab.analysis.diagnosis import diagnose_run
@@ -80,7 +82,7 @@ def test_without_perf_cpu_comes_from_proc(workdir: Path) -> None:
     assert roles[("primary", "backend")]["cpu_us_per_commit"]["mean"] > 0
     res = cli("costs", str(run))
     assert res.returncode == 0, res.stderr
-    assert "(/proc)" in res.stdout
+    assert "(/proc, probed)" in res.stdout
 
 
 def _facts(run: Path, label: str) -> diagnosis.CellFacts:
@@ -119,3 +121,20 @@ def test_standby_and_network_rule(workdir: Path) -> None:
     # Under local, no standby is waited for.
     assert diagnosis.rule_standby_or_network(dataclasses.replace(
         facts, synchronous_commit="local")) is None
+
+
+def test_the_cpu_rule_reads_the_model_s_machine_bound(workdir: Path) -> None:
+    """Where the model has a machine bound, saturation is how close the cell came to
+    it; a process bound lower than the machine's keeps the verdict at medium."""
+    facts = _facts(load("pg18-local-on", workdir), "sc=on")
+    facts.bounds = [{"resource": "machine", "max_tps": facts.tps / 0.9, "kind": "machine"}]
+    verdict = diagnosis.rule_cpu_saturated(facts)
+    assert verdict is not None and verdict.confidence == "high"
+    assert verdict.evidence["fraction"] == pytest.approx(0.9, abs=1e-3)
+    assert verdict.evidence["machine_bound_tps"] == round(facts.tps / 0.9)
+    facts.bounds = [{"resource": "walsender:b", "max_tps": facts.tps / 0.95,
+                     "kind": "process"}, facts.bounds[0]]
+    lower = diagnosis.rule_cpu_saturated(facts)
+    assert lower is not None and lower.confidence == "medium"
+    facts.bounds = [{"resource": "machine", "max_tps": facts.tps / 0.3, "kind": "machine"}]
+    assert diagnosis.rule_cpu_saturated(facts) is None  # far from the bound

@@ -91,7 +91,8 @@ def _role_figures(store: Store, repeats: dict[int, int], tps: dict[int, float],
 
 CPU_SOURCES = {"untraced": "/proc, measured repeats (nothing traced)",
                "perf": "perf stat, probed repeats (every system call counted)",
-               "proc": "/proc, probed repeats (traced)", "none": "not measured"}
+               "proc": "/proc, probed repeats (the probes running beside them)",
+               "none": "not measured"}
 
 
 def _cpu_values(figures: dict[str, list[float]]) -> tuple[str, list[float], list[float]]:

@@ -50,6 +50,11 @@ class CellFacts:
     frames: dict[tuple[str, str], dict[str, float]] = field(default_factory=dict)
     replication: list[dict[str, Any]] = field(default_factory=list)
     latency_ms: float | None = None
+    # the bottleneck model's bounds, lowest first (analysis/model.py), when it has them
+    bounds: list[dict[str, Any]] = field(default_factory=list)
+
+    def bound(self, resource: str) -> dict[str, Any] | None:
+        return next((b for b in self.bounds if b["resource"] == resource), None)
 
     @property
     def cpu_known(self) -> bool:
@@ -189,12 +194,21 @@ def rule_cpu_saturated(facts: CellFacts) -> Verdict | None:
         return _perf_unknown(facts, name)
     used = sum(facts.cores(n, r) for (n, r) in facts.roles if n != "client")
     client = sum(facts.cores(n, r) for (n, r) in facts.roles if n == "client")
-    fraction = used / max(facts.cpus, 1)
+    machine = facts.bound("machine")
+    if machine is not None and machine["max_tps"]:
+        # the model's machine bound: its CPUs over every process's demand, pgbench's
+        # included where it shares them; the fraction is how close the cell came to it
+        fraction = facts.tps / float(machine["max_tps"])
+        binds = bool(facts.bounds) and facts.bounds[0]["resource"] == "machine"
+    else:
+        fraction, binds = (used + client) / max(facts.cpus, 1), True
     if fraction < 0.6:
         return None
-    confidence = "high" if fraction >= 0.85 else "medium"
+    confidence = "high" if fraction >= 0.85 and binds else "medium"
     evidence: dict[str, float | str] = {"cores_busy": round(used, 3), "cpus": facts.cpus,
                                         "fraction": round(fraction, 3)}
+    if machine is not None:
+        evidence["machine_bound_tps"] = round(float(machine["max_tps"]))
     queued = ""
     runq = facts.sched("primary", "backend", "runq_us_per_commit")
     if runq is not None and facts.latency_ms:
@@ -225,10 +239,18 @@ def rule_single_process(facts: CellFacts) -> Verdict | None:
     if busiest is None or busiest[0] < 0.7:
         return None
     cores, node, role = busiest
+    evidence: dict[str, float | str] = {"node": node, "role": role,
+                                        "cores_busy": round(cores, 3)}
+    # the model's bound of this process (1 / its CPU per commit) says the same as its
+    # busy share; whether it binds is the model's: another bound may be lower
+    own = facts.bound(role if node == "primary" else f"{node} {role}")
+    binds = own is None or (bool(facts.bounds) and facts.bounds[0] is own)
+    if own is not None and own["max_tps"]:
+        evidence["bound_tps"] = round(float(own["max_tps"]))
     return Verdict(
-        name, "high" if cores >= 0.9 else "medium",
+        name, "high" if cores >= 0.9 and binds else "medium",
         f"{role} on {node} alone keeps {cores:.2f} of a core busy: it cannot go faster",
-        {"node": node, "role": role, "cores_busy": round(cores, 3)},
+        evidence,
         [f"give {role} a core of its own, and check what it spends it on (flame graph)"],
     )
 
@@ -389,6 +411,7 @@ def diagnose_run(folder: Path) -> list[dict[str, Any]]:
                 continue
             facts = cell_facts(store, cell, cpus)
             bound = model.cell_model(store, cell, series, machine)
+            facts.bounds = bound["bounds"]
             out.append({"idx": cell["idx"], "label": cell["label"], "tps_mean": facts.tps,
                         "ceiling": model.headline(bound),
                         "ceiling_errors": bound["errors"],

@@ -17,7 +17,7 @@ SHORT = {"epoll_create1": "ep_create", "epoll_ctl": "ep_ctl", "epoll_wait": "ep_
          "context_switches": "ctx sw"}
 
 
-_SOURCE_MARK = {"perf": " (perf)", "proc": " (/proc, traced)"}
+_SOURCE_MARK = {"perf": " (perf)", "proc": " (/proc, probed)"}
 
 
 def _ms(value: float | None) -> str:
@@ -48,7 +48,7 @@ def print_costs(cells: list[dict[str, Any]], console: Console) -> None:
             calls = [s for s in KEY_SYSCALLS if s in seen]
             table = Table(title=title + " - per commit (CPU and context switches: mean ± "
                           "95% CI half-width over repeats, from /proc in the measured "
-                          "repeats unless marked (perf) or (/proc, traced); system calls: "
+                          "repeats unless marked (perf) or (/proc, probed); system calls: "
                           "mean, from the probed repeats)", title_justify="left")
             sched_cols = any(r["sched"] for r in cell["roles"])
             extra = ("asleep µs", "run queue µs") if sched_cols else ()
