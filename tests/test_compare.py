@@ -246,3 +246,30 @@ def test_not_a_run(workdir: Path) -> None:
         assert "fix:" in res.stderr and "Traceback" not in res.stderr
     res = cli("compare", str(run), str(run), "--top", "0")
     assert res.returncode == 2 and "--top must be at least 1" in res.stderr
+
+
+def test_a_significant_difference_with_disturbed_repeats_says_so(workdir: Path) -> None:
+    a, b = load("pg96-on", workdir), load("pg18-local-on", workdir)
+    [calm] = compare_runs(a, b)["pairs"]
+    db = sqlite3.connect(a / DB_NAME)
+    db.execute("update repeats set disturbed = 'other processes took 0.80 CPUs' "
+               "where probed = 0")
+    db.commit()
+    db.close()
+    [pair] = compare_runs(a, b)["pairs"]
+    assert pair["disturbed"]["a"]["repeats"] == pair["disturbed"]["a"]["of"] > 0
+    assert pair["disturbed"]["b"]["repeats"] == 0
+    # no difference found: nothing to doubt, no caveat
+    assert not any(f["significant"] for f in pair["figures"])
+    assert pair["summary"] == calm["summary"]
+    # B twice as fast: significant, and the disturbed side is named
+    db = sqlite3.connect(b / DB_NAME)
+    db.execute("update repeats set tps = 2 * tps, lat_mean_ms = lat_mean_ms / 2, "
+               "lat_p99_ms = lat_p99_ms / 2 where probed = 0")
+    db.commit()
+    db.close()
+    [faster] = compare_runs(a, b)["pairs"]
+    assert any(f["significant"] for f in faster["figures"])
+    n = faster["disturbed"]["a"]["of"]
+    assert f"A: {n} of {n} repeats disturbed" in faster["summary"]
+    assert "B: " not in faster["summary"]

@@ -30,13 +30,12 @@ from syncrep_lab.measure.stats import mean_ci, ratio_ci, welch_t
 ALPHA = 0.05
 TOP = 10
 ADVICE = ("Two runs are two stretches of time: their figures also differ by the machine's "
-          "drift between them, so the intervals here include each run's own drift. Where "
-          "the difference can be an axis of one run, that is the stronger design: cells "
-          "that share a cluster (the synchronous_commit, sync, clients, threads and batch "
-          "axes) run interleaved, round by round, and each cell's ratio_to_baseline "
-          "(syncrep-lab results --json) is paired within rounds. Axes that need another "
-          "cluster (pg, standbys, settings, placement) still run one cluster after the "
-          "other, so their comparison carries the drift between them, as here.")
+          "drift between them, so the intervals here include each run's own drift; a "
+          "shift that lasts a whole run (another tenant, a busy neighbour) is not in it. "
+          "Where the difference can be an axis of one run, that is the stronger design: "
+          "the cells run interleaved, round by round (the clusters of pg, standbys or "
+          "settings held up at once where the machine allows), and each cell's "
+          "ratio_to_baseline (syncrep-lab results --json) is paired within rounds.")
 
 # (figure, column in repeats, unit, whether more is better)
 RUN_FIGURES = (("TPS", "tps", "tps", True),
@@ -300,15 +299,31 @@ def _one_liner(fig: dict[str, Any]) -> str:
     return f"B is {fig['ratio']:.2f} ± {half:.2f} times A's {fig['figure']}"
 
 
+def _disturbed(store: Store, cell_id: int) -> tuple[int, int]:
+    """(measured repeats something hit, measured repeats) of a cell."""
+    rows = [r for r in store.repeats(cell_id) if not r["probed"]]
+    return sum(1 for r in rows if r["disturbed"]), len(rows)
+
+
 def _pair(store_a: Store, store_b: Store, ca: dict[str, Any], cb: dict[str, Any],
           axes: list[str], top: int, between: tuple[Drift, Drift] | None) -> dict[str, Any]:
     ma, mb = _measured(store_a, ca["id"]), _measured(store_b, cb["id"])
     figures = [compare_figure(name, unit, ma[column], mb[column], more_is_better, between)
                for name, column, unit, more_is_better in RUN_FIGURES]
+    hit = {"a": _disturbed(store_a, ca["id"]), "b": _disturbed(store_b, cb["id"])}
+    summary = _one_liner(figures[0])
+    caveats = [f"{side.upper()}: {n} of {total} repeats disturbed" for side, (n, total)
+               in hit.items() if n]
+    if caveats and any(f["significant"] for f in figures):
+        # the tool saw something else on the machine in these repeats: a difference
+        # may be that, not the change (experiment/reset.py says what it counts)
+        summary += (f" ({'; '.join(caveats)}: the difference may be what hit them; "
+                    "syncrep-lab results lists what)")
     return {"key": {k: ca["params"].get(k) for k in axes},
             "a": {"idx": ca["idx"], "label": ca["label"], "version": ca["version"]},
             "b": {"idx": cb["idx"], "label": cb["label"], "version": cb["version"]},
-            "figures": figures, "summary": _one_liner(figures[0]),
+            "disturbed": {k: {"repeats": n, "of": total} for k, (n, total) in hit.items()},
+            "figures": figures, "summary": summary,
             "costs": cost_changes(role_values(store_a, ca["id"]),
                                   role_values(store_b, cb["id"]), top)}
 
