@@ -160,16 +160,19 @@ def test_model_command(stored: Path) -> None:
     assert zero.returncode == 2 and "--cores" in zero.stderr
 
 
-def test_servers_confined_to_cores_leave_pgbench_out_of_the_machine_sum() -> None:
+def test_servers_confined_to_cores_have_a_bound_of_their_own() -> None:
     demands = {("primary", "backend"): (_point(100.0), "untraced", 8.0),
                ("client", "pgbench"): (_point(50.0), "untraced", 1.0)}
-    shared = {b.resource: b for b in bounds(demands, cpus=1, clients=8, threads=1,
-                                            r1_ms=None, r1_source="")}
-    confined = {b.resource: b for b in bounds(demands, cpus=1, clients=8, threads=1,
-                                              r1_ms=None, r1_source="", client_shares=False)}
-    assert shared["machine"].max_tps.mean == pytest.approx(1e6 / 150)
-    assert confined["machine"].max_tps.mean == pytest.approx(1e6 / 100)
-    assert confined["pgbench"].max_tps.mean == pytest.approx(1e6 / 50)  # its own bound
+    whole = {b.resource: b for b in bounds(demands, cpus=2, clients=8, threads=1,
+                                           r1_ms=None, r1_source="")}
+    confined = {b.resource: b for b in bounds(demands, cpus=2, clients=8, threads=1,
+                                              r1_ms=None, r1_source="", server_cores=1)}
+    assert "servers' cores" not in whole
+    assert whole["machine"].max_tps.mean == pytest.approx(2e6 / 150)  # pgbench shares
+    assert confined["machine"].max_tps.mean == pytest.approx(2e6 / 150)
+    assert confined["servers' cores"].max_tps.mean == pytest.approx(1e6 / 100)
+    assert confined["backends"].max_tps.mean == pytest.approx(1e6 / 100)  # 1 core for 8
+    assert confined["pgbench"].max_tps.mean == pytest.approx(1e6 / 50)  # unconfined
 
 
 def test_the_report_shows_what_the_reference_machine_s_cores_would_allow(

@@ -128,10 +128,12 @@ def sum_intervals(parts: list[Interval]) -> Interval:
 
 def bounds(demands: dict[tuple[str, str], tuple[Interval, str, float]], *, cpus: float,
            clients: int, threads: int, r1_ms: Interval | None, r1_source: str,
-           client_shares: bool = True) -> list[Bound]:
+           server_cores: float | None = None) -> list[Bound]:
     """Every bound of a cell, lowest first. ``demands``: (node, role) -> (µs per commit,
-    source, processes). ``client_shares``: pgbench runs on the same ``cpus`` as the
-    servers (not so when the servers are confined to ``cores`` of their own)."""
+    source, processes). ``cpus``: the machine's, shared by every process here, pgbench
+    included. ``server_cores``: the servers confined to that many of them (the
+    ``cores`` axis; pgbench is not confined): the servers' demands then also meet a
+    bound of their own on those cores."""
     out: list[Bound] = []
     for (node, role), (d, source, _) in sorted(demands.items()):
         kind = role_kind(role)
@@ -142,13 +144,18 @@ def bounds(demands: dict[tuple[str, str], tuple[Interval, str, float]], *, cpus:
             out.append(capacity_bound(name, kind, d, 1.0, source))
         else:
             n = threads if role == "pgbench" else clients
+            room = cpus if role == "pgbench" or server_cores is None else server_cores
             out.append(capacity_bound(name + ("s" if role == "backend" else ""), kind, d,
-                                      float(min(n, cpus)), source))
-    on_machine = [v for (node, _), v in demands.items() if client_shares or node != "client"]
-    if on_machine:
-        total = sum_intervals([d for d, _, _ in on_machine])
-        sources = sorted({s for _, s, _ in on_machine})
+                                      float(min(n, room)), source))
+    if demands:
+        total = sum_intervals([d for d, _, _ in demands.values()])
+        sources = sorted({s for _, s, _ in demands.values()})
         out.append(capacity_bound("machine", "machine", total, cpus, ", ".join(sources)))
+    servers = [v for (node, _), v in demands.items() if node != "client"]
+    if server_cores is not None and servers and server_cores < cpus:
+        total = sum_intervals([d for d, _, _ in servers])
+        out.append(capacity_bound("servers' cores", "machine", total, server_cores,
+                                  ", ".join(sorted({s for _, s, _ in servers}))))
     if r1_ms is not None:
         out.append(clients_bound(clients, r1_ms, r1_source))
     return sorted(out, key=lambda b: b.max_tps.mean)
@@ -255,8 +262,8 @@ def cell_model(store: Store, cell: Any, by_series: dict[str, dict[int, Any]],
     params = json.loads(cell["params_json"])
     n_clients = int(params.get("clients") or 1)
     threads = int(params.get("threads") or 1)
-    cpus = float(params.get("cores") or machine.get("cpus_usable") or
-                 machine.get("cpu_count") or 1)
+    cpus = float(machine.get("cpus_usable") or machine.get("cpu_count") or 1)
+    server_cores = float(params["cores"]) if params.get("cores") is not None else None
     demands: dict[tuple[str, str], tuple[Interval, str, float]] = {}
     for r in role_values(store, int(cell["id"])):
         d = _interval(r["cpu_us_per_commit"])
@@ -275,9 +282,8 @@ def cell_model(store: Store, cell: Any, by_series: dict[str, dict[int, Any]],
         r1_source = "the sum of the demands (no 1-client cell: a weaker bound)"
     else:
         r1, r1_source = None, ""
-    shares = params.get("cores") is None  # confined servers: pgbench runs elsewhere
     found = bounds(demands, cpus=cpus, clients=n_clients, threads=threads, r1_ms=r1,
-                   r1_source=r1_source, client_shares=shares)
+                   r1_source=r1_source, server_cores=server_cores)
     measured = float(cell["tps_mean"]) if cell["tps_mean"] is not None else None
     errors = [f"measured {measured:,.0f} tps is above the {b.resource} bound "
               f"({b.max_tps.high:,.0f} at most): a modelling error (a demand overstated, "
@@ -295,8 +301,9 @@ def cell_model(store: Store, cell: Any, by_series: dict[str, dict[int, Any]],
         c = float(cores) if cores is not None else cpus
         n = clients if clients is not None else n_clients
         r1_at = r1
+        # on C cores the servers are no longer confined: a machine of C CPUs
         hypo = bounds(demands, cpus=c, clients=n, threads=min(threads, n), r1_ms=r1_at,
-                      r1_source=r1_source, client_shares=shares)
+                      r1_source=r1_source)
         what_if = {"cores": c, "clients": n, "bounds": [b.json() for b in hypo],
                    "binding": hypo[0].resource if hypo else None,
                    "max_tps": hypo[0].max_tps.json() if hypo else None}
