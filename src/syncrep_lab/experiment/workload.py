@@ -308,7 +308,11 @@ class RunningPgbench:
         logs: list[Path] = []
         log_prefix = self.log_prefix
         if log_prefix is not None:
-            logs = sorted(log_prefix.parent.glob(f"{log_prefix.name}.{proc.pid}*"))
+            # by name, not glob(): a pattern per pid would be compiled and kept in
+            # fnmatch's cache (32,768 entries) for every pgbench a long process runs
+            head = f"{log_prefix.name}.{proc.pid}"
+            logs = sorted(p for p in log_prefix.parent.iterdir()
+                          if p.name == head or p.name.startswith(head + "."))
         run = PgbenchRun(self.argv, proc.returncode, stdout, stderr, parse_summary(stdout),
                          self.progress, logs, seconds)
         if proc.returncode != 0:
