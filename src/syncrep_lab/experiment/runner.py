@@ -243,7 +243,8 @@ class Runner:
         plan = units(self.spec, groups, self.order)
         if plan.said:
             self.events.message(plan.said)
-            self.store.set_order_note(self.run_id, plan.said)
+            if self.store.run(self.run_id)["order_note"] is None:  # resumed: as it began
+                self.store.set_order_note(self.run_id, plan.said)
         budget = self.spec.run.budget_seconds
         started, left = time.monotonic(), len(todo)
         # the plan's clusters in order (done ones included: the numbering must not move
@@ -256,8 +257,9 @@ class Runner:
             share = (None if budget is None else
                      max(0.0, budget - (time.monotonic() - started)) * len(cells) / left)
             self.pool.keep = {g[0].cluster_key for g in unit.groups}
-            # the rounds of each unit are numbered apart (unit u from u * ROUND_SPAN + 1),
-            # so that no analysis pairs repeats of two units that ran at other times
+            # the rounds of each unit are numbered apart (from ROUND_SPAN times the place
+            # of its first cluster in the plan, + 1), so that no analysis pairs repeats
+            # of two units that ran at other times
             first = min(keys.index(g[0].cluster_key) for g in unit.groups)
             self._run_group(cells, {c.key: int(rows[c.key]["id"]) for c in cells}, share,
                             base=first * ROUND_SPAN)
