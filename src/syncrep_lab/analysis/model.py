@@ -269,6 +269,10 @@ def cell_model(store: Store, cell: Any, by_series: dict[str, dict[int, Any]],
         d = _interval(r["cpu_us_per_commit"])
         if d is not None and r["cpu_source"] != "none":
             demands[(r["node"], r["role"])] = (d, r["cpu_source"], 1.0)
+    if any(source == "untraced" for _, source, _ in demands.values()):
+        # all from the same (measured) repeats: a role seen only in probed ones is the
+        # probes' own (the samplers' sessions on the standbys), not the workload's
+        demands = {k: v for k, v in demands.items() if v[1] == "untraced"}
     one = by_series[_series_key(params, "clients")].get(1)
     if one is not None and one["lat_mean_ms"] is not None:
         reps = [float(r["lat_mean_ms"]) for r in store.repeats(int(one["id"]))
