@@ -29,10 +29,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from syncrep_lab.analysis.costs import role_values
 from syncrep_lab.analysis.model import (
     Interval,
     bounds,
+    cell_demands,
     cell_model,
     fit_usl,
     series_index,
@@ -149,13 +149,7 @@ def main() -> None:
                 if one is None or two is None or not models[(level, 1, n)]["bounds"]:
                     continue
                 # the cores=1 cell's demands, recomputed for 2 CPUs
-                demands: dict[tuple[str, str], tuple[Interval, str, float]] = {}
-                for r in role_values(store, int(one["id"])):
-                    vals = [v for v in r["cpu_us_per_commit"] if v >= 0]
-                    if vals and r["cpu_source"] != "none":
-                        mean = sum(vals) / len(vals)
-                        demands[(r["node"], r["role"])] = (Interval(mean, mean, mean),
-                                                           r["cpu_source"], 1.0)
+                demands = cell_demands(store, int(one["id"]))
                 r1 = Interval(float(one["lat_mean_ms"]), float(one["lat_mean_ms"]),
                               float(one["lat_mean_ms"])) if n == 1 else None
                 # the servers on both CPUs, pgbench beside them (as in the cores=2 cells)

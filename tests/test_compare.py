@@ -248,14 +248,21 @@ def test_not_a_run(workdir: Path) -> None:
     assert res.returncode == 2 and "--top must be at least 1" in res.stderr
 
 
+def _update(run: Path, statement: str) -> None:
+    """One statement on a stored run's repeats, committed."""
+    db = sqlite3.connect(run / DB_NAME)
+    try:
+        with db:
+            db.execute(statement)
+    finally:
+        db.close()
+
+
 def test_a_significant_difference_with_disturbed_repeats_says_so(workdir: Path) -> None:
     a, b = load("pg96-on", workdir), load("pg18-local-on", workdir)
     [calm] = compare_runs(a, b)["pairs"]
-    db = sqlite3.connect(a / DB_NAME)
-    db.execute("update repeats set disturbed = 'other processes took 0.80 CPUs' "
+    _update(a, "update repeats set disturbed = 'other processes took 0.80 CPUs' "
                "where probed = 0")
-    db.commit()
-    db.close()
     [pair] = compare_runs(a, b)["pairs"]
     assert pair["disturbed"]["a"]["repeats"] == pair["disturbed"]["a"]["of"] > 0
     assert pair["disturbed"]["b"]["repeats"] == 0
@@ -263,11 +270,8 @@ def test_a_significant_difference_with_disturbed_repeats_says_so(workdir: Path) 
     assert not any(f["significant"] for f in pair["figures"])
     assert pair["summary"] == calm["summary"]
     # B twice as fast: significant, and the disturbed side is named
-    db = sqlite3.connect(b / DB_NAME)
-    db.execute("update repeats set tps = 2 * tps, lat_mean_ms = lat_mean_ms / 2, "
+    _update(b, "update repeats set tps = 2 * tps, lat_mean_ms = lat_mean_ms / 2, "
                "lat_p99_ms = lat_p99_ms / 2 where probed = 0")
-    db.commit()
-    db.close()
     [faster] = compare_runs(a, b)["pairs"]
     assert any(f["significant"] for f in faster["figures"])
     n = faster["disturbed"]["a"]["of"]

@@ -81,6 +81,10 @@ class Bound:
                 "low": self.max_tps.low, "high": self.max_tps.high, "source": self.source}
 
 
+# (node, role) -> (µs per commit, where it comes from, processes)
+Demands = dict[tuple[str, str], tuple[Interval, str, float]]
+
+
 def role_kind(role: str) -> str | None:
     base = role.split(":", 1)[0]
     if base in SINGLE:
@@ -126,7 +130,7 @@ def sum_intervals(parts: list[Interval]) -> Interval:
     return Interval(mean, max(0.0, mean - lo), mean + hi)
 
 
-def bounds(demands: dict[tuple[str, str], tuple[Interval, str, float]], *, cpus: float,
+def bounds(demands: Demands, *, cpus: float,
            clients: int, threads: int, r1_ms: Interval | None, r1_source: str,
            server_cores: float | None = None) -> list[Bound]:
     """Every bound of a cell, lowest first. ``demands``: (node, role) -> (µs per commit,
@@ -256,6 +260,21 @@ def _serial(store: Store, cell_id: int, role: str, demand: Interval) -> dict[str
             "max_tps_if_serial": (1e6 / (demand.mean * share)) if share > 0 else None}
 
 
+def cell_demands(store: Store, cell_id: int) -> Demands:
+    """(node, role) -> (µs per commit with its interval over repeats, where it comes
+    from, processes) of a cell."""
+    demands: Demands = {}
+    for r in role_values(store, cell_id):
+        d = _interval(r["cpu_us_per_commit"])
+        if d is not None and r["cpu_source"] != "none":
+            demands[(r["node"], r["role"])] = (d, r["cpu_source"], 1.0)
+    if any(source == "untraced" for _, source, _ in demands.values()):
+        # all from the same (measured) repeats: a role seen only in probed ones is the
+        # probes' own (the samplers' sessions on the standbys), not the workload's
+        demands = {k: v for k, v in demands.items() if v[1] == "untraced"}
+    return demands
+
+
 def cell_model(store: Store, cell: Any, by_series: dict[str, dict[int, Any]],
                machine: dict[str, Any], *, cores: float | None = None,
                clients: int | None = None) -> dict[str, Any]:
@@ -264,15 +283,7 @@ def cell_model(store: Store, cell: Any, by_series: dict[str, dict[int, Any]],
     threads = int(params.get("threads") or 1)
     cpus = float(machine.get("cpus_usable") or machine.get("cpu_count") or 1)
     server_cores = float(params["cores"]) if params.get("cores") is not None else None
-    demands: dict[tuple[str, str], tuple[Interval, str, float]] = {}
-    for r in role_values(store, int(cell["id"])):
-        d = _interval(r["cpu_us_per_commit"])
-        if d is not None and r["cpu_source"] != "none":
-            demands[(r["node"], r["role"])] = (d, r["cpu_source"], 1.0)
-    if any(source == "untraced" for _, source, _ in demands.values()):
-        # all from the same (measured) repeats: a role seen only in probed ones is the
-        # probes' own (the samplers' sessions on the standbys), not the workload's
-        demands = {k: v for k, v in demands.items() if v[1] == "untraced"}
+    demands = cell_demands(store, int(cell["id"]))
     one = by_series[_series_key(params, "clients")].get(1)
     if one is not None and one["lat_mean_ms"] is not None:
         reps = [float(r["lat_mean_ms"]) for r in store.repeats(int(one["id"]))
@@ -375,10 +386,11 @@ def series_index(cells: list[Any]) -> dict[str, dict[int, Any]]:
 
 
 def run_model(folder: Path, *, cell: int | None = None, cores: float | None = None,
-              clients: int | None = None) -> list[dict[str, Any]]:
+              clients: int | None = None, fits: bool = True) -> list[dict[str, Any]]:
     """The model of every done cell of the run in ``folder`` (or of cell ``cell``), each
     with the USL fit of its series over clients (``usl``) and, where the run varies
-    them, over cores (``usl_cores``)."""
+    them, over cores (``usl_cores``); ``fits`` False leaves the fits (and their
+    bootstrap) out."""
     store = Store(folder, create=False)
     try:
         run = store.run()
@@ -391,17 +403,20 @@ def run_model(folder: Path, *, cell: int | None = None, cores: float | None = No
             raise UserError(f"the run has no finished cell {cell}",
                             f"choose one of its finished cells ({done}), or leave --cell out")
         by_series = series_index(cells)
-        fits = {axis: _fits(store, cells, axis) for axis in ("clients", "cores")}
+        fitted = {axis: _fits(store, cells, axis) if fits else {}
+                  for axis in ("clients", "cores")}
         models = []
         for c in cells:
             if cell is not None and int(c["idx"]) != cell:
                 continue
             m = cell_model(store, c, by_series, machine, cores=cores, clients=clients)
             params = json.loads(c["params_json"])
-            m["usl"] = fits["clients"].get(_series_key(params, "clients")) or {
-                "fit": None, "reason": "the run measured this series at one client count"}
-            if params.get("cores") is not None:
-                m["usl_cores"] = fits["cores"].get(_series_key(params, "cores"))
+            if fits:
+                m["usl"] = fitted["clients"].get(_series_key(params, "clients")) or {
+                    "fit": None,
+                    "reason": "the run measured this series at one client count"}
+                if params.get("cores") is not None:
+                    m["usl_cores"] = fitted["cores"].get(_series_key(params, "cores"))
             models.append(m)
     finally:
         store.close()

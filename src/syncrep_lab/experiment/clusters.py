@@ -112,7 +112,7 @@ class ActiveCluster:
         return self.target
 
     def instance_dir(self, instance: int) -> Path:
-        return self.dir if instance == 1 else self.dir.with_name(f"{self.dir.name}-i{instance}")
+        return instance_dir(self.dir, instance)
 
     def _build(self, cell: Cell) -> Target:
         """The cell's clusters: one per instance, each in its own layout."""
@@ -156,10 +156,7 @@ class ActiveCluster:
         return self.targets[0]
 
     def _remove_leftovers(self) -> None:
-        """Clusters of this run left by a killed process: ours, removed."""
-        for instance in range(1, MAX_INSTANCES + 1):
-            if load(self.instance_dir(instance)) is not None:
-                remove_cluster(self.instance_dir(instance))
+        remove_leftovers(self.dir)
 
     def _attach(self) -> Target:
         attach, visit = self.attach, self.runner.visit
@@ -280,6 +277,19 @@ class ActiveCluster:
                 raise UserError(f"cell {cell.label} not started: {problem[0]}", problem[1])
 
 
+def instance_dir(base: Path, instance: int) -> Path:
+    """Where instance ``instance`` (from 1) of the cluster in ``base`` lives."""
+    return base if instance == 1 else base.with_name(f"{base.name}-i{instance}")
+
+
+def remove_leftovers(base: Path) -> None:
+    """Clusters of this run left in ``base`` (every instance) by a killed process:
+    ours, removed."""
+    for instance in range(1, MAX_INSTANCES + 1):
+        if load(instance_dir(base, instance)) is not None:
+            remove_cluster(instance_dir(base, instance))
+
+
 def slot_dir(run_folder: Path, slot: int) -> Path:
     """Where the run in ``run_folder`` builds the cluster of pool slot ``slot``."""
     digest = hashlib.sha256(str(run_folder.resolve()).encode()).hexdigest()[:10]
@@ -331,11 +341,7 @@ class ClusterPool:
         self.held.clear()
         if self.runner.spec.topology.attach is None:
             for slot in range(MAX_SLOTS):
-                for instance in range(1, MAX_INSTANCES + 1):
-                    d = slot_dir(self.runner.store.folder, slot)
-                    d = d if instance == 1 else d.with_name(f"{d.name}-i{instance}")
-                    if load(d) is not None:
-                        remove_cluster(d)
+                remove_leftovers(slot_dir(self.runner.store.folder, slot))
         else:
             self.current.down()
         if errors:

@@ -141,10 +141,8 @@ class Runner:
                 budget = self.spec.run.budget_seconds
                 started = time.monotonic()
                 for left, cell in zip(range(len(todo), 0, -1), todo, strict=True):
-                    # the run's budget, shared: each cell gets its part of what is left
-                    share = (None if budget is None else
-                             max(0.0, budget - (time.monotonic() - started)) / left)
-                    self._run_cell(cell, int(rows[cell.key]["id"]), share)
+                    self._run_cell(cell, int(rows[cell.key]["id"]),
+                                   _share(budget, started, 1, left))
             else:
                 self._run_units(todo, plan.cells, rows)
         except BaseException:
@@ -252,10 +250,7 @@ class Runner:
         keys = list(dict.fromkeys(c.cluster_key for c in every))
         for unit in plan.units:
             cells = unit.cells
-            # each unit gets its cells' share of what is left of the budget when its
-            # turn comes
-            share = (None if budget is None else
-                     max(0.0, budget - (time.monotonic() - started)) * len(cells) / left)
+            share = _share(budget, started, len(cells), left)
             self.pool.keep = {g[0].cluster_key for g in unit.groups}
             # the rounds of each unit are numbered apart (from ROUND_SPAN times the place
             # of its first cluster in the plan, + 1), so that no analysis pairs repeats
@@ -631,6 +626,14 @@ class CellRun:
     common: dict[str, Any]
     n: int = 0  # the number of its last stored repeat
     warmed_in: int = -1  # the cluster generation its warm-up ran in
+
+
+def _share(budget: float | None, started: float, cells: int, left: int) -> float | None:
+    """The run's budget, shared: ``cells`` of the ``left`` cells still to run get their
+    part of what is left of it when their turn comes."""
+    if budget is None:
+        return None
+    return max(0.0, budget - (time.monotonic() - started)) * cells / left
 
 
 ROUND_SPAN = 10_000  # round numbers per unit (repeats_max is at most 1000)

@@ -499,11 +499,18 @@ def _seed_machine(folder: Path, spec: dict[str, Any], seed: dict[str, Any]
     cores = ref.get("cores")
     if not cores or "figures" not in seed:
         return None
+    wanted = {int(f["idx"]) for f in seed["figures"] if f["idx"] is not None
+              and f["where"].get("synchronous_commit") in SYNC_LEVELS}
+    if not wanted:
+        return None
+    # one reading of the store for every figure's cell; no USL fits (not shown here)
+    models = {m["idx"]: m for m in bound_model.run_model(folder, cores=float(cores),
+                                                         fits=False)}
     rows = []
     for fig in seed["figures"]:
-        if fig["idx"] is None or fig["where"].get("synchronous_commit") not in SYNC_LEVELS:
+        if fig["idx"] not in wanted or int(fig["idx"]) not in models:
             continue
-        m = bound_model.run_model(folder, cell=int(fig["idx"]), cores=float(cores))[0]
+        m = models[int(fig["idx"])]
         w = m["what_if"]
         if not m["bounds"] or w is None or w["max_tps"] is None:
             continue
