@@ -487,6 +487,63 @@ def model_cmd(run_dir: Path | None, only_cell: int | None, cores: float | None,
         print_model(cells, out)
 
 
+@cli.command("observe")
+@click.argument("conninfo", required=False)
+@click.option("--dir", "cluster_dir", type=click.Path(path_type=Path), default=None,
+              help="A cluster made by syncrep-lab cluster up (instead of CONNINFO).")
+@click.option("--standby", "standbys", multiple=True, metavar="NAME=CONNINFO",
+              help="A standby to sample as well (repeatable); NAME is its application_name.")
+@click.option("--seconds", type=float, default=60.0, show_default=True,
+              help="How long to watch.")
+@click.option("--hz", type=float, default=10.0, show_default=True,
+              help="Samples of wait events and replication state per second.")
+@click.option("--slice", "slice_seconds", type=int, default=10, show_default=True,
+              help="Seconds per slice (the stored repeats: figures get intervals over them).")
+@click.option("--host", default=None, help="Read the primary's /proc over SSH on this host.")
+@click.option("--hosts", "hosts_file", type=click.Path(path_type=Path), default=None,
+              help="TOML file with the [hosts.NAME] that --host names (a spec will do).")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
+              help="Folder to store it in (an earlier observe's: a new window there).")
+@click.option("--label", default=None, help="A name for this window, e.g. 'before'.")
+@click.option("--json", "as_json", is_flag=True)
+def observe_cmd(conninfo: str | None, cluster_dir: Path | None, standbys: tuple[str, ...],
+                seconds: float, hz: float, slice_seconds: int, host: str | None,
+                hosts_file: Path | None, out_dir: Path | None, label: str | None,
+                as_json: bool) -> None:
+    """Watch a running cluster, read-only and without load: is synchronous replication
+    what limits its commits, and how much headroom is left. Needs pg_monitor."""
+    from syncrep_lab.analysis.observe import run_observations
+    from syncrep_lab.analysis.render import print_observation
+    from syncrep_lab.observe.command import ObserveOptions, observe, parse_standby
+
+    given = dict(parse_standby(s) for s in standbys)
+    if (conninfo is None) == (cluster_dir is None):
+        raise UserError("give the primary's CONNINFO or --dir of a cluster the tool made",
+                        "e.g. syncrep-lab observe 'host=db1 dbname=postgres user=monitor'")
+    if cluster_dir is not None:
+        manifest = _load(cluster_dir)
+        conninfo = manifest.conninfo(manifest.primary)
+        for node in manifest.standbys:
+            given.setdefault(node.name, manifest.conninfo(node))
+    assert conninfo is not None
+    folder = out_dir or RUNS_DIR / f"observe-{time.strftime('%Y%m%d-%H%M%S')}"
+    if not as_json:
+        out.print(f"observing for {seconds:g} s at {hz:g} Hz (read-only, no load) ...")
+    done = observe(ObserveOptions(conninfo, given, seconds, hz, slice_seconds, host,
+                                  hosts_file, folder, label))
+    windows = [w for w in run_observations(folder) if w["idx"] == done["cell"]]
+    if as_json:
+        click.echo(json.dumps({**done, "windows": windows}, indent=2, default=str))
+    else:
+        print_observation(windows, out)
+        out.print(f"stored in {folder} (syncrep-lab report {folder}; compare it with "
+                  "another window's folder)")
+    if done["signum"]:
+        sys.exit(128 + done["signum"])
+    if done["ended"]:
+        sys.exit(3)  # stored, but shorter than asked: the primary stopped answering
+
+
 @cli.command("faults")
 @click.argument("run_dir", required=False, type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True)

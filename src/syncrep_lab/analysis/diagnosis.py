@@ -403,6 +403,14 @@ def diagnose_run(folder: Path) -> list[dict[str, Any]]:
     try:
         run = store.run()
         machine = json.loads(run["machine_json"])
+        if run["kind"] == "observe":
+            # a live cluster watched, no load run: its own rules (analysis/observe.py)
+            from syncrep_lab.analysis.observe import observation
+
+            return [{"idx": o["idx"], "label": o["label"], "tps_mean": o["writes_per_s"],
+                     "ceiling": None, "ceiling_errors": [], "verdicts": o["verdicts"]}
+                    for o in (observation(store, c, machine)
+                              for c in store.cells(int(run["id"])) if c["status"] == "done")]
         cpus = int(machine.get("cpus_usable") or machine.get("cpu_count") or 1)
         out = []
         series = model.series_index(store.cells(int(run["id"])))

@@ -349,16 +349,16 @@ def headline(model: dict[str, Any]) -> str | None:
     what = (f"the {model['cpus']:g} CPUs" if binding["kind"] == "machine"
             else f"{binding['resource']}" + (" (one process)" if binding["kind"] == "process"
                                               else ""))
-    text = f"here {what} bind at ~{_round(binding['max_tps'])} tps"
+    text = f"here {what} bind at ~{round_tps(binding['max_tps'])} tps"
     beyond = by.get(model["beyond_cores"] or "")
     if beyond is not None:
         alone = "alone " if beyond["kind"] == "process" else ""
-        text += (f"; {beyond['resource']} {alone}would bind at ~{_round(beyond['max_tps'])} "
+        text += (f"; {beyond['resource']} {alone}would bind at ~{round_tps(beyond['max_tps'])} "
                  "tps on a machine with enough cores")
     return text
 
 
-def _round(tps: float) -> str:
+def round_tps(tps: float) -> str:
     if not math.isfinite(tps):
         return "unbounded"
     return f"{tps / 1000:,.0f}k" if tps >= 10_000 else f"{tps:,.0f}"

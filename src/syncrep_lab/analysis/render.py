@@ -124,9 +124,13 @@ def print_diagnosis(cells: list[dict[str, Any]], console: Console) -> None:
                           soft_wrap=True)
         for error in cell.get("ceiling_errors") or []:
             console.print(f"  [red]model error[/red]: {escape(error)}", soft_wrap=True)
-        if not cell["verdicts"]:
-            console.print("  no rule fired: nothing here stands out as the limit")
-        for v in cell["verdicts"]:
+        print_verdicts(cell["verdicts"], console)
+
+
+def print_verdicts(verdicts: list[dict[str, Any]], console: Console) -> None:
+    if not verdicts:
+        console.print("  no rule fired: nothing here stands out as the limit")
+    for v in verdicts:
             style = CONFIDENCE_STYLE[v["confidence"]]
             console.print(f"  [{style}]{v['confidence']}[/] {escape(v['mechanism'])}: "
                           f"{escape(v['summary'])}", soft_wrap=True)
@@ -390,3 +394,48 @@ def print_model(cells: list[dict[str, Any]], console: Console) -> None:
         console.print("Demands are CPU per commit as measured; they fall as more commits "
                       "share a WAL flush at higher load, so a bound on another machine is "
                       "a ceiling for the shape, not a forecast.", soft_wrap=True)
+
+
+def print_observation(windows: list[dict[str, Any]], console: Console) -> None:
+    """``observe``'s answer: the rates, the wait, the sync walsender, the lags, the
+    observer's own cost, then the verdicts as ``diagnose`` prints them."""
+    for o in windows:
+        ci = o["writes_ci"]
+        interval = (f" [{ci[0]:,.0f}, {ci[1]:,.0f}]" if ci[0] is not None and ci[1] is not None
+                    else "")
+        console.print(f"[bold]window {o['idx']} {escape(o['label'])}[/]: {o['seconds']:.0f} s in "
+                      f"{o['slices']} slices, PostgreSQL {escape(o['version'])}, "
+                      f"synchronous_commit = {escape(str(o['synchronous_commit']))}, "
+                      f"synchronous_standby_names = "
+                      f"'{escape(str(o['synchronous_standby_names'] or ''))}'", soft_wrap=True)
+        console.print(f"  writes: {o['writes_per_s']:,.0f} transactions/s{interval} "
+                      f"(all commits {o['commits_per_s']:,.0f}/s, rollbacks "
+                      f"{o['rollbacks_per_s']:,.1f}/s); WAL {o['wal_mb_per_s']:,.2f} MB/s; "
+                      f"{o['sessions_max']} client sessions, {o['in_transaction_mean']:.2f} "
+                      "in a transaction on average", soft_wrap=True)
+        if o["sync_wait_share"] is not None:
+            console.print(f"  waiting for a standby: {100 * o['sync_wait_share']:.1f} % of the "
+                          f"backends' time in a transaction ({o['waiting_backends_mean']:.2f} "
+                          "backends at once)", soft_wrap=True)
+        for w in o["walsenders"]:
+            if w["cores_busy"] is None:
+                continue
+            cpu = w["cpu_us_per_commit"]
+            console.print(f"  walsender for {escape(w['standby'])}: {cpu['mean']:,.1f} µs CPU "
+                          f"per write [{cpu['low']:,.1f}, {cpu['high']:,.1f}], "
+                          f"{w['cores_busy']:.2f} of a core busy; alone it would bind at "
+                          f"~{_tps(w['max_tps'])} tps", soft_wrap=True)
+        for r in o["replication"]:
+            lags = ", ".join(f"{k} {r[f'{k}_ms']:.2f} ms" for k in ("write", "flush", "replay")
+                             if r.get(f"{k}_ms") is not None)
+            console.print(f"  standby {escape(str(r['standby']))} ({escape(str(r['states']))}): "
+                          f"{lags or 'no lag times (9.6)'}; flush distance "
+                          f"{(r['flush_bytes'] or 0) / 1024:,.1f} KiB on average", soft_wrap=True)
+        own = o["own"]
+        cost = (f"{100 * own['cpu_share_of_core']:.2f} % of a core" if own["cpu_share_of_core"]
+                is not None else "CPU not measured")
+        console.print(f"  the observer's own cost: {cost}, {own['queries_per_s']:.1f} "
+                      "read-only statements/s", soft_wrap=True)
+        for note in o["notes"]:
+            console.print(f"  [yellow]note[/]: {escape(note)}", soft_wrap=True)
+        print_verdicts(o["verdicts"], console)

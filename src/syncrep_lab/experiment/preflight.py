@@ -11,14 +11,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import psycopg
-
 from syncrep_lab.cluster.build import check_sync
 from syncrep_lab.errors import UserError
 from syncrep_lab.experiment.attached import check_serves
 from syncrep_lab.experiment.plan import expand, standby_names
 from syncrep_lab.experiment.spec import Attach, Spec
-from syncrep_lab.pg.conninfo import mask_text
+from syncrep_lab.pg.conninfo import require_parses
 from syncrep_lab.pg.installations import resolve
 
 
@@ -70,18 +68,10 @@ def host_spec(spec: Spec, name: str) -> Any:
 
 
 def _check_conninfos(attach: Attach) -> None:
-    """Each attached node's conninfo parses as libpq reads it (the message shows no
-    password)."""
-    from psycopg.conninfo import conninfo_to_dict
-
+    """Each attached node's conninfo parses as libpq reads it."""
     for where, conninfo in [("primary", attach.primary),
                             *((f"standbys.{k}", v) for k, v in attach.standbys.items())]:
-        try:
-            conninfo_to_dict(conninfo)
-        except psycopg.Error as exc:
-            raise UserError(f"topology.attach.{where}: {mask_text(str(exc).strip())}",
-                            "write key=value pairs (host=H port=P dbname=D, a value with "
-                            "spaces in single quotes) or a postgresql:// URI") from None
+        require_parses(f"topology.attach.{where}", conninfo)
 
 
 def check_out(out_dir: Path) -> None:

@@ -84,7 +84,7 @@ def print_results(folder: Path, rows: list[dict[str, Any]],
                           "", "", "", *([""] if ratios else []), *([""] if costs else []))
             continue
         ci = "-" if r["tps_ci_rel"] is None else f"{100 * r['tps_ci_rel']:.1f} %"
-        reps = f"{r['repeats']}" + ("" if r["stop_reason"] == "ci"
+        reps = f"{r['repeats']}" + ("" if r["stop_reason"] in ("ci", "window")
                                     else f" ({r['stop_reason'] or 'max'})")
         table.add_row(str(r["idx"]), escape(r["label"]), number(r["tps_mean"]), ci, reps,
                       number(r["lat_mean_ms"], "{:.3f}"), number(r["lat_p50_ms"], "{:.3f}"),
@@ -93,7 +93,8 @@ def print_results(folder: Path, rows: list[dict[str, Any]],
                       *([top_cost_text(r.get("top_cost"))] if costs else []))
     console.print(table)
     print_ratio_legend(rows, console)
-    maxed = sum(1 for r in rows if r["status"] == "done" and r["stop_reason"] != "ci")
+    maxed = sum(1 for r in rows if r["status"] == "done"
+                 and r["stop_reason"] not in ("ci", "window"))
     if maxed:
         console.print(f"[yellow]{maxed} cell(s) stopped (repeats_max or the budget) before "
                       "their comparison met the confidence target: their intervals are "

@@ -22,7 +22,7 @@ from typing import Any
 
 from syncrep_lab.errors import UserError
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 DB_NAME = "syncrep-lab.sqlite"
 
 SCHEMA = """
@@ -38,7 +38,8 @@ create table if not exists runs (
     tool_version text not null,
     seed integer,                    -- the rounds' shuffles (run.seed, or drawn)
     order_mode text,                 -- interleaved | blocked
-    order_note text                  -- which clusters were held up together, or why not
+    order_note text,                 -- which clusters were held up together, or why not
+    kind text                        -- experiment (null in stores before 9) | observe
 );
 create table if not exists clusters (
     id integer primary key,
@@ -195,6 +196,19 @@ create table if not exists numastat (   -- numastat -p of each postmaster, befor
     instance integer not null, node text not null, phase text not null,
     numa_node text not null, mb real not null
 );
+create table if not exists observed (   -- a window of `observe`, per repeat (its slice)
+    repeat_id integer not null references repeats(id),
+    commits integer not null,        -- pg_stat_database.xact_commit delta, the tool's own out
+    rollbacks integer not null,
+    xids integer not null,           -- transaction ids assigned: the transactions that wrote
+    wal_bytes real not null,
+    wal_records integer,             -- pg_stat_wal (14+)
+    sessions_max integer not null,   -- client backends seen at once, at most
+    in_transaction_mean real not null,  -- client backends in a transaction, on average
+    own_queries integer not null,    -- the observer's statements on the primary
+    own_cpu_ms real,                 -- the observer's backend's CPU (null: /proc not reached)
+    cpu_note text                    -- why CPU per role is missing, when it is
+);
 create view if not exists cell_results as
     select r.name as run, c.idx, c.label, c.status, c.repeats, c.stop_reason,
            c.tps_mean, c.tps_ci_low, c.tps_ci_high, c.tps_ci_rel,
@@ -204,11 +218,12 @@ create view if not exists cell_results as
 """
 
 
-NEW_COLUMNS = (  # 6 -> 7, then 7 -> 8 (runs.order_note)
+NEW_COLUMNS = (  # 6 -> 7, then 7 -> 8 (runs.order_note), 8 -> 9 (runs.kind)
     ("runs", "seed integer"), ("runs", "order_mode text"), ("cells", "notes_json text"),
     ("repeats", "round integer"), ("repeats", "position integer"),
     ("repeats", "checkpoints integer"), ("repeats", "autovacuums integer"),
-    ("repeats", "other_cpu real"), ("repeats", "disturbed text"), ("runs", "order_note text"))
+    ("repeats", "other_cpu real"), ("repeats", "disturbed text"), ("runs", "order_note text"),
+    ("runs", "kind text"))
 
 PROBE_TABLES: dict[str, tuple[str, ...]] = {
     "probes": ("probe", "status", "reason"),
@@ -234,6 +249,8 @@ PROBE_TABLES: dict[str, tuple[str, ...]] = {
                   "numa_policy"),
     "links": ("instance", "a", "b", "profile", "applied_json"),
     "numastat": ("instance", "node", "phase", "numa_node", "mb"),
+    "observed": ("commits", "rollbacks", "xids", "wal_bytes", "wal_records", "sessions_max",
+                 "in_transaction_mean", "own_queries", "own_cpu_ms", "cpu_note"),
 }
 
 
@@ -354,13 +371,14 @@ class Store:
         except sqlite3.Error as exc:  # an SQLite file, but not one of ours (or empty)
             self.db.close()
             raise _not_a_store(path, exc) from None
-        if version is not None and int(version[0]) in (1, 2, 3, 4, 5, 6, 7) and not create:
+        if version is not None and int(version[0]) in (1, 2, 3, 4, 5, 6, 7, 8) and not create:
             # 1 -> 2 added the first probe tables and repeats.probed; 2 -> 3 the tables
             # of /proc, NUMA, flame graphs and the scheduler trace; 3 -> 4 the wait
             # timeline; 4 -> 5 fault events and durability checks; 5 -> 6 instances,
             # placement, links and numastat. New tables only, but for 6 -> 7: the
             # rounds of interleaved runs and what disturbed a repeat (new columns);
-            # 7 -> 8 the run's note on which clusters were held up together.
+            # 7 -> 8 the run's note on which clusters were held up together; 8 -> 9 the
+            # run's kind and the observed table (syncrep-lab observe).
             self.db.executescript(SCHEMA)
             if int(version[0]) == 1:
                 self.db.execute(
@@ -443,13 +461,15 @@ class Store:
     # --- runs ---------------------------------------------------------------------
 
     def create_run(self, name: str, spec_toml: str, machine: dict[str, Any],
-                   tool_version: str, seed: int | None = None, order_mode: str | None = None
-                   ) -> int:
+                   tool_version: str, seed: int | None = None, order_mode: str | None = None,
+                   kind: str = "experiment") -> int:
         with self.transaction() as db:
             cur = db.execute(
                 "insert into runs(name, started_at, status, spec_toml, machine_json, "
-                "tool_version, seed, order_mode) values (?, ?, 'running', ?, ?, ?, ?, ?)",
-                (name, now(), spec_toml, json.dumps(machine), tool_version, seed, order_mode))
+                "tool_version, seed, order_mode, kind) "
+                "values (?, ?, 'running', ?, ?, ?, ?, ?, ?)",
+                (name, now(), spec_toml, json.dumps(machine), tool_version, seed, order_mode,
+                 kind))
             assert cur.lastrowid is not None
             return cur.lastrowid
 

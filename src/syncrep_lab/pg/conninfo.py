@@ -275,3 +275,19 @@ def mask_toml(text: str) -> str:
     if any(has_secret(s) for s in _strings(data)):
         raise ValueError("a password could not be masked")
     return masked_text
+
+
+def require_parses(where: str, conninfo: str) -> None:
+    """UserError naming ``where`` unless libpq would parse ``conninfo`` (the message
+    shows no password)."""
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+
+    from syncrep_lab.errors import UserError
+
+    try:
+        conninfo_to_dict(conninfo)
+    except psycopg.Error as exc:
+        raise UserError(f"{where}: {mask_text(str(exc).strip())}",
+                        "write key=value pairs (host=H port=P dbname=D, a value with "
+                        "spaces in single quotes) or a postgresql:// URI") from None

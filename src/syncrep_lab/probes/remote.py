@@ -7,23 +7,30 @@ added as the role ``backend`` when it grew), as with the local /proc probe."""
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Collection
 from typing import Any
 
 from syncrep_lab.probes.roles import role_of_title
 
 
-def role_costs(node: str, before: list[dict[str, Any]], after: list[dict[str, Any]]
+def role_costs(node: str, before: list[dict[str, Any]], after: list[dict[str, Any]], *,
+               walsenders: dict[int, str] | None = None, ignore: Collection[int] = ()
                ) -> list[tuple[Any, ...]]:
     """proc_costs rows: (node, role, processes, user_ms, system_ms, voluntary_cs,
-    involuntary_cs)."""
+    involuntary_cs). ``walsenders`` names each walsender by the standby it serves
+    (``walsender:b``); ``ignore``: pids that are the tool's own sessions."""
     first = {int(p["pid"]): p for p in before}
     pids = {int(p["pid"]) for p in after}
     postmaster = next((p for p in after if int(p["ppid"]) not in pids), None)
     sums: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0, 0, 0])
     for p in after:
+        if int(p["pid"]) in ignore:
+            continue
         tick_ms = 1000.0 / int(p.get("clk_tck") or 100)
         base = first.get(int(p["pid"]), {})
         role = "postmaster" if p is postmaster else role_of_title(str(p["title"]))
+        if role == "walsender" and (walsenders or {}).get(int(p["pid"])):
+            role = f"walsender:{(walsenders or {})[int(p['pid'])]}"
         row = sums[role]
         row[0] += 1
         row[1] += (int(p["utime"]) - int(base.get("utime", 0))) * tick_ms

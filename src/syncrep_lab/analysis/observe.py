@@ -1,0 +1,261 @@
+"""The answer to an observation of a live cluster (``syncrep-lab observe``): is
+synchronous replication what limits it, and how much headroom is left.
+
+Read from the store like every analysis (observe/record.py says what an observe run's
+rows mean), so ``observe``, ``diagnose`` and the report give the same answer:
+
+- **the wait**: the share of the client backends' time in a transaction spent in
+  ``IPC:SyncRep``, waiting for a standby, and how many backends wait at once;
+- **the sync walsender**: its CPU per written transaction (/proc), the share of a core
+  it keeps busy now, and the rate at which it alone would be busy all the time (the
+  bottleneck model's bound, analysis/model.py): the headroom is that over today's rate;
+- **the standbys**: sync states, flush and replay lags;
+- **the observer's own cost**: its backend's CPU and its statements per second.
+
+The verdicts use the diagnosis's shape (analysis/diagnosis.Verdict) and thresholds
+written next to each rule. What the evidence lacks (no CPU access, 9.6 without the
+SyncRep wait event) is said as a verdict of confidence ``unknown``, with what the other
+verdicts rest on instead.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from syncrep_lab.analysis import model
+from syncrep_lab.analysis.costs import cell_costs, cluster_version
+from syncrep_lab.analysis.diagnosis import LAG_OF_LEVEL, SYNC_LEVELS, Verdict
+from syncrep_lab.experiment.store import Store
+
+WAIT_MOST = 0.5  # of the backends' in-transaction time: the wait is most of a commit
+WAIT_SOME = 0.1  # below this, synchronous replication is not what commits spend time on
+BUSY = 0.7  # of one core: a single process this busy is near its own ceiling
+IDLE_BACKENDS = 0.5  # client backends in a transaction on average: the load is light
+
+
+def _sums(store: Store, cell_id: int) -> dict[str, Any]:
+    rows = store.db.execute(
+        "select o.*, r.duration_s from observed o join repeats r on r.id = o.repeat_id "
+        "where r.cell_id = ?", (cell_id,)).fetchall()
+    seconds = sum(float(r["duration_s"]) for r in rows)
+    own = [r["own_cpu_ms"] for r in rows]
+    return {
+        "seconds": seconds, "slices": len(rows),
+        "commits": sum(int(r["commits"]) for r in rows),
+        "rollbacks": sum(int(r["rollbacks"]) for r in rows),
+        "writes": sum(int(r["xids"]) for r in rows),
+        "wal_bytes": sum(float(r["wal_bytes"]) for r in rows),
+        "wal_records": (sum(int(r["wal_records"]) for r in rows)
+                        if rows and all(r["wal_records"] is not None for r in rows) else None),
+        "sessions_max": max((int(r["sessions_max"]) for r in rows), default=0),
+        "in_transaction_mean": (sum(float(r["in_transaction_mean"]) * float(r["duration_s"])
+                                    for r in rows) / seconds if seconds else 0.0),
+        "own_queries": sum(int(r["own_queries"]) for r in rows),
+        "own_cpu_ms": (sum(float(v) for v in own) if own and all(v is not None for v in own)
+                       else None),
+        "cpu_note": next((r["cpu_note"] for r in rows if r["cpu_note"]), None),
+    }
+
+
+def _sync_standbys(replication: list[dict[str, Any]]) -> list[str]:
+    """Standbys that were synchronous (or quorum candidates) during the window."""
+    return [str(r["standby"]) for r in replication
+            if {"sync", "quorum"} & set(str(r.get("states") or "").split(","))]
+
+
+def observation(store: Store, cell: Any, machine: dict[str, Any]) -> dict[str, Any]:
+    """Every figure of the answer for one observe cell, and its verdicts."""
+    cell_id = int(cell["id"])
+    params = json.loads(cell["params_json"])
+    sums = _sums(store, cell_id)
+    costs = cell_costs(store, cell_id)
+    seconds = sums["seconds"] or 1e-9
+    rate = sums["writes"] / seconds
+    version = cluster_version(store, cell)
+    shares = {(w["node"], w["role"]): w for w in costs["waits"]}
+    backend = shares.get(("primary", "backend"))
+    waits_known = not version.startswith("9.")
+    sync_share = (float(backend["share"].get("IPC:SyncRep", 0.0))
+                  if backend is not None and waits_known else None)
+    built = model.cell_model(store, cell, model.series_index([cell]), machine)
+    bounds = {b["resource"]: b for b in built["bounds"]}
+    roles = {(r["node"], r["role"]): r for r in costs["roles"]}
+    walsenders = []
+    for name in _sync_standbys(costs["replication"]):
+        role = roles.get(("primary", f"walsender:{name}"))
+        cpu = role["cpu_us_per_commit"] if role else None
+        bound = bounds.get(f"walsender:{name}")
+        walsenders.append({
+            "standby": name, "cpu_us_per_commit": cpu,
+            "cores_busy": (float(cpu["mean"]) * rate / 1e6
+                           if cpu and cpu["mean"] is not None else None),
+            "max_tps": bound["max_tps"] if bound else None,
+            "headroom": (bound["max_tps"] / rate if bound and rate > 0 else None)})
+    capacity = [b for b in built["bounds"] if b["kind"] != "clients"]
+    lowest = capacity[0] if capacity else None
+    out: dict[str, Any] = {
+        "idx": int(cell["idx"]), "label": cell["label"], "version": version,
+        "synchronous_commit": params.get("synchronous_commit"),
+        "synchronous_standby_names": params.get("synchronous_standby_names"),
+        "seconds": sums["seconds"], "slices": sums["slices"],
+        "writes_per_s": rate, "writes_ci": [cell["tps_ci_low"], cell["tps_ci_high"]],
+        "commits_per_s": sums["commits"] / seconds,
+        "rollbacks_per_s": sums["rollbacks"] / seconds,
+        "wal_mb_per_s": sums["wal_bytes"] / seconds / 1e6,
+        "wal_records_per_s": (sums["wal_records"] / seconds
+                              if sums["wal_records"] is not None else None),
+        "sessions_max": sums["sessions_max"],
+        "in_transaction_mean": sums["in_transaction_mean"],
+        "in_server_ms": cell["lat_mean_ms"],
+        "sync_wait_share": sync_share,
+        "waiting_backends_mean": (sync_share * sums["in_transaction_mean"]
+                                  if sync_share is not None else None),
+        "backend_waits": dict(list(backend["share"].items())[:6]) if backend else {},
+        "walsenders": walsenders, "replication": costs["replication"],
+        "lowest_bound": lowest,
+        "headroom": lowest["max_tps"] / rate if lowest and rate > 0 else None,
+        "cpus": built["cpus"] if built["bounds"] else machine.get("cpus_usable"),
+        "cpu_note": sums["cpu_note"],
+        "own": {"cpu_share_of_core": (sums["own_cpu_ms"] / 1000.0 / seconds
+                                      if sums["own_cpu_ms"] is not None else None),
+                "queries_per_s": sums["own_queries"] / seconds},
+        "notes": json.loads(cell["notes_json"] or "[]"),
+    }
+    out["verdicts"] = [v.__dict__ for v in verdicts(out)]
+    return out
+
+
+def verdicts(o: dict[str, Any]) -> list[Verdict]:
+    found: list[Verdict] = []
+    rate = float(o["writes_per_s"])
+    share = o["sync_wait_share"]
+    level = str(o["synchronous_commit"] or "")
+    waiting_level = level in SYNC_LEVELS and bool(o["synchronous_standby_names"])
+    if rate <= 0:
+        return [Verdict("no writes", "unknown", "no transaction wrote during the window: "
+                        "there is no commit to judge", {"seconds": round(o["seconds"], 1)},
+                        ["observe while the application writes"])]
+    if share is None:
+        found.append(Verdict(
+            "commit wait share", "unknown",
+            f"PostgreSQL {o['version'] or '9.6'} shows no wait event while a commit waits "
+            "for a standby: the share of commit time spent waiting cannot be measured; "
+            "what follows rests on the walsender's CPU and the standbys' lags", {},
+            ["PostgreSQL 10 or later shows the wait as IPC:SyncRep"]))
+    if o["cpu_note"]:
+        found.append(Verdict(
+            "CPU per process", "unknown",
+            f"CPU per process role was not measured ({o['cpu_note']}): the walsender's load "
+            "and the headroom are unknown; the verdicts rest on wait events and lags", {},
+            ["run observe on the primary's host, or give --host NAME --hosts FILE"]))
+    evidence: dict[str, float | str] = {"writes_per_s": round(rate, 1)}
+    if share is not None:
+        evidence.update(sync_wait_share=round(share, 3),
+                        waiting_backends=round(float(o["waiting_backends_mean"] or 0.0), 2))
+    busiest = max((w for w in o["walsenders"] if w["cores_busy"] is not None),
+                  key=lambda w: w["cores_busy"], default=None)
+    if busiest is not None:
+        evidence.update({"walsender": busiest["standby"],
+                         "walsender_cores_busy": round(busiest["cores_busy"], 3),
+                         "walsender_cpu_us_per_commit":
+                             round(float(busiest["cpu_us_per_commit"]["mean"]), 2)})
+    lag = _sync_lag(o, level)
+    if lag is not None:
+        evidence[f"{LAG_OF_LEVEL.get(level, 'flush_ms')[:-3]}_lag_ms"] = round(lag, 3)
+    if not waiting_level:
+        found.append(Verdict(
+            "synchronous replication off", "high",
+            f"commits do not wait for a standby here (synchronous_commit = {level or '?'}, "
+            f"synchronous_standby_names = '{o['synchronous_standby_names'] or ''}'); sessions "
+            "that set synchronous_commit themselves would show as IPC:SyncRep waits",
+            evidence, []))
+    elif share is not None and share >= WAIT_SOME:
+        found.append(_waiting(o, share, busiest, lag, evidence))
+    elif share is not None:
+        found.append(Verdict(
+            "not synchronous replication", "high" if o["in_transaction_mean"] >= 1 else "medium",
+            f"only {100 * share:.0f} % of the backends' time in a transaction waits for a "
+            f"standby: synchronous replication is not what limits commits now; their time "
+            f"goes to {_top_waits(o)}", evidence,
+            ["look at the largest wait above (syncrep-lab costs shows every role's)"]))
+    if o["in_transaction_mean"] < IDLE_BACKENDS:
+        found.append(Verdict(
+            "light load", "medium",
+            f"on average {o['in_transaction_mean']:.2f} client backends were in a "
+            "transaction: the application's load sets the rate, the server waits for work",
+            {"in_transaction_mean": round(o["in_transaction_mean"], 3),
+             "sessions_max": o["sessions_max"]},
+            ["observe again at the busiest hour"]))
+    if o["headroom"] is not None:
+        b = o["lowest_bound"]
+        what = (f"the sync walsender for {b['resource'].split(':', 1)[1]} alone"
+                if str(b["resource"]).startswith("walsender:") else
+                f"the {o['cpus']:g} CPUs" if b["kind"] == "machine" else str(b["resource"]))
+        found.append(Verdict(
+            "headroom", "medium",
+            f"{what} would bind at ~{model.round_tps(b['max_tps'])} written transactions "
+            f"per second, {o['headroom']:.1f}x today's {rate:,.0f} (the bottleneck model on "
+            "CPU per commit measured here; wait-bound ceilings come first if the wait grows)",
+            {"bound": str(b["resource"]), "max_tps": round(b["max_tps"], 1),
+             "max_tps_low": round(b["low"], 1), "max_tps_high": round(b["high"], 1),
+             "headroom": round(o["headroom"], 2)},
+            [f"syncrep-lab model RUN_FOLDER --cores N: what {b['resource']} would allow "
+             "on N cores"]))
+    order = {"high": 0, "medium": 1, "low": 2, "unknown": 3}
+    return sorted(found, key=lambda v: order[v.confidence])
+
+
+def _sync_lag(o: dict[str, Any], level: str) -> float | None:
+    key = LAG_OF_LEVEL.get(level, "flush_ms")
+    sync = set(_sync_standbys(o["replication"]))
+    lags = [float(r[key]) for r in o["replication"]
+            if r["standby"] in sync and r.get(key) is not None]
+    return min(lags) if lags else None
+
+
+def _top_waits(o: dict[str, Any]) -> str:
+    parts = [f"{k} {100 * v:.0f} %" for k, v in o["backend_waits"].items() if v >= 0.05]
+    return ", ".join(parts[:4]) or "nothing in particular"
+
+
+def _waiting(o: dict[str, Any], share: float, busiest: dict[str, Any] | None,
+             lag: float | None, evidence: dict[str, float | str]) -> Verdict:
+    """Commits spend a real part of their time waiting for a standby: why."""
+    confidence = "high" if share >= WAIT_MOST else "medium"
+    said = (f"{100 * share:.0f} % of the backends' time in a transaction waits for a "
+            f"standby (IPC:SyncRep; {o['waiting_backends_mean']:.1f} backends wait at once)")
+    if busiest is not None and busiest["cores_busy"] >= BUSY:
+        return Verdict(
+            "sync walsender saturated", confidence,
+            f"{said}, and the sync walsender for {busiest['standby']} keeps "
+            f"{busiest['cores_busy']:.2f} of a core busy: it releases the waiters one by "
+            "one under SyncRepLock, and that single process sets the ceiling", evidence,
+            ["fewer, larger transactions (batching) divide its work per row",
+             "a faster core for the primary; several smaller primaries (the seed's remedy)",
+             "syncrep-lab run with the same settings measures what the ceiling is"])
+    if lag is not None and o["in_server_ms"] and lag >= 0.5 * float(o["in_server_ms"]):
+        return Verdict(
+            "standby or network", confidence,
+            f"{said}; the sync standby's lag is {lag:.2f} ms of {float(o['in_server_ms']):.2f} "
+            "ms a transaction spends in the server: the time goes to the wire and the "
+            "standby's WAL flush, not to the primary", evidence,
+            ["measure the round trip between the hosts; a commit costs at least one",
+             "faster WAL storage on the standby, or synchronous_commit = remote_write",
+             "ANY 1 (b, c) lets the faster of two standbys answer"])
+    return Verdict(
+        "commit wait", confidence,
+        f"{said}; neither the sync walsender's CPU nor the standby's lag explains it alone",
+        evidence, ["syncrep-lab run on a copy of this setup shows where the time goes "
+                   "(flame graphs, wake-ups per commit)"])
+
+
+def run_observations(folder: Any) -> list[dict[str, Any]]:
+    store = Store(folder, create=False)
+    try:
+        run = store.run()
+        machine = json.loads(run["machine_json"])
+        return [observation(store, c, machine) for c in store.cells(int(run["id"]))
+                if c["status"] == "done"]
+    finally:
+        store.close()

@@ -1,0 +1,226 @@
+"""``syncrep-lab observe``: check the input, open the read-only sessions, find the servers'
+processes, watch, store. Everything a user can get wrong is refused before the first
+sample, and nothing is written before the window has something to store."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from syncrep_lab.errors import UserError
+from syncrep_lab.experiment.machine import machine_metadata
+from syncrep_lab.observe.cpu import LocalCpu, NodeCpu, RemoteCpu, local_postmaster
+from syncrep_lab.observe.record import store_window
+from syncrep_lab.observe.session import ObserverSession, ServerGone, open_session
+from syncrep_lab.observe.watch import Watch, Watched
+from syncrep_lab.pg.conninfo import mask_conninfo, mask_text, require_parses
+
+# Settings stored with the window (cell parameters), so that ``compare`` of two windows
+# names the ones that changed between them.
+WATCHED_SETTINGS = ("synchronous_commit", "synchronous_standby_names", "commit_delay",
+                    "commit_siblings", "wal_writer_delay", "wal_writer_flush_after",
+                    "wal_buffers", "wal_sync_method", "full_page_writes", "wal_compression",
+                    "max_connections", "shared_buffers")
+MAX_HZ = 50.0
+MAX_SECONDS = 86400
+
+
+@dataclass
+class ObserveOptions:
+    primary: str
+    standbys: dict[str, str] = field(default_factory=dict)
+    seconds: float = 60.0
+    hz: float = 10.0
+    slice_seconds: int = 10
+    host: str | None = None
+    hosts_file: Path | None = None
+    out: Path = Path("observe")
+    label: str | None = None
+
+
+def parse_standby(text: str) -> tuple[str, str]:
+    name, sep, conninfo = text.partition("=")
+    name = name.strip()
+    if not sep or not name or not conninfo.strip() or not name.replace("_", "").isalnum():
+        raise UserError(f"--standby {mask_text(text)!r} is not NAME=CONNINFO",
+                        "give the standby's application_name, '=', then its connection "
+                        "string, e.g. --standby b='host=10.0.0.2 dbname=postgres'")
+    return name, conninfo.strip()
+
+
+def check(opts: ObserveOptions) -> None:
+    """Refuse bad input before any connection is opened."""
+    if not 0 < opts.seconds <= MAX_SECONDS:
+        raise UserError(f"--seconds {opts.seconds:g} is out of range",
+                        f"give 1 to {MAX_SECONDS} seconds")
+    if not 0 < opts.hz <= MAX_HZ:
+        raise UserError(f"--hz {opts.hz:g} is out of range",
+                        f"give a sampling rate above 0 and at most {MAX_HZ:g} per second "
+                        "(10 is the default: each sample is two short queries)")
+    if opts.slice_seconds < 1:
+        raise UserError(f"--slice {opts.slice_seconds} is below a second",
+                        "give the slice length in whole seconds (10 by default)")
+    for where, conninfo in [("the primary", opts.primary),
+                            *((f"--standby {k}", v) for k, v in opts.standbys.items())]:
+        require_parses(where, conninfo)
+    for name in opts.standbys:
+        if name in ("primary", "client"):
+            raise UserError(f"--standby {name}: that name is taken by the tool's own roles",
+                            "name the standby as its application_name")
+    if opts.out.exists() and not opts.out.is_dir():
+        raise UserError(f"--out {opts.out} is a file", "give a folder for the observation")
+    if opts.host is not None and opts.hosts_file is None:
+        raise UserError(f"--host {opts.host} needs the file that describes it",
+                        "add --hosts FILE: a TOML file (a spec will do) with [hosts."
+                        f"{opts.host}] address, user, key, ...")
+
+
+def host_of(opts: ObserveOptions) -> Any:
+    """The SSH host ``--host`` names in ``--hosts``, connected (UserError if it cannot be)."""
+    from syncrep_lab.experiment.spec import Host
+    from syncrep_lab.hosts.ssh import HostSpec, SshHost
+
+    assert opts.host is not None and opts.hosts_file is not None
+    try:
+        data = tomllib.loads(opts.hosts_file.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise UserError(f"--hosts {opts.hosts_file}: {exc}",
+                        "give a readable TOML file with [hosts.NAME] tables") from None
+    entry = (data.get("hosts") or {}).get(opts.host)
+    if not isinstance(entry, dict):
+        raise UserError(f"--hosts {opts.hosts_file} has no [hosts.{opts.host}]",
+                        "add it (address, user, key, known_hosts) or name a host it has: "
+                        + (", ".join(data.get("hosts") or {}) or "none"))
+    try:
+        # bin_dir is the only field observe does not need
+        h = Host.model_validate({"bin_dir": "", **entry})
+    except ValueError as exc:
+        raise UserError(f"[hosts.{opts.host}] in {opts.hosts_file}: "
+                        f"{str(exc).splitlines()[-1].strip()}",
+                        "fix that field (docs/spec.md lists them)") from None
+    host = SshHost(HostSpec(name=opts.host, address=h.address, port=h.port, user=h.user,
+                            key=h.key, known_hosts=h.known_hosts, accept_new=h.accept_new,
+                            connect_timeout=h.connect_timeout))
+    host.connect()
+    return host
+
+
+def _cpu_reader(session: ObserverSession, opts: ObserveOptions, watch_names: Any,
+                remote: bool) -> tuple[NodeCpu | None, str | None, dict[str, Any]]:
+    """A CPU reader for a node, or why there is none, and the machine facts it gives."""
+    (started,) = session.one("select extract(epoch from backend_start)::float8 "
+                             "from pg_stat_activity where pid = pg_backend_pid()")
+    if remote:
+        (data_dir,) = session.one("select current_setting('data_directory')")
+        host = host_of(opts)
+        try:
+            reader = RemoteCpu(session.node, host, str(data_dir), session.backend_pid,
+                               watch_names)
+        except BaseException:
+            host.close()
+            raise
+        return reader, None, {"hostname": opts.host, "cpus_usable": reader.cpus,
+                              "cpu_count": reader.cpus, "reached": "ssh"}
+    postmaster, why = local_postmaster(session.backend_pid, float(started))
+    if postmaster is None:
+        return None, why, {"hostname": None, "cpus_usable": None, "reached": "no"}
+    reader_local = LocalCpu(session.node, postmaster, session.backend_pid, watch_names)
+    return reader_local, None, {**machine_metadata(), "cpus_usable": reader_local.cpus,
+                                "reached": "here"}
+
+
+def _server_facts(primary: ObserverSession) -> tuple[str, dict[str, Any], dict[str, Any],
+                                                      int]:
+    """Version, the watched settings, every non-default setting, standbys streaming."""
+    (version,) = primary.one("select current_setting('server_version')")
+    rows = primary.query("select name, setting, unit, source from pg_settings "
+                         "where source not in ('default', 'override') or name = any(%s)",
+                         (list(WATCHED_SETTINGS),))
+    watched = {name: setting for name, setting, _, _ in rows if name in WATCHED_SETTINGS}
+    non_default = {name: {"setting": setting, "unit": unit, "source": source}
+                   for name, setting, unit, source in rows
+                   if source not in ("default", "override")}
+    (standbys,) = primary.one("select count(*) from pg_stat_replication")
+    return str(version), watched, non_default, int(standbys)
+
+
+def observe(opts: ObserveOptions) -> dict[str, Any]:
+    """Watch the cluster for ``opts.seconds`` and store the window; what happened."""
+    check(opts)
+    sessions: list[ObserverSession] = []
+    readers: dict[str, NodeCpu] = {}
+    try:
+        primary = open_session("primary", opts.primary, primary=True)
+        sessions.append(primary)
+        standbys = []
+        for name, conninfo in opts.standbys.items():
+            standbys.append(open_session(name, conninfo, primary=False))
+            sessions.append(standbys[-1])
+        version, watched, settings, streaming = _server_facts(primary)
+        watch = Watch(primary, standbys, hz=opts.hz, slice_seconds=opts.slice_seconds,
+                      cpu=readers)
+        watch.replication(None, 0.0)
+        names = lambda: dict(watch.walsenders)  # noqa: E731 (read at each slice)
+        reader, cpu_note, machine = _cpu_reader(primary, opts, names, opts.host is not None)
+        if reader is not None:
+            readers["primary"] = reader
+        notes: list[str] = []
+        for standby in standbys:
+            local, why, _ = _cpu_reader(standby, opts, names, False)
+            if local is not None:
+                readers[standby.node] = local
+            else:
+                notes.append(f"standby {standby.node}'s CPU was not read: {why}")
+        unknown = sorted(set(opts.standbys) - set(watch.walsenders.values()))
+        if unknown:
+            notes.append(f"not in pg_stat_replication as application_name: "
+                         f"{', '.join(unknown)} (their walsenders are not named after them)")
+        watched_out = watch.run(opts.seconds)
+    except ServerGone as exc:
+        raise UserError(f"the server stopped answering before the observation began: {exc}",
+                        "check that it is up, then observe again") from None
+    finally:
+        for reader_ in readers.values():
+            with contextlib.suppress(Exception):
+                reader_.close()
+        for session in sessions:
+            session.close()
+    return _store(opts, watched_out, version, watched, settings, streaming, machine,
+                  notes + watched_out.notes, cpu_note, primary.version_num)
+
+
+def _store(opts: ObserveOptions, watched: Watched, version: str, settings_now: dict[str, Any],
+           settings: dict[str, Any], streaming: int, machine: dict[str, Any],
+           notes: list[str], cpu_note: str | None, version_num: int) -> dict[str, Any]:
+    if not watched.slices:
+        raise UserError(f"nothing was gathered: {watched.ended or 'no full second sampled'}",
+                        "observe for longer, with the servers up")
+    if watched.ended:
+        notes = [f"ended early: {watched.ended}", *notes]
+    if version_num < 100000:
+        notes.append("9.6 shows no wait event while a commit waits for a standby")
+    params = {"kind": "observe", "pg": version.split()[0],
+              "standbys": streaming,
+              "clients": max(1, max(s.sessions_max for s in watched.slices)),
+              **settings_now, "hz": opts.hz, "slice_seconds": opts.slice_seconds}
+    description = "\n".join([
+        'name = "observe"', "[observe]",
+        f"primary = {json.dumps(mask_conninfo(opts.primary))}",
+        f"seconds = {opts.seconds:g}", f"hz = {opts.hz:g}",
+        f"slice_seconds = {opts.slice_seconds}",
+        *([f"host = {json.dumps(opts.host)}"] if opts.host else []),
+        "[observe.standbys]",
+        *(f"{name} = {json.dumps(mask_conninfo(c))}" for name, c in opts.standbys.items()),
+        ""])
+    nodes = [{"name": "primary", "conninfo": mask_conninfo(opts.primary)},
+             *({"name": n, "conninfo": mask_conninfo(c)} for n, c in opts.standbys.items())]
+    idx, stored = store_window(opts.out, watched, label=opts.label, params=params,
+                               description=description, machine=machine, version=version,
+                               nodes=nodes, settings={"primary": settings}, notes=notes,
+                               cpu_note=cpu_note)
+    return {"out": str(opts.out), "cell": idx, "slices": stored, "ended": watched.ended,
+            "signum": watched.signum, "notes": notes}

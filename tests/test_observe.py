@@ -1,0 +1,246 @@
+"""``syncrep-lab observe`` on clusters built by the tool, with a pgbench the test starts
+itself beside it (observe starts no load): the figures it reads from the servers against
+pgbench's own, the SyncRep share under on and local, the walsender's CPU per commit
+against a run's ``costs`` of the same cell, and what a production DBA needs to trust it
+with: a role without pg_monitor refused, a primary that stops mid-window, nothing changed
+on the server."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from syncrep_lab.cluster.manifest import load
+from syncrep_lab.pg.installations import Installation
+from tests.conftest import _shared_tmp, cli
+
+WORKLOAD = "insert into obs_rows(v) values (1);\n"
+
+
+def _up(where: Path, standbys: int) -> str:
+    res = cli("cluster", "up", "--pg", "18", "--standbys", str(standbys), "--dir", str(where))
+    assert res.returncode == 0, res.stdout + res.stderr
+    manifest = load(where)
+    assert manifest is not None
+    conninfo = manifest.conninfo(manifest.primary)
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute("create table if not exists obs_rows(id bigserial, v int)")
+    return conninfo
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[tuple[Path, str]]:
+    root = _shared_tmp("srl-obs-")
+    where = root / "c"
+    conninfo = _up(where, 2)
+    yield where, conninfo
+    cli("cluster", "down", "--dir", str(where))
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def _pgbench(pg18: Installation, conninfo: str, seconds: int, script: Path,
+             level: str = "on", clients: int = 4) -> subprocess.Popen[str]:
+    script.write_text(WORKLOAD)
+    return subprocess.Popen(
+        [str(pg18.program("pgbench")), "-n", "-c", str(clients), "-j", "2", "-T", str(seconds),
+         "-P", "1", "--progress-timestamp", "-f", str(script), conninfo],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env={**os.environ, "PGOPTIONS": f"-c synchronous_commit={level}"})
+
+
+def _progress(text: str, start: float, end: float) -> float:
+    """pgbench's mean TPS over the seconds that ended within [start, end] (epoch)."""
+    rates = [float(line.split()[3]) for line in text.splitlines()
+             if line.startswith("progress:") and start + 1 <= float(line.split()[1]) <= end]
+    assert rates, text
+    return sum(rates) / len(rates)
+
+
+def _observe(*args: str, timeout: float = 120) -> tuple[subprocess.CompletedProcess[str],
+                                                       float, float]:
+    began = time.time()
+    res = cli("observe", *args, timeout=timeout)
+    return res, began, time.time()
+
+
+def _server_state(conninfo: str) -> tuple[object, ...]:
+    """Settings, catalogs and sessions: what observe must leave as it found them."""
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        settings = conn.execute("select name, setting from pg_settings order by 1").fetchall()
+        catalog = conn.execute(
+            "select count(*), sum(hashtext(relname || relnamespace::text)) from pg_class"
+        ).fetchone()
+        roles = conn.execute("select rolname from pg_roles order by 1").fetchall()
+        theirs = conn.execute("select count(*) from pg_stat_activity where application_name "
+                              "= 'syncrep-lab observe'").fetchone()
+    return settings, catalog, roles, theirs
+
+
+def test_observe_reads_the_load_it_did_not_start(
+        cluster: tuple[Path, str], pg18: Installation, tmp_path: Path) -> None:
+    where, conninfo = cluster
+    before = _server_state(conninfo)
+    out = tmp_path / "obs"
+    bench = _pgbench(pg18, conninfo, 14, tmp_path / "w.sql")
+    time.sleep(3)
+    res, began, ended = _observe("--dir", str(where), "--seconds", "8", "--slice", "4",
+                                 "--out", str(out), "--label", "on", "--json")
+    text, _ = bench.communicate(timeout=60)
+    assert res.returncode == 0, res.stdout + res.stderr
+    window = json.loads(res.stdout)["windows"][0]
+    pgbench_tps = _progress(text, began, ended)
+    # the commit rate it read from the server is pgbench's, within 10 %
+    assert abs(window["writes_per_s"] / pgbench_tps - 1) < 0.10, (window["writes_per_s"],
+                                                                  pgbench_tps)
+    assert window["sync_wait_share"] > 0.05, window["backend_waits"]
+    assert window["slices"] == 2
+    sync = [w for w in window["walsenders"] if w["standby"] == "b"]
+    assert sync and sync[0]["cpu_us_per_commit"]["mean"] > 0
+    assert sync[0]["max_tps"] > window["writes_per_s"]
+    assert window["own"]["cpu_share_of_core"] is not None
+    assert 0 < window["own"]["cpu_share_of_core"] < 0.2
+    assert {r["standby"] for r in window["replication"]} == {"b", "c"}
+    assert any(v["mechanism"] == "headroom" for v in window["verdicts"])
+    # nothing changed on the server, and the observer's session is gone
+    assert _server_state(conninfo) == before
+
+    # a second window in the same folder: synchronous_commit = local in pgbench's sessions
+    bench = _pgbench(pg18, conninfo, 10, tmp_path / "w.sql", level="local")
+    time.sleep(2)
+    res, _, _ = _observe("--dir", str(where), "--seconds", "5", "--slice", "5",
+                         "--out", str(out), "--label", "local", "--json")
+    bench.communicate(timeout=60)
+    assert res.returncode == 0, res.stdout + res.stderr
+    local = json.loads(res.stdout)["windows"][0]
+    assert local["idx"] == 2 and local["label"] == "local"
+    assert local["sync_wait_share"] < 0.02, local["backend_waits"]
+    assert any(v["mechanism"] == "not synchronous replication" for v in local["verdicts"])
+
+    # stored like a run: diagnose, results, report and compare read it
+    diag = cli("diagnose", str(out), "--json")
+    assert diag.returncode == 0, diag.stderr
+    assert [c["idx"] for c in json.loads(diag.stdout)] == [1, 2]
+    results = cli("results", str(out), "--json")
+    assert results.returncode == 0 and len(json.loads(results.stdout)) == 2
+    report = cli("report", str(out))
+    assert report.returncode == 0, report.stderr
+    assert "window" in (out / "report.html").read_text()
+
+
+def test_walsender_cost_within_a_runs_costs(
+        cluster: tuple[Path, str], pg18: Installation, tmp_path: Path) -> None:
+    """The same cell measured by a run (its own cluster, built alike) and watched by
+    observe: the sync walsender's CPU per commit agrees."""
+    spec = tmp_path / "spec.toml"
+    spec.write_text('name = "obs-cost"\n[topology]\npg = "18"\nstandbys = 2\n'
+                    'sync = "1(b,c)"\n[workload]\nkind = "insert"\nclients = 4\nthreads = 2\n'
+                    'duration = 5\nwarmup = 1\n[run]\nrepeats_min = 3\nrepeats_max = 3\n'
+                    '[probes]\nprobed_repeats = 0\n')
+    run = cli("run", str(spec), "--out", str(tmp_path / "run"), timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    costs = json.loads(cli("costs", str(tmp_path / "run"), "--json").stdout)[0]
+    ran = next(r for r in costs["roles"]
+               if r["node"] == "primary" and r["role"] == "walsender:b")
+    where, conninfo = cluster
+    bench = _pgbench(pg18, conninfo, 12, tmp_path / "w.sql")
+    time.sleep(2)
+    res, _, _ = _observe("--dir", str(where), "--seconds", "8", "--slice", "2",
+                         "--out", str(tmp_path / "obs"), "--json")
+    bench.communicate(timeout=60)
+    assert res.returncode == 0, res.stdout + res.stderr
+    seen = next(w for w in json.loads(res.stdout)["windows"][0]["walsenders"]
+                if w["standby"] == "b")["cpu_us_per_commit"]
+    low, high = ran["cpu_us_per_commit"]["low"], ran["cpu_us_per_commit"]["high"]
+    # the intervals of the two measurements overlap
+    assert seen["low"] <= high and low <= seen["high"], (seen, ran["cpu_us_per_commit"])
+
+
+def test_a_role_without_pg_monitor_is_refused(cluster: tuple[Path, str],
+                                              tmp_path: Path) -> None:
+    _, conninfo = cluster
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute("drop role if exists obs_nobody")
+        conn.execute("create role obs_nobody login")
+    res, _, _ = _observe(conninfo.replace("user=postgres", "user=obs_nobody"),
+                         "--seconds", "5", "--out", str(tmp_path / "o"))
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "neither a superuser nor a member of pg_monitor" in res.stderr
+    assert "grant pg_monitor to obs_nobody;" in res.stderr
+    assert "Traceback" not in res.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_primary_that_stops_ends_the_window_with_what_was_gathered(
+        pg18: Installation, workdir: Path, tmp_path: Path) -> None:
+    where = workdir / "c"
+    conninfo = _up(where, 0)
+    out = tmp_path / "obs"
+    try:
+        bench = _pgbench(pg18, conninfo, 30, tmp_path / "w.sql")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "syncrep_lab", "observe", conninfo, "--seconds", "60",
+             "--slice", "2", "--out", str(out), "--json"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(6)
+        stopped = time.monotonic()
+        down = cli("cluster", "down", "--dir", str(where), "--keep-data")
+        assert down.returncode == 0, down.stderr
+        stdout, stderr = proc.communicate(timeout=30)
+        assert time.monotonic() - stopped < 20
+        bench.kill()
+        bench.communicate()
+    finally:
+        cli("cluster", "down", "--dir", str(where))
+    assert proc.returncode == 3, stdout + stderr
+    done = json.loads(stdout)
+    assert done["ended"].startswith("the primary stopped answering")
+    window = done["windows"][0]
+    assert window["slices"] >= 2 and window["writes_per_s"] > 0
+    assert any("ended early" in n for n in window["notes"])
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (["--seconds", "0"], "--seconds 0 is out of range"),
+    (["--hz", "500"], "--hz 500 is out of range"),
+    (["--standby", "nonsense"], "is not NAME=CONNINFO"),
+    (["--host", "db1"], "--host db1 needs the file that describes it"),
+    (["--standby", "primary=host=x"], "that name is taken"),
+])
+def test_bad_input_is_refused_before_connecting(args: list[str], said: str,
+                                                tmp_path: Path) -> None:
+    res = cli("observe", "host=/nonexistent port=1 dbname=postgres", *args,
+              "--out", str(tmp_path / "o"))
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert said in res.stderr and "fix:" in res.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_neither_conninfo_nor_dir(tmp_path: Path) -> None:
+    res = cli("observe")
+    assert res.returncode == 2 and "give the primary's CONNINFO" in res.stderr
+    res = cli("observe", "host=/x", "--dir", str(tmp_path))
+    assert res.returncode == 2 and "give the primary's CONNINFO" in res.stderr
+
+
+def test_interrupt_keeps_the_window(cluster: tuple[Path, str], tmp_path: Path) -> None:
+    _, conninfo = cluster
+    out = tmp_path / "obs"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "syncrep_lab", "observe", conninfo, "--seconds", "60",
+         "--slice", "1", "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True)
+    time.sleep(5)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 128 + signal.SIGINT, stderr
+    assert (out / "syncrep-lab.sqlite").is_file()
