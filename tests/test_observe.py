@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -244,3 +245,50 @@ def test_interrupt_keeps_the_window(cluster: tuple[Path, str], tmp_path: Path) -
     _, stderr = proc.communicate(timeout=30)
     assert proc.returncode == 128 + signal.SIGINT, stderr
     assert (out / "syncrep-lab.sqlite").is_file()
+
+
+def test_cpu_per_role_over_ssh(pg18: Installation, tmp_path: Path) -> None:
+    """A primary that runs on an SSH host (sshd in a network namespace of the test's own,
+    the server started there as the SSH account): observe --host reads its /proc there."""
+    from syncrep_lab.hosts import remote
+    from syncrep_lab.hosts.ssh import SshHost
+    from tests.sshd import running_sshd
+
+    bin_15 = "/usr/lib/postgresql/15/bin"
+    with running_sshd() as far, SshHost(far.spec()) as host:
+        data = f"{far.data_root}/p"
+        host.run([f"{bin_15}/initdb", "-D", data, "-U", "postgres", "--auth=trust",
+                  "--no-sync", "--no-locale", "-E", "UTF8"], timeout=120)
+        host.sh('printf "%s\\n" "$2" >> "$1/postgresql.conf"; '
+                'printf "host all all %s/32 trust\\n" "$3" >> "$1/pg_hba.conf"',
+                data, f"listen_addresses = '{far.address}'\nport = 5499\n"
+                f"unix_socket_directories = '{data}'", far.gateway, what="configuring")
+        remote.start_postgres(host, bin_15, data, f"{far.data_root}/p.log")
+        try:
+            conninfo = f"host={far.address} port=5499 user=postgres dbname=postgres"
+            with psycopg.connect(conninfo, autocommit=True) as conn:
+                conn.execute("create table obs_rows(id bigserial, v int)")
+            hosts = tmp_path / "hosts.toml"
+            hosts.write_text(f'[hosts.far]\naddress = "{far.address}"\nport = {far.port}\n'
+                             f'user = "{far.user}"\nkey = "{far.key}"\n'
+                             f'known_hosts = "{far.known_hosts}"\n')
+            bench = _pgbench(pg18, conninfo, 10, tmp_path / "w.sql", clients=2)
+            time.sleep(2)
+            res, _, _ = _observe(conninfo, "--host", "far", "--hosts", str(hosts),
+                                 "--seconds", "5", "--slice", "5", "--out",
+                                 str(tmp_path / "obs"), "--json")
+            bench.communicate(timeout=60)
+            assert res.returncode == 0, res.stdout + res.stderr + far.sshd_log()
+            window = json.loads(res.stdout)["windows"][0]
+            assert window["cpu_note"] is None
+            assert window["own"]["cpu_share_of_core"] is not None
+            costs = json.loads(cli("costs", str(tmp_path / "obs"), "--json").stdout)[0]
+            backend = next(r for r in costs["roles"]
+                           if (r["node"], r["role"]) == ("primary", "backend"))
+            assert backend["cpu_source"] == "untraced"
+            assert backend["cpu_us_per_commit"]["mean"] > 0
+            machine = json.loads(sqlite3.connect(tmp_path / "obs" / "syncrep-lab.sqlite")
+                                 .execute("select machine_json from runs").fetchone()[0])
+            assert machine["reached"] == "ssh" and machine["cpus_usable"] >= 1
+        finally:
+            remote.stop_postgres(host, bin_15, data)
