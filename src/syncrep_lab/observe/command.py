@@ -137,13 +137,15 @@ def _server_facts(primary: ObserverSession) -> tuple[str, dict[str, Any], dict[s
                                                       int]:
     """Version, the watched settings, every non-default setting, standbys streaming."""
     (version,) = primary.one("select current_setting('server_version')")
+    # the server's settings, not the observer's session's (its start-up options are
+    # source 'client'; a SET would be 'session', though it makes none)
     rows = primary.query("select name, setting, unit, source from pg_settings "
-                         "where source not in ('default', 'override') or name = any(%s)",
-                         (list(WATCHED_SETTINGS),))
+                         "where source not in ('default', 'override', 'client', 'session') "
+                         "or name = any(%s)", (list(WATCHED_SETTINGS),))
     watched = {name: setting for name, setting, _, _ in rows if name in WATCHED_SETTINGS}
     non_default = {name: {"setting": setting, "unit": unit, "source": source}
                    for name, setting, unit, source in rows
-                   if source not in ("default", "override")}
+                   if source not in ("default", "override", "client", "session")}
     (standbys,) = primary.one("select count(*) from pg_stat_replication")
     return str(version), watched, non_default, int(standbys)
 

@@ -99,7 +99,8 @@ def _store_window(out: Path, fresh: bool, watched: Watched, label: str | None,
                                 "give observe an --out of its own (or of an earlier observe)")
             run_id = int(run["id"])
         idx = len(store.cells(run_id)) + 1
-        params = {**params, "window": idx}
+        # each window its own "cluster": the settings read back may differ between them
+        params = {**params, "window": idx, "settings": f"window {idx}"}
         key = cluster_key_text(params)
         store.add_cluster(run_id, key, version, "", nodes, settings)
         cell = store.ensure_cell(run_id, idx, f"window {idx}", label or f"window {idx}",

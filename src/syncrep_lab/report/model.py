@@ -164,7 +164,11 @@ def _timeline(store: Store, cell: Any) -> dict[str, Any]:
                        "latency_ms": [s["latency_ms"] for s in samples]})
     lags: dict[str, dict[str, list[Any]]] = {}
     events = []
-    probed = [int(r["id"]) for r in repeats if r["probed"]]
+    # the repeats whose samplers ran: the probed ones, or an observe window's slices
+    probed = [int(r["id"]) for r in repeats if r["probed"]] or [
+        int(r["id"]) for r in repeats if store.db.execute(
+            "select 1 from replication_samples where repeat_id = ? limit 1",
+            (r["id"],)).fetchone()]
     if probed:
         last_state: dict[str, str | None] = {}
         for s in store.db.execute(
@@ -396,7 +400,18 @@ def _method(store: Store, run_id: int, spec: dict[str, Any],
     notes = [{"idx": c["idx"], "label": c["label"], "note": n}
              for c in cells for n in (c.get("notes") or [])]
     clusters = len({json.dumps([c["params"].get(k) for k in CLUSTER_PARAMS]) for c in cells})
+    observed = []
+    if run["kind"] == "observe":
+        from syncrep_lab.analysis.observe import observation
+
+        machine = json.loads(run["machine_json"])
+        observed = [{"idx": o["idx"], "label": o["label"], "seconds": o["seconds"],
+                     "slices": o["slices"], "own": o["own"]}
+                    for o in (observation(store, c, machine) for c in store.cells(run_id)
+                              if c["status"] == "done")]
     return {
+        "kind": run["kind"] or "experiment", "observe": spec.get("observe", {}),
+        "observed": observed,
         "order": run["order_mode"] or "blocked", "seed": run["seed"],
         "order_note": run["order_note"],
         "clusters": clusters, "budget": run_ctl.get("budget"),
