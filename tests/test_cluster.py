@@ -102,6 +102,20 @@ def test_up_status_down(
     assert cluster_dir not in registered()
 
 
+def test_equal_priority_is_ready_by_counts(pg96: Installation, cluster_dir: Path) -> None:
+    """'2(*)' over four standbys: PostgreSQL picks two by the order they connected, not
+    by name; up is ready once two are sync and two potential, whichever they are."""
+    res = cli("cluster", "up", "--pg", "9.6", "--standbys", "4", "--names", "s1,s2,s3,s4",
+              "--sync", "2(*)", "--dir", str(cluster_dir), "--timeout", "60", "--json")
+    try:
+        assert res.returncode == 0, res.stdout + res.stderr
+        states = sorted(n.get("sync_state") for n in json.loads(res.stdout)["nodes"]
+                        if n["role"] == "standby")
+        assert states == ["potential", "potential", "sync", "sync"]
+    finally:
+        remove_cluster(cluster_dir)
+
+
 def test_cli_round_trip_tcp_quorum(cluster_dir: Path) -> None:
     res = cli("cluster", "up", "--dir", str(cluster_dir), "--tcp", "--standbys", "3",
               "--sync", "ANY 2 (b, c, d)", "--json")

@@ -115,19 +115,29 @@ def test_observe_reads_the_load_it_did_not_start(
     # nothing changed on the server, and the observer's session is gone
     assert _server_state(conninfo) == before
 
-    # a second window in the same folder: synchronous_commit = local in pgbench's sessions
+    # another window: synchronous_commit = local in pgbench's sessions
     bench = _pgbench(pg18, conninfo, 10, tmp_path / "w.sql", level="local")
     time.sleep(2)
     res, _, _ = _observe("--dir", str(where), "--seconds", "5", "--slice", "5",
-                         "--out", str(out), "--label", "local", "--json")
+                         "--out", str(tmp_path / "local"), "--label", "local", "--json")
     bench.communicate(timeout=60)
     assert res.returncode == 0, res.stdout + res.stderr
     local = json.loads(res.stdout)["windows"][0]
-    assert local["idx"] == 2 and local["label"] == "local"
     assert local["sync_wait_share"] < 0.02, local["backend_waits"]
     assert any(v["mechanism"] == "not synchronous replication" for v in local["verdicts"])
+    compared = cli("compare", str(out), str(tmp_path / "local"), "--json")
+    assert compared.returncode == 0, compared.stderr
+    pairs = json.loads(compared.stdout)["pairs"]
+    assert len(pairs) == 1 and pairs[0]["figures"][0]["name"] == "TPS"
 
-    # stored like a run: diagnose, results, report and compare read it
+    # an observe folder given again gets the next window; stored like a run, every
+    # reader reads it
+    res, _, _ = _observe("--dir", str(where), "--seconds", "2", "--slice", "1",
+                         "--out", str(out), "--label", "idle", "--json")
+    assert res.returncode == 0, res.stdout + res.stderr
+    idle = json.loads(res.stdout)["windows"][0]
+    assert idle["idx"] == 2 and idle["label"] == "idle"
+    assert any(v["mechanism"] in ("no writes", "light load") for v in idle["verdicts"])
     diag = cli("diagnose", str(out), "--json")
     assert diag.returncode == 0, diag.stderr
     assert [c["idx"] for c in json.loads(diag.stdout)] == [1, 2]
@@ -135,7 +145,8 @@ def test_observe_reads_the_load_it_did_not_start(
     assert results.returncode == 0 and len(json.loads(results.stdout)) == 2
     report = cli("report", str(out))
     assert report.returncode == 0, report.stderr
-    assert "window" in (out / "report.html").read_text()
+    page = (out / "report.html").read_text()
+    assert "Observed, not loaded" in page and "default_transaction_read_only" not in page
 
 
 def test_walsender_cost_within_a_runs_costs(
@@ -292,3 +303,34 @@ def test_cpu_per_role_over_ssh(pg18: Installation, tmp_path: Path) -> None:
             assert machine["reached"] == "ssh" and machine["cpus_usable"] >= 1
         finally:
             remote.stop_postgres(host, bin_15, data)
+
+
+def test_on_9_6_what_is_missing_is_said(pg96: Installation, pg18: Installation,
+                                        workdir: Path, tmp_path: Path) -> None:
+    """9.6 has no SyncRep wait event: the share is not guessed, the verdict says what
+    it rests on instead."""
+    where = workdir / "c"
+    res = cli("cluster", "up", "--pg", "9.6", "--standbys", "1", "--dir", str(where))
+    assert res.returncode == 0, res.stdout + res.stderr
+    try:
+        manifest = load(where)
+        assert manifest is not None
+        conninfo = manifest.conninfo(manifest.primary)
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            conn.execute("create table obs_rows(id bigserial, v int)")
+        bench = _pgbench(pg18, conninfo, 8, tmp_path / "w.sql", clients=2)
+        time.sleep(2)
+        res, _, _ = _observe("--dir", str(where), "--seconds", "4", "--slice", "2",
+                             "--out", str(tmp_path / "obs"), "--json")
+        bench.communicate(timeout=60)
+    finally:
+        cli("cluster", "down", "--dir", str(where))
+    assert res.returncode == 0, res.stdout + res.stderr
+    window = json.loads(res.stdout)["windows"][0]
+    assert window["version"].startswith("9.6")
+    assert window["sync_wait_share"] is None and window["writes_per_s"] > 0
+    missing = next(v for v in window["verdicts"] if v["mechanism"] == "commit wait share")
+    assert missing["confidence"] == "unknown" and "rests on" in missing["summary"]
+    assert any("9.6 shows no wait event" in n for n in window["notes"])
+    walsender = next(w for w in window["walsenders"] if w["standby"] == "b")
+    assert walsender["cpu_us_per_commit"]["mean"] > 0

@@ -17,7 +17,7 @@ from syncrep_lab.cluster.manifest import Manifest
 from syncrep_lab.cluster.teardown import remove_cluster
 from syncrep_lab.errors import UserError
 from syncrep_lab.pg import sync_names
-from syncrep_lab.pg.sync_names import SyncSpec, expected_states, parse
+from syncrep_lab.pg.sync_names import EITHER, SyncSpec, expect, expected_states, parse
 
 
 def test_doctests() -> None:
@@ -85,10 +85,28 @@ def test_empty_means_asynchronous() -> None:
         ("b", ["b", "c"], {"b": "sync", "c": "async"}),
         ("1(B)", ["b"], {"b": "sync"}),
         ("1(c, *)", ["b", "c", "d"], {"c": "sync", "b": "potential", "d": "potential"}),
+        # equal priority across the num_sync boundary: PostgreSQL picks by walsender
+        # slot order (the order of connecting), not by name
+        ("2(*)", ["s1", "s2", "s3", "s4"], dict.fromkeys(["s1", "s2", "s3", "s4"], EITHER)),
+        ("2(c, *)", ["b", "c", "d"], {"c": "sync", "b": EITHER, "d": EITHER}),
+        ("2(*)", ["b", "c"], {"b": "sync", "c": "sync"}),
     ],
 )
 def test_expected_states(text: str, standbys: list[str], states: dict[str, str]) -> None:
     assert expected_states(parse(text), standbys) == states
+
+
+def test_where_names_do_not_decide_counts_do() -> None:
+    expected = expect(parse("2(*)"), ["s1", "s2", "s3", "s4"])
+    assert expected.sync == 2 and expected.synchronous == 2
+    assert expected.met({"s1": "sync", "s4": "sync", "s2": "potential", "s3": "potential"})
+    assert not expected.met({"s1": "sync", "s2": "potential", "s3": "potential",
+                             "s4": "potential"})
+    assert not expected.met({"s1": "sync", "s2": "sync", "s3": "sync", "s4": "potential"})
+    assert not expected.met({"s1": "sync", "s2": "sync", "s3": "potential"})  # s4 missing
+    quorum = expect(parse("ANY 1 (b, c)"), ["b", "c", "d"])
+    assert quorum.sync is None and quorum.synchronous == 2
+    assert quorum.met({"b": "quorum", "c": "quorum", "d": "async"})
 
 
 # --- against the real server -------------------------------------------------------

@@ -372,7 +372,7 @@ def up(opts: UpOptions, progress: Progress | None = None) -> Manifest:
         dropped_settings=settings.dropped, profile=opts.profile, clone=opts.clone,
         layout=opts.layout.to_json() if opts.layout is not None else None,
     )
-    expected = sync_names.expected_states(spec, names)
+    expected = sync_names.expect(spec, names)
 
     deadline = time.monotonic() + opts.timeout
     copying: Copying = []
@@ -435,7 +435,7 @@ def up(opts: UpOptions, progress: Progress | None = None) -> Manifest:
                 continue
             wait_ready(manifest.admin_conninfo(node), procs[node.name],
                               node.log_file(cluster_dir), deadline, f"standby {node.name}")
-        say("waiting for " + ", ".join(f"{k}={v}" for k, v in expected.items()))
+        say("waiting for " + ", ".join(f"{k}={v}" for k, v in expected.states.items()))
         wait_replication(manifest.admin_conninfo(manifest.primary), expected, deadline,
                          manifest_log_tail(manifest))
         manifest.state = "up"

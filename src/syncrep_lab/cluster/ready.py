@@ -17,6 +17,7 @@ from syncrep_lab.cluster import server
 from syncrep_lab.cluster.manifest import Manifest
 from syncrep_lab.errors import ClusterFailure
 from syncrep_lab.pg.deadline import query_deadline
+from syncrep_lab.pg.sync_names import Expected, state_ok
 
 
 def wait_ready(
@@ -67,39 +68,45 @@ def replication_rows(primary_conninfo: str) -> dict[str, dict[str, str]]:
 
 def wait_replication(
     primary_conninfo: str,
-    expected: dict[str, str],
+    expected: Expected,
     deadline: float,
     log_of: Callable[[str], str] | None = None,
 ) -> None:
-    """Wait until the primary shows each standby streaming in its expected sync_state.
+    """Wait until the primary shows each standby streaming in its expected sync_state
+    (and, where the names leave PostgreSQL the choice, the expected number of them sync).
 
     ``log_of`` gives the tail of a standby's log for the error, where we have it.
     """
     seen: dict[str, dict[str, str]] = {}
+
+    def states() -> dict[str, str]:
+        return {name: row["sync_state"] for name, row in seen.items()
+                if row["state"] == "streaming"}
+
     while True:
         try:
             seen = replication_rows(primary_conninfo)
         except psycopg.Error:
             seen = {}
-        if all(
-            seen.get(name, {}).get("state") == "streaming"
-            and seen.get(name, {}).get("sync_state") == state
-            for name, state in expected.items()
-        ):
+        if all(name in states() for name in expected.states) and expected.met(states()):
             return
         if time.monotonic() > deadline:
             break
         time.sleep(0.01)
     lines = []
-    for name, state in expected.items():
+    for name, state in expected.states.items():
         row = seen.get(name)
         got = (f"state={row['state']} sync_state={row['sync_state']}" if row
                else "not connected")
-        if row is None or row["state"] != "streaming" or row["sync_state"] != state:
+        if row is None or row["state"] != "streaming" or not state_ok(state,
+                                                                       row["sync_state"]):
             line = f"standby {name}: expected streaming/{state}, the primary sees {got}"
             if log_of is not None:
                 line += f"; its log:\n{log_of(name)}"
             lines.append(line)
+    if not lines and expected.sync is not None:
+        lines.append(f"{expected.sync} of them should be sync; the primary sees "
+                     + ", ".join(f"{n} {s}" for n, s in sorted(states().items())))
     raise ClusterFailure(
         "standbys did not reach the expected replication state in time:\n" + "\n".join(lines),
         "raise the timeout if the machine is very loaded, or read the standbys' logs",

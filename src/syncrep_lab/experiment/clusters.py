@@ -230,7 +230,7 @@ class ActiveCluster:
             conn.execute(sql.SQL("alter system set synchronous_standby_names = {}").format(
                 sql.Literal(rendered)))
             conn.execute("select pg_reload_conf()")
-        wait_replication(target.admin, sync_names.expected_states(spec, target.standbys),
+        wait_replication(target.admin, sync_names.expect(spec, target.standbys),
                          time.monotonic() + self.runner.spec.run.ready_timeout, target.log_of)
         self.sync = text
 

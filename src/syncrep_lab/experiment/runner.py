@@ -720,7 +720,7 @@ class FaultRun:
         target = self.cluster.target
         if target is not None and self.ctx.sync_names:
             spec, _ = check_sync(self.ctx.sync_names, target.standbys, target.version_num)
-            wait_replication(target.admin, sync_names.expected_states(spec, target.standbys),
+            wait_replication(target.admin, sync_names.expect(spec, target.standbys),
                              time.monotonic() + self.timeout, target.log_of)
 
     def rows(self, acknowledged_rows: int) -> dict[str, list[tuple[Any, ...]]]:

@@ -68,8 +68,9 @@ def shortfall(sync_text: str, seen: list[Walsender], version_num: int, *,
                 "allow_alter), or leave those levels out")
     streaming = [w for w in seen if w.state == "streaming"]
     if proposed:
-        states = sync_names.expected_states(spec, [w.application_name for w in streaming])
-        in_sync = [name for name, state in states.items() if state in IN_SYNC]
+        expected = sync_names.expect(spec, [w.application_name for w in streaming])
+        in_sync = [name for name, state in expected.states.items()
+                   if state in IN_SYNC or state == sync_names.EITHER][:expected.synchronous]
     else:
         in_sync = [w.application_name for w in streaming if w.sync_state in IN_SYNC]
     if len(in_sync) >= spec.num_sync:

@@ -198,20 +198,54 @@ def parse(text: str, *, version_num: int = 180000) -> SyncSpec | None:
     return _Parser(text, tokens).parse()
 
 
-def expected_states(spec: SyncSpec | None, standbys: list[str]) -> dict[str, str]:
+# A standby whose state PostgreSQL decides by something other than names: among standbys
+# of equal priority (several matching '*') it takes them in walsender slot order, the
+# order in which they connected.
+EITHER = "sync or potential"
+
+
+def state_ok(expected: str, got: str | None) -> bool:
+    return got == expected or (expected == EITHER and got in ("sync", "potential"))
+
+
+@dataclass(frozen=True)
+class Expected:
+    """What the primary should show once every standby is streaming: each standby's
+    ``sync_state`` where the names determine it (EITHER where they do not), and how
+    many are ``sync`` in all (FIRST; None for ANY and for asynchronous)."""
+
+    states: dict[str, str]
+    sync: int | None
+
+    @property
+    def synchronous(self) -> int:
+        """Standbys whose confirmation a commit can count on: sync and quorum ones."""
+        return (self.sync or 0) + sum(1 for s in self.states.values() if s == "quorum")
+
+    def met(self, seen: dict[str, str]) -> bool:
+        """Whether the sync states ``seen`` (standby -> sync_state) are these."""
+        if not all(state_ok(state, seen.get(name)) for name, state in self.states.items()):
+            return False
+        return self.sync is None or sum(
+            1 for name in self.states if seen.get(name) == "sync") == self.sync
+
+
+def expect(spec: SyncSpec | None, standbys: list[str]) -> Expected:
     """The ``sync_state`` the primary should show for each connected standby.
 
     FIRST: by priority (position in the list, '*' matching any name not listed
     before it), the first ``num_sync`` matching standbys are 'sync' and the other
-    matching ones 'potential'. ANY: every matching standby is 'quorum'.
-    Standbys that match no name are 'async'.
+    matching ones 'potential'; where the ``num_sync`` boundary falls inside a group of
+    equal priority, which of the group are 'sync' is not the names' to say (EITHER),
+    only how many. ANY: every matching standby is 'quorum'. Standbys that match no
+    name are 'async'.
     """
     states = {name: "async" for name in standbys}
     if spec is None:
-        return states
+        return Expected(states, None)
     matching = [s for s in standbys if spec.matches(s)]
     if spec.method == "any":
-        return {**states, **{s: "quorum" for s in matching}}
+        return Expected({**states, **{s: "quorum" for s in matching}}, None)
 
     def priority(standby: str) -> int:
         for idx, name in enumerate(spec.names):
@@ -219,9 +253,16 @@ def expected_states(spec: SyncSpec | None, standbys: list[str]) -> dict[str, str
                 return idx + 1
         raise AssertionError(standby)
 
-    # Ties in priority (several standbys matching '*') are broken by PostgreSQL in
-    # walsender slot order, which is the order they connected: the listed order here.
-    ranked = sorted(matching, key=lambda s: (priority(s), standbys.index(s)))
+    ranked = sorted(matching, key=priority)
+    n = spec.num_sync
+    split = (priority(ranked[n - 1]) if len(ranked) > n
+             and priority(ranked[n - 1]) == priority(ranked[n]) else None)
     for rank, standby in enumerate(ranked):
-        states[standby] = "sync" if rank < spec.num_sync else "potential"
-    return states
+        states[standby] = (EITHER if priority(standby) == split
+                           else "sync" if rank < n else "potential")
+    return Expected(states, min(n, len(matching)))
+
+
+def expected_states(spec: SyncSpec | None, standbys: list[str]) -> dict[str, str]:
+    """Each standby's expected ``sync_state`` (see :func:`expect`)."""
+    return expect(spec, standbys).states
