@@ -408,7 +408,8 @@ def diagnose_run(folder: Path) -> list[dict[str, Any]]:
             from syncrep_lab.analysis.observe import observation
 
             return [{"idx": o["idx"], "label": o["label"], "tps_mean": o["writes_per_s"],
-                     "ceiling": None, "ceiling_errors": [], "verdicts": o["verdicts"]}
+                     "ceiling": None, "ceiling_errors": [], "verdicts": o["verdicts"],
+                     "observation": o}
                     for o in (observation(store, c, machine)
                               for c in store.cells(int(run["id"])) if c["status"] == "done")]
         cpus = int(machine.get("cpus_usable") or machine.get("cpu_count") or 1)

@@ -58,6 +58,24 @@ def _sums(store: Store, cell_id: int) -> dict[str, Any]:
     }
 
 
+def _state_changes(store: Store, cell_id: int) -> list[dict[str, Any]]:
+    """Each standby's sync_state moves during the window (seconds since it began)."""
+    changes: list[dict[str, Any]] = []
+    last: dict[str, str] = {}
+    offset = 0.0
+    for r in store.repeats(cell_id):
+        for row in store.db.execute("select t_s, standby, sync_state from replication_samples "
+                                    "where repeat_id = ? order by t_s", (r["id"],)):
+            before = last.get(row["standby"])
+            if before is not None and before != row["sync_state"]:
+                changes.append({"t_s": round(offset + float(row["t_s"]), 1),
+                                "standby": row["standby"],
+                                "change": f"{before} -> {row['sync_state']}"})
+            last[row["standby"]] = row["sync_state"]
+        offset += float(r["duration_s"])
+    return changes
+
+
 def _sync_standbys(replication: list[dict[str, Any]]) -> list[str]:
     """Standbys that were synchronous (or quorum candidates) during the window."""
     return [str(r["standby"]) for r in replication
@@ -113,6 +131,7 @@ def observation(store: Store, cell: Any, machine: dict[str, Any]) -> dict[str, A
                                   if sync_share is not None else None),
         "backend_waits": dict(list(backend["share"].items())[:6]) if backend else {},
         "walsenders": walsenders, "replication": costs["replication"],
+        "state_changes": _state_changes(store, cell_id),
         "lowest_bound": lowest,
         "headroom": lowest["max_tps"] / rate if lowest and rate > 0 else None,
         "cpus": built["cpus"] if built["bounds"] else machine.get("cpus_usable"),

@@ -431,6 +431,12 @@ def print_observation(windows: list[dict[str, Any]], console: Console) -> None:
             console.print(f"  standby {escape(str(r['standby']))} ({escape(str(r['states']))}): "
                           f"{lags or 'no lag times (9.6)'}; flush distance "
                           f"{(r['flush_bytes'] or 0) / 1024:,.1f} KiB on average", soft_wrap=True)
+        for c in o["state_changes"][:10]:
+            console.print(f"  at {c['t_s']:.1f} s standby {escape(str(c['standby']))}: "
+                          f"{escape(c['change'])}", soft_wrap=True)
+        if len(o["state_changes"]) > 10:
+            console.print(f"  ... {len(o['state_changes']) - 10} more sync-state changes "
+                          "(diagnose --json has them all)")
         own = o["own"]
         cost = (f"{100 * own['cpu_share_of_core']:.2f} % of a core" if own["cpu_share_of_core"]
                 is not None else "CPU not measured")

@@ -208,7 +208,8 @@ def _store(opts: ObserveOptions, watched: Watched, version: str, settings_now: d
     params = {"kind": "observe", "pg": version.split()[0],
               "standbys": streaming,
               "clients": max(1, max(s.sessions_max for s in watched.slices)),
-              **settings_now, "hz": opts.hz, "slice_seconds": opts.slice_seconds}
+              **settings_now, "sync": settings_now.get("synchronous_standby_names") or "",
+              "hz": opts.hz, "slice_seconds": opts.slice_seconds}
     description = "\n".join([
         'name = "observe"', "[observe]",
         f"primary = {json.dumps(mask_conninfo(opts.primary))}",
