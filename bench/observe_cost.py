@@ -2,13 +2,14 @@
 observe`` beside it, on one cluster, interleaved.
 
 Each round runs pgbench twice in a shuffled order, once alone and once with observe
-sampling at --hz for the middle of the run; the paired ratio observed / alone over the
-rounds (log scale, Student-t interval) is the observer's cost on this machine, where the
-tool, pgbench and the three servers share 2 cores: an upper bound for a production host,
-where the observer runs elsewhere or on an idle core. The observer's own CPU (its
-backend on the server, as observe reports it) and its CPU in the tool's process are
-printed too (the latter includes the interpreter's start-up, about a second of CPU
-spread over the window).
+started 2 s in, sampling at --hz for all but the last 8 s; the paired ratio observed /
+alone over the rounds (log scale, Student-t interval) is the observer's cost on this
+machine, where the tool, pgbench and the three servers share 2 cores: an upper bound for
+a production host with cores to spare. Two ratios: over pgbench's whole run (the tool's
+start-up and its analysis after the window included), and over the seconds 4 to
+duration - 6, while it samples (pgbench's per-second progress, the same seconds in both
+runs of a round). The observer's own CPU is printed too: its backend on the server (as
+observe reports it) and the observe process (start-up and analysis included).
 
     .venv/bin/python bench/observe_cost.py [--rounds 8] [--duration 12] [--hz 10]
         [--clients 8]
@@ -46,7 +47,7 @@ def tool(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
 def pgbench(program: str, conninfo: str, script: Path, seconds: int, clients: int
             ) -> subprocess.Popen[str]:
     return subprocess.Popen([program, "-n", "-c", str(clients), "-j", "2", "-T", str(seconds),
-                             "-f", str(script), conninfo],
+                             "-P", "1", "-f", str(script), conninfo],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
@@ -57,10 +58,20 @@ def tps_of(text: str) -> float:
     return float(found.group(1))
 
 
+def steady_tps(text: str, first: int, last: int) -> float:
+    """Mean of pgbench's per-second TPS over its seconds ``first`` to ``last``."""
+    rates = [float(m.group(2)) for m in re.finditer(
+        r"^progress: ([0-9.]+) s, ([0-9.]+) tps", text, re.M)
+        if first < float(m.group(1)) <= last]
+    if not rates:
+        raise SystemExit(f"pgbench printed no progress between {first} and {last} s")
+    return statistics.fmean(rates)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=8)
-    ap.add_argument("--duration", type=int, default=12)
+    ap.add_argument("--duration", type=int, default=24)
     ap.add_argument("--hz", type=float, default=10.0)
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--seed", type=int, default=1)
@@ -83,6 +94,7 @@ def main() -> None:
         rng = random.Random(args.seed)
         alone: list[float] = []
         observed: list[float] = []
+        steady: dict[str, list[float]] = {"alone": [], "observed": []}
         own_server: list[float] = []
         own_tool: list[float] = []
         for n in range(1, args.rounds + 1):
@@ -91,30 +103,35 @@ def main() -> None:
             for kind in order:
                 bench = pgbench(program, conninfo, script, args.duration, args.clients)
                 if kind == "observed":
-                    time.sleep(1)
+                    time.sleep(2)
                     # observe is the only child reaped in between: its CPU, exactly
                     before = resource.getrusage(resource.RUSAGE_CHILDREN)
                     watch = subprocess.run(
                         [*TOOL, "observe", "--dir", str(where), "--seconds",
-                         str(args.duration - 2), "--hz", str(args.hz), "--slice", "5",
+                         str(args.duration - 8), "--hz", str(args.hz), "--slice", "5",
                          "--out", str(root / f"obs-{n}"), "--json"],
                         capture_output=True, text=True, timeout=120, check=False)
                     after = resource.getrusage(resource.RUSAGE_CHILDREN)
                     own_tool.append((after.ru_utime + after.ru_stime - before.ru_utime
-                                     - before.ru_stime) / (args.duration - 2))
+                                     - before.ru_stime) / (args.duration - 8))
                     if watch.returncode != 0:
                         raise SystemExit(watch.stdout + watch.stderr)
                     window = json.loads(watch.stdout)["windows"][0]
                     own_server.append(window["own"]["cpu_share_of_core"] or 0.0)
                 text, _ = bench.communicate(timeout=args.duration + 60)
                 (observed if kind == "observed" else alone).append(tps_of(text))
+                steady[kind].append(steady_tps(text, 4, args.duration - 6))
             print(f"round {n}: alone {alone[-1]:,.0f} tps, observed {observed[-1]:,.0f} tps "
                   f"({' then '.join(order)})", flush=True)
         ratio = paired_ratio(observed, alone)
         print(f"\nmedian TPS alone {statistics.median(alone):,.0f}, observed "
               f"{statistics.median(observed):,.0f}")
-        print(f"observed / alone: {ratio.mean:.3f} (95 % CI {ratio.low or 0:.3f} - "
+        print(f"observed / alone, whole run: {ratio.mean:.3f} (95 % CI {ratio.low or 0:.3f} - "
               f"{ratio.high or 0:.3f}, {ratio.rounds} rounds)")
+        while_sampling = paired_ratio(steady["observed"], steady["alone"])
+        print(f"observed / alone, while it samples (s 4 to {args.duration - 6}): "
+              f"{while_sampling.mean:.3f} (95 % CI {while_sampling.low or 0:.3f} - "
+              f"{while_sampling.high or 0:.3f})")
         print(f"the observer's backend on the server: median "
               f"{100 * statistics.median(own_server):.2f} % of a core at {args.hz:g} Hz")
         print(f"the observe process itself (Python start-up included): median "

@@ -128,7 +128,8 @@ def test_observe_reads_the_load_it_did_not_start(
     compared = cli("compare", str(out), str(tmp_path / "local"), "--json")
     assert compared.returncode == 0, compared.stderr
     pairs = json.loads(compared.stdout)["pairs"]
-    assert len(pairs) == 1 and pairs[0]["figures"][0]["name"] == "TPS"
+    assert len(pairs) == 1 and pairs[0]["figures"][0]["figure"] == "TPS"
+    assert pairs[0]["figures"][0]["ratio"] is not None
 
     # an observe folder given again gets the next window; stored like a run, every
     # reader reads it

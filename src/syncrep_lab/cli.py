@@ -512,8 +512,6 @@ def observe_cmd(conninfo: str | None, cluster_dir: Path | None, standbys: tuple[
                 as_json: bool) -> None:
     """Watch a running cluster, read-only and without load: is synchronous replication
     what limits its commits, and how much headroom is left. Needs pg_monitor."""
-    from syncrep_lab.analysis.observe import run_observations
-    from syncrep_lab.analysis.render import print_observation
     from syncrep_lab.observe.command import ObserveOptions, observe, parse_standby
 
     given = dict(parse_standby(s) for s in standbys)
@@ -531,6 +529,10 @@ def observe_cmd(conninfo: str | None, cluster_dir: Path | None, standbys: tuple[
         out.print(f"observing for {seconds:g} s at {hz:g} Hz (read-only, no load) ...")
     done = observe(ObserveOptions(conninfo, given, seconds, hz, slice_seconds, host,
                                   hosts_file, folder, label))
+    # the analysis (scipy) is imported after the window, not during it
+    from syncrep_lab.analysis.observe import run_observations
+    from syncrep_lab.analysis.render import print_observation
+
     windows = [w for w in run_observations(folder) if w["idx"] == done["cell"]]
     if as_json:
         click.echo(json.dumps({**done, "windows": windows}, indent=2, default=str))

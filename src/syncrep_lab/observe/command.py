@@ -14,7 +14,6 @@ from typing import Any
 from syncrep_lab.errors import UserError
 from syncrep_lab.experiment.machine import machine_metadata
 from syncrep_lab.observe.cpu import LocalCpu, NodeCpu, RemoteCpu, local_postmaster
-from syncrep_lab.observe.record import store_window
 from syncrep_lab.observe.session import ObserverSession, ServerGone, open_session
 from syncrep_lab.observe.watch import Watch, Watched
 from syncrep_lab.pg.conninfo import mask_conninfo, mask_text, require_parses
@@ -205,6 +204,10 @@ def _store(opts: ObserveOptions, watched: Watched, version: str, settings_now: d
         notes = [f"ended early: {watched.ended}", *notes]
     if version_num < 100000:
         notes.append("9.6 shows no wait event while a commit waits for a standby")
+    # imported only now: the store's statistics import scipy, a second of CPU that must
+    # not land in the sampled window of the machine being watched
+    from syncrep_lab.observe.record import store_window
+
     params = {"kind": "observe", "pg": version.split()[0],
               "standbys": streaming,
               "clients": max(1, max(s.sessions_max for s in watched.slices)),

@@ -15,15 +15,16 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from syncrep_lab.errors import UserError
-from syncrep_lab.hosts.remote import proc_snapshot
-from syncrep_lab.hosts.ssh import SshHost
 from syncrep_lab.placement.cpus import parse_cpus
 from syncrep_lab.probes.remote import role_costs
 from syncrep_lab.probes.roles import role_of_title, title
 from syncrep_lab.probes.tracker import TICK_S, ProcessTracker, read_sample
+
+if TYPE_CHECKING:  # asyncssh is imported only when a host is reached
+    from syncrep_lab.hosts.ssh import SshHost
 
 # The backend's process must have started within this of the session's backend_start.
 START_SLACK_S = 2.0
@@ -134,6 +135,8 @@ class RemoteCpu:
         self.cpus = _count_cpus(str(postmaster["cpus_allowed_list"])) if postmaster else None
 
     def snapshot(self) -> list[dict[str, Any]]:
+        from syncrep_lab.hosts.remote import proc_snapshot
+
         return proc_snapshot(self.host, self.data_dir)
 
     def cut(self) -> tuple[Rows, float | None]:
