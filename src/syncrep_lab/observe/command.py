@@ -132,9 +132,16 @@ def _cpu_reader(session: ObserverSession, opts: ObserveOptions, watch_names: Any
                                 "reached": "here"}
 
 
-def _server_facts(primary: ObserverSession) -> tuple[str, dict[str, Any], dict[str, Any],
-                                                      int]:
-    """Version, the watched settings, every non-default setting, standbys streaming."""
+@dataclass
+class ServerFacts:
+    version: str  # server_version, e.g. "18.6"
+    version_num: int
+    watched: dict[str, Any]  # WATCHED_SETTINGS as the server has them
+    settings: dict[str, Any]  # every setting not at its default: setting, unit, source
+    streaming: int  # standbys in pg_stat_replication
+
+
+def _server_facts(primary: ObserverSession) -> ServerFacts:
     (version,) = primary.one("select current_setting('server_version')")
     # the server's settings, not the observer's session's (its start-up options are
     # source 'client'; a SET would be 'session', though it makes none)
@@ -146,7 +153,7 @@ def _server_facts(primary: ObserverSession) -> tuple[str, dict[str, Any], dict[s
                    for name, setting, unit, source in rows
                    if source not in ("default", "override", "client", "session")}
     (standbys,) = primary.one("select count(*) from pg_stat_replication")
-    return str(version), watched, non_default, int(standbys)
+    return ServerFacts(str(version), primary.version_num, watched, non_default, int(standbys))
 
 
 def observe(opts: ObserveOptions) -> dict[str, Any]:
@@ -161,17 +168,17 @@ def observe(opts: ObserveOptions) -> dict[str, Any]:
         for name, conninfo in opts.standbys.items():
             standbys.append(open_session(name, conninfo, primary=False))
             sessions.append(standbys[-1])
-        version, watched, settings, streaming = _server_facts(primary)
+        facts = _server_facts(primary)
         watch = Watch(primary, standbys, hz=opts.hz, slice_seconds=opts.slice_seconds,
                       cpu=readers)
         watch.replication(None, 0.0)
-        names = lambda: dict(watch.walsenders)  # noqa: E731 (read at each slice)
-        reader, cpu_note, machine = _cpu_reader(primary, opts, names, opts.host is not None)
+        reader, cpu_note, machine = _cpu_reader(primary, opts, watch.names,
+                                                opts.host is not None)
         if reader is not None:
             readers["primary"] = reader
         notes: list[str] = []
         for standby in standbys:
-            local, why, _ = _cpu_reader(standby, opts, names, False)
+            local, why, _ = _cpu_reader(standby, opts, watch.names, False)
             if local is not None:
                 readers[standby.node] = local
             else:
@@ -190,28 +197,27 @@ def observe(opts: ObserveOptions) -> dict[str, Any]:
                 reader_.close()
         for session in sessions:
             session.close()
-    return _store(opts, watched_out, version, watched, settings, streaming, machine,
-                  notes + watched_out.notes, cpu_note, primary.version_num)
+    return _store(opts, watched_out, facts, machine, notes + watched_out.notes, cpu_note)
 
 
-def _store(opts: ObserveOptions, watched: Watched, version: str, settings_now: dict[str, Any],
-           settings: dict[str, Any], streaming: int, machine: dict[str, Any],
-           notes: list[str], cpu_note: str | None, version_num: int) -> dict[str, Any]:
+def _store(opts: ObserveOptions, watched: Watched, facts: ServerFacts,
+           machine: dict[str, Any], notes: list[str], cpu_note: str | None
+           ) -> dict[str, Any]:
     if not watched.slices:
         raise UserError(f"nothing was gathered: {watched.ended or 'no full second sampled'}",
                         "observe for longer, with the servers up")
     if watched.ended:
         notes = [f"ended early: {watched.ended}", *notes]
-    if version_num < 100000:
+    if facts.version_num < 100000:
         notes.append("9.6 shows no wait event while a commit waits for a standby")
     # imported only now: the store's statistics import scipy, a second of CPU that must
     # not land in the sampled window of the machine being watched
     from syncrep_lab.observe.record import store_window
 
-    params = {"kind": "observe", "pg": version.split()[0],
-              "standbys": streaming,
+    params = {"kind": "observe", "pg": facts.version.split()[0],
+              "standbys": facts.streaming,
               "clients": max(1, max(s.sessions_max for s in watched.slices)),
-              **settings_now, "sync": settings_now.get("synchronous_standby_names") or "",
+              **facts.watched, "sync": facts.watched.get("synchronous_standby_names") or "",
               "hz": opts.hz, "slice_seconds": opts.slice_seconds}
     description = "\n".join([
         'name = "observe"', "[observe]",
@@ -225,8 +231,9 @@ def _store(opts: ObserveOptions, watched: Watched, version: str, settings_now: d
     nodes = [{"name": "primary", "conninfo": mask_conninfo(opts.primary)},
              *({"name": n, "conninfo": mask_conninfo(c)} for n, c in opts.standbys.items())]
     idx, stored = store_window(opts.out, watched, label=opts.label, params=params,
-                               description=description, machine=machine, version=version,
-                               nodes=nodes, settings={"primary": settings}, notes=notes,
+                               description=description, machine=machine,
+                               version=facts.version, nodes=nodes,
+                               settings={"primary": facts.settings}, notes=notes,
                                cpu_note=cpu_note)
     return {"out": str(opts.out), "cell": idx, "slices": stored, "ended": watched.ended,
             "signum": watched.signum, "notes": notes}

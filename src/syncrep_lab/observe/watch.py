@@ -142,6 +142,10 @@ class Watch:
                     "counters": counters_sql(v)}
         self.notes: list[str] = []
 
+    def names(self) -> dict[int, str]:
+        """pid -> the standby each walsender serves, as last sampled."""
+        return dict(self.walsenders)
+
     def counters(self) -> Counters:
         row = self.primary.one(self.sql["counters"])
         return Counters(int(row[0] or 0), int(row[1] or 0), int(row[2] or 0),
