@@ -189,9 +189,18 @@ def verdicts(o: dict[str, Any]) -> list[Verdict]:
             f"synchronous_standby_names = '{o['synchronous_standby_names'] or ''}'); sessions "
             "that set synchronous_commit themselves would show as IPC:SyncRep waits",
             evidence, []))
-    elif share is not None and share >= WAIT_SOME:
+    elif share is None:
+        if busiest is not None and busiest["cores_busy"] >= BUSY:
+            # no wait event to weigh (9.6): the walsender's load alone
+            found.append(Verdict(
+                "sync walsender busy", "medium",
+                f"the sync walsender for {busiest['standby']} keeps "
+                f"{busiest['cores_busy']:.2f} of a core busy: near its own ceiling, and "
+                "every commit waits on it", evidence,
+                ["fewer, larger transactions (batching) divide its work per row"]))
+    elif share >= WAIT_SOME:
         found.append(_waiting(o, share, busiest, lag, evidence))
-    elif share is not None:
+    else:
         found.append(Verdict(
             "not synchronous replication", "high" if o["in_transaction_mean"] >= 1 else "medium",
             f"only {100 * share:.0f} % of the backends' time in a transaction waits for a "
