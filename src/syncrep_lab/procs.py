@@ -8,25 +8,52 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+# Fields of /proc/PID/stat counted after the command name, from 0 (proc(5) numbers them
+# from 1, the command name being 2: these are its numbers less 3).
+STATE, PPID, UTIME, STIME, CUTIME, CSTIME, STARTTIME = 0, 1, 11, 12, 13, 14, 19
+
+
+def stat_fields(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (None: no such process). The
+    name (field 2) may hold spaces and parentheses, so the split starts after its end."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def parent(pid: int) -> int | None:
+    fields = stat_fields(pid)
+    return int(fields[PPID]) if fields else None
+
+
+def started_at(pid: int) -> float | None:
+    """When process ``pid`` started, in seconds since the epoch."""
+    fields = stat_fields(pid)
+    if fields is None:
+        return None
+    return _boot_time() + int(fields[STARTTIME]) / _CLK_TCK
+
+
+def _boot_time() -> float:
+    for line in Path("/proc/stat").read_text().splitlines():
+        if line.startswith("btime "):
+            return float(line.split()[1])
+    return 0.0
+
 
 def start_time(pid: int) -> str | None:
     """The start time of process ``pid`` (None when there is no such process)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # the command name (field 2) may hold spaces and parentheses: split after its end
-    return stat.rsplit(")", 1)[1].split()[19]
+    fields = stat_fields(pid)
+    return fields[STARTTIME] if fields else None
 
 
 def is_running(pid: int, start: str | None) -> bool:
     """Whether the process that had ``pid`` and ``start`` still runs (not a zombie)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
+    fields = stat_fields(pid)
+    if fields is None:
         return False
-    fields = stat.rsplit(")", 1)[1].split()
-    return fields[0] not in ("Z", "X", "x") and (start is None or fields[19] == start)
+    return fields[STATE] not in ("Z", "X", "x") and (start is None or fields[STARTTIME] == start)
 
 
 def machine_steal_seconds() -> float:
@@ -41,12 +68,11 @@ def table() -> dict[int, tuple[int, str, float]]:
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
-        try:
-            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
+        fields = stat_fields(int(entry))
+        if fields is None:
             continue
-        out[int(entry)] = (int(fields[1]), fields[19],
-                           (int(fields[11]) + int(fields[12])) / _CLK_TCK)
+        out[int(entry)] = (int(fields[PPID]), fields[STARTTIME],
+                           (int(fields[UTIME]) + int(fields[STIME])) / _CLK_TCK)
     return out
 
 

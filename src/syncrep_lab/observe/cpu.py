@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from syncrep_lab import procs
 from syncrep_lab.errors import UserError
 from syncrep_lab.placement.cpus import parse_cpus
 from syncrep_lab.probes.remote import role_costs
@@ -40,41 +40,18 @@ class NodeCpu(Protocol):
     def close(self) -> None: ...
 
 
-def _boot_time() -> float:
-    for line in Path("/proc/stat").read_text().splitlines():
-        if line.startswith("btime "):
-            return float(line.split()[1])
-    return 0.0
-
-
-def _started_at(pid: int) -> float | None:
-    """When process ``pid`` started (seconds since the epoch), from /proc."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return _boot_time() + int(stat.rsplit(")", 1)[1].split()[19]) * TICK_S
-
-
-def _parent(pid: int) -> int | None:
-    try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
 def local_postmaster(backend_pid: int, backend_start: float) -> tuple[int | None, str]:
     """The postmaster of the server whose backend ``backend_pid`` started at
     ``backend_start`` (epoch seconds), if that server runs on this machine; else None
     and why not."""
-    started = _started_at(backend_pid)
+    started = procs.started_at(backend_pid)
     text = title(backend_pid)
     if (started is None or abs(started - backend_start) > START_SLACK_S
             or role_of_title(text) != "backend"):
         return None, (f"the server is not on this machine (its backend {backend_pid} is "
                       "not a process here): give --host NAME --hosts FILE to read its /proc "
                       "over SSH")
-    parent = _parent(backend_pid)
+    parent = procs.parent(backend_pid)
     if parent is None:
         return None, f"the parent of backend {backend_pid} could not be read from /proc"
     return parent, ""

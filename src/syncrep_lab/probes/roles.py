@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from syncrep_lab import procs
+
 ROLES = ("postmaster", "backend", "walsender", "walreceiver", "startup", "walwriter",
          "checkpointer", "bgwriter", "autovacuum", "other")
 
@@ -60,14 +62,6 @@ def title(pid: int) -> str:
     return raw.replace(b"\0", b" ").decode(errors="replace").strip()
 
 
-def _ppid(pid: int) -> int | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return int(stat.rsplit(")", 1)[1].split()[1])
-
-
 @dataclass(frozen=True)
 class NodeProcess:
     node: str
@@ -89,7 +83,7 @@ def node_processes(node: str, postmaster: int, walsenders: dict[int, str] | None
         if not entry.isdigit():
             continue
         pid = int(entry)
-        if pid == postmaster or _ppid(pid) != postmaster:
+        if pid == postmaster or procs.parent(pid) != postmaster:
             continue
         role = role_of_title(title(pid))
         found.append(NodeProcess(node, pid, role, walsenders.get(pid, "")
