@@ -51,6 +51,10 @@ def _nothing_left(cluster_dir: Path) -> None:
         (["--names", "b,B"], ["repeat"]),
         (["--names", "b"], ["1 names for 2 standbys"]),
         (["--timeout", "0"], ["must be positive"]),
+        # click's own usage errors come through the same funnel: error and fix
+        (["--standbys", "abc"], ["Invalid value for '--standbys'",
+                                 "fix: see syncrep-lab cluster up --help"]),
+        (["--bogus"], ["No such option '--bogus'"]),
     ],
 )
 def test_refused_before_anything_starts(

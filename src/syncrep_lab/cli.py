@@ -667,7 +667,7 @@ def main() -> None:
     shutdown.install()  # SIGINT, SIGTERM, SIGHUP: cleanup; a second one: out at once
     route_library_logs(err)
     try:
-        cli.main(standalone_mode=False)
+        cli.main(standalone_mode=False, prog_name="syncrep-lab")
     except UserError as exc:
         fail(exc)
     except OSError as exc:  # a file system refusing, wherever it was not caught earlier
@@ -682,6 +682,10 @@ def main() -> None:
     except click.exceptions.Abort:
         err.print("interrupted")
         sys.exit(130)
+    except click.UsageError as exc:
+        # a bad flag or argument: the tool's own error format, with where to look
+        where = exc.ctx.command_path if exc.ctx is not None else "syncrep-lab"
+        fail(UserError(exc.format_message(), f"see {where} --help"))
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)

@@ -14,24 +14,14 @@ the CPU counters, and ``python3`` only to make :func:`proc_snapshot` faster.
 from __future__ import annotations
 
 import posixpath
-from dataclasses import dataclass
 from typing import Any
 
 from syncrep_lab.errors import ClusterFailure, UserError
-from syncrep_lab.hosts.ssh import ALIVE_SH, HostSpec, SshHost
+from syncrep_lab.hosts.ssh import ALIVE_SH, SshHost
 
 # How long a server may take to write postmaster.pid after it was started. It
 # does so before any recovery, so this is about a busy host, not a big database.
 START_TIMEOUT = 60.0
-
-
-@dataclass
-class RemoteNode:
-    host: HostSpec
-    name: str
-    data_dir: str
-    port: int
-    pid: int | None = None
 
 
 # --- per-process CPU counters --------------------------------------------------------------

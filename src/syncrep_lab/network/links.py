@@ -168,12 +168,3 @@ def check_profile(p: LinkProfile) -> list[str]:
         except UserError as exc:
             problems.append(exc.cause)
     return problems
-
-
-def require_valid(p: LinkProfile, where: str = "link") -> None:
-    """Raise one :class:`UserError` listing every problem of ``p``."""
-    problems = check_profile(p)
-    if problems:
-        raise UserError(f"{where}: " + "; ".join(problems),
-                        "give delay and jitter in milliseconds (0 or more), loss as 0..100 %, "
-                        "and a rate such as 100mbit (or none for an unlimited link)")
