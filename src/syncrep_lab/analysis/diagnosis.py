@@ -17,8 +17,8 @@ from typing import Any
 from syncrep_lab.analysis import model
 from syncrep_lab.analysis.costs import cell_costs, cluster_version
 from syncrep_lab.experiment.store import Store
+from syncrep_lab.pg.replication import WAITING_LEVELS
 
-SYNC_LEVELS = ("remote_write", "on", "remote_apply")
 SINGLE_PROCESS_ROLES = ("walwriter", "startup", "walreceiver", "checkpointer", "bgwriter")
 
 
@@ -132,7 +132,7 @@ def _wake_evidence(facts: CellFacts, sender: str, evidence: dict[str, float | st
 def rule_wakeup_bound(facts: CellFacts) -> Verdict | None:
     """Commits wait for the sync walsender to wake them one by one (SetLatch → kill)."""
     name = "commit-wait wake-up bound"
-    if facts.synchronous_commit not in SYNC_LEVELS:
+    if facts.synchronous_commit not in WAITING_LEVELS:
         return None
     if facts.perf_missing:
         return _perf_unknown(facts, name)
@@ -305,7 +305,7 @@ LAG_OF_LEVEL = {"remote_write": "write_ms", "on": "flush_ms", "remote_apply": "r
 def rule_standby_or_network(facts: CellFacts) -> Verdict | None:
     """Commits wait on the standby's side or the wire, not on the primary."""
     name = "network or standby flush/apply bound"
-    if facts.synchronous_commit not in SYNC_LEVELS:
+    if facts.synchronous_commit not in WAITING_LEVELS:
         return None
     sync = [r for r in facts.replication if "sync" in str(r.get("states", "")).split(",")
             or str(r.get("states")) == "quorum"]

@@ -25,8 +25,9 @@ from typing import Any
 
 from syncrep_lab.analysis import model
 from syncrep_lab.analysis.costs import cell_costs, cluster_version
-from syncrep_lab.analysis.diagnosis import LAG_OF_LEVEL, SYNC_LEVELS, Verdict
+from syncrep_lab.analysis.diagnosis import LAG_OF_LEVEL, Verdict
 from syncrep_lab.experiment.store import Store
+from syncrep_lab.pg.replication import WAITING_LEVELS
 
 WAIT_MOST = 0.5  # of the backends' in-transaction time: the wait is most of a commit
 WAIT_SOME = 0.1  # below this, synchronous replication is not what commits spend time on
@@ -150,7 +151,7 @@ def verdicts(o: dict[str, Any]) -> list[Verdict]:
     rate = float(o["writes_per_s"])
     share = o["sync_wait_share"]
     level = str(o["synchronous_commit"] or "")
-    waiting_level = level in SYNC_LEVELS and bool(o["synchronous_standby_names"])
+    waiting_level = level in WAITING_LEVELS and bool(o["synchronous_standby_names"])
     if rate <= 0:
         return [Verdict("no writes", "unknown", "no transaction wrote during the window: "
                         "there is no commit to judge", {"seconds": round(o["seconds"], 1)},

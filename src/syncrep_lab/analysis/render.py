@@ -10,6 +10,7 @@ from rich.table import Table
 
 from syncrep_lab.analysis.costs import KEY_SYSCALLS
 from syncrep_lab.analysis.diagnosis import leading_verdict
+from syncrep_lab.pg.replication import level_rank
 from syncrep_lab.terminal import number
 
 SHORT = {"epoll_create1": "ep_create", "epoll_ctl": "ep_ctl", "epoll_wait": "ep_wait",
@@ -164,8 +165,7 @@ def print_scaling(series: list[dict[str, Any]], console: Console) -> None:
         for c in clients:
             table.add_column(f"{c} clients", justify="right")
         table.add_column("knee")
-        order = ("off", "local", "remote_write", "on", "remote_apply")
-        for level in sorted(entry["levels"], key=lambda x: order.index(x) if x in order else 9):
+        for level in sorted(entry["levels"], key=level_rank):
             lv = entry["levels"][level]
             by = {p["clients"]: p for p in lv["points"]}
             cells = [f"{by[c]['tps']:,.0f}; {by[c]['p99_ms']:.1f}" if c in by else "-"

@@ -25,7 +25,7 @@ from typing import Any
 
 from syncrep_lab.errors import UserError
 
-CLIENT = "client"
+CLIENT = "client"  # the placement key and network endpoint of pgbench
 
 
 @dataclass

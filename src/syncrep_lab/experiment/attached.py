@@ -44,7 +44,7 @@ from syncrep_lab.errors import UserError
 from syncrep_lab.experiment.spec import Attach, Spec
 from syncrep_lab.experiment.workload import ATTACHED_TABLES, Tables, table_is_ours
 from syncrep_lab.pg import replication
-from syncrep_lab.pg.admin import admin_connection
+from syncrep_lab.pg.admin import admin_connection, alter_system
 from syncrep_lab.pg.conninfo import mask_conninfo, mask_text, without_masked_password
 
 APP_PREFIX = "syncrep-lab"
@@ -211,9 +211,7 @@ def leave_nodes(primary: str, standbys: dict[str, str], application_name: str,
             report.ended.append(end_sessions(conn, "primary", application_name))
             _drop(conn, tables, report)
             if restore_sync is not None:
-                conn.execute(sql.SQL("alter system set synchronous_standby_names = {}")
-                             .format(sql.Literal(restore_sync)))
-                conn.execute("select pg_reload_conf()")
+                alter_system(conn, {"synchronous_standby_names": restore_sync})
                 report.sync_restored = restore_sync
     except psycopg.Error as exc:
         report.problems.append(

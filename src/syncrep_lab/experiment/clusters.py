@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import psycopg
-from psycopg import sql
 
 from syncrep_lab import paths
 from syncrep_lab.cluster.build import UpOptions, check_sync, up
@@ -42,7 +41,7 @@ from syncrep_lab.experiment.plan import (
 from syncrep_lab.experiment.preflight import host_spec
 from syncrep_lab.experiment.spec import MAX_INSTANCES, Attach, Spec
 from syncrep_lab.pg import replication, sync_names
-from syncrep_lab.pg.admin import admin_connection
+from syncrep_lab.pg.admin import admin_connection, alter_system
 from syncrep_lab.pg.conninfo import mask_conninfo, mask_text
 from syncrep_lab.pg.installations import resolve
 from syncrep_lab.pg.settings import profile_settings
@@ -227,9 +226,7 @@ class ActiveCluster:
         if self.runner.visit is not None and self.original_sync is not None:
             self.runner.visit.will_alter_sync(self.original_sync)  # recorded before it changes
         with admin_connection(target.admin, seconds=ADMIN_SECONDS, what="the primary") as conn:
-            conn.execute(sql.SQL("alter system set synchronous_standby_names = {}").format(
-                sql.Literal(rendered)))
-            conn.execute("select pg_reload_conf()")
+            alter_system(conn, {"synchronous_standby_names": rendered})
         wait_replication(target.admin, sync_names.expect(spec, target.standbys),
                          time.monotonic() + self.runner.spec.run.ready_timeout, target.log_of)
         self.sync = text

@@ -29,13 +29,13 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from psycopg import sql
 
 from syncrep_lab.cluster import server
 from syncrep_lab.cluster.manifest import Manifest
 from syncrep_lab.cluster.ready import wait_ready
 from syncrep_lab.errors import UserError
 from syncrep_lab.experiment.spec import FaultEvent, FaultScenario
+from syncrep_lab.pg.admin import admin_connection, alter_system
 from syncrep_lab.pg.replication import WAITING_LEVELS
 from syncrep_lab.runas import server_account
 
@@ -253,9 +253,7 @@ class FaultDriver(threading.Thread):
         if event.action == "set":
             assert event.name is not None and event.value is not None
             try:
-                conn.execute(sql.SQL("alter system set {} = {}").format(
-                    sql.Identifier(event.name), sql.Literal(event.value)))
-                conn.execute("select pg_reload_conf()")
+                alter_system(conn, {event.name: event.value})
                 self.changed_settings.add(event.name)
                 if event.name == "synchronous_standby_names":
                     self.sync_names = event.value
@@ -329,10 +327,8 @@ def sets_synchronous_commit(scenario: FaultScenario) -> bool:
 
 def set_on_primary(admin: str, name: str, value: str) -> None:
     """ALTER SYSTEM SET and a reload, on the primary whose admin conninfo is given."""
-    with psycopg.connect(admin, autocommit=True, connect_timeout=10) as conn:
-        conn.execute(sql.SQL("alter system set {} = {}").format(sql.Identifier(name),
-                                                                sql.Literal(value)))
-        conn.execute("select pg_reload_conf()")
+    with admin_connection(admin, what="the primary") as conn:
+        alter_system(conn, {name: value})
 
 
 def reset_settings(ctx: FaultContext, names: set[str]) -> None:
@@ -340,14 +336,9 @@ def reset_settings(ctx: FaultContext, names: set[str]) -> None:
     own again; other settings go back to their defaults)."""
     if not names:
         return
-    with psycopg.connect(ctx.admin, autocommit=True, connect_timeout=5) as conn:
-        for name in sorted(names):
-            if name == "synchronous_standby_names":
-                conn.execute(sql.SQL("alter system set synchronous_standby_names = {}").format(
-                    sql.Literal(ctx.sync_names)))
-            else:
-                conn.execute(sql.SQL("alter system reset {}").format(sql.Identifier(name)))
-        conn.execute("select pg_reload_conf()")
+    with admin_connection(ctx.admin, what="the primary") as conn:
+        alter_system(conn, {name: ctx.sync_names if name == "synchronous_standby_names"
+                            else None for name in sorted(names)})
 
 
 @dataclass

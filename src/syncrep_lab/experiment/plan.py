@@ -24,6 +24,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from syncrep_lab.cluster.layout import CLIENT
 from syncrep_lab.errors import UserError
 from syncrep_lab.experiment.spec import Scalar, Spec
 
@@ -48,7 +49,6 @@ AXES: dict[str, str] = {
 NO_FAULTS = "none"
 NO_PLACEMENT = "none"
 NO_LINK = "none"
-CLIENT = "client"  # the placement key and network endpoint of pgbench
 MAX_CELLS = 5000
 MAX_POINTS = 100_000  # combinations before exclude/only
 DEFAULT_SETTINGS_SET = "default"

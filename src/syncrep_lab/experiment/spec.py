@@ -19,10 +19,9 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from syncrep_lab.errors import UserError
+from syncrep_lab.pg.replication import LEVELS, SyncCommit
 
-SyncCommit = Literal["off", "local", "remote_write", "on", "remote_apply"]
-SYNC_COMMIT_LEVELS: tuple[SyncCommit, ...] = ("off", "local", "remote_write", "on",
-                                              "remote_apply")
+SYNC_COMMIT_LEVELS = LEVELS
 Scalar = str | int | float | bool
 PRESETS = ("quick", "seed")
 MAX_INSTANCES = 16  # independent primaries on one machine, at most

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import psycopg
-from psycopg import pq
+from psycopg import pq, sql
 from psycopg.conninfo import conninfo_to_dict
 
 from syncrep_lab.pg.deadline import query_deadline
@@ -73,3 +73,15 @@ def _abandon(conn: psycopg.Connection[Any]) -> None:
 
 def _ms(seconds: float) -> int:
     return max(1, round(seconds * 1000))
+
+
+def alter_system(conn: psycopg.Connection[Any], changes: dict[str, str | None]) -> None:
+    """``ALTER SYSTEM SET`` each name to its value (None: ``RESET`` to the default), then
+    one reload, on a connection of :func:`admin_connection`."""
+    for name, value in changes.items():
+        if value is None:
+            conn.execute(sql.SQL("alter system reset {}").format(sql.Identifier(name)))
+        else:
+            conn.execute(sql.SQL("alter system set {} = {}").format(sql.Identifier(name),
+                                                                   sql.Literal(value)))
+    conn.execute("select pg_reload_conf()")

@@ -17,14 +17,23 @@ default name ``walreceiver`` (or ``cluster_name``) and matches no name in
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, get_args
 
 import psycopg
 
 from syncrep_lab.pg import sync_names
 
-# The synchronous_commit levels whose commits wait for a standby's confirmation.
-WAITING_LEVELS = ("remote_write", "on", "remote_apply")
+# synchronous_commit's levels, weakest first (the one place they are written), and those
+# whose commits wait for a standby's confirmation.
+SyncCommit = Literal["off", "local", "remote_write", "on", "remote_apply"]
+LEVELS: tuple[SyncCommit, ...] = get_args(SyncCommit)
+WAITING_LEVELS = LEVELS[2:]  # remote_write, on, remote_apply
+
+
+def level_rank(level: str) -> int:
+    """A level's place, weakest first (anything else after them)."""
+    return LEVELS.index(level) if level in LEVELS else len(LEVELS)
+
 IN_SYNC = ("sync", "quorum")
 DEFAULT_WALRECEIVER_NAME = "walreceiver"
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from syncrep_lab.analysis import model as bound_model
 from syncrep_lab.analysis.costs import run_costs
-from syncrep_lab.analysis.diagnosis import SYNC_LEVELS, diagnose_run, leading_verdict
+from syncrep_lab.analysis.diagnosis import diagnose_run, leading_verdict
 from syncrep_lab.analysis.faults import run_faults
 from syncrep_lab.analysis.scaling import core_sweep, scaling
 from syncrep_lab.errors import UserError
@@ -26,22 +26,18 @@ from syncrep_lab.experiment.results import cell_rows
 from syncrep_lab.experiment.store import Store
 from syncrep_lab.measure.pairing import ratio_of
 from syncrep_lab.pg.conninfo import mask_text
+from syncrep_lab.pg.replication import WAITING_LEVELS
 from syncrep_lab.pg.sync_names import SyncNamesError, expected_states, parse
 
-LEVEL_ORDER = ("off", "local", "remote_write", "on", "remote_apply")
 # Axes about where and how a cell ran, beside the sync level and the client count.
 SHAPE_AXES = ("clients", "synchronous_commit")
 # Flame graphs larger than this are linked, not embedded, to keep the page light.
 EMBED_SVG_MAX_BYTES = 3 * 1024 * 1024
 
 
-def level_rank(level: str) -> int:
-    return LEVEL_ORDER.index(level) if level in LEVEL_ORDER else len(LEVEL_ORDER)
-
-
 def _is_sync_cell(params: dict[str, Any]) -> bool:
     """A cell whose commits waited for a standby: a sync level, standbys, a sync spec."""
-    return (params.get("synchronous_commit") in SYNC_LEVELS
+    return (params.get("synchronous_commit") in WAITING_LEVELS
             and int(params.get("standbys") or 0) > 0 and bool(params.get("sync")))
 
 
@@ -109,12 +105,12 @@ def _verdict(cells: list[dict[str, Any]], series: list[dict[str, Any]]) -> dict[
     knees = []
     for entry in series:
         for level, lv in entry["levels"].items():
-            if level in SYNC_LEVELS and lv["knee"]:
+            if level in WAITING_LEVELS and lv["knee"]:
                 knees.append({"series": entry["series"], "level": level, **lv["knee"]})
     out["knees"] = knees
     ratios = [{"series": e["series"], "level": level, **r}
               for e in series for level, rs in e["ratios_to_local"].items()
-              if level in SYNC_LEVELS for r in rs]
+              if level in WAITING_LEVELS for r in rs]
     out["price"] = max(ratios, key=lambda r: r["clients"]) if ratios else None
     return out
 
@@ -515,7 +511,7 @@ def _seed_machine(folder: Path, spec: dict[str, Any], seed: dict[str, Any]
     if not cores or "figures" not in seed:
         return None
     wanted = {int(f["idx"]) for f in seed["figures"] if f["idx"] is not None
-              and f["where"].get("synchronous_commit") in SYNC_LEVELS}
+              and f["where"].get("synchronous_commit") in WAITING_LEVELS}
     if not wanted:
         return None
     # one reading of the store for every figure's cell; no USL fits (not shown here)
