@@ -49,11 +49,39 @@ def start_time(pid: int) -> str | None:
 
 
 def is_running(pid: int, start: str | None) -> bool:
-    """Whether the process that had ``pid`` and ``start`` still runs (not a zombie)."""
+    """Whether the process that had ``pid`` and ``start`` still runs. A zombie (or a
+    dead process not yet gone from /proc) does not: it has ended, only its parent has not
+    reaped it, and a process re-parented to an init that never reaps stays so for ever."""
     fields = stat_fields(pid)
     if fields is None:
         return False
     return fields[STATE] not in ("Z", "X", "x") and (start is None or fields[STARTTIME] == start)
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (see :func:`is_running` for what does not count)."""
+    return is_running(pid, None)
+
+
+def children(pid: int) -> list[int]:
+    """The children of ``pid``, born of any of its threads: the kernel's per-thread
+    ``children`` lists, or on kernels without them (no CONFIG_PROC_CHILDREN) a scan of
+    /proc for that parent."""
+    if Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").exists():
+        found: set[int] = set()
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            return []
+        for tid in tids:
+            try:
+                found.update(int(x) for x in
+                             Path(f"/proc/{pid}/task/{tid}/children").read_text().split())
+            except (OSError, ValueError):
+                continue
+        return sorted(found)
+    return sorted(int(entry) for entry in os.listdir("/proc")
+                  if entry.isdigit() and parent(int(entry)) == pid)
 
 
 def machine_steal_seconds() -> float:

@@ -31,6 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from types import FrameType, TracebackType
 
+from syncrep_lab import procs
 from syncrep_lab.errors import Interrupted
 
 _signum: int | None = None  # the first signal, once one arrived
@@ -158,22 +159,6 @@ def _say(text: str) -> None:
         os.write(2, f"\n{text}\n".encode())
 
 
-def _children() -> list[int]:
-    me = str(os.getpid())
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as fh:
-                fields = fh.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[1] == me:
-            found.append(int(entry))
-    return found
-
-
 def _force(signum: int) -> None:
     """The second signal: kill what is left, without waiting for anything, and exit."""
     _say(f"second {signal.Signals(signum).name}: not waiting for clean shutdowns; what is "
@@ -188,7 +173,7 @@ def _force(signum: int) -> None:
                 for pid in processes_in([n.data_dir(cluster_dir) for n in manifest.nodes]):
                     with contextlib.suppress(OSError):
                         os.kill(pid, signal.SIGKILL)
-    for pid in list(_tracked) + _children():
+    for pid in list(_tracked) + procs.children(os.getpid()):
         _kill_group_or_process(pid)
     for action in list(_at_force):
         with contextlib.suppress(Exception):

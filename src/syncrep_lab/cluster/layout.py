@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from syncrep_lab import procs
 from syncrep_lab.errors import UserError
 
 CLIENT = "client"  # the placement key and network endpoint of pgbench
@@ -213,8 +214,4 @@ def _owner_alive(run_key: str) -> bool:
     match = re.search(r"-(\d+)i\d+$", run_key)
     if match is None:
         return False
-    try:
-        with open(f"/proc/{match.group(1)}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
+    return procs.alive(int(match.group(1)))

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from syncrep_lab import procs
 from syncrep_lab.runas import Account, account_env, as_account
 
 if TYPE_CHECKING:
@@ -73,13 +74,13 @@ def log_tail(log_file: Path, lines: int = 8) -> str:
     return "\n".join("    " + line for line in text.strip().splitlines()[-lines:])
 
 
-def stop_children(procs: list[subprocess.Popen[bytes]], timeout: float = 15) -> None:
+def stop_children(spawned: list[subprocess.Popen[bytes]], timeout: float = 15) -> None:
     """Immediate shutdown of postmasters we spawned ourselves, whatever their state."""
-    for proc in procs:
+    for proc in spawned:
         if proc.poll() is None:
             proc.send_signal(signal.SIGQUIT)
     deadline = time.monotonic() + timeout
-    for proc in procs:
+    for proc in spawned:
         try:
             proc.wait(timeout=max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
@@ -101,13 +102,7 @@ def postmaster_pid(data_dir: Path) -> int | None:
         return None
     if Path(cwd) != data_dir.resolve():
         return None
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            if fh.read().rsplit(")", 1)[1].split()[0] == "Z":
-                return None
-    except OSError:
-        return None
-    return pid
+    return pid if procs.alive(pid) else None
 
 
 def processes_in(data_dirs: list[Path]) -> list[int]:

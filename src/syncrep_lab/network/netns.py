@@ -439,11 +439,7 @@ def _kill_all(pids: list[int], timeout: float) -> None:
 
 
 def _exists(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
+    return procs.alive(pid)
 
 
 def _reap_children() -> None:

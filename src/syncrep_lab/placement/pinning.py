@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
+from syncrep_lab import procs
 from syncrep_lab.errors import UserError
 from syncrep_lab.placement.cgroups import CpusetGroup, placement_of
 from syncrep_lab.placement.cpus import format_cpus, machine_cpus, parse_list, require_on_machine
@@ -76,11 +77,8 @@ def check_rule(rule: PinRule) -> None:
 
 def _start_time(pid: int) -> int | None:
     """The process's start time in clock ticks: with the pid, a process's identity."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return int(stat.rsplit(")", 1)[1].split()[19])
-    except (OSError, IndexError, ValueError):
-        return None
+    start = procs.start_time(pid)
+    return int(start) if start is not None else None
 
 
 def _allowed(pid: int) -> set[int] | None:
@@ -91,38 +89,6 @@ def _allowed(pid: int) -> set[int] | None:
     except (OSError, UserError):
         return None
     return None
-
-
-def _children_file(pid: int) -> bool:
-    return Path(f"/proc/{pid}/task/{pid}/children").exists()
-
-
-def _children(pid: int, use_file: bool) -> list[int]:
-    """The children of ``pid`` (from every one of its threads)."""
-    found: set[int] = set()
-    if use_file:
-        try:
-            tids = os.listdir(f"/proc/{pid}/task")
-        except OSError:
-            return []
-        for tid in tids:
-            try:
-                found.update(int(x) for x in
-                             Path(f"/proc/{pid}/task/{tid}/children").read_text().split())
-            except OSError:
-                continue
-        return sorted(found)
-    # Kernels without CONFIG_PROC_CHILDREN: scan /proc for the parent pid.
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        if stat.rsplit(")", 1)[1].split()[1] == str(pid):
-            found.add(int(entry))
-    return sorted(found)
 
 
 @dataclass
@@ -160,7 +126,6 @@ class RolePinner:
         self._pm_start = start
         self._pm_title = title(postmaster_pid)
         self._pm_done = False
-        self._use_children_file = _children_file(postmaster_pid)
         self._named_walsenders = any(r.role.startswith("walsender:") for r in rules)
         self._seen: dict[int, _Seen] = {}
         self._applied: dict[int, tuple[str, list[int]]] = {}
@@ -238,7 +203,7 @@ class RolePinner:
             if rule is not None:
                 self._apply(pm, "postmaster", rule)
             self._pm_done = True
-        live = _children(pm, self._use_children_file)
+        live = procs.children(pm)
         for pid in live:
             seen = self._seen.get(pid)
             if seen is not None and seen.done:

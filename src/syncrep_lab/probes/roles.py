@@ -8,7 +8,6 @@ standby it serves (``walsender:b``), from ``pg_stat_replication``.
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,12 +78,7 @@ def node_processes(node: str, postmaster: int, walsenders: dict[int, str] | None
     """The postmaster and its children now, each with its role."""
     found = [NodeProcess(node, postmaster, "postmaster")]
     walsenders = walsenders or {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        pid = int(entry)
-        if pid == postmaster or procs.parent(pid) != postmaster:
-            continue
+    for pid in procs.children(postmaster):
         role = role_of_title(title(pid))
         found.append(NodeProcess(node, pid, role, walsenders.get(pid, "")
                                  if role == "walsender" else ""))

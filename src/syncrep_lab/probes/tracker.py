@@ -28,6 +28,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from syncrep_lab import procs
 from syncrep_lab.probes.roles import NodeProcess, role_of_title, title
 
 TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
@@ -44,27 +45,21 @@ class ProcSample:
 
 
 def read_sample(pid: int) -> ProcSample | None:
+    fields = procs.stat_fields(pid)
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
         status = Path(f"/proc/{pid}/status").read_text()
     except OSError:
         return None
-    fields = stat.rsplit(")", 1)[1].split()
-    sample = ProcSample(int(fields[11]), int(fields[12]), cutime=int(fields[13]),
-                        cstime=int(fields[14]))
+    if fields is None:
+        return None
+    sample = ProcSample(int(fields[procs.UTIME]), int(fields[procs.STIME]),
+                        cutime=int(fields[procs.CUTIME]), cstime=int(fields[procs.CSTIME]))
     # The last two lines of status: "voluntary_ctxt_switches:\tN", "nonvoluntary...".
     at = status.rfind("\nvoluntary_ctxt_switches:")
     if at >= 0:
         words = status[at:].split()
         sample.voluntary, sample.involuntary = int(words[1]), int(words[3])
     return sample
-
-
-def children(pid: int) -> list[int]:
-    try:
-        return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    except (OSError, ValueError):
-        return []
 
 
 def numa_pages(pid: int) -> Counter[str]:
@@ -141,7 +136,7 @@ class ProcessTracker(threading.Thread):
         return (t.proc.node, t.proc.label)
 
     def _poll_node(self, node: str, pm: int, *, born_during: bool) -> None:
-        for pid in children(pm):
+        for pid in procs.children(pm):
             known = self.tracked.get(pid)
             if known is not None and not known.born_during:
                 continue  # read again at the end: processes of the node's own live on
@@ -175,7 +170,7 @@ class ProcessTracker(threading.Thread):
         deadline = time.monotonic() + reap_timeout
         alive = workload
         while alive and time.monotonic() < deadline:
-            pm_children = {c for pm in self.postmasters.values() for c in children(pm)}
+            pm_children = {c for pm in self.postmasters.values() for c in procs.children(pm)}
             alive = workload & pm_children
             if alive:
                 time.sleep(0.05)
