@@ -73,16 +73,20 @@ def default_standby_names(count: int) -> list[str]:
 
 def standby_names(opts: UpOptions) -> list[str]:
     if opts.names:
-        names = [n.strip().lower() for n in opts.names]
-        if len(names) != opts.standbys:
-            raise UserError(
-                f"--names gives {len(names)} names for {opts.standbys} standbys",
-                "give one name per standby, or leave --names out",
-            )
-    else:
-        if not 0 <= opts.standbys <= 24:
-            raise UserError(f"--standbys {opts.standbys}: must be 0 to 24", "choose 0 to 24")
-        names = default_standby_names(opts.standbys)
+        return check_standby_names(opts.names, opts.standbys, "--names")
+    if not 0 <= opts.standbys <= 24:
+        raise UserError(f"--standbys {opts.standbys}: must be 0 to 24", "choose 0 to 24")
+    return check_standby_names(default_standby_names(opts.standbys), opts.standbys, "--names")
+
+
+def check_standby_names(given: list[str], standbys: int, where: str) -> list[str]:
+    """Standby names as a cluster can use them (lower case): one per standby, usable as a
+    directory and an application_name, distinct. ``where`` names them in messages
+    (``--names``, or a spec's ``names``)."""
+    names = [n.strip().lower() for n in given]
+    if len(names) != standbys:
+        raise UserError(f"{where} gives {len(names)} names for {standbys} standbys",
+                        "give one name per standby, or leave them out")
     for name in names:
         if not _NAME_RE.fullmatch(name) or name == "primary" or name == "sock":
             raise UserError(

@@ -375,16 +375,13 @@ def _names_problems(spec: Spec) -> list[Problem]:
     names = spec.topology.names
     if not names or spec.topology.attach is not None:
         return []
-    from pathlib import Path
-
-    from syncrep_lab.cluster.build import UpOptions
-    from syncrep_lab.cluster.build import standby_names as checked
+    from syncrep_lab.cluster.build import check_standby_names
 
     most = max(spec.matrix.standbys or [spec.topology.standbys])
     try:
-        checked(UpOptions(dir=Path(), standbys=len(names), names=names))
+        check_standby_names(names, len(names), "names")
     except UserError as exc:
-        return [(("topology", "names"), exc.cause.replace("--names", "names"))]
+        return [(("topology", "names"), exc.cause)]
     if len(names) < most:
         return [(("topology", "names"), f"{len(names)} names for {most} standbys")]
     return []
