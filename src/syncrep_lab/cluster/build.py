@@ -38,6 +38,7 @@ from syncrep_lab.cluster.teardown import remove_cluster
 from syncrep_lab.cluster.template import Copying, finish_copies, start_copies, template_for
 from syncrep_lab.errors import ClusterFailure, UserError
 from syncrep_lab.pg import sync_names
+from syncrep_lab.pg.admin import admin_connection
 from syncrep_lab.pg.installations import Installation, reachable_by, resolve
 from syncrep_lab.pg.settings import render_conf, resolve_settings
 from syncrep_lab.runas import Account, make_dir_for, server_account, unreachable_ancestor
@@ -306,7 +307,6 @@ def _remote_standbys(manifest: Manifest, inst: Installation, values: dict[str, s
                      deadline: float, say: Progress) -> None:
     """The standbys placed on SSH hosts: the primary gets the cluster's password, each
     standby is made and started on its host (cluster/remote_node.py)."""
-    import psycopg
     from psycopg import sql
 
     from syncrep_lab.cluster import remote_node
@@ -314,8 +314,8 @@ def _remote_standbys(manifest: Manifest, inst: Installation, values: dict[str, s
     secret = remote_node.new_password(manifest.dir)
     # local: the standbys named in synchronous_standby_names do not exist yet, and this
     # commit must not wait for them
-    with psycopg.connect(manifest.admin_conninfo(manifest.primary), autocommit=True,
-                         connect_timeout=10, options="-c synchronous_commit=local") as conn:
+    with admin_connection(manifest.admin_conninfo(manifest.primary),
+                          what="the primary") as conn:
         conn.execute(sql.SQL("alter role postgres password {}").format(sql.Literal(secret)))
     for node in manifest.standbys:
         if node.host is None:

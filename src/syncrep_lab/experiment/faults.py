@@ -351,7 +351,7 @@ class Durability:
 
 
 def count_rows(conninfo: str) -> int:
-    with psycopg.connect(conninfo, autocommit=True, connect_timeout=5) as conn:
+    with admin_connection(conninfo, what="a node counting rows") as conn:
         row = conn.execute("select count(*) from test").fetchone()
     return int(row[0]) if row else 0
 
@@ -370,7 +370,7 @@ def check_durability(ctx: FaultContext, before: int, acknowledged: int,
     primary holds."""
     current, replayed, diff = _lsn_functions(ctx.version_num)
     m = ctx.manifest
-    with psycopg.connect(ctx.admin, autocommit=True, connect_timeout=5) as conn:
+    with admin_connection(ctx.admin, seconds=10, what="the primary") as conn:
         row = conn.execute(f"select {current}::text").fetchone()
     assert row is not None
     target_lsn = str(row[0])
@@ -383,7 +383,7 @@ def check_durability(ctx: FaultContext, before: int, acknowledged: int,
         deadline = time.monotonic() + timeout
         caught_up = False
         while time.monotonic() < deadline:
-            with psycopg.connect(conninfo, autocommit=True, connect_timeout=5) as conn:
+            with admin_connection(conninfo, seconds=10, what=f"standby {node.name}") as conn:
                 lag = conn.execute(f"select {diff}({replayed}, %s::text::pg_lsn)",
                                    (target_lsn,)).fetchone()
             if lag is not None and lag[0] is not None and float(lag[0]) >= 0:

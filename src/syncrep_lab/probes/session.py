@@ -29,6 +29,7 @@ import psycopg
 from syncrep_lab import shutdown
 from syncrep_lab.cluster import server
 from syncrep_lab.experiment.spec import Probes
+from syncrep_lab.pg.admin import admin_connection
 from syncrep_lab.probes import flamegraph, perfstat, sched
 from syncrep_lab.probes.activity import ActivityResult, ActivitySampler
 from syncrep_lab.probes.roles import NodeProcess
@@ -61,7 +62,7 @@ def walsenders(admin: str) -> dict[int, str]:
     """pid -> the standby each walsender of the primary at ``admin`` serves ({} when the
     primary does not answer)."""
     try:
-        with psycopg.connect(admin, autocommit=True, connect_timeout=5) as conn:
+        with admin_connection(admin, seconds=5, what="the primary") as conn:
             return {int(str(r[0])): str(r[1]) for r in conn.execute(
                 "select pid, application_name from pg_stat_replication")}
     except psycopg.Error:
