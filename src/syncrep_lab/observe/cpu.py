@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from syncrep_lab import procs
 from syncrep_lab.errors import UserError
 from syncrep_lab.placement.cpus import parse_cpus
-from syncrep_lab.probes.remote import role_costs
+from syncrep_lab.probes.remote import postmaster_of, role_costs
 from syncrep_lab.probes.roles import role_of_title, title
 from syncrep_lab.probes.tracker import TICK_S, ProcessTracker, read_sample
 
@@ -107,8 +107,7 @@ class RemoteCpu:
                 "observer's backend: the server given is not the one on that host",
                 "give the --host where the primary runs (its data directory is read from "
                 "the server itself)")
-        postmaster = next((p for p in self.last
-                           if int(p["ppid"]) not in {int(q["pid"]) for q in self.last}), None)
+        postmaster = postmaster_of(self.last)
         self.cpus = _count_cpus(str(postmaster["cpus_allowed_list"])) if postmaster else None
 
     def snapshot(self) -> list[dict[str, Any]]:

@@ -39,8 +39,8 @@ OBSERVED = ("commits", "rollbacks", "xids", "wal_bytes", "wal_records", "session
             "in_transaction_mean", "own_queries", "own_cpu_ms")
 
 
-def _slice_rows(s: Slice, cpu_note: str | None) -> dict[str, list[tuple[Any, ...]]]:
-    counts = s.counts()
+def _slice_rows(s: Slice, counts: dict[str, Any], cpu_note: str | None
+                ) -> dict[str, list[tuple[Any, ...]]]:
     return {
         "waits": [(node, role, kind, event, n, s.ticks[node])
                   for (node, role, kind, event), n in sorted(s.waits.items())],
@@ -52,8 +52,7 @@ def _slice_rows(s: Slice, cpu_note: str | None) -> dict[str, list[tuple[Any, ...
     }
 
 
-def _repeat(s: Slice, n: int) -> dict[str, Any]:
-    counts = s.counts()
+def _repeat(s: Slice, counts: dict[str, Any], n: int) -> dict[str, Any]:
     seconds = max(s.duration_s, 1e-9)
     transactions = (counts["commits"] + counts["rollbacks"]) / seconds
     in_server_ms = (1000.0 * counts["in_transaction_mean"] / transactions
@@ -107,7 +106,9 @@ def _store_window(out: Path, fresh: bool, watched: Watched, label: str | None,
                                  {}, params)
         cell_id = int(cell["id"])
         for n, s in enumerate(watched.slices, start=1):
-            store.add_repeat(cell_id, _repeat(s, n), s.per_second, _slice_rows(s, cpu_note))
+            counts = s.counts()
+            store.add_repeat(cell_id, _repeat(s, counts, n), s.per_second,
+                             _slice_rows(s, counts, cpu_note))
         _summarise(store, cell_id, watched, notes)
         store.set_run_status(run_id, "done")
         return idx, len(watched.slices)

@@ -35,6 +35,7 @@ from syncrep_lab.errors import Interrupted, UserError
 from syncrep_lab.experiment.store import now
 from syncrep_lab.observe.cpu import NodeCpu
 from syncrep_lab.observe.session import ObserverSession, ServerGone
+from syncrep_lab.probes.activity import replication_sql
 
 BACKEND_TYPES = {"client backend": "backend", "walsender": "walsender",
                  "walreceiver": "walreceiver", "startup": "startup", "walwriter": "walwriter",
@@ -46,19 +47,6 @@ def activity_sql(version_num: int) -> str:
     kind = "backend_type" if version_num >= 100000 else "null::text"
     return (f"select pid, {kind}, state, wait_event_type, wait_event, application_name "
             "from pg_stat_activity where pid <> pg_backend_pid()")
-
-
-def replication_sql(version_num: int) -> str:
-    if version_num >= 100000:
-        return ("select pid, application_name, sync_state, "
-                "(extract(epoch from write_lag) * 1000)::float8, "
-                "(extract(epoch from flush_lag) * 1000)::float8, "
-                "(extract(epoch from replay_lag) * 1000)::float8, "
-                "pg_wal_lsn_diff(pg_current_wal_lsn(), flush_lsn)::float8 "
-                "from pg_stat_replication")
-    return ("select pid, application_name, sync_state, null::float8, null::float8, "
-            "null::float8, pg_xlog_location_diff(pg_current_xlog_location(), "
-            "flush_location)::float8 from pg_stat_replication")
 
 
 def counters_sql(version_num: int) -> str:

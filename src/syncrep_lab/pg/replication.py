@@ -77,16 +77,14 @@ def shortfall(sync_text: str, seen: list[Walsender], version_num: int, *,
                 "allow_alter), or leave those levels out")
     streaming = [w for w in seen if w.state == "streaming"]
     if proposed:
-        expected = sync_names.expect(spec, [w.application_name for w in streaming])
-        in_sync = [name for name, state in expected.states.items()
-                   if state in IN_SYNC or state == sync_names.EITHER][:expected.synchronous]
+        in_sync = sync_names.expect(spec, [w.application_name for w in streaming]).synchronous
     else:
-        in_sync = [w.application_name for w in streaming if w.sync_state in IN_SYNC]
-    if len(in_sync) >= spec.num_sync:
+        in_sync = sum(1 for w in streaming if w.sync_state in IN_SYNC)
+    if in_sync >= spec.num_sync:
         return None
     head = (f"synchronous_standby_names {sync_text!r} asks for {spec.num_sync} synchronous "
             f"standby{'s' if spec.num_sync != 1 else ''} and the primary "
-            f"{'would have' if proposed else 'has'} {len(in_sync)}, so every commit that "
+            f"{'would have' if proposed else 'has'} {in_sync}, so every commit that "
             "waits for a standby would wait for ever (the primary sees: "
             f"{seen_text(seen)})")
     cause, fix = _why(spec, seen)

@@ -28,17 +28,20 @@ select pid, wait_event_type, wait_event, state
 from pg_stat_get_activity(null) where pid <> pg_backend_pid()"""
 ACTIVITY_STMT = b"syncrep_lab_activity"
 
-REPLICATION_SQL_10 = """
-select application_name, sync_state,
-       extract(epoch from write_lag) * 1000, extract(epoch from flush_lag) * 1000,
-       extract(epoch from replay_lag) * 1000,
-       pg_wal_lsn_diff(pg_current_wal_lsn(), flush_lsn)::float8
-from pg_stat_replication"""
 
-REPLICATION_SQL_96 = """
-select application_name, sync_state, null::float8, null::float8, null::float8,
-       pg_xlog_location_diff(pg_current_xlog_location(), flush_location)::float8
-from pg_stat_replication"""
+def replication_sql(version_num: int) -> str:
+    """pg_stat_replication on the primary, one row per walsender: pid, standby, sync_state,
+    write, flush and replay lag in ms (null before 10) and the flush distance in bytes."""
+    if version_num >= 100000:
+        return ("select pid, application_name, sync_state, "
+                "(extract(epoch from write_lag) * 1000)::float8, "
+                "(extract(epoch from flush_lag) * 1000)::float8, "
+                "(extract(epoch from replay_lag) * 1000)::float8, "
+                "pg_wal_lsn_diff(pg_current_wal_lsn(), flush_lsn)::float8 "
+                "from pg_stat_replication")
+    return ("select pid, application_name, sync_state, null::float8, null::float8, "
+            "null::float8, pg_xlog_location_diff(pg_current_xlog_location(), "
+            "flush_location)::float8 from pg_stat_replication")
 
 
 @dataclass
@@ -121,7 +124,7 @@ class ActivitySampler(threading.Thread):
     def _loop(self) -> None:
         started = time.monotonic()
         next_activity = next_replication = started
-        rep_sql = REPLICATION_SQL_10 if self.version_num >= 100000 else REPLICATION_SQL_96
+        rep_sql = replication_sql(self.version_num)
         while not self.stopping.is_set():
             now = time.monotonic()
             poll_replication = (self.replication_period is not None
@@ -179,8 +182,8 @@ class ActivitySampler(threading.Thread):
             return
         for row in rows:
             node.result.replication.append(
-                (t_s, str(row[0]), str(row[1]), _f(row[2]), _f(row[3]), _f(row[4]),
-                 _f(row[5])))
+                (t_s, str(row[1]), str(row[2]), _f(row[3]), _f(row[4]), _f(row[5]),
+                 _f(row[6])))
 
     def stop(self) -> dict[str, ActivityResult]:
         self.stopping.set()

@@ -13,6 +13,12 @@ from typing import Any
 from syncrep_lab.probes.roles import role_of_title
 
 
+def postmaster_of(snapshot: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The postmaster among a node's processes: the one whose parent is not one of them."""
+    pids = {int(p["pid"]) for p in snapshot}
+    return next((p for p in snapshot if int(p["ppid"]) not in pids), None)
+
+
 def role_costs(node: str, before: list[dict[str, Any]], after: list[dict[str, Any]], *,
                walsenders: dict[int, str] | None = None, ignore: Collection[int] = ()
                ) -> list[tuple[Any, ...]]:
@@ -20,8 +26,8 @@ def role_costs(node: str, before: list[dict[str, Any]], after: list[dict[str, An
     involuntary_cs). ``walsenders`` names each walsender by the standby it serves
     (``walsender:b``); ``ignore``: pids that are the tool's own sessions."""
     first = {int(p["pid"]): p for p in before}
-    pids = {int(p["pid"]) for p in after}
-    postmaster = next((p for p in after if int(p["ppid"]) not in pids), None)
+    postmaster = postmaster_of(after)
+    names = walsenders or {}
     sums: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0, 0, 0])
     for p in after:
         if int(p["pid"]) in ignore:
@@ -29,8 +35,8 @@ def role_costs(node: str, before: list[dict[str, Any]], after: list[dict[str, An
         tick_ms = 1000.0 / int(p.get("clk_tck") or 100)
         base = first.get(int(p["pid"]), {})
         role = "postmaster" if p is postmaster else role_of_title(str(p["title"]))
-        if role == "walsender" and (walsenders or {}).get(int(p["pid"])):
-            role = f"walsender:{(walsenders or {})[int(p['pid'])]}"
+        if role == "walsender" and names.get(int(p["pid"])):
+            role = f"walsender:{names[int(p['pid'])]}"
         row = sums[role]
         row[0] += 1
         row[1] += (int(p["utime"]) - int(base.get("utime", 0))) * tick_ms
