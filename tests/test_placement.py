@@ -28,6 +28,7 @@ from syncrep_lab.cluster.build import UpOptions, up
 from syncrep_lab.cluster.manifest import Manifest
 from syncrep_lab.cluster.teardown import remove_cluster
 from syncrep_lab.errors import UserError
+from syncrep_lab.pg.roles import node_processes
 from syncrep_lab.placement.cgroups import (
     TOP,
     CpusetGroup,
@@ -48,7 +49,6 @@ from syncrep_lab.placement.cpus import (
 )
 from syncrep_lab.placement.numa import check_policy, numa_policy_of, numactl_prefix, numastat
 from syncrep_lab.placement.pinning import PinRule, RolePinner
-from syncrep_lab.probes.roles import node_processes
 from syncrep_lab.runas import popen_kwargs, server_account
 
 BOUND_TO_V1 = "cpuset controller not available in this cgroup2 hierarchy (bound to v1)"

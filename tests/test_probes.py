@@ -16,8 +16,8 @@ from syncrep_lab.cluster.ready import replication_rows
 from syncrep_lab.cluster.teardown import remove_cluster
 from syncrep_lab.experiment.runner import start_run
 from syncrep_lab.experiment.spec import parse_spec
+from syncrep_lab.pg.roles import node_processes, role_of_title
 from syncrep_lab.probes import flamegraph, perfstat, sched
-from syncrep_lab.probes.roles import node_processes, role_of_title
 from syncrep_lab.probes.session import walsenders
 
 from .conftest import cli

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from syncrep_lab.pg.installations import resolve
+from syncrep_lab.pg.roles import node_processes
 from syncrep_lab.probes import sched
-from syncrep_lab.probes.roles import node_processes
 from syncrep_lab.runas import as_account, run_as, server_account
 
 from .conftest import cli

@@ -25,12 +25,12 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from syncrep_lab.errors import UserError
+from syncrep_lab.experiment.checks import check_spec
 from syncrep_lab.experiment.plan import (
     AXES,
     DEFAULT_SETTINGS_SET,
     MAX_CELLS,
     Plan,
-    check_spec,
     expand,
 )
 from syncrep_lab.experiment.spec import SYNC_COMMIT_LEVELS, Spec, parse_spec

@@ -279,9 +279,9 @@ link = ["LINK"]
 
 
 def _check_as_nobody(text: str) -> str:
-    """run's machine checks (layouts.check_machine) in a child that gave up root."""
+    """run's machine checks (checks.check_machine) in a child that gave up root."""
     from syncrep_lab.errors import UserError
-    from syncrep_lab.experiment.layouts import check_machine
+    from syncrep_lab.experiment.checks import check_machine
     from syncrep_lab.experiment.spec import parse_spec
 
     spec = parse_spec(text)

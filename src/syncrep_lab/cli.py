@@ -289,10 +289,10 @@ def run(spec_file: Path | None, preset: str | None, out: Path | None, resume: bo
     if out is None:
         out = RUNS_DIR / f"{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     # What start_run would refuse, refused before the display starts.
-    from syncrep_lab.experiment.preflight import check_out, preflight
+    from syncrep_lab.experiment.checks import check_machine, check_out
     from syncrep_lab.experiment.runner import start_run, stored_spec_text
 
-    preflight(spec)
+    check_machine(spec)
     stored_spec_text(text)
     check_out(out)
     if check:

@@ -21,7 +21,6 @@ import os
 import re
 import shutil
 import socket
-import string
 import subprocess
 import time
 from collections.abc import Callable
@@ -29,9 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from syncrep_lab.cluster import layout as placing
 from syncrep_lab.cluster import server
-from syncrep_lab.cluster.layout import Layout
 from syncrep_lab.cluster.manifest import MANIFEST, Manifest, Node, load, register
 from syncrep_lab.cluster.ready import manifest_log_tail, wait_ready, wait_replication
 from syncrep_lab.cluster.teardown import remove_cluster
@@ -41,11 +38,13 @@ from syncrep_lab.pg import sync_names
 from syncrep_lab.pg.admin import admin_connection
 from syncrep_lab.pg.installations import Installation, reachable_by, resolve
 from syncrep_lab.pg.settings import render_conf, resolve_settings
+from syncrep_lab.pg.sync_names import check_standby_names, check_sync, default_standby_names
+from syncrep_lab.placement import layout as placing
+from syncrep_lab.placement.layout import Layout
 from syncrep_lab.runas import Account, make_dir_for, server_account, unreachable_ancestor
 
 DEFAULT_SYNC = "1(b,c)"
 SOCKET_PATH_MAX = 107  # sizeof(sun_path) - 1 on Linux
-_NAME_RE = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
 Progress = Callable[[str], None]
 
@@ -67,72 +66,12 @@ class UpOptions:
     hosts: dict[str, dict[str, Any]] = field(default_factory=dict)  # standby -> SSH host
 
 
-def default_standby_names(count: int) -> list[str]:
-    """b, c, d, ...: the seed's names, for as many standbys as asked."""
-    return list(string.ascii_lowercase[1 : 1 + count])
-
-
 def standby_names(opts: UpOptions) -> list[str]:
     if opts.names:
         return check_standby_names(opts.names, opts.standbys, "--names")
     if not 0 <= opts.standbys <= 24:
         raise UserError(f"--standbys {opts.standbys}: must be 0 to 24", "choose 0 to 24")
     return check_standby_names(default_standby_names(opts.standbys), opts.standbys, "--names")
-
-
-def check_standby_names(given: list[str], standbys: int, where: str) -> list[str]:
-    """Standby names as a cluster can use them (lower case): one per standby, usable as a
-    directory and an application_name, distinct. ``where`` names them in messages
-    (``--names``, or a spec's ``names``)."""
-    names = [n.strip().lower() for n in given]
-    if len(names) != standbys:
-        raise UserError(f"{where} gives {len(names)} names for {standbys} standbys",
-                        "give one name per standby, or leave them out")
-    for name in names:
-        if not _NAME_RE.fullmatch(name) or name == "primary" or name == "sock":
-            raise UserError(
-                f"standby name {name!r} is not usable",
-                "use lowercase letters, digits and _ (not 'primary' or 'sock')",
-            )
-    if len(set(names)) != len(names):
-        raise UserError("standby names repeat", "give each standby its own name")
-    return names
-
-
-def check_sync(
-    text: str, standbys: list[str], version_num: int
-) -> tuple[sync_names.SyncSpec | None, str]:
-    """Parse ``--sync`` for this server version and check it fits the cluster.
-
-    Returns the parsed spec and the text to write into postgresql.conf.
-    """
-    try:
-        spec = sync_names.parse(text, version_num=version_num)
-    except sync_names.SyncNamesError:
-        if version_num >= 100000:
-            raise
-        # 9.6 knows neither FIRST nor ANY. 'FIRST N (...)' means exactly 9.6's
-        # 'N (...)', so one spec serves every version; ANY has no 9.6 equivalent
-        # and render_for() refuses it.
-        spec = sync_names.parse(text)
-    if spec is None:
-        return None, ""
-    rendered = spec.render_for(version_num)
-    matching = [s for s in standbys if spec.matches(s)]
-    if not matching:
-        raise UserError(
-            f"synchronous_standby_names {text!r} names no standby of this cluster "
-            f"(standbys: {', '.join(standbys) or 'none'}); every commit would wait forever",
-            "name the standbys (e.g. --sync '1(b,c)'), or use --sync '' for asynchronous",
-        )
-    if spec.num_sync > len(matching):
-        raise UserError(
-            f"synchronous_standby_names {text!r} needs {spec.num_sync} synchronous standbys "
-            f"but only {len(matching)} of this cluster match ({', '.join(matching)}); "
-            "every commit would wait forever",
-            "lower the number or add standbys (--standbys)",
-        )
-    return spec, rendered
 
 
 def _port_free(port: int) -> bool:

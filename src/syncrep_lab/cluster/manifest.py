@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from syncrep_lab import paths, shutdown
 
 if TYPE_CHECKING:
-    from syncrep_lab.cluster.layout import Launch, Layout
+    from syncrep_lab.placement.layout import Launch, Layout
 
 MANIFEST = "syncrep-lab.json"
 FORMAT = 1
@@ -58,7 +58,7 @@ class Manifest:
     profile: str = "benchmark"
     clone: str = "copy"
     created_by_uid: int = field(default_factory=os.geteuid)
-    # cpusets, numactl policies, namespaces and links (cluster/layout.py), as JSON;
+    # cpusets, numactl policies, namespaces and links (placement/layout.py), as JSON;
     # saved before any of it is made, so that `clean` can undo it after a crash
     layout: dict[str, Any] | None = None
 
@@ -78,7 +78,7 @@ class Manifest:
         return next(n for n in self.nodes if n.name == name)
 
     def placed(self) -> Layout | None:
-        from syncrep_lab.cluster.layout import Layout
+        from syncrep_lab.placement.layout import Layout
 
         return Layout.from_json(self.layout) if self.layout else None
 

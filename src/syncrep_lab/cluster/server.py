@@ -23,7 +23,7 @@ from syncrep_lab import procs
 from syncrep_lab.runas import Account, account_env, as_account
 
 if TYPE_CHECKING:
-    from syncrep_lab.cluster.layout import Launch
+    from syncrep_lab.placement.layout import Launch
 
 STOP_SIGNALS = {"smart": signal.SIGTERM, "fast": signal.SIGINT, "immediate": signal.SIGQUIT}
 
@@ -59,11 +59,13 @@ def spawn(
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            preexec_fn=join,  # async-signal-safe: open, write, close
+            preexec_fn=join,  # one write(2) on a descriptor opened here
             **kwargs,
         )
     finally:
         log.close()
+        if join is not None:
+            join.close()
 
 
 def log_tail(log_file: Path, lines: int = 8) -> str:

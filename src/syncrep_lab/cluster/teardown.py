@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from syncrep_lab import shutdown
-from syncrep_lab.cluster import layout as placing
 from syncrep_lab.cluster import server
 from syncrep_lab.cluster.manifest import MANIFEST, load, registered, unregister
 from syncrep_lab.errors import UserError
+from syncrep_lab.placement import layout as placing
 
 
 @dataclass

@@ -4,7 +4,7 @@ The tool provisions nothing there, but it does open sessions, create its workloa
 tables and, with ``allow_alter``, change ``synchronous_standby_names``. Each of those
 is bounded and undone:
 
-- **Refused before anything starts** (:func:`check_serves`, called by ``preflight`` and
+- **Refused before anything starts** (:func:`check_serves`, called by ``checks.check_machine`` and
   so by ``run --check``): a cell whose commits wait for a standby, on a primary that
   cannot acknowledge them (:mod:`syncrep_lab.pg.replication` says why).
 - **Named**: every session of one invocation carries the application_name

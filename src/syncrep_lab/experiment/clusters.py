@@ -23,12 +23,11 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 
 from syncrep_lab import paths
-from syncrep_lab.cluster.build import UpOptions, check_sync, up
+from syncrep_lab.cluster.build import UpOptions, up
 from syncrep_lab.cluster.manifest import Manifest, load
 from syncrep_lab.cluster.ready import manifest_log_tail, wait_replication
 from syncrep_lab.cluster.teardown import remove_cluster
 from syncrep_lab.errors import UserError
-from syncrep_lab.experiment.placed import start_pinners
 from syncrep_lab.experiment.plan import (
     NO_LINK,
     NO_PLACEMENT,
@@ -38,13 +37,14 @@ from syncrep_lab.experiment.plan import (
     standby_names,
     uses_namespaces,
 )
-from syncrep_lab.experiment.preflight import host_spec
 from syncrep_lab.experiment.spec import MAX_INSTANCES, Attach, Spec
 from syncrep_lab.pg import replication, sync_names
 from syncrep_lab.pg.admin import admin_connection, alter_system
 from syncrep_lab.pg.conninfo import mask_conninfo, mask_text
 from syncrep_lab.pg.installations import resolve
 from syncrep_lab.pg.settings import profile_settings
+from syncrep_lab.pg.sync_names import check_sync
+from syncrep_lab.placement.watch import start_pinners
 from syncrep_lab.probes.session import ProbeNode
 
 if TYPE_CHECKING:
@@ -115,7 +115,7 @@ class ActiveCluster:
 
     def _build(self, cell: Cell) -> Target:
         """The cell's clusters: one per instance, each in its own layout."""
-        from syncrep_lab.experiment.layouts import layout_for
+        from syncrep_lab.placement.plan import layout_for
 
         spec = self.runner.spec
         topo = spec.topology
@@ -128,7 +128,7 @@ class ActiveCluster:
                 tcp=topo.tcp, settings=settings_for(spec, cell.settings_set),
                 profile=topo.profile, clone=topo.clone, timeout=spec.run.ready_timeout,
                 layout=layout_for(spec, cell, instance, self.dir.name[4:]),
-                hosts={node: asdict(host_spec(spec, host))
+                hosts={node: asdict(spec.ssh_host(host))
                        for node, host in topo.hosts.items() if node in standby_names(
                            spec, cell.standbys)},
             ))

@@ -11,7 +11,7 @@ built from pgbench's by experiment/repeat_record.py. A cell that fails is record
 with its error and the run goes on with a fresh cluster. The tool's own cost per
 repeat is a few SQLite rows and a log parse after pgbench has exited, so nothing
 of it overlaps the measurement. What is checked before anything starts is in
-experiment/preflight.py.
+experiment/checks.py.
 """
 
 from __future__ import annotations
@@ -29,18 +29,13 @@ from pathlib import Path
 from typing import Any
 
 from syncrep_lab import __version__, shutdown
-from syncrep_lab.cluster.build import check_sync
 from syncrep_lab.cluster.ready import wait_replication
 from syncrep_lab.errors import Interrupted, UserError
 from syncrep_lab.experiment import faults, repeat_record, reset
 from syncrep_lab.experiment.attached import APP_PREFIX, Visit, stamped
+from syncrep_lab.experiment.checks import check_machine, check_out
 from syncrep_lab.experiment.clusters import ActiveCluster, ClusterPool, Target, units
 from syncrep_lab.experiment.machine import machine_metadata
-from syncrep_lab.experiment.placed import (
-    PlacementWatch,
-    link_rows,
-    numastat_rows,
-)
 from syncrep_lab.experiment.plan import (
     NO_FAULTS,
     Cell,
@@ -49,7 +44,6 @@ from syncrep_lab.experiment.plan import (
     expand,
     link_profiles,
 )
-from syncrep_lab.experiment.preflight import check_out, preflight
 from syncrep_lab.experiment.rounds import Member, Rounds
 from syncrep_lab.experiment.spec import FaultScenario, Spec, parse_spec
 from syncrep_lab.experiment.stall import SyncStallWatch
@@ -72,6 +66,12 @@ from syncrep_lab.pg import replication, sync_names
 from syncrep_lab.pg.conninfo import (
     mask_toml,
     without_masked_password,
+)
+from syncrep_lab.pg.sync_names import check_sync
+from syncrep_lab.placement.watch import (
+    PlacementWatch,
+    link_rows,
+    numastat_rows,
 )
 from syncrep_lab.probes.remote import role_costs
 from syncrep_lab.probes.session import RepeatProbes, UntracedCpu, probe_rows
@@ -774,7 +774,7 @@ def start_run(spec: Spec, spec_text: str, spec_dir: Path, out: Path,
               events: Events | None = None) -> Path:
     """A new run in ``out`` (which must not hold one already)."""
     out = out.absolute()
-    preflight(spec)
+    check_machine(spec)
     spec_text = stored_spec_text(spec_text)  # the parsed spec keeps the real conninfos
     check_out(out)
     store = Store(out, create=True)

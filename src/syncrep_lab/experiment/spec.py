@@ -14,12 +14,15 @@ import re
 import tomllib
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from syncrep_lab.errors import UserError
 from syncrep_lab.pg.replication import LEVELS, SyncCommit
+
+if TYPE_CHECKING:
+    from syncrep_lab.hosts.ssh import HostSpec
 
 SYNC_COMMIT_LEVELS = LEVELS
 Scalar = str | int | float | bool
@@ -274,6 +277,16 @@ class Spec(_Strict):
     network: Network = Field(default_factory=Network)
     hosts: dict[str, Host] = Field(default_factory=dict)
 
+    def ssh_host(self, name: str) -> HostSpec:
+        """``[hosts.NAME]`` as the SSH layer takes it."""
+        from syncrep_lab.hosts.ssh import HostSpec
+
+        h = self.hosts[name]
+        return HostSpec(name=name, address=h.address, port=h.port, user=h.user, key=h.key,
+                        known_hosts=h.known_hosts, accept_new=h.accept_new,
+                        bin_dir=h.bin_dir, data_root=h.data_root,
+                        connect_timeout=h.connect_timeout)
+
 
 MAX_SHOWN = 20  # problems listed in one message
 
@@ -388,7 +401,7 @@ def parse_spec(text: str, source: str = "spec", *, allow_alter: bool = False) ->
                     continue
             problems.append((line_of(lines, loc), f"{_loc_text(loc)}: {msg}"))
         raise SpecError(source, problems) from None
-    from syncrep_lab.experiment.plan import check_spec
+    from syncrep_lab.experiment.checks import check_spec
 
     combination_problems = check_spec(spec)
     if combination_problems:

@@ -43,7 +43,7 @@ from syncrep_lab.pg.admin import admin_connection
 from syncrep_lab.pg.conninfo import split_password
 
 if TYPE_CHECKING:
-    from syncrep_lab.cluster.layout import Launch
+    from syncrep_lab.placement.layout import Launch
 
 @dataclass(frozen=True)
 class Tables:
@@ -208,11 +208,15 @@ def start_pgbench(
             join()
 
     started = time.monotonic()
-    proc = subprocess.Popen(
-        [*(launch.prefix() if launch is not None else []), *argv], stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-        cwd=str(script.parent), preexec_fn=preexec,
-    )
+    try:
+        proc = subprocess.Popen(
+            [*(launch.prefix() if launch is not None else []), *argv],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, env=env, cwd=str(script.parent), preexec_fn=preexec,
+        )
+    finally:
+        if join is not None:
+            join.close()
     shutdown.track(proc)
     return RunningPgbench(proc, argv, started, duration, extra_timeout, log_prefix,
                           on_progress, watch)

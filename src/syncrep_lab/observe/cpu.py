@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from syncrep_lab import procs
 from syncrep_lab.errors import UserError
+from syncrep_lab.pg.roles import role_of_title, title
 from syncrep_lab.placement.cpus import parse_cpus
 from syncrep_lab.probes.remote import postmaster_of, role_costs
-from syncrep_lab.probes.roles import role_of_title, title
 from syncrep_lab.probes.tracker import TICK_S, ProcessTracker, read_sample
 
 if TYPE_CHECKING:  # asyncssh is imported only when a host is reached

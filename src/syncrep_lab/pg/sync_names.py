@@ -23,6 +23,7 @@ True
 from __future__ import annotations
 
 import re
+import string
 from dataclasses import dataclass
 from typing import Literal
 
@@ -266,3 +267,71 @@ def expect(spec: SyncSpec | None, standbys: list[str]) -> Expected:
 def expected_states(spec: SyncSpec | None, standbys: list[str]) -> dict[str, str]:
     """Each standby's expected ``sync_state`` (see :func:`expect`)."""
     return expect(spec, standbys).states
+
+
+# --- standby names and a sync text for a cluster --------------------------------------
+# The rules both `cluster up` (its flags) and a spec's check (its keys) apply.
+
+# usable as an application_name (an identifier PostgreSQL folds to lower case) and as
+# the standby's directory name
+_NAME_RE = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+
+
+def default_standby_names(count: int) -> list[str]:
+    """b, c, d, ...: the seed's names, for as many standbys as asked."""
+    return list(string.ascii_lowercase[1 : 1 + count])
+
+
+def check_standby_names(given: list[str], standbys: int, where: str) -> list[str]:
+    """Standby names as a cluster can use them (lower case): one per standby, usable as a
+    directory and an application_name, distinct. ``where`` names them in messages
+    (``--names``, or a spec's ``names``)."""
+    names = [n.strip().lower() for n in given]
+    if len(names) != standbys:
+        raise UserError(f"{where} gives {len(names)} names for {standbys} standbys",
+                        "give one name per standby, or leave them out")
+    for name in names:
+        if not _NAME_RE.fullmatch(name) or name == "primary" or name == "sock":
+            raise UserError(
+                f"standby name {name!r} is not usable",
+                "use lowercase letters, digits and _ (not 'primary' or 'sock')",
+            )
+    if len(set(names)) != len(names):
+        raise UserError("standby names repeat", "give each standby its own name")
+    return names
+
+
+def check_sync(
+    text: str, standbys: list[str], version_num: int
+) -> tuple[SyncSpec | None, str]:
+    """Parse ``--sync`` for this server version and check it fits the cluster.
+
+    Returns the parsed spec and the text to write into postgresql.conf.
+    """
+    try:
+        spec = parse(text, version_num=version_num)
+    except SyncNamesError:
+        if version_num >= 100000:
+            raise
+        # 9.6 knows neither FIRST nor ANY. 'FIRST N (...)' means exactly 9.6's
+        # 'N (...)', so one spec serves every version; ANY has no 9.6 equivalent
+        # and render_for() refuses it.
+        spec = parse(text)
+    if spec is None:
+        return None, ""
+    rendered = spec.render_for(version_num)
+    matching = [s for s in standbys if spec.matches(s)]
+    if not matching:
+        raise UserError(
+            f"synchronous_standby_names {text!r} names no standby of this cluster "
+            f"(standbys: {', '.join(standbys) or 'none'}); every commit would wait forever",
+            "name the standbys (e.g. --sync '1(b,c)'), or use --sync '' for asynchronous",
+        )
+    if spec.num_sync > len(matching):
+        raise UserError(
+            f"synchronous_standby_names {text!r} needs {spec.num_sync} synchronous standbys "
+            f"but only {len(matching)} of this cluster match ({', '.join(matching)}); "
+            "every commit would wait forever",
+            "lower the number or add standbys (--standbys)",
+        )
+    return spec, rendered

@@ -2,15 +2,25 @@
 
 Synchronous replication throughput depends on which CPUs the walwriter, the
 walsenders and the backends share, and on which NUMA node their memory sits.
-This package makes those choices explicit and checkable:
+This package holds all of placement, named by what each module does:
 
-- ``cpus``: CPU and node lists ("0-3,5"), checked against this machine;
-- ``cgroups``: cpuset cgroups (v1 and v2) that a postmaster is started inside,
-  so that every process it forks later stays on the same CPUs, plus the
-  read-back of what the kernel actually applied to a process;
-- ``pinning``: a watcher that pins processes of one role (the walsender
-  serving standby b, the walwriter, every new backend) to CPUs as they appear;
-- ``numa``: numactl memory policies and their read-back from ``numa_maps``.
+- the kernel's mechanics:
+  - ``cpus``: CPU and node lists ("0-3,5"), checked against this machine;
+  - ``cgroups``: cpuset cgroups (v1 and v2) that a postmaster is started inside
+    (``JoinFn``, the one way a child joins a cpuset), so that every process it forks
+    later stays on the same CPUs, plus the read-back of what the kernel applied;
+  - ``pinning``: a watcher that pins processes of one role (the walsender serving
+    standby b, the walwriter, every new backend) to CPUs as they appear;
+  - ``numa``: numactl memory policies and their read-back from ``numa_maps``;
+- ``layout``: one cluster's placement (cpusets, numactl, namespaces, pins) as saved in
+  its manifest, applied before the first server starts and undone after the last;
+- ``plan``: a spec's placement, cores, links and instances turned into each
+  instance's layout (the one module here that reads a spec);
+- ``watch``: during a run, pinning kept up and what the kernel gave each role read
+  back into the store.
+
+What the spec asks of this machine (its CPUs, writable cpusets, numactl) is checked
+with the rest of the spec in ``experiment/checks.py``.
 
 Everything that is set is read back from /proc or the cgroup files, because the
 kernel silently narrows requests (a CPU outside a process's cpuset, a node that

@@ -3,8 +3,8 @@
 A postmaster started inside a cpuset keeps all the processes it forks later
 (backends, walsenders, the walwriter) on the cpuset's CPUs, with no race: the
 kernel puts each child in its parent's cgroup at fork. That is why servers are
-started *inside* a group (``CpusetGroup.join_fn`` as ``preexec_fn``) rather
-than moved there afterwards.
+started *inside* a group (a ``JoinFn`` as ``preexec_fn``: ``CpusetGroup.join_fn``,
+or ``Launch.join`` for a group a manifest names) rather than moved there afterwards.
 
 Layout: ``<hierarchy root>/syncrep-lab/<run key>/<name>``. One directory per run
 lets ``remove_run`` clean up everything of one run, and ``leftover_runs`` find

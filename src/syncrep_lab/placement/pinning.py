@@ -33,9 +33,9 @@ from types import TracebackType
 
 from syncrep_lab import procs
 from syncrep_lab.errors import UserError
+from syncrep_lab.pg.roles import ROLES, role_of_title, title
 from syncrep_lab.placement.cgroups import CpusetGroup, placement_of
 from syncrep_lab.placement.cpus import format_cpus, machine_cpus, parse_list, require_on_machine
-from syncrep_lab.probes.roles import ROLES, role_of_title, title
 
 __all__ = ["PinRule", "RolePinner", "placement_of"]
 
@@ -47,7 +47,7 @@ _MAX_ERRORS = 200
 class PinRule:
     """Pin processes of ``role`` to ``cpus``.
 
-    ``role`` is a role as ``syncrep_lab.probes.roles`` names it ("walwriter",
+    ``role`` is a role as ``syncrep_lab.pg.roles`` names it ("walwriter",
     "backend", "walsender", ...) or "walsender:NAME" for the walsender serving
     the standby whose application_name is NAME.
     """

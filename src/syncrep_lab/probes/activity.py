@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import psycopg
 from psycopg import pq
 
-from syncrep_lab.probes.roles import role_of_title, title
+from syncrep_lab.pg.roles import role_of_title, title
 
 # The function behind pg_stat_activity, without the view's joins to pg_database
 # and pg_authid: the same rows at less cost per sample (9.6 to 18).

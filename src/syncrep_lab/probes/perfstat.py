@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from syncrep_lab.pg.roles import NodeProcess
 from syncrep_lab.probes.perfrun import PerfProcess, perf_reason, require_output
-from syncrep_lab.probes.roles import NodeProcess
 
 SYSCALLS = ("epoll_create1", "epoll_ctl", "epoll_wait", "epoll_pwait", "kill", "read", "write",
             "pread64", "pwrite64", "close", "futex", "sendto", "recvfrom", "fdatasync",

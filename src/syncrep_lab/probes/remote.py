@@ -10,7 +10,7 @@ from collections import defaultdict
 from collections.abc import Collection
 from typing import Any
 
-from syncrep_lab.probes.roles import role_of_title
+from syncrep_lab.pg.roles import role_of_title
 
 
 def postmaster_of(snapshot: list[dict[str, Any]]) -> dict[str, Any] | None:

@@ -22,18 +22,20 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import psycopg
 
 from syncrep_lab import shutdown
 from syncrep_lab.cluster import server
-from syncrep_lab.experiment.spec import Probes
 from syncrep_lab.pg.admin import admin_connection
+from syncrep_lab.pg.roles import NodeProcess
 from syncrep_lab.probes import flamegraph, perfstat, sched
 from syncrep_lab.probes.activity import ActivityResult, ActivitySampler
-from syncrep_lab.probes.roles import NodeProcess
 from syncrep_lab.probes.tracker import ProcessTracker, TrackerResult
+
+if TYPE_CHECKING:  # the spec's types only: probes do not depend on the experiment
+    from syncrep_lab.experiment.spec import Probes
 
 
 class _Startable(Protocol):

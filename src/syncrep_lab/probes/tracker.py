@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from syncrep_lab import procs
-from syncrep_lab.probes.roles import NodeProcess, role_of_title, title
+from syncrep_lab.pg.roles import NodeProcess, role_of_title, title
 
 TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
 

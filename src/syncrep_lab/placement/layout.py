@@ -17,14 +17,16 @@ the placement from its first instruction.
 from __future__ import annotations
 
 import contextlib
-import os
 import re
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from syncrep_lab import procs
 from syncrep_lab.errors import UserError
+
+if TYPE_CHECKING:
+    from syncrep_lab.placement.cgroups import JoinFn
 
 CLIENT = "client"  # the placement key and network endpoint of pgbench
 
@@ -46,20 +48,14 @@ class Launch:
         out = ["ip", "netns", "exec", self.netns] if self.netns else []
         return out + numactl_prefix(self.numa)
 
-    def join(self) -> Callable[[], None] | None:
-        """A preexec function that puts the child in its cpuset before exec."""
+    def join(self) -> JoinFn | None:
+        """A preexec function that puts the child in its cpuset before exec (close it
+        once the child has started)."""
         if self.cgroup is None:
             return None
-        procs = os.path.join(self.cgroup, "cgroup.procs")
+        from syncrep_lab.placement.cgroups import JoinFn
 
-        def join() -> None:
-            fd = os.open(procs, os.O_WRONLY)
-            try:
-                os.write(fd, b"0")  # 0: the writing process itself (v1 and v2)
-            finally:
-                os.close(fd)
-
-        return join
+        return JoinFn(Path(self.cgroup) / "cgroup.procs")
 
 
 @dataclass

@@ -1,22 +1,20 @@
 """From a spec's placement, cores, links and instances to each instance's layout
-(cluster/layout.py), and the checks of them that need this machine."""
+(``placement/layout.py``). What they need of this machine is checked in
+``experiment/checks.py``, before anything is made."""
 
 from __future__ import annotations
 
 import os
-import shutil
 
-from syncrep_lab.cluster.layout import CLIENT, Launch, Layout, Pin
-from syncrep_lab.errors import UserError
 from syncrep_lab.experiment.plan import (
     NO_PLACEMENT,
     Cell,
-    expand,
     link_profiles,
     standby_names,
     uses_namespaces,
 )
 from syncrep_lab.experiment.spec import Spec
+from syncrep_lab.placement.layout import CLIENT, Launch, Layout, Pin
 
 
 def _split(cpus: list[int], instance: int, instances: int) -> list[int]:
@@ -84,60 +82,3 @@ def layout_for(spec: Spec, cell: Cell, instance: int, run_key: str) -> Layout | 
             launch.netns = plan.namespace(node)
         layout.client.netns = plan.namespace(CLIENT)
     return None if layout.empty else layout
-
-
-def check_machine(spec: Spec) -> None:
-    """What the spec's placement needs of this machine, checked before anything is
-    made: its CPUs and NUMA nodes, writable cpusets, numactl, namespaces."""
-    from syncrep_lab.placement.cpus import check_cpus, machine_cpus, numa_nodes
-    from syncrep_lab.placement.numa import numactl_prefix
-
-    plan = expand(spec)
-    wants_cpusets = False
-    for cell in plan.cells:
-        if cell.cores is not None and cell.cores > len(machine_cpus()):
-            raise UserError(f"matrix.cores: {cell.cores} cores, but this machine lets "
-                            f"syncrep-lab use {len(machine_cpus())} "
-                            f"(CPUs {','.join(map(str, machine_cpus()))})",
-                            f"sweep cores up to {len(machine_cpus())}")
-        wants_cpusets = wants_cpusets or cell.cores is not None
-        if cell.instances > 1 and cell.placement != NO_PLACEMENT:
-            place = spec.placements[cell.placement]
-            if place.instances == "separate":
-                for key, text in place.cpus.items():
-                    if len(check_cpus(text, key)) < cell.instances:
-                        raise UserError(
-                            f"placements.{cell.placement}.cpus.{key}: {text} cannot be split "
-                            f"among {cell.instances} instances",
-                            "give at least one CPU per instance, or instances = 'shared'")
-    for name, place in spec.placements.items():
-        for key, text in [*place.cpus.items(), *place.pin.items()]:
-            check_cpus(text, f"placements.{name}: {key}")
-        wants_cpusets = wants_cpusets or bool(place.cpus) or bool(place.pin)
-        for key, policy in place.numa.items():
-            try:
-                numactl_prefix(policy)
-            except UserError as exc:
-                raise UserError(f"placements.{name}.numa.{key}: {exc.cause} (this machine's "
-                                f"NUMA nodes: {','.join(map(str, numa_nodes()))})",
-                                exc.fix) from None
-            if policy != "default" and shutil.which("numactl") is None:
-                raise UserError(f"placements.{name}.numa.{key} needs numactl, which is not "
-                                "installed", "apt-get install numactl (./run setup does)")
-    if wants_cpusets:
-        from syncrep_lab.placement.cgroups import cpuset_support
-
-        support = cpuset_support()
-        if support.reason is not None:
-            raise UserError(f"the spec places processes in cpusets, which cannot be done "
-                            f"here: {support.reason}",
-                            "run as root on a machine with the cpuset controller, or leave "
-                            "placement cpus, pin and matrix.cores out")
-    if uses_namespaces(spec):
-        from syncrep_lab.network.netns import check_network_support
-
-        reason = check_network_support()
-        if reason is not None:
-            raise UserError(f"emulated links need network namespaces: {reason}",
-                            "run as root with iproute2 installed, or leave [network] and "
-                            "matrix.link out")

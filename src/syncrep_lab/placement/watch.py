@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from syncrep_lab.cluster import server
 from syncrep_lab.cluster.manifest import Manifest
-from syncrep_lab.probes.roles import NodeProcess, node_processes
+from syncrep_lab.pg.roles import NodeProcess, node_processes
 from syncrep_lab.probes.session import walsenders
 
 if TYPE_CHECKING:

@@ -1,0 +1,445 @@
+"""Every check of a spec, in one place, with two entry points:
+
+- :func:`check_spec`, pure: what the spec says on its own and what its cells say
+  together (impossible combinations), each problem with the key it is reported at,
+  so ``parse_spec`` can name the line. It reads nothing of this machine and is what
+  ``syncrep-lab check`` and every command that loads a spec run first.
+- :func:`check_machine`, this machine (and the hosts it reaches): the PostgreSQL
+  installations and the sync specs for their versions, CPUs, NUMA nodes, writable
+  cpusets, numactl, network namespaces, SSH hosts, an attached cluster's ability to
+  acknowledge the cells' commits. ``run`` calls it before anything is created.
+
+The rules a standby name and a ``synchronous_standby_names`` text follow are
+PostgreSQL's and live in ``pg/sync_names.py``, where ``cluster up`` calls them too.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+from pathlib import Path
+from typing import Any
+
+from syncrep_lab.errors import UserError
+from syncrep_lab.experiment.plan import (
+    AXES,
+    DEFAULT_SETTINGS_SET,
+    MAX_CELLS,
+    MAX_POINTS,
+    NO_FAULTS,
+    NO_LINK,
+    NO_PLACEMENT,
+    axis_values,
+    expand,
+    link_profiles,
+    settings_for,
+    standby_names,
+    uses_namespaces,
+)
+from syncrep_lab.experiment.spec import Attach, Spec
+from syncrep_lab.pg.conninfo import require_parses
+from syncrep_lab.pg.sync_names import check_standby_names, check_sync
+from syncrep_lab.placement.layout import CLIENT
+
+Problem = tuple[tuple[str | int, ...], str]
+
+
+def check_spec(spec: Spec) -> list[Problem]:
+    """Impossible combinations, each with the key it should be reported at."""
+    problems: list[Problem] = []
+    m, wl, run = spec.matrix, spec.workload, spec.run
+    if run.repeats_min > run.repeats_max:
+        problems.append((("run", "repeats_min"),
+                         f"repeats_min {run.repeats_min} > repeats_max {run.repeats_max}"))
+    for i, f in enumerate([*m.exclude, *m.only]):
+        kind, idx = ("exclude", i) if i < len(m.exclude) else ("only", i - len(m.exclude))
+        for key in f:
+            if key not in AXES:
+                problems.append((("matrix", kind, idx),
+                                 f"{key!r} is not an axis (axes: {', '.join(AXES)})"))
+    for name in m.settings or []:
+        if name != DEFAULT_SETTINGS_SET and name not in spec.settings_sets:
+            problems.append((("matrix", "settings"),
+                             f"no settings set {name!r} (define [settings_sets.{name}])"))
+    problems += _fault_problems(spec)
+    problems += placement_problems(spec)
+    if wl.kind == "script" and not wl.script:
+        problems.append((("workload", "script"), "kind = 'script' needs script = 'file.sql'"))
+    if wl.kind != "insert" and (wl.batch != 1 or m.batch):
+        problems.append((("workload", "batch"), f"batch applies to kind 'insert', not {wl.kind!r}"))
+    if spec.topology.attach is not None:
+        if spec.topology.sync is not None and not spec.topology.attach.allow_alter:
+            problems.append((("topology", "sync"), "setting synchronous_standby_names of an "
+                             "attached cluster needs permission: run --allow-alter (given "
+                             "again with --resume, since it is not stored) or "
+                             "topology.attach.allow_alter = true"))
+        for axis in ("pg", "standbys", "settings"):
+            if getattr(m, axis):
+                problems.append((("matrix", axis),
+                                 f"cannot vary {axis} of an attached cluster"))
+        if m.sync and not spec.topology.attach.allow_alter:
+            problems.append((("matrix", "sync"), "changing synchronous_standby_names of an "
+                             "attached cluster needs permission: run --allow-alter (given "
+                             "again with --resume, since it is not stored) or "
+                             "topology.attach.allow_alter = true"))
+    problems += _names_problems(spec)
+    if problems:
+        return problems
+    # Counted before anything is expanded: a 10^7-cell matrix is refused at once.
+    points = math.prod(len(v) for v in axis_values(spec).values())
+    if points > (MAX_POINTS if m.exclude or m.only else MAX_CELLS):
+        before = " before exclude/only" if m.exclude or m.only else ""
+        return [(("matrix",), f"{points} cells{before} is more than "
+                 f"{MAX_POINTS if before else MAX_CELLS}; split the spec or use exclude/only")]
+    plan = expand(spec)
+    if not plan.cells:
+        return [(("matrix",), "the matrix is empty after exclude/only")]
+    if len(plan.cells) > MAX_CELLS:
+        return [(("matrix",), f"{len(plan.cells)} cells is more than {MAX_CELLS}; "
+                 "split the spec or use exclude/only")]
+    seen: set[tuple[Any, ...]] = set()
+    for cell in plan.cells:
+        where_sync: tuple[str | int, ...] = ("matrix", "sync") if m.sync else ("topology", "sync")
+        where_sc: tuple[str | int, ...] = (("matrix", "synchronous_commit")
+                                           if m.synchronous_commit
+                                           else ("workload", "synchronous_commit"))
+        combo = (cell.standbys, cell.sync, cell.synchronous_commit, cell.settings_set,
+                 cell.clients)
+        if combo in seen:
+            continue
+        seen.add(combo)
+        if spec.topology.attach is None and cell.sync is not None:
+            try:
+                _check_sync(cell.sync, standby_names(spec, cell.standbys))
+            except UserError as exc:
+                problems.append((where_sync, f"{cell.label}: {exc.cause}"))
+                continue
+        remote = cell.synchronous_commit in ("remote_write", "remote_apply")
+        if remote and (cell.standbys == 0 or cell.sync == "") and spec.topology.attach is None:
+            problems.append((where_sc, f"{cell.label}: synchronous_commit = "
+                             f"{cell.synchronous_commit} with no synchronous standby would "
+                             "silently mean 'local'"))
+        settings = settings_for(spec, cell.settings_set)
+        try:
+            max_conn = int(settings.get("max_connections", "300"))
+        except ValueError:
+            in_set = "max_connections" in spec.settings_sets.get(cell.settings_set, {})
+            problems.append(((("settings_sets", cell.settings_set) if in_set else ("settings",))
+                             + ("max_connections",), f"max_connections = "
+                             f"{settings['max_connections']!r} is not a whole number"))
+            continue
+        if cell.clients + 5 > max_conn:
+            problems.append((("matrix", "clients") if m.clients else ("workload", "clients"),
+                             f"{cell.clients} clients need max_connections >= "
+                             f"{cell.clients + 5}, the server gets {max_conn}"))
+    return problems
+
+
+FAULT_TARGETS = ("sync", "potential")
+STANDBY_ACTIONS = ("stop", "kill", "restart", "start", "pause", "link")
+
+
+def _fault_problems(spec: Spec) -> list[Problem]:
+    """Fault scenarios that name what is not there, or ask what cannot be done."""
+    problems: list[Problem] = []
+    for name in spec.matrix.faults or []:
+        if name != NO_FAULTS and name not in spec.faults:
+            problems.append((("matrix", "faults"),
+                             f"no fault scenario {name!r} (define [faults.{name}])"))
+    if spec.faults and spec.topology.attach is not None:
+        problems.append((("faults",), "faults stop and start standbys, which an attached "
+                         "cluster's owner does; run them on a cluster syncrep-lab builds"))
+    standby_counts = spec.matrix.standbys or [spec.topology.standbys]
+    names = set(standby_names(spec, max(standby_counts)))
+    for name, scenario in spec.faults.items():
+        for i, event in enumerate(scenario.events):
+            where: tuple[str | int, ...] = ("faults", name, "events", i)
+            if event.action in STANDBY_ACTIONS:
+                if event.target is None:
+                    problems.append((where, f"{event.action} needs a target: a standby's "
+                                     f"name, or {' or '.join(FAULT_TARGETS)}"))
+                elif event.target not in FAULT_TARGETS and event.target not in names:
+                    problems.append((where, f"target {event.target!r} is not a standby "
+                                     f"(standbys: {', '.join(sorted(names)) or 'none'}; or "
+                                     f"{' or '.join(FAULT_TARGETS)})"))
+                if event.for_ is not None and event.action in ("restart", "start"):
+                    problems.append((where, f"'for' applies to stop, kill and pause, "
+                                     f"not {event.action}"))
+                if event.name is not None or event.value is not None:
+                    problems.append((where, "name and value belong to action 'set'"))
+                if event.action == "link":
+                    if event.profile is None or event.profile not in spec.links:
+                        problems.append((where, "link needs profile = the name of a "
+                                         "[links.NAME] (defined: "
+                                         f"{', '.join(sorted(spec.links)) or 'none'})"))
+                    elif not uses_namespaces(spec):
+                        problems.append((where, "link changes an emulated link: give the "
+                                         "spec [network] namespaces = true or matrix.link"))
+                elif event.profile is not None:
+                    problems.append((where, "profile belongs to action 'link'"))
+            else:
+                if not event.name or event.value is None:
+                    problems.append((where, "set needs name and value, e.g. name = "
+                                     "'synchronous_standby_names', value = 'c'"))
+                if event.target is not None or event.for_ is not None:
+                    problems.append((where, "set changes the primary's setting: no target "
+                                     "or 'for'"))
+                if event.name == "synchronous_commit" and spec.topology.attach is not None:
+                    problems.append((where, "cannot reload an attached cluster's settings"))
+        if spec.faults and min(standby_counts) == 0 and any(
+                e.action in STANDBY_ACTIONS for e in scenario.events):
+            problems.append((("faults", name), "a standby fault needs standbys; a cell "
+                             "with standbys = 0 cannot run it (exclude that combination)"))
+    return problems
+
+
+def _names_problems(spec: Spec) -> list[Problem]:
+    """topology.names as cluster up takes them: usable, distinct, one per standby."""
+    names = spec.topology.names
+    if not names or spec.topology.attach is not None:
+        return []
+    most = max(spec.matrix.standbys or [spec.topology.standbys])
+    try:
+        check_standby_names(names, len(names), "names")
+    except UserError as exc:
+        return [(("topology", "names"), exc.cause)]
+    if len(names) < most:
+        return [(("topology", "names"), f"{len(names)} names for {most} standbys")]
+    return []
+
+
+def _check_sync(text: str, standbys: list[str]) -> None:
+    check_sync(text, standbys, 180000)
+
+
+CPU_GROUPS = ("nodes", "standbys", CLIENT)  # besides node names, in placement cpus/numa
+
+
+def placement_problems(spec: Spec) -> list[Problem]:
+    """Placements, links, instances and hosts that name what is not there, or combine
+    what cannot be combined. What depends on this machine (its CPUs, NUMA nodes,
+    cgroups, root) is checked by check_machine, before anything is made."""
+    from syncrep_lab.network.links import check_profile
+    from syncrep_lab.placement.numa import check_policy
+
+    problems: list[Problem] = []
+    m, topo = spec.matrix, spec.topology
+    most = max(m.standbys or [topo.standbys])
+    nodes = {"primary", *standby_names(spec, most)}
+    for name in m.placement or []:
+        if name != NO_PLACEMENT and name not in spec.placements:
+            problems.append((("matrix", "placement"),
+                             f"no placement {name!r} (define [placements.{name}])"))
+    for name, place in spec.placements.items():
+        where: tuple[str | int, ...] = ("placements", name)
+        for key, cpus in place.cpus.items():
+            if key not in nodes and key not in CPU_GROUPS:
+                problems.append(((*where, "cpus", key), f"{key!r} is not a node "
+                                 f"({', '.join(sorted(nodes))}) or one of "
+                                 f"{', '.join(CPU_GROUPS)}"))
+            problems += _cpus_problems(cpus, (*where, "cpus", key))
+        for key, cpus in place.pin.items():
+            node, _, role = key.rpartition("/")
+            if node and node not in nodes:
+                problems.append(((*where, "pin", key), f"{node!r} is not a node "
+                                 f"({', '.join(sorted(nodes))})"))
+            base = role.split(":", 1)[0]
+            if base not in PIN_ROLES:
+                problems.append(((*where, "pin", key), f"{role!r} is not a role "
+                                 f"({', '.join(PIN_ROLES)}; walsender:NAME for one standby's)"))
+            problems += _cpus_problems(cpus, (*where, "pin", key))
+        for key, policy in place.numa.items():
+            if key not in nodes and key not in ("nodes", "standbys"):
+                problems.append(((*where, "numa", key), f"{key!r} is not a node "
+                                 f"({', '.join(sorted(nodes))}), nodes or standbys"))
+            reason = check_policy(policy)
+            if reason is not None:
+                problems.append(((*where, "numa", key), reason))
+        if m.cores and any(k != CLIENT for k in place.cpus):
+            problems.append(((*where, "cpus"), "matrix.cores sets the servers' CPUs; give "
+                             "only client here, or leave cores out"))
+    if topo.attach is not None and (m.placement or m.cores or spec.placements):
+        problems.append((("placements",) if spec.placements else ("matrix",),
+                         "placement starts servers in cpusets and under numactl, which an "
+                         "attached cluster's owner does; run it on a cluster syncrep-lab "
+                         "builds"))
+    # links
+    link_names = [*(m.link or []), spec.network.replication, spec.network.client,
+                  *spec.network.standby_links.values()]
+    for name in link_names:
+        if name != NO_LINK and name not in spec.links:
+            where_l: tuple[str | int, ...] = ("matrix", "link") if name in (m.link or []) \
+                else ("network",)
+            problems.append((where_l, f"no link profile {name!r} (define [links.{name}])"))
+    for standby in spec.network.standby_links:
+        if standby not in nodes - {"primary"}:
+            problems.append((("network", "standby_links", standby),
+                             f"{standby!r} is not a standby"))
+    for name, profile in link_profiles(spec).items():
+        if name != NO_LINK:
+            problems += [(("links", name), msg) for msg in check_profile(profile)]
+    if uses_namespaces(spec) and topo.attach is not None:
+        problems.append((("network",), "an attached cluster's network is its own; "
+                         "emulated links need a cluster syncrep-lab builds"))
+    # instances
+    many = max(m.instances or [topo.instances]) > 1
+    if many and topo.attach is not None:
+        problems.append((("topology", "instances"), "an attached cluster is one instance"))
+    if many and spec.faults:
+        problems.append((("topology", "instances"), "fault scenarios act on one instance; "
+                         "run them with instances = 1"))
+    # hosts
+    for node, host in topo.hosts.items():
+        where_h: tuple[str | int, ...] = ("topology", "hosts", node)
+        if host not in spec.hosts:
+            problems.append((where_h, f"no host {host!r} (define [hosts.{host}])"))
+        if node not in nodes - {"primary"}:
+            problems.append((where_h, f"{node!r} is not a standby: only standbys can be "
+                             "placed on SSH hosts"))
+    if topo.hosts:
+        for clash, what in ((topo.attach is not None, "an attached cluster"),
+                            (many, "instances > 1"), (uses_namespaces(spec), "network links"),
+                            (bool(spec.faults), "fault scenarios"),
+                            (topo.clone != "basebackup", "clone = 'copy'")):
+            if clash:
+                fix = ("a standby on another host is made with pg_basebackup: set "
+                       "topology.clone = 'basebackup'" if what == "clone = 'copy'"
+                       else f"SSH hosts cannot be combined with {what}")
+                problems.append((("topology", "hosts"), fix))
+    return problems
+
+
+PIN_ROLES = ("postmaster", "backend", "walsender", "walreceiver", "startup", "walwriter",
+             "checkpointer", "bgwriter", "autovacuum")
+
+
+def _cpus_problems(text: str, where: tuple[str | int, ...]) -> list[Problem]:
+    from syncrep_lab.placement.cpus import parse_cpus
+
+    try:
+        parse_cpus(text)
+    except UserError as exc:
+        return [(where, exc.cause)]
+    return []
+
+
+# --- this machine ------------------------------------------------------------
+
+
+def check_machine(spec: Spec) -> None:
+    """What can only be checked on this machine, before anything is created: every
+    PostgreSQL the spec names is installed, and each sync spec suits its version."""
+    from syncrep_lab.pg.installations import resolve
+
+    if spec.topology.attach is not None:
+        _check_conninfos(spec.topology.attach)
+        resolve(None).program("pgbench")
+        from syncrep_lab.experiment.attached import check_serves
+
+        check_serves(spec)  # a cell that would wait for ever is refused now
+        return
+    _check_placement(spec)
+    if spec.topology.hosts:
+        check_hosts(spec)
+    plan = expand(spec)
+    versions = {}
+    for pg in sorted({c.pg for c in plan.cells}, key=str):
+        inst = resolve(pg)
+        for program in ("postgres", "initdb", "pgbench"):
+            inst.program(program)
+        versions[pg] = inst.version.num
+    for cell in plan.cells:
+        if cell.sync is not None:
+            try:
+                check_sync(cell.sync, standby_names(spec, cell.standbys), versions[cell.pg])
+            except UserError as exc:
+                raise UserError(f"cell {cell.label} (pg {cell.pg or 'default'}): {exc.cause}",
+                                exc.fix) from None
+
+
+def check_hosts(spec: Spec) -> None:
+    """Every SSH host the spec places a node on answers, with the host key on record,
+    and has the PostgreSQL programs a standby needs."""
+    from syncrep_lab.hosts.ssh import check_host
+
+    for name in sorted(set(spec.topology.hosts.values())):
+        check_host(spec.ssh_host(name))
+
+
+def _check_conninfos(attach: Attach) -> None:
+    """Each attached node's conninfo parses as libpq reads it."""
+    for where, conninfo in [("primary", attach.primary),
+                            *((f"standbys.{k}", v) for k, v in attach.standbys.items())]:
+        require_parses(f"topology.attach.{where}", conninfo)
+
+
+def check_out(out_dir: Path) -> None:
+    """A folder a new run can be written to: not a file, not under one, not a run
+    already."""
+    if (out_dir / "syncrep-lab.sqlite").exists():
+        raise UserError(f"{out_dir} already holds a run",
+                        f"continue it with: syncrep-lab run --resume --out {out_dir}, "
+                        "or choose another --out")
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UserError(f"--out {out_dir} is not a directory", "choose a folder for the run")
+    parent = next(p for p in out_dir.absolute().parents if p.exists())
+    if not parent.is_dir():
+        raise UserError(f"--out {out_dir}: {parent} is a file, not a directory",
+                        "choose a folder for the run")
+
+
+def _check_placement(spec: Spec) -> None:
+    """What the spec's placement needs of this machine, checked before anything is
+    made: its CPUs and NUMA nodes, writable cpusets, numactl, namespaces."""
+    from syncrep_lab.placement.cpus import check_cpus, machine_cpus, numa_nodes
+    from syncrep_lab.placement.numa import numactl_prefix
+
+    plan = expand(spec)
+    wants_cpusets = False
+    for cell in plan.cells:
+        if cell.cores is not None and cell.cores > len(machine_cpus()):
+            raise UserError(f"matrix.cores: {cell.cores} cores, but this machine lets "
+                            f"syncrep-lab use {len(machine_cpus())} "
+                            f"(CPUs {','.join(map(str, machine_cpus()))})",
+                            f"sweep cores up to {len(machine_cpus())}")
+        wants_cpusets = wants_cpusets or cell.cores is not None
+        if cell.instances > 1 and cell.placement != NO_PLACEMENT:
+            place = spec.placements[cell.placement]
+            if place.instances == "separate":
+                for key, text in place.cpus.items():
+                    if len(check_cpus(text, key)) < cell.instances:
+                        raise UserError(
+                            f"placements.{cell.placement}.cpus.{key}: {text} cannot be split "
+                            f"among {cell.instances} instances",
+                            "give at least one CPU per instance, or instances = 'shared'")
+    for name, place in spec.placements.items():
+        for key, text in [*place.cpus.items(), *place.pin.items()]:
+            check_cpus(text, f"placements.{name}: {key}")
+        wants_cpusets = wants_cpusets or bool(place.cpus) or bool(place.pin)
+        for key, policy in place.numa.items():
+            try:
+                numactl_prefix(policy)
+            except UserError as exc:
+                raise UserError(f"placements.{name}.numa.{key}: {exc.cause} (this machine's "
+                                f"NUMA nodes: {','.join(map(str, numa_nodes()))})",
+                                exc.fix) from None
+            if policy != "default" and shutil.which("numactl") is None:
+                raise UserError(f"placements.{name}.numa.{key} needs numactl, which is not "
+                                "installed", "apt-get install numactl (./run setup does)")
+    if wants_cpusets:
+        from syncrep_lab.placement.cgroups import cpuset_support
+
+        support = cpuset_support()
+        if support.reason is not None:
+            raise UserError(f"the spec places processes in cpusets, which cannot be done "
+                            f"here: {support.reason}",
+                            "run as root on a machine with the cpuset controller, or leave "
+                            "placement cpus, pin and matrix.cores out")
+    if uses_namespaces(spec):
+        from syncrep_lab.network.netns import check_network_support
+
+        reason = check_network_support()
+        if reason is not None:
+            raise UserError(f"emulated links need network namespaces: {reason}",
+                            "run as root with iproute2 installed, or leave [network] and "
+                            "matrix.link out")
