@@ -141,7 +141,13 @@ def mask_text(text: str) -> str:
 
 
 def mask_conninfo(conninfo: str) -> str:
-    """The conninfo with its password(s) shown as ``***``; everything else as written."""
+    """The conninfo with its password(s) shown as ``***``; everything else as written.
+
+    >>> mask_conninfo("host=db1 password='a b' user=app")
+    'host=db1 password=*** user=app'
+    >>> mask_conninfo('postgresql://app:s3cret@db1:5432/bench')
+    'postgresql://app:***@db1:5432/bench'
+    """
     if is_uri(conninfo):
         scheme, userinfo, main, query = _uri_parts(conninfo)
         if userinfo is not None and ":" in userinfo:
@@ -165,7 +171,13 @@ def mask_conninfo(conninfo: str) -> str:
 
 def split_password(conninfo: str) -> tuple[str, str | None]:
     """The conninfo without its ``password``, and the password (None if it had none):
-    the password goes to ``PGPASSWORD`` instead of a command line or a file."""
+    the password goes to ``PGPASSWORD`` instead of a command line or a file.
+
+    >>> split_password('host=db1 password=s3cret user=app')
+    ('host=db1 user=app', 's3cret')
+    >>> split_password('postgresql://app:s%40cret@db1/bench?sslmode=require')
+    ('postgresql://app@db1/bench?sslmode=require', 's@cret')
+    """
     if is_uri(conninfo):
         scheme, userinfo, main, query = _uri_parts(conninfo)
         password: str | None = None

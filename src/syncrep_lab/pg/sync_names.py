@@ -190,7 +190,22 @@ class _Parser:
 
 
 def parse(text: str, *, version_num: int = 180000) -> SyncSpec | None:
-    """Parse as a server of ``version_num`` would; None for '' (asynchronous)."""
+    """Parse as a server of ``version_num`` would; None for '' (asynchronous).
+
+    >>> parse('1(b,c)')
+    SyncSpec(method='first', num_sync=1, names=('b', 'c'))
+    >>> parse('ANY 2 (b, c, d)')
+    SyncSpec(method='any', num_sync=2, names=('b', 'c', 'd'))
+    >>> parse('') is None
+    True
+    >>> parse('FIRST 1 (b, c)').render_for(90600)  # 9.6 has no FIRST: the same meaning
+    '1 (b, c)'
+    >>> parse('1(b,')  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    syncrep_lab.pg.sync_names.SyncNamesError: ... expected NAME or NUM, found end of input
+      fix: use a list (b, c), 'N (b, c)', 'FIRST N (b, c)' or 'ANY N (b, c)'
+    """
     if text == "":
         return None
     tokens = tokenize(text, version_num=version_num)
@@ -240,6 +255,13 @@ def expect(spec: SyncSpec | None, standbys: list[str]) -> Expected:
     equal priority, which of the group are 'sync' is not the names' to say (EITHER),
     only how many. ANY: every matching standby is 'quorum'. Standbys that match no
     name are 'async'.
+
+    >>> expect(parse('1(b,c)'), ['b', 'c', 'd'])
+    Expected(states={'b': 'sync', 'c': 'potential', 'd': 'async'}, sync=1)
+    >>> expect(parse('2(*)'), ['s1', 's2', 's3']).states['s1']
+    'sync or potential'
+    >>> expect(parse('ANY 1 (b, c)'), ['b', 'c']).synchronous
+    2
     """
     states = {name: "async" for name in standbys}
     if spec is None:
@@ -278,7 +300,11 @@ _NAME_RE = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
 
 def default_standby_names(count: int) -> list[str]:
-    """b, c, d, ...: the seed's names, for as many standbys as asked."""
+    """b, c, d, ...: the seed's names, for as many standbys as asked.
+
+    >>> default_standby_names(3)
+    ['b', 'c', 'd']
+    """
     return list(string.ascii_lowercase[1 : 1 + count])
 
 

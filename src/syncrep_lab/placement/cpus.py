@@ -56,12 +56,29 @@ def parse_list(text: str, what: str = "CPU") -> list[int]:
 
 
 def parse_cpus(text: str) -> list[int]:
-    """"0-3,5,7-8" -> [0, 1, 2, 3, 5, 7, 8]; UserError on garbage, empty or backward ranges."""
+    """"0-3,5,7-8" -> [0, 1, 2, 3, 5, 7, 8]; UserError on garbage, empty or backward ranges.
+
+    >>> parse_cpus('0-3,5,7-8')
+    [0, 1, 2, 3, 5, 7, 8]
+    >>> parse_cpus(' 5, 1-2 ,1')
+    [1, 2, 5]
+    >>> parse_cpus('3-1')
+    Traceback (most recent call last):
+    ...
+    syncrep_lab.errors.UserError: CPU list '3-1': range '3-1' runs backwards
+      fix: write the lower CPU first, e.g. 1-3
+    """
     return parse_list(text, "CPU")
 
 
 def format_cpus(cpus: Iterable[int]) -> str:
-    """The compact list form of ``cpus``: [0, 1, 2, 3, 5] -> "0-3,5"; "" for none."""
+    """The compact list form of ``cpus``; "" for none.
+
+    >>> format_cpus([5, 0, 1, 2, 3, 3])
+    '0-3,5'
+    >>> format_cpus([])
+    ''
+    """
     ids = sorted(set(cpus))
     parts: list[str] = []
     i = 0
