@@ -15,7 +15,7 @@ from syncrep_lab.analysis.scaling import knee, scaling
 from syncrep_lab.experiment.runner import start_run
 from syncrep_lab.experiment.spec import parse_spec
 
-from .conftest import cli
+from .helpers import cli
 
 
 def test_knee() -> None:

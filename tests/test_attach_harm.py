@@ -23,8 +23,8 @@ import pytest
 
 from syncrep_lab.pg.installations import Installation
 
-from .conftest import _shared_tmp, cli
 from .handbuilt import HandBuilt
+from .helpers import cli, shared_tmp
 
 SYNC = {"b": "sync", "c": "potential"}
 
@@ -128,7 +128,7 @@ def records(lab_home: Path) -> list[Path]:
 
 @pytest.fixture(scope="module")
 def good(pg15: Installation) -> Iterator[HandBuilt]:
-    hb = HandBuilt(_shared_tmp("srl-hb-") / "cl", pg15, 5432, named=True).build()
+    hb = HandBuilt(shared_tmp("srl-hb-") / "cl", pg15, 5432, named=True).build()
     hb.wait_sync(SYNC)
     yield hb
     hb.remove()

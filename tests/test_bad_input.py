@@ -14,7 +14,7 @@ import pytest
 
 from syncrep_lab.cluster.manifest import registered
 
-from .conftest import cli, postmasters_in
+from .helpers import cli, postmasters_in
 
 
 def _assert_refused(res: subprocess.CompletedProcess[str], *needles: str) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import cli
+from .helpers import cli
 
 DATA = Path(__file__).parent / "data" / "bad_input"
 

@@ -16,7 +16,7 @@ from syncrep_lab.cluster.status import cluster_status
 from syncrep_lab.cluster.teardown import remove_cluster
 from syncrep_lab.pg.installations import Installation
 
-from .conftest import cli, postmasters_in
+from .helpers import cli, postmasters_in
 
 
 def _lsn(text: str) -> int:

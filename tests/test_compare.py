@@ -14,8 +14,8 @@ from typing import Any
 from syncrep_lab.analysis.compare import compare_runs, cost_changes
 from syncrep_lab.experiment.store import DB_NAME
 
-from .conftest import cli
 from .data.runs.refresh import load
+from .helpers import cli
 
 
 def _change(pair: dict[str, Any], node: str, role: str, figure: str) -> tuple[int, dict[str, Any]]:

@@ -16,8 +16,8 @@ from syncrep_lab.analysis.costs import run_costs
 from syncrep_lab.analysis.diagnosis import diagnose_run
 from syncrep_lab.experiment.store import Store
 
-from .conftest import cli
 from .data.runs.refresh import load
+from .helpers import cli
 
 
 def _verdicts(run: Path) -> dict[str, dict[str, dict[str, Any]]]:

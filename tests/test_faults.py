@@ -17,7 +17,7 @@ from syncrep_lab.experiment.spec import SpecError, parse_spec
 from syncrep_lab.experiment.store import DB_NAME
 from syncrep_lab.report.model import report_data
 
-from .conftest import cli, postmasters_in
+from .helpers import cli, postmasters_in
 
 SPEC = """\
 name = "faults"

@@ -17,7 +17,7 @@ from syncrep_lab.experiment.rounds import round_order
 from syncrep_lab.experiment.runner import start_run
 from syncrep_lab.experiment.spec import parse_spec
 
-from .conftest import cli
+from .helpers import cli
 
 SPEC = """\
 name = "interleaved"

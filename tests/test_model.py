@@ -16,7 +16,7 @@ from syncrep_lab.analysis.model import Interval, bounds, fit_usl, run_model, usl
 from syncrep_lab.experiment.store import DB_NAME
 from tests.data.runs.refresh import load
 
-from .conftest import cli
+from .helpers import cli
 
 
 def _point(v: float) -> Interval:

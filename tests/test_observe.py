@@ -23,7 +23,8 @@ import pytest
 
 from syncrep_lab.cluster.manifest import load
 from syncrep_lab.pg.installations import Installation
-from tests.conftest import _shared_tmp, cli
+
+from .helpers import cli, shared_tmp
 
 WORKLOAD = "insert into obs_rows(v) values (1);\n"
 
@@ -41,7 +42,7 @@ def _up(where: Path, standbys: int) -> str:
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[tuple[Path, str]]:
-    root = _shared_tmp("srl-obs-")
+    root = shared_tmp("srl-obs-")
     where = root / "c"
     conninfo = _up(where, 2)
     yield where, conninfo

@@ -14,7 +14,7 @@ from syncrep_lab.experiment.rounds import round_order
 from syncrep_lab.experiment.runner import ROUND_SPAN, Events, _by_cluster, start_run
 from syncrep_lab.experiment.spec import parse_spec
 
-from .conftest import cli
+from .helpers import cli
 
 SPEC = """\
 name = "pooled"

@@ -20,7 +20,7 @@ from syncrep_lab.pg.roles import node_processes, role_of_title
 from syncrep_lab.probes import flamegraph, perfstat, sched
 from syncrep_lab.probes.session import walsenders
 
-from .conftest import cli
+from .helpers import cli
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ import pytest
 
 from syncrep_lab.experiment.store import DB_NAME
 
-from .conftest import cli, live_processes
+from .helpers import cli, live_processes
 from .sshd import SshdHost, running_sshd
 
 BIN_15 = "/usr/lib/postgresql/15/bin"

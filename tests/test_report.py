@@ -23,7 +23,7 @@ from syncrep_lab.report.model import report_data
 from tests.browser import open_page
 from tests.data.runs.refresh import load
 
-from .conftest import cli
+from .helpers import cli
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 FIXTURES = ("pg18-local-on", "pg96-on", "pg18-proc-only")

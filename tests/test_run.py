@@ -18,7 +18,7 @@ from syncrep_lab.experiment.spec import parse_spec
 from syncrep_lab.measure.histogram import LatencyHistogram
 from syncrep_lab.pg import sync_names
 
-from .conftest import cli, postmasters_in
+from .helpers import cli, postmasters_in
 
 SMALL = """\
 name = "small"

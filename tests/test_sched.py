@@ -16,7 +16,7 @@ from syncrep_lab.pg.roles import node_processes
 from syncrep_lab.probes import sched
 from syncrep_lab.runas import as_account, run_as, server_account
 
-from .conftest import cli
+from .helpers import cli
 
 BACKEND = ("primary", "backend")
 WALSENDER_B = ("primary", "walsender:b")

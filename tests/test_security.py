@@ -28,7 +28,7 @@ from syncrep_lab import paths
 from syncrep_lab.cluster.manifest import Manifest, load
 from syncrep_lab.runas import server_account
 
-from .conftest import cli, postmasters_in
+from .helpers import cli, postmasters_in
 
 
 def _up(cluster_dir: Path, *args: str) -> Manifest:

@@ -9,7 +9,7 @@ import pytest
 from syncrep_lab.experiment.plan import expand
 from syncrep_lab.experiment.spec import SpecError, load_preset, parse_spec
 
-from .conftest import cli
+from .helpers import cli
 
 GOOD = """\
 name = "t"

@@ -23,7 +23,7 @@ import pytest
 from syncrep_lab.experiment.clusters import slot_dir
 from syncrep_lab.experiment.store import DB_NAME
 
-from .conftest import cli, postmasters_in
+from .helpers import cli, postmasters_in
 
 SPEC = """\
 name = "faults"

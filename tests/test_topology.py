@@ -21,7 +21,7 @@ import pytest
 from syncrep_lab.experiment.store import DB_NAME
 from syncrep_lab.placement.cpus import machine_cpus
 
-from .conftest import cli, live_processes, postmasters_in
+from .helpers import cli, live_processes, postmasters_in
 
 CPUSET_ROOT = Path("/sys/fs/cgroup/cpuset/syncrep-lab")
 

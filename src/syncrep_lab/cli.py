@@ -665,9 +665,16 @@ def clean(just_list: bool) -> None:
 
 def main() -> None:
     shutdown.install()  # SIGINT, SIGTERM, SIGHUP: cleanup; a second one: out at once
+    run_command(None)
+
+
+def run_command(args: list[str] | None) -> None:
+    """Run one command (``args``; None: the process's own) with every error mapped to
+    the tool's format and exit status, raising SystemExit as ``main`` does. The signal
+    handlers are ``main``'s: the tests run commands that start nothing through here."""
     route_library_logs(err)
     try:
-        cli.main(standalone_mode=False, prog_name="syncrep-lab")
+        cli.main(args=args, standalone_mode=False, prog_name="syncrep-lab")
     except UserError as exc:
         fail(exc)
     except OSError as exc:  # a file system refusing, wherever it was not caught earlier

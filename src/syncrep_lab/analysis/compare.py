@@ -25,7 +25,7 @@ from syncrep_lab.analysis.costs import cluster_version, role_values
 from syncrep_lab.errors import UserError
 from syncrep_lab.experiment.machine import comparable
 from syncrep_lab.experiment.store import Store
-from syncrep_lab.measure.stats import mean_ci, ratio_ci, welch_t
+from syncrep_lab.measure.stats import mean_ci, ratio_ci, t_ppf, t_sf, welch_t
 
 ALPHA = 0.05
 TOP = 10
@@ -230,11 +230,9 @@ def _across_runs(a: Sequence[float], b: Sequence[float], between: tuple[Drift, D
                               "between_runs": True}
     df = total ** 2 / sum(v * v / d for v, d in parts if d > 0)
     se = ratio * math.sqrt(total)
-    from scipy import stats as scipy_stats
-
     t = (ratio - 1) / se
-    half = float(scipy_stats.t.ppf(1 - ALPHA / 2, df)) * se
-    p = float(2 * scipy_stats.t.sf(abs(t), df))
+    half = t_ppf(1 - ALPHA / 2, df) * se
+    p = 2 * t_sf(abs(t), df)
     return ratio - half, ratio + half, {"t": t, "df": df, "p_value": p,
                                         "significant": p < ALPHA, "between_runs": True}
 

@@ -1,0 +1,98 @@
+"""What the tests share: running the command line (in a child process, or in this one
+for commands that start no server), short shared directories, and looking for
+processes a test expects gone.
+
+Test files import these from here, never from one another or from conftest.py.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def shared_tmp(prefix: str) -> Path:
+    """A directory under /tmp that the unprivileged server account can reach."""
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+    path.chmod(0o755)
+    return path
+
+
+def cli(*args: str, timeout: float = 180, env: dict[str, str] | None = None
+        ) -> subprocess.CompletedProcess[str]:
+    """Run the real command line, as a user would."""
+    return subprocess.run(
+        [sys.executable, "-m", "syncrep_lab", *args],
+        capture_output=True, text=True, timeout=timeout, check=False, stdin=subprocess.DEVNULL,
+        env={**os.environ, "COLUMNS": "200", **(env or {})},
+    )
+
+
+def postmasters_in(path: Path) -> list[int]:
+    """Pids of postgres processes whose working directory is under ``path``."""
+    found = []
+    root = str(path.resolve())
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cwd = os.readlink(entry / "cwd")
+            comm = (entry / "comm").read_text().strip()
+        except OSError:
+            continue
+        if comm in ("postgres", "postmaster") and (cwd == root or cwd.startswith(root + "/")):
+            found.append(int(entry.name))
+    return found
+
+
+def live_processes(comm: str, user: str | None = None, wait: float = 10.0) -> list[str]:
+    """``ps`` lines of processes named ``comm`` (of ``user``) still running, after waiting
+    up to ``wait`` s for them to go. A killed process whose parent died waits a moment
+    for init to reap it; such zombies are not counted."""
+    deadline = time.monotonic() + wait
+    who = ["-u", user] if user else ["-e"]
+    while True:
+        ps = subprocess.run(["ps", *who, "-o", "pid=,stat=,comm="], capture_output=True,
+                            text=True, check=False)
+        live = [ln for ln in ps.stdout.splitlines()
+                if ln.split()[-1] == comm and not ln.split()[1].startswith("Z")]
+        if not live or time.monotonic() > deadline:
+            return live
+        time.sleep(0.2)
+
+
+def cli_here(*args: str, env: dict[str, str] | None = None
+             ) -> subprocess.CompletedProcess[str]:
+    """The command line run in this process, for commands that start no server and no
+    child that outlives them: what ``cli`` gives, without a Python start-up per call.
+    It goes through the same error mapping as the installed command (``run_command``)."""
+    import contextlib
+    import io
+
+    from syncrep_lab.cli import run_command
+
+    stdout, stderr = io.StringIO(), io.StringIO()
+    saved = {k: os.environ.get(k) for k in (env or {})}
+    os.environ.update(env or {})
+    code: int | str | None = 0
+    try:
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            try:
+                run_command(list(args))
+            except SystemExit as exc:
+                code = exc.code
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    if isinstance(code, str):  # sys.exit("message"): printed, status 1
+        print(code, file=stderr)
+        code = 1
+    return subprocess.CompletedProcess(["syncrep-lab", *args], code or 0, stdout.getvalue(),
+                                       stderr.getvalue())
