@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from syncrep_lab.analysis.compare import compare_runs, cost_changes
-from syncrep_lab.experiment.store import DB_NAME
+from syncrep_lab.store import DB_NAME
 
 from .conftest import cli
 from .data.runs.refresh import load

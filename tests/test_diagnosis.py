@@ -14,7 +14,7 @@ import pytest
 from syncrep_lab.analysis import diagnosis
 from syncrep_lab.analysis.costs import run_costs
 from syncrep_lab.analysis.diagnosis import diagnose_run
-from syncrep_lab.experiment.store import Store
+from syncrep_lab.store import Store
 
 from .conftest import cli
 from .data.runs.refresh import load

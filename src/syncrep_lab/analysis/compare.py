@@ -24,8 +24,8 @@ from typing import Any
 from syncrep_lab.analysis.costs import cluster_version, role_values
 from syncrep_lab.errors import UserError
 from syncrep_lab.experiment.machine import comparable
-from syncrep_lab.experiment.store import Store
 from syncrep_lab.measure.stats import mean_ci, ratio_ci, welch_t
+from syncrep_lab.store import Store
 
 ALPHA = 0.05
 TOP = 10

@@ -16,9 +16,8 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
-from syncrep_lab.experiment.plan import cluster_key_text
-from syncrep_lab.experiment.store import Store
 from syncrep_lab.measure.stats import mean_ci
+from syncrep_lab.store import Store, cluster_key_text
 
 KEY_SYSCALLS = ("epoll_create1", "epoll_ctl", "epoll_wait", "epoll_pwait", "kill", "futex",
                 "read", "write", "sendto", "recvfrom", "fdatasync", "close")

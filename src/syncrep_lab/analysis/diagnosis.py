@@ -16,8 +16,8 @@ from typing import Any
 
 from syncrep_lab.analysis import model
 from syncrep_lab.analysis.costs import cell_costs, cluster_version
-from syncrep_lab.experiment.store import Store
 from syncrep_lab.pg.replication import WAITING_LEVELS
+from syncrep_lab.store import Store
 
 SINGLE_PROCESS_ROLES = ("walwriter", "startup", "walreceiver", "checkpointer", "bgwriter")
 

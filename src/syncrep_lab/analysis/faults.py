@@ -13,8 +13,8 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from syncrep_lab.experiment.store import Store
 from syncrep_lab.measure.histogram import LatencyHistogram
+from syncrep_lab.store import Store
 
 RECOVERED = 0.9  # back to 90 % of the throughput before the event
 DETECT_WINDOW_S = 30.0

@@ -40,8 +40,8 @@ from pathlib import Path
 from typing import Any
 
 from syncrep_lab.analysis.costs import CPU_SOURCES, role_values
-from syncrep_lab.experiment.store import Store
 from syncrep_lab.measure.stats import mean_ci
+from syncrep_lab.store import Store
 
 # Roles that are one process each: each of them is a serial point.
 SINGLE = ("walsender", "walwriter", "walreceiver", "startup", "checkpointer", "bgwriter")

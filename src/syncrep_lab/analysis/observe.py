@@ -26,8 +26,8 @@ from typing import Any
 from syncrep_lab.analysis import model
 from syncrep_lab.analysis.costs import cell_costs, cluster_version
 from syncrep_lab.analysis.diagnosis import LAG_OF_LEVEL, Verdict
-from syncrep_lab.experiment.store import Store
 from syncrep_lab.pg.replication import WAITING_LEVELS
+from syncrep_lab.store import Store
 
 WAIT_MOST = 0.5  # of the backends' in-transaction time: the wait is most of a commit
 WAIT_SOME = 0.1  # below this, synchronous replication is not what commits spend time on

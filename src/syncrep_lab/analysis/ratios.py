@@ -15,10 +15,9 @@ import json
 import sqlite3
 from typing import Any
 
-from syncrep_lab.experiment.plan import cluster_key_text
-from syncrep_lab.experiment.store import Store
 from syncrep_lab.measure.pairing import baselines, by_round, paired, rows_per_second
 from syncrep_lab.measure.stats import ratio_ci
+from syncrep_lab.store import Store, cluster_key_text
 
 
 def stored_rules(spec_toml: str) -> tuple[list[dict[str, Any]], float]:

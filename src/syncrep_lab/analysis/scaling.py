@@ -16,8 +16,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from syncrep_lab.experiment.store import Store
 from syncrep_lab.measure.pairing import ratio_of
+from syncrep_lab.store import Store
 
 KNEE_GAIN = 0.10  # less than 10 % more TPS for the next client count: the curve has flattened
 

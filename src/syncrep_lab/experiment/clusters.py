@@ -33,7 +33,6 @@ from syncrep_lab.experiment.plan import (
     NO_LINK,
     NO_PLACEMENT,
     Cell,
-    cluster_key_text,
     settings_for,
     standby_names,
     uses_namespaces,
@@ -46,6 +45,7 @@ from syncrep_lab.pg.conninfo import mask_conninfo, mask_text
 from syncrep_lab.pg.installations import resolve
 from syncrep_lab.pg.settings import profile_settings
 from syncrep_lab.probes.session import ProbeNode
+from syncrep_lab.store import cluster_key_text
 
 if TYPE_CHECKING:
     from syncrep_lab.experiment.runner import Runner

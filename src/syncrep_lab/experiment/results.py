@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from syncrep_lab.experiment.store import Store
+from syncrep_lab.store import Store
 from syncrep_lab.terminal import make_console, number
 
 COLUMNS = ("idx", "label", "status", "repeats", "stop_reason", "tps_mean", "tps_ci_low",

@@ -23,11 +23,11 @@ from syncrep_lab.analysis.faults import run_faults
 from syncrep_lab.analysis.scaling import core_sweep, scaling
 from syncrep_lab.errors import UserError
 from syncrep_lab.experiment.results import cell_rows
-from syncrep_lab.experiment.store import Store
 from syncrep_lab.measure.pairing import ratio_of
 from syncrep_lab.pg.conninfo import mask_text
 from syncrep_lab.pg.replication import WAITING_LEVELS
 from syncrep_lab.pg.sync_names import SyncNamesError, expected_states, parse
+from syncrep_lab.store import Store
 
 # Axes about where and how a cell ran, beside the sync level and the client count.
 SHAPE_AXES = ("clients", "synchronous_commit")
