@@ -13,19 +13,15 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Collection
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from syncrep_lab.measure.stats import mean_ci
-from syncrep_lab.store import Store, cluster_key_text
+from syncrep_lab.store import Store, cluster_key_text, queries
 
 KEY_SYSCALLS = ("epoll_create1", "epoll_ctl", "epoll_wait", "epoll_pwait", "kill", "futex",
                 "read", "write", "sendto", "recvfrom", "fdatasync", "close")
-
-
-def _marks(ids: Collection[int]) -> str:
-    """The placeholders of an SQL ``in (...)`` over these repeat ids."""
-    return ",".join("?" * len(ids))
 
 
 def _ci(values: list[float]) -> dict[str, float | None]:
@@ -38,10 +34,8 @@ def _ci(values: list[float]) -> dict[str, float | None]:
 def cluster_version(store: Store, cell: Any) -> str:
     """The server version a cell ran on ('' when not recorded)."""
     params = json.loads(cell["params_json"])
-    key = cluster_key_text(params)
-    row = store.db.execute("select version from clusters where run_id = ? and cluster_key = ? "
-                           "order by id desc limit 1", (cell["run_id"], key)).fetchone()
-    return str(row["version"]) if row and row["version"] else ""
+    version = queries.cluster_version(store, cell["run_id"], cluster_key_text(params))
+    return str(version) if version else ""
 
 
 def _role_figures(store: Store, repeats: dict[int, int], tps: dict[int, float],
@@ -50,41 +44,37 @@ def _role_figures(store: Store, repeats: dict[int, int], tps: dict[int, float],
     /proc figures of probed repeats are ``proc:``, those of measured repeats (nothing
     attached to any process: probes/session.UntracedCpu) ``untraced:``."""
     per: dict[tuple[str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    for row in store.db.execute(
-            f"select * from costs where repeat_id in ({_marks(repeats)})",
-            tuple(repeats)):
-        commits = repeats[int(row["repeat_id"])]
+    for repeat_id, cost in queries.costs_of(store, repeats):
+        commits = repeats[repeat_id]
         if commits <= 0:
             continue
-        figures = per[(row["node"], row["role"])]
-        figures["cpu_us"].append(1000.0 * row["cpu_ms"] / commits)
-        figures["context_switches"].append(row["context_switches"] / commits)
-        for name, n in json.loads(row["syscalls_json"]).items():
+        figures = per[(cost.node, cost.role)]
+        figures["cpu_us"].append(1000.0 * cost.cpu_ms / commits)
+        figures["context_switches"].append(cost.context_switches / commits)
+        for name, n in json.loads(cost.syscalls_json).items():
             figures[f"syscall:{name}"].append(n / commits)
-    for row in store.db.execute(
-            f"select * from proc_costs where repeat_id in ({_marks(repeats)})", tuple(repeats)):
-        commits = repeats[int(row["repeat_id"])]
+    for repeat_id, proc in queries.proc_costs_of(store, repeats):
+        commits = repeats[repeat_id]
         if commits <= 0:
             continue
-        figures = per[(row["node"], row["role"])]
-        kind = "proc" if int(row["repeat_id"]) in probed else "untraced"
-        figures[f"{kind}:user_us"].append(1000.0 * row["user_ms"] / commits)
-        figures[f"{kind}:system_us"].append(1000.0 * row["system_ms"] / commits)
-        figures[f"{kind}:voluntary_cs"].append(row["voluntary_cs"] / commits)
-        figures[f"{kind}:involuntary_cs"].append(row["involuntary_cs"] / commits)
-    for row in store.db.execute(
-            f"select * from sched_roles where repeat_id in ({_marks(repeats)})", tuple(repeats)):
+        figures = per[(proc.node, proc.role)]
+        kind = "proc" if repeat_id in probed else "untraced"
+        figures[f"{kind}:user_us"].append(1000.0 * proc.user_ms / commits)
+        figures[f"{kind}:system_us"].append(1000.0 * proc.system_ms / commits)
+        figures[f"{kind}:voluntary_cs"].append(proc.voluntary_cs / commits)
+        figures[f"{kind}:involuntary_cs"].append(proc.involuntary_cs / commits)
+    for repeat_id, sched in queries.sched_roles_of(store, repeats):
         # The scheduler trace covers the first seconds of the repeat: commits in
         # that window are estimated from the repeat's own TPS.
-        commits_traced = tps[int(row["repeat_id"])] * float(row["duration_s"])
+        commits_traced = tps[repeat_id] * float(sched.duration_s)
         if commits_traced <= 0:
             continue
-        if row["node"] == "-":
+        if sched.node == "-":
             continue  # the kernel's threads and unrelated processes
-        figures = per[(row["node"], row["role"])]
-        figures["sched:sleep_us"].append(1000.0 * row["sleep_ms"] / commits_traced)
-        figures["sched:runq_us"].append(1000.0 * row["runq_ms"] / commits_traced)
-        figures["sched:wakeups_received"].append(row["wakeups_received"] / commits_traced)
+        figures = per[(sched.node, sched.role)]
+        figures["sched:sleep_us"].append(1000.0 * sched.sleep_ms / commits_traced)
+        figures["sched:runq_us"].append(1000.0 * sched.runq_ms / commits_traced)
+        figures["sched:wakeups_received"].append(sched.wakeups_received / commits_traced)
     return per
 
 
@@ -142,11 +132,9 @@ def cell_costs(store: Store, cell_id: int) -> dict[str, Any]:
     """Per-commit costs and wait shares of one cell, over its repeats."""
     repeats, tps, probed = _cell_repeats(store, cell_id)
     probe_status: dict[str, set[str]] = defaultdict(set)
-    for row in store.db.execute(
-            f"select * from probes where repeat_id in ({_marks(repeats)})",
-            tuple(repeats)):
-        probe_status[row["probe"]].add(row["status"] + (f": {row['reason']}"
-                                                          if row["reason"] else ""))
+    for _, probe in queries.probes_of(store, repeats):
+        probe_status[probe.probe].add(probe.status + (f": {probe.reason}"
+                                                      if probe.reason else ""))
     per = _role_figures(store, repeats, tps, probed)
     roles = []
     for (node, role), figures in sorted(per.items()):
@@ -166,12 +154,9 @@ def cell_costs(store: Store, cell_id: int) -> dict[str, Any]:
         roles.append(entry)
     waits: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
     totals: dict[tuple[str, str], int] = defaultdict(int)
-    for row in store.db.execute(
-            f"select node, role, wait_type, wait_event, sum(samples) as n from waits "
-            f"where repeat_id in ({_marks(repeats)}) "
-            f"group by node, role, wait_type, wait_event", tuple(repeats)):
-        waits[(row["node"], row["role"])][f"{row['wait_type']}:{row['wait_event']}"] = row["n"]
-        totals[(row["node"], row["role"])] += row["n"]
+    for w in queries.wait_totals(store, repeats):
+        waits[(w.node, w.role)][f"{w.wait_type}:{w.wait_event}"] = w.samples
+        totals[(w.node, w.role)] += w.samples
     shares = [{"node": node, "role": role, "samples": totals[(node, role)],
                "share": {k: v / totals[(node, role)] for k, v in
                          sorted(events.items(), key=lambda kv: -kv[1])}}
@@ -190,14 +175,13 @@ def _wakeups(store: Store, tps: dict[int, float]) -> list[dict[str, Any]]:
     if not tps:
         return []
     per: dict[tuple[str, str, str, str], list[float]] = defaultdict(list)
-    rows = store.db.execute(f"select * from wakeups where repeat_id in ({_marks(tps)})",
-                            tuple(tps)).fetchall()
-    traced = {int(r["repeat_id"]) for r in rows}
-    for row in rows:
-        commits = tps[int(row["repeat_id"])] * float(row["duration_s"])
-        if commits > 0 and "-" not in (row["waker_node"], row["wakee_node"]):
-            per[(row["waker_node"], row["waker_role"], row["wakee_node"],
-                 row["wakee_role"])].append(row["count"] / commits)
+    rows = queries.wakeups_of(store, tps)
+    traced = {repeat_id for repeat_id, _ in rows}
+    for repeat_id, w in rows:
+        commits = tps[repeat_id] * float(w.duration_s)
+        if commits > 0 and "-" not in (w.waker_node, w.wakee_node):
+            per[(w.waker_node, w.waker_role, w.wakee_node, w.wakee_role)].append(
+                w.count / commits)
     out = []
     for (wn, wr, en, er), values in per.items():
         values += [0.0] * (len(traced) - len(values))  # repeats where this pair never woke
@@ -210,33 +194,22 @@ def _flamegraphs(store: Store, repeat_ids: list[int]) -> list[dict[str, Any]]:
     """Each role's flame graph (the last probed repeat's) and where its CPU goes."""
     if not repeat_ids:
         return []
-    graphs = store.db.execute(
-        f"select * from flamegraphs where repeat_id = (select max(repeat_id) from flamegraphs "
-        f"where repeat_id in ({_marks(repeat_ids)})) order by node, role",
-        tuple(repeat_ids)).fetchall()
     out = []
-    for g in graphs:
-        frames = store.db.execute(
-            "select frame, inclusive_us, self_us from stack_frames where repeat_id = ? and "
-            "node = ? and role = ? order by inclusive_us desc",
-            (g["repeat_id"], g["node"], g["role"])).fetchall()
-        total = max(1, int(g["cpu_us"]))
-        out.append({"node": g["node"], "role": g["role"], "cpu_us": g["cpu_us"],
-                    "svg": str(store.folder / g["svg_path"]),
-                    "folded": str(store.folder / g["folded_path"]),
-                    "frames": [{"frame": f["frame"], "inclusive": f["inclusive_us"] / total,
-                                "self": f["self_us"] / total} for f in frames]})
+    for repeat_id, g in queries.last_flamegraphs(store, repeat_ids):
+        frames = queries.stack_frames_of(store, repeat_id, g.node, g.role)
+        total = max(1, int(g.cpu_us))
+        out.append({"node": g.node, "role": g.role, "cpu_us": g.cpu_us,
+                    "svg": str(store.folder / g.svg_path),
+                    "folded": str(store.folder / g.folded_path),
+                    "frames": [{"frame": f.frame, "inclusive": f.inclusive_us / total,
+                                "self": f.self_us / total} for f in frames]})
     return out
 
 
 def _numa(store: Store, repeat_ids: list[int]) -> list[dict[str, Any]]:
     if not repeat_ids:
         return []
-    rows = store.db.execute(
-        f"select node, role, phase, numa_node, avg(pages) as pages from numa_pages "
-        f"where repeat_id in ({_marks(repeat_ids)}) group by node, role, phase, numa_node "
-        f"order by node, role, phase, numa_node", tuple(repeat_ids)).fetchall()
-    return [dict(r) for r in rows]
+    return [asdict(r) for r in queries.numa_pages_mean(store, repeat_ids)]
 
 
 # Where a primary backend's time per transaction goes, by wait event. With no
@@ -258,12 +231,9 @@ def _latency_breakdown(store: Store, repeat_ids: list[int],
     if not shares or not repeat_ids:
         return None
     total = sum(shares.values())
-    row = store.db.execute(
-        f"select avg(lat_mean_ms) from repeats where id in ({_marks(repeat_ids)}) and id in "
-        f"(select repeat_id from waits)", tuple(repeat_ids)).fetchone()
-    if row is None or row[0] is None or total <= 0:
+    latency = queries.mean_latency_with_waits(store, repeat_ids)
+    if latency is None or total <= 0:
         return None
-    latency = float(row[0])
     out: dict[str, Any] = {"latency_ms": latency}
     known = 0.0
     for name, events in BREAKDOWN.items():
@@ -277,15 +247,7 @@ def _latency_breakdown(store: Store, repeat_ids: list[int],
 def _replication(store: Store, repeat_ids: list[int]) -> list[dict[str, Any]]:
     if not repeat_ids:
         return []
-    rows = store.db.execute(
-        f"select standby, group_concat(distinct sync_state) as states, count(*) as n, "
-        f"avg(write_lag_ms) as write_ms, avg(flush_lag_ms) as flush_ms, "
-        f"max(flush_lag_ms) as flush_max_ms, avg(replay_lag_ms) as replay_ms, "
-        f"max(replay_lag_ms) as replay_max_ms, avg(flush_lag_bytes) as flush_bytes, "
-        f"max(flush_lag_bytes) as flush_max_bytes from replication_samples "
-        f"where repeat_id in ({_marks(repeat_ids)}) group by standby order by standby",
-        tuple(repeat_ids)).fetchall()
-    return [dict(r) for r in rows]
+    return [asdict(r) for r in queries.replication_summary(store, repeat_ids)]
 
 
 def run_costs(folder: Path) -> list[dict[str, Any]]:
