@@ -23,7 +23,6 @@ from typing import Any
 
 from syncrep_lab.analysis.costs import cluster_version, role_values
 from syncrep_lab.errors import UserError
-from syncrep_lab.experiment.machine import comparable
 from syncrep_lab.measure.stats import mean_ci, ratio_ci, welch_t
 from syncrep_lab.store import Store
 
@@ -48,6 +47,13 @@ RUN_FIGURES = (("TPS", "tps", "tps", True),
 # below one call or switch per hundred commits, or a microsecond of CPU, a
 # change costs a commit next to nothing.
 FLOOR = {"cpu_us": 1.0, "context_switches": 0.01, "syscall": 0.01}
+
+
+def comparable(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    """How two machines (experiment/machine.machine_metadata) differ in what matters for
+    comparing figures."""
+    keys = ("kernel", "cpu_model", "cpu_count", "cpus_usable", "memory_bytes", "arch")
+    return [f"{k}: {a.get(k)} vs {b.get(k)}" for k in keys if a.get(k) != b.get(k)]
 
 
 def _identity(store: Store, run: Any) -> dict[str, Any]:

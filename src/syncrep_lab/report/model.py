@@ -18,17 +18,17 @@ from pathlib import Path
 from typing import Any
 
 from syncrep_lab.analysis import model as bound_model
+from syncrep_lab.analysis.cells import cell_rows
 from syncrep_lab.analysis.costs import run_costs
 from syncrep_lab.analysis.diagnosis import diagnose_run, leading_verdict
 from syncrep_lab.analysis.faults import run_faults
 from syncrep_lab.analysis.scaling import core_sweep, scaling
 from syncrep_lab.errors import UserError
-from syncrep_lab.experiment.results import cell_rows
 from syncrep_lab.measure.pairing import ratio_of
 from syncrep_lab.pg.conninfo import mask_text
 from syncrep_lab.pg.replication import WAITING_LEVELS
 from syncrep_lab.pg.sync_names import SyncNamesError, expected_states, parse
-from syncrep_lab.store import Store, queries
+from syncrep_lab.store import CLUSTER_PARAMS, Store, queries
 
 # Axes about where and how a cell ran, beside the sync level and the client count.
 SHAPE_AXES = ("clients", "synchronous_commit")
@@ -350,10 +350,6 @@ def _placement_readback(store: Store, cells: list[dict[str, Any]],
                 "them) but cannot place memory on another node, so they cannot change "
                 "the figures here")
     return {"cells": out, "numa_note": note}
-
-
-# the parameters that decide which cluster a cell runs on (plan.Cell.cluster_key)
-CLUSTER_PARAMS = ("pg", "standbys", "settings", "placement", "cores", "link", "instances")
 
 
 def _method(store: Store, run_id: int, spec: dict[str, Any],
