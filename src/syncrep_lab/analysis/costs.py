@@ -15,7 +15,7 @@ from collections import defaultdict
 from collections.abc import Collection
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from syncrep_lab.measure.stats import mean_ci
 from syncrep_lab.store import Store, cluster_key_text, queries
@@ -24,7 +24,99 @@ KEY_SYSCALLS = ("epoll_create1", "epoll_ctl", "epoll_wait", "epoll_pwait", "kill
                 "read", "write", "sendto", "recvfrom", "fdatasync", "close")
 
 
-def _ci(values: list[float]) -> dict[str, float | None]:
+class MeanCI(TypedDict):
+    """A figure's mean over repeats and its 95 % interval (None: not measured)."""
+
+    mean: float | None
+    low: float | None
+    high: float | None
+
+
+class RoleValues(TypedDict):
+    """A node's role: its per-repeat values per commit (:func:`role_values`)."""
+
+    node: str
+    role: str
+    cpu_source: str  # a key of CPU_SOURCES
+    cpu_us_per_commit: list[float]
+    context_switches_per_commit: list[float]
+    syscalls_per_commit: dict[str, list[float]]
+
+
+class RoleCosts(TypedDict):
+    """A node's role: what one commit costs it, over the cell's repeats."""
+
+    node: str
+    role: str
+    cpu_source: str  # a key of CPU_SOURCES
+    cpu_us_per_commit: MeanCI
+    context_switches_per_commit: MeanCI
+    repeats: int
+    syscalls_per_commit: dict[str, MeanCI]
+    perf_cpu_us_per_commit: MeanCI  # perf's, whatever cpu_us_per_commit came from
+    proc: dict[str, MeanCI]  # /proc of the probed repeats: user_us_per_commit, ...
+    sched: dict[str, MeanCI]  # the scheduler trace: sleep_us_per_commit, ...
+
+
+class WaitShares(TypedDict):
+    """Where a node's role spent its sampled time, by ``type:event``, largest first."""
+
+    node: str
+    role: str
+    samples: int
+    share: dict[str, float]
+
+
+class WakeupCosts(TypedDict):
+    waker_node: str
+    waker_role: str
+    wakee_node: str
+    wakee_role: str
+    per_commit: MeanCI
+
+
+class FrameShare(TypedDict):
+    """A frame's share of its role's on-CPU time: with its callees, and its own."""
+
+    frame: str
+    inclusive: float
+    self: float
+
+
+class FlameGraph(TypedDict):
+    """A role's flame graph (files named in full) and its frames' shares of its CPU."""
+
+    node: str
+    role: str
+    cpu_us: int
+    svg: str
+    folded: str
+    frames: list[FrameShare]
+
+
+class CellCosts(TypedDict):
+    """:func:`cell_costs`: what the diagnosis, the model, observe and the report read."""
+
+    roles: list[RoleCosts]
+    waits: list[WaitShares]
+    latency_breakdown: dict[str, float] | None  # latency_ms, then ms per BREAKDOWN kind
+    replication: list[dict[str, Any]]  # store.queries.ReplicationSummary's fields
+    wakeups: list[WakeupCosts]
+    flamegraphs: list[FlameGraph]
+    numa: list[dict[str, Any]]  # store.queries.NumaPagesMean's fields
+    probes: dict[str, list[str]]  # probe -> its outcomes ('ran', 'skipped: why', ...)
+
+
+class RunCellCosts(CellCosts):
+    """A done cell's costs in :func:`run_costs` (``costs --json``)."""
+
+    idx: int
+    label: str
+    version: str
+    tps_mean: float | None
+
+
+def _ci(values: list[float]) -> MeanCI:
     if not values:
         return {"mean": None, "low": None, "high": None}
     ci = mean_ci(values)
@@ -112,12 +204,12 @@ def _cell_repeats(store: Store, cell_id: int
             {int(r["id"]) for r in stored if r["probed"]})
 
 
-def role_values(store: Store, cell_id: int) -> list[dict[str, Any]]:
+def role_values(store: Store, cell_id: int) -> list[RoleValues]:
     """Per node and role, the per-repeat values behind :func:`cell_costs`'s intervals
     (CPU µs, context switches and each system call per commit), for tests between
     cells that need the spread, not only the mean."""
     repeats, tps, probed = _cell_repeats(store, cell_id)
-    out = []
+    out: list[RoleValues] = []
     for (node, role), figures in sorted(_role_figures(store, repeats, tps, probed).items()):
         source, cpu, switches = _cpu_values(figures)
         out.append({"node": node, "role": role, "cpu_source": source,
@@ -128,7 +220,7 @@ def role_values(store: Store, cell_id: int) -> list[dict[str, Any]]:
     return out
 
 
-def cell_costs(store: Store, cell_id: int) -> dict[str, Any]:
+def cell_costs(store: Store, cell_id: int) -> CellCosts:
     """Per-commit costs and wait shares of one cell, over its repeats."""
     repeats, tps, probed = _cell_repeats(store, cell_id)
     probe_status: dict[str, set[str]] = defaultdict(set)
@@ -136,28 +228,26 @@ def cell_costs(store: Store, cell_id: int) -> dict[str, Any]:
         probe_status[probe.probe].add(probe.status + (f": {probe.reason}"
                                                       if probe.reason else ""))
     per = _role_figures(store, repeats, tps, probed)
-    roles = []
+    roles: list[RoleCosts] = []
     for (node, role), figures in sorted(per.items()):
-        syscalls = {k.removeprefix("syscall:"): _ci(v) for k, v in figures.items()
-                    if k.startswith("syscall:")}
-        entry: dict[str, Any] = {"node": node, "role": role}
         source, cpu, switches = _cpu_values(figures)
-        entry.update({"cpu_source": source, "cpu_us_per_commit": _ci(cpu),
-                      "context_switches_per_commit": _ci(switches), "repeats": len(cpu)})
-        entry["syscalls_per_commit"] = syscalls
-        # perf's task-clock of the probed repeats, whatever the CPU above came from
-        entry["perf_cpu_us_per_commit"] = _ci(figures["cpu_us"])
-        entry["proc"] = {k.removeprefix("proc:") + "_per_commit": _ci(v)
-                         for k, v in figures.items() if k.startswith("proc:") and v}
-        entry["sched"] = {k.removeprefix("sched:") + "_per_commit": _ci(v)
-                          for k, v in figures.items() if k.startswith("sched:") and v}
-        roles.append(entry)
+        roles.append({
+            "node": node, "role": role, "cpu_source": source, "cpu_us_per_commit": _ci(cpu),
+            "context_switches_per_commit": _ci(switches), "repeats": len(cpu),
+            "syscalls_per_commit": {k.removeprefix("syscall:"): _ci(v)
+                                    for k, v in figures.items() if k.startswith("syscall:")},
+            # perf's task-clock of the probed repeats, whatever the CPU above came from
+            "perf_cpu_us_per_commit": _ci(figures["cpu_us"]),
+            "proc": {k.removeprefix("proc:") + "_per_commit": _ci(v)
+                     for k, v in figures.items() if k.startswith("proc:") and v},
+            "sched": {k.removeprefix("sched:") + "_per_commit": _ci(v)
+                      for k, v in figures.items() if k.startswith("sched:") and v}})
     waits: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
     totals: dict[tuple[str, str], int] = defaultdict(int)
     for w in queries.wait_totals(store, repeats):
         waits[(w.node, w.role)][f"{w.wait_type}:{w.wait_event}"] = w.samples
         totals[(w.node, w.role)] += w.samples
-    shares = [{"node": node, "role": role, "samples": totals[(node, role)],
+    shares: list[WaitShares] = [{"node": node, "role": role, "samples": totals[(node, role)],
                "share": {k: v / totals[(node, role)] for k, v in
                          sorted(events.items(), key=lambda kv: -kv[1])}}
               for (node, role), events in sorted(waits.items()) if totals[(node, role)]]
@@ -170,7 +260,7 @@ def cell_costs(store: Store, cell_id: int) -> dict[str, Any]:
             "probes": {k: sorted(v) for k, v in probe_status.items()}}
 
 
-def _wakeups(store: Store, tps: dict[int, float]) -> list[dict[str, Any]]:
+def _wakeups(store: Store, tps: dict[int, float]) -> list[WakeupCosts]:
     """Who woke whom, per commit, between PostgreSQL processes (and the client)."""
     if not tps:
         return []
@@ -182,7 +272,7 @@ def _wakeups(store: Store, tps: dict[int, float]) -> list[dict[str, Any]]:
         if commits > 0 and "-" not in (w.waker_node, w.wakee_node):
             per[(w.waker_node, w.waker_role, w.wakee_node, w.wakee_role)].append(
                 w.count / commits)
-    out = []
+    out: list[WakeupCosts] = []
     for (wn, wr, en, er), values in per.items():
         values += [0.0] * (len(traced) - len(values))  # repeats where this pair never woke
         out.append({"waker_node": wn, "waker_role": wr, "wakee_node": en, "wakee_role": er,
@@ -190,11 +280,11 @@ def _wakeups(store: Store, tps: dict[int, float]) -> list[dict[str, Any]]:
     return sorted(out, key=lambda r: -float(r["per_commit"]["mean"] or 0.0))
 
 
-def _flamegraphs(store: Store, repeat_ids: list[int]) -> list[dict[str, Any]]:
+def _flamegraphs(store: Store, repeat_ids: list[int]) -> list[FlameGraph]:
     """Each role's flame graph (the last probed repeat's) and where its CPU goes."""
     if not repeat_ids:
         return []
-    out = []
+    out: list[FlameGraph] = []
     for repeat_id, g in queries.last_flamegraphs(store, repeat_ids):
         frames = queries.stack_frames_of(store, repeat_id, g.node, g.role)
         total = max(1, int(g.cpu_us))
@@ -226,7 +316,7 @@ BREAKDOWN = {
 
 
 def _latency_breakdown(store: Store, repeat_ids: list[int],
-                       waits: dict[tuple[str, str], dict[str, float]]) -> dict[str, Any] | None:
+                       waits: dict[tuple[str, str], dict[str, float]]) -> dict[str, float] | None:
     shares = waits.get(("primary", "backend"))
     if not shares or not repeat_ids:
         return None
@@ -234,7 +324,7 @@ def _latency_breakdown(store: Store, repeat_ids: list[int],
     latency = queries.mean_latency_with_waits(store, repeat_ids)
     if latency is None or total <= 0:
         return None
-    out: dict[str, Any] = {"latency_ms": latency}
+    out = {"latency_ms": latency}
     known = 0.0
     for name, events in BREAKDOWN.items():
         share = sum(v for k, v in shares.items() if k in events) / total
@@ -250,11 +340,11 @@ def _replication(store: Store, repeat_ids: list[int]) -> list[dict[str, Any]]:
     return [asdict(r) for r in queries.replication_summary(store, repeat_ids)]
 
 
-def run_costs(folder: Path) -> list[dict[str, Any]]:
+def run_costs(folder: Path) -> list[RunCellCosts]:
     store = Store(folder, create=False)
     try:
         run = store.run()
-        out = []
+        out: list[RunCellCosts] = []
         for cell in store.cells(int(run["id"])):
             if cell["status"] != "done":
                 continue

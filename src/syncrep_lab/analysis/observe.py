@@ -140,7 +140,7 @@ def observation(store: Store, cell: Any, machine: dict[str, Any]) -> dict[str, A
                 "queries_per_s": sums["own_queries"] / seconds},
         "notes": json.loads(cell["notes_json"] or "[]"),
     }
-    out["verdicts"] = [v.__dict__ for v in verdicts(out)]
+    out["verdicts"] = [v.json() for v in verdicts(out)]
     return out
 
 

@@ -19,10 +19,10 @@ from typing import Any
 
 from syncrep_lab.analysis import model as bound_model
 from syncrep_lab.analysis.cells import cell_rows
-from syncrep_lab.analysis.costs import run_costs
+from syncrep_lab.analysis.costs import CellCosts, RunCellCosts, run_costs
 from syncrep_lab.analysis.diagnosis import diagnose_run, leading_verdict
 from syncrep_lab.analysis.faults import run_faults
-from syncrep_lab.analysis.scaling import core_sweep, scaling
+from syncrep_lab.analysis.scaling import Series, core_sweep, scaling
 from syncrep_lab.errors import UserError
 from syncrep_lab.measure.pairing import ratio_of
 from syncrep_lab.pg.conninfo import mask_text
@@ -47,7 +47,7 @@ def _measured_tps(store: Store, cell_id: int) -> list[tuple[int | None, float]]:
     return [(r["round"], float(r["tps"])) for r in store.repeats(cell_id) if not r["probed"]]
 
 
-def _top_cost(cost: dict[str, Any] | None) -> dict[str, Any] | None:
+def _top_cost(cost: CellCosts | None) -> dict[str, Any] | None:
     """The role whose CPU per commit is the largest: where a commit's CPU goes first."""
     if not cost:
         return None
@@ -61,7 +61,7 @@ def _top_cost(cost: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 def cell_summaries(folder: Path,
-                   costs: dict[int, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+                   costs: dict[int, RunCellCosts] | None = None) -> list[dict[str, Any]]:
     """One row per cell: the results, its verdicts and its largest cost per commit.
 
     This is what ``results --json`` prints and what the report's tables show.
@@ -81,7 +81,7 @@ def cell_summaries(folder: Path,
     return rows
 
 
-def _verdict(cells: list[dict[str, Any]], series: list[dict[str, Any]]) -> dict[str, Any]:
+def _verdict(cells: list[dict[str, Any]], series: list[Series]) -> dict[str, Any]:
     """The first thing a reader sees: the ceiling, the best configuration, the limit,
     what to try next."""
     done = [c for c in cells if c["status"] == "done" and c["tps_mean"] is not None]
@@ -195,13 +195,13 @@ def _backend_waits(store: Store, repeat_id: int) -> dict[str, Any]:
     return {"t": t, "kinds": {k: [v.get(s, 0.0) for s in t] for k, v in sorted(by_kind.items())}}
 
 
-def _flamegraph_images(folder: Path, cost: dict[str, Any] | None,
+def _flamegraph_images(folder: Path, cost: CellCosts | None,
                        sync_standbys: set[str]) -> list[dict[str, Any]]:
     """The chosen cell's flame graphs: embedded when their SVG is there and not huge.
     Those of the commit path's two ends (the primary's backends, the walsender of a
     synchronous standby) and of the whole machine are shown open, the rest folded."""
     out = []
-    for g in (cost or {}).get("flamegraphs", []):
+    for g in cost["flamegraphs"] if cost else []:
         svg = Path(g["svg"])
         opened = (g["role"] in ("backend", "all")
                   or (g["node"] == "primary"
