@@ -93,8 +93,8 @@ def _processes(target: Target) -> list[NodeProcess]:
 
 def placement_rows(targets: list[Target], clients: list[tuple[int, int]]
                    ) -> list[PlacementRow]:
-    """What each role's processes were given, grouped by all of it but the processes.
-    ``clients``: (instance, pgbench pid)."""
+    """What each role's processes were given, grouped: (instance, node, role, processes,
+    cpus, mems, cgroup, numa_policy). ``clients``: (instance, pgbench pid)."""
     from syncrep_lab.placement.cgroups import placement_of
 
     seen: Counter[tuple[Any, ...]] = Counter()
@@ -138,7 +138,7 @@ class PlacementWatch(threading.Thread):
 
 
 def link_rows(targets: list[Target]) -> list[LinkRow]:
-    """Every emulated link as applied (read back, as JSON)."""
+    """(instance, a, b, profile, applied as JSON) of every emulated link."""
     from syncrep_lab.network import netns
 
     rows = []
@@ -156,7 +156,7 @@ def link_rows(targets: list[Target]) -> list[LinkRow]:
 
 
 def numastat_rows(targets: list[Target], phase: str) -> list[NumastatRow]:
-    """MB per NUMA node of each postmaster, from numastat -p."""
+    """(instance, node, phase, numa_node, MB) of each postmaster, from numastat -p."""
     from syncrep_lab.placement.numa import numastat
 
     rows: list[NumastatRow] = []
