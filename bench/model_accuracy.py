@@ -38,7 +38,7 @@ from syncrep_lab.analysis.model import (
     series_index,
     usl,
 )
-from syncrep_lab.experiment.store import Store
+from syncrep_lab.store import Store
 
 CLIENTS = [1, 2, 4, 8, 16, 32, 64]
 

@@ -30,7 +30,7 @@ from typing import Any
 from syncrep_lab.cluster.manifest import registered
 from syncrep_lab.experiment.runner import start_run
 from syncrep_lab.experiment.spec import parse_spec
-from syncrep_lab.experiment.store import DB_NAME
+from syncrep_lab.store import DB_NAME
 
 SPEC = """\
 name = "soak"

@@ -8,17 +8,20 @@ import json
 import math
 import sqlite3
 import statistics
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from syncrep_lab.analysis.compare import compare_runs, cost_changes
-from syncrep_lab.experiment.store import DB_NAME
+from syncrep_lab.analysis.costs import RoleValues
+from syncrep_lab.store import DB_NAME
 
 from .data.runs.refresh import load
 from .helpers import cli
 
 
-def _change(pair: dict[str, Any], node: str, role: str, figure: str) -> tuple[int, dict[str, Any]]:
+def _change(pair: Mapping[str, Any], node: str, role: str, figure: str
+            ) -> tuple[int, dict[str, Any]]:
     """The rank and entry of one cost change among a pair's top changes."""
     for rank, c in enumerate(pair["costs"]["top"]):
         if (c["node"], c["role"], c["figure"]) == (node, role, figure):
@@ -40,7 +43,7 @@ def _measured_tps(run: Path, label: str) -> list[float]:
 
 def test_96_against_18(workdir: Path) -> None:
     a, b = load("pg96-on", workdir), load("pg18-local-on", workdir)
-    data = compare_runs(a, b)
+    data: Mapping[str, Any] = compare_runs(a, b)
     assert (data["a"]["run"], data["b"]["run"]) == ("pg96-on", "pg18-local-on")
     assert data["a"]["spec"] == "pg96-on" and data["a"]["status"] == "done"
     assert data["a"]["folder"] == str(a) and data["a"]["started_at"].startswith("2026-")
@@ -127,7 +130,7 @@ def test_costs_tested_with_two_probed_repeats(workdir: Path) -> None:
 
 
 def test_appearing_and_vanishing_costs_rank() -> None:
-    def role(calls: dict[str, list[float]]) -> list[dict[str, Any]]:
+    def role(calls: dict[str, list[float]]) -> list[RoleValues]:
         return [{"node": "primary", "role": "backend", "cpu_source": "perf",
                  "cpu_us_per_commit": [200.0, 204.0], "context_switches_per_commit": [3.0, 3.1],
                  "syscalls_per_commit": calls}]
@@ -151,7 +154,7 @@ def test_appearing_and_vanishing_costs_rank() -> None:
 
 def test_run_against_itself(workdir: Path) -> None:
     run = load("pg18-local-on", workdir)
-    data = compare_runs(run, run)
+    data: Mapping[str, Any] = compare_runs(run, run)
     assert data["dimensions"] == [] and data["machine_differences"] == []
     assert data["unmatched"] == {"a": [], "b": []}
     assert [(p["a"]["label"], p["b"]["label"]) for p in data["pairs"]] == [

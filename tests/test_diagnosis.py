@@ -14,13 +14,13 @@ import pytest
 from syncrep_lab.analysis import diagnosis
 from syncrep_lab.analysis.costs import run_costs
 from syncrep_lab.analysis.diagnosis import diagnose_run
-from syncrep_lab.experiment.store import Store
+from syncrep_lab.store import Store
 
 from .data.runs.refresh import load
 from .helpers import cli
 
 
-def _verdicts(run: Path) -> dict[str, dict[str, dict[str, Any]]]:
+def _verdicts(run: Path) -> dict[str, dict[str, Any]]:
     return {c["label"]: {v["mechanism"]: v for v in c["verdicts"]} for c in diagnose_run(run)}
 
 
@@ -77,7 +77,8 @@ def test_without_perf_cpu_comes_from_proc(workdir: Path) -> None:
     verdict = diagnosis.rule_cpu_saturated(facts)
     assert verdict is None or verdict.confidence != "unknown"
     assert ("CPU saturation" in on) == (used / 2 >= 0.6)
-    roles = {(r["node"], r["role"]): r for r in run_costs(run)[0]["roles"]}
+    roles: dict[tuple[str, str], Any] = {(r["node"], r["role"]): r
+                                         for r in run_costs(run)[0]["roles"]}
     assert roles[("primary", "backend")]["cpu_source"] == "proc"
     assert roles[("primary", "backend")]["cpu_us_per_commit"]["mean"] > 0
     res = cli("costs", str(run))

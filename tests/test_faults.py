@@ -14,8 +14,8 @@ import pytest
 
 from syncrep_lab.analysis.faults import run_faults
 from syncrep_lab.experiment.spec import SpecError, parse_spec
-from syncrep_lab.experiment.store import DB_NAME
 from syncrep_lab.report.model import report_data
+from syncrep_lab.store import DB_NAME
 
 from .helpers import cli, postmasters_in
 

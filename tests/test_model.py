@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from syncrep_lab.analysis.model import Interval, bounds, fit_usl, run_model, usl
-from syncrep_lab.experiment.store import DB_NAME
+from syncrep_lab.store import DB_NAME
 from tests.data.runs.refresh import load
 
 from .helpers import cli

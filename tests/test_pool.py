@@ -9,10 +9,11 @@ import sqlite3
 from pathlib import Path
 
 from syncrep_lab.experiment.clusters import cluster_memory, setting_bytes, slot_dir, units
-from syncrep_lab.experiment.plan import cluster_key_text, expand
+from syncrep_lab.experiment.plan import expand
 from syncrep_lab.experiment.rounds import round_order
 from syncrep_lab.experiment.runner import ROUND_SPAN, Events, _by_cluster, start_run
 from syncrep_lab.experiment.spec import parse_spec
+from syncrep_lab.store import cluster_key_text
 
 from .helpers import cli
 

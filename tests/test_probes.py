@@ -121,7 +121,7 @@ flame_hz = 997
 def test_costs_per_commit_tell_the_sync_story(workdir: Path) -> None:
     out = workdir / "run"
     start_run(parse_spec(SPEC), SPEC, workdir, out)
-    cells = {c["label"]: c for c in run_costs(out)}
+    cells: dict[str, Any] = {c["label"]: c for c in run_costs(out)}
     local, on = cells["sc=local"], cells["sc=on"]
     reason = perfstat.unavailable_reason()
     if reason is not None:
@@ -219,7 +219,8 @@ def test_diagnosis_names_the_mechanism(workdir: Path, pg96: object) -> None:
         "warmup = 1", 'warmup = 1\nsynchronous_commit = "on"')
     out = workdir / "run"
     start_run(parse_spec(text), text, workdir, out)
-    cells = {c["label"]: {v["mechanism"]: v for v in c["verdicts"]} for c in diagnose_run(out)}
+    cells: dict[str, Any] = {c["label"]: {v["mechanism"]: v for v in c["verdicts"]}
+                             for c in diagnose_run(out)}
     old, new = cells["pg=9.6"], cells["pg=18"]
     if perfstat.unavailable_reason() is not None:
         assert new["commit-wait wake-up bound"]["confidence"] == "unknown"

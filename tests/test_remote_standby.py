@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from syncrep_lab.experiment.store import DB_NAME
+from syncrep_lab.store import DB_NAME
 
 from .helpers import cli, live_processes
 from .sshd import SshdHost, running_sshd

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from syncrep_lab.analysis.diagnosis import diagnose_run, leading_verdict
-from syncrep_lab.experiment.store import DB_NAME
 from syncrep_lab.probes import flamegraph
 from syncrep_lab.report.model import report_data
+from syncrep_lab.store import DB_NAME
 from tests.browser import open_page
 from tests.data.runs.refresh import load
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from syncrep_lab.experiment.clusters import slot_dir
-from syncrep_lab.experiment.store import DB_NAME
+from syncrep_lab.store import DB_NAME
 
 from .helpers import cli, postmasters_in
 
@@ -506,7 +506,7 @@ def test_new_run_in_read_only_folder(workdir: Path, mounts: Callable[..., Path])
 @root_only
 def test_store_write_on_full_disk_is_rolled_back(workdir: Path, mounts: Callable[..., Path]
                                                  ) -> None:
-    from syncrep_lab.experiment.store import RunFolderUnwritable, Store
+    from syncrep_lab.store import RunFolderUnwritable, Store
 
     disk = mounts("disk", size="4m")
     store = Store(disk / "run", create=True)

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from syncrep_lab.experiment.store import DB_NAME
 from syncrep_lab.placement.cpus import machine_cpus
+from syncrep_lab.store import DB_NAME
 
 from .helpers import cli, live_processes, postmasters_in
 

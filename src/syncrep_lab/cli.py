@@ -16,10 +16,10 @@ import json
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 import click
 from rich.console import Console
@@ -450,9 +450,12 @@ def diagnose(run_dir: Path | None, only_cell: int | None, as_json: bool) -> None
     _show_cells(diagnose_run, print_diagnosis, run_dir, only_cell, as_json)
 
 
+Cell = TypeVar("Cell", bound=Mapping[str, Any])  # one cell's analysis, as --json prints it
+
+
 def _show_cells(
-    analyse: Callable[[Path], list[dict[str, Any]]],
-    show: Callable[[list[dict[str, Any]], Console], None],
+    analyse: Callable[[Path], list[Cell]],
+    show: Callable[[list[Cell], Console], None],
     run_dir: Path | None, only_cell: int | None, as_json: bool,
 ) -> None:
     """An analysis of a run (the latest by default), one cell or all, as JSON or tables."""

@@ -19,13 +19,12 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
-from syncrep_lab.analysis.costs import cluster_version, role_values
+from syncrep_lab.analysis.costs import RoleValues, cluster_version, role_values
 from syncrep_lab.errors import UserError
-from syncrep_lab.experiment.machine import comparable
-from syncrep_lab.experiment.store import Store
 from syncrep_lab.measure.stats import mean_ci, ratio_ci, t_ppf, t_sf, welch_t
+from syncrep_lab.store import Store
 
 ALPHA = 0.05
 TOP = 10
@@ -48,6 +47,74 @@ RUN_FIGURES = (("TPS", "tps", "tps", True),
 # below one call or switch per hundred commits, or a microsecond of CPU, a
 # change costs a commit next to nothing.
 FLOOR = {"cpu_us": 1.0, "context_switches": 0.01, "syscall": 0.01}
+
+
+class FigureComparison(TypedDict):
+    """One figure of a pair (:func:`compare_figure`): each side's values, B/A, the test."""
+
+    figure: str
+    unit: str
+    a: dict[str, Any]  # n, mean, low, high, values
+    b: dict[str, Any]
+    ratio: float | None
+    ratio_low: float | None
+    ratio_high: float | None
+    test: dict[str, Any] | None  # t, df, p_value, significant (between_runs)
+    significant: bool | None
+    verdict: str
+
+
+class CostChange(FigureComparison):
+    """A per-commit cost of one node's role, A against B, ranked by ``score``."""
+
+    node: str
+    role: str
+    kind: str  # cpu_us | context_switches | syscall
+    difference: float
+    score: float
+
+
+class CostChanges(TypedDict):
+    compared: int
+    top: list[CostChange]
+    roles_only_in_a: list[str]
+    roles_only_in_b: list[str]
+    notes: list[str]
+
+
+class Pair(TypedDict):
+    """A cell of A and its match in B."""
+
+    key: dict[str, Any]
+    a: dict[str, Any]  # idx, label, version
+    b: dict[str, Any]
+    disturbed: dict[str, dict[str, int]]
+    figures: list[FigureComparison]  # RUN_FIGURES, in order
+    summary: str
+    costs: CostChanges
+
+
+class Comparison(TypedDict):
+    """:func:`compare_runs`: what ``compare`` prints, as JSON too, and its page shows."""
+
+    a: dict[str, Any]  # the run: folder, name, times, versions, machine, drift
+    b: dict[str, Any]
+    dimensions: list[dict[str, Any]]
+    matched_on: list[str]
+    between_runs: bool
+    advice: str
+    machine_differences: list[str]
+    alpha: float
+    pairs: list[Pair]
+    unmatched: dict[str, list[dict[str, Any]]]
+    not_done: dict[str, list[dict[str, Any]]]
+
+
+def comparable(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    """How two machines (experiment/machine.machine_metadata) differ in what matters for
+    comparing figures."""
+    keys = ("kernel", "cpu_model", "cpu_count", "cpus_usable", "memory_bytes", "arch")
+    return [f"{k}: {a.get(k)} vs {b.get(k)}" for k in keys if a.get(k) != b.get(k)]
 
 
 def _identity(store: Store, run: Any) -> dict[str, Any]:
@@ -151,7 +218,7 @@ def _verdict(test: dict[str, Any] | None, mean_a: float | None, mean_b: float | 
 
 def compare_figure(name: str, unit: str, a: Sequence[float], b: Sequence[float],
                    higher_is_better: bool | None,
-                   between: tuple[Drift, Drift] | None = None) -> dict[str, Any]:
+                   between: tuple[Drift, Drift] | None = None) -> FigureComparison:
     """One figure of a pair: both sides' means, B/A with its 95 % CI, the test.
     ``between``: each run's drift, which two runs taken at different times also differ
     by (:func:`run_drift`); the interval and the test then hold it too."""
@@ -242,13 +309,13 @@ def _score(kind: str, mean_a: float, mean_b: float) -> float:
     return abs(math.log((max(mean_b, 0.0) + floor) / (max(mean_a, 0.0) + floor)))
 
 
-def cost_changes(a: list[dict[str, Any]], b: list[dict[str, Any]], top: int = TOP
-                 ) -> dict[str, Any]:
+def cost_changes(a: list[RoleValues], b: list[RoleValues], top: int = TOP
+                 ) -> CostChanges:
     """The per-commit costs that changed most between two cells' :func:`role_values`,
     over the (node, role) pairs both sides have."""
     by_a = {(r["node"], r["role"]): r for r in a}
     by_b = {(r["node"], r["role"]): r for r in b}
-    changes: list[dict[str, Any]] = []
+    changes: list[CostChange] = []
     notes: list[str] = []
     for node, role in sorted(by_a.keys() & by_b.keys()):
         ra, rb = by_a[(node, role)], by_b[(node, role)]
@@ -274,10 +341,9 @@ def cost_changes(a: list[dict[str, Any]], b: list[dict[str, Any]], top: int = TO
             mean_a, mean_b = entry["a"]["mean"], entry["b"]["mean"]
             if mean_a == 0 and mean_b == 0:
                 continue  # never called on either side
-            entry.update({"node": node, "role": role, "kind": kind,
-                          "difference": mean_b - mean_a,
-                          "score": _score(kind, mean_a, mean_b)})
-            changes.append(entry)
+            changes.append({**entry, "node": node, "role": role, "kind": kind,
+                            "difference": mean_b - mean_a,
+                            "score": _score(kind, mean_a, mean_b)})
     changes.sort(key=lambda c: (-c["score"], c["node"], c["role"], c["figure"]))
     moved = [c for c in changes if c["score"] > 0]
     only_a = sorted(f"{n} {r}" for n, r in by_a.keys() - by_b.keys())
@@ -286,7 +352,7 @@ def cost_changes(a: list[dict[str, Any]], b: list[dict[str, Any]], top: int = TO
             "roles_only_in_b": only_b, "notes": notes}
 
 
-def _one_liner(fig: dict[str, Any]) -> str:
+def _one_liner(fig: FigureComparison) -> str:
     """hyperfine's way of putting it: 'B is 1.52 ± 0.10 times A's TPS'."""
     if fig["ratio"] is None:
         return f"no ratio for {fig['figure']} (a side has no value)"
@@ -304,7 +370,7 @@ def _disturbed(store: Store, cell_id: int) -> tuple[int, int]:
 
 
 def _pair(store_a: Store, store_b: Store, ca: dict[str, Any], cb: dict[str, Any],
-          axes: list[str], top: int, between: tuple[Drift, Drift] | None) -> dict[str, Any]:
+          axes: list[str], top: int, between: tuple[Drift, Drift] | None) -> Pair:
     ma, mb = _measured(store_a, ca["id"]), _measured(store_b, cb["id"])
     figures = [compare_figure(name, unit, ma[column], mb[column], more_is_better, between)
                for name, column, unit, more_is_better in RUN_FIGURES]
@@ -327,7 +393,7 @@ def _pair(store_a: Store, store_b: Store, ca: dict[str, Any], cb: dict[str, Any]
 
 
 def compare_runs(folder_a: Path, folder_b: Path, *, force: bool = False, top: int = TOP
-                 ) -> dict[str, Any]:
+                 ) -> Comparison:
     """Compare run B against run A, cell by cell.
 
     Raises UserError when the two runs were made on machines that differ in what
@@ -347,7 +413,7 @@ def compare_runs(folder_a: Path, folder_b: Path, *, force: bool = False, top: in
         store_a.close()
 
 
-def _compare(store_a: Store, store_b: Store, *, force: bool, top: int) -> dict[str, Any]:
+def _compare(store_a: Store, store_b: Store, *, force: bool, top: int) -> Comparison:
     run_a, run_b = store_a.run(), store_b.run()
     differences = comparable(_machine(run_a), _machine(run_b))
     if differences and not force:

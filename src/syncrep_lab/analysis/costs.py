@@ -13,23 +13,110 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Collection
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
-from syncrep_lab.experiment.plan import cluster_key_text
-from syncrep_lab.experiment.store import Store
 from syncrep_lab.measure.stats import mean_ci
+from syncrep_lab.store import Store, cluster_key_text, queries
 
 KEY_SYSCALLS = ("epoll_create1", "epoll_ctl", "epoll_wait", "epoll_pwait", "kill", "futex",
                 "read", "write", "sendto", "recvfrom", "fdatasync", "close")
 
 
-def _marks(ids: Collection[int]) -> str:
-    """The placeholders of an SQL ``in (...)`` over these repeat ids."""
-    return ",".join("?" * len(ids))
+class MeanCI(TypedDict):
+    """A figure's mean over repeats and its 95 % interval (None: not measured)."""
+
+    mean: float | None
+    low: float | None
+    high: float | None
 
 
-def _ci(values: list[float]) -> dict[str, float | None]:
+class RoleValues(TypedDict):
+    """A node's role: its per-repeat values per commit (:func:`role_values`)."""
+
+    node: str
+    role: str
+    cpu_source: str  # a key of CPU_SOURCES
+    cpu_us_per_commit: list[float]
+    context_switches_per_commit: list[float]
+    syscalls_per_commit: dict[str, list[float]]
+
+
+class RoleCosts(TypedDict):
+    """A node's role: what one commit costs it, over the cell's repeats."""
+
+    node: str
+    role: str
+    cpu_source: str  # a key of CPU_SOURCES
+    cpu_us_per_commit: MeanCI
+    context_switches_per_commit: MeanCI
+    repeats: int
+    syscalls_per_commit: dict[str, MeanCI]
+    perf_cpu_us_per_commit: MeanCI  # perf's, whatever cpu_us_per_commit came from
+    proc: dict[str, MeanCI]  # /proc of the probed repeats: user_us_per_commit, ...
+    sched: dict[str, MeanCI]  # the scheduler trace: sleep_us_per_commit, ...
+
+
+class WaitShares(TypedDict):
+    """Where a node's role spent its sampled time, by ``type:event``, largest first."""
+
+    node: str
+    role: str
+    samples: int
+    share: dict[str, float]
+
+
+class WakeupCosts(TypedDict):
+    waker_node: str
+    waker_role: str
+    wakee_node: str
+    wakee_role: str
+    per_commit: MeanCI
+
+
+class FrameShare(TypedDict):
+    """A frame's share of its role's on-CPU time: with its callees, and its own."""
+
+    frame: str
+    inclusive: float
+    self: float
+
+
+class FlameGraph(TypedDict):
+    """A role's flame graph (files named in full) and its frames' shares of its CPU."""
+
+    node: str
+    role: str
+    cpu_us: int
+    svg: str
+    folded: str
+    frames: list[FrameShare]
+
+
+class CellCosts(TypedDict):
+    """:func:`cell_costs`: what the diagnosis, the model, observe and the report read."""
+
+    roles: list[RoleCosts]
+    waits: list[WaitShares]
+    latency_breakdown: dict[str, float] | None  # latency_ms, then ms per BREAKDOWN kind
+    replication: list[dict[str, Any]]  # store.queries.ReplicationSummary's fields
+    wakeups: list[WakeupCosts]
+    flamegraphs: list[FlameGraph]
+    numa: list[dict[str, Any]]  # store.queries.NumaPagesMean's fields
+    probes: dict[str, list[str]]  # probe -> its outcomes ('ran', 'skipped: why', ...)
+
+
+class RunCellCosts(CellCosts):
+    """A done cell's costs in :func:`run_costs` (``costs --json``)."""
+
+    idx: int
+    label: str
+    version: str
+    tps_mean: float | None
+
+
+def _ci(values: list[float]) -> MeanCI:
     if not values:
         return {"mean": None, "low": None, "high": None}
     ci = mean_ci(values)
@@ -39,10 +126,8 @@ def _ci(values: list[float]) -> dict[str, float | None]:
 def cluster_version(store: Store, cell: Any) -> str:
     """The server version a cell ran on ('' when not recorded)."""
     params = json.loads(cell["params_json"])
-    key = cluster_key_text(params)
-    row = store.db.execute("select version from clusters where run_id = ? and cluster_key = ? "
-                           "order by id desc limit 1", (cell["run_id"], key)).fetchone()
-    return str(row["version"]) if row and row["version"] else ""
+    version = queries.cluster_version(store, cell["run_id"], cluster_key_text(params))
+    return str(version) if version else ""
 
 
 def _role_figures(store: Store, repeats: dict[int, int], tps: dict[int, float],
@@ -51,41 +136,37 @@ def _role_figures(store: Store, repeats: dict[int, int], tps: dict[int, float],
     /proc figures of probed repeats are ``proc:``, those of measured repeats (nothing
     attached to any process: probes/session.UntracedCpu) ``untraced:``."""
     per: dict[tuple[str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    for row in store.db.execute(
-            f"select * from costs where repeat_id in ({_marks(repeats)})",
-            tuple(repeats)):
-        commits = repeats[int(row["repeat_id"])]
+    for repeat_id, cost in queries.costs_of(store, repeats):
+        commits = repeats[repeat_id]
         if commits <= 0:
             continue
-        figures = per[(row["node"], row["role"])]
-        figures["cpu_us"].append(1000.0 * row["cpu_ms"] / commits)
-        figures["context_switches"].append(row["context_switches"] / commits)
-        for name, n in json.loads(row["syscalls_json"]).items():
+        figures = per[(cost.node, cost.role)]
+        figures["cpu_us"].append(1000.0 * cost.cpu_ms / commits)
+        figures["context_switches"].append(cost.context_switches / commits)
+        for name, n in json.loads(cost.syscalls_json).items():
             figures[f"syscall:{name}"].append(n / commits)
-    for row in store.db.execute(
-            f"select * from proc_costs where repeat_id in ({_marks(repeats)})", tuple(repeats)):
-        commits = repeats[int(row["repeat_id"])]
+    for repeat_id, proc in queries.proc_costs_of(store, repeats):
+        commits = repeats[repeat_id]
         if commits <= 0:
             continue
-        figures = per[(row["node"], row["role"])]
-        kind = "proc" if int(row["repeat_id"]) in probed else "untraced"
-        figures[f"{kind}:user_us"].append(1000.0 * row["user_ms"] / commits)
-        figures[f"{kind}:system_us"].append(1000.0 * row["system_ms"] / commits)
-        figures[f"{kind}:voluntary_cs"].append(row["voluntary_cs"] / commits)
-        figures[f"{kind}:involuntary_cs"].append(row["involuntary_cs"] / commits)
-    for row in store.db.execute(
-            f"select * from sched_roles where repeat_id in ({_marks(repeats)})", tuple(repeats)):
+        figures = per[(proc.node, proc.role)]
+        kind = "proc" if repeat_id in probed else "untraced"
+        figures[f"{kind}:user_us"].append(1000.0 * proc.user_ms / commits)
+        figures[f"{kind}:system_us"].append(1000.0 * proc.system_ms / commits)
+        figures[f"{kind}:voluntary_cs"].append(proc.voluntary_cs / commits)
+        figures[f"{kind}:involuntary_cs"].append(proc.involuntary_cs / commits)
+    for repeat_id, sched in queries.sched_roles_of(store, repeats):
         # The scheduler trace covers the first seconds of the repeat: commits in
         # that window are estimated from the repeat's own TPS.
-        commits_traced = tps[int(row["repeat_id"])] * float(row["duration_s"])
+        commits_traced = tps[repeat_id] * float(sched.duration_s)
         if commits_traced <= 0:
             continue
-        if row["node"] == "-":
+        if sched.node == "-":
             continue  # the kernel's threads and unrelated processes
-        figures = per[(row["node"], row["role"])]
-        figures["sched:sleep_us"].append(1000.0 * row["sleep_ms"] / commits_traced)
-        figures["sched:runq_us"].append(1000.0 * row["runq_ms"] / commits_traced)
-        figures["sched:wakeups_received"].append(row["wakeups_received"] / commits_traced)
+        figures = per[(sched.node, sched.role)]
+        figures["sched:sleep_us"].append(1000.0 * sched.sleep_ms / commits_traced)
+        figures["sched:runq_us"].append(1000.0 * sched.runq_ms / commits_traced)
+        figures["sched:wakeups_received"].append(sched.wakeups_received / commits_traced)
     return per
 
 
@@ -123,12 +204,12 @@ def _cell_repeats(store: Store, cell_id: int
             {int(r["id"]) for r in stored if r["probed"]})
 
 
-def role_values(store: Store, cell_id: int) -> list[dict[str, Any]]:
+def role_values(store: Store, cell_id: int) -> list[RoleValues]:
     """Per node and role, the per-repeat values behind :func:`cell_costs`'s intervals
     (CPU µs, context switches and each system call per commit), for tests between
     cells that need the spread, not only the mean."""
     repeats, tps, probed = _cell_repeats(store, cell_id)
-    out = []
+    out: list[RoleValues] = []
     for (node, role), figures in sorted(_role_figures(store, repeats, tps, probed).items()):
         source, cpu, switches = _cpu_values(figures)
         out.append({"node": node, "role": role, "cpu_source": source,
@@ -139,41 +220,34 @@ def role_values(store: Store, cell_id: int) -> list[dict[str, Any]]:
     return out
 
 
-def cell_costs(store: Store, cell_id: int) -> dict[str, Any]:
+def cell_costs(store: Store, cell_id: int) -> CellCosts:
     """Per-commit costs and wait shares of one cell, over its repeats."""
     repeats, tps, probed = _cell_repeats(store, cell_id)
     probe_status: dict[str, set[str]] = defaultdict(set)
-    for row in store.db.execute(
-            f"select * from probes where repeat_id in ({_marks(repeats)})",
-            tuple(repeats)):
-        probe_status[row["probe"]].add(row["status"] + (f": {row['reason']}"
-                                                          if row["reason"] else ""))
+    for _, probe in queries.probes_of(store, repeats):
+        probe_status[probe.probe].add(probe.status + (f": {probe.reason}"
+                                                      if probe.reason else ""))
     per = _role_figures(store, repeats, tps, probed)
-    roles = []
+    roles: list[RoleCosts] = []
     for (node, role), figures in sorted(per.items()):
-        syscalls = {k.removeprefix("syscall:"): _ci(v) for k, v in figures.items()
-                    if k.startswith("syscall:")}
-        entry: dict[str, Any] = {"node": node, "role": role}
         source, cpu, switches = _cpu_values(figures)
-        entry.update({"cpu_source": source, "cpu_us_per_commit": _ci(cpu),
-                      "context_switches_per_commit": _ci(switches), "repeats": len(cpu)})
-        entry["syscalls_per_commit"] = syscalls
-        # perf's task-clock of the probed repeats, whatever the CPU above came from
-        entry["perf_cpu_us_per_commit"] = _ci(figures["cpu_us"])
-        entry["proc"] = {k.removeprefix("proc:") + "_per_commit": _ci(v)
-                         for k, v in figures.items() if k.startswith("proc:") and v}
-        entry["sched"] = {k.removeprefix("sched:") + "_per_commit": _ci(v)
-                          for k, v in figures.items() if k.startswith("sched:") and v}
-        roles.append(entry)
+        roles.append({
+            "node": node, "role": role, "cpu_source": source, "cpu_us_per_commit": _ci(cpu),
+            "context_switches_per_commit": _ci(switches), "repeats": len(cpu),
+            "syscalls_per_commit": {k.removeprefix("syscall:"): _ci(v)
+                                    for k, v in figures.items() if k.startswith("syscall:")},
+            # perf's task-clock of the probed repeats, whatever the CPU above came from
+            "perf_cpu_us_per_commit": _ci(figures["cpu_us"]),
+            "proc": {k.removeprefix("proc:") + "_per_commit": _ci(v)
+                     for k, v in figures.items() if k.startswith("proc:") and v},
+            "sched": {k.removeprefix("sched:") + "_per_commit": _ci(v)
+                      for k, v in figures.items() if k.startswith("sched:") and v}})
     waits: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
     totals: dict[tuple[str, str], int] = defaultdict(int)
-    for row in store.db.execute(
-            f"select node, role, wait_type, wait_event, sum(samples) as n from waits "
-            f"where repeat_id in ({_marks(repeats)}) "
-            f"group by node, role, wait_type, wait_event", tuple(repeats)):
-        waits[(row["node"], row["role"])][f"{row['wait_type']}:{row['wait_event']}"] = row["n"]
-        totals[(row["node"], row["role"])] += row["n"]
-    shares = [{"node": node, "role": role, "samples": totals[(node, role)],
+    for w in queries.wait_totals(store, repeats):
+        waits[(w.node, w.role)][f"{w.wait_type}:{w.wait_event}"] = w.samples
+        totals[(w.node, w.role)] += w.samples
+    shares: list[WaitShares] = [{"node": node, "role": role, "samples": totals[(node, role)],
                "share": {k: v / totals[(node, role)] for k, v in
                          sorted(events.items(), key=lambda kv: -kv[1])}}
               for (node, role), events in sorted(waits.items()) if totals[(node, role)]]
@@ -186,20 +260,19 @@ def cell_costs(store: Store, cell_id: int) -> dict[str, Any]:
             "probes": {k: sorted(v) for k, v in probe_status.items()}}
 
 
-def _wakeups(store: Store, tps: dict[int, float]) -> list[dict[str, Any]]:
+def _wakeups(store: Store, tps: dict[int, float]) -> list[WakeupCosts]:
     """Who woke whom, per commit, between PostgreSQL processes (and the client)."""
     if not tps:
         return []
     per: dict[tuple[str, str, str, str], list[float]] = defaultdict(list)
-    rows = store.db.execute(f"select * from wakeups where repeat_id in ({_marks(tps)})",
-                            tuple(tps)).fetchall()
-    traced = {int(r["repeat_id"]) for r in rows}
-    for row in rows:
-        commits = tps[int(row["repeat_id"])] * float(row["duration_s"])
-        if commits > 0 and "-" not in (row["waker_node"], row["wakee_node"]):
-            per[(row["waker_node"], row["waker_role"], row["wakee_node"],
-                 row["wakee_role"])].append(row["count"] / commits)
-    out = []
+    rows = queries.wakeups_of(store, tps)
+    traced = {repeat_id for repeat_id, _ in rows}
+    for repeat_id, w in rows:
+        commits = tps[repeat_id] * float(w.duration_s)
+        if commits > 0 and "-" not in (w.waker_node, w.wakee_node):
+            per[(w.waker_node, w.waker_role, w.wakee_node, w.wakee_role)].append(
+                w.count / commits)
+    out: list[WakeupCosts] = []
     for (wn, wr, en, er), values in per.items():
         values += [0.0] * (len(traced) - len(values))  # repeats where this pair never woke
         out.append({"waker_node": wn, "waker_role": wr, "wakee_node": en, "wakee_role": er,
@@ -207,37 +280,26 @@ def _wakeups(store: Store, tps: dict[int, float]) -> list[dict[str, Any]]:
     return sorted(out, key=lambda r: -float(r["per_commit"]["mean"] or 0.0))
 
 
-def _flamegraphs(store: Store, repeat_ids: list[int]) -> list[dict[str, Any]]:
+def _flamegraphs(store: Store, repeat_ids: list[int]) -> list[FlameGraph]:
     """Each role's flame graph (the last probed repeat's) and where its CPU goes."""
     if not repeat_ids:
         return []
-    graphs = store.db.execute(
-        f"select * from flamegraphs where repeat_id = (select max(repeat_id) from flamegraphs "
-        f"where repeat_id in ({_marks(repeat_ids)})) order by node, role",
-        tuple(repeat_ids)).fetchall()
-    out = []
-    for g in graphs:
-        frames = store.db.execute(
-            "select frame, inclusive_us, self_us from stack_frames where repeat_id = ? and "
-            "node = ? and role = ? order by inclusive_us desc",
-            (g["repeat_id"], g["node"], g["role"])).fetchall()
-        total = max(1, int(g["cpu_us"]))
-        out.append({"node": g["node"], "role": g["role"], "cpu_us": g["cpu_us"],
-                    "svg": str(store.folder / g["svg_path"]),
-                    "folded": str(store.folder / g["folded_path"]),
-                    "frames": [{"frame": f["frame"], "inclusive": f["inclusive_us"] / total,
-                                "self": f["self_us"] / total} for f in frames]})
+    out: list[FlameGraph] = []
+    for repeat_id, g in queries.last_flamegraphs(store, repeat_ids):
+        frames = queries.stack_frames_of(store, repeat_id, g.node, g.role)
+        total = max(1, int(g.cpu_us))
+        out.append({"node": g.node, "role": g.role, "cpu_us": g.cpu_us,
+                    "svg": str(store.folder / g.svg_path),
+                    "folded": str(store.folder / g.folded_path),
+                    "frames": [{"frame": f.frame, "inclusive": f.inclusive_us / total,
+                                "self": f.self_us / total} for f in frames]})
     return out
 
 
 def _numa(store: Store, repeat_ids: list[int]) -> list[dict[str, Any]]:
     if not repeat_ids:
         return []
-    rows = store.db.execute(
-        f"select node, role, phase, numa_node, avg(pages) as pages from numa_pages "
-        f"where repeat_id in ({_marks(repeat_ids)}) group by node, role, phase, numa_node "
-        f"order by node, role, phase, numa_node", tuple(repeat_ids)).fetchall()
-    return [dict(r) for r in rows]
+    return [asdict(r) for r in queries.numa_pages_mean(store, repeat_ids)]
 
 
 # Where a primary backend's time per transaction goes, by wait event. With no
@@ -254,18 +316,15 @@ BREAKDOWN = {
 
 
 def _latency_breakdown(store: Store, repeat_ids: list[int],
-                       waits: dict[tuple[str, str], dict[str, float]]) -> dict[str, Any] | None:
+                       waits: dict[tuple[str, str], dict[str, float]]) -> dict[str, float] | None:
     shares = waits.get(("primary", "backend"))
     if not shares or not repeat_ids:
         return None
     total = sum(shares.values())
-    row = store.db.execute(
-        f"select avg(lat_mean_ms) from repeats where id in ({_marks(repeat_ids)}) and id in "
-        f"(select repeat_id from waits)", tuple(repeat_ids)).fetchone()
-    if row is None or row[0] is None or total <= 0:
+    latency = queries.mean_latency_with_waits(store, repeat_ids)
+    if latency is None or total <= 0:
         return None
-    latency = float(row[0])
-    out: dict[str, Any] = {"latency_ms": latency}
+    out = {"latency_ms": latency}
     known = 0.0
     for name, events in BREAKDOWN.items():
         share = sum(v for k, v in shares.items() if k in events) / total
@@ -278,22 +337,14 @@ def _latency_breakdown(store: Store, repeat_ids: list[int],
 def _replication(store: Store, repeat_ids: list[int]) -> list[dict[str, Any]]:
     if not repeat_ids:
         return []
-    rows = store.db.execute(
-        f"select standby, group_concat(distinct sync_state) as states, count(*) as n, "
-        f"avg(write_lag_ms) as write_ms, avg(flush_lag_ms) as flush_ms, "
-        f"max(flush_lag_ms) as flush_max_ms, avg(replay_lag_ms) as replay_ms, "
-        f"max(replay_lag_ms) as replay_max_ms, avg(flush_lag_bytes) as flush_bytes, "
-        f"max(flush_lag_bytes) as flush_max_bytes from replication_samples "
-        f"where repeat_id in ({_marks(repeat_ids)}) group by standby order by standby",
-        tuple(repeat_ids)).fetchall()
-    return [dict(r) for r in rows]
+    return [asdict(r) for r in queries.replication_summary(store, repeat_ids)]
 
 
-def run_costs(folder: Path) -> list[dict[str, Any]]:
+def run_costs(folder: Path) -> list[RunCellCosts]:
     store = Store(folder, create=False)
     try:
         run = store.run()
-        out = []
+        out: list[RunCellCosts] = []
         for cell in store.cells(int(run["id"])):
             if cell["status"] != "done":
                 continue

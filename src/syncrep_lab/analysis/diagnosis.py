@@ -10,16 +10,26 @@ to each rule, so a reader can check a verdict by hand against ``costs``.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from syncrep_lab.analysis import model
-from syncrep_lab.analysis.costs import cell_costs, cluster_version
-from syncrep_lab.experiment.store import Store
+from syncrep_lab.analysis.costs import RoleCosts, cell_costs, cluster_version
 from syncrep_lab.pg.replication import WAITING_LEVELS
+from syncrep_lab.store import Store
 
 SINGLE_PROCESS_ROLES = ("walwriter", "startup", "walreceiver", "checkpointer", "bgwriter")
+
+
+class VerdictData(TypedDict):
+    """A verdict as the commands print it (``--json``) and the report reads it."""
+
+    mechanism: str
+    confidence: str
+    summary: str
+    evidence: dict[str, float | str]
+    next_steps: list[str]
 
 
 @dataclass
@@ -29,6 +39,24 @@ class Verdict:
     summary: str
     evidence: dict[str, float | str] = field(default_factory=dict)
     next_steps: list[str] = field(default_factory=list)
+
+    def json(self) -> VerdictData:
+        return {"mechanism": self.mechanism, "confidence": self.confidence,
+                "summary": self.summary, "evidence": dict(self.evidence),
+                "next_steps": list(self.next_steps)}
+
+
+class CellDiagnosis(TypedDict):
+    """One done cell's diagnosis (``diagnose --json``); an observe window's carries its
+    observation (analysis/observe.py) too."""
+
+    idx: int
+    label: str
+    tps_mean: float
+    ceiling: str | None  # the model's headline
+    ceiling_errors: list[str]
+    verdicts: list[VerdictData]
+    observation: NotRequired[dict[str, Any]]
 
 
 @dataclass
@@ -40,7 +68,7 @@ class CellFacts:
     clients: int
     synchronous_commit: str
     cpus: int
-    roles: dict[tuple[str, str], dict[str, Any]]
+    roles: dict[tuple[str, str], RoleCosts]
     waits: dict[tuple[str, str], dict[str, float]]
     perf_missing: str | None
     version: str = ""  # the primary's server version, "" when unknown
@@ -369,7 +397,7 @@ def diagnose_facts(facts: CellFacts) -> list[Verdict]:
     return sorted(verdicts, key=lambda v: ORDER[v.confidence])
 
 
-def leading_verdict(verdicts: list[dict[str, Any]]) -> dict[str, Any] | None:
+def leading_verdict(verdicts: list[VerdictData]) -> VerdictData | None:
     """The most confident verdict that is not 'unknown' (they come sorted)."""
     return next((v for v in verdicts if v["confidence"] != "unknown"), None)
 
@@ -398,7 +426,7 @@ def cell_facts(store: Store, cell: Any, cpus: int) -> CellFacts:
     )
 
 
-def diagnose_run(folder: Path) -> list[dict[str, Any]]:
+def diagnose_run(folder: Path) -> list[CellDiagnosis]:
     store = Store(folder, create=False)
     try:
         run = store.run()
@@ -413,7 +441,7 @@ def diagnose_run(folder: Path) -> list[dict[str, Any]]:
                     for o in (observation(store, c, machine)
                               for c in store.cells(int(run["id"])) if c["status"] == "done")]
         cpus = int(machine.get("cpus_usable") or machine.get("cpu_count") or 1)
-        out = []
+        out: list[CellDiagnosis] = []
         series = model.series_index(store.cells(int(run["id"])))
         for cell in store.cells(int(run["id"])):
             if cell["status"] != "done":
@@ -424,7 +452,7 @@ def diagnose_run(folder: Path) -> list[dict[str, Any]]:
             out.append({"idx": cell["idx"], "label": cell["label"], "tps_mean": facts.tps,
                         "ceiling": model.headline(bound),
                         "ceiling_errors": bound["errors"],
-                        "verdicts": [asdict(v) for v in diagnose_facts(facts)]})
+                        "verdicts": [v.json() for v in diagnose_facts(facts)]})
         return out
     finally:
         store.close()

@@ -13,8 +13,8 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from syncrep_lab.experiment.store import Store
 from syncrep_lab.measure.histogram import LatencyHistogram
+from syncrep_lab.store import Store, queries
 
 RECOVERED = 0.9  # back to 90 % of the throughput before the event
 DETECT_WINDOW_S = 30.0
@@ -71,11 +71,8 @@ def cell_faults(store: Store, cell: Any, scenario: dict[str, Any]) -> dict[str, 
     slow_ms = float(scenario.get("slow_commit_ms", 1000.0))
     repeats = []
     for rep in store.repeats(int(cell["id"])):
-        records = [dict(r) for r in store.db.execute(
-            "select t_s, kind, node, detail from fault_events where repeat_id = ? "
-            "order by t_s", (rep["id"],))]
-        samples = [(float(s["t_s"]), float(s["tps"])) for s in store.db.execute(
-            "select t_s, tps from samples where repeat_id = ? order by t_s", (rep["id"],))]
+        records = [r._asdict() for r in queries.fault_events_of(store, rep["id"])]
+        samples = [(float(s.t_s), float(s.tps)) for s in queries.samples_of(store, rep["id"])]
         states = [r for r in records if r["kind"] == "state"]
         events = []
         for r in records:
@@ -83,9 +80,7 @@ def cell_faults(store: Store, cell: Any, scenario: dict[str, Any]) -> dict[str, 
                 continue
             events.append({**r, **event_effects(r, states, samples, _follow_up_time(records, r))})
         hist = LatencyHistogram.from_bytes(rep["histogram"])
-        durability = [dict(d) for d in store.db.execute(
-            "select node, rows, expected, ok, detail from durability where repeat_id = ? "
-            "order by node = 'primary' desc, node", (rep["id"],))]
+        durability = [d._asdict() for d in queries.durability_of(store, rep["id"])]
         repeats.append({
             "n": rep["n"], "probed": bool(rep["probed"]), "events": events, "samples": samples,
             "records": records, "transactions": rep["transactions"],

@@ -40,8 +40,8 @@ from pathlib import Path
 from typing import Any
 
 from syncrep_lab.analysis.costs import CPU_SOURCES, role_values
-from syncrep_lab.experiment.store import Store
 from syncrep_lab.measure.stats import mean_ci
+from syncrep_lab.store import Store, queries
 
 # Roles that are one process each: each of them is a serial point.
 SINGLE = ("walsender", "walwriter", "walreceiver", "startup", "checkpointer", "bgwriter")
@@ -245,16 +245,10 @@ def _series_key(params: dict[str, Any], leave_out: str) -> str:
 def _serial(store: Store, cell_id: int, role: str, demand: Interval) -> dict[str, Any] | None:
     """The walsender's CPU per commit spent releasing waiters (a lower bound on the time
     it holds SyncRepLock per commit), from its flame graph."""
-    row = store.db.execute(
-        "select f.cpu_us as total, (select max(s.inclusive_us) from stack_frames s "
-        " where s.repeat_id = f.repeat_id and s.node = f.node and s.role = f.role "
-        " and s.frame = ?) as releasing "
-        "from flamegraphs f join repeats r on r.id = f.repeat_id "
-        "where r.cell_id = ? and f.node = 'primary' and f.role = ? "
-        "order by f.repeat_id desc limit 1", (RELEASE_FRAME, cell_id, role)).fetchone()
-    if row is None or not row["total"]:
+    found = queries.last_role_frame(store, cell_id, "primary", role, RELEASE_FRAME)
+    if found is None or not found.cpu_us:
         return None
-    share = float(row["releasing"] or 0) / float(row["total"])
+    share = float(found.frame_us or 0) / float(found.cpu_us)
     return {"role": role, "share": share, "frame": RELEASE_FRAME,
             "serial_us_per_commit": demand.mean * share,
             "max_tps_if_serial": (1e6 / (demand.mean * share)) if share > 0 else None}

@@ -26,8 +26,8 @@ from typing import Any
 from syncrep_lab.analysis import model
 from syncrep_lab.analysis.costs import cell_costs, cluster_version
 from syncrep_lab.analysis.diagnosis import LAG_OF_LEVEL, Verdict
-from syncrep_lab.experiment.store import Store
 from syncrep_lab.pg.replication import WAITING_LEVELS
+from syncrep_lab.store import Store, queries
 
 WAIT_MOST = 0.5  # of the backends' in-transaction time: the wait is most of a commit
 WAIT_SOME = 0.1  # below this, synchronous replication is not what commits spend time on
@@ -36,43 +36,41 @@ IDLE_BACKENDS = 0.5  # client backends in a transaction on average: the load is 
 
 
 def _sums(store: Store, cell_id: int) -> dict[str, Any]:
-    rows = store.db.execute(
-        "select o.*, r.duration_s from observed o join repeats r on r.id = o.repeat_id "
-        "where r.cell_id = ?", (cell_id,)).fetchall()
-    seconds = sum(float(r["duration_s"]) for r in rows)
-    own = [r["own_cpu_ms"] for r in rows]
+    slices = queries.observed_of(store, cell_id)
+    rows = [s.observed for s in slices]
+    seconds = sum(float(s.duration_s) for s in slices)
+    own = [r.own_cpu_ms for r in rows]
+    records = [r.wal_records for r in rows]
     return {
         "seconds": seconds, "slices": len(rows),
-        "commits": sum(int(r["commits"]) for r in rows),
-        "rollbacks": sum(int(r["rollbacks"]) for r in rows),
-        "writes": sum(int(r["xids"]) for r in rows),
-        "wal_bytes": sum(float(r["wal_bytes"]) for r in rows),
-        "wal_records": (sum(int(r["wal_records"]) for r in rows)
-                        if rows and all(r["wal_records"] is not None for r in rows) else None),
-        "sessions_max": max((int(r["sessions_max"]) for r in rows), default=0),
-        "in_transaction_mean": (sum(float(r["in_transaction_mean"]) * float(r["duration_s"])
-                                    for r in rows) / seconds if seconds else 0.0),
-        "own_queries": sum(int(r["own_queries"]) for r in rows),
-        "own_cpu_ms": (sum(float(v) for v in own) if own and all(v is not None for v in own)
-                       else None),
-        "cpu_note": next((r["cpu_note"] for r in rows if r["cpu_note"]), None),
+        "commits": sum(int(r.commits) for r in rows),
+        "rollbacks": sum(int(r.rollbacks) for r in rows),
+        "writes": sum(int(r.xids) for r in rows),
+        "wal_bytes": sum(float(r.wal_bytes) for r in rows),
+        "wal_records": (sum(int(v) for v in records if v is not None)
+                        if records and None not in records else None),
+        "sessions_max": max((int(r.sessions_max) for r in rows), default=0),
+        "in_transaction_mean": (sum(float(s.observed.in_transaction_mean) * float(s.duration_s)
+                                    for s in slices) / seconds if seconds else 0.0),
+        "own_queries": sum(int(r.own_queries) for r in rows),
+        "own_cpu_ms": (sum(float(v) for v in own if v is not None)
+                       if own and None not in own else None),
+        "cpu_note": next((r.cpu_note for r in rows if r.cpu_note), None),
     }
 
 
 def _state_changes(store: Store, cell_id: int) -> list[dict[str, Any]]:
     """Each standby's sync_state moves during the window (seconds since it began)."""
     changes: list[dict[str, Any]] = []
-    last: dict[str, str] = {}
+    last: dict[str, str | None] = {}
     offset = 0.0
     for r in store.repeats(cell_id):
-        for row in store.db.execute("select t_s, standby, sync_state from replication_samples "
-                                    "where repeat_id = ? order by t_s", (r["id"],)):
-            before = last.get(row["standby"])
-            if before is not None and before != row["sync_state"]:
-                changes.append({"t_s": round(offset + float(row["t_s"]), 1),
-                                "standby": row["standby"],
-                                "change": f"{before} -> {row['sync_state']}"})
-            last[row["standby"]] = row["sync_state"]
+        for s in queries.replication_samples_of(store, r["id"]):
+            before = last.get(s.standby)
+            if before is not None and before != s.sync_state:
+                changes.append({"t_s": round(offset + float(s.t_s), 1), "standby": s.standby,
+                                "change": f"{before} -> {s.sync_state}"})
+            last[s.standby] = s.sync_state
         offset += float(r["duration_s"])
     return changes
 
@@ -142,7 +140,7 @@ def observation(store: Store, cell: Any, machine: dict[str, Any]) -> dict[str, A
                 "queries_per_s": sums["own_queries"] / seconds},
         "notes": json.loads(cell["notes_json"] or "[]"),
     }
-    out["verdicts"] = [v.__dict__ for v in verdicts(out)]
+    out["verdicts"] = [v.json() for v in verdicts(out)]
     return out
 
 

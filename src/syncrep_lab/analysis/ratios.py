@@ -15,15 +15,16 @@ import json
 import sqlite3
 from typing import Any
 
-from syncrep_lab.experiment.plan import cluster_key_text
-from syncrep_lab.experiment.store import Store
 from syncrep_lab.measure.pairing import baselines, by_round, paired, rows_per_second
 from syncrep_lab.measure.stats import ratio_ci
+from syncrep_lab.store import Store, cluster_key_text
 
 
 def stored_rules(spec_toml: str) -> tuple[list[dict[str, Any]], float]:
     """The baseline rules and the confidence of a stored spec (none and 0.95 when it no
-    longer parses: the run still has its figures)."""
+    longer parses: the run still has its figures). The rules are the spec's ``[compare]``
+    over its matrix, so the spec's own parser reads it: the one import of the experiment
+    package in the analysis, made only here."""
     from syncrep_lab.experiment.spec import parse_spec
 
     try:

@@ -8,8 +8,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from syncrep_lab.analysis.costs import KEY_SYSCALLS
-from syncrep_lab.analysis.diagnosis import leading_verdict
+from syncrep_lab.analysis.compare import Comparison, FigureComparison
+from syncrep_lab.analysis.costs import KEY_SYSCALLS, MeanCI, RunCellCosts
+from syncrep_lab.analysis.diagnosis import CellDiagnosis, VerdictData, leading_verdict
+from syncrep_lab.analysis.scaling import Series
 from syncrep_lab.pg.replication import level_rank
 from syncrep_lab.terminal import number
 
@@ -25,7 +27,7 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f} ms"
 
 
-def _fmt(ci: dict[str, float | None], digits: int = 1) -> str:
+def _fmt(ci: MeanCI, digits: int = 1) -> str:
     mean = ci.get("mean")
     if mean is None:
         return "-"
@@ -35,7 +37,7 @@ def _fmt(ci: dict[str, float | None], digits: int = 1) -> str:
     return f"{mean:.{digits}f}±{(high - low) / 2:.{digits}f}"
 
 
-def print_costs(cells: list[dict[str, Any]], console: Console) -> None:
+def print_costs(cells: list[RunCellCosts], console: Console) -> None:
     for cell in cells:
         tps = cell["tps_mean"]
         title = f"cell {cell['idx']} {escape(cell['label'])}: {tps:,.0f} tps" if tps else ""
@@ -116,19 +118,19 @@ def print_costs(cells: list[dict[str, Any]], console: Console) -> None:
 CONFIDENCE_STYLE = {"high": "bold red", "medium": "yellow", "low": "dim", "unknown": "dim"}
 
 
-def print_diagnosis(cells: list[dict[str, Any]], console: Console) -> None:
+def print_diagnosis(cells: list[CellDiagnosis], console: Console) -> None:
     for cell in cells:
         console.print(f"[bold]cell {cell['idx']} {escape(cell['label'])}[/]: "
                       f"{cell['tps_mean']:,.0f} tps")
-        if cell.get("ceiling"):
-            console.print(f"  ceiling: {escape(cell['ceiling'])} (syncrep-lab model)",
-                          soft_wrap=True)
+        ceiling = cell.get("ceiling")
+        if ceiling:
+            console.print(f"  ceiling: {escape(ceiling)} (syncrep-lab model)", soft_wrap=True)
         for error in cell.get("ceiling_errors") or []:
             console.print(f"  [red]model error[/red]: {escape(error)}", soft_wrap=True)
         print_verdicts(cell["verdicts"], console)
 
 
-def print_verdicts(verdicts: list[dict[str, Any]], console: Console) -> None:
+def print_verdicts(verdicts: list[VerdictData], console: Console) -> None:
     if not verdicts:
         console.print("  no rule fired: nothing here stands out as the limit")
     for v in verdicts:
@@ -156,7 +158,7 @@ def print_verdict_lines(cells: list[dict[str, Any]], console: Console) -> None:
         console.print(f"  cell {cell['idx']} {escape(cell['label'])}: {line}", soft_wrap=True)
 
 
-def print_scaling(series: list[dict[str, Any]], console: Console) -> None:
+def print_scaling(series: list[Series], console: Console) -> None:
     for entry in series:
         table = Table(title=f"scaling: {escape(entry['series'])} (TPS; p99 ms)",
                       title_justify="left")
@@ -196,7 +198,7 @@ def _value(side: dict[str, Any], unit: str) -> str:
     return f"{text} (n={side['n']})"
 
 
-def _ratio(fig: dict[str, Any]) -> str:
+def _ratio(fig: FigureComparison) -> str:
     if fig["ratio"] is None:
         # A per-commit figure that was 0 in A: B's calls are new, there is no ratio.
         return "new in B" if (fig["b"]["mean"] or 0) > 0 else "-"
@@ -205,7 +207,7 @@ def _ratio(fig: dict[str, Any]) -> str:
     return f"{fig['ratio']:.2f} [{fig['ratio_low']:.2f}, {fig['ratio_high']:.2f}]"
 
 
-def _p(fig: dict[str, Any]) -> str:
+def _p(fig: FigureComparison) -> str:
     return "-" if fig["test"] is None else f"{fig['test']['p_value']:.3g}"
 
 
@@ -218,7 +220,7 @@ def _key_text(key: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in key.items()) or "the only cell"
 
 
-def print_compare(data: dict[str, Any], console: Console) -> None:
+def print_compare(data: Comparison, console: Console) -> None:
     """Run B against run A: the header, a table per matched cell, the costs that moved."""
     a, b = data["a"], data["b"]
     for name, side in (("A", a), ("B", b)):

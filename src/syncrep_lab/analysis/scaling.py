@@ -14,15 +14,47 @@ import itertools
 import json
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
-from syncrep_lab.experiment.store import Store
 from syncrep_lab.measure.pairing import ratio_of
+from syncrep_lab.store import Store
 
 KNEE_GAIN = 0.10  # less than 10 % more TPS for the next client count: the curve has flattened
 
 
-def knee(points: list[tuple[int, float]]) -> dict[str, Any] | None:
+class Knee(TypedDict):
+    clients: int  # the count after which more clients add less than KNEE_GAIN
+    tps: float
+    gain_after: float
+
+
+class Level(TypedDict):
+    """One synchronous_commit level of a series: TPS and latency by clients."""
+
+    points: list[dict[str, Any]]  # clients, tps, p99_ms, mean_ms
+    knee: Knee | None
+
+
+class Series(TypedDict):
+    """:func:`scaling`'s series: what ``scaling`` prints and the report plots."""
+
+    series: str  # the other axes' values, or "all cells"
+    levels: dict[str, Level]
+    # level -> each client count's ratio to local (measure/pairing.ratio_of's fields)
+    ratios_to_local: dict[str, list[dict[str, Any]]]
+
+
+class CoreSweep(TypedDict):
+    """:func:`core_sweep`'s group of cells that differ only in ``cores``."""
+
+    series: str
+    points: list[dict[str, Any]]  # cores, tps, low, high
+    knee: dict[str, Any] | None  # cores, tps, gain_after
+    best: dict[str, Any]  # cores, tps
+    more_is_worse: bool
+
+
+def knee(points: list[tuple[int, float]]) -> Knee | None:
     """The first client count after which more clients add less than KNEE_GAIN.
 
     >>> knee([(1, 100.0), (2, 190.0), (4, 300.0), (8, 310.0), (16, 305.0)])
@@ -42,7 +74,7 @@ def _series_key(axes: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted(rest.items())) or "all cells"
 
 
-def scaling(folder: Path) -> list[dict[str, Any]]:
+def scaling(folder: Path) -> list[Series]:
     store = Store(folder, create=False)
     try:
         run = store.run()
@@ -60,9 +92,9 @@ def scaling(folder: Path) -> list[dict[str, Any]]:
                 "mean_ms": cell["lat_mean_ms"]}
     finally:
         store.close()
-    out = []
+    out: list[Series] = []
     for key, levels in series.items():
-        entry: dict[str, Any] = {"series": key, "levels": {}, "ratios_to_local": {}}
+        entry: Series = {"series": key, "levels": {}, "ratios_to_local": {}}
         for level, by_clients in levels.items():
             points = [(c, float(v["tps"])) for c, v in sorted(by_clients.items())]
             entry["levels"][level] = {
@@ -88,7 +120,7 @@ def scaling(folder: Path) -> list[dict[str, Any]]:
     return out
 
 
-def core_sweep(folder: Path) -> list[dict[str, Any]]:
+def core_sweep(folder: Path) -> list[CoreSweep]:
     """Along the ``cores`` axis: TPS per core count in each group of otherwise equal
     cells, the knee (the first count after which one more step adds less than
     KNEE_GAIN) and the best count, flagged when more cores were measurably worse
@@ -106,7 +138,7 @@ def core_sweep(folder: Path) -> list[dict[str, Any]]:
             groups[key][int(axes["cores"])] = cell
     finally:
         store.close()
-    out = []
+    out: list[CoreSweep] = []
     for key, by_cores in sorted(groups.items()):
         if len(by_cores) < 2:
             continue  # one core count in this group: nothing to sweep

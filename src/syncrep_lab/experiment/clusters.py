@@ -32,7 +32,6 @@ from syncrep_lab.experiment.plan import (
     NO_LINK,
     NO_PLACEMENT,
     Cell,
-    cluster_key_text,
     settings_for,
     standby_names,
     uses_namespaces,
@@ -46,6 +45,7 @@ from syncrep_lab.pg.settings import profile_settings
 from syncrep_lab.pg.sync_names import check_sync
 from syncrep_lab.placement.watch import start_pinners
 from syncrep_lab.probes.session import ProbeNode
+from syncrep_lab.store import cluster_key_text
 
 if TYPE_CHECKING:
     from syncrep_lab.experiment.runner import Runner

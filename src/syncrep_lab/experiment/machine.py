@@ -1,5 +1,6 @@
 """What the machine is, stored with every run so that two runs can be judged
-comparable (or not) later: kernel, CPU model and count, memory, Python, tool."""
+comparable (or not) later (analysis/compare.comparable): kernel, CPU model and count,
+memory, Python, tool."""
 
 from __future__ import annotations
 
@@ -46,9 +47,3 @@ def machine_metadata() -> dict[str, Any]:
         "euid": os.geteuid(),
         "numa_nodes": len(numa_nodes()),
     }
-
-
-def comparable(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
-    """How two machines differ in what matters for comparing figures."""
-    keys = ("kernel", "cpu_model", "cpu_count", "cpus_usable", "memory_bytes", "arch")
-    return [f"{k}: {a.get(k)} vs {b.get(k)}" for k in keys if a.get(k) != b.get(k)]

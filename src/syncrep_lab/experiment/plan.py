@@ -19,7 +19,6 @@ cell that changes them gets a fresh cluster.
 from __future__ import annotations
 
 import itertools
-import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -105,16 +104,6 @@ class Cell:
                  "faults": "faults", "placement": "place", "cores": "cores", "link": "link",
                  "instances": "inst"}
         return " ".join(f"{short[k]}={v}" for k, v in self.axes.items()) or "single cell"
-
-
-PLACEMENT_PARAMS = ("placement", "cores", "link", "instances")
-
-
-def cluster_key_text(params: dict[str, Any]) -> str:
-    """A cluster's key as stored (clusters.cluster_key), from a cell's parameters."""
-    key = [params.get("pg"), params.get("standbys"), params.get("settings")]
-    key += [params[k] for k in PLACEMENT_PARAMS if k in params]
-    return json.dumps(key)
 
 
 @dataclass

@@ -14,8 +14,7 @@ from typing import Any
 
 from syncrep_lab.experiment.workload import PgbenchRun
 from syncrep_lab.measure.pgbench_log import TransactionLogStats
-
-Sample = tuple[float, float, float | None, float | None, int]
+from syncrep_lab.store import InstanceResultRow, SampleRow
 
 
 @dataclass(frozen=True)
@@ -33,8 +32,8 @@ class RepeatRecord:
     """The ``repeats`` row, the per-second ``samples`` and the per-instance rows."""
 
     values: dict[str, Any]
-    samples: list[Sample]
-    instance_rows: list[tuple[Any, ...]] = field(default_factory=list)
+    samples: list[SampleRow]
+    instance_rows: list[InstanceResultRow] = field(default_factory=list)
 
     @property
     def tps(self) -> float:
@@ -73,23 +72,25 @@ def build(runs: list[PgbenchRun], per_instance: list[TransactionLogStats],
     if len(runs) > 1:
         for instance, run, st in zip(instances, runs, per_instance, strict=True):
             hs = st.histogram.summary()
-            rows.append((instance, float(run.summary.tps or 0), st.transactions, st.failed,
-                         ms(hs["mean_us"]), ms(hs["p99_us"])))
+            rows.append(InstanceResultRow(instance, float(run.summary.tps or 0),
+                                          st.transactions, st.failed, ms(hs["mean_us"]),
+                                          ms(hs["p99_us"])))
     return RepeatRecord(values, summed_progress(runs), rows)
 
 
-def summed_progress(runs: list[PgbenchRun]) -> list[Sample]:
+def summed_progress(runs: list[PgbenchRun]) -> list[SampleRow]:
     """Per-second progress of all instances as one: TPS summed, latency weighted by
     TPS (the first instance's own figures when there is one)."""
     if len(runs) == 1:
-        return [(s.t_s, s.tps, s.latency_ms, s.stddev_ms, s.failed) for s in runs[0].progress]
-    out: list[Sample] = []
+        return [SampleRow(s.t_s, s.tps, s.latency_ms, s.stddev_ms, s.failed)
+                for s in runs[0].progress]
+    out: list[SampleRow] = []
     for i in range(min(len(r.progress) for r in runs)):
         samples = [r.progress[i] for r in runs]
         tps = float(sum(s.tps for s in samples))
         lat = (sum(s.tps * s.latency_ms for s in samples if s.latency_ms is not None) / tps
                if tps > 0 and all(s.latency_ms is not None for s in samples) else None)
-        out.append((samples[0].t_s, tps, lat, None, sum(s.failed for s in samples)))
+        out.append(SampleRow(samples[0].t_s, tps, lat, None, sum(s.failed for s in samples)))
     return out
 
 

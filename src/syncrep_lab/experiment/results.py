@@ -1,13 +1,11 @@
-"""Results read back from a run's store: rows for the terminal, JSON and CSV.
-
-Everything here is read from the store only, so results can be shown again,
-or exported, at any time after (or during) a run.
+"""Results for the terminal and as CSV, from a run's cell rows (analysis/cells.py, read
+from the store only, so results can be shown again, or exported, at any time after, or
+during, a run).
 """
 
 from __future__ import annotations
 
 import csv
-import json
 from pathlib import Path
 from typing import IO, Any
 
@@ -15,33 +13,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from syncrep_lab.experiment.store import Store
+from syncrep_lab.analysis.cells import COLUMNS
 from syncrep_lab.terminal import make_console, number
-
-COLUMNS = ("idx", "label", "status", "repeats", "stop_reason", "tps_mean", "tps_ci_low",
-           "tps_ci_high", "tps_ci_rel", "lat_mean_ms", "lat_p50_ms", "lat_p90_ms",
-           "lat_p99_ms", "lat_p999_ms", "lat_max_ms", "transactions", "failed", "error")
-
-
-def cell_rows(folder: Path) -> list[dict[str, Any]]:
-    from syncrep_lab.analysis.ratios import ratios_to_baseline
-
-    store = Store(folder, create=False)
-    try:
-        run = store.run()
-        ratios = ratios_to_baseline(store, run)
-        rows = []
-        for cell in store.cells(int(run["id"])):
-            row = {k: cell[k] for k in COLUMNS}
-            row["axes"] = json.loads(cell["axes_json"])
-            row["params"] = json.loads(cell["params_json"])
-            row["run"] = run["name"]
-            row["ratio_to_baseline"] = ratios.get(int(cell["idx"]))
-            row["notes"] = json.loads(cell["notes_json"]) if cell["notes_json"] else []
-            rows.append(row)
-        return rows
-    finally:
-        store.close()
 
 
 def write_csv(rows: list[dict[str, Any]], out: IO[str]) -> None:

@@ -40,14 +40,12 @@ from syncrep_lab.experiment.plan import (
     NO_FAULTS,
     Cell,
     Plan,
-    cluster_key_text,
     expand,
     link_profiles,
 )
 from syncrep_lab.experiment.rounds import Member, Rounds
 from syncrep_lab.experiment.spec import FaultScenario, Spec, parse_spec
 from syncrep_lab.experiment.stall import SyncStallWatch
-from syncrep_lab.experiment.store import Store, mark_run, now
 from syncrep_lab.experiment.workload import (
     ATTACHED_TABLES,
     SEED_TABLES,
@@ -75,6 +73,16 @@ from syncrep_lab.placement.watch import (
 )
 from syncrep_lab.probes.remote import role_costs
 from syncrep_lab.probes.session import RepeatProbes, UntracedCpu, probe_rows
+from syncrep_lab.store import (
+    DurabilityRow,
+    FaultEventRow,
+    ProbeRows,
+    ProcCostRow,
+    Store,
+    cluster_key_text,
+    mark_run,
+    now,
+)
 
 
 @dataclass
@@ -447,7 +455,7 @@ class Runner:
         # service demands); one instance, no faults (probes/session.UntracedCpu)
         untraced = (UntracedCpu(target.nodes) if not probed and fault is None
                     and len(targets) == 1 and self.spec.probes.proc_hz > 0 else None)
-        untraced_rows: list[tuple[Any, ...]] = []
+        untraced_rows: list[ProcCostRow] = []
         if untraced is not None:
             untraced.start()
         watch: PlacementWatch | None = None
@@ -496,19 +504,18 @@ class Runner:
             if run.summary.tps is None or run.summary.transactions is None:
                 raise UserError("pgbench printed no summary", f"see {rep_dir}/pgbench.stdout")
         rows = (probe_rows(probe_data, str(rep_dir.relative_to(self.store.folder)))
-                if probe_data is not None else {})
+                if probe_data is not None else ProbeRows())
         if remote_before:
             after = _remote_snapshots(target)
-            rows.setdefault("proc_costs", [])
             for name, before in remote_before.items():
-                rows["proc_costs"] += role_costs(name, before, after.get(name, []))
+                rows.proc_costs += role_costs(name, before, after.get(name, []))
         if untraced_rows:
-            rows["proc_costs"] = untraced_rows
+            rows.proc_costs = untraced_rows
         if placed:
-            rows["placement"] = placement
-            rows["links"] = link_rows(targets)
+            rows.placement = placement
+            rows.links = link_rows(targets)
         if before_numa:
-            rows["numastat"] = before_numa + numastat_rows(targets, "after")
+            rows.numastat = before_numa + numastat_rows(targets, "after")
         other = reset.other_cores(ledger, ledger_after)
         seen = reset.disturbed(
             counted, reset.counters(target.admin, target.version_num, self._tables.insert),
@@ -520,9 +527,10 @@ class Runner:
             stdout_path=str((rep_dir / "pgbench.stdout").relative_to(self.store.folder)),
             stderr_path=str((rep_dir / "pgbench.stderr").relative_to(self.store.folder)))
         if fault is not None:
-            rows.update(fault.rows(record.values["transactions"] * cell.batch))
+            rows.fault_events, rows.durability = fault.rows(
+                record.values["transactions"] * cell.batch)
         if record.instance_rows:
-            rows["instance_results"] = record.instance_rows
+            rows.instance_results = record.instance_rows
         self.store.add_repeat(cell_id, record.values, record.samples, rows)
         return record.tps
 
@@ -723,16 +731,18 @@ class FaultRun:
             wait_replication(target.admin, sync_names.expect(spec, target.standbys),
                              time.monotonic() + self.timeout, target.log_of)
 
-    def rows(self, acknowledged_rows: int) -> dict[str, list[tuple[Any, ...]]]:
-        events = [(r.t_s, r.kind, r.node, r.detail) for r in self.driver.records]
-        events += [(self.driver.now(), "restore", "-", what) for what in self.restored]
-        out: dict[str, list[tuple[Any, ...]]] = {"fault_events": events}
-        if self.before is not None:
-            self.durability = faults.check_durability(self.ctx, self.before, acknowledged_rows,
-                                                      self.timeout)
-            out["durability"] = [(d.node, d.rows, d.expected, int(d.ok), d.detail)
-                                 for d in self.durability]
-        return out
+    def rows(self, acknowledged_rows: int) -> tuple[list[FaultEventRow], list[DurabilityRow]]:
+        """The repeat's ``fault_events`` and, when rows were counted before it, its
+        ``durability`` rows (every node counted now)."""
+        events = [FaultEventRow(r.t_s, r.kind, r.node, r.detail) for r in self.driver.records]
+        events += [FaultEventRow(self.driver.now(), "restore", "-", what)
+                   for what in self.restored]
+        if self.before is None:
+            return events, []
+        self.durability = faults.check_durability(self.ctx, self.before, acknowledged_rows,
+                                                  self.timeout)
+        return events, [DurabilityRow(d.node, d.rows, d.expected, int(d.ok), d.detail)
+                        for d in self.durability]
 
 
 def _remote_snapshots(target: Target) -> dict[str, list[dict[str, Any]]]:

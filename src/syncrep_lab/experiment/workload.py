@@ -32,7 +32,6 @@ import psycopg
 from syncrep_lab import shutdown
 from syncrep_lab.errors import UserError
 from syncrep_lab.experiment.spec import Workload
-from syncrep_lab.experiment.store import folder_error
 from syncrep_lab.measure.pgbench_log import (
     PgbenchSummary,
     ProgressSample,
@@ -41,6 +40,7 @@ from syncrep_lab.measure.pgbench_log import (
 )
 from syncrep_lab.pg.admin import admin_connection
 from syncrep_lab.pg.conninfo import split_password
+from syncrep_lab.store import folder_error
 
 if TYPE_CHECKING:
     from syncrep_lab.placement.layout import Launch

@@ -22,6 +22,7 @@ from syncrep_lab.pg.roles import role_of_title, title
 from syncrep_lab.placement.cpus import parse_cpus
 from syncrep_lab.probes.remote import postmaster_of, role_costs
 from syncrep_lab.probes.tracker import TICK_S, ProcessTracker, read_sample
+from syncrep_lab.store import ProcCostRow
 
 if TYPE_CHECKING:  # asyncssh is imported only when a host is reached
     from syncrep_lab.hosts.ssh import SshHost
@@ -29,7 +30,7 @@ if TYPE_CHECKING:  # asyncssh is imported only when a host is reached
 # The backend's process must have started within this of the session's backend_start.
 START_SLACK_S = 2.0
 
-Rows = list[tuple[Any, ...]]
+Rows = list[ProcCostRow]
 
 
 class NodeCpu(Protocol):
@@ -84,9 +85,7 @@ class LocalCpu:
         if own is not None and self.own is not None:
             own_ms = (own.utime + own.stime - self.own.utime - self.own.stime) * TICK_S * 1e3
         self.own = own
-        rows = [(r["node"], r["role"], r["processes"], r["user_ms"], r["system_ms"],
-                 r["voluntary_cs"], r["involuntary_cs"]) for r in result.rows]
-        return rows, own_ms
+        return result.cost_rows(), own_ms
 
     def close(self) -> None:
         self.tracker.stopping.set()

@@ -26,40 +26,43 @@ from typing import Any
 
 from syncrep_lab import __version__
 from syncrep_lab.errors import UserError
-from syncrep_lab.experiment.plan import cluster_key_text
-from syncrep_lab.experiment.store import Store, now
 from syncrep_lab.measure.histogram import LatencyHistogram
 from syncrep_lab.measure.stats import mean_ci
 from syncrep_lab.observe.watch import Slice, Watched
+from syncrep_lab.store import (
+    ObservedRow,
+    ProbeRows,
+    Store,
+    WaitRow,
+    WaitTimelineRow,
+    cluster_key_text,
+    now,
+)
 
 KIND = "observe"
 
 
-OBSERVED = ("commits", "rollbacks", "xids", "wal_bytes", "wal_records", "sessions_max",
-            "in_transaction_mean", "own_queries", "own_cpu_ms")
+def _slice_rows(s: Slice, counts: ObservedRow) -> ProbeRows:
+    return ProbeRows(
+        waits=[WaitRow(node, role, kind, event, n, s.ticks[node])
+               for (node, role, kind, event), n in sorted(s.waits.items())],
+        wait_timeline=[WaitTimelineRow(second, node, role, kind, n,
+                                       s.ticks_per_second[(second, node)])
+                       for (second, node, role, kind), n in sorted(s.timeline.items())],
+        replication_samples=s.replication,
+        proc_costs=s.proc_rows,
+        observed=[counts],
+    )
 
 
-def _slice_rows(s: Slice, counts: dict[str, Any], cpu_note: str | None
-                ) -> dict[str, list[tuple[Any, ...]]]:
-    return {
-        "waits": [(node, role, kind, event, n, s.ticks[node])
-                  for (node, role, kind, event), n in sorted(s.waits.items())],
-        "wait_timeline": [(second, node, role, kind, n, s.ticks_per_second[(second, node)])
-                          for (second, node, role, kind), n in sorted(s.timeline.items())],
-        "replication_samples": s.replication,
-        "proc_costs": s.proc_rows,
-        "observed": [(*(counts[k] for k in OBSERVED), cpu_note)],
-    }
-
-
-def _repeat(s: Slice, counts: dict[str, Any], n: int) -> dict[str, Any]:
+def _repeat(s: Slice, counts: ObservedRow, n: int) -> dict[str, Any]:
     seconds = max(s.duration_s, 1e-9)
-    transactions = (counts["commits"] + counts["rollbacks"]) / seconds
-    in_server_ms = (1000.0 * counts["in_transaction_mean"] / transactions
+    transactions = (counts.commits + counts.rollbacks) / seconds
+    in_server_ms = (1000.0 * counts.in_transaction_mean / transactions
                     if transactions > 0 else None)
     return {"n": n, "probed": 0, "started_at": s.started_at, "duration_s": s.duration_s,
-            "transactions": counts["xids"], "failed": counts["rollbacks"],
-            "tps": counts["xids"] / seconds, "lat_mean_ms": in_server_ms,
+            "transactions": counts.xids, "failed": counts.rollbacks,
+            "tps": counts.xids / seconds, "lat_mean_ms": in_server_ms,
             "histogram": LatencyHistogram().to_bytes()}
 
 
@@ -106,9 +109,9 @@ def _store_window(out: Path, fresh: bool, watched: Watched, label: str | None,
                                  {}, params)
         cell_id = int(cell["id"])
         for n, s in enumerate(watched.slices, start=1):
-            counts = s.counts()
+            counts = s.counts(cpu_note)
             store.add_repeat(cell_id, _repeat(s, counts, n), s.per_second,
-                             _slice_rows(s, counts, cpu_note))
+                             _slice_rows(s, counts))
         _summarise(store, cell_id, watched, notes)
         store.set_run_status(run_id, "done")
         return idx, len(watched.slices)

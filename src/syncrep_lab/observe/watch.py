@@ -29,13 +29,12 @@ import signal
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
 
 from syncrep_lab.errors import Interrupted, UserError
-from syncrep_lab.experiment.store import now
 from syncrep_lab.observe.cpu import NodeCpu
 from syncrep_lab.observe.session import ObserverSession, ServerGone
 from syncrep_lab.probes.activity import replication_sql
+from syncrep_lab.store import ObservedRow, ProcCostRow, ReplicationSample, SampleRow, now
 
 BACKEND_TYPES = {"client backend": "backend", "walsender": "walsender",
                  "walreceiver": "walreceiver", "startup": "startup", "walwriter": "walwriter",
@@ -82,31 +81,30 @@ class Slice:
     ticks: Counter[str] = field(default_factory=Counter)  # per node
     timeline: Counter[tuple[int, str, str, str]] = field(default_factory=Counter)
     ticks_per_second: Counter[tuple[int, str]] = field(default_factory=Counter)
-    replication: list[tuple[Any, ...]] = field(default_factory=list)
-    # (t_s, written transactions per second, -, -, -): the samples table's shape
-    per_second: list[tuple[float, float, float | None, float | None, int]] = field(
-        default_factory=list)
+    replication: list[ReplicationSample] = field(default_factory=list)
+    # written transactions per second (no latency: the tool runs no load here)
+    per_second: list[SampleRow] = field(default_factory=list)
     sessions_max: int = 0
     in_transaction: int = 0  # summed over the primary's ticks
-    proc_rows: list[tuple[Any, ...]] = field(default_factory=list)
+    proc_rows: list[ProcCostRow] = field(default_factory=list)
     own_cpu_ms: float | None = None
 
-    def counts(self) -> dict[str, Any]:
-        """The slice's ``observed`` figures."""
+    def counts(self, cpu_note: str | None = None) -> ObservedRow:
+        """The slice's ``observed`` row (``cpu_note``: why CPU per role is missing)."""
         assert self.last is not None
         own = self.last.own_queries - self.first.own_queries
         ticks = self.ticks["primary"]
-        return {
-            "commits": max(0, self.last.commits - self.first.commits - own),
-            "rollbacks": max(0, self.last.rollbacks - self.first.rollbacks),
-            "xids": max(0, self.last.xmax - self.first.xmax),
-            "wal_bytes": max(0.0, self.last.wal_bytes - self.first.wal_bytes),
-            "wal_records": (self.last.wal_records - self.first.wal_records
-                            if self.last.wal_records is not None
-                            and self.first.wal_records is not None else None),
-            "sessions_max": self.sessions_max,
-            "in_transaction_mean": self.in_transaction / ticks if ticks else 0.0,
-            "own_queries": own, "own_cpu_ms": self.own_cpu_ms}
+        return ObservedRow(
+            commits=max(0, self.last.commits - self.first.commits - own),
+            rollbacks=max(0, self.last.rollbacks - self.first.rollbacks),
+            xids=max(0, self.last.xmax - self.first.xmax),
+            wal_bytes=max(0.0, self.last.wal_bytes - self.first.wal_bytes),
+            wal_records=(self.last.wal_records - self.first.wal_records
+                         if self.last.wal_records is not None
+                         and self.first.wal_records is not None else None),
+            sessions_max=self.sessions_max,
+            in_transaction_mean=self.in_transaction / ticks if ticks else 0.0,
+            own_queries=own, own_cpu_ms=self.own_cpu_ms, cpu_note=cpu_note)
 
 
 @dataclass
@@ -144,7 +142,8 @@ class Watch:
         rows = self.primary.query(self.sql["replication"])
         self.walsenders = {int(r[0]): str(r[1]) for r in rows}
         if slice_ is not None:
-            slice_.replication += [(round(t_s, 3), str(r[1]), str(r[2]), *r[3:7]) for r in rows]
+            slice_.replication += [ReplicationSample(round(t_s, 3), str(r[1]), str(r[2]), r[3],
+                                                     r[4], r[5], r[6]) for r in rows]
 
     def _role(self, backend_type: str | None, pid: int, app: str | None) -> str:
         if backend_type is None:  # 9.6: client backends and walsenders only
@@ -211,9 +210,9 @@ class Watch:
                     counters = self.counters()
                     dt = counters.at - previous.at
                     if dt > 0:
-                        current.per_second.append((round(counters.at - current.start, 3),
-                                                   (counters.xmax - previous.xmax) / dt,
-                                                   None, None, 0))
+                        current.per_second.append(SampleRow(
+                            round(counters.at - current.start, 3),
+                            (counters.xmax - previous.xmax) / dt, None, None, 0))
                     previous = counters
                     next_second += 1.0
                     if counters.at >= next_cut - 0.25:

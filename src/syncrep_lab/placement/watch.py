@@ -22,6 +22,7 @@ from syncrep_lab.cluster import server
 from syncrep_lab.cluster.manifest import Manifest
 from syncrep_lab.pg.roles import NodeProcess, node_processes
 from syncrep_lab.probes.session import walsenders
+from syncrep_lab.store import LinkRow, NumastatRow, PlacementRow
 
 if TYPE_CHECKING:
     from syncrep_lab.experiment.clusters import Target
@@ -91,7 +92,7 @@ def _processes(target: Target) -> list[NodeProcess]:
 
 
 def placement_rows(targets: list[Target], clients: list[tuple[int, int]]
-                   ) -> list[tuple[Any, ...]]:
+                   ) -> list[PlacementRow]:
     """What each role's processes were given, grouped: (instance, node, role, processes,
     cpus, mems, cgroup, numa_policy). ``clients``: (instance, pgbench pid)."""
     from syncrep_lab.placement.cgroups import placement_of
@@ -108,7 +109,7 @@ def placement_rows(targets: list[Target], clients: list[tuple[int, int]]
                 continue  # gone meanwhile
             seen[(target.instance, node, role, got.get("cpus", ""), got.get("mems", ""),
                   got.get("cgroup", ""), got.get("numa_policy", ""))] += 1
-    return [(k[0], k[1], k[2], n, *k[3:]) for k, n in sorted(seen.items())]
+    return [PlacementRow(k[0], k[1], k[2], n, *k[3:]) for k, n in sorted(seen.items())]
 
 
 class PlacementWatch(threading.Thread):
@@ -118,7 +119,7 @@ class PlacementWatch(threading.Thread):
                  at: float) -> None:
         super().__init__(daemon=True, name="placement-watch")
         self.targets, self.clients, self.at = targets, clients, at
-        self.rows: list[tuple[Any, ...]] = []
+        self.rows: list[PlacementRow] = []
         self.done = threading.Event()
         self.error: str | None = None
 
@@ -130,13 +131,13 @@ class PlacementWatch(threading.Thread):
         except Exception as exc:  # a probe failing must not fail the repeat
             self.error = f"{type(exc).__name__}: {exc}"
 
-    def stop(self) -> list[tuple[Any, ...]]:
+    def stop(self) -> list[PlacementRow]:
         self.done.set()
         self.join(timeout=10)
         return self.rows
 
 
-def link_rows(targets: list[Target]) -> list[tuple[Any, ...]]:
+def link_rows(targets: list[Target]) -> list[LinkRow]:
     """(instance, a, b, profile, applied as JSON) of every emulated link."""
     from syncrep_lab.network import netns
 
@@ -149,16 +150,16 @@ def link_rows(targets: list[Target]) -> list[tuple[Any, ...]]:
         applied = netns.readback(plan)
         for link in plan.links:
             ends = [e for e in applied if {e.get("endpoint"), e.get("peer")} == {link.a, link.b}]
-            rows.append((target.instance, link.a, link.b, link.profile.describe(),
-                         json.dumps(ends or applied, default=str)))
+            rows.append(LinkRow(target.instance, link.a, link.b, link.profile.describe(),
+                                json.dumps(ends or applied, default=str)))
     return rows
 
 
-def numastat_rows(targets: list[Target], phase: str) -> list[tuple[Any, ...]]:
+def numastat_rows(targets: list[Target], phase: str) -> list[NumastatRow]:
     """(instance, node, phase, numa_node, MB) of each postmaster, from numastat -p."""
     from syncrep_lab.placement.numa import numastat
 
-    rows: list[tuple[Any, ...]] = []
+    rows: list[NumastatRow] = []
     for target in targets:
         manifest = target.manifest
         if manifest is None:
@@ -170,5 +171,6 @@ def numastat_rows(targets: list[Target], phase: str) -> list[tuple[Any, ...]]:
             stats = numastat([pid])
             per_node = stats.get("processes", {}).get(pid, {}) or stats.get("total", {})
             for numa_node, mb in sorted(per_node.items()):
-                rows.append((target.instance, node.name, phase, str(numa_node), float(mb)))
+                rows.append(NumastatRow(target.instance, node.name, phase, str(numa_node),
+                                        float(mb)))
     return rows

@@ -20,6 +20,7 @@ import psycopg
 from psycopg import pq
 
 from syncrep_lab.pg.roles import role_of_title, title
+from syncrep_lab.store import ReplicationSample
 
 # The function behind pg_stat_activity, without the view's joins to pg_database
 # and pg_authid: the same rows at less cost per sample (9.6 to 18).
@@ -50,9 +51,7 @@ class ActivityResult:
     # (role, wait_event_type, wait_event) -> samples; state 'active' with no wait is
     # counted as ('role', 'CPU', 'running') so that shares add up per role.
     waits: Counter[tuple[str, str, str]] = field(default_factory=Counter)
-    # (t_s, standby, sync_state, write_ms, flush_ms, replay_ms, flush_lag_bytes)
-    replication: list[tuple[float, str, str, float | None, float | None, float | None,
-                            float | None]] = field(default_factory=list)
+    replication: list[ReplicationSample] = field(default_factory=list)
     error: str | None = None
     # (whole second since the sampler started, role, wait_event_type) -> samples, and
     # the samples taken of the node in each second: the wait kinds over time.
@@ -181,9 +180,9 @@ class ActivitySampler(threading.Thread):
             node.conn = None
             return
         for row in rows:
-            node.result.replication.append(
-                (t_s, str(row[1]), str(row[2]), _f(row[3]), _f(row[4]), _f(row[5]),
-                 _f(row[6])))
+            node.result.replication.append(ReplicationSample(
+                t_s, str(row[1]), str(row[2]), _f(row[3]), _f(row[4]), _f(row[5]),
+                _f(row[6])))
 
     def stop(self) -> dict[str, ActivityResult]:
         self.stopping.set()

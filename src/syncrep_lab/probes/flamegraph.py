@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from syncrep_lab.probes.perfrun import PerfProcess, perf_reason, require_output
+from syncrep_lab.store import FlameGraphRow, StackFrameRow
 
 # Frames every PostgreSQL stack starts with; kept in the graphs, left out of the
 # per-role summary of where the time goes.
@@ -164,9 +165,9 @@ def render(lines: list[str], svg: Path, title: str, subtitle: str, timeout: floa
 
 @dataclass
 class FlameResult:
-    graphs: list[tuple[str, str, int, str, str]] = field(default_factory=list)
-    # (node, role, µs on CPU, folded path, svg path): paths relative to the repeat dir
-    frames: list[tuple[str, str, str, int, int]] = field(default_factory=list)
+    # paths relative to the repeat dir (the store's are relative to the run folder)
+    graphs: list[FlameGraphRow] = field(default_factory=list)
+    frames: list[StackFrameRow] = field(default_factory=list)
 
 
 def flame_graphs(perf_data: Path, out_dir: Path,
@@ -191,15 +192,18 @@ def flame_graphs(perf_data: Path, out_dir: Path,
         svg = out_dir / f"{name}.svg"
         render(lines, svg, f"{role} on {node}", caption)
         base = out_dir.parent
-        result.graphs.append((node, role, stacks.total_us, str(folded.relative_to(base)),
-                              str(svg.relative_to(base))))
-        result.frames += [(node, role, f, inc, own) for f, inc, own in summarise(stacks)]
+        result.graphs.append(FlameGraphRow(node, role, stacks.total_us,
+                                           str(folded.relative_to(base)),
+                                           str(svg.relative_to(base))))
+        result.frames += [StackFrameRow(node, role, f, inc, own)
+                          for f, inc, own in summarise(stacks)]
     if combined:
         folded = out_dir / "all.folded"
         folded.write_text("\n".join(combined) + "\n")
         svg = out_dir / "all.svg"
         render(combined, svg, "every process on every CPU", caption)
         base = out_dir.parent
-        result.graphs.append(("*", "all", sum(per_node.values()),
-                              str(folded.relative_to(base)), str(svg.relative_to(base))))
+        result.graphs.append(FlameGraphRow("*", "all", sum(per_node.values()),
+                                           str(folded.relative_to(base)),
+                                           str(svg.relative_to(base))))
     return result

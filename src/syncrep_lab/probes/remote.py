@@ -11,6 +11,7 @@ from collections.abc import Collection
 from typing import Any
 
 from syncrep_lab.pg.roles import role_of_title
+from syncrep_lab.store import ProcCostRow
 
 
 def postmaster_of(snapshot: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -21,9 +22,8 @@ def postmaster_of(snapshot: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 def role_costs(node: str, before: list[dict[str, Any]], after: list[dict[str, Any]], *,
                walsenders: dict[int, str] | None = None, ignore: Collection[int] = ()
-               ) -> list[tuple[Any, ...]]:
-    """proc_costs rows: (node, role, processes, user_ms, system_ms, voluntary_cs,
-    involuntary_cs). ``walsenders`` names each walsender by the standby it serves
+               ) -> list[ProcCostRow]:
+    """proc_costs rows, one per role. ``walsenders`` names each walsender by the standby it serves
     (``walsender:b``); ``ignore``: pids that are the tool's own sessions."""
     first = {int(p["pid"]): p for p in before}
     postmaster = postmaster_of(after)
@@ -52,5 +52,5 @@ def role_costs(node: str, before: list[dict[str, Any]], after: list[dict[str, An
             row = sums["backend"]
             row[1] += reaped_user
             row[2] += reaped_sys
-    return [(node, role, int(v[0]), round(v[1], 3), round(v[2], 3), int(v[3]), int(v[4]))
-            for role, v in sorted(sums.items())]
+    return [ProcCostRow(node, role, int(v[0]), round(v[1], 3), round(v[2], 3), int(v[3]),
+                        int(v[4])) for role, v in sorted(sums.items())]

@@ -33,6 +33,16 @@ from syncrep_lab.pg.roles import NodeProcess
 from syncrep_lab.probes import flamegraph, perfstat, sched
 from syncrep_lab.probes.activity import ActivityResult, ActivitySampler
 from syncrep_lab.probes.tracker import ProcessTracker, TrackerResult
+from syncrep_lab.store import (
+    CostRow,
+    ProbeRow,
+    ProbeRows,
+    ProcCostRow,
+    SchedRoleRow,
+    WaitRow,
+    WaitTimelineRow,
+    WakeupRow,
+)
 
 if TYPE_CHECKING:  # the spec's types only: probes do not depend on the experiment
     from syncrep_lab.experiment.spec import Probes
@@ -53,7 +63,7 @@ class ProbeNode:
 @dataclass
 class ProbeData:
     status: dict[str, tuple[str, str | None]] = field(default_factory=dict)
-    costs: list[dict[str, Any]] = field(default_factory=list)
+    costs: list[CostRow] = field(default_factory=list)
     activity: dict[str, ActivityResult] = field(default_factory=dict)
     proc: TrackerResult | None = None
     flame: flamegraph.FlameResult | None = None
@@ -106,21 +116,19 @@ class UntracedCpu:
             self.tracker.begin()
         self.before = resource.getrusage(resource.RUSAGE_CHILDREN)
 
-    def stop(self, pgbenches: int) -> list[tuple[Any, ...]]:
+    def stop(self, pgbenches: int) -> list[ProcCostRow]:
         """``proc_costs`` rows: every role of every local node, and ``client``/``pgbench``
         (``pgbenches`` processes) from the children's usage."""
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        rows: list[tuple[Any, ...]] = []
+        rows: list[ProcCostRow] = []
         if self.tracker is not None:
-            rows += [(r["node"], r["role"], r["processes"], r["user_ms"], r["system_ms"],
-                      r["voluntary_cs"], r["involuntary_cs"])
-                     for r in self.tracker.finish().rows]
+            rows += self.tracker.finish().cost_rows()
         if self.before is not None:
             b = self.before
-            rows.append(("client", "pgbench", pgbenches,
-                         1000.0 * (after.ru_utime - b.ru_utime),
-                         1000.0 * (after.ru_stime - b.ru_stime),
-                         after.ru_nvcsw - b.ru_nvcsw, after.ru_nivcsw - b.ru_nivcsw))
+            rows.append(ProcCostRow("client", "pgbench", pgbenches,
+                                    1000.0 * (after.ru_utime - b.ru_utime),
+                                    1000.0 * (after.ru_stime - b.ru_stime),
+                                    after.ru_nvcsw - b.ru_nvcsw, after.ru_nivcsw - b.ru_nivcsw))
         return rows
 
     def abort(self) -> None:
@@ -282,7 +290,7 @@ class RepeatProbes:
                 self.data.status["sched"] = ("failed", str(exc))
             self.sched.out.unlink(missing_ok=True)
 
-    def _by_role(self, counts: dict[int, perfstat.Counts]) -> list[dict[str, Any]]:
+    def _by_role(self, counts: dict[int, perfstat.Counts]) -> list[CostRow]:
         rows: dict[tuple[str, str], dict[str, Any]] = {}
         syscalls: dict[tuple[str, str], dict[str, int]] = defaultdict(dict)
         for proc in self.processes:
@@ -299,45 +307,38 @@ class RepeatProbes:
             row["context_switches"] += c.context_switches
             for name, n in c.syscalls.items():
                 syscalls[key][name] = syscalls[key].get(name, 0) + n
-        for key, row in rows.items():
-            row["syscalls_json"] = json.dumps(syscalls[key], sort_keys=True)
-        return sorted(rows.values(), key=lambda r: (r["node"], r["role"]))
+        return [CostRow(row["node"], row["role"], row["processes"], row["cpu_ms"],
+                        row["context_switches"], json.dumps(syscalls[key], sort_keys=True))
+                for key, row in sorted(rows.items())]
 
 
-def probe_rows(data: ProbeData, repeat_dir: str) -> dict[str, list[tuple[Any, ...]]]:
+def probe_rows(data: ProbeData, repeat_dir: str) -> ProbeRows:
     """The store's rows for what the probes of one repeat found; files are named
     relative to the run folder (``repeat_dir`` is the repeat's folder in it)."""
-    waits = []
-    replication = []
-    timeline = []
+    rows = ProbeRows(
+        probes=[ProbeRow(probe, status, reason)
+                for probe, (status, reason) in data.status.items()],
+        costs=list(data.costs))
     for node, result in data.activity.items():
         for (role, wtype, wevent), n in sorted(result.waits.items()):
-            waits.append((node, role, wtype, wevent, n, result.ticks))
-        replication += result.replication
-        timeline += [(second, node, role, wtype, n, result.ticks_per_second[second])
-                     for (second, role, wtype), n in sorted(result.timeline.items())]
-    rows: dict[str, list[tuple[Any, ...]]] = {
-        "probes": [(probe, status, reason) for probe, (status, reason) in data.status.items()],
-        "costs": [(r["node"], r["role"], r["processes"], r["cpu_ms"], r["context_switches"],
-                   r["syscalls_json"]) for r in data.costs],
-        "waits": waits,
-        "replication_samples": replication,
-        "wait_timeline": timeline,
-    }
+            rows.waits.append(WaitRow(node, role, wtype, wevent, n, result.ticks))
+        rows.replication_samples += result.replication
+        rows.wait_timeline += [
+            WaitTimelineRow(second, node, role, wtype, n, result.ticks_per_second[second])
+            for (second, role, wtype), n in sorted(result.timeline.items())]
     if data.proc is not None:
-        rows["proc_costs"] = [(r["node"], r["role"], r["processes"], r["user_ms"],
-                               r["system_ms"], r["voluntary_cs"], r["involuntary_cs"])
-                              for r in data.proc.rows]
-        rows["numa_pages"] = list(data.proc.numa)
+        rows.proc_costs = data.proc.cost_rows()
+        rows.numa_pages = list(data.proc.numa)
     if data.flame is not None:
-        rows["flamegraphs"] = [(node, role, us, f"{repeat_dir}/{folded}", f"{repeat_dir}/{svg}")
-                               for node, role, us, folded, svg in data.flame.graphs]
-        rows["stack_frames"] = list(data.flame.frames)
+        rows.flamegraphs = [g._replace(folded_path=f"{repeat_dir}/{g.folded_path}",
+                                       svg_path=f"{repeat_dir}/{g.svg_path}")
+                            for g in data.flame.graphs]
+        rows.stack_frames = list(data.flame.frames)
     if data.sched is not None:
         s = data.sched
-        rows["sched_roles"] = [
-            (node, role, r.threads, r.cpu_s * 1e3, r.sleep_s * 1e3, r.runq_s * 1e3,
-             r.switches, r.voluntary, r.wakeups_received, s.duration_s)
+        rows.sched_roles = [
+            SchedRoleRow(node, role, r.threads, r.cpu_s * 1e3, r.sleep_s * 1e3, r.runq_s * 1e3,
+                         r.switches, r.voluntary, r.wakeups_received, s.duration_s)
             for (node, role), r in sorted(s.roles.items())]
-        rows["wakeups"] = [(*key, n, s.duration_s) for key, n in sorted(s.wakeups.items())]
+        rows.wakeups = [WakeupRow(*key, n, s.duration_s) for key, n in sorted(s.wakeups.items())]
     return rows

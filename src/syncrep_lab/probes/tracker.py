@@ -30,6 +30,7 @@ from pathlib import Path
 
 from syncrep_lab import procs
 from syncrep_lab.pg.roles import NodeProcess, role_of_title, title
+from syncrep_lab.store import NumaPagesRow, ProcCostRow
 
 TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
 
@@ -90,9 +91,14 @@ class Tracked:
 class TrackerResult:
     # (node, role label) -> figures; CPU in ms
     rows: list[dict[str, float | int | str]] = field(default_factory=list)
-    # (node, role, phase, numa node) -> pages
-    numa: list[tuple[str, str, str, str, int]] = field(default_factory=list)
+    numa: list[NumaPagesRow] = field(default_factory=list)
     exact_backend_cpu: dict[str, bool] = field(default_factory=dict)  # per node
+
+    def cost_rows(self) -> list[ProcCostRow]:
+        """``rows`` as the store's proc_costs rows."""
+        return [ProcCostRow(str(r["node"]), str(r["role"]), int(r["processes"]),
+                            float(r["user_ms"]), float(r["system_ms"]), int(r["voluntary_cs"]),
+                            int(r["involuntary_cs"])) for r in self.rows]
 
 
 class ProcessTracker(threading.Thread):
@@ -236,4 +242,4 @@ class ProcessTracker(threading.Thread):
         for phase, table in (("before", before), ("after", after)):
             for (node, role), pages in sorted(table.items()):
                 for numa_node, n in sorted(pages.items()):
-                    result.numa.append((node, role, phase, numa_node, n))
+                    result.numa.append(NumaPagesRow(node, role, phase, numa_node, n))

@@ -9,8 +9,10 @@ A function returns None when its data are absent; the page then says why.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from typing import Any
 
+from syncrep_lab.analysis.compare import Comparison
 from syncrep_lab.analysis.costs import KEY_SYSCALLS
 from syncrep_lab.pg.replication import level_rank
 from syncrep_lab.report.model import SHAPE_AXES
@@ -522,7 +524,7 @@ def all_charts(data: dict[str, Any]) -> dict[str, Chart]:
     return {k: v for k, v in charts.items() if v is not None}
 
 
-def compare_ratios(data: dict[str, Any]) -> Chart | None:
+def compare_ratios(data: Comparison) -> Chart | None:
     """B/A of each matched cell's TPS, mean and p99 latency, with 95 % intervals."""
     traces = []
     for i, figure in enumerate(("TPS", "mean latency", "p99 latency")):
@@ -548,7 +550,7 @@ def compare_ratios(data: dict[str, Any]) -> Chart | None:
                  "line": {"dash": "dot", "color": "#999"}}]))
 
 
-def compare_costs(pair: dict[str, Any], n: int) -> Chart | None:
+def compare_costs(pair: Mapping[str, Any], n: int) -> Chart | None:
     """The per-commit costs of one matched cell that changed most, A beside B."""
     top = pair.get("costs", {}).get("top", [])
     if not top:
@@ -563,7 +565,7 @@ def compare_costs(pair: dict[str, Any], n: int) -> Chart | None:
         yaxis={"rangemode": "normal"}, xaxis={"type": "log"}))
 
 
-def compare_charts(data: dict[str, Any]) -> dict[str, Chart]:
+def compare_charts(data: Comparison) -> dict[str, Chart]:
     charts: dict[str, Chart | None] = {"compare-ratios": compare_ratios(data)}
     for n, pair in enumerate(data["pairs"]):
         charts[f"compare-costs-{n}"] = compare_costs(pair, n)

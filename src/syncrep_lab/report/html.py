@@ -20,6 +20,7 @@ import plotly
 from markupsafe import escape
 
 from syncrep_lab import __version__
+from syncrep_lab.analysis.compare import Comparison
 from syncrep_lab.errors import UserError
 from syncrep_lab.report.charts import LEVEL_COLOURS, all_charts, bound_levels, compare_charts
 from syncrep_lab.report.model import report_data
@@ -105,7 +106,7 @@ def render(data: dict[str, Any]) -> str:
         bound_levels=list(bound_levels(data["bounds"], data["cells"])))
 
 
-def render_compare(data: dict[str, Any]) -> str:
+def render_compare(data: Comparison) -> str:
     """The page for a comparison (see ``analysis.compare.compare_runs``)."""
     charts = compare_charts(data)
     return _environment().get_template("compare.html.j2").render(

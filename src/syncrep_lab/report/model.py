@@ -13,21 +13,22 @@ import json
 import statistics
 import tomllib
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from syncrep_lab.analysis import model as bound_model
-from syncrep_lab.analysis.costs import run_costs
+from syncrep_lab.analysis.cells import cell_rows
+from syncrep_lab.analysis.costs import CellCosts, RunCellCosts, run_costs
 from syncrep_lab.analysis.diagnosis import diagnose_run, leading_verdict
 from syncrep_lab.analysis.faults import run_faults
-from syncrep_lab.analysis.scaling import core_sweep, scaling
+from syncrep_lab.analysis.scaling import Series, core_sweep, scaling
 from syncrep_lab.errors import UserError
-from syncrep_lab.experiment.results import cell_rows
-from syncrep_lab.experiment.store import Store
 from syncrep_lab.measure.pairing import ratio_of
 from syncrep_lab.pg.conninfo import mask_text
 from syncrep_lab.pg.replication import WAITING_LEVELS
 from syncrep_lab.pg.sync_names import SyncNamesError, expected_states, parse
+from syncrep_lab.store import CLUSTER_PARAMS, Store, queries
 
 # Axes about where and how a cell ran, beside the sync level and the client count.
 SHAPE_AXES = ("clients", "synchronous_commit")
@@ -46,7 +47,7 @@ def _measured_tps(store: Store, cell_id: int) -> list[tuple[int | None, float]]:
     return [(r["round"], float(r["tps"])) for r in store.repeats(cell_id) if not r["probed"]]
 
 
-def _top_cost(cost: dict[str, Any] | None) -> dict[str, Any] | None:
+def _top_cost(cost: CellCosts | None) -> dict[str, Any] | None:
     """The role whose CPU per commit is the largest: where a commit's CPU goes first."""
     if not cost:
         return None
@@ -60,7 +61,7 @@ def _top_cost(cost: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 def cell_summaries(folder: Path,
-                   costs: dict[int, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+                   costs: dict[int, RunCellCosts] | None = None) -> list[dict[str, Any]]:
     """One row per cell: the results, its verdicts and its largest cost per commit.
 
     This is what ``results --json`` prints and what the report's tables show.
@@ -80,7 +81,7 @@ def cell_summaries(folder: Path,
     return rows
 
 
-def _verdict(cells: list[dict[str, Any]], series: list[dict[str, Any]]) -> dict[str, Any]:
+def _verdict(cells: list[dict[str, Any]], series: list[Series]) -> dict[str, Any]:
     """The first thing a reader sees: the ceiling, the best configuration, the limit,
     what to try next."""
     done = [c for c in cells if c["status"] == "done" and c["tps_mean"] is not None]
@@ -119,16 +120,15 @@ def _topology(store: Store, run_id: int) -> list[dict[str, Any]]:
     """Each cluster the run built: version, nodes, and each standby's sync state
     (as sampled during the run, or as the sync spec implies when not sampled)."""
     out = []
-    for c in store.db.execute("select * from clusters where run_id = ? order by id",
-                              (run_id,)).fetchall():
-        key = json.loads(c["cluster_key"])
-        nodes = json.loads(c["nodes_json"] or "[]")
-        settings = json.loads(c["settings_json"] or "{}")
+    for c in queries.clusters_of(store, run_id):
+        key = json.loads(c.cluster_key)
+        nodes = json.loads(c.nodes_json or "[]")
+        settings = json.loads(c.settings_json or "{}")
         primary = settings.get("primary", {})
         sync_text = str(primary.get("synchronous_standby_names", {}).get("setting", ""))
         standbys = [n["name"] for n in nodes if n.get("role") == "standby"]
         try:
-            version_num = int(str(c["version"]).split(".")[0]) * 10000 if c["version"] else 180000
+            version_num = int(str(c.version).split(".")[0]) * 10000 if c.version else 180000
             states = expected_states(parse(sync_text, version_num=max(version_num, 90600)),
                                      standbys)
         except (SyncNamesError, ValueError):
@@ -140,7 +140,7 @@ def _topology(store: Store, run_id: int) -> list[dict[str, Any]]:
                     f"{v['setting']}{v['unit'] or ''}" if v.get("unit") not in (None, "")
                     else str(v["setting"]))
         out.append({"pg": key[0], "standbys": key[1], "settings_set": key[2],
-                    "version": c["version"], "bin_dir": c["bin_dir"], "nodes": nodes,
+                    "version": c.version, "bin_dir": c.bin_dir, "nodes": nodes,
                     "synchronous_standby_names": sync_text, "states": states,
                     "settings": dict(sorted(in_force.items()))})
     return out
@@ -152,36 +152,30 @@ def _timeline(store: Store, cell: Any) -> dict[str, Any]:
     repeats = store.repeats(int(cell["id"]))
     series = []
     for r in repeats:
-        samples = store.db.execute(
-            "select t_s, tps, latency_ms, stddev_ms from samples where repeat_id = ? "
-            "order by t_s", (r["id"],)).fetchall()
+        samples = queries.samples_of(store, r["id"])
         series.append({"repeat": r["n"], "probed": bool(r["probed"]),
-                       "t": [s["t_s"] for s in samples], "tps": [s["tps"] for s in samples],
-                       "latency_ms": [s["latency_ms"] for s in samples]})
+                       "t": [s.t_s for s in samples], "tps": [s.tps for s in samples],
+                       "latency_ms": [s.latency_ms for s in samples]})
     lags: dict[str, dict[str, list[Any]]] = {}
     events = []
     # the repeats whose samplers ran: the probed ones, or an observe window's slices
     probed = [int(r["id"]) for r in repeats if r["probed"]] or [
-        int(r["id"]) for r in repeats if store.db.execute(
-            "select 1 from replication_samples where repeat_id = ? limit 1",
-            (r["id"],)).fetchone()]
+        int(r["id"]) for r in repeats if queries.has_replication_samples(store, r["id"])]
     if probed:
         last_state: dict[str, str | None] = {}
-        for s in store.db.execute(
-                "select * from replication_samples where repeat_id = ? order by t_s",
-                (probed[-1],)).fetchall():
-            lag = lags.setdefault(s["standby"], {"t": [], "write_ms": [], "flush_ms": [],
-                                                 "replay_ms": [], "flush_bytes": []})
-            lag["t"].append(s["t_s"])
-            lag["write_ms"].append(s["write_lag_ms"])
-            lag["flush_ms"].append(s["flush_lag_ms"])
-            lag["replay_ms"].append(s["replay_lag_ms"])
-            lag["flush_bytes"].append(s["flush_lag_bytes"])
-            before = last_state.get(s["standby"], s["sync_state"])
-            if before != s["sync_state"]:
-                events.append({"t": s["t_s"], "what": f"standby {s['standby']}: sync_state "
-                               f"{before} -> {s['sync_state']}"})
-            last_state[s["standby"]] = s["sync_state"]
+        for s in queries.replication_samples_of(store, probed[-1]):
+            lag = lags.setdefault(s.standby, {"t": [], "write_ms": [], "flush_ms": [],
+                                              "replay_ms": [], "flush_bytes": []})
+            lag["t"].append(s.t_s)
+            lag["write_ms"].append(s.write_lag_ms)
+            lag["flush_ms"].append(s.flush_lag_ms)
+            lag["replay_ms"].append(s.replay_lag_ms)
+            lag["flush_bytes"].append(s.flush_lag_bytes)
+            before = last_state.get(s.standby, s.sync_state)
+            if before != s.sync_state:
+                events.append({"t": s.t_s, "what": f"standby {s.standby}: sync_state "
+                               f"{before} -> {s.sync_state}"})
+            last_state[s.standby] = s.sync_state
     missing = None if probed else "this cell ran no probed repeat, so no lags were sampled"
     return {"idx": cell["idx"], "label": cell["label"], "repeats": series, "lags": lags,
             "events": events, "lags_missing": missing,
@@ -193,23 +187,21 @@ def _backend_waits(store: Store, repeat_id: int) -> dict[str, Any]:
     on average, in each state (active-session counts, as a DBA reads them)."""
     by_kind: dict[str, dict[int, float]] = {}
     seconds: set[int] = set()
-    for r in store.db.execute(
-            "select t_s, wait_type, samples, ticks from wait_timeline where repeat_id = ? "
-            "and node = 'primary' and role = 'backend' order by t_s", (repeat_id,)):
-        if r["ticks"] > 0:
-            by_kind.setdefault(r["wait_type"], {})[int(r["t_s"])] = r["samples"] / r["ticks"]
-            seconds.add(int(r["t_s"]))
+    for r in queries.wait_timeline_of(store, repeat_id, "primary", "backend"):
+        if r.ticks > 0:
+            by_kind.setdefault(r.wait_type, {})[int(r.t_s)] = r.samples / r.ticks
+            seconds.add(int(r.t_s))
     t = sorted(seconds)
     return {"t": t, "kinds": {k: [v.get(s, 0.0) for s in t] for k, v in sorted(by_kind.items())}}
 
 
-def _flamegraph_images(folder: Path, cost: dict[str, Any] | None,
+def _flamegraph_images(folder: Path, cost: CellCosts | None,
                        sync_standbys: set[str]) -> list[dict[str, Any]]:
     """The chosen cell's flame graphs: embedded when their SVG is there and not huge.
     Those of the commit path's two ends (the primary's backends, the walsender of a
     synchronous standby) and of the whole machine are shown open, the rest folded."""
     out = []
-    for g in (cost or {}).get("flamegraphs", []):
+    for g in cost["flamegraphs"] if cost else []:
         svg = Path(g["svg"])
         opened = (g["role"] in ("backend", "all")
                   or (g["node"] == "primary"
@@ -329,16 +321,11 @@ def _placement_readback(store: Store, cells: list[dict[str, Any]],
     reading), its links as applied, and each instance's own figures."""
     out = []
     for c in cells:
-        last = store.db.execute("select id from repeats where cell_id = ? and probed = 0 "
-                                "order by n desc limit 1", (c["id"],)).fetchone()
+        last = queries.last_measured_repeat(store, c["id"])
         if last is None:
             continue
-        roles = [dict(r) for r in store.db.execute(
-            "select instance, node, role, processes, cpus, mems, cgroup, numa_policy "
-            "from placement where repeat_id = ? order by instance, node, role", (last[0],))]
-        links = [dict(r) for r in store.db.execute(
-            "select instance, a, b, profile, applied_json from links where repeat_id = ? "
-            "order by instance, a, b", (last[0],))]
+        roles: list[dict[str, Any]] = [r._asdict() for r in queries.placement_of(store, last)]
+        links: list[dict[str, Any]] = [r._asdict() for r in queries.links_of(store, last)]
         for link in links:
             applied = json.loads(link.pop("applied_json") or "[]")
             if link["profile"] == "no delay":
@@ -349,11 +336,7 @@ def _placement_readback(store: Store, cells: list[dict[str, Any]],
                                   if e.get("backend") == "delayer" else str(e.get("backend"))
                                   for e in applied if isinstance(e, dict)
                                   and e.get("backend")})
-        instances = [dict(r) for r in store.db.execute(
-            "select i.instance, avg(i.tps) as tps, avg(i.lat_mean_ms) as lat_mean_ms, "
-            "avg(i.lat_p99_ms) as lat_p99_ms from instance_results i join repeats r "
-            "on r.id = i.repeat_id where r.cell_id = ? and r.probed = 0 "
-            "group by i.instance order by i.instance", (c["id"],))]
+        instances = [asdict(i) for i in queries.instance_means(store, c["id"])]
         if roles or links or instances:
             for r in roles:
                 r["cgroup"] = r["cgroup"].rsplit("/syncrep-lab/", 1)[-1] if r["cgroup"] else ""
@@ -369,18 +352,10 @@ def _placement_readback(store: Store, cells: list[dict[str, Any]],
     return {"cells": out, "numa_note": note}
 
 
-# the parameters that decide which cluster a cell runs on (plan.Cell.cluster_key)
-CLUSTER_PARAMS = ("pg", "standbys", "settings", "placement", "cores", "link", "instances")
-
-
 def _method(store: Store, run_id: int, spec: dict[str, Any],
             cells: list[dict[str, Any]]) -> dict[str, Any]:
     """How the figures were obtained: repeats, confidence target, probes and their cost."""
-    probes = [dict(r) for r in store.db.execute(
-        "select p.probe, p.status, p.reason, count(*) as repeats from probes p "
-        "join repeats r on r.id = p.repeat_id join cells c on c.id = r.cell_id "
-        "where c.run_id = ? group by p.probe, p.status, p.reason order by p.probe",
-        (run_id,)).fetchall()]
+    probes = [asdict(p) for p in queries.probe_counts(store, run_id)]
     overhead = []
     for c in cells:
         if c["status"] != "done":
@@ -462,8 +437,7 @@ def report_data(folder: Path, cell: int | None = None) -> dict[str, Any]:
             raise UserError(f"cell {cell} is not a finished cell of {folder}",
                             "pick one of: " + ", ".join(str(c["idx"]) for c in cells
                                                         if c["status"] == "done"))
-        timeline = (_timeline(store, store.db.execute("select * from cells where id = ?",
-                                                      (chosen["id"],)).fetchone())
+        timeline = (_timeline(store, store.cell(chosen["id"]))
                     if chosen else {"missing": "no cell finished"})
         topology = _topology(store, run_id)
         data = {

@@ -13,7 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from syncrep_lab.experiment.store import DB_NAME, Store
+from syncrep_lab.store import DB_NAME, Store
 
 HERE = Path(__file__).resolve().parent
 

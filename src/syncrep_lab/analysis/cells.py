@@ -1,0 +1,37 @@
+"""A run's cells as rows: the figures the ``cells`` table holds, with each cell's axes,
+parameters, notes and ratio to its baseline. ``results`` prints them (and exports them
+as JSON or CSV), the report's tables start from them; read from the store only, so they
+can be shown again at any time after (or during) a run.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from syncrep_lab.analysis.ratios import ratios_to_baseline
+from syncrep_lab.store import Store
+
+COLUMNS = ("idx", "label", "status", "repeats", "stop_reason", "tps_mean", "tps_ci_low",
+           "tps_ci_high", "tps_ci_rel", "lat_mean_ms", "lat_p50_ms", "lat_p90_ms",
+           "lat_p99_ms", "lat_p999_ms", "lat_max_ms", "transactions", "failed", "error")
+
+
+def cell_rows(folder: Path) -> list[dict[str, Any]]:
+    store = Store(folder, create=False)
+    try:
+        run = store.run()
+        ratios = ratios_to_baseline(store, run)
+        rows = []
+        for cell in store.cells(int(run["id"])):
+            row = {k: cell[k] for k in COLUMNS}
+            row["axes"] = json.loads(cell["axes_json"])
+            row["params"] = json.loads(cell["params_json"])
+            row["run"] = run["name"]
+            row["ratio_to_baseline"] = ratios.get(int(cell["idx"]))
+            row["notes"] = json.loads(cell["notes_json"]) if cell["notes_json"] else []
+            rows.append(row)
+        return rows
+    finally:
+        store.close()

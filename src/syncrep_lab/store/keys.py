@@ -1,0 +1,22 @@
+"""The key a cluster is stored under (``clusters.cluster_key``), from a cell's parameters:
+the run writes it when it builds the cluster, the analysis and the report read the
+cluster of a cell back by it, so both take it from here.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+# placement axes: part of the key only when the cell has them, so a store made before
+# they existed keeps the keys it was written with
+PLACEMENT_PARAMS = ("placement", "cores", "link", "instances")
+# the parameters that decide which cluster a cell runs on (plan.Cell.cluster_key)
+CLUSTER_PARAMS = ("pg", "standbys", "settings", *PLACEMENT_PARAMS)
+
+
+def cluster_key_text(params: dict[str, Any]) -> str:
+    """A cluster's key as stored (clusters.cluster_key), from a cell's parameters."""
+    key = [params.get("pg"), params.get("standbys"), params.get("settings")]
+    key += [params[k] for k in PLACEMENT_PARAMS if k in params]
+    return json.dumps(key)

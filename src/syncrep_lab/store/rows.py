@@ -1,0 +1,272 @@
+"""One named row type per table a repeat writes besides ``repeats``: what the probes,
+the fault driver, the placement read-back and ``observe`` store.
+
+Each is a ``NamedTuple`` whose fields are the table's columns (``repeat_id`` left out:
+the store adds it), in the schema's order (store/schema.py). A row stays a tuple, so
+``executemany`` takes it as it is, while mypy checks each field's name and type where
+the row is built and where it is read: adding a column is one field here, not a tuple
+position agreed on by the probes, the runner and the analysis. The insert statement's
+column list is the row type's ``_fields``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+
+class SampleRow(NamedTuple):
+    """``samples``: pgbench's progress, one a second (an observe slice: written
+    transactions a second, the rest empty)."""
+
+    t_s: float
+    tps: float
+    latency_ms: float | None
+    stddev_ms: float | None
+    failed: int
+
+
+class ProbeRow(NamedTuple):
+    """``probes``: whether each probe ran in a repeat, and why not."""
+
+    probe: str  # perf | activity | proc | flamegraphs | sched
+    status: str  # ran | skipped | failed
+    reason: str | None
+
+
+class CostRow(NamedTuple):
+    """``costs``: perf stat per node and process role."""
+
+    node: str
+    role: str
+    processes: int
+    cpu_ms: float
+    context_switches: int
+    syscalls_json: str
+
+
+class WaitRow(NamedTuple):
+    """``waits``: pg_stat_activity samples per node, role and wait event."""
+
+    node: str
+    role: str
+    wait_type: str
+    wait_event: str
+    samples: int
+    ticks: int  # samples taken of the node
+
+
+class ReplicationSample(NamedTuple):
+    """``replication_samples``: one standby as pg_stat_replication showed it."""
+
+    t_s: float
+    standby: str
+    sync_state: str | None
+    write_lag_ms: float | None  # lags: null before PostgreSQL 10
+    flush_lag_ms: float | None
+    replay_lag_ms: float | None
+    flush_lag_bytes: float | None
+
+
+class ProcCostRow(NamedTuple):
+    """``proc_costs``: /proc per node and process role."""
+
+    node: str
+    role: str
+    processes: int
+    user_ms: float
+    system_ms: float
+    voluntary_cs: int
+    involuntary_cs: int
+
+
+class NumaPagesRow(NamedTuple):
+    """``numa_pages``: a role's pages per NUMA node, before and after a repeat."""
+
+    node: str
+    role: str
+    phase: str  # before | after
+    numa_node: str
+    pages: int
+
+
+class FlameGraphRow(NamedTuple):
+    """``flamegraphs``: one per node and role, plus '*'/'all'."""
+
+    node: str
+    role: str
+    cpu_us: int
+    folded_path: str  # relative to the run folder
+    svg_path: str
+
+
+class StackFrameRow(NamedTuple):
+    """``stack_frames``: the frames over 1 % of a role's on-CPU time."""
+
+    node: str
+    role: str
+    frame: str
+    inclusive_us: int
+    self_us: int
+
+
+class SchedRoleRow(NamedTuple):
+    """``sched_roles``: the scheduler trace per node and role."""
+
+    node: str
+    role: str
+    threads: int
+    cpu_ms: float
+    sleep_ms: float
+    runq_ms: float
+    switches: int
+    voluntary: int
+    wakeups_received: int
+    duration_s: float  # the traced seconds
+
+
+class WakeupRow(NamedTuple):
+    """``wakeups``: who woke whom, during the traced seconds."""
+
+    waker_node: str
+    waker_role: str
+    wakee_node: str
+    wakee_role: str
+    # the column's name; it hides tuple.count, which nothing calls on a row
+    count: int  # type: ignore[assignment]
+    duration_s: float
+
+
+class WaitTimelineRow(NamedTuple):
+    """``wait_timeline``: wait kinds second by second."""
+
+    t_s: int  # whole seconds since the sampler started
+    node: str
+    role: str
+    wait_type: str
+    samples: int
+    ticks: int  # samples of the node that second
+
+
+class FaultEventRow(NamedTuple):
+    """``fault_events``: a fault scenario's events and what followed."""
+
+    t_s: float  # seconds since pgbench started
+    kind: str  # fault | state | stall | error | restore
+    node: str
+    detail: str
+
+
+class DurabilityRow(NamedTuple):
+    """``durability``: rows counted on a node after a faulted repeat."""
+
+    node: str
+    rows: int
+    expected: int
+    ok: int  # 1 or 0
+    detail: str
+
+
+class InstanceResultRow(NamedTuple):
+    """``instance_results``: each instance's own figures in a repeat of several."""
+
+    instance: int
+    tps: float
+    transactions: int
+    failed: int
+    lat_mean_ms: float | None
+    lat_p99_ms: float | None
+
+
+class PlacementRow(NamedTuple):
+    """``placement``: what the kernel gave a role's processes, read mid-repeat."""
+
+    instance: int
+    node: str
+    role: str
+    processes: int
+    cpus: str  # Cpus_allowed_list
+    mems: str  # Mems_allowed_list
+    cgroup: str
+    numa_policy: str
+
+
+class LinkRow(NamedTuple):
+    """``links``: an emulated link as applied, read back."""
+
+    instance: int
+    a: str
+    b: str
+    profile: str
+    applied_json: str
+
+
+class NumastatRow(NamedTuple):
+    """``numastat``: numastat -p of a postmaster, before and after."""
+
+    instance: int
+    node: str
+    phase: str
+    numa_node: str
+    mb: float
+
+
+class ObservedRow(NamedTuple):
+    """``observed``: an observe slice's counters and the observer's own cost."""
+
+    commits: int
+    rollbacks: int
+    xids: int  # transaction ids assigned: the transactions that wrote
+    wal_bytes: float
+    wal_records: int | None  # pg_stat_wal (14+)
+    sessions_max: int
+    in_transaction_mean: float
+    own_queries: int
+    own_cpu_ms: float | None  # null: /proc not reached
+    cpu_note: str | None
+
+
+# table -> its row type; the order is the order add_repeat writes them in
+PROBE_TABLES: dict[str, type[NamedTuple]] = {
+    "probes": ProbeRow, "costs": CostRow, "waits": WaitRow,
+    "replication_samples": ReplicationSample, "proc_costs": ProcCostRow,
+    "numa_pages": NumaPagesRow, "flamegraphs": FlameGraphRow, "stack_frames": StackFrameRow,
+    "sched_roles": SchedRoleRow, "wakeups": WakeupRow, "wait_timeline": WaitTimelineRow,
+    "fault_events": FaultEventRow, "durability": DurabilityRow,
+    "instance_results": InstanceResultRow, "placement": PlacementRow, "links": LinkRow,
+    "numastat": NumastatRow, "observed": ObservedRow,
+}
+
+
+@dataclass
+class ProbeRows:
+    """A repeat's rows of every table in PROBE_TABLES, one typed list each (a field per
+    table, named as the table): what the probes, the fault driver, the placement
+    read-back and observe found, written with the repeat in one transaction."""
+
+    probes: list[ProbeRow] = field(default_factory=list)
+    costs: list[CostRow] = field(default_factory=list)
+    waits: list[WaitRow] = field(default_factory=list)
+    replication_samples: list[ReplicationSample] = field(default_factory=list)
+    proc_costs: list[ProcCostRow] = field(default_factory=list)
+    numa_pages: list[NumaPagesRow] = field(default_factory=list)
+    flamegraphs: list[FlameGraphRow] = field(default_factory=list)
+    stack_frames: list[StackFrameRow] = field(default_factory=list)
+    sched_roles: list[SchedRoleRow] = field(default_factory=list)
+    wakeups: list[WakeupRow] = field(default_factory=list)
+    wait_timeline: list[WaitTimelineRow] = field(default_factory=list)
+    fault_events: list[FaultEventRow] = field(default_factory=list)
+    durability: list[DurabilityRow] = field(default_factory=list)
+    instance_results: list[InstanceResultRow] = field(default_factory=list)
+    placement: list[PlacementRow] = field(default_factory=list)
+    links: list[LinkRow] = field(default_factory=list)
+    numastat: list[NumastatRow] = field(default_factory=list)
+    observed: list[ObservedRow] = field(default_factory=list)
+
+    def tables(self) -> Iterator[tuple[str, list[NamedTuple]]]:
+        """(table, rows) of every table that has rows."""
+        for table in PROBE_TABLES:
+            rows: list[NamedTuple] = getattr(self, table)
+            if rows:
+                yield table, rows
