@@ -265,8 +265,8 @@ def run(spec_file: Path | None, preset: str | None, out: Path | None, resume: bo
             raise UserError(f"{out} holds no run to resume (no syncrep-lab.sqlite)",
                             "give the --out of a run that was started, or start one with: "
                             "syncrep-lab run SPEC --out FOLDER")
-        from syncrep_lab.experiment.progress import RunDisplay
         from syncrep_lab.experiment.runner import resume_run
+        from syncrep_lab.terminal.progress import RunDisplay
 
         with _resume_hint(out), RunDisplay(out) as display:
             resume_run(out, display.events, allow_alter=allow_alter, budget=budget)
@@ -298,7 +298,7 @@ def run(spec_file: Path | None, preset: str | None, out: Path | None, resume: bo
     if check:
         _print_check(spec, given_out)
         return
-    from syncrep_lab.experiment.progress import RunDisplay
+    from syncrep_lab.terminal.progress import RunDisplay
 
     with _resume_hint(out), RunDisplay(out) as display:
         start_run(spec, text, spec_dir, out, display.events)
@@ -344,8 +344,8 @@ def _print_results_and_verdicts(out_dir: Path, rows: list[dict[str, Any]]) -> No
     """The results table and each finished cell's leading verdict (``rows`` from
     ``cell_summaries``, which carry the verdicts)."""
     from syncrep_lab.analysis.faults import run_faults
-    from syncrep_lab.analysis.render import print_verdict_lines
-    from syncrep_lab.experiment.results import print_results
+    from syncrep_lab.terminal.analysis import print_verdict_lines
+    from syncrep_lab.terminal.results import print_results
 
     print_results(out_dir, rows)
 
@@ -388,8 +388,8 @@ def _finish(out_dir: Path) -> None:
 def results(run_dir: Path | None, as_json: bool, as_csv: bool) -> None:
     """One row per cell: mean TPS with its confidence interval, latencies, repeats used,
     the leading verdict and the largest cost per commit."""
-    from syncrep_lab.experiment.results import write_csv
     from syncrep_lab.report.model import cell_summaries
+    from syncrep_lab.terminal.results import write_csv
 
     folder = run_dir or _latest_run()
     rows = cell_summaries(folder)
@@ -433,7 +433,7 @@ def costs(run_dir: Path | None, only_cell: int | None, as_json: bool) -> None:
     """Cost per commit of every node and process role: CPU µs, context switches,
     system calls by kind; and the wait events each role was seen in."""
     from syncrep_lab.analysis.costs import run_costs
-    from syncrep_lab.analysis.render import print_costs
+    from syncrep_lab.terminal.analysis import print_costs
 
     _show_cells(run_costs, print_costs, run_dir, only_cell, as_json)
 
@@ -445,7 +445,7 @@ def costs(run_dir: Path | None, only_cell: int | None, as_json: bool) -> None:
 def diagnose(run_dir: Path | None, only_cell: int | None, as_json: bool) -> None:
     """What limits each cell: the mechanism, the numbers behind it, what to try next."""
     from syncrep_lab.analysis.diagnosis import diagnose_run
-    from syncrep_lab.analysis.render import print_diagnosis
+    from syncrep_lab.terminal.analysis import print_diagnosis
 
     _show_cells(diagnose_run, print_diagnosis, run_dir, only_cell, as_json)
 
@@ -481,7 +481,7 @@ def model_cmd(run_dir: Path | None, only_cell: int | None, cores: float | None,
     process, pool, the machine and the clients from CPU per commit, the knee, the
     Universal Scalability Law over clients, and what would bind on more cores."""
     from syncrep_lab.analysis.model import finite, run_model
-    from syncrep_lab.analysis.render import print_model
+    from syncrep_lab.terminal.analysis import print_model
 
     cells = run_model(run_dir or _latest_run(), cell=only_cell, cores=cores, clients=clients)
     if as_json:
@@ -534,7 +534,7 @@ def observe_cmd(conninfo: str | None, cluster_dir: Path | None, standbys: tuple[
                                   hosts_file, folder, label))
     # the analysis (scipy) is imported after the window, not during it
     from syncrep_lab.analysis.observe import run_observations
-    from syncrep_lab.analysis.render import print_observation
+    from syncrep_lab.terminal.analysis import print_observation
 
     windows = [w for w in run_observations(folder) if w["idx"] == done["cell"]]
     if as_json:
@@ -556,7 +556,7 @@ def faults_cmd(run_dir: Path | None, as_json: bool) -> None:
     """What each fault did: when the primary saw it, throughput before, during and
     after, slow commits, and whether every acknowledged commit survived."""
     from syncrep_lab.analysis.faults import run_faults
-    from syncrep_lab.analysis.render import print_faults
+    from syncrep_lab.terminal.analysis import print_faults
 
     cells = run_faults(run_dir or _latest_run())
     if as_json:
@@ -571,8 +571,8 @@ def faults_cmd(run_dir: Path | None, as_json: bool) -> None:
 def scaling_cmd(run_dir: Path | None, as_json: bool) -> None:
     """TPS against clients per synchronous_commit level, the knee, and each level's
     price as a ratio to local (95 % CI over repeats)."""
-    from syncrep_lab.analysis.render import print_scaling
     from syncrep_lab.analysis.scaling import core_sweep, scaling
+    from syncrep_lab.terminal.analysis import print_scaling
 
     folder = run_dir or _latest_run()
     series = scaling(folder)
@@ -606,7 +606,7 @@ def compare_cmd(run_a: Path, run_b: Path, force: bool, top: int, as_json: bool,
     """Run B against run A, cell by matching cell: TPS and latency ratios with 95 % CI and
     Welch's t-test, and the per-commit costs that changed most."""
     from syncrep_lab.analysis.compare import compare_runs
-    from syncrep_lab.analysis.render import print_compare
+    from syncrep_lab.terminal.analysis import print_compare
 
     data = compare_runs(run_a, run_b, force=force, top=top)
     if as_json:

@@ -1,4 +1,7 @@
-"""The consoles everything prints through.
+"""What the tool prints on a terminal, in one package: the consoles everything prints
+through (here), the results table and CSV (``results``), the analysis tables
+(``analysis``) and a run's live display (``progress``). The figures come from
+``analysis/`` and the store; this package only lays them out.
 
 Tables are wider than 80 columns: when output goes to a pipe or a CI log,
 rich would otherwise squeeze them to 80, so those get 132.
