@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from syncrep_lab import procs
 from syncrep_lab.analysis.faults import run_faults
 from syncrep_lab.experiment.spec import SpecError, parse_spec
 from syncrep_lab.report.model import report_data
@@ -56,19 +57,12 @@ events = [{ at = 1, action = "stop", target = "b" }, { at = 1, action = "stop", 
 """
 
 
-def _stopped_processes() -> list[int]:
-    """Processes left in the stopped state (a paused standby never continued)."""
-    out = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-                comm = (entry / "comm").read_text().strip()
-            except OSError:
-                continue
-            if comm == "postgres" and stat.rsplit(")", 1)[1].split()[0] == "T":
-                out.append(int(entry.name))
-    return out
+def _stopped_processes(under: Path) -> list[int]:
+    """Servers of the cluster in ``under`` left in the stopped state (a paused standby
+    never continued). Only that cluster's: another suite on the machine may pause its
+    own standbys meanwhile."""
+    return [pid for pid in postmasters_in(under)
+            if (fields := procs.stat_fields(pid)) is not None and fields[procs.STATE] == "T"]
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +88,7 @@ def test_a_run_with_faults_ends_and_leaves_nothing(fault_run: dict[str, Any],
     assert "Traceback" not in res.stderr
     assert fault_run["seconds"] < 300
     assert postmasters_in(lab_home) == []
-    assert _stopped_processes() == []
+    assert _stopped_processes(lab_home) == []
     cells = run_faults(fault_run["out"])
     assert [c["label"] for c in cells] == [f"faults={n}" for n in
                                            ("kill-sync", "pause-sync", "switch", "lose-all")]
@@ -252,7 +246,7 @@ def test_a_standby_killed_twice_starts_again(cluster_dir: Path) -> None:
         standbys.kill("c")  # continued first: its children must notice their parent died
         standbys.start("c", time.monotonic() + 60)
         assert not standbys.down and not standbys.paused
-        assert _stopped_processes() == []
+        assert _stopped_processes(cluster_dir) == []
     finally:
         remove_cluster(cluster_dir)
     assert postmasters_in(cluster_dir) == []
