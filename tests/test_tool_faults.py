@@ -23,7 +23,7 @@ import pytest
 from syncrep_lab.experiment.clusters import slot_dir
 from syncrep_lab.experiment.store import DB_NAME
 
-from .helpers import cli, postmasters_in
+from .helpers import cli, cli_here, postmasters_in
 
 SPEC = """\
 name = "faults"
@@ -33,9 +33,10 @@ standbys = 1
 sync = "b"
 
 [workload]
+# One second of each stage is time enough to catch it and signal it.
 clients = 2
-duration = 2
-warmup = 2
+duration = 1
+warmup = 1
 
 [run]
 repeats_min = 1
@@ -182,7 +183,7 @@ def nothing_left(out: Path, snapshot: dict[int, str], grace: float = 0.0) -> Non
     assert mentioning(str(out)) == []
     assert postmasters_in(cluster) == []
     assert not cluster.exists()
-    res = cli("clean", "--list")
+    res = cli_here("clean", "--list")
     assert res.returncode == 0 and "nothing to clean" in res.stdout, res.stdout
 
 
@@ -428,9 +429,9 @@ def refused(res: subprocess.CompletedProcess[str] | str, code: int, *needles: st
         assert needle in text, text
 
 
-THREE = SPEC.replace("warmup = 2", "warmup = 0").replace(
-    "repeats_max = 1", "repeats_max = 3").replace("repeats_min = 1", "repeats_min = 3") + \
-    "probed_repeats = 0\n"
+THREE = SPEC.replace("warmup = 1", "warmup = 0").replace("duration = 1", "duration = 2") \
+    .replace("repeats_max = 1", "repeats_max = 3").replace("repeats_min = 1", "repeats_min = 3") \
+    + "probed_repeats = 0\n"
 
 
 @root_only
