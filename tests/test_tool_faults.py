@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from syncrep_lab.cluster.manifest import Manifest
 from syncrep_lab.experiment.clusters import slot_dir
 from syncrep_lab.experiment.store import DB_NAME
 
@@ -304,37 +305,33 @@ def test_clean_kills_what_a_killed_postmaster_left(workdir: Path) -> None:
 # --- bounded waits ----------------------------------------------------------------
 
 
-def test_pgbench_that_overruns_is_killed(workdir: Path) -> None:
+def test_pgbench_that_overruns_is_killed(workdir: Path,
+                                         make_cluster: Callable[..., Manifest]) -> None:
     """Commits that wait for a standby that is gone: the tables are still prepared
     (not a commit that waits), pgbench is killed after its bound, with a clear message."""
     from syncrep_lab.cluster import server
-    from syncrep_lab.cluster.build import UpOptions, up
-    from syncrep_lab.cluster.teardown import remove_cluster
     from syncrep_lab.errors import UserError
     from syncrep_lab.experiment.spec import Workload
     from syncrep_lab.experiment.workload import prepare_tables, run_pgbench, script_text
     from syncrep_lab.pg.installations import resolve
 
-    manifest = up(UpOptions(dir=workdir / "c", standbys=1, sync="b"))
-    try:
-        standby = manifest.node("b").data_dir(manifest.dir)
-        pid = server.signal_stop(standby, "immediate")
-        assert pid is not None
-        server.wait_gone({standby: pid}, 10)
-        script = workdir / "insert.sql"
-        script.write_text(script_text(Workload(), 1, workdir))
-        started = time.monotonic()
-        prepare_tables(manifest.admin_conninfo(manifest.primary), Workload())
-        assert time.monotonic() - started < 10
-        started = time.monotonic()
-        with pytest.raises(UserError, match=r"did not finish within 3 s .* was killed"):
-            run_pgbench(resolve(manifest.bin_dir).program("pgbench"),
-                        manifest.conninfo(manifest.primary), script, clients=2, threads=1,
-                        duration=1, synchronous_commit="on", extra_timeout=2)
-        assert time.monotonic() - started < 10
-        assert mentioning(str(script)) == []
-    finally:
-        remove_cluster(manifest.dir)
+    manifest = make_cluster(dir=workdir / "c", standbys=1, sync="b")
+    standby = manifest.node("b").data_dir(manifest.dir)
+    pid = server.signal_stop(standby, "immediate")
+    assert pid is not None
+    server.wait_gone({standby: pid}, 10)
+    script = workdir / "insert.sql"
+    script.write_text(script_text(Workload(), 1, workdir))
+    started = time.monotonic()
+    prepare_tables(manifest.admin_conninfo(manifest.primary), Workload())
+    assert time.monotonic() - started < 10
+    started = time.monotonic()
+    with pytest.raises(UserError, match=r"did not finish within 3 s .* was killed"):
+        run_pgbench(resolve(manifest.bin_dir).program("pgbench"),
+                    manifest.conninfo(manifest.primary), script, clients=2, threads=1,
+                    duration=1, synchronous_commit="on", extra_timeout=2)
+    assert time.monotonic() - started < 10
+    assert mentioning(str(script)) == []
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("perf") is None,
