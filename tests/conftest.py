@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from syncrep_lab.cluster.build import UpOptions, up
+from syncrep_lab.cluster.manifest import Manifest, load
+from syncrep_lab.cluster.teardown import remove_cluster
 from syncrep_lab.pg.fetch import fetch
 from syncrep_lab.pg.installations import Installation, resolve
 
@@ -50,6 +54,25 @@ def workdir() -> Iterator[Path]:
 @pytest.fixture
 def cluster_dir(workdir: Path) -> Path:
     return workdir / "c"
+
+
+@pytest.fixture
+def make_cluster(workdir: Path) -> Iterator[Callable[..., Manifest]]:
+    """``up`` with these UpOptions fields; the first cluster goes to ``cluster_dir``
+    unless ``dir`` is given. Every cluster made is removed at teardown, whatever the
+    test did to it (a test that removed one itself leaves nothing to do)."""
+    made: list[Path] = []
+
+    def make(**options: Any) -> Manifest:
+        options.setdefault("dir", workdir / ("c" if not made else f"c{len(made)}"))
+        manifest = up(UpOptions(**options))
+        made.append(manifest.dir)
+        return manifest
+
+    yield make
+    for path in reversed(made):
+        if load(path) is not None:
+            remove_cluster(path)
 
 
 @pytest.fixture(scope="session")

@@ -15,7 +15,7 @@ from syncrep_lab.analysis.scaling import knee, scaling
 from syncrep_lab.experiment.runner import start_run
 from syncrep_lab.experiment.spec import parse_spec
 
-from .helpers import cli
+from .helpers import cli_here
 
 
 def test_knee() -> None:
@@ -72,6 +72,6 @@ def test_scaling_of_a_real_run(workdir: Path) -> None:
         expected = math.exp(statistics.fmean(math.log(on[k] / local[k]) for k in on))
         assert abs(r["ratio"] - expected) < 1e-9
         assert r["low"] <= r["ratio"] <= r["high"]
-    res = cli("scaling", str(out))
+    res = cli_here("scaling", str(out))
     assert res.returncode == 0, res.stderr
     assert "on / local" in res.stdout

@@ -24,7 +24,7 @@ import pytest
 from syncrep_lab.pg.installations import Installation
 
 from .handbuilt import HandBuilt
-from .helpers import cli, shared_tmp
+from .helpers import cli, cli_here, shared_tmp
 
 SYNC = {"b": "sync", "c": "potential"}
 
@@ -164,7 +164,7 @@ def test_misconfigured_cluster_is_refused_before_anything_starts(
         spec.write_text(spec_text(hb.conninfo(), levels='["local", "on"]'))
         for extra in (["--check"], ["--out", str(workdir / "run")]):
             started = time.monotonic()
-            res = cli("run", str(spec), *extra, timeout=60)
+            res = cli_here("run", str(spec), *extra)
             assert res.returncode == 2, res.stdout + res.stderr
             assert time.monotonic() - started < 15
             text = " ".join(res.stderr.split())

@@ -14,7 +14,7 @@ import pytest
 
 from syncrep_lab.cluster.manifest import registered
 
-from .helpers import cli, postmasters_in
+from .helpers import cli, cli_here, postmasters_in
 
 
 def _assert_refused(res: subprocess.CompletedProcess[str], *needles: str) -> None:
@@ -62,7 +62,7 @@ def test_refused_before_anything_starts(
 ) -> None:
     if "9.6" in args:
         request.getfixturevalue("pg96")
-    res = cli("cluster", "up", "--dir", str(cluster_dir), *args)
+    res = cli_here("cluster", "up", "--dir", str(cluster_dir), *args)
     _assert_refused(res, *needles)
     _nothing_left(cluster_dir)
 
@@ -71,9 +71,9 @@ def test_foreign_dir_untouched(workdir: Path) -> None:
     foreign = workdir / "mine"
     foreign.mkdir()
     (foreign / "precious.txt").write_text("keep me")
-    res = cli("cluster", "up", "--dir", str(foreign))
+    res = cli_here("cluster", "up", "--dir", str(foreign))
     _assert_refused(res, "not empty and was not made by syncrep-lab")
-    res = cli("cluster", "down", "--dir", str(foreign))
+    res = cli_here("cluster", "down", "--dir", str(foreign))
     _assert_refused(res, "holds no syncrep-lab cluster")
     assert (foreign / "precious.txt").read_text() == "keep me"
     assert sorted(p.name for p in foreign.iterdir()) == ["precious.txt"]
@@ -81,7 +81,7 @@ def test_foreign_dir_untouched(workdir: Path) -> None:
 
 def test_dir_path_too_long_for_socket(workdir: Path) -> None:
     deep = workdir / ("d" * 90)
-    res = cli("cluster", "up", "--dir", str(deep))
+    res = cli_here("cluster", "up", "--dir", str(deep))
     _assert_refused(res, "too long for a unix socket path")
     _nothing_left(deep)
 
@@ -91,14 +91,14 @@ def test_port_clash(cluster_dir: Path) -> None:
         s.bind(("127.0.0.1", 0))
         s.listen()
         port = s.getsockname()[1]
-        res = cli("cluster", "up", "--dir", str(cluster_dir), "--tcp", "--port", str(port))
+        res = cli_here("cluster", "up", "--dir", str(cluster_dir), "--tcp", "--port", str(port))
     _assert_refused(res, f"port {port} is already in use")
     _nothing_left(cluster_dir)
 
 
 def test_fetch_refuses_bad_versions() -> None:
-    _assert_refused(cli("pg", "fetch", "18"), "9.6 to 17")
-    _assert_refused(cli("pg", "fetch", "nine"), "not a PostgreSQL version")
+    _assert_refused(cli_here("pg", "fetch", "18"), "9.6 to 17")
+    _assert_refused(cli_here("pg", "fetch", "nine"), "not a PostgreSQL version")
 
 
 def test_standby_that_never_syncs_is_a_bounded_wait(cluster_dir: Path) -> None:
@@ -144,6 +144,6 @@ def test_installation_missing_a_program(workdir: Path, pg18: object) -> None:
     partial.mkdir()
     (partial / "postgres").symlink_to(pg18.program("postgres"))
     (partial / "pg_ctl").symlink_to(pg18.program("pg_ctl"))
-    res = cli("cluster", "up", "--dir", str(workdir / "c"), "--pg", str(partial))
+    res = cli_here("cluster", "up", "--dir", str(workdir / "c"), "--pg", str(partial))
     _assert_refused(res, "has no initdb")
     _nothing_left(workdir / "c")

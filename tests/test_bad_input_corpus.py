@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from .helpers import cli
+from .helpers import cli_here
 
 DATA = Path(__file__).parent / "data" / "bad_input"
 
@@ -195,7 +195,7 @@ def _refused(res: subprocess.CompletedProcess[str], *needles: str) -> None:
 def _nothing_made(*paths: Path) -> None:
     for path in paths:
         assert not path.exists(), f"{path} was created"
-    res = cli("clean", "--list")
+    res = cli_here("clean", "--list")
     assert res.returncode == 0 and res.stdout.strip() == "nothing to clean", res.stdout
 
 
@@ -207,7 +207,7 @@ def test_bad_spec(name: str, workdir: Path, request: pytest.FixtureRequest) -> N
     spec = DATA / f"{name}.toml"
     out = workdir / "never"
     started = time.monotonic()
-    res = cli("run", str(spec), "--out", str(out), timeout=60)
+    res = cli_here("run", str(spec), "--out", str(out))
     elapsed = time.monotonic() - started
     _refused(res, *needles)
     if line is not None:
@@ -217,13 +217,13 @@ def test_bad_spec(name: str, workdir: Path, request: pytest.FixtureRequest) -> N
 
 
 def test_spec_path_that_does_not_exist(workdir: Path) -> None:
-    res = cli("run", str(workdir / "nope.toml"), "--out", str(workdir / "never"))
+    res = cli_here("run", str(workdir / "nope.toml"), "--out", str(workdir / "never"))
     _refused(res, f"no spec file {workdir / 'nope.toml'}", "--preset quick|seed")
     _nothing_made(workdir / "never")
 
 
 def test_spec_path_that_is_a_directory(workdir: Path) -> None:
-    res = cli("run", str(DATA), "--out", str(workdir / "never"))
+    res = cli_here("run", str(DATA), "--out", str(workdir / "never"))
     _refused(res, f"{DATA} is a directory, not a spec file", "give the path of a .toml file")
     _nothing_made(workdir / "never")
 
@@ -234,7 +234,7 @@ def test_spec_path_with_spaces_and_unicode(workdir: Path) -> None:
     folder.mkdir()
     spec = folder / "bad spec é.toml"
     spec.write_bytes((DATA / "negative_clients.toml").read_bytes())
-    res = cli("run", str(spec), "--out", str(workdir / "never"))
+    res = cli_here("run", str(spec), "--out", str(workdir / "never"))
     _refused(res, f"{spec}:4: workload.clients")
     _nothing_made(workdir / "never")
 
@@ -244,7 +244,7 @@ def test_out_with_spaces_and_unicode_is_accepted(workdir: Path) -> None:
     shown (`run --check`), and nothing is made. (tests/test_security.py runs a real run
     into such a folder.)"""
     out = workdir / "runs with space" / "é ü 名前"
-    res = cli("run", "--preset", "quick", "--out", str(out), "--check")
+    res = cli_here("run", "--preset", "quick", "--out", str(out), "--check")
     assert res.returncode == 0, res.stderr
     assert "spec quick is valid: 12 cells on 1 cluster" in res.stdout
     assert f"nothing was created; run it into {out} without --check" in res.stdout
@@ -254,10 +254,10 @@ def test_out_with_spaces_and_unicode_is_accepted(workdir: Path) -> None:
 def test_out_that_is_a_file(workdir: Path) -> None:
     a_file = workdir / "a file"
     a_file.write_text("mine\n")
-    res = cli("run", "--preset", "quick", "--out", str(a_file))
+    res = cli_here("run", "--preset", "quick", "--out", str(a_file))
     _refused(res, f"--out {a_file} is not a directory", "choose a folder for the run")
     assert a_file.read_text() == "mine\n"
-    res = cli("run", "--preset", "quick", "--out", str(a_file / "run"))
+    res = cli_here("run", "--preset", "quick", "--out", str(a_file / "run"))
     _refused(res, f"{a_file} is a file, not a directory")
     assert a_file.read_text() == "mine\n"
     _nothing_made()
@@ -266,12 +266,12 @@ def test_out_that_is_a_file(workdir: Path) -> None:
 def test_resume_of_a_folder_without_a_run(workdir: Path) -> None:
     empty = workdir / "empty"
     empty.mkdir()
-    res = cli("run", "--resume", "--out", str(empty))
+    res = cli_here("run", "--resume", "--out", str(empty))
     _refused(res, f"{empty} holds no run to resume", "syncrep-lab run SPEC --out")
     assert list(empty.iterdir()) == []
-    res = cli("run", "--resume", "--out", str(workdir / "missing"))
+    res = cli_here("run", "--resume", "--out", str(workdir / "missing"))
     _refused(res, "holds no run to resume")
-    res = cli("run", "--resume")
+    res = cli_here("run", "--resume")
     _refused(res, "--resume needs the run folder")
     _nothing_made(workdir / "missing")
 
@@ -294,7 +294,7 @@ def test_resume_of_a_folder_without_a_run(workdir: Path) -> None:
 )
 def test_bad_cluster_up_flags(args: list[str], needles: list[str], workdir: Path) -> None:
     cluster = workdir / "c"
-    res = cli("cluster", "up", "--dir", str(cluster), *args)
+    res = cli_here("cluster", "up", "--dir", str(cluster), *args)
     _refused(res, *needles)
     _nothing_made(cluster)
 
@@ -320,7 +320,7 @@ def test_analysis_of_a_folder_that_is_not_a_run(command: str, folder: str,
         (target / "syncrep-lab.sqlite").write_bytes(b"" if folder == "empty store"
                                                    else b"garbage, not SQLite\n" * 10)
     before = sorted(p.name for p in target.iterdir()) if target.is_dir() else None
-    res = cli(command, str(target))
+    res = cli_here(command, str(target))
     needle = ("is not a syncrep-lab run store" if "store" in folder or "sqlite" in folder
               else "is not a syncrep-lab run folder")
     _refused(res, needle, "give the folder a run was written to")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psycopg
@@ -16,7 +17,7 @@ from syncrep_lab.cluster.status import cluster_status
 from syncrep_lab.cluster.teardown import remove_cluster
 from syncrep_lab.pg.installations import Installation
 
-from .helpers import cli, postmasters_in
+from .helpers import cli, cli_here, postmasters_in
 
 
 def _lsn(text: str) -> int:
@@ -130,7 +131,7 @@ def test_cli_round_trip_tcp_quorum(cluster_dir: Path) -> None:
         listen = conn.execute("show listen_addresses").fetchone()
     assert addrs == {"127.0.0.1"}  # replication crossed TCP, not the socket
     assert listen is not None and listen[0] == "127.0.0.1"
-    res = cli("cluster", "status", "--dir", str(cluster_dir), "--json")
+    res = cli_here("cluster", "status", "--dir", str(cluster_dir), "--json")
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["synchronous_standby_names"] == "ANY 2 (b, c, d)"
     res = cli("cluster", "down", "--dir", str(cluster_dir))
@@ -139,23 +140,21 @@ def test_cli_round_trip_tcp_quorum(cluster_dir: Path) -> None:
     assert postmasters_in(cluster_dir.parent) == []
 
 
-def test_async_basebackup_and_settings(cluster_dir: Path) -> None:
-    manifest = up(UpOptions(dir=cluster_dir, standbys=1, sync="", clone="basebackup",
-                            settings={"work_mem": "7MB"}, profile="seed"))
-    try:
-        status = cluster_status(manifest)
-        assert status["nodes"][1]["sync_state"] == "async"
-        with psycopg.connect(manifest.admin_conninfo(manifest.node("b")), autocommit=True) as c:
-            work_mem = c.execute("show work_mem").fetchone()
-            fsync = c.execute("show fsync").fetchone()
-            name = c.execute("select setting from pg_settings where name = 'primary_conninfo'"
-                             ).fetchone()
-        assert work_mem is not None and work_mem[0] == "7MB"
-        assert fsync is not None and fsync[0] == "off"  # the seed profile
-        assert name is not None and "application_name=b" in str(name[0])
-        assert not (cluster_dir / "b" / "backup_label").exists()  # recovery consumed it
-    finally:
-        remove_cluster(cluster_dir)
+def test_async_basebackup_and_settings(cluster_dir: Path,
+                                       make_cluster: Callable[..., Manifest]) -> None:
+    manifest = make_cluster(standbys=1, sync="", clone="basebackup",
+                            settings={"work_mem": "7MB"}, profile="seed")
+    status = cluster_status(manifest)
+    assert status["nodes"][1]["sync_state"] == "async"
+    with psycopg.connect(manifest.admin_conninfo(manifest.node("b")), autocommit=True) as c:
+        work_mem = c.execute("show work_mem").fetchone()
+        fsync = c.execute("show fsync").fetchone()
+        name = c.execute("select setting from pg_settings where name = 'primary_conninfo'"
+                         ).fetchone()
+    assert work_mem is not None and work_mem[0] == "7MB"
+    assert fsync is not None and fsync[0] == "off"  # the seed profile
+    assert name is not None and "application_name=b" in str(name[0])
+    assert not (cluster_dir / "b" / "backup_label").exists()  # recovery consumed it
 
 
 def test_keep_data_then_down(cluster_dir: Path) -> None:
@@ -177,7 +176,7 @@ def test_clean_removes_forgotten_clusters(workdir: Path) -> None:
     for d in dirs:
         up(UpOptions(dir=d, standbys=1, sync="b"))
     assert postmasters_in(workdir)
-    res = cli("clean", "--list")
+    res = cli_here("clean", "--list")
     assert all(str(d) in res.stdout for d in dirs)
     res = cli("clean")
     assert res.returncode == 0, res.stderr
@@ -187,7 +186,7 @@ def test_clean_removes_forgotten_clusters(workdir: Path) -> None:
 
 
 def test_pg_list_json() -> None:
-    res = cli("pg", "list", "--json")
+    res = cli_here("pg", "list", "--json")
     assert res.returncode == 0, res.stderr
     found = json.loads(res.stdout)
     majors = {i["major"]: i for i in found}
@@ -196,33 +195,32 @@ def test_pg_list_json() -> None:
     assert "15" in majors
 
 
-def test_status_sees_a_stopped_standby(cluster_dir: Path) -> None:
+def test_status_sees_a_stopped_standby(cluster_dir: Path,
+                                       make_cluster: Callable[..., Manifest]) -> None:
     from syncrep_lab.cluster.teardown import stop_nodes
 
-    manifest = up(UpOptions(dir=cluster_dir, standbys=2, sync="1(b,c)"))
-    try:
-        stopped, _ = stop_nodes(cluster_dir, ["b"], "immediate", 10)
-        assert stopped == ["b"]
-        deadline = time.monotonic() + 10
-        while True:
-            status = cluster_status(manifest)
-            nodes = {n["name"]: n for n in status["nodes"]}
-            # with b gone, c (potential) is promoted to sync by the primary
-            if nodes["c"]["sync_state"] == "sync":
-                break
-            assert time.monotonic() < deadline, nodes
-            time.sleep(0.05)
-        assert nodes["b"]["state"] == "stopped"
-        assert nodes["b"]["pid"] is None
-        assert nodes["b"]["sync_state"] is None
-        res = cli("cluster", "status", "--dir", str(cluster_dir))
-        assert res.returncode == 0, res.stderr
-        assert "stopped" in res.stdout
-    finally:
-        remove_cluster(cluster_dir)
+    manifest = make_cluster(standbys=2, sync="1(b,c)")
+    stopped, _ = stop_nodes(cluster_dir, ["b"], "immediate", 10)
+    assert stopped == ["b"]
+    deadline = time.monotonic() + 10
+    while True:
+        status = cluster_status(manifest)
+        nodes = {n["name"]: n for n in status["nodes"]}
+        # with b gone, c (potential) is promoted to sync by the primary
+        if nodes["c"]["sync_state"] == "sync":
+            break
+        assert time.monotonic() < deadline, nodes
+        time.sleep(0.05)
+    assert nodes["b"]["state"] == "stopped"
+    assert nodes["b"]["pid"] is None
+    assert nodes["b"]["sync_state"] is None
+    res = cli("cluster", "status", "--dir", str(cluster_dir))
+    assert res.returncode == 0, res.stderr
+    assert "stopped" in res.stdout
 
 
-def test_a_frozen_server_does_not_hang_the_tool(cluster_dir: Path) -> None:
+def test_a_frozen_server_does_not_hang_the_tool(cluster_dir: Path,
+                                                 make_cluster: Callable[..., Manifest]) -> None:
     """A server that stops answering after we connected (SIGSTOP, as the pause fault
     does) ends the tool's query at its deadline, and `status` reports a frozen standby
     as unreachable within a bound instead of waiting for it."""
@@ -230,41 +228,38 @@ def test_a_frozen_server_does_not_hang_the_tool(cluster_dir: Path) -> None:
 
     from syncrep_lab.pg.deadline import QueryTimeout, query_deadline
 
-    manifest = up(UpOptions(dir=cluster_dir, standbys=1, sync="b"))
-    try:
-        with psycopg.connect(manifest.admin_conninfo(manifest.primary),
-                             autocommit=True) as conn:
-            # Within the deadline nothing changes, and the timer does not fire later.
-            with query_deadline(conn, 1, "the primary"):
-                assert conn.execute("select 1").fetchone() == (1,)
-            time.sleep(1.3)
-            assert conn.execute("select 2").fetchone() == (2,)
-        with psycopg.connect(manifest.admin_conninfo(manifest.primary),
-                             autocommit=True) as conn:
-            backend = conn.info.backend_pid
-            os.kill(backend, signal.SIGSTOP)
-            try:
-                start = time.monotonic()
-                with pytest.raises(QueryTimeout, match="the primary did not answer within 1 s"), \
-                        query_deadline(conn, 1, "the primary"):
-                    conn.execute("select 1")
-                assert 0.9 < time.monotonic() - start < 5
-                assert conn.closed
-            finally:
-                os.kill(backend, signal.SIGCONT)
-        from syncrep_lab.cluster.server import postmaster_pid
-
-        b = [postmaster_pid(manifest.node("b").data_dir(cluster_dir))]
-        assert b[0] is not None
-        os.kill(b[0], signal.SIGSTOP)
+    manifest = make_cluster(standbys=1, sync="b")
+    with psycopg.connect(manifest.admin_conninfo(manifest.primary),
+                         autocommit=True) as conn:
+        # Within the deadline nothing changes, and the timer does not fire later.
+        with query_deadline(conn, 1, "the primary"):
+            assert conn.execute("select 1").fetchone() == (1,)
+        time.sleep(1.3)
+        assert conn.execute("select 2").fetchone() == (2,)
+    with psycopg.connect(manifest.admin_conninfo(manifest.primary),
+                         autocommit=True) as conn:
+        backend = conn.info.backend_pid
+        os.kill(backend, signal.SIGSTOP)
         try:
             start = time.monotonic()
-            status = cluster_status(manifest)
-            assert time.monotonic() - start < 20
-            nodes = {n["name"]: n for n in status["nodes"]}
-            assert nodes["b"]["state"] == "unreachable", nodes["b"]
-            assert nodes["primary"]["state"] == "running"
+            with pytest.raises(QueryTimeout, match="the primary did not answer within 1 s"), \
+                    query_deadline(conn, 1, "the primary"):
+                conn.execute("select 1")
+            assert 0.9 < time.monotonic() - start < 5
+            assert conn.closed
         finally:
-            os.kill(b[0], signal.SIGCONT)
+            os.kill(backend, signal.SIGCONT)
+    from syncrep_lab.cluster.server import postmaster_pid
+
+    b = [postmaster_pid(manifest.node("b").data_dir(cluster_dir))]
+    assert b[0] is not None
+    os.kill(b[0], signal.SIGSTOP)
+    try:
+        start = time.monotonic()
+        status = cluster_status(manifest)
+        assert time.monotonic() - start < 20
+        nodes = {n["name"]: n for n in status["nodes"]}
+        assert nodes["b"]["state"] == "unreachable", nodes["b"]
+        assert nodes["primary"]["state"] == "running"
     finally:
-        remove_cluster(cluster_dir)
+        os.kill(b[0], signal.SIGCONT)

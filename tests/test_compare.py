@@ -17,7 +17,7 @@ from syncrep_lab.analysis.costs import RoleValues
 from syncrep_lab.store import DB_NAME
 
 from .data.runs.refresh import load
-from .helpers import cli
+from .helpers import cli_here
 
 
 def _change(pair: Mapping[str, Any], node: str, role: str, figure: str
@@ -165,7 +165,7 @@ def test_run_against_itself(workdir: Path) -> None:
             assert fig["significant"] is False and fig["test"]["p_value"] == 1.0
             assert fig["verdict"] == "no significant difference"
         assert pair["costs"]["compared"] > 0 and pair["costs"]["top"] == []
-    res = cli("compare", str(run), str(run))
+    res = cli_here("compare", str(run), str(run))
     assert res.returncode == 0, res.stderr
     assert "nothing differs between the runs" in res.stdout
     assert "B is 1.00 ± " in res.stdout and "significant," not in res.stdout
@@ -211,14 +211,14 @@ def test_machines_that_differ(workdir: Path) -> None:
                        (json.dumps({**machine, "cpu_count": 64, "cpus_usable": 64}),))
     finally:
         db.close()
-    res = cli("compare", str(a), str(b))
+    res = cli_here("compare", str(a), str(b))
     assert res.returncode == 2, res.stdout
     assert res.stdout == ""
     assert "error:" in res.stderr and "different machines" in res.stderr
     assert "cpu_count: 2 vs 64" in res.stderr and "cpus_usable: 2 vs 64" in res.stderr
     assert "fix:" in res.stderr and "--force" in res.stderr
     assert "Traceback" not in res.stderr
-    res = cli("compare", str(a), str(b), "--force")
+    res = cli_here("compare", str(a), str(b), "--force")
     assert res.returncode == 0, res.stderr
     assert "warning: the machines differ (cpu_count: 2 vs 64)" in res.stdout
     assert "B is " in res.stdout and "epoll_create1" in res.stdout
@@ -228,10 +228,10 @@ def test_machines_that_differ(workdir: Path) -> None:
 
 def test_json_is_the_library_data(workdir: Path) -> None:
     a, b = load("pg96-on", workdir), load("pg18-local-on", workdir)
-    res = cli("compare", str(a), str(b), "--json")
+    res = cli_here("compare", str(a), str(b), "--json")
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout) == compare_runs(a, b)
-    res = cli("compare", str(a), str(b), "--json", "--top", "3")
+    res = cli_here("compare", str(a), str(b), "--json", "--top", "3")
     assert res.returncode == 0, res.stderr
     data = json.loads(res.stdout)
     assert data == compare_runs(a, b, top=3)
@@ -243,11 +243,11 @@ def test_not_a_run(workdir: Path) -> None:
     empty = workdir / "empty"
     empty.mkdir()
     for args in ((str(empty), str(run)), (str(run), str(workdir / "missing"))):
-        res = cli("compare", *args)
+        res = cli_here("compare", *args)
         assert res.returncode == 2, res.stdout
         assert "error:" in res.stderr and "is not a syncrep-lab run folder" in res.stderr
         assert "fix:" in res.stderr and "Traceback" not in res.stderr
-    res = cli("compare", str(run), str(run), "--top", "0")
+    res = cli_here("compare", str(run), str(run), "--top", "0")
     assert res.returncode == 2 and "--top must be at least 1" in res.stderr
 
 

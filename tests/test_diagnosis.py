@@ -17,7 +17,7 @@ from syncrep_lab.analysis.diagnosis import diagnose_run
 from syncrep_lab.store import Store
 
 from .data.runs.refresh import load
-from .helpers import cli
+from .helpers import cli_here
 
 
 def _verdicts(run: Path) -> dict[str, dict[str, Any]]:
@@ -45,7 +45,7 @@ def test_wakeup_bound_on_18(workdir: Path) -> None:
     assert cpu["confidence"] in ("high", "medium")
     assert cpu["evidence"]["cpus"] == 2
     assert cpu["evidence"]["backend_run_queue_us_per_commit"] >= 0
-    res = cli("results", str(run), "--json")
+    res = cli_here("results", str(run), "--json")
     assert res.returncode == 0, res.stderr
     rows = {r["label"]: r for r in json.loads(res.stdout)}
     assert rows["sc=on"]["limit"].split(" ", 1)[0] in ("high", "medium")
@@ -81,7 +81,7 @@ def test_without_perf_cpu_comes_from_proc(workdir: Path) -> None:
                                          for r in run_costs(run)[0]["roles"]}
     assert roles[("primary", "backend")]["cpu_source"] == "proc"
     assert roles[("primary", "backend")]["cpu_us_per_commit"]["mean"] > 0
-    res = cli("costs", str(run))
+    res = cli_here("costs", str(run))
     assert res.returncode == 0, res.stderr
     assert "(/proc, probed)" in res.stdout
 

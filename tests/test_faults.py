@@ -18,7 +18,7 @@ from syncrep_lab.experiment.spec import SpecError, parse_spec
 from syncrep_lab.report.model import report_data
 from syncrep_lab.store import DB_NAME
 
-from .helpers import cli, postmasters_in
+from .helpers import cli, cli_here, postmasters_in
 
 SPEC = """\
 name = "faults"
@@ -27,8 +27,10 @@ name = "faults"
 standbys = 2
 
 [workload]
+# the last event ends 4 s in (a standby back after 2 s); a second after it is enough
+# for the repeat to see the recovery
 clients = 4
-duration = 7
+duration = 5
 warmup = 1
 
 [matrix]
@@ -160,15 +162,15 @@ def test_no_standby_left_ends_the_cell_with_that_diagnosis(fault_run: dict[str, 
     assert cell["status"] == "failed"
     assert cell["error"].startswith("commits could not be acknowledged: no synchronous "
                                     "standby for 2 s")
-    res = cli("results", str(fault_run["out"]))
+    res = cli_here("results", str(fault_run["out"]))
     assert "commits could not be" in res.stdout
 
 
 def test_faults_command_and_report(fault_run: dict[str, Any]) -> None:
-    res = cli("faults", str(fault_run["out"]), "--json")
+    res = cli_here("faults", str(fault_run["out"]), "--json")
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout) == json.loads(json.dumps(run_faults(fault_run["out"])))
-    text = cli("faults", str(fault_run["out"])).stdout
+    text = cli_here("faults", str(fault_run["out"])).stdout
     assert "b: sync -> gone" in text and "rows found/expected" in text
     from tests.test_report import _check_in_browser
 
@@ -193,13 +195,13 @@ def test_a_lost_commit_is_reported_loudly(fault_run: dict[str, Any], workdir: Pa
         db.commit()
     finally:
         db.close()
-    res = cli("results", str(copy))
+    res = cli_here("results", str(copy))
     assert "acknowledged commits were lost" in res.stdout
-    res = cli("faults", str(copy))
+    res = cli_here("faults", str(copy))
     assert "ACKNOWLEDGED COMMITS LOST on c: 3 rows the primary has are missing" in res.stdout
     data = report_data(copy)
     assert any(c["acknowledged_lost"] for c in data["faults"])
-    assert cli("report", str(copy)).returncode == 0
+    assert cli_here("report", str(copy)).returncode == 0
     assert "Acknowledged commits were lost" in (copy / "report.html").read_text()
 
 

@@ -17,7 +17,7 @@ from syncrep_lab.experiment.runner import start_run
 from syncrep_lab.experiment.spec import parse_spec
 from syncrep_lab.store import cluster_key_text
 
-from .helpers import cli
+from .helpers import cli_here
 
 SPEC = """\
 name = "interleaved"
@@ -66,7 +66,7 @@ def test_local_and_on_alternate_in_the_stored_order(workdir: Path) -> None:
         in_round = [r for r in reps if r["round"] == k]
         assert [r["idx"] for r in in_round] == round_order(42, group, k, [0, 1])
         assert [r["position"] for r in in_round] == [0, 1]
-    res = cli("results", str(out), "--json")
+    res = cli_here("results", str(out), "--json")
     assert res.returncode == 0, res.stderr
     rows = {r["label"]: r for r in json.loads(res.stdout)}
     assert rows["sc=local"]["ratio_to_baseline"] is None  # the baseline itself
@@ -81,7 +81,7 @@ def test_local_and_on_alternate_in_the_stored_order(workdir: Path) -> None:
     assert {("primary", "walsender:b"), ("primary", "backend"), ("b", "walreceiver"),
             ("client", "pgbench")} <= roles, roles
     assert sum(u["ms"] for u in untraced if u["role"] == "pgbench") > 0
-    model = cli("model", str(out), "--json")
+    model = cli_here("model", str(out), "--json")
     assert model.returncode == 0, model.stderr
     on = next(c for c in json.loads(model.stdout) if c["label"] == "sc=on")
     assert set(on["sources"]) == {"untraced"}

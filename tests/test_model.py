@@ -16,7 +16,7 @@ from syncrep_lab.analysis.model import Interval, bounds, fit_usl, run_model, usl
 from syncrep_lab.store import DB_NAME
 from tests.data.runs.refresh import load
 
-from .helpers import cli
+from .helpers import cli_here
 
 
 def _point(v: float) -> Interval:
@@ -146,7 +146,7 @@ def test_cpu_per_commit_comes_from_an_untraced_repeat_when_there_is_one(
 
 
 def test_model_command(stored: Path) -> None:
-    res = cli("model", str(stored), "--json", "--cores", "64")
+    res = cli_here("model", str(stored), "--json", "--cores", "64")
     assert res.returncode == 0, res.stderr
     cells = json.loads(res.stdout)
     on = next(c for c in cells if c["label"] == "sc=on")
@@ -154,11 +154,11 @@ def test_model_command(stored: Path) -> None:
         on["bounds"][0])
     assert on["what_if"]["cores"] == 64 and on["what_if"]["binding"] != "machine"
     assert on["usl"]["fit"] is None and on["usl"]["reason"]
-    text = cli("model", str(stored), "--cell", "1")
+    text = cli_here("model", str(stored), "--cell", "1")
     assert text.returncode == 0 and "binds" in text.stdout and "walsender:b" in text.stdout
-    bad = cli("model", str(stored), "--cell", "9")
+    bad = cli_here("model", str(stored), "--cell", "9")
     assert bad.returncode == 2 and "no finished cell 9" in bad.stderr and "fix:" in bad.stderr
-    zero = cli("model", str(stored), "--cores", "0")
+    zero = cli_here("model", str(stored), "--cores", "0")
     assert zero.returncode == 2 and "--cores" in zero.stderr
 
 

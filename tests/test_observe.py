@@ -24,7 +24,7 @@ import pytest
 from syncrep_lab.cluster.manifest import load
 from syncrep_lab.pg.installations import Installation
 
-from .helpers import cli, shared_tmp
+from .helpers import cli, cli_here, shared_tmp
 
 WORKLOAD = "insert into obs_rows(v) values (1);\n"
 
@@ -126,7 +126,7 @@ def test_observe_reads_the_load_it_did_not_start(
     local = json.loads(res.stdout)["windows"][0]
     assert local["sync_wait_share"] < 0.02, local["backend_waits"]
     assert any(v["mechanism"] == "not synchronous replication" for v in local["verdicts"])
-    compared = cli("compare", str(out), str(tmp_path / "local"), "--json")
+    compared = cli_here("compare", str(out), str(tmp_path / "local"), "--json")
     assert compared.returncode == 0, compared.stderr
     pairs = json.loads(compared.stdout)["pairs"]
     assert len(pairs) == 1 and pairs[0]["figures"][0]["figure"] == "TPS"
@@ -140,12 +140,12 @@ def test_observe_reads_the_load_it_did_not_start(
     idle = json.loads(res.stdout)["windows"][0]
     assert idle["idx"] == 2 and idle["label"] == "idle"
     assert any(v["mechanism"] in ("no writes", "light load") for v in idle["verdicts"])
-    diag = cli("diagnose", str(out), "--json")
+    diag = cli_here("diagnose", str(out), "--json")
     assert diag.returncode == 0, diag.stderr
     assert [c["idx"] for c in json.loads(diag.stdout)] == [1, 2]
-    results = cli("results", str(out), "--json")
+    results = cli_here("results", str(out), "--json")
     assert results.returncode == 0 and len(json.loads(results.stdout)) == 2
-    report = cli("report", str(out))
+    report = cli_here("report", str(out))
     assert report.returncode == 0, report.stderr
     page = (out / "report.html").read_text()
     assert "Observed, not loaded" in page and "default_transaction_read_only" not in page
@@ -162,7 +162,7 @@ def test_walsender_cost_within_a_runs_costs(
                     '[probes]\nprobed_repeats = 0\n')
     run = cli("run", str(spec), "--out", str(tmp_path / "run"), timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
-    costs = json.loads(cli("costs", str(tmp_path / "run"), "--json").stdout)[0]
+    costs = json.loads(cli_here("costs", str(tmp_path / "run"), "--json").stdout)[0]
     ran = next(r for r in costs["roles"]
                if r["node"] == "primary" and r["role"] == "walsender:b")
     where, conninfo = cluster
@@ -232,17 +232,17 @@ def test_a_primary_that_stops_ends_the_window_with_what_was_gathered(
 ])
 def test_bad_input_is_refused_before_connecting(args: list[str], said: str,
                                                 tmp_path: Path) -> None:
-    res = cli("observe", "host=/nonexistent port=1 dbname=postgres", *args,
-              "--out", str(tmp_path / "o"))
+    res = cli_here("observe", "host=/nonexistent port=1 dbname=postgres", *args,
+                   "--out", str(tmp_path / "o"))
     assert res.returncode == 2, res.stdout + res.stderr
     assert said in res.stderr and "fix:" in res.stderr
     assert not (tmp_path / "o").exists()
 
 
 def test_neither_conninfo_nor_dir(tmp_path: Path) -> None:
-    res = cli("observe")
+    res = cli_here("observe")
     assert res.returncode == 2 and "give the primary's CONNINFO" in res.stderr
-    res = cli("observe", "host=/x", "--dir", str(tmp_path))
+    res = cli_here("observe", "host=/x", "--dir", str(tmp_path))
     assert res.returncode == 2 and "give the primary's CONNINFO" in res.stderr
 
 
@@ -295,7 +295,7 @@ def test_cpu_per_role_over_ssh(pg18: Installation, tmp_path: Path) -> None:
             window = json.loads(res.stdout)["windows"][0]
             assert window["cpu_note"] is None
             assert window["own"]["cpu_share_of_core"] is not None
-            costs = json.loads(cli("costs", str(tmp_path / "obs"), "--json").stdout)[0]
+            costs = json.loads(cli_here("costs", str(tmp_path / "obs"), "--json").stdout)[0]
             backend = next(r for r in costs["roles"]
                            if (r["node"], r["role"]) == ("primary", "backend"))
             assert backend["cpu_source"] == "untraced"

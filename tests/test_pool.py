@@ -15,7 +15,7 @@ from syncrep_lab.experiment.runner import ROUND_SPAN, Events, _by_cluster, start
 from syncrep_lab.experiment.spec import parse_spec
 from syncrep_lab.store import cluster_key_text
 
-from .helpers import cli
+from .helpers import cli_here
 
 SPEC = """\
 name = "pooled"
@@ -68,14 +68,14 @@ def test_two_clusters_share_rounds(workdir: Path) -> None:
         assert [r["idx"] for r in reps if r["round"] == k] == round_order(7, group, k, [0, 1])
     clusters = db.execute("select count(*) from clusters").fetchone()[0]
     assert clusters == 2  # each built once
-    res = cli("results", str(out), "--json")
+    res = cli_here("results", str(out), "--json")
     assert res.returncode == 0, res.stderr
     rows = {r["label"]: r for r in json.loads(res.stdout)}
     assert set(rows) == {"standbys=1 sc=on", "standbys=0 sc=on"}, rows.keys()
     ratio = rows["standbys=0 sc=on"]["ratio_to_baseline"]
     assert ratio["baseline"] == "standbys=1 sc=on" and ratio["rounds"] == 3, ratio
     assert ratio.get("paired", True) is True
-    report = cli("report", str(out))
+    report = cli_here("report", str(out))
     assert report.returncode == 0, report.stderr
     html = (out / "report.html").read_text()
     assert "2 clusters held up at once" in html  # the Method section says how it ran

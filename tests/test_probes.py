@@ -3,7 +3,9 @@ from perf, wait events from pg_stat_activity."""
 
 from __future__ import annotations
 
+import shutil
 import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -11,16 +13,15 @@ import pytest
 
 from syncrep_lab.analysis.costs import run_costs
 from syncrep_lab.cluster import server
-from syncrep_lab.cluster.build import UpOptions, up
+from syncrep_lab.cluster.manifest import Manifest
 from syncrep_lab.cluster.ready import replication_rows
-from syncrep_lab.cluster.teardown import remove_cluster
 from syncrep_lab.experiment.runner import start_run
 from syncrep_lab.experiment.spec import parse_spec
 from syncrep_lab.pg.roles import node_processes, role_of_title
 from syncrep_lab.probes import flamegraph, perfstat, sched
 from syncrep_lab.probes.session import walsenders
 
-from .helpers import cli
+from .helpers import cli_here, shared_tmp
 
 
 @pytest.mark.parametrize(
@@ -56,26 +57,24 @@ def test_role_of_title(title: str, role: str) -> None:
 
 @pytest.mark.parametrize("version", ["18", "9.6"])
 def test_roles_of_a_live_cluster(version: str, cluster_dir: Path,
+                                 make_cluster: Callable[..., Manifest],
                                  request: pytest.FixtureRequest) -> None:
     if version == "9.6":
         request.getfixturevalue("pg96")
-    manifest = up(UpOptions(dir=cluster_dir, pg=version))
-    try:
-        primary = manifest.primary
-        pid = server.postmaster_pid(primary.data_dir(cluster_dir))
-        assert pid is not None
-        senders = walsenders(manifest.admin_conninfo(primary))
-        assert set(senders.values()) == {"b", "c"}
-        roles = {p.label for p in node_processes("primary", pid, senders)}
-        assert {"postmaster", "walsender:b", "walsender:c", "walwriter", "checkpointer",
-                "bgwriter"} <= roles
-        spid = server.postmaster_pid(manifest.node("b").data_dir(cluster_dir))
-        assert spid is not None
-        standby_roles = {p.role for p in node_processes("b", spid)}
-        assert {"startup", "walreceiver"} <= standby_roles
-        assert set(replication_rows(manifest.admin_conninfo(primary))) == {"b", "c"}
-    finally:
-        remove_cluster(cluster_dir)
+    manifest = make_cluster(pg=version)
+    primary = manifest.primary
+    pid = server.postmaster_pid(primary.data_dir(cluster_dir))
+    assert pid is not None
+    senders = walsenders(manifest.admin_conninfo(primary))
+    assert set(senders.values()) == {"b", "c"}
+    roles = {p.label for p in node_processes("primary", pid, senders)}
+    assert {"postmaster", "walsender:b", "walsender:c", "walwriter", "checkpointer",
+            "bgwriter"} <= roles
+    spid = server.postmaster_pid(manifest.node("b").data_dir(cluster_dir))
+    assert spid is not None
+    standby_roles = {p.role for p in node_processes("b", spid)}
+    assert {"startup", "walreceiver"} <= standby_roles
+    assert set(replication_rows(manifest.admin_conninfo(primary))) == {"b", "c"}
 
 
 def test_parse_perf_stat() -> None:
@@ -105,7 +104,11 @@ duration = 2
 warmup = 1
 
 [matrix]
+# 18 under local and on (the costs' sync story), and 9.6 under on (the diagnosis's
+# epoll story against 18's): one run serves both tests.
+pg = ["9.6", "18"]
 synchronous_commit = ["local", "on"]
+exclude = [{ pg = "9.6", synchronous_commit = "local" }]
 
 [run]
 repeats_min = 1
@@ -118,11 +121,29 @@ flame_hz = 997
 """
 
 
-def test_costs_per_commit_tell_the_sync_story(workdir: Path) -> None:
-    out = workdir / "run"
-    start_run(parse_spec(SPEC), SPEC, workdir, out)
-    cells: dict[str, Any] = {c["label"]: c for c in run_costs(out)}
-    local, on = cells["sc=local"], cells["sc=on"]
+@pytest.fixture(scope="module")
+def probed_run(pg96: object) -> Iterator[Path]:
+    """The run of SPEC, made once for the tests that read it."""
+    root = shared_tmp("srl-probes-")
+    out = root / "run"
+    start_run(parse_spec(SPEC), SPEC, root, out)
+    yield out
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def _by_cell(cells: Sequence[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
+    """Cells by "PG LEVEL", whatever order the label gives the axes in."""
+    def key(label: str) -> str:
+        parts = dict(p.split("=", 1) for p in label.split())
+        return f"{parts['pg']} {parts['sc']}"
+
+    return {key(c["label"]): c for c in cells}
+
+
+def test_costs_per_commit_tell_the_sync_story(probed_run: Path) -> None:
+    out = probed_run
+    cells = _by_cell(run_costs(out))
+    local, on = cells["18 local"], cells["18 on"]
     reason = perfstat.unavailable_reason()
     if reason is not None:
         # This machine cannot count: the reason is stored and shown, nothing is invented.
@@ -166,13 +187,13 @@ def test_costs_per_commit_tell_the_sync_story(workdir: Path) -> None:
     assert replication["b"]["states"] == "sync"
     assert replication["c"]["states"] == "potential"
     assert replication["b"]["flush_ms"] is not None and replication["b"]["flush_ms"] >= 0
-    res = cli("costs", str(out))
+    res = cli_here("costs", str(out))
     assert res.returncode == 0, res.stderr
     assert "walsender:b" in res.stdout or "no per-process costs" in res.stdout
     assert "waiting for the standby" in res.stdout
 
 
-def _check_stacks_and_scheduler(local: dict[str, Any], on: dict[str, Any]) -> None:
+def _check_stacks_and_scheduler(local: Mapping[str, Any], on: Mapping[str, Any]) -> None:
     reason = flamegraph.unavailable_reason()
     if reason is not None:
         assert on["flamegraphs"] == []
@@ -194,7 +215,7 @@ def _check_stacks_and_scheduler(local: dict[str, Any], on: dict[str, Any]) -> No
         assert any(reason in s for s in on["probes"]["sched"])
         return
 
-    def woken(cell: dict[str, Any], waker: str) -> float:
+    def woken(cell: Mapping[str, Any], waker: str) -> float:
         return sum(float(w["per_commit"]["mean"]) for w in cell["wakeups"]
                    if (w["waker_node"], w["waker_role"], w["wakee_role"])
                    == ("primary", waker, "backend"))
@@ -212,16 +233,13 @@ def _check_stacks_and_scheduler(local: dict[str, Any], on: dict[str, Any]) -> No
     assert all(n["numa_node"].startswith("N") and n["pages"] > 0 for n in numa)
 
 
-def test_diagnosis_names_the_mechanism(workdir: Path, pg96: object) -> None:
+def test_diagnosis_names_the_mechanism(probed_run: Path) -> None:
     from syncrep_lab.analysis.diagnosis import diagnose_run
 
-    text = SPEC.replace('synchronous_commit = ["local", "on"]', 'pg = ["9.6", "18"]').replace(
-        "warmup = 1", 'warmup = 1\nsynchronous_commit = "on"')
-    out = workdir / "run"
-    start_run(parse_spec(text), text, workdir, out)
-    cells: dict[str, Any] = {c["label"]: {v["mechanism"]: v for v in c["verdicts"]}
-                             for c in diagnose_run(out)}
-    old, new = cells["pg=9.6"], cells["pg=18"]
+    out = probed_run
+    cells = {k: {v["mechanism"]: v for v in c["verdicts"]}
+             for k, c in _by_cell(diagnose_run(out)).items()}
+    old, new = cells["9.6 on"], cells["18 on"]
     if perfstat.unavailable_reason() is not None:
         assert new["commit-wait wake-up bound"]["confidence"] == "unknown"
         return
@@ -233,7 +251,7 @@ def test_diagnosis_names_the_mechanism(workdir: Path, pg96: object) -> None:
     assert wake["confidence"] in ("high", "medium")
     # 9.6 has no SyncRep wait event: the verdict says so rather than reading 0 %.
     assert "no wait event" in old["commit-wait wake-up bound"]["summary"]
-    res = cli("diagnose", str(out))
+    res = cli_here("diagnose", str(out))
     assert res.returncode == 0, res.stderr
     assert "commit-wait wake-up bound" in res.stdout
 
@@ -249,9 +267,9 @@ def _strace_counts(text: str) -> dict[str, int]:
     return counts
 
 
-def test_syscall_counts_match_an_independent_tracer(cluster_dir: Path) -> None:
+def test_syscall_counts_match_an_independent_tracer(
+        cluster_dir: Path, make_cluster: Callable[..., Manifest]) -> None:
     """perf's per-process syscall counts against strace's of the same process and interval."""
-    import shutil
     import signal
     import subprocess
 
@@ -261,40 +279,37 @@ def test_syscall_counts_match_an_independent_tracer(cluster_dir: Path) -> None:
 
     assert shutil.which("strace"), "strace is installed by ./run setup"
     assert perfstat.unavailable_reason() is None, perfstat.unavailable_reason()
-    manifest = up(UpOptions(dir=cluster_dir))
-    try:
-        primary = manifest.primary
-        pid = server.postmaster_pid(primary.data_dir(cluster_dir))
-        assert pid is not None
-        senders = walsenders(manifest.admin_conninfo(primary))
-        sender = next(p for p in node_processes("primary", pid, senders)
-                      if p.label == "walsender:b")
-        workload = Workload(clients=4, duration=2)
-        script = cluster_dir / "insert.sql"
-        script.write_text(script_text(workload, 1, cluster_dir))
-        prepare_tables(manifest.admin_conninfo(primary), workload)
-        perf = perfstat.PerfStat([sender], cluster_dir / "perf.csv")
-        strace = subprocess.Popen(
-            ["strace", "-c", "-e", "trace=kill,epoll_wait,sendto,recvfrom,read,write",
-             "-o", str(cluster_dir / "strace.txt"), "-p", str(sender.pid)],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        perf.start()
-        time.sleep(0.3)  # both attached before the first commit
-        run = run_pgbench(resolve(manifest.bin_dir).program("pgbench"),
-                          manifest.conninfo(primary), script, clients=4, threads=2,
-                          duration=2, synchronous_commit="on",
-                          log_prefix=cluster_dir / "log")
-        assert run.summary.transactions and run.summary.transactions > 50
-        time.sleep(0.3)  # and both still attached after the last
-        strace.send_signal(signal.SIGINT)
-        strace.wait(timeout=20)
-        counts = perf.stop()[sender.pid].syscalls
-        traced = _strace_counts((cluster_dir / "strace.txt").read_text())
-        assert traced.get("kill", 0) > 50
-        for name in ("kill", "epoll_wait"):
-            # The two tracers start and stop at different instants; between
-            # commits the walsender makes at most a few such calls.
-            assert abs(counts.get(name, 0) - traced.get(name, 0)) <= 3 + 0.01 * traced[name], (
-                name, counts, traced)
-    finally:
-        remove_cluster(cluster_dir)
+    manifest = make_cluster()
+    primary = manifest.primary
+    pid = server.postmaster_pid(primary.data_dir(cluster_dir))
+    assert pid is not None
+    senders = walsenders(manifest.admin_conninfo(primary))
+    sender = next(p for p in node_processes("primary", pid, senders)
+                  if p.label == "walsender:b")
+    workload = Workload(clients=4, duration=2)
+    script = cluster_dir / "insert.sql"
+    script.write_text(script_text(workload, 1, cluster_dir))
+    prepare_tables(manifest.admin_conninfo(primary), workload)
+    perf = perfstat.PerfStat([sender], cluster_dir / "perf.csv")
+    strace = subprocess.Popen(
+        ["strace", "-c", "-e", "trace=kill,epoll_wait,sendto,recvfrom,read,write",
+         "-o", str(cluster_dir / "strace.txt"), "-p", str(sender.pid)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    perf.start()
+    time.sleep(0.3)  # both attached before the first commit
+    run = run_pgbench(resolve(manifest.bin_dir).program("pgbench"),
+                      manifest.conninfo(primary), script, clients=4, threads=2,
+                      duration=2, synchronous_commit="on",
+                      log_prefix=cluster_dir / "log")
+    assert run.summary.transactions and run.summary.transactions > 50
+    time.sleep(0.3)  # and both still attached after the last
+    strace.send_signal(signal.SIGINT)
+    strace.wait(timeout=20)
+    counts = perf.stop()[sender.pid].syscalls
+    traced = _strace_counts((cluster_dir / "strace.txt").read_text())
+    assert traced.get("kill", 0) > 50
+    for name in ("kill", "epoll_wait"):
+        # The two tracers start and stop at different instants; between
+        # commits the walsender makes at most a few such calls.
+        assert abs(counts.get(name, 0) - traced.get(name, 0)) <= 3 + 0.01 * traced[name], (
+            name, counts, traced)

@@ -14,7 +14,7 @@ import pytest
 
 from syncrep_lab.store import DB_NAME
 
-from .helpers import cli, live_processes
+from .helpers import cli, cli_here, live_processes
 from .sshd import SshdHost, running_sshd
 
 BIN_15 = "/usr/lib/postgresql/15/bin"
@@ -116,6 +116,6 @@ def test_a_host_key_mismatch_is_refused_before_anything_is_made(workdir: Path,
 def test_an_unreachable_host_is_refused_with_the_reason(workdir: Path, far: SshdHost) -> None:
     spec = workdir / "spec.toml"
     spec.write_text(_spec(far).replace(f"port = {far.port}", "port = 2299"))
-    result = cli("run", str(spec), "--check", timeout=60)
+    result = cli_here("run", str(spec), "--check")
     assert result.returncode == 2, result.stdout + result.stderr
     assert "2299" in result.stderr and "fix:" in result.stderr

@@ -23,7 +23,7 @@ from syncrep_lab.store import DB_NAME
 from tests.browser import open_page
 from tests.data.runs.refresh import load
 
-from .helpers import cli
+from .helpers import cli, cli_here
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 FIXTURES = ("pg18-local-on", "pg96-on", "pg18-proc-only")
@@ -129,7 +129,7 @@ def test_report_data_agree_with_the_store(stored: dict[str, Path]) -> None:
 def test_results_json_agrees_with_the_store(stored: dict[str, Path]) -> None:
     for name in ("pg18-local-on", "pg18-proc-only"):
         folder = stored[name]
-        res = cli("results", str(folder), "--json")
+        res = cli_here("results", str(folder), "--json")
         assert res.returncode == 0, res.stderr
         rows = {r["idx"]: r for r in json.loads(res.stdout)}
         db = _db(folder)
@@ -157,7 +157,7 @@ def test_results_json_agrees_with_the_store(stored: dict[str, Path]) -> None:
                 assert top["source"] == ("perf" if table == "costs" else "proc")
         finally:
             db.close()
-        table_text = cli("results", str(folder)).stdout
+        table_text = cli_here("results", str(folder)).stdout
         assert "top CPU per commit" in table_text
         first = rows[min(rows)]["top_cost"]
         assert f"{first['node']} {first['role']} {first['cpu_us']:,.0f} µs" in table_text
@@ -166,7 +166,7 @@ def test_results_json_agrees_with_the_store(stored: dict[str, Path]) -> None:
 @pytest.mark.parametrize("name", FIXTURES)
 def test_stored_run_report_renders_in_chromium(stored: dict[str, Path], name: str) -> None:
     folder = stored[name]
-    res = cli("report", str(folder))
+    res = cli_here("report", str(folder))
     assert res.returncode == 0, res.stderr
     page_path = folder / "report.html"
     assert str(page_path) in res.stdout.replace("\n", "")
@@ -186,15 +186,15 @@ def test_stored_run_report_renders_in_chromium(stored: dict[str, Path], name: st
 
 
 def test_report_refuses_what_it_cannot_show(stored: dict[str, Path], workdir: Path) -> None:
-    res = cli("report", str(stored["pg96-on"]), "--cell", "7")
+    res = cli_here("report", str(stored["pg96-on"]), "--cell", "7")
     assert res.returncode == 2
     assert "cell 7 is not a finished cell" in res.stderr and "fix: pick one of: 0" in res.stderr
-    res = cli("report", str(workdir / "nothing here"))
+    res = cli_here("report", str(workdir / "nothing here"))
     assert res.returncode == 2 and "not a syncrep-lab run folder" in res.stderr
     assert "Traceback" not in res.stderr
     blocked = workdir / "file"
     blocked.write_text("")
-    res = cli("report", str(stored["pg96-on"]), "--out", str(blocked / "report.html"))
+    res = cli_here("report", str(stored["pg96-on"]), "--out", str(blocked / "report.html"))
     assert res.returncode == 2 and "cannot write the report" in res.stderr
     assert "Traceback" not in res.stderr
 
@@ -207,8 +207,8 @@ standbys = 2
 
 [workload]
 clients = 4
-duration = 2
-warmup = 1
+duration = 1
+warmup = 0
 
 [matrix]
 synchronous_commit = ["local", "on"]
@@ -284,7 +284,7 @@ def test_a_run_ends_with_its_report(workdir: Path) -> None:
 
 def test_compare_page_renders_in_chromium(stored: dict[str, Path], workdir: Path) -> None:
     page_path = workdir / "compare.html"
-    res = cli("compare", str(stored["pg96-on"]), str(stored["pg18-local-on"]), "--html",
+    res = cli_here("compare", str(stored["pg96-on"]), str(stored["pg18-local-on"]), "--html",
               str(page_path))
     assert res.returncode == 0, res.stderr
     page = open_page(page_path, ARTIFACTS / "compare-pg96-pg18.png", evaluate=PAGE_STATE,

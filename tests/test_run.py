@@ -11,14 +11,16 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
+from syncrep_lab.cluster.manifest import Manifest
 from syncrep_lab.experiment.runner import start_run
 from syncrep_lab.experiment.spec import parse_spec
 from syncrep_lab.measure.histogram import LatencyHistogram
 from syncrep_lab.pg import sync_names
 
-from .helpers import cli, postmasters_in
+from .helpers import cli, cli_here, postmasters_in
 
 SMALL = """\
 name = "small"
@@ -47,10 +49,15 @@ def _db(out: Path) -> sqlite3.Connection:
     return db
 
 
+# No probe output is read below, only that the probed repeats are apart: the probes
+# that take seconds to fold (stacks, scheduler) are left out.
+QUIET = SMALL + "\n[probes]\nflamegraphs = false\nsched = false\n"
+
+
 def test_small_run_agrees_with_pgbench(workdir: Path) -> None:
     out = workdir / "run"
-    spec = parse_spec(SMALL)
-    start_run(spec, SMALL, workdir, out)
+    spec = parse_spec(QUIET)
+    start_run(spec, QUIET, workdir, out)
     db = _db(out)
     cells = db.execute("select * from cells order by idx").fetchall()
     assert [c["status"] for c in cells] == ["done", "done"]
@@ -83,13 +90,13 @@ def test_small_run_agrees_with_pgbench(workdir: Path) -> None:
     settings = json.loads(clusters[0]["settings_json"])
     assert settings["primary"]["synchronous_standby_names"]["setting"] == "FIRST 1 (b)"
     # the terminal's --json is the store
-    res = cli("results", str(out), "--json")
+    res = cli_here("results", str(out), "--json")
     assert res.returncode == 0, res.stderr
     rows = json.loads(res.stdout)
     for row, cell in zip(rows, cells, strict=True):
         assert row["tps_mean"] == cell["tps_mean"]
         assert row["lat_p99_ms"] == cell["lat_p99_ms"]
-    res = cli("results", str(out), "--csv")
+    res = cli_here("results", str(out), "--csv")
     assert res.stdout.splitlines()[0].startswith("synchronous_commit,idx,label")
     assert postmasters_in(workdir) == []
 
@@ -101,7 +108,10 @@ def test_killed_run_resumes(workdir: Path) -> None:
     from .test_tool_faults import descendants, mentioning, run_cluster_dir, still_alive
 
     spec_file = workdir / "spec.toml"
-    spec_file.write_text(SMALL.replace('["local", "on"]', '["off", "local", "on"]'))
+    # the scheduler probe's perf record (on every CPU, with its sleep) is the one
+    # killed; the stack probe's costs seconds of folding per probed repeat on top
+    spec_file.write_text(SMALL.replace('["local", "on"]', '["off", "local", "on"]')
+                         + "\n[probes]\nflamegraphs = false\n")
     out = workdir / "run"
     proc = subprocess.Popen([sys.executable, "-m", "syncrep_lab", "run", str(spec_file),
                              "--out", str(out)], stdin=subprocess.DEVNULL,
@@ -150,7 +160,8 @@ def test_killed_run_resumes(workdir: Path) -> None:
 
 
 def test_failed_cell_is_recorded_and_the_run_goes_on(workdir: Path) -> None:
-    text = SMALL.replace('synchronous_commit = ["local", "on"]', 'settings = ["huge", "default"]')
+    text = QUIET.replace('synchronous_commit = ["local", "on"]', 'settings = ["huge", "default"]'
+                         ).replace("duration = 2", "duration = 1")
     text += '\n[settings_sets.huge]\nshared_buffers = "900TB"\n'
     out = workdir / "run"
     start_run(parse_spec(text), text, workdir, out)
@@ -159,7 +170,7 @@ def test_failed_cell_is_recorded_and_the_run_goes_on(workdir: Path) -> None:
     assert "exited during start-up" in cells[0]["error"]
     assert cells[1]["status"] == "done"
     assert cells[1]["tps_mean"] > 0
-    res = cli("results", str(out))
+    res = cli_here("results", str(out))
     assert "failed" in res.stdout
 
 
@@ -177,6 +188,10 @@ warmup = 0
 [run]
 repeats_min = 1
 repeats_max = 1
+
+[probes]
+# no test of this spec reads what the probes record
+probed_repeats = 0
 """
 
 
@@ -228,32 +243,28 @@ def test_lookup_and_script_workloads(workdir: Path) -> None:
     assert cell["status"] == "done", cell["error"]
 
 
-def test_attach_leaves_the_cluster_as_it_was(workdir: Path) -> None:
-    from syncrep_lab.cluster.build import UpOptions, up
+def test_attach_leaves_the_cluster_as_it_was(workdir: Path,
+                                             make_cluster: Callable[..., Manifest]) -> None:
     from syncrep_lab.cluster.status import cluster_status
-    from syncrep_lab.cluster.teardown import remove_cluster
 
-    manifest = up(UpOptions(dir=workdir / "theirs"))
-    try:
-        primary = manifest.conninfo(manifest.primary)
-        text = ONE + (f'\n[topology.attach]\nprimary = "{primary}"\nallow_alter = true\n'
-                      '\n[matrix]\nsync = ["FIRST 1 (c)"]\n')
-        text = text.replace("[topology]\nstandbys = 2\n", "[topology]\n")
-        out = workdir / "run"
-        start_run(parse_spec(text), text, workdir, out)
-        cell = _db(out).execute("select * from cells").fetchone()
-        assert cell["status"] == "done", cell["error"]
-        status = cluster_status(manifest)
-        assert all(n["state"] == "running" for n in status["nodes"])
-        states = {n["name"]: n.get("sync_state") for n in status["nodes"]}
-        assert states == {"primary": None, "b": "sync", "c": "potential"}  # put back
-        import psycopg
+    manifest = make_cluster(dir=workdir / "theirs")
+    primary = manifest.conninfo(manifest.primary)
+    text = ONE + (f'\n[topology.attach]\nprimary = "{primary}"\nallow_alter = true\n'
+                  '\n[matrix]\nsync = ["FIRST 1 (c)"]\n')
+    text = text.replace("[topology]\nstandbys = 2\n", "[topology]\n")
+    out = workdir / "run"
+    start_run(parse_spec(text), text, workdir, out)
+    cell = _db(out).execute("select * from cells").fetchone()
+    assert cell["status"] == "done", cell["error"]
+    status = cluster_status(manifest)
+    assert all(n["state"] == "running" for n in status["nodes"])
+    states = {n["name"]: n.get("sync_state") for n in status["nodes"]}
+    assert states == {"primary": None, "b": "sync", "c": "potential"}  # put back
+    import psycopg
 
-        with psycopg.connect(manifest.admin_conninfo(manifest.primary)) as conn:
-            left = conn.execute("select to_regclass('test')").fetchone()
-        assert left is not None and left[0] is None  # its own table, dropped
-    finally:
-        remove_cluster(manifest.dir)
+    with psycopg.connect(manifest.admin_conninfo(manifest.primary)) as conn:
+        left = conn.execute("select to_regclass('test')").fetchone()
+    assert left is not None and left[0] is None  # its own table, dropped
 
 
 def test_preflight_refuses_what_is_not_here(workdir: Path, pg96: object) -> None:

@@ -28,7 +28,7 @@ from syncrep_lab import paths
 from syncrep_lab.cluster.manifest import Manifest, load
 from syncrep_lab.runas import server_account
 
-from .helpers import cli, postmasters_in
+from .helpers import cli, cli_here, postmasters_in
 
 
 def _up(cluster_dir: Path, *args: str) -> Manifest:
@@ -233,7 +233,7 @@ flamegraphs = false
 sched = false
 """)
         out = workdir / "runs with space" / "é ü 名前"
-        check = cli("run", str(spec), "--out", str(out), "--check")
+        check = cli_here("run", str(spec), "--out", str(out), "--check")
         assert check.returncode == 0, check.stderr
         res = cli("run", str(spec), "--out", str(out), timeout=300)
         assert res.returncode == 0, res.stderr
@@ -246,7 +246,7 @@ sched = false
         assert "password=***" in spec_toml and "postgres:***@" in spec_toml
         assert "password=***" in settings["b"]["primary_conninfo"]["setting"]
         assert (out / "report.html").exists()
-        more = [cli(cmd, str(out), *extra) for cmd, *extra in
+        more = [cli_here(cmd, str(out), *extra) for cmd, *extra in
                 [("results", "--json"), ("report", "--json"), ("costs",), ("diagnose",)]]
         assert all(r.returncode == 0 for r in more), [r.stderr for r in more]
         shown = "\n".join(r.stdout + r.stderr for r in [check, res, *more])
@@ -273,7 +273,7 @@ primary = "postgresql://postgres:{SECRETS[1]}@/postgres?host=%2Fnonexistent&port
 duration = 1
 """)
     out = workdir / "run"
-    res = cli("run", str(spec), "--out", str(out), timeout=120)
+    res = cli_here("run", str(spec), "--out", str(out))
     # refused before the run starts: its cells wait for a standby, so the primary is
     # asked first whether it can acknowledge them
     assert res.returncode == 2, res.stderr

@@ -9,7 +9,7 @@ import pytest
 from syncrep_lab.experiment.plan import expand
 from syncrep_lab.experiment.spec import SpecError, load_preset, parse_spec
 
-from .helpers import cli
+from .helpers import cli_here
 
 GOOD = """\
 name = "t"
@@ -93,12 +93,12 @@ def test_cli_refuses_bad_spec_before_starting(workdir: Path) -> None:
     spec = workdir / "bad spec é.toml"
     spec.write_text(GOOD.replace("clients = [1, 4]", "clients = [1, -4]"))
     out = workdir / "out"
-    res = cli("run", str(spec), "--out", str(out))
+    res = cli_here("run", str(spec), "--out", str(out))
     assert res.returncode == 2
     assert "Traceback" not in res.stderr
     assert f"{spec}:12: matrix.clients[1]" in res.stderr
     assert not out.exists()
-    res = cli("run", str(workdir / "missing.toml"))
+    res = cli_here("run", str(workdir / "missing.toml"))
     assert res.returncode == 2 and "no spec file" in res.stderr
-    res = cli("run", "--preset", "nope", "--out", str(out))
+    res = cli_here("run", "--preset", "nope", "--out", str(out))
     assert res.returncode == 2 and "no preset 'nope'" in res.stderr

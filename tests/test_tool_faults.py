@@ -20,10 +20,11 @@ from pathlib import Path
 
 import pytest
 
+from syncrep_lab.cluster.manifest import Manifest
 from syncrep_lab.experiment.clusters import slot_dir
 from syncrep_lab.store import DB_NAME
 
-from .helpers import cli, postmasters_in
+from .helpers import cli, cli_here, postmasters_in
 
 SPEC = """\
 name = "faults"
@@ -33,9 +34,10 @@ standbys = 1
 sync = "b"
 
 [workload]
+# One second of each stage is time enough to catch it and signal it.
 clients = 2
-duration = 2
-warmup = 2
+duration = 1
+warmup = 1
 
 [run]
 repeats_min = 1
@@ -182,7 +184,7 @@ def nothing_left(out: Path, snapshot: dict[int, str], grace: float = 0.0) -> Non
     assert mentioning(str(out)) == []
     assert postmasters_in(cluster) == []
     assert not cluster.exists()
-    res = cli("clean", "--list")
+    res = cli_here("clean", "--list")
     assert res.returncode == 0 and "nothing to clean" in res.stdout, res.stdout
 
 
@@ -303,37 +305,33 @@ def test_clean_kills_what_a_killed_postmaster_left(workdir: Path) -> None:
 # --- bounded waits ----------------------------------------------------------------
 
 
-def test_pgbench_that_overruns_is_killed(workdir: Path) -> None:
+def test_pgbench_that_overruns_is_killed(workdir: Path,
+                                         make_cluster: Callable[..., Manifest]) -> None:
     """Commits that wait for a standby that is gone: the tables are still prepared
     (not a commit that waits), pgbench is killed after its bound, with a clear message."""
     from syncrep_lab.cluster import server
-    from syncrep_lab.cluster.build import UpOptions, up
-    from syncrep_lab.cluster.teardown import remove_cluster
     from syncrep_lab.errors import UserError
     from syncrep_lab.experiment.spec import Workload
     from syncrep_lab.experiment.workload import prepare_tables, run_pgbench, script_text
     from syncrep_lab.pg.installations import resolve
 
-    manifest = up(UpOptions(dir=workdir / "c", standbys=1, sync="b"))
-    try:
-        standby = manifest.node("b").data_dir(manifest.dir)
-        pid = server.signal_stop(standby, "immediate")
-        assert pid is not None
-        server.wait_gone({standby: pid}, 10)
-        script = workdir / "insert.sql"
-        script.write_text(script_text(Workload(), 1, workdir))
-        started = time.monotonic()
-        prepare_tables(manifest.admin_conninfo(manifest.primary), Workload())
-        assert time.monotonic() - started < 10
-        started = time.monotonic()
-        with pytest.raises(UserError, match=r"did not finish within 3 s .* was killed"):
-            run_pgbench(resolve(manifest.bin_dir).program("pgbench"),
-                        manifest.conninfo(manifest.primary), script, clients=2, threads=1,
-                        duration=1, synchronous_commit="on", extra_timeout=2)
-        assert time.monotonic() - started < 10
-        assert mentioning(str(script)) == []
-    finally:
-        remove_cluster(manifest.dir)
+    manifest = make_cluster(dir=workdir / "c", standbys=1, sync="b")
+    standby = manifest.node("b").data_dir(manifest.dir)
+    pid = server.signal_stop(standby, "immediate")
+    assert pid is not None
+    server.wait_gone({standby: pid}, 10)
+    script = workdir / "insert.sql"
+    script.write_text(script_text(Workload(), 1, workdir))
+    started = time.monotonic()
+    prepare_tables(manifest.admin_conninfo(manifest.primary), Workload())
+    assert time.monotonic() - started < 10
+    started = time.monotonic()
+    with pytest.raises(UserError, match=r"did not finish within 3 s .* was killed"):
+        run_pgbench(resolve(manifest.bin_dir).program("pgbench"),
+                    manifest.conninfo(manifest.primary), script, clients=2, threads=1,
+                    duration=1, synchronous_commit="on", extra_timeout=2)
+    assert time.monotonic() - started < 10
+    assert mentioning(str(script)) == []
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("perf") is None,
@@ -428,9 +426,9 @@ def refused(res: subprocess.CompletedProcess[str] | str, code: int, *needles: st
         assert needle in text, text
 
 
-THREE = SPEC.replace("warmup = 2", "warmup = 0").replace(
-    "repeats_max = 1", "repeats_max = 3").replace("repeats_min = 1", "repeats_min = 3") + \
-    "probed_repeats = 0\n"
+THREE = SPEC.replace("warmup = 1", "warmup = 0").replace("duration = 1", "duration = 2") \
+    .replace("repeats_max = 1", "repeats_max = 3").replace("repeats_min = 1", "repeats_min = 3") \
+    + "probed_repeats = 0\n"
 
 
 @root_only
