@@ -13,9 +13,10 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from syncrep_lab import paths
 from syncrep_lab.cluster.build import UpOptions, up
 from syncrep_lab.cluster.teardown import remove_cluster
-from syncrep_lab.pg.builds import builds_dir, list_builds
+from syncrep_lab.pg.builds import list_builds
 from syncrep_lab.pg.installations import resolve
 
 from .helpers import cli, cli_here
@@ -50,7 +51,7 @@ def test_a_build_from_debian_source_runs_and_is_cached(stock: dict[str, str],
     assert stock["source"].startswith("Debian postgresql-18 ")
     assert stock["flavor"] == "release" and stock["unfit"] is None
     assert "CFLAGS=-O2" in stock["configure"]
-    assert Path(stock["bin_dir"]).is_relative_to(builds_dir())
+    assert Path(stock["bin_dir"]).is_relative_to(paths.builds_dir())
     # The second time, nothing is built: the same installation comes back.
     again = cli_here("pg", "build", "18", "--name", "pg18-stock", "--json")
     assert again.returncode == 0, again.stderr
@@ -81,7 +82,7 @@ def test_a_patch_changes_what_the_server_does(stock: dict[str, str],
 def test_a_patch_that_does_not_apply_builds_and_caches_nothing(stock: dict[str, str]
                                                                ) -> None:
     before = {b.name for b in list_builds()}
-    tree = next((builds_dir() / "trees").glob("debian-postgresql-18-*-release"))
+    tree = next((paths.builds_dir() / "trees").glob("debian-postgresql-18-*-release"))
     original = (tree / GUC_FILE).read_bytes()
     res = cli_here("pg", "build", "18", "--patch", str(PATCHES / "commit_siblings_7.patch"),
                    "--patch", str(PATCHES / "does_not_apply.patch"), "--name", "pg18-broken")

@@ -1,7 +1,7 @@
 """PostgreSQL built from source: ``syncrep-lab pg build SOURCE [--patch FILE]...
 [--flavor F] [--name NAME]``.
 
-The cache (``paths.builds_dir()``) holds two kinds of thing:
+The cache (``paths.paths.builds_dir()``) holds two kinds of thing:
 
 - ``trees/SOURCE-FLAVOR``: one build tree per source and flavor, configured once and
   kept. A build with other patches reverts the last ones (from the copies of the files
@@ -66,12 +66,6 @@ BUILD_DEPS = {"cc": "gcc", "make": "make", "perl": "perl", "patch": "patch",
 PARSER_DEPS = {"bison": "bison", "flex": "flex"}  # when the source has no generated parser
 
 
-def builds_dir() -> Path:
-    """Builds outlive a test run's tool home: ``SYNCREP_LAB_BUILDS`` puts them elsewhere."""
-    override = os.environ.get("SYNCREP_LAB_BUILDS")
-    return Path(override) if override else paths.cache_dir() / "builds"
-
-
 @dataclass
 class Build:
     name: str
@@ -86,7 +80,7 @@ class Build:
 
     @property
     def bin_dir(self) -> Path:
-        return builds_dir() / "installs" / self.name / "bin"
+        return paths.builds_dir() / "installs" / self.name / "bin"
 
     @property
     def unfit(self) -> str | None:
@@ -96,7 +90,7 @@ class Build:
 def list_builds() -> list[Build]:
     """Every finished build in the cache, by name."""
     out = []
-    for meta in sorted((builds_dir() / "installs").glob("*/build.json")):
+    for meta in sorted((paths.builds_dir() / "installs").glob("*/build.json")):
         with contextlib.suppress(OSError, ValueError, TypeError):
             out.append(Build(**json.loads(meta.read_text())))
     return out
@@ -171,7 +165,7 @@ def build(source_text: str, patches: list[Path], flavor: str = "release",
     # A source tree is whatever it holds now: never taken from the cache.
     key = hashlib.sha256(json.dumps([source.ident, flavor, configure,
                                      [p["sha256"] for p in patch_ids]]).encode()).hexdigest()
-    root = builds_dir()
+    root = paths.builds_dir()
     with _locked(root):
         done = next((b for b in list_builds() if b.key == key and name in (None, b.name)),
                     None)

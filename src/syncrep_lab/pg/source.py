@@ -160,7 +160,7 @@ def debian_source(version: str) -> Source:
     # before 10 a major was two numbers (9.6), since then one (18)
     major = ".".join(version.split(".")[:2 if version.startswith("9.") else 1])
     package = f"postgresql-{major}"
-    lists = AptLists(paths.cache_dir() / "apt")
+    lists = AptLists(paths.builds_dir() / "apt")
     lists.update()
     found = lists.versions(package)
     wanted = [v for v in found
@@ -172,7 +172,7 @@ def debian_source(version: str) -> Source:
                         ("give one of those versions, " if found else "give ")
                         + "a tarball from postgresql.org's archive, or a source tree")
     chosen = max(wanted, key=_version_key)
-    into = paths.cache_dir() / "pg-source" / f"{package}_{chosen}"
+    into = paths.builds_dir() / "sources" / f"{package}_{chosen}"
     tarball = _orig_tarball(into)
     if tarball is None:
         tmp = into.with_name(f".{into.name}.{time.monotonic_ns()}")
