@@ -26,6 +26,9 @@ from syncrep_lab.pg.installations import Installation, resolve
 from .helpers import shared_tmp
 
 OLD_VERSION = "9.6.24"
+# PostgreSQL built from source (tests/test_pg_build.py) outlives the test run's tool home:
+# the first run on a machine builds it, later runs find it.
+os.environ.setdefault("SYNCREP_LAB_BUILDS", "/var/cache/syncrep-lab-tests/builds")
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -18,6 +18,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
@@ -32,7 +33,7 @@ from syncrep_lab.cluster.teardown import clean as clean_all
 from syncrep_lab.cluster.teardown import remove_cluster
 from syncrep_lab.errors import Interrupted, UserError
 from syncrep_lab.pg import fetch as pg_fetch
-from syncrep_lab.pg.installations import discover
+from syncrep_lab.pg.installations import Installation, discover
 from syncrep_lab.pg.settings import PROFILES, parse_assignment
 from syncrep_lab.terminal import make_console, route_library_logs
 
@@ -65,9 +66,18 @@ def pg() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 def pg_list(as_json: bool) -> None:
     """Every PostgreSQL installation found, newest first."""
+    from syncrep_lab.pg.builds import list_builds
+
     installs = discover()
+    builds = {str(b.bin_dir.resolve()): b for b in list_builds()}
+
+    def described(inst: Installation) -> dict[str, object]:
+        built = builds.get(str(inst.bin_dir))
+        return {**inst.describe(), **({"build": {**asdict(built), "unfit": built.unfit}}
+                                      if built else {})}
+
     if as_json:
-        click.echo(json.dumps([i.describe() for i in installs], indent=2))
+        click.echo(json.dumps([described(i) for i in installs], indent=2))
         return
     if not installs:
         out.print("no PostgreSQL installation found; run ./run setup")
@@ -79,7 +89,14 @@ def pg_list(as_json: bool) -> None:
         notes = [f"{p} from {path.parent}" for p, path in sorted(inst.borrowed.items())]
         if inst.lacks:
             notes.append("lacks " + ", ".join(inst.lacks))
-        table.add_row(inst.major, str(inst.version), inst.source, str(inst.bin_dir),
+        built = builds.get(str(inst.bin_dir))
+        if built is not None:
+            notes.append(f"{built.flavor}, " + (", ".join(p["name"] for p in built.patches)
+                                                or "no patches") + f"; {built.source}")
+            if built.unfit:
+                notes.append(f"not for performance figures: {built.unfit}")
+        source = f"build {built.name}" if built else inst.source
+        table.add_row(inst.major, str(inst.version), source, str(inst.bin_dir),
                       "\n".join(notes) or "-")
     out.print(table)
 
@@ -92,6 +109,35 @@ def pg_fetch_cmd(version: str, force: bool) -> None:
     err.print(f"fetching PostgreSQL {pg_fetch.bundle_version(version)} ...")
     inst = pg_fetch.fetch(version, force=force)
     out.print(f"PostgreSQL {inst.version} ready in {inst.bin_dir}")
+
+
+@pg.command("build")
+@click.argument("source")
+@click.option("--patch", "patches", multiple=True, type=click.Path(path_type=Path),
+              help="A patch (git diff or diff -u, applied with -p1); repeatable, in order.")
+@click.option("--flavor", default="release", show_default=True,
+              help="release, frame-pointers, profiling (gprof) or debug (assertions on).")
+@click.option("--name", default=None,
+              help="What --pg and the spec's pg axis call it (default: pgVERSION-FLAVOR, "
+                   "with the patches' hash).")
+@click.option("--jobs", type=click.IntRange(1, 256), default=None,
+              help="make -j (default: the CPUs).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+def pg_build_cmd(source: str, patches: tuple[Path, ...], flavor: str, name: str | None,
+                 jobs: int | None, as_json: bool) -> None:
+    """Build PostgreSQL from SOURCE: a version (a Debian source package, e.g. 18 or 15.18),
+    a release tarball, or a source tree; cached by source, patches and flavor."""
+    from syncrep_lab.pg.builds import build
+
+    built = build(source, list(patches), flavor, name, jobs,
+                  progress=lambda what: err.print(f"pg build: {escape(what)}"))
+    if as_json:
+        click.echo(json.dumps({**asdict(built), "bin_dir": str(built.bin_dir),
+                               "unfit": built.unfit}, indent=2))
+        return
+    out.print(f"{built.name}: PostgreSQL {built.version} ({built.flavor}) in {built.bin_dir}")
+    if built.unfit:
+        err.print(f"note: {built.unfit}")
 
 
 # --- cluster ----------------------------------------------------------------------

@@ -29,6 +29,13 @@ def cache_dir() -> Path:
     return _base("cache")
 
 
+def builds_dir() -> Path:
+    """PostgreSQL built from source, its sources and the apt lists they come from.
+    ``SYNCREP_LAB_BUILDS`` puts them elsewhere (the tests keep them across runs)."""
+    override = os.environ.get("SYNCREP_LAB_BUILDS")
+    return Path(override) if override else cache_dir() / "builds"
+
+
 def state_dir() -> Path:
     """The registry of clusters this tool created, and default cluster dirs."""
     return _base("state")

@@ -61,6 +61,7 @@ from syncrep_lab.measure.pairing import baselines, by_round, rows_per_second
 from syncrep_lab.measure.pgbench_log import ProgressSample, parse_transaction_logs
 from syncrep_lab.measure.stats import mean_ci, stein_rounds, trend
 from syncrep_lab.pg import replication, sync_names
+from syncrep_lab.pg.builds import unfit_note
 from syncrep_lab.pg.conninfo import (
     mask_toml,
     without_masked_password,
@@ -608,6 +609,8 @@ class Runner:
         ci = mean_ci(tps, ctl.confidence)
         h = merged.summary()
         notes = reliability_notes(repeats, ctl.confidence) + (more_notes or [])
+        notes += sorted({note for t in self.cluster.targets if t.manifest is not None
+                         if (note := unfit_note(t.manifest.bin_dir)) is not None})
         for note in notes:
             self.events.message(f"{run.cell.label}: {note}")
         summary: dict[str, Any] = {

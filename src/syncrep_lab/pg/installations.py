@@ -87,7 +87,7 @@ class Version:
 class Installation:
     bin_dir: Path
     version: Version
-    source: str  # embedded | path | debian | cache | given
+    source: str  # embedded | path | debian | cache | build | given
     programs: dict[str, Path] = field(default_factory=dict, compare=False, hash=False)
     borrowed: dict[str, Path] = field(default_factory=dict, compare=False, hash=False)
 
@@ -179,6 +179,10 @@ def _candidate_dirs() -> list[tuple[Path, str]]:
     if root.is_dir():
         for bundle in sorted(root.glob("*/bin")):
             found.append((bundle, "cache"))
+    from syncrep_lab.pg.builds import list_builds
+
+    for built in list_builds():
+        found.append((built.bin_dir, "build"))
     on_path = shutil.which("postgres")
     if on_path:
         found.append((Path(on_path).resolve().parent, "path"))
@@ -257,7 +261,12 @@ def resolve(spec: str | None, installs: list[Installation] | None = None) -> Ins
         others = installs if installs is not None else discover()
         return _lend_clients([inst, *[o for o in others if o.bin_dir != inst.bin_dir]])[0]
 
-    installs = installs if installs is not None else discover()
+    if spec is not None and spec[:1].isalpha():  # a build's name (pg build --name)
+        return _build_named(spec)
+    # A build is chosen by its name only: `--pg 18` must never mean someone's patched or
+    # debug build because it happens to be the newest 18.
+    installs = [i for i in (installs if installs is not None else discover())
+                if i.source != "build"]
     if spec is None:
         if not installs:
             raise UserError(
@@ -285,6 +294,20 @@ def resolve(spec: str | None, installs: list[Installation] | None = None) -> Ins
             f"PostgreSQL {spec} is not installed here (found: {have})", _suggestion(wanted)
         )
     return max(matching, key=lambda i: (i.version, i.source == "embedded"))
+
+
+def _build_named(name: str) -> Installation:
+    from syncrep_lab.pg.builds import find_build, list_builds
+
+    built = find_build(name)
+    inst = probe(built.bin_dir, "build") if built is not None else None
+    if inst is None:
+        have = ", ".join(b.name for b in list_builds()) or "none"
+        raise UserError(f"--pg {name!r} is neither a version (18, 15, 9.6, 15.18) nor a "
+                        f"directory, and no PostgreSQL build has that name (builds: {have})",
+                        "pass a major version, a full version, a bin dir, or the name of a "
+                        "build (syncrep-lab pg build SOURCE --name NAME)")
+    return inst
 
 
 def _mirror_layout(inst: Installation) -> tuple[list[tuple[Path, Path]], Path]:

@@ -1,0 +1,117 @@
+"""PostgreSQL built from a Debian source package: cached, patched, refused cleanly.
+
+The builds live in ``SYNCREP_LAB_BUILDS`` (set by conftest.py to a folder outside the
+checkout and the test run's tool home), so the first run on a machine builds PostgreSQL
+18 once (about five minutes on two cores) and later runs find it in the cache.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from syncrep_lab import paths
+from syncrep_lab.cluster.build import UpOptions, up
+from syncrep_lab.cluster.teardown import remove_cluster
+from syncrep_lab.pg.builds import list_builds
+from syncrep_lab.pg.installations import resolve
+
+from .helpers import cli, cli_here
+
+PATCHES = Path(__file__).parent / "data" / "patches"
+GUC_FILE = "src/backend/utils/misc/guc_tables.c"
+
+
+@pytest.fixture(scope="module")
+def stock() -> dict[str, str]:
+    """PostgreSQL 18 from Debian's source package, release flavor, as `pg build` made it."""
+    res = cli("pg", "build", "18", "--name", "pg18-stock", "--json", timeout=3600)
+    assert res.returncode == 0, res.stdout + res.stderr
+    built: dict[str, str] = json.loads(res.stdout)
+    return built
+
+
+def _show(cluster_dir: Path, pg: str, setting: str) -> str:
+    manifest = up(UpOptions(dir=cluster_dir, pg=pg, standbys=0))
+    try:
+        with psycopg.connect(manifest.admin_conninfo(manifest.primary), autocommit=True) as c:
+            row = c.execute(f"show {setting}").fetchone()
+        assert row is not None
+        return str(row[0])
+    finally:
+        remove_cluster(cluster_dir)
+
+
+def test_a_build_from_debian_source_runs_and_is_cached(stock: dict[str, str],
+                                                       cluster_dir: Path) -> None:
+    assert stock["version"].startswith("18.")
+    assert stock["source"].startswith("Debian postgresql-18 ")
+    assert stock["flavor"] == "release" and stock["unfit"] is None
+    assert "CFLAGS=-O2" in stock["configure"]
+    assert Path(stock["bin_dir"]).is_relative_to(paths.builds_dir())
+    # The second time, nothing is built: the same installation comes back.
+    again = cli_here("pg", "build", "18", "--name", "pg18-stock", "--json")
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["created_at"] == stock["created_at"]
+    listed = cli_here("pg", "list", "--json")
+    builds = [i for i in json.loads(listed.stdout) if i["source"] == "build"]
+    assert any(i.get("build", {}).get("name") == "pg18-stock" for i in builds)
+    assert any(i["bin_dir"] == stock["bin_dir"] for i in builds)
+    # A build is used by name, never by its version: --pg 18 stays what it was.
+    assert resolve("18").source != "build"
+    assert _show(cluster_dir, "pg18-stock", "server_version") == stock["version"]
+    assert _show(cluster_dir, "pg18-stock", "commit_siblings") == "5"
+
+
+def test_a_patch_changes_what_the_server_does(stock: dict[str, str],
+                                              cluster_dir: Path) -> None:
+    res = cli("pg", "build", "18", "--patch", str(PATCHES / "commit_siblings_7.patch"),
+              "--name", "pg18-siblings7", "--json", timeout=3600)
+    assert res.returncode == 0, res.stdout + res.stderr
+    patched = json.loads(res.stdout)
+    assert [p["name"] for p in patched["patches"]] == ["commit_siblings_7.patch"]
+    assert patched["bin_dir"] != stock["bin_dir"]
+    assert _show(cluster_dir, "pg18-siblings7", "commit_siblings") == "7"
+    # The stock build is untouched by the patched one built from the same tree.
+    assert _show(cluster_dir, "pg18-stock", "commit_siblings") == "5"
+
+
+def test_a_patch_that_does_not_apply_builds_and_caches_nothing(stock: dict[str, str]
+                                                               ) -> None:
+    before = {b.name for b in list_builds()}
+    tree = next((paths.builds_dir() / "trees").glob("debian-postgresql-18-*-release"))
+    res = cli_here("pg", "build", "18", "--patch", str(PATCHES / "commit_siblings_7.patch"),
+                   "--patch", str(PATCHES / "does_not_apply.patch"), "--name", "pg18-broken")
+    assert res.returncode == 2
+    assert "does_not_apply.patch does not apply" in res.stderr
+    assert "Hunk #1 FAILED" in res.stderr
+    assert "fix:" in res.stderr and "Traceback" not in res.stderr
+    assert {b.name for b in list_builds()} == before
+    # The first patch, which did apply, was undone with the second's failure: the tree
+    # holds the source as it came, whatever the build before this one had applied.
+    guc = (tree / GUC_FILE).read_text()
+    assert "&CommitSiblings,\n\t\t5, 0, 1000," in guc
+    assert "&CommitSiblings,\n\t\t7, 0, 1000," not in guc
+
+
+@pytest.mark.parametrize(("args", "needles"), [
+    (["pg", "build", "18", "--flavor", "fast"], ["--flavor 'fast' is not a build flavor",
+                                                 "release, frame-pointers, profiling, debug"]),
+    (["pg", "build", "/nonexistent/pg.tar.bz2"], ["no such file or directory"]),
+    (["pg", "build", "9.6"], ["no Debian source package of PostgreSQL 9.6",
+                              "a tarball from postgresql.org's archive, or a source tree"]),
+    (["pg", "build", "18", "--patch", "/nonexistent.patch"], ["--patch /nonexistent.patch"]),
+    (["pg", "build", "18", "--name", "18"], ["--name '18' is not a usable build name"]),
+    (["cluster", "up", "--pg", "nosuchbuild"], ["no PostgreSQL build has that name"]),
+])
+def test_bad_input_is_a_clean_error(args: list[str], needles: list[str], workdir: Path
+                                    ) -> None:
+    res = cli_here(*args, "--dir", str(workdir / "c")) if args[0] == "cluster" else \
+        cli_here(*args)
+    assert res.returncode == 2, res.stdout + res.stderr
+    for needle in needles:
+        assert needle in res.stderr
+    assert "fix:" in res.stderr and "Traceback" not in res.stderr
