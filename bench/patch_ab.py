@@ -46,7 +46,7 @@ def build(name: str, *patch: str) -> dict[str, Any]:
                                             "--json"))
     print(f"{name}: PostgreSQL {built['version']} {built['flavor']}, "
           f"{len(built['patches'])} patch(es), built in {built['seconds']:.0f} s "
-          f"(0 if it came from the cache this time)")
+          "(when first built: a cached build comes back at once)")
     return built
 
 
