@@ -18,7 +18,6 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
@@ -66,15 +65,15 @@ def pg() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 def pg_list(as_json: bool) -> None:
     """Every PostgreSQL installation found, newest first."""
-    from syncrep_lab.pg.builds import list_builds
+    from syncrep_lab.pg.builds import build_at
 
     installs = discover()
-    builds = {str(b.bin_dir.resolve()): b for b in list_builds()}
+    builds = {inst.bin_dir: build_at(inst.bin_dir) for inst in installs
+              if inst.source == "build"}
 
     def described(inst: Installation) -> dict[str, object]:
-        built = builds.get(str(inst.bin_dir))
-        return {**inst.describe(), **({"build": {**asdict(built), "unfit": built.unfit}}
-                                      if built else {})}
+        built = builds.get(inst.bin_dir)
+        return {**inst.describe(), **({"build": built.describe()} if built else {})}
 
     if as_json:
         click.echo(json.dumps([described(i) for i in installs], indent=2))
@@ -89,7 +88,7 @@ def pg_list(as_json: bool) -> None:
         notes = [f"{p} from {path.parent}" for p, path in sorted(inst.borrowed.items())]
         if inst.lacks:
             notes.append("lacks " + ", ".join(inst.lacks))
-        built = builds.get(str(inst.bin_dir))
+        built = builds.get(inst.bin_dir)
         if built is not None:
             notes.append(f"{built.flavor}, " + (", ".join(p["name"] for p in built.patches)
                                                 or "no patches") + f"; {built.source}")
@@ -132,8 +131,7 @@ def pg_build_cmd(source: str, patches: tuple[Path, ...], flavor: str, name: str 
     built = build(source, list(patches), flavor, name, jobs,
                   progress=lambda what: err.print(f"pg build: {escape(what)}"))
     if as_json:
-        click.echo(json.dumps({**asdict(built), "bin_dir": str(built.bin_dir),
-                               "unfit": built.unfit}, indent=2))
+        click.echo(json.dumps(built.describe(), indent=2))
         return
     out.print(f"{built.name}: PostgreSQL {built.version} ({built.flavor}) in {built.bin_dir}")
     if built.unfit:

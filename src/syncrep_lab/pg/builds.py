@@ -86,6 +86,10 @@ class Build:
     def unfit(self) -> str | None:
         return FLAVORS[self.flavor].unfit if self.flavor in FLAVORS else None
 
+    def describe(self) -> dict[str, object]:
+        """What ``pg build --json`` and ``pg list --json`` say of it."""
+        return {**asdict(self), "bin_dir": str(self.bin_dir), "unfit": self.unfit}
+
 
 def list_builds() -> list[Build]:
     """Every finished build in the cache, by name."""
@@ -100,14 +104,17 @@ def find_build(name: str) -> Build | None:
     return next((b for b in list_builds() if b.name == name), None)
 
 
+def build_at(bin_dir: str | Path) -> Build | None:
+    """The build whose installation ``bin_dir`` is, if it is one."""
+    where = Path(bin_dir).resolve()
+    return next((b for b in list_builds() if b.bin_dir.resolve() == where), None)
+
+
 def unfit_note(bin_dir: str | Path) -> str | None:
     """Why figures measured on the installation in ``bin_dir`` are not performance
     figures (a debug build), or None."""
-    where = Path(bin_dir).resolve()
-    for built in list_builds():
-        if built.unfit and built.bin_dir.resolve() == where:
-            return f"PostgreSQL build {built.name} is {built.unfit}"
-    return None
+    built = build_at(bin_dir)
+    return f"PostgreSQL build {built.name} is {built.unfit}" if built and built.unfit else None
 
 
 def check_name(name: str) -> str:
@@ -162,13 +169,13 @@ def build(source_text: str, patches: list[Path], flavor: str = "release",
     configure = [*BASE_CONFIGURE, *FLAVORS[flavor].configure,
                  f"CFLAGS={FLAVORS[flavor].cflags}"]
     patch_ids = [{"name": n, "sha256": hashlib.sha256(t).hexdigest()} for n, t in texts]
-    # A source tree is whatever it holds now: never taken from the cache.
     key = hashlib.sha256(json.dumps([source.ident, flavor, configure,
                                      [p["sha256"] for p in patch_ids]]).encode()).hexdigest()
     root = paths.builds_dir()
     with _locked(root):
         done = next((b for b in list_builds() if b.key == key and name in (None, b.name)),
                     None)
+        # A source tree is whatever it holds now: never taken from the cache.
         if (done is not None and source.kind != "tree"
                 and done.bin_dir.joinpath("postgres").exists()):
             return done
