@@ -268,18 +268,22 @@ def _prepare_tree(source: Source, tree: Path, progress: Callable[[str], None]) -
 
 
 def _sync(src: Path, dst: Path) -> None:
+    """Copy what differs in ``src`` into ``dst``. A copied file gets the time of the copy,
+    not the source's: a file put back from an older source time (after a patch was
+    reverted, say) must still be newer than the objects compiled from the patched one,
+    or make would keep them. Files of the same size are compared by content (about a
+    second for PostgreSQL's tree), so an unchanged file is never copied again."""
     for folder, dirs, files in os.walk(src):
         dirs[:] = [d for d in dirs if d != ".git"]
         rel = Path(folder).relative_to(src)
         (dst / rel).mkdir(parents=True, exist_ok=True)
         for name in files:
             a, b = Path(folder) / name, dst / rel / name
-            sa = a.stat()
             with contextlib.suppress(FileNotFoundError):
-                sb = b.stat()
-                if sb.st_size == sa.st_size and int(sb.st_mtime) == int(sa.st_mtime):
+                if b.stat().st_size == a.stat().st_size and b.read_bytes() == a.read_bytes():
                     continue
             shutil.copy2(a, b)
+            os.utime(b)
 
 
 # --- patches -------------------------------------------------------------------------
