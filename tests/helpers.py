@@ -22,13 +22,13 @@ def shared_tmp(prefix: str) -> Path:
     return path
 
 
-def cli(*args: str, timeout: float = 180, env: dict[str, str] | None = None
-        ) -> subprocess.CompletedProcess[str]:
-    """Run the real command line, as a user would."""
+def cli(*args: str, timeout: float = 180, env: dict[str, str] | None = None,
+        cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the real command line, as a user would (in ``cwd``, default this one)."""
     return subprocess.run(
         [sys.executable, "-m", "syncrep_lab", *args],
         capture_output=True, text=True, timeout=timeout, check=False, stdin=subprocess.DEVNULL,
-        env={**os.environ, "COLUMNS": "200", **(env or {})},
+        env={**os.environ, "COLUMNS": "200", **(env or {})}, cwd=cwd,
     )
 
 

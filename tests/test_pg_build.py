@@ -8,6 +8,7 @@ checkout and the test run's tool home), so the first run on a machine builds Pos
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import psycopg
@@ -19,7 +20,7 @@ from syncrep_lab.cluster.teardown import remove_cluster
 from syncrep_lab.pg.builds import list_builds
 from syncrep_lab.pg.installations import resolve
 
-from .helpers import cli, cli_here
+from .helpers import cli, cli_here, shared_tmp
 
 PATCHES = Path(__file__).parent / "data" / "patches"
 GUC_FILE = "src/backend/utils/misc/guc_tables.c"
@@ -115,3 +116,74 @@ def test_bad_input_is_a_clean_error(args: list[str], needles: list[str], workdir
     for needle in needles:
         assert needle in res.stderr
     assert "fix:" in res.stderr and "Traceback" not in res.stderr
+
+
+GPROF_SPEC = """\
+name = "gprof"
+
+[topology]
+standbys = 2
+
+[workload]
+clients = 8
+duration = 4
+warmup = 1
+
+[matrix]
+pg = ["pg18-prof"]
+
+[run]
+repeats_min = 1
+repeats_max = 1
+
+[probes]
+flamegraphs = false
+sched = false
+"""
+
+
+def test_a_profiling_build_gives_gprof_calls_per_commit_per_role() -> None:
+    """The seed's gprof table: SetLatch calls per commit in the sync walsender, which
+    wakes every waiting backend, near the kill() calls perf counts (a SetLatch is a
+    kill() when the backend sleeps); none in the potential standby's walsender."""
+    res = cli("pg", "build", "18", "--flavor", "profiling", "--name", "pg18-prof", "--json",
+              timeout=3600)
+    assert res.returncode == 0, res.stdout + res.stderr
+    built = json.loads(res.stdout)
+    assert "--enable-profiling" in built["configure"] and built["unfit"]
+    root = shared_tmp("srl-gprof-")
+    try:
+        (root / "spec.toml").write_text(GPROF_SPEC)
+        run = cli("run", "spec.toml", "--out", "run", timeout=600, cwd=root)
+        assert run.returncode == 0, run.stdout + run.stderr
+        # pgbench, initdb and the rest of the build are compiled with -pg too: their
+        # profiles go to a folder of the tool's, never into the user's folder
+        assert not list(root.glob("gmon.out*")), sorted(root.iterdir())
+        costs = cli_here("costs", str(root / "run"), "--json")
+        assert costs.returncode == 0, costs.stderr
+        cell = json.loads(costs.stdout)[0]
+        assert "ran" in cell["probes"]["gprof"]
+        profiles = {(g["node"], g["role"]): g for g in cell["gprof"]}
+        sync, potential = profiles[("primary", "walsender:b")], profiles[("primary",
+                                                                          "walsender:c")]
+        assert sync["processes"] == 1 and potential["processes"] == 1
+        latch = sync["setlatch_per_commit"]["mean"]
+        kills = sync["kill_per_commit"]["mean"]
+        assert 0.7 <= latch <= 1.3, latch
+        assert kills is not None and kills <= latch * 1.05 + 0.02
+        assert abs(latch - kills) <= 0.35 * latch, (latch, kills)
+        assert (potential["setlatch_per_commit"]["mean"] or 0.0) < 0.05
+        # the release of the waiters runs once per standby reply, in the sync walsender
+        called = {f["function"]: f["calls_per_commit"] for f in sync["functions"]}
+        text = Path(sync["profile"]).read_text()
+        assert "SyncRepReleaseWaiters" in text and "Flat profile" in text
+        assert any(v for v in called.values())
+        assert ("primary", "backend") in profiles
+        assert profiles[("primary", "backend")]["processes"] >= 8  # pgbench's, each exited
+        shown = cli_here("costs", str(root / "run"))
+        assert "gprof primary walsender:b" in shown.stdout and "SetLatch" in shown.stdout
+        report = (root / "run" / "report.html").read_text()
+        assert "gprof in cell 0" in report
+        assert "Not a performance figure" in report and "pg18-prof" in report
+    finally:
+        shutil.rmtree(root, ignore_errors=True)

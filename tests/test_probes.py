@@ -144,6 +144,11 @@ def test_costs_per_commit_tell_the_sync_story(probed_run: Path) -> None:
     out = probed_run
     cells = _by_cell(run_costs(out))
     local, on = cells["18 local"], cells["18 on"]
+    # gprof needs a profiling build (tests/test_pg_build.py runs one): on the
+    # installed servers it is skipped, saying how to get one, and nothing is restarted.
+    assert on["gprof"] == []
+    assert any("not a profiling build" in s and "--flavor profiling" in s
+               for s in on["probes"]["gprof"])
     reason = perfstat.unavailable_reason()
     if reason is not None:
         # This machine cannot count: the reason is stored and shown, nothing is invented.

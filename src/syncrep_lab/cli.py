@@ -34,6 +34,7 @@ from syncrep_lab.errors import Interrupted, UserError
 from syncrep_lab.pg import fetch as pg_fetch
 from syncrep_lab.pg.installations import Installation, discover
 from syncrep_lab.pg.settings import PROFILES, parse_assignment
+from syncrep_lab.runas import divert_profiles
 from syncrep_lab.terminal import make_console, route_library_logs
 
 out = make_console()
@@ -712,6 +713,7 @@ def clean(just_list: bool) -> None:
 
 def main() -> None:
     shutdown.install()  # SIGINT, SIGTERM, SIGHUP: cleanup; a second one: out at once
+    divert_profiles()  # a profiling build's programs: no gmon.out in the user's folders
     run_command(None)
 
 

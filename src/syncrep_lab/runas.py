@@ -9,10 +9,12 @@ Run as a normal user, everything simply runs as that user.
 
 from __future__ import annotations
 
+import atexit
 import os
 import pwd
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -138,3 +140,24 @@ def unreachable_ancestor(account: Account, path: Path) -> Path | None:
         if not ok:
             return parent
     return None
+
+
+# glibc's name for where a program built with -pg writes its profile at exit
+PROFILE_PREFIX = "GMON_OUT_PREFIX"
+
+
+def divert_profiles() -> None:
+    """Make every program of a profiling build that the tool starts, except the servers,
+    write its profile into a folder of this process's instead of ``gmon.out`` in its
+    working directory (pgbench's in the user's own folder, initdb's and
+    ``postgres --version``'s ...). glibc honours ``GMON_OUT_PREFIX`` (the file is then
+    PREFIX.PID), and the tool's children inherit it; the server start takes it out again,
+    so a server's processes keep PostgreSQL's ``DATA/gprof/PID/gmon.out``, which the
+    gprof probe reads. The folder is removed when the tool exits. Other programs ignore
+    the variable."""
+    if PROFILE_PREFIX in os.environ:
+        return
+    folder = Path(tempfile.mkdtemp(prefix="syncrep-lab-gmon-"))
+    folder.chmod(0o1777)  # the server account's programs write there too
+    os.environ[PROFILE_PREFIX] = str(folder / "gmon.out")
+    atexit.register(shutil.rmtree, folder, True)

@@ -94,6 +94,28 @@ class FlameGraph(TypedDict):
     frames: list[FrameShare]
 
 
+class GprofFunction(TypedDict):
+    """A function of a role's gprof profile: exact calls per commit (None: code not
+    compiled with -pg) and its share of the role's sampled time."""
+
+    function: str
+    calls_per_commit: float | None
+    self_share: float
+
+
+class GprofProfile(TypedDict):
+    """A role's gprof profile on a profiling build, over the probed repeats."""
+
+    node: str
+    role: str
+    processes: int
+    sampled_s: float  # per repeat, on average
+    profile: str  # the last repeat's flat profile (text), named in full
+    setlatch_per_commit: MeanCI
+    kill_per_commit: MeanCI  # perf's kill() per commit in the same role, to set beside
+    functions: list[GprofFunction]  # the hottest by self time, then the most called
+
+
 class CellCosts(TypedDict):
     """:func:`cell_costs`: what the diagnosis, the model, observe and the report read."""
 
@@ -104,6 +126,7 @@ class CellCosts(TypedDict):
     wakeups: list[WakeupCosts]
     flamegraphs: list[FlameGraph]
     numa: list[dict[str, Any]]  # store.queries.NumaPagesMean's fields
+    gprof: list[GprofProfile]
     probes: dict[str, list[str]]  # probe -> its outcomes ('ran', 'skipped: why', ...)
 
 
@@ -257,6 +280,7 @@ def cell_costs(store: Store, cell_id: int) -> CellCosts:
             "wakeups": _wakeups(store, tps),
             "flamegraphs": _flamegraphs(store, list(repeats)),
             "numa": _numa(store, list(repeats)),
+            "gprof": _gprof(store, repeats, roles),
             "probes": {k: sorted(v) for k, v in probe_status.items()}}
 
 
@@ -293,6 +317,54 @@ def _flamegraphs(store: Store, repeat_ids: list[int]) -> list[FlameGraph]:
                     "folded": str(store.folder / g.folded_path),
                     "frames": [{"frame": f.frame, "inclusive": f.inclusive_us / total,
                                 "self": f.self_us / total} for f in frames]})
+    return out
+
+
+GPROF_TOP = 10  # functions shown per role: this many by self time, as many by calls
+
+
+def _gprof(store: Store, commits: dict[int, int], roles: list[RoleCosts]
+           ) -> list[GprofProfile]:
+    """Each role's gprof profile, per commit: the seed's table (SetLatch calls against
+    transactions, beside the kill() calls perf counted) and the top functions."""
+    role_rows, function_rows = queries.gprof_of(store, commits)
+    if not role_rows:
+        return []
+    calls: dict[tuple[str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    self_s: dict[tuple[str, str], dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for repeat_id, f in function_rows:
+        key = (f.node, f.role)
+        self_s[key][f.function] += f.self_s
+        if f.calls is not None and commits[repeat_id] > 0:
+            calls[key][f.function].append(f.calls / commits[repeat_id])
+    profiled: dict[tuple[str, str], list[tuple[int, Any]]] = defaultdict(list)
+    for repeat_id, g in role_rows:
+        profiled[(g.node, g.role)].append((repeat_id, g))
+    kills = {(r["node"], r["role"]): r["syscalls_per_commit"].get("kill") for r in roles}
+    out: list[GprofProfile] = []
+    for key, rows in sorted(profiled.items()):
+        n = len(rows)
+        last = max(rows, key=lambda row: row[0])[1]
+        sampled = sum(g.sampled_s for _, g in rows)
+
+        def per_commit(function: str, key: tuple[str, str] = key, n: int = n) -> list[float]:
+            values = calls[key].get(function, [])
+            return values + [0.0] * (n - len(values))  # repeats where it was never called
+
+        by_self = sorted(self_s[key].items(), key=lambda kv: -kv[1])[:GPROF_TOP]
+        by_calls = sorted(calls[key], key=lambda fn: -sum(calls[key][fn]))[:GPROF_TOP]
+        shown = [fn for fn, _ in by_self] + [fn for fn in by_calls
+                                             if fn not in dict(by_self)]
+        out.append({
+            "node": key[0], "role": key[1], "processes": last.processes,
+            "sampled_s": sampled / n, "profile": str(store.folder / last.profile_path),
+            "setlatch_per_commit": _ci(per_commit("SetLatch")),
+            "kill_per_commit": kills.get(key) or _ci([]),
+            "functions": [{"function": fn,
+                           "calls_per_commit": (sum(per_commit(fn)) / n
+                                                if fn in calls[key] else None),
+                           "self_share": self_s[key][fn] / sampled if sampled > 0 else 0.0}
+                          for fn in shown]})
     return out
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from syncrep_lab import procs
-from syncrep_lab.runas import Account, account_env, as_account
+from syncrep_lab.runas import PROFILE_PREFIX, Account, account_env, as_account
 
 if TYPE_CHECKING:
     from syncrep_lab.placement.layout import Launch
@@ -49,6 +49,8 @@ def spawn(
         kwargs = {"env": account_env(account), "cwd": str(data_dir)}
     else:
         argv = [*prefix, *argv]
+    # a profiling build's server writes DATA/gprof/PID/gmon.out (runas.divert_profiles)
+    kwargs["env"].pop(PROFILE_PREFIX, None)
     log = open(log_file, "ab")  # noqa: SIM115 - handed to the child, closed below
     try:
         if not account.is_self:

@@ -39,6 +39,7 @@ from syncrep_lab.experiment.plan import (
 from syncrep_lab.experiment.spec import MAX_INSTANCES, Attach, Spec
 from syncrep_lab.pg import replication, sync_names
 from syncrep_lab.pg.admin import admin_connection, alter_system
+from syncrep_lab.pg.builds import build_at
 from syncrep_lab.pg.conninfo import mask_conninfo, mask_text
 from syncrep_lab.pg.installations import resolve
 from syncrep_lab.pg.settings import profile_settings
@@ -208,8 +209,9 @@ class ActiveCluster:
                        "unit": r[2], "source": r[3]} for r in rows}
         key = cluster_key_text(cell.params()) if cell is not None else json.dumps(
             list(self.key or ())[:3])
+        built = build_at(bin_dir) if cell is not None else None
         self.runner.store.add_cluster(self.runner.run_id, key, version, bin_dir, described,
-                                      settings)
+                                      settings, built.describe() if built else None)
 
     def set_sync(self, cell: Cell) -> None:
         """synchronous_standby_names by reload, then wait for the states it implies."""
@@ -222,14 +224,21 @@ class ActiveCluster:
             self._alter_sync(each, cell.sync)
 
     def _alter_sync(self, target: Target, text: str) -> None:
-        spec, rendered = check_sync(text, target.standbys, target.version_num)
+        _, rendered = check_sync(text, target.standbys, target.version_num)
         if self.runner.visit is not None and self.original_sync is not None:
             self.runner.visit.will_alter_sync(self.original_sync)  # recorded before it changes
         with admin_connection(target.admin, seconds=ADMIN_SECONDS, what="the primary") as conn:
             alter_system(conn, {"synchronous_standby_names": rendered})
+        self.wait_streaming(target, text)
+        self.sync = text
+
+    def wait_streaming(self, target: Target, text: str | None = None) -> None:
+        """Return once every standby of ``target`` streams in the sync state the sync
+        text (default: the one in force) gives it."""
+        text = self.sync if text is None else text
+        spec = check_sync(text, target.standbys, target.version_num)[0] if text else None
         wait_replication(target.admin, sync_names.expect(spec, target.standbys),
                          time.monotonic() + self.runner.spec.run.ready_timeout, target.log_of)
-        self.sync = text
 
     def down(self) -> None:
         if self.attach is not None:

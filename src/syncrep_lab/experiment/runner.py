@@ -61,7 +61,7 @@ from syncrep_lab.measure.pairing import baselines, by_round, rows_per_second
 from syncrep_lab.measure.pgbench_log import ProgressSample, parse_transaction_logs
 from syncrep_lab.measure.stats import mean_ci, stein_rounds, trend
 from syncrep_lab.pg import replication, sync_names
-from syncrep_lab.pg.builds import unfit_note
+from syncrep_lab.pg.builds import Build, build_at, unfit_note
 from syncrep_lab.pg.conninfo import (
     mask_toml,
     without_masked_password,
@@ -72,6 +72,7 @@ from syncrep_lab.placement.watch import (
     link_rows,
     numastat_rows,
 )
+from syncrep_lab.probes.gprof import GprofSetup
 from syncrep_lab.probes.remote import role_costs
 from syncrep_lab.probes.session import RepeatProbes, UntracedCpu, probe_rows
 from syncrep_lab.store import (
@@ -443,8 +444,13 @@ class Runner:
                      if n.data_dir is not None]
         ledger = reset.cpu_ledger(data_dirs)
         started = now()
+        built = (build_at(target.manifest.bin_dir) if probed and target.manifest is not None
+                 else None)
         probes = (RepeatProbes(self.spec.probes, target.nodes, target.version_num, rep_dir,
-                               self.spec.workload.duration) if probed else None)
+                               self.spec.workload.duration, self._profiling(target, built),
+                               frame_pointers=built is not None
+                               and built.flavor == "frame-pointers")
+                  if probed else None)
         fault = self._fault_run(cell, target)
         remote_before = _remote_snapshots(target) if probed else {}
         if probes is not None:
@@ -534,6 +540,13 @@ class Runner:
             rows.instance_results = record.instance_rows
         self.store.add_repeat(cell_id, record.values, record.samples, rows)
         return record.tps
+
+    def _profiling(self, target: Target, built: Build | None) -> GprofSetup | None:
+        """What the gprof probe needs, when the cluster runs on a profiling build."""
+        if built is None or built.flavor != "profiling":
+            return None
+        return GprofSetup(built.bin_dir / "postgres",
+                          lambda: self.cluster.wait_streaming(target))
 
     def _reset(self, cell: Cell) -> bool:
         """Each repeat from the same state (experiment/reset.py); whether a standby was

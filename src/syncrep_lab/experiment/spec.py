@@ -189,8 +189,12 @@ class Probes(_Strict):
     numa: bool = True  # numa_maps of every process before and after
     flamegraphs: bool = True  # perf record on every CPU, folded per role (root + inferno)
     flame_hz: Annotated[int, Field(ge=1, le=10000)] = 99
+    # how perf unwinds stacks: auto = fp on a frame-pointers build, dwarf otherwise
+    call_graph: Literal["auto", "dwarf", "fp"] = "auto"
     sched: bool = True  # scheduler trace: waiting to be woken, run queue, who wakes whom
     sched_seconds: Annotated[float, Field(gt=0, le=60)] = 3.0  # of each probed repeat
+    # calls and time per function per role, on a profiling build (probes/gprof.py)
+    gprof: bool = True
 
 
 class RunControl(_Strict):

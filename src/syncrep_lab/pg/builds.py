@@ -51,7 +51,13 @@ class Flavor:
 FLAVORS = {
     "release": Flavor((), "-O2"),
     "frame-pointers": Flavor((), "-O2 -fno-omit-frame-pointer"),
-    "profiling": Flavor(("--enable-profiling",), "-O2"),
+    # gprof maps the PC samples and call arcs of gmon.out to symbols at the executable's
+    # link addresses: a position-independent postgres (Debian's gcc default) is loaded
+    # elsewhere, and its profile came out with time and calls under the wrong functions
+    # (shared-memory set-up code hot in a walsender). A fixed address keeps them right.
+    "profiling": Flavor(("--enable-profiling", "LDFLAGS_EX=-no-pie"), "-O2",
+                        "a profiling build (-pg: every call of every function counted): "
+                        "read it for calls per commit, not for its TPS or CPU"),
     "debug": Flavor(("--enable-debug", "--enable-cassert"), "-O0 -g",
                     "a debug build (assertions on, not optimised): for correctness runs, "
                     "its figures say nothing about performance"),

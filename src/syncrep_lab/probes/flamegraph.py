@@ -4,10 +4,14 @@
 PostgreSQL is built without frame pointers, so frame-pointer unwinding stops
 at the first PostgreSQL frame; DWARF unwinding (a copy of the top of each
 sampled stack) gives whole stacks at a sampling rate low enough to stay cheap
-(99 Hz by default). ``inferno-collapse-perf --pid`` folds ``perf script``'s
-output; the first frame (``postgres-PID``) is then replaced by the process's
-role from the tracker, so one flame graph per node and role adds up every
-backend, and one more shows all of them side by side. ``inferno-flamegraph``
+(99 Hz by default). On a build with frame pointers (``pg build --flavor
+frame-pointers``) the kernel walks the stack itself (``--call-graph fp``), with
+no stack copy per sample (bench/frame_pointers.py measures both on one cell).
+
+``inferno-collapse-perf --pid`` folds ``perf script``'s output; the first frame
+(``postgres-PID``) is then replaced by the process's role from the tracker, so one
+flame graph per node and role adds up every backend, and one more shows all of them
+side by side. ``inferno-flamegraph``
 renders each as an interactive SVG (search, zoom).
 """
 
@@ -55,13 +59,18 @@ def unavailable_reason() -> str | None:
     return None
 
 
+CALL_GRAPHS = {"dwarf": "DWARF-unwound stacks", "fp": "frame-pointer stacks"}
+
+
 class OnCpuRecorder:
-    def __init__(self, out: Path, hz: int, max_seconds: float) -> None:
+    def __init__(self, out: Path, hz: int, max_seconds: float, call_graph: str = "dwarf"
+                 ) -> None:
         self.out = out
+        self.call_graph = call_graph  # a key of CALL_GRAPHS
         # The sleep bounds the recording even if nobody stops it.
         self.perf = PerfProcess(
-            ["perf", "record", "-a", "--call-graph", "dwarf", "-F", str(hz), "-o", str(out),
-             "--", "sleep", str(int(max_seconds) + 1)], "perf record")
+            ["perf", "record", "-a", "--call-graph", call_graph, "-F", str(hz), "-o",
+             str(out), "--", "sleep", str(int(max_seconds) + 1)], "perf record")
 
     def start(self) -> None:
         self.out.unlink(missing_ok=True)  # perf would keep an old one as .old

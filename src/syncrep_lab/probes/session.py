@@ -30,7 +30,7 @@ from syncrep_lab import shutdown
 from syncrep_lab.cluster import server
 from syncrep_lab.pg.admin import admin_connection
 from syncrep_lab.pg.roles import NodeProcess
-from syncrep_lab.probes import flamegraph, perfstat, sched
+from syncrep_lab.probes import flamegraph, gprof, perfstat, sched
 from syncrep_lab.probes.activity import ActivityResult, ActivitySampler
 from syncrep_lab.probes.tracker import ProcessTracker, TrackerResult
 from syncrep_lab.store import (
@@ -68,6 +68,7 @@ class ProbeData:
     proc: TrackerResult | None = None
     flame: flamegraph.FlameResult | None = None
     sched: sched.SchedResult | None = None
+    gprof: gprof.GprofResult | None = None
 
 
 def walsenders(admin: str) -> dict[int, str]:
@@ -138,8 +139,12 @@ class UntracedCpu:
 
 class RepeatProbes:
     def __init__(self, config: Probes, nodes: list[ProbeNode], version_num: int,
-                 out_dir: Path, duration: float) -> None:
+                 out_dir: Path, duration: float, profiling: gprof.GprofSetup | None = None,
+                 frame_pointers: bool = False) -> None:
         self.config = config
+        self.profiling = profiling  # the gprof probe's needs, on a profiling build
+        self.frame_pointers = frame_pointers  # the servers keep frame pointers
+        self.gprof: gprof.GprofProbe | None = None
         self.nodes = nodes
         self.version_num = version_num
         self.out_dir = out_dir
@@ -162,6 +167,7 @@ class RepeatProbes:
         return None
 
     def start(self) -> None:
+        self._start_gprof()  # first: it restarts the walsenders the others then find
         self.tracker = node_tracker(self.nodes, hz=self.config.proc_hz or 1.0,
                                     numa=self.config.numa)
         if self.tracker is not None:
@@ -186,6 +192,30 @@ class RepeatProbes:
             return None
         return started
 
+    def _start_gprof(self) -> None:
+        local = [gprof.GprofNode(n.name, n.data_dir, n.admin, n.primary)
+                 for n in self.nodes if n.data_dir is not None]
+        reason = None
+        if not self.config.gprof:
+            reason = "turned off in the spec ([probes] gprof)"
+        elif self.profiling is None:
+            reason = ("not a profiling build: build one with `syncrep-lab pg build VERSION "
+                      "--flavor profiling` and run the cell on it (--pg NAME)")
+        elif not any(n.primary for n in local):
+            reason = "the primary is not on this machine: gprof reads its data directory"
+        else:
+            reason = gprof.unavailable_reason()
+        if reason is not None:
+            self._skip("gprof", reason)
+            return
+        assert self.profiling is not None
+        self.gprof = gprof.GprofProbe(self.profiling, local, self.out_dir / "gprof")
+        try:
+            self.gprof.start()
+        except (OSError, RuntimeError) as exc:
+            self.data.status["gprof"] = ("failed", str(exc))
+            self.gprof = None
+
     def _start_perf(self) -> None:
         self.perf = self._started(
             "perf", self.config.perf, perfstat.unavailable_reason,
@@ -195,11 +225,18 @@ class RepeatProbes:
         self.oncpu = self._started(
             "flamegraphs", self.config.flamegraphs, flamegraph.unavailable_reason,
             lambda: flamegraph.OnCpuRecorder(self.out_dir / "oncpu.perf.data",
-                                             self.config.flame_hz, self.duration + 60))
+                                             self.config.flame_hz, self.duration + 60,
+                                             self.call_graph()))
         self.sched = self._started(
             "sched", self.config.sched, sched.unavailable_reason,
             lambda: sched.SchedRecorder(self.out_dir / "sched.perf.data",
                                         min(self.config.sched_seconds, self.duration)))
+
+    def call_graph(self) -> str:
+        """How perf unwinds the on-CPU stacks: the spec's choice, or by the build."""
+        if self.config.call_graph != "auto":
+            return self.config.call_graph
+        return "fp" if self.frame_pointers else "dwarf"
 
     def _start_samplers(self) -> None:
         hz = self.config.wait_events_hz
@@ -241,6 +278,9 @@ class RepeatProbes:
                                             else ("ran", None))
         if counts is not None:
             self.data.costs = self._by_role(counts)
+        profiler = self.gprof
+        if profiler is not None:  # last: it ends the walsenders the others watch
+            self.data.gprof = self._stop("gprof", lambda: profiler.stop(self._role_of))
         self._analyse()
         return self.data
 
@@ -279,7 +319,8 @@ class RepeatProbes:
             try:
                 self.data.flame = flamegraph.flame_graphs(
                     self.oncpu.out, self.out_dir / "flame", self._role_of,
-                    f"{self.config.flame_hz} Hz per CPU over {self.duration:g} s; µs on CPU")
+                    f"{self.config.flame_hz} Hz per CPU over {self.duration:g} s, "
+                    f"{flamegraph.CALL_GRAPHS[self.oncpu.call_graph]}; µs on CPU")
             except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
                 self.data.status["flamegraphs"] = ("failed", str(exc))
             self.oncpu.out.unlink(missing_ok=True)
@@ -341,4 +382,8 @@ def probe_rows(data: ProbeData, repeat_dir: str) -> ProbeRows:
                          r.switches, r.voluntary, r.wakeups_received, s.duration_s)
             for (node, role), r in sorted(s.roles.items())]
         rows.wakeups = [WakeupRow(*key, n, s.duration_s) for key, n in sorted(s.wakeups.items())]
+    if data.gprof is not None:
+        rows.gprof_roles = [g._replace(profile_path=f"{repeat_dir}/gprof/{g.profile_path}")
+                            for g in data.gprof.roles]
+        rows.gprof_functions = list(data.gprof.functions)
     return rows

@@ -141,6 +141,7 @@ def _topology(store: Store, run_id: int) -> list[dict[str, Any]]:
                     else str(v["setting"]))
         out.append({"pg": key[0], "standbys": key[1], "settings_set": key[2],
                     "version": c.version, "bin_dir": c.bin_dir, "nodes": nodes,
+                    "build": json.loads(c.build_json) if c.build_json else None,
                     "synchronous_standby_names": sync_text, "states": states,
                     "settings": dict(sorted(in_force.items()))})
     return out

@@ -20,6 +20,8 @@ from syncrep_lab.store.rows import (
     DurabilityRow,
     FaultEventRow,
     FlameGraphRow,
+    GprofFunctionRow,
+    GprofRoleRow,
     InstanceResultRow,
     LinkRow,
     NumaPagesRow,
@@ -42,6 +44,7 @@ from syncrep_lab.store.schema import SCHEMA, SCHEMA_VERSION
 __all__ = [
     "CLUSTER_PARAMS", "DB_NAME", "FOLDER_ERRNOS", "PLACEMENT_PARAMS", "PROBE_TABLES", "SCHEMA",
     "SCHEMA_VERSION", "CostRow", "DurabilityRow", "FaultEventRow", "FlameGraphRow",
+    "GprofFunctionRow", "GprofRoleRow",
     "InstanceResultRow", "LinkRow", "NumaPagesRow", "NumastatRow", "ObservedRow",
     "PlacementRow", "ProbeRow", "ProbeRows", "ProcCostRow", "ReplicationSample",
     "RunFolderUnwritable", "SampleRow", "SchedRoleRow", "StackFrameRow", "Store",

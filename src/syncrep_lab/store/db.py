@@ -304,10 +304,11 @@ class Store:
         return repeat_id
 
     def add_cluster(self, run_id: int, cluster_key: str, version: str, bin_dir: str,
-                    nodes: list[dict[str, Any]], settings: dict[str, Any]) -> None:
+                    nodes: list[dict[str, Any]], settings: dict[str, Any],
+                    build: dict[str, Any] | None = None) -> None:
         with self.transaction() as db:
             db.execute(
                 "insert into clusters(run_id, cluster_key, version, bin_dir, nodes_json, "
-                "settings_json, created_at) values (?, ?, ?, ?, ?, ?, ?)",
+                "settings_json, build_json, created_at) values (?, ?, ?, ?, ?, ?, ?, ?)",
                 (run_id, cluster_key, version, bin_dir, json.dumps(nodes),
-                 json.dumps(settings), now()))
+                 json.dumps(settings), json.dumps(build) if build else None, now()))

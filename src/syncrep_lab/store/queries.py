@@ -21,6 +21,8 @@ from syncrep_lab.store.rows import (
     DurabilityRow,
     FaultEventRow,
     FlameGraphRow,
+    GprofFunctionRow,
+    GprofRoleRow,
     LinkRow,
     ObservedRow,
     PlacementRow,
@@ -70,12 +72,14 @@ class StoredCluster:
     bin_dir: str | None
     nodes_json: str | None
     settings_json: str | None
+    build_json: str | None  # `pg build`'s description of the build (schema 10)
 
 
 def clusters_of(store: Store, run_id: int) -> list[StoredCluster]:
     """The run's clusters, in the order they were stored."""
     return [StoredCluster(*r) for r in store.db.execute(
-        "select cluster_key, version, bin_dir, nodes_json, settings_json from clusters "
+        "select cluster_key, version, bin_dir, nodes_json, settings_json, build_json "
+        "from clusters "
         "where run_id = ? order by id", (run_id,))]
 
 
@@ -265,6 +269,13 @@ def stack_frames_of(store: Store, repeat_id: int, node: str, role: str
     return _made(StackFrameRow, store.db.execute(
         f"select {_columns(StackFrameRow)} from stack_frames where repeat_id = ? and "
         "node = ? and role = ? order by inclusive_us desc", (repeat_id, node, role)))
+
+
+def gprof_of(store: Store, repeat_ids: Collection[int]
+             ) -> tuple[list[tuple[int, GprofRoleRow]], list[tuple[int, GprofFunctionRow]]]:
+    """The gprof profiles of these repeats: per role, and per function of each role."""
+    return (_of_repeats(store, "gprof_roles", GprofRoleRow, repeat_ids),
+            _of_repeats(store, "gprof_functions", GprofFunctionRow, repeat_ids))
 
 
 @dataclass(frozen=True)

@@ -227,6 +227,26 @@ class ObservedRow(NamedTuple):
     cpu_note: str | None
 
 
+class GprofRoleRow(NamedTuple):
+    """``gprof_roles``: a profiling build's gprof profile per node and role."""
+
+    node: str
+    role: str
+    processes: int  # gmon.out files summed
+    sampled_s: float  # the flat profile's seconds (100 samples a second)
+    profile_path: str  # the flat profile's text, relative to the run folder
+
+
+class GprofFunctionRow(NamedTuple):
+    """``gprof_functions``: one function of a role's flat profile."""
+
+    node: str
+    role: str
+    function: str
+    calls: int | None  # null: not compiled with -pg (libc, the kernel's vDSO)
+    self_s: float
+
+
 # table -> its row type; the order is the order add_repeat writes them in
 PROBE_TABLES: dict[str, type[NamedTuple]] = {
     "probes": ProbeRow, "costs": CostRow, "waits": WaitRow,
@@ -235,7 +255,8 @@ PROBE_TABLES: dict[str, type[NamedTuple]] = {
     "sched_roles": SchedRoleRow, "wakeups": WakeupRow, "wait_timeline": WaitTimelineRow,
     "fault_events": FaultEventRow, "durability": DurabilityRow,
     "instance_results": InstanceResultRow, "placement": PlacementRow, "links": LinkRow,
-    "numastat": NumastatRow, "observed": ObservedRow,
+    "numastat": NumastatRow, "observed": ObservedRow, "gprof_roles": GprofRoleRow,
+    "gprof_functions": GprofFunctionRow,
 }
 
 
@@ -263,6 +284,8 @@ class ProbeRows:
     links: list[LinkRow] = field(default_factory=list)
     numastat: list[NumastatRow] = field(default_factory=list)
     observed: list[ObservedRow] = field(default_factory=list)
+    gprof_roles: list[GprofRoleRow] = field(default_factory=list)
+    gprof_functions: list[GprofFunctionRow] = field(default_factory=list)
 
     def tables(self) -> Iterator[tuple[str, list[NamedTuple]]]:
         """(table, rows) of every table that has rows."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 SCHEMA = """
 create table if not exists meta (key text primary key, value text not null);
@@ -34,6 +34,7 @@ create table if not exists clusters (
     cluster_key text not null,
     version text, bin_dir text, nodes_json text,
     settings_json text,              -- every non-default setting per node, read back
+    build_json text,                 -- a build of `pg build` (10): name, flavor, patches
     created_at text not null
 );
 create table if not exists cells (
@@ -196,6 +197,19 @@ create table if not exists observed (   -- a window of `observe`, per repeat (it
     own_cpu_ms real,                 -- the observer's backend's CPU (null: /proc not reached)
     cpu_note text                    -- why CPU per role is missing, when it is
 );
+create table if not exists gprof_roles (   -- a profiling build's gprof per node and role
+    repeat_id integer not null references repeats(id),
+    node text not null, role text not null,
+    processes integer not null,      -- gmon.out files summed
+    sampled_s real not null,         -- the flat profile's seconds
+    profile_path text not null       -- the flat profile's text, relative to the run folder
+);
+create table if not exists gprof_functions (   -- each role's flat profile
+    repeat_id integer not null references repeats(id),
+    node text not null, role text not null, function text not null,
+    calls integer,                   -- null: not compiled with -pg (libc)
+    self_s real not null
+);
 create view if not exists cell_results as
     select r.name as run, c.idx, c.label, c.status, c.repeats, c.stop_reason,
            c.tps_mean, c.tps_ci_low, c.tps_ci_high, c.tps_ci_rel,
@@ -205,23 +219,24 @@ create view if not exists cell_results as
 """
 
 
-NEW_COLUMNS = (  # 6 -> 7, then 7 -> 8 (runs.order_note), 8 -> 9 (runs.kind)
+NEW_COLUMNS = (  # 6 -> 7, 7 -> 8 (runs.order_note), 8 -> 9 (runs.kind), 9 -> 10 (build)
     ("runs", "seed integer"), ("runs", "order_mode text"), ("cells", "notes_json text"),
     ("repeats", "round integer"), ("repeats", "position integer"),
     ("repeats", "checkpoints integer"), ("repeats", "autovacuums integer"),
     ("repeats", "other_cpu real"), ("repeats", "disturbed text"), ("runs", "order_note text"),
-    ("runs", "kind text"))
+    ("runs", "kind text"), ("clusters", "build_json text"))
 
 
 def upgrade(db: sqlite3.Connection, version: int) -> None:
-    """Bring a store of an earlier ``version`` (1 to 8) to SCHEMA_VERSION, in place.
+    """Bring a store of an earlier ``version`` (1 to 9) to SCHEMA_VERSION, in place.
 
     1 -> 2 added the first probe tables and repeats.probed; 2 -> 3 the tables of /proc,
     NUMA, flame graphs and the scheduler trace; 3 -> 4 the wait timeline; 4 -> 5 fault
     events and durability checks; 5 -> 6 instances, placement, links and numastat. New
     tables only, but for 6 -> 7: the rounds of interleaved runs and what disturbed a
     repeat (new columns); 7 -> 8 the run's note on which clusters were held up together;
-    8 -> 9 the run's kind and the observed table (syncrep-lab observe).
+    8 -> 9 the run's kind and the observed table (syncrep-lab observe); 9 -> 10 the
+    gprof tables of profiling builds and the build a cluster ran on.
     """
     db.executescript(SCHEMA)
     if version == 1:

@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from syncrep_lab.analysis.compare import Comparison, FigureComparison
-from syncrep_lab.analysis.costs import KEY_SYSCALLS, MeanCI, RunCellCosts
+from syncrep_lab.analysis.costs import KEY_SYSCALLS, GprofProfile, MeanCI, RunCellCosts
 from syncrep_lab.analysis.diagnosis import CellDiagnosis, VerdictData, leading_verdict
 from syncrep_lab.analysis.scaling import Series
 from syncrep_lab.pg.replication import level_rank
@@ -89,6 +89,8 @@ def print_costs(cells: list[RunCellCosts], console: Console) -> None:
             console.print(f"  flame graph {escape(g['node'])} {escape(g['role'])} "
                           f"({g['cpu_us'] / 1e3:,.0f} ms on CPU): {escape(g['svg'])}"
                           + (f"; {top}" if hottest else ""), soft_wrap=True)
+        for profile in cell.get("gprof", []):
+            console.print(_gprof_line(profile), soft_wrap=True)
         lb = cell.get("latency_breakdown")
         if lb:
             standby_wait = (f"{lb['sync_wait_ms']:.2f} ms" if not
@@ -113,6 +115,25 @@ def print_costs(cells: list[RunCellCosts], console: Console) -> None:
             top = ", ".join(f"{k} {100 * v:.0f} %" for k, v in list(w["share"].items())[:4])
             console.print(f"  {w['node']} {escape(w['role'])} waits: {escape(top)}",
                           soft_wrap=True)
+
+
+def _gprof_line(g: GprofProfile) -> str:
+    """A role's gprof profile: the seed's SetLatch-against-commits figure beside perf's
+    kill() count, then where its time goes and what it calls most per commit."""
+    latch = g["setlatch_per_commit"]["mean"]
+    kills = g["kill_per_commit"]["mean"]
+    head = (f"  gprof {escape(g['node'])} {escape(g['role'])} ({g['processes']} "
+            f"process{'es' if g['processes'] != 1 else ''}, {g['sampled_s']:.2f} s sampled)")
+    if latch:
+        head += f": SetLatch {latch:.2f} calls/commit"
+        head += f" (perf: kill() {kills:.2f}/commit)" if kills is not None else ""
+    hottest = ", ".join(f"{escape(f['function'])} {100 * f['self_share']:.0f} %"
+                        for f in g["functions"][:4] if f["self_share"] >= 0.01)
+    called = sorted((f for f in g["functions"] if f["calls_per_commit"]),
+                    key=lambda f: -(f["calls_per_commit"] or 0.0))[:4]
+    most = ", ".join(f"{escape(f['function'])} {f['calls_per_commit']:.1f}" for f in called)
+    return (head + (f"; self time: {hottest}" if hottest else "")
+            + (f"; calls/commit: {most}" if most else "") + f"; {escape(g['profile'])}")
 
 
 CONFIDENCE_STYLE = {"high": "bold red", "medium": "yellow", "low": "dim", "unknown": "dim"}
