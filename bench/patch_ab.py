@@ -1,6 +1,6 @@
-"""Stock PostgreSQL 18 against 18 with the project's example patch: the released
-waiters' latches set after ``SyncRepLock`` is released
-(examples/patches/syncrep-wake-after-release-18.patch).
+"""Stock PostgreSQL 18 (or 15) against the same with the project's example patch: the
+released waiters' latches set after ``SyncRepLock`` is released
+(examples/patches/syncrep-wake-after-release-VERSION.patch).
 
 Builds both from Debian's source package (``pg build``; cached, so only the first run
 takes minutes), runs examples/patch-ab.toml (the seed's shape, interleaved: each round
@@ -9,8 +9,8 @@ prints, per build: TPS with its interval, the sync walsender's (walsender:b) CPU
 kill() calls per commit, and the share of its on-CPU time inside
 SyncRepReleaseWaiters; then the ratio with its interval and both flame graphs' paths.
 
-    .venv/bin/python bench/patch_ab.py [--out DIR] [--clients 32] [--duration 15]
-        [--repeats 5]
+    .venv/bin/python bench/patch_ab.py [--version 18|15] [--out DIR] [--clients 32]
+        [--duration 15] [--repeats 5]
 """
 
 from __future__ import annotations
@@ -26,9 +26,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOL = [sys.executable, "-m", "syncrep_lab"]
-PATCH = ROOT / "examples" / "patches" / "syncrep-wake-after-release-18.patch"
+PATCHES = ROOT / "examples" / "patches"
 SPEC = ROOT / "examples" / "patch-ab.toml"
-STOCK, PATCHED = "pg18-stock", "pg18-wake"
 RELEASING = "SyncRepReleaseWaiters"
 
 
@@ -41,8 +40,8 @@ def tool(*args: str, timeout: float = 7200) -> str:
     return res.stdout
 
 
-def build(name: str, *patch: str) -> dict[str, Any]:
-    built: dict[str, Any] = json.loads(tool("pg", "build", "18", "--name", name, *patch,
+def build(version: str, name: str, *patch: str) -> dict[str, Any]:
+    built: dict[str, Any] = json.loads(tool("pg", "build", version, "--name", name, *patch,
                                             "--json"))
     print(f"{name}: PostgreSQL {built['version']} {built['flavor']}, "
           f"{len(built['patches'])} patch(es), built in {built['seconds']:.0f} s "
@@ -50,8 +49,9 @@ def build(name: str, *patch: str) -> dict[str, Any]:
     return built
 
 
-def spec_text(clients: int, duration: int, repeats: int) -> str:
-    text = SPEC.read_text()
+def spec_text(version: str, clients: int, duration: int, repeats: int) -> str:
+    text = (SPEC.read_text().replace("pg18-", f"pg{version}-")
+            .replace("stock 18 against 18", f"stock {version} against {version}"))
     text = re.sub(r"(?m)^clients = \d+", f"clients = {clients}", text)
     text = re.sub(r"(?m)^duration = \d+", f"duration = {duration}", text)
     return re.sub(r"(?m)^repeats_min = \d+", f"repeats_min = {repeats}", text)
@@ -77,18 +77,21 @@ def fmt(value: float | None, form: str) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--version", choices=("18", "15"), default="18")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--duration", type=int, default=15)
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
-    build(STOCK)
-    build(PATCHED, "--patch", str(PATCH))
+    stock, patched = f"pg{args.version}-stock", f"pg{args.version}-wake"
+    build(args.version, stock)
+    build(args.version, patched, "--patch",
+          str(PATCHES / f"syncrep-wake-after-release-{args.version}.patch"))
     out = args.out or Path(tempfile.mkdtemp(prefix="srl-patch-ab-", dir="/tmp")) / "run"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.parent.chmod(0o755)
     spec = out.parent / "patch-ab.toml"
-    spec.write_text(spec_text(args.clients, args.duration, args.repeats))
+    spec.write_text(spec_text(args.version, args.clients, args.duration, args.repeats))
     tool("run", str(spec), "--out", str(out))
     results = {r["params"]["pg"]: r for r in json.loads(tool("results", str(out), "--json"))}
     costs = {c["label"].split("=", 1)[1]: c for c in json.loads(tool("costs", str(out),
@@ -96,18 +99,18 @@ def main() -> None:
     print(f"\nrun folder: {out} (report: {out / 'report.html'})")
     print(f"{'build':<12} {'TPS':>9} {'95% CI':>19} {'wal:b µs/commit':>16} "
           f"{'kill/commit':>12} {'in ' + RELEASING:>30}")
-    for name in (STOCK, PATCHED):
+    for name in (stock, patched):
         r, w = results[name], walsender(costs[name])
         print(f"{name:<12} {r['tps_mean']:>9,.0f} "
               f"{fmt(r['tps_ci_low'], '{:,.0f}'):>9}–{fmt(r['tps_ci_high'], '{:,.0f}'):<9} "
               f"{fmt(w['cpu_us'], '{:.1f}'):>16} {fmt(w['kill'], '{:.2f}'):>12} "
               f"{fmt(w['releasing'], '{:.1%}'):>30}")
-    ratio = results[PATCHED]["ratio_to_baseline"]
+    ratio = results[patched]["ratio_to_baseline"]
     if ratio:
         paired = f"paired over {ratio['rounds']} rounds" if ratio["paired"] else "unpaired"
-        print(f"\nTPS {PATCHED} / {STOCK}: {ratio['mean']:.3f} "
+        print(f"\nTPS {patched} / {stock}: {ratio['mean']:.3f} "
               f"({ratio['low']:.3f}–{ratio['high']:.3f}, {paired})")
-    for name in (STOCK, PATCHED):
+    for name in (stock, patched):
         print(f"flame graph of walsender:b, {name}: {walsender(costs[name])['svg']}")
 
 

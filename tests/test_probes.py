@@ -16,10 +16,10 @@ from syncrep_lab.cluster import server
 from syncrep_lab.cluster.manifest import Manifest
 from syncrep_lab.cluster.ready import replication_rows
 from syncrep_lab.experiment.runner import start_run
-from syncrep_lab.experiment.spec import parse_spec
+from syncrep_lab.experiment.spec import Probes, parse_spec
 from syncrep_lab.pg.roles import node_processes, role_of_title
 from syncrep_lab.probes import flamegraph, perfstat, sched
-from syncrep_lab.probes.session import walsenders
+from syncrep_lab.probes.session import RepeatProbes, walsenders
 
 from .helpers import cli_here, shared_tmp
 
@@ -208,6 +208,7 @@ def _check_stacks_and_scheduler(local: Mapping[str, Any], on: Mapping[str, Any])
         assert {("primary", "backend"), ("primary", "walsender:b"), ("*", "all")} <= set(graphs)
         svg = Path(graphs[("primary", "walsender:b")]["svg"]).read_text()
         assert svg.startswith("<?xml") and "<svg" in svg
+        assert "DWARF-unwound stacks" in svg  # the installed 18 keeps no frame pointers
         # DWARF unwinding reaches PostgreSQL's own frames: the sync walsender
         # releases the committing backends; the potential one's stacks do not.
         frames = {f["frame"] for f in graphs[("primary", "walsender:b")]["frames"]}
@@ -318,3 +319,13 @@ def test_syscall_counts_match_an_independent_tracer(
         # commits the walsender makes at most a few such calls.
         assert abs(counts.get(name, 0) - traced.get(name, 0)) <= 3 + 0.01 * traced[name], (
             name, counts, traced)
+
+
+@pytest.mark.parametrize(("asked", "frame_pointers", "used"), [
+    ("auto", False, "dwarf"), ("auto", True, "fp"), ("dwarf", True, "dwarf"),
+    ("fp", False, "fp")])
+def test_stacks_are_unwound_by_frame_pointers_on_a_build_that_keeps_them(
+        asked: str, frame_pointers: bool, used: str) -> None:
+    probes = RepeatProbes(Probes.model_validate({"call_graph": asked}), [], 180000,
+                          Path("/nonexistent"), 1.0, frame_pointers=frame_pointers)
+    assert probes.call_graph() == used
