@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import tarfile
 from pathlib import Path
 
 import psycopg
@@ -19,6 +20,7 @@ from syncrep_lab.cluster.build import UpOptions, up
 from syncrep_lab.cluster.teardown import remove_cluster
 from syncrep_lab.pg.builds import list_builds
 from syncrep_lab.pg.installations import resolve
+from syncrep_lab.pg.source import resolve_source
 
 from .helpers import cli, cli_here, shared_tmp
 
@@ -187,3 +189,65 @@ def test_a_profiling_build_gives_gprof_calls_per_commit_per_role() -> None:
         assert "Not a performance figure" in report and "pg18-prof" in report
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def source_tree(stock: dict[str, str]) -> Path:
+    """PostgreSQL 18's source as a user's own tree: the Debian source package's tarball
+    unpacked once into the tests' cache, at a fixed place, so its build tree is reused
+    by later runs (a tree is always synced and made again, which then changes nothing)."""
+    tarball = next((paths.builds_dir() / "sources").glob("postgresql-18_*/*.orig.tar.*"))
+    where = paths.builds_dir().parent / "source-trees" / tarball.name.split(".orig")[0]
+    if not (where / "configure").exists():
+        tmp = where.with_name(where.name + ".unpacking")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        with tarfile.open(tarball) as tar:
+            tar.extractall(tmp, filter="data")
+        shutil.rmtree(where, ignore_errors=True)
+        next(tmp.iterdir()).rename(where)
+        shutil.rmtree(tmp)
+    return where
+
+
+def test_a_source_tree_builds_and_an_edit_rebuilds_what_it_touches(
+        source_tree: Path, cluster_dir: Path) -> None:
+    first = cli("pg", "build", str(source_tree), "--name", "pg18-tree", "--json",
+                timeout=3600)
+    assert first.returncode == 0, first.stdout + first.stderr
+    built = json.loads(first.stdout)
+    assert built["source"] == f"source tree {source_tree}"
+    guc = source_tree / GUC_FILE
+    original = guc.read_text()
+    assert "&CommitSiblings,\n\t\t5, 0, 1000," in original
+    try:
+        guc.write_text(original.replace("&CommitSiblings,\n\t\t5, 0, 1000,",
+                                        "&CommitSiblings,\n\t\t9, 0, 1000,"))
+        edited = cli("pg", "build", str(source_tree), "--name", "pg18-tree9", "--json",
+                     timeout=3600)
+        assert edited.returncode == 0, edited.stdout + edited.stderr
+    finally:
+        guc.write_text(original)
+    # make recompiled the one file and relinked: far less than a whole build
+    assert json.loads(edited.stdout)["seconds"] < 120
+    assert _show(cluster_dir, "pg18-tree9", "commit_siblings") == "9"
+    assert _show(cluster_dir, "pg18-tree", "commit_siblings") == "5"
+
+
+def test_a_tarball_is_named_by_its_content(tmp_path: Path) -> None:
+    """A tarball is cached by its sha256, not its name: the same bytes under another name
+    are the same source, other bytes the same name are not."""
+    a = tmp_path / "postgresql-18.6.tar.gz"
+    with tarfile.open(a, "w:gz") as tar:
+        tar.add(Path(__file__), arcname="postgresql-18.6/configure")
+    copy = tmp_path / "renamed.tar.gz"
+    copy.write_bytes(a.read_bytes())
+    assert resolve_source(str(a)).ident == resolve_source(str(copy)).ident
+    assert resolve_source(str(a)).kind == "tarball"
+    with tarfile.open(copy, "w:gz") as tar:
+        tar.add(PATCHES / "commit_siblings_7.patch", arcname="postgresql-18.6/configure")
+    assert resolve_source(str(a)).ident != resolve_source(str(copy)).ident
+    bad = tmp_path / "notes.txt"
+    bad.write_text("x")
+    res = cli_here("pg", "build", str(bad))
+    assert res.returncode == 2 and "is not a tarball" in res.stderr

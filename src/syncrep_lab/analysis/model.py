@@ -41,11 +41,12 @@ from typing import Any
 
 from syncrep_lab.analysis.costs import CPU_SOURCES, role_values
 from syncrep_lab.measure.stats import mean_ci
+from syncrep_lab.pg.roles import CLIENT_PROGRAMS
 from syncrep_lab.store import Store, queries
 
 # Roles that are one process each: each of them is a serial point.
 SINGLE = ("walsender", "walwriter", "walreceiver", "startup", "checkpointer", "bgwriter")
-POOLS = ("backend", "pgbench")
+POOLS = ("backend", *CLIENT_PROGRAMS)
 RELEASE_FRAME = "SyncRepReleaseWaiters"
 USL_MIN_POINTS = 3  # distinct x values a fit needs (three parameters)
 BOOTSTRAP = 200
@@ -147,8 +148,9 @@ def bounds(demands: Demands, *, cpus: float,
         if kind == "process":
             out.append(capacity_bound(name, kind, d, 1.0, source))
         else:
+            # pgbench works with `threads` threads; sysbench's threads are its clients
             n = threads if role == "pgbench" else clients
-            room = cpus if role == "pgbench" or server_cores is None else server_cores
+            room = cpus if role in CLIENT_PROGRAMS or server_cores is None else server_cores
             out.append(capacity_bound(name + ("s" if role == "backend" else ""), kind, d,
                                       float(min(n, room)), source))
     if demands:

@@ -17,7 +17,7 @@ from typing import Any
 
 from syncrep_lab.measure.pairing import baselines, by_round, paired, rows_per_second
 from syncrep_lab.measure.stats import ratio_ci
-from syncrep_lab.store import Store, cluster_key_text
+from syncrep_lab.store import Store, cluster_key_text, with_defaults
 
 
 def stored_rules(spec_toml: str) -> tuple[list[dict[str, Any]], float]:
@@ -56,7 +56,7 @@ def ratios_to_baseline(store: Store, run: sqlite3.Row) -> dict[int, dict[str, An
     params = {int(c["idx"]): json.loads(c["params_json"]) for c in cells}
     by_idx = {int(c["idx"]): c for c in cells}
     rules, confidence = stored_rules(str(run["spec_toml"]))
-    base_of = baselines(sorted(params.items()), rules)
+    base_of = baselines(sorted((i, with_defaults(p)) for i, p in params.items()), rules)
     out: dict[int, dict[str, Any] | None] = {}
     for idx, base in base_of.items():
         out[idx] = None

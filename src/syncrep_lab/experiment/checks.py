@@ -65,6 +65,10 @@ def check_spec(spec: Spec) -> list[Problem]:
     problems += placement_problems(spec)
     if wl.kind == "script" and not wl.script:
         problems.append((("workload", "script"), "kind = 'script' needs script = 'file.sql'"))
+    if wl.kind == "script" and "sysbench" in (m.driver or [wl.driver]):
+        problems.append(((("matrix", "driver") if m.driver else ("workload", "driver")),
+                         "sysbench runs the insert and pk-lookup workloads; a script is "
+                         "pgbench's (use driver 'pgbench' for kind 'script')"))
     if wl.kind != "insert" and (wl.batch != 1 or m.batch):
         problems.append((("workload", "batch"), f"batch applies to kind 'insert', not {wl.kind!r}"))
     if spec.topology.attach is not None:
@@ -331,6 +335,10 @@ def check_machine(spec: Spec) -> None:
     PostgreSQL the spec names is installed, and each sync spec suits its version."""
     from syncrep_lab.pg.installations import resolve
 
+    if "sysbench" in (spec.matrix.driver or [spec.workload.driver]):
+        from syncrep_lab.experiment import sysbench
+
+        sysbench.program()  # installed, or a UserError naming the package
     if spec.topology.attach is not None:
         _check_conninfos(spec.topology.attach)
         resolve(None).program("pgbench")

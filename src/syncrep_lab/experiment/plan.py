@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from syncrep_lab.experiment.spec import Scalar, Spec
+from syncrep_lab.store.keys import PARAM_DEFAULTS
 
 if TYPE_CHECKING:
     from syncrep_lab.network.links import LinkProfile
@@ -41,6 +42,7 @@ AXES: dict[str, str] = {
     "cores": "cluster",
     "link": "cluster",
     "instances": "cluster",
+    "driver": "session",
 }
 NO_FAULTS = "none"
 NO_PLACEMENT = "none"
@@ -67,6 +69,7 @@ class Cell:
     cores: int | None = None  # the servers confined to the machine's first N CPUs
     link: str = NO_LINK  # the replication links' [links.NAME] profile, or none
     instances: int = 1
+    driver: str = "pgbench"  # the client program: pgbench or sysbench
 
     @property
     def key(self) -> str:
@@ -85,16 +88,9 @@ class Cell:
             "pg": self.pg, "standbys": self.standbys, "sync": self.sync,
             "settings": self.settings_set, "synchronous_commit": self.synchronous_commit,
             "clients": self.clients, "threads": self.threads, "batch": self.batch}
-        if self.faults != NO_FAULTS:
-            params["faults"] = self.faults
-        if self.placement != NO_PLACEMENT:
-            params["placement"] = self.placement
-        if self.cores is not None:
-            params["cores"] = self.cores
-        if self.link != NO_LINK:
-            params["link"] = self.link
-        if self.instances != 1:
-            params["instances"] = self.instances
+        for name, default in PARAM_DEFAULTS.items():
+            if getattr(self, name) != default:
+                params[name] = getattr(self, name)
         return params
 
     @property
@@ -102,7 +98,7 @@ class Cell:
         short = {"synchronous_commit": "sc", "clients": "c", "threads": "j", "batch": "batch",
                  "standbys": "standbys", "settings": "set", "sync": "sync", "pg": "pg",
                  "faults": "faults", "placement": "place", "cores": "cores", "link": "link",
-                 "instances": "inst"}
+                 "instances": "inst", "driver": "driver"}
         return " ".join(f"{short[k]}={v}" for k, v in self.axes.items()) or "single cell"
 
 
@@ -180,6 +176,7 @@ def expand(spec: Spec, cpu_count: int = 2) -> Plan:
             cores=int(point["cores"]) if "cores" in point else None,
             link=str(point.get("link", spec.network.replication)),
             instances=int(point.get("instances", spec.topology.instances)),
+            driver=str(point.get("driver", wl.driver)),
         ))
     # Build each cluster once: cells sharing a cluster run together, in the order
     # their first cell appears in the matrix.

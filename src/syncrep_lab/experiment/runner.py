@@ -31,7 +31,7 @@ from typing import Any
 from syncrep_lab import __version__, shutdown
 from syncrep_lab.cluster.ready import wait_replication
 from syncrep_lab.errors import Interrupted, UserError
-from syncrep_lab.experiment import faults, repeat_record, reset
+from syncrep_lab.experiment import faults, repeat_record, reset, sysbench
 from syncrep_lab.experiment.attached import APP_PREFIX, Visit, stamped
 from syncrep_lab.experiment.checks import check_machine, check_out
 from syncrep_lab.experiment.clusters import ActiveCluster, ClusterPool, Target, units
@@ -84,6 +84,7 @@ from syncrep_lab.store import (
     cluster_key_text,
     mark_run,
     now,
+    with_defaults,
 )
 
 
@@ -277,7 +278,7 @@ class Runner:
         per round (experiment/rounds.py); then the probed repeats, cell by cell."""
         by_index = {c.index: c for c in cells}
         runs = {c.index: self._cell_run(c, ids[c.key]) for c in cells}
-        base_of = baselines([(c.index, c.params()) for c in cells],
+        base_of = baselines([(c.index, with_defaults(c.params())) for c in cells],
                             self.spec.compare.rules(self.spec.matrix))
         ctl = self.spec.run
         rounds = Rounds([Member(c.index, c.label, base_of[c.index],
@@ -369,9 +370,14 @@ class Runner:
     def _cell_run(self, cell: Cell, cell_id: int) -> CellRun:
         cell_dir = self.store.artifacts / f"cell-{cell.index:03d}"
         cell_dir.mkdir(parents=True, exist_ok=True)
-        script = cell_dir / "workload.sql"
-        script.write_text(script_text(self.spec.workload, cell.batch, self.spec_dir,
-                                      self._tables))
+        if cell.driver == "sysbench":
+            script = cell_dir / "workload.lua"
+            script.write_text(sysbench.script_text(self.spec.workload, cell.batch,
+                                                   self._tables))
+        else:
+            script = cell_dir / "workload.sql"
+            script.write_text(script_text(self.spec.workload, cell.batch, self.spec_dir,
+                                          self._tables))
         # A session's own synchronous_commit (PGOPTIONS) outranks a reload, so a
         # scenario that reloads it mid-cell sets the cell's level in the server instead.
         scenario = self.spec.faults.get(cell.faults)
@@ -472,13 +478,14 @@ class Runner:
             running = self._start_pgbench(cell, targets, pgbench, script, rep_dir, common,
                                           self.spec.workload.duration)
             if placed:
-                watch = PlacementWatch(targets, lambda: [(t.instance, r.proc.pid) for t, r
-                                                         in zip(targets, running, strict=True)],
+                watch = PlacementWatch(targets, lambda: [(t.instance, r.proc.pid, r.driver)
+                                                         for t, r in zip(targets, running,
+                                                                         strict=True)],
                                        min(2.0, self.spec.workload.duration / 2))
                 watch.start()
             runs = _finish_all(running)
             if untraced is not None:
-                untraced_rows, untraced = untraced.stop(len(runs)), None
+                untraced_rows, untraced = untraced.stop(len(runs), cell.driver), None
             ledger_after = reset.cpu_ledger(data_dirs)
         except UserError:
             if fault is not None and fault.driver.stalled:
@@ -498,18 +505,20 @@ class Runner:
                                 f"{n}: {watch.error}")
         for t, run in zip(targets, runs, strict=True):
             suffix = "" if t.instance == 1 else f"-i{t.instance}"
-            (rep_dir / f"pgbench{suffix}.stdout").write_text(run.stdout)
-            (rep_dir / f"pgbench{suffix}.stderr").write_text(run.stderr)
-            (rep_dir / f"pgbench{suffix}.argv").write_text(" ".join(run.argv) + "\n")
-        # each instance's logs read once; the repeat's figures are their sum
-        per_instance = [parse_transaction_logs(run.log_files) for run in runs]
+            (rep_dir / f"{run.driver}{suffix}.stdout").write_text(run.stdout)
+            (rep_dir / f"{run.driver}{suffix}.stderr").write_text(run.stderr)
+            (rep_dir / f"{run.driver}{suffix}.argv").write_text(" ".join(run.argv) + "\n")
+        # each instance's logs read once (sysbench: its histogram); the repeat's figures
+        # are their sum
+        per_instance = [run.stats or parse_transaction_logs(run.log_files) for run in runs]
         if not self.spec.workload.keep_logs:
             for run in runs:
                 for f in run.log_files:
                     f.unlink()
         for run in runs:
             if run.summary.tps is None or run.summary.transactions is None:
-                raise UserError("pgbench printed no summary", f"see {rep_dir}/pgbench.stdout")
+                raise UserError(f"{run.driver} printed no summary",
+                                f"see {rep_dir}/{run.driver}.stdout")
         rows = (probe_rows(probe_data, str(rep_dir.relative_to(self.store.folder)))
                 if probe_data is not None else ProbeRows())
         if remote_before:
@@ -531,8 +540,8 @@ class Runner:
             runs, per_instance, [t.instance for t in targets], n=n, probed=probed,
             started_at=started, round_no=round_no, position=position,
             seen=seen,
-            stdout_path=str((rep_dir / "pgbench.stdout").relative_to(self.store.folder)),
-            stderr_path=str((rep_dir / "pgbench.stderr").relative_to(self.store.folder)))
+            stdout_path=str((rep_dir / f"{cell.driver}.stdout").relative_to(self.store.folder)),
+            stderr_path=str((rep_dir / f"{cell.driver}.stderr").relative_to(self.store.folder)))
         if fault is not None:
             rows.fault_events, rows.durability = fault.rows(
                 record.values["transactions"] * cell.batch)
@@ -577,12 +586,19 @@ class Runner:
             for t in targets:
                 suffix = "" if t.instance == 1 else f"_i{t.instance}"
                 layout = t.manifest.placed() if t.manifest is not None else None
+                live = ((lambda s: self.events.live(cell, s)) if t.instance == 1 else None)
+                launch = layout.client if layout is not None else None
+                watch = self._stall_watch(cell, t)
+                if cell.driver == "sysbench":  # no per-transaction logs: its histogram
+                    running.append(sysbench.start_sysbench(
+                        script, t.conninfo, clients=common["clients"], duration=duration,
+                        synchronous_commit=common["synchronous_commit"], on_progress=live,
+                        launch=launch, watch=watch))
+                    continue
                 running.append(start_pgbench(
                     pgbench, t.conninfo, script, duration=duration,
                     log_prefix=rep_dir / f"pgbench_log{suffix}" if rep_dir else None,
-                    on_progress=(lambda s: self.events.live(cell, s)) if t.instance == 1
-                    else None, launch=layout.client if layout is not None else None,
-                    watch=self._stall_watch(cell, t), **common))
+                    on_progress=live, launch=launch, watch=watch, **common))
         except BaseException:
             for r in running:
                 r.kill()

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 SYNC_COMMIT_LEVELS = LEVELS
 Scalar = str | int | float | bool
 PRESETS = ("quick", "seed")
+Driver = Literal["pgbench", "sysbench"]  # the client program
 MAX_INSTANCES = 16  # independent primaries on one machine, at most
 
 
@@ -119,6 +120,8 @@ class Workload(_Strict):
     warmup: Annotated[int, Field(ge=0, le=3600)] = 2
     synchronous_commit: SyncCommit = "on"
     keep_logs: bool = False
+    # the client: pgbench, or sysbench running the same workload (experiment/sysbench.py)
+    driver: Driver = "pgbench"
 
 
 FaultAction = Literal["stop", "kill", "restart", "start", "pause", "set", "link"]
@@ -167,6 +170,7 @@ class Matrix(_Strict):
     cores: list[Annotated[int, Field(ge=1, le=4096)]] | None = None
     link: list[str] | None = None
     instances: list[Annotated[int, Field(ge=1, le=MAX_INSTANCES)]] | None = None
+    driver: list[Driver] | None = None
     exclude: list[dict[str, Scalar]] = Field(default_factory=list)
     only: list[dict[str, Scalar]] = Field(default_factory=list)
 
@@ -234,7 +238,7 @@ def parse_duration(text: str) -> float:
 
 
 COMPARABLE = ("synchronous_commit", "sync", "standbys", "clients", "threads", "batch", "pg",
-              "settings", "faults", "placement", "cores", "link", "instances")
+              "settings", "faults", "placement", "cores", "link", "instances", "driver")
 
 
 class Compare(_Strict):

@@ -32,9 +32,11 @@ import psycopg
 from syncrep_lab import shutdown
 from syncrep_lab.errors import UserError
 from syncrep_lab.experiment.spec import Workload
+from syncrep_lab.measure import sysbench_output
 from syncrep_lab.measure.pgbench_log import (
     PgbenchSummary,
     ProgressSample,
+    TransactionLogStats,
     parse_progress_line,
     parse_summary,
 )
@@ -148,6 +150,8 @@ WATCH_PERIOD_S = 1.0
 
 @dataclass
 class PgbenchRun:
+    """One run of the client: pgbench, or sysbench read into pgbench's figures."""
+
     argv: list[str]
     returncode: int
     stdout: str
@@ -156,6 +160,9 @@ class PgbenchRun:
     progress: list[ProgressSample] = field(default_factory=list)
     log_files: list[Path] = field(default_factory=list)
     seconds: float = 0.0
+    driver: str = "pgbench"
+    # sysbench: what its printed histogram holds (pgbench: read from log_files instead)
+    stats: TransactionLogStats | None = None
 
 
 def run_pgbench(pgbench: Path, conninfo: str, script: Path, **kwargs: Any) -> PgbenchRun:
@@ -199,7 +206,17 @@ def start_pgbench(
         env["PGPASSWORD"] = password
     if synchronous_commit is not None:  # None: the server's own setting
         env["PGOPTIONS"] = f"-c synchronous_commit={synchronous_commit}"
-    die = shutdown.die_with_parent(signal.SIGKILL)  # even if the tool is killed
+    started = time.monotonic()
+    proc = spawn_client(argv, env, script.parent, launch)
+    return RunningPgbench(proc, argv, started, duration, extra_timeout, log_prefix,
+                          on_progress, watch)
+
+
+def spawn_client(argv: list[str], env: dict[str, str], cwd: Path, launch: Launch | None
+                 ) -> subprocess.Popen[str]:
+    """Start a client program (pgbench, sysbench): killed with the tool, even a tool killed
+    with SIGKILL; placed by ``launch`` (the client's namespace and cpuset)."""
+    die = shutdown.die_with_parent(signal.SIGKILL)
     join = launch.join() if launch is not None else None
 
     def preexec() -> None:
@@ -207,29 +224,29 @@ def start_pgbench(
         if join is not None:
             join()
 
-    started = time.monotonic()
     try:
         proc = subprocess.Popen(
             [*(launch.prefix() if launch is not None else []), *argv],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True, env=env, cwd=str(script.parent), preexec_fn=preexec,
+            text=True, env=env, cwd=str(cwd), preexec_fn=preexec,
         )
     finally:
         if join is not None:
             join.close()
     shutdown.track(proc)
-    return RunningPgbench(proc, argv, started, duration, extra_timeout, log_prefix,
-                          on_progress, watch)
+    return proc
 
 
 class RunningPgbench:
-    """A pgbench process and the threads reading its output."""
+    """A client process (pgbench, or sysbench with ``driver``) and the threads reading
+    its output: pgbench reports its progress on stderr, sysbench on stdout."""
 
     def __init__(self, proc: subprocess.Popen[str], argv: list[str], started: float,
                  duration: int, extra_timeout: float, log_prefix: Path | None,
                  on_progress: Callable[[ProgressSample], None] | None,
-                 watch: StallWatch | None = None) -> None:
+                 watch: StallWatch | None = None, driver: str = "pgbench") -> None:
         self.proc, self.argv, self.started = proc, argv, started
+        self.driver = driver
         self.duration, self.extra_timeout, self.log_prefix = duration, extra_timeout, log_prefix
         self.watch = watch
         self.last_active = started  # when a progress line last showed transactions
@@ -246,18 +263,24 @@ class RunningPgbench:
         assert self.proc.stderr is not None
         for line in self.proc.stderr:
             self.err_lines.append(line)  # kept whole: pgbench's raw output is an artifact
-            sample = parse_progress_line(line)
-            if sample is None:
-                continue
-            self.progress.append(sample)
-            if sample.tps > 0:
-                self.last_active = time.monotonic()
-            if self.on_progress is not None:
-                self.on_progress(sample)
+            if self.driver == "pgbench":
+                self._progress(parse_progress_line(line))
 
     def _read_stdout(self) -> None:
         assert self.proc.stdout is not None
-        self.out_lines.extend(self.proc.stdout)
+        for line in self.proc.stdout:
+            self.out_lines.append(line)
+            if self.driver == "sysbench":
+                self._progress(sysbench_output.parse_progress_line(line))
+
+    def _progress(self, sample: ProgressSample | None) -> None:
+        if sample is None:
+            return
+        self.progress.append(sample)
+        if sample.tps > 0:
+            self.last_active = time.monotonic()
+        if self.on_progress is not None:
+            self.on_progress(sample)
 
     def kill(self) -> None:
         if self.proc.poll() is None:
@@ -293,7 +316,7 @@ class RunningPgbench:
         except subprocess.TimeoutExpired:
             self.kill()
             raise UserError(
-                f"pgbench did not finish within {duration + extra_timeout:.0f} s "
+                f"{self.driver} did not finish within {duration + extra_timeout:.0f} s "
                 f"(-T {duration} plus {extra_timeout:.0f} s) and was killed; its commits were "
                 "probably waiting for a synchronous standby that no longer confirms",
                 "check the standbys (syncrep-lab cluster status, their logs); the cell is "
@@ -317,13 +340,19 @@ class RunningPgbench:
             head = f"{log_prefix.name}.{proc.pid}"
             logs = sorted(p for p in log_prefix.parent.iterdir()
                           if p.name == head or p.name.startswith(head + "."))
-        run = PgbenchRun(self.argv, proc.returncode, stdout, stderr, parse_summary(stdout),
-                         self.progress, logs, seconds)
+        if self.driver == "sysbench":
+            run = PgbenchRun(self.argv, proc.returncode, stdout, stderr,
+                             sysbench_output.parse_summary(stdout), self.progress, [], seconds,
+                             "sysbench", sysbench_output.parse_histogram(stdout))
+        else:
+            run = PgbenchRun(self.argv, proc.returncode, stdout, stderr,
+                             parse_summary(stdout), self.progress, logs, seconds)
         if proc.returncode != 0:
-            errors = [ln for ln in stderr.splitlines() if not ln.startswith("progress:")]
+            said = stderr if self.driver == "pgbench" else stderr + stdout  # sysbench: both
+            errors = [ln for ln in said.splitlines() if not ln.startswith(("progress:", "[ "))]
             tail = "\n".join(errors[-6:])
-            raise UserError(f"pgbench exited with code {proc.returncode}:\n{tail}",
-                            "read pgbench's output in the cell's artifacts")
+            raise UserError(f"{self.driver} exited with code {proc.returncode}:\n{tail}",
+                            f"read {self.driver}'s output in the cell's artifacts")
         if log_prefix is not None and run.summary.transactions is not None:
             _check_logs(logs, run.summary.transactions, log_prefix.parent)
         return run

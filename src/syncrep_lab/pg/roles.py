@@ -14,6 +14,9 @@ from pathlib import Path
 
 from syncrep_lab import procs
 
+# The client programs a run drives: node "client", role the program's name.
+CLIENT_PROGRAMS = ("pgbench", "sysbench")
+
 ROLES = ("postmaster", "backend", "walsender", "walreceiver", "startup", "walwriter",
          "checkpointer", "bgwriter", "autovacuum", "other")
 

@@ -91,16 +91,16 @@ def _processes(target: Target) -> list[NodeProcess]:
     return out
 
 
-def placement_rows(targets: list[Target], clients: list[tuple[int, int]]
+def placement_rows(targets: list[Target], clients: list[tuple[int, int, str]]
                    ) -> list[PlacementRow]:
     """What each role's processes were given, grouped: (instance, node, role, processes,
-    cpus, mems, cgroup, numa_policy). ``clients``: (instance, pgbench pid)."""
+    cpus, mems, cgroup, numa_policy). ``clients``: (instance, client pid, its program)."""
     from syncrep_lab.placement.cgroups import placement_of
 
     seen: Counter[tuple[Any, ...]] = Counter()
     for target in targets:
         found = [(p.node, p.label, p.pid) for p in _processes(target)]
-        found += [("client", "pgbench", pid) for inst, pid in clients
+        found += [("client", program, pid) for inst, pid, program in clients
                   if inst == target.instance]
         for node, role, pid in found:
             try:
@@ -115,7 +115,8 @@ def placement_rows(targets: list[Target], clients: list[tuple[int, int]]
 class PlacementWatch(threading.Thread):
     """Reads the placement back once, ``at`` seconds into a repeat."""
 
-    def __init__(self, targets: list[Target], clients: Callable[[], list[tuple[int, int]]],
+    def __init__(self, targets: list[Target],
+                 clients: Callable[[], list[tuple[int, int, str]]],
                  at: float) -> None:
         super().__init__(daemon=True, name="placement-watch")
         self.targets, self.clients, self.at = targets, clients, at

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from syncrep_lab.pg.roles import CLIENT_PROGRAMS
 from syncrep_lab.probes.perfrun import PerfProcess, perf_reason, require_output
 from syncrep_lab.store import FlameGraphRow, StackFrameRow
 
@@ -107,8 +108,8 @@ def collapse(perf_data: Path, timeout: float = 300) -> list[str]:
 
 
 def _outsider(comm: str) -> tuple[str, str]:
-    if comm == "pgbench":
-        return ("client", "pgbench")
+    if comm in CLIENT_PROGRAMS:
+        return ("client", comm)
     if comm.startswith("swapper"):
         return ("-", "idle")
     return ("-", "other")

@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from syncrep_lab.pg.roles import CLIENT_PROGRAMS
 from syncrep_lab.probes.perfrun import PerfProcess, excerpt, perf_reason, require_output
 
 EVENTS = (Path("/sys/kernel/tracing/events/sched"),
@@ -104,8 +105,8 @@ def outsider(pid: int, comm: str) -> tuple[str, str]:
     """Who a thread that is not PostgreSQL's is, for the tables."""
     if pid == 0:
         return ("-", "idle/irq")
-    if comm == "pgbench":
-        return ("client", "pgbench")
+    if comm in CLIENT_PROGRAMS:
+        return ("client", comm)
     if "/" in comm:
         return ("-", "kernel")
     return ("-", "other")

@@ -117,16 +117,16 @@ class UntracedCpu:
             self.tracker.begin()
         self.before = resource.getrusage(resource.RUSAGE_CHILDREN)
 
-    def stop(self, pgbenches: int) -> list[ProcCostRow]:
-        """``proc_costs`` rows: every role of every local node, and ``client``/``pgbench``
-        (``pgbenches`` processes) from the children's usage."""
+    def stop(self, clients: int, program: str = "pgbench") -> list[ProcCostRow]:
+        """``proc_costs`` rows: every role of every local node, and ``client``/``program``
+        (``clients`` processes of it) from the children's usage."""
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         rows: list[ProcCostRow] = []
         if self.tracker is not None:
             rows += self.tracker.finish().cost_rows()
         if self.before is not None:
             b = self.before
-            rows.append(ProcCostRow("client", "pgbench", pgbenches,
+            rows.append(ProcCostRow("client", program, clients,
                                     1000.0 * (after.ru_utime - b.ru_utime),
                                     1000.0 * (after.ru_stime - b.ru_stime),
                                     after.ru_nvcsw - b.ru_nvcsw, after.ru_nivcsw - b.ru_nivcsw))

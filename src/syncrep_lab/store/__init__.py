@@ -13,7 +13,13 @@ from syncrep_lab.store.db import (
     mark_run,
     now,
 )
-from syncrep_lab.store.keys import CLUSTER_PARAMS, PLACEMENT_PARAMS, cluster_key_text
+from syncrep_lab.store.keys import (
+    CLUSTER_PARAMS,
+    PARAM_DEFAULTS,
+    PLACEMENT_PARAMS,
+    cluster_key_text,
+    with_defaults,
+)
 from syncrep_lab.store.rows import (
     PROBE_TABLES,
     CostRow,
@@ -42,12 +48,13 @@ from syncrep_lab.store.rows import (
 from syncrep_lab.store.schema import SCHEMA, SCHEMA_VERSION
 
 __all__ = [
-    "CLUSTER_PARAMS", "DB_NAME", "FOLDER_ERRNOS", "PLACEMENT_PARAMS", "PROBE_TABLES", "SCHEMA",
+    "CLUSTER_PARAMS", "DB_NAME", "FOLDER_ERRNOS", "PARAM_DEFAULTS", "PLACEMENT_PARAMS",
+    "PROBE_TABLES", "SCHEMA",
     "SCHEMA_VERSION", "CostRow", "DurabilityRow", "FaultEventRow", "FlameGraphRow",
     "GprofFunctionRow", "GprofRoleRow",
     "InstanceResultRow", "LinkRow", "NumaPagesRow", "NumastatRow", "ObservedRow",
     "PlacementRow", "ProbeRow", "ProbeRows", "ProcCostRow", "ReplicationSample",
     "RunFolderUnwritable", "SampleRow", "SchedRoleRow", "StackFrameRow", "Store",
     "WaitRow", "WaitTimelineRow", "WakeupRow", "cluster_key_text", "folder_error",
-    "mark_run", "now",
+    "mark_run", "now", "with_defaults",
 ]

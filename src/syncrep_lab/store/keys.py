@@ -15,6 +15,18 @@ PLACEMENT_PARAMS = ("placement", "cores", "link", "instances")
 CLUSTER_PARAMS = ("pg", "standbys", "settings", *PLACEMENT_PARAMS)
 
 
+# the parameters a cell's stored params leave out when at these values (plan.Cell.params),
+# so runs made before the axis existed keep the params they were stored with
+PARAM_DEFAULTS: dict[str, Any] = {"faults": "none", "placement": "none", "cores": None,
+                                  "link": "none", "instances": 1, "driver": "pgbench"}
+
+
+def with_defaults(params: dict[str, Any]) -> dict[str, Any]:
+    """A cell's params with those left out at their default said: what a comparison rule
+    such as ``{driver = "pgbench"}`` is matched against."""
+    return {**PARAM_DEFAULTS, **params}
+
+
 def cluster_key_text(params: dict[str, Any]) -> str:
     """A cluster's key as stored (clusters.cluster_key), from a cell's parameters."""
     key = [params.get("pg"), params.get("standbys"), params.get("settings")]

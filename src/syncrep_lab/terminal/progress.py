@@ -71,7 +71,9 @@ class RunDisplay:
         self._update(f"{cell.label}: {phase}")
 
     def _live(self, cell: Cell, sample: ProgressSample) -> None:
-        self._update(f"{cell.label}: {sample.tps:,.0f} tps, {sample.latency_ms:.2f} ms")
+        # sysbench reports no mean latency per second, pgbench none for an idle second
+        latency = f", {sample.latency_ms:.2f} ms" if sample.latency_ms is not None else ""
+        self._update(f"{cell.label}: {sample.tps:,.0f} tps{latency}")
 
     def _repeat(self, cell: Cell, n: int, tps: float) -> None:
         self._update(f"{cell.label}: repeat {n} {tps:,.0f} tps")
