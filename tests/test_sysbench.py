@@ -103,7 +103,8 @@ def test_both_drivers_land_in_the_same_fields(run_dir: Path) -> None:
 
 def test_sysbench_refuses_a_pgbench_script(tmp_path: Path) -> None:
     spec = tmp_path / "spec.toml"
-    spec.write_text('name = "x"\n[workload]\nkind = "script"\nscript = "x.sql"\ndriver = "sysbench"\n')
+    spec.write_text('name = "x"\n[workload]\nkind = "script"\nscript = "x.sql"\n'
+                    'driver = "sysbench"\n')
     (tmp_path / "x.sql").write_text("select 1;\n")
     res = cli_here("run", str(spec), "--out", str(tmp_path / "out"))
     assert res.returncode == 2
