@@ -1,12 +1,15 @@
 """A standby on an SSH host, in a run: the "host" is sshd in a network namespace of the
 tests' own (tests/sshd.py), the standby is made there with pg_basebackup over the veth,
-runs as the SSH account, is the synchronous one, and its CPU comes back over SSH."""
+runs as the SSH account, is the synchronous one, and its CPU comes back over SSH. And the
+client on that host: pgbench runs there against the primary here."""
 
 from __future__ import annotations
 
 import json
 import sqlite3
 import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,16 +29,15 @@ def far() -> Iterator[SshdHost]:
         yield host
 
 
-def _spec(host: SshdHost, known_hosts: str | None = None) -> str:
+def _spec(host: SshdHost, known_hosts: str | None = None,
+          placed: str = 'sync = "c"\nclone = "basebackup"\nhosts = { c = "far" }') -> str:
     return f"""\
 name = "remote"
 
 [topology]
 pg = "15"
 standbys = 2
-sync = "c"
-clone = "basebackup"
-hosts = {{ c = "far" }}
+{placed}
 
 [hosts.far]
 address = "{host.address}"
@@ -64,9 +66,10 @@ sched = false
 """
 
 
-def test_a_standby_on_an_ssh_host_is_the_sync_one(workdir: Path, far: SshdHost) -> None:
+def _done_run(workdir: Path, far: SshdHost, spec_text: str) -> sqlite3.Connection:
+    """The store of a run of ``spec_text`` whose one cell is done."""
     spec = workdir / "spec.toml"
-    spec.write_text(_spec(far))
+    spec.write_text(spec_text)
     result = cli("run", str(spec), "--out", str(workdir / "run"), timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr + far.sshd_log()
     db = sqlite3.connect(workdir / "run" / DB_NAME)
@@ -74,6 +77,11 @@ def test_a_standby_on_an_ssh_host_is_the_sync_one(workdir: Path, far: SshdHost) 
     cell = db.execute("select status, error, tps_mean from cells").fetchone()
     assert cell["status"] == "done", cell["error"]
     assert cell["tps_mean"] > 0
+    return db
+
+
+def test_a_standby_on_an_ssh_host_is_the_sync_one(workdir: Path, far: SshdHost) -> None:
+    db = _done_run(workdir, far, _spec(far))
     states = {r["standby"]: r["sync_state"] for r in db.execute(
         "select standby, sync_state from replication_samples")}
     assert states.get("c") == "sync" and states.get("b") == "async", states
@@ -119,3 +127,50 @@ def test_an_unreachable_host_is_refused_with_the_reason(workdir: Path, far: Sshd
     result = cli_here("run", str(spec), "--check")
     assert result.returncode == 2, result.stdout + result.stderr
     assert "2299" in result.stderr and "fix:" in result.stderr
+
+
+def test_the_client_on_an_ssh_host_runs_pgbench_there(workdir: Path, far: SshdHost) -> None:
+    db = _done_run(workdir, far, _spec(far, placed='hosts = { client = "far" }'))
+    for repeat in db.execute("select id, transactions, pgbench_transactions, stdout_path "
+                             "from repeats").fetchall():
+        # the per-transaction logs came back from the host: every transaction in them
+        assert repeat["transactions"] == repeat["pgbench_transactions"] > 0
+        argv = (workdir / "run" / repeat["stdout_path"]).with_suffix(".argv").read_text()
+        assert argv.startswith(f"{BIN_15}/pgbench ")  # the host's pgbench, not ours
+        assert f"host={far.gateway} " in argv  # to the primary's address on the veth
+        seconds = db.execute("select count(*) from samples where repeat_id = ?",
+                             (repeat["id"],)).fetchone()[0]
+        assert seconds >= 2  # its progress, line by line while it ran
+    # its CPU is the host's, not this machine's: no client row is made up
+    assert db.execute("select count(*) from proc_costs where node = 'client'"
+                      ).fetchone()[0] == 0
+    assert list(Path(far.data_root).iterdir()) == []
+    assert live_processes("pgbench", far.user) == []
+
+
+def test_a_killed_tool_leaves_no_client_on_the_host(workdir: Path, far: SshdHost) -> None:
+    """The tool killed with SIGKILL while pgbench runs on the host: pgbench ends with its
+    SSH channel, and `clean` removes its folder there."""
+    spec = workdir / "spec.toml"
+    spec.write_text(_spec(far, placed='hosts = { client = "far" }')
+                    .replace("duration = 3", "duration = 60"))
+    tool = subprocess.Popen([sys.executable, "-m", "syncrep_lab", "run", str(spec), "--out",
+                             str(workdir / "run")], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not _running("pgbench", far.user) and time.monotonic() < deadline:
+            assert tool.poll() is None, "the run ended before its pgbench started"
+            time.sleep(0.2)
+        assert _running("pgbench", far.user), "pgbench never ran on the host"
+    finally:
+        tool.kill()
+        tool.wait()
+    assert live_processes("pgbench", far.user, wait=15) == []
+    cleaned = cli("clean", timeout=120)
+    assert cleaned.returncode == 0, cleaned.stdout + cleaned.stderr
+    assert list(Path(far.data_root).iterdir()) == []
+
+
+def _running(comm: str, user: str) -> bool:
+    return bool(live_processes(comm, user, wait=0))

@@ -64,6 +64,7 @@ class UpOptions:
     timeout: float = 60.0
     layout: Layout | None = None  # cpusets, numactl, namespaces and links
     hosts: dict[str, dict[str, Any]] = field(default_factory=dict)  # standby -> SSH host
+    client_host: dict[str, Any] | None = None  # the SSH host the client (pgbench) runs on
 
 
 def standby_names(opts: UpOptions) -> list[str]:
@@ -173,7 +174,8 @@ def configure_node(
     if subnets:
         # Alone in its namespace, a node has only its links' addresses and loopback.
         listen = "*"
-    remote_hosts = sorted({n.host["address"] for n in manifest.nodes if n.host is not None})
+    remote_hosts = sorted({n.host["address"] for n in manifest.nodes if n.host is not None}
+                          | ({manifest.client["host"]["address"]} if manifest.client else set()))
     if node.role == "primary" and remote_hosts:
         from syncrep_lab.cluster.remote_node import local_address_towards
 
@@ -244,8 +246,9 @@ def _base_backup(account: Account, inst: Installation, manifest: Manifest, node:
 
 def _remote_standbys(manifest: Manifest, inst: Installation, values: dict[str, str],
                      deadline: float, say: Progress) -> None:
-    """The standbys placed on SSH hosts: the primary gets the cluster's password, each
-    standby is made and started on its host (cluster/remote_node.py)."""
+    """The standbys placed on SSH hosts: the primary gets the cluster's password (which the
+    client on an SSH host uses too), each standby is made and started on its host
+    (cluster/remote_node.py)."""
     from psycopg import sql
 
     from syncrep_lab.cluster import remote_node
@@ -315,6 +318,12 @@ def up(opts: UpOptions, progress: Progress | None = None) -> Manifest:
         dropped_settings=settings.dropped, profile=opts.profile, clone=opts.clone,
         layout=opts.layout.to_json() if opts.layout is not None else None,
     )
+    if opts.client_host is not None:
+        from syncrep_lab.cluster import remote_node
+
+        client_spec = remote_node.host_spec(opts.client_host)
+        manifest.client = {"host": opts.client_host,
+                           "dir": remote_node.remote_dir(client_spec, cluster_dir, "client")}
     expected = sync_names.expect(spec, names)
 
     deadline = time.monotonic() + opts.timeout
@@ -356,7 +365,7 @@ def up(opts: UpOptions, progress: Progress | None = None) -> Manifest:
         spawned.append(primary_proc)
         wait_ready(manifest.admin_conninfo(manifest.primary), primary_proc,
                    manifest.primary.log_file(cluster_dir), deadline, "the primary")
-        if opts.hosts:
+        if opts.hosts or opts.client_host is not None:
             _remote_standbys(manifest, inst, settings.values, deadline, say)
         say(f"starting {len(manifest.standbys)} standbys")
         procs = {}

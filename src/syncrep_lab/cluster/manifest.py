@@ -61,6 +61,9 @@ class Manifest:
     # cpusets, numactl policies, namespaces and links (placement/layout.py), as JSON;
     # saved before any of it is made, so that `clean` can undo it after a crash
     layout: dict[str, Any] | None = None
+    # the client (pgbench) on an SSH host: {"host": HostSpec fields, "dir": its folder
+    # there}; saved before anything is made there, for the teardown
+    client: dict[str, Any] | None = None
 
     @property
     def sock_dir(self) -> Path:
@@ -88,7 +91,14 @@ class Manifest:
 
     def conninfo(self, node: Node, dbname: str = "postgres") -> str:
         """The client's connection (pgbench's): across the client's link when the
-        nodes live in namespaces."""
+        nodes live in namespaces; from the client's SSH host, to this machine's address
+        on the route to it (its password is given apart, in a file there)."""
+        if self.client is not None:
+            from syncrep_lab.cluster.remote_node import local_address_towards
+
+            where = self.client["host"]
+            facing = local_address_towards(where["address"], int(where.get("port", 22)))
+            return f"host={facing} port={node.port} user=postgres dbname={dbname}"
         layout = self.placed()
         address = layout.address(node.name, "client") if layout is not None else None
         host = address or ("127.0.0.1" if self.tcp else str(self.sock_dir))

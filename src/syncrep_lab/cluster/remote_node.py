@@ -166,3 +166,16 @@ def stop_standby(spec: HostSpec, data: str) -> None:
 def snapshot(spec: HostSpec, data: str) -> list[dict[str, Any]]:
     with SshHost(spec) as host:
         return remote.proc_snapshot(host, data)
+
+
+def remove_client(client: dict[str, Any]) -> None:
+    """End any pgbench still running in the client's folder on its host, and remove the
+    folder (``cluster down``, ``clean``)."""
+    spec = host_spec(client["host"])
+    with SshHost(spec) as host:
+        host.sh('for f in "$1"/run-*/pgbench.pid; do [ -f "$f" ] && kill -9 "$(cat "$f")" '
+                '2>/dev/null; done; exit 0', client["dir"], what="ending pgbench",
+                check=False)
+        remote.remove_dir(host, client["dir"])
+        top = posixpath.dirname(client["dir"])
+        host.run(["rmdir", "--", top], timeout=30, check=False)

@@ -60,6 +60,19 @@ def _remove_remote(nodes: list[Any]) -> list[str]:
     return problems
 
 
+def _remove_client(client: dict[str, Any] | None) -> list[str]:
+    """End the client on an SSH host and remove its folder there."""
+    if client is None:
+        return []
+    from syncrep_lab.cluster import remote_node
+
+    try:
+        remote_node.remove_client(client)
+    except UserError as exc:
+        return [f"the client's folder on {client['host'].get('name')}: {exc.cause}"]
+    return []
+
+
 def kill_leftovers(data_dirs: list[Path], timeout: float = 5.0) -> list[str]:
     """SIGKILL server processes still running in ``data_dirs`` once their postmasters are
     gone: the children of a postmaster that was itself killed (a forced exit, the OOM
@@ -92,7 +105,8 @@ def remove_cluster(
             "give the --dir that was used with cluster up (see: syncrep-lab clean --list)",
         )
     names = [n.name for n in manifest.local_nodes]
-    remote_problems = [] if keep_data else _remove_remote(manifest.nodes)
+    remote_problems = [] if keep_data else [*_remove_remote(manifest.nodes),
+                                            *_remove_client(manifest.client)]
     if shutdown.requested() is not None:
         timeout = min(timeout, 5.0)  # interrupted: escalate sooner (a second signal: at once)
     # Standbys first: a primary stopping first makes them log reconnection errors.
@@ -106,7 +120,7 @@ def remove_cluster(
     killed += kill_leftovers([cluster_dir / name for name in names])
     (cluster_dir / "secret").unlink(missing_ok=True)
     if remote_problems:
-        raise UserError("could not remove standbys on SSH hosts: " + "; ".join(remote_problems),
+        raise UserError("could not remove what is on SSH hosts: " + "; ".join(remote_problems),
                         "check the hosts (the manifest stays, so syncrep-lab clean tries again)")
     layout = manifest.placed()
     if layout is not None:

@@ -297,14 +297,19 @@ def placement_problems(spec: Spec) -> list[Problem]:
         where_h: tuple[str | int, ...] = ("topology", "hosts", node)
         if host not in spec.hosts:
             problems.append((where_h, f"no host {host!r} (define [hosts.{host}])"))
-        if node not in nodes - {"primary"}:
-            problems.append((where_h, f"{node!r} is not a standby: only standbys can be "
-                             "placed on SSH hosts"))
+        if node not in (nodes - {"primary"}) | {"client"}:
+            problems.append((where_h, f"{node!r} is not a standby or the client: only they "
+                             "can be placed on SSH hosts"))
+    if topo.hosts.get("client") and "sysbench" in (m.driver or [spec.workload.driver]):
+        problems.append((("topology", "hosts", "client"), "the client on an SSH host runs "
+                         "pgbench; sysbench runs on this machine (driver = 'pgbench', or "
+                         "leave the client here)"))
     if topo.hosts:
         for clash, what in ((topo.attach is not None, "an attached cluster"),
                             (many, "instances > 1"), (uses_namespaces(spec), "network links"),
                             (bool(spec.faults), "fault scenarios"),
-                            (topo.clone != "basebackup", "clone = 'copy'")):
+                            (topo.clone != "basebackup" and bool(set(topo.hosts) - {"client"}),
+                             "clone = 'copy'")):
             if clash:
                 fix = ("a standby on another host is made with pg_basebackup: set "
                        "topology.clone = 'basebackup'" if what == "clone = 'copy'"
@@ -367,11 +372,14 @@ def check_machine(spec: Spec) -> None:
 
 def check_hosts(spec: Spec) -> None:
     """Every SSH host the spec places a node on answers, with the host key on record,
-    and has the PostgreSQL programs a standby needs."""
-    from syncrep_lab.hosts.ssh import check_host
+    and has the PostgreSQL programs a standby needs (pgbench, for the client)."""
+    from syncrep_lab.hosts.ssh import DEFAULT_PROGRAMS, check_host
 
     for name in sorted(set(spec.topology.hosts.values())):
-        check_host(spec.ssh_host(name))
+        roles = {node for node, host in spec.topology.hosts.items() if host == name}
+        programs = [*(DEFAULT_PROGRAMS if roles - {"client"} else ()),
+                    *(["pgbench"] if "client" in roles else [])]
+        check_host(spec.ssh_host(name), programs)
 
 
 def _check_conninfos(attach: Attach) -> None:

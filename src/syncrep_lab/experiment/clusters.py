@@ -132,6 +132,8 @@ class ActiveCluster:
                 hosts={node: asdict(spec.ssh_host(host))
                        for node, host in topo.hosts.items() if node in standby_names(
                            spec, cell.standbys)},
+                client_host=(asdict(spec.ssh_host(topo.hosts["client"]))
+                             if "client" in topo.hosts else None),
             ))
             inst = resolve(manifest.bin_dir)
             self._record(cell, manifest.version, manifest.bin_dir,

@@ -43,6 +43,7 @@ from syncrep_lab.experiment.plan import (
     expand,
     link_profiles,
 )
+from syncrep_lab.experiment.remote_client import start_remote_pgbench
 from syncrep_lab.experiment.rounds import Member, Rounds
 from syncrep_lab.experiment.spec import FaultScenario, Spec, parse_spec
 from syncrep_lab.experiment.stall import SyncStallWatch
@@ -485,7 +486,10 @@ class Runner:
                 watch.start()
             runs = _finish_all(running)
             if untraced is not None:
-                untraced_rows, untraced = untraced.stop(len(runs), cell.driver), None
+                # a client on an SSH host is not this process's child: no figure of it
+                client_here = target.manifest is None or target.manifest.client is None
+                untraced_rows, untraced = untraced.stop(
+                    len(runs), cell.driver if client_here else None), None
             ledger_after = reset.cpu_ledger(data_dirs)
         except UserError:
             if fault is not None and fault.driver.stalled:
@@ -589,6 +593,13 @@ class Runner:
                 live = ((lambda s: self.events.live(cell, s)) if t.instance == 1 else None)
                 launch = layout.client if layout is not None else None
                 watch = self._stall_watch(cell, t)
+                if t.manifest is not None and t.manifest.client is not None:
+                    running.append(start_remote_pgbench(
+                        t.manifest.client, t.manifest.dir, script.read_text(), t.conninfo,
+                        duration=duration, on_progress=live, watch=watch,
+                        log_prefix=rep_dir / f"pgbench_log{suffix}" if rep_dir else None,
+                        **common))
+                    continue
                 if cell.driver == "sysbench":  # no per-transaction logs: its histogram
                     running.append(sysbench.start_sysbench(
                         script, t.conninfo, clients=common["clients"], duration=duration,

@@ -22,10 +22,10 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import psycopg
 
@@ -237,11 +237,28 @@ def spawn_client(argv: list[str], env: dict[str, str], cwd: Path, launch: Launch
     return proc
 
 
+class ClientProcess(Protocol):
+    """What a client's reader needs of its process: a local ``subprocess.Popen``, or a
+    command on an SSH host (hosts/ssh.RemoteProcess)."""
+
+    @property
+    def pid(self) -> int: ...
+    @property
+    def returncode(self) -> int | None: ...
+    @property
+    def stdout(self) -> Iterable[str] | None: ...
+    @property
+    def stderr(self) -> Iterable[str] | None: ...
+    def wait(self, timeout: float | None = None) -> int: ...
+    def poll(self) -> int | None: ...
+    def kill(self) -> None: ...
+
+
 class RunningPgbench:
     """A client process (pgbench, or sysbench with ``driver``) and the threads reading
     its output: pgbench reports its progress on stderr, sysbench on stdout."""
 
-    def __init__(self, proc: subprocess.Popen[str], argv: list[str], started: float,
+    def __init__(self, proc: ClientProcess, argv: list[str], started: float,
                  duration: int, extra_timeout: float, log_prefix: Path | None,
                  on_progress: Callable[[ProgressSample], None] | None,
                  watch: StallWatch | None = None, driver: str = "pgbench") -> None:
@@ -287,7 +304,25 @@ class RunningPgbench:
             self.proc.kill()
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=5)
-        shutdown.untrack(self.proc)
+        self._untrack()
+        self.close()
+
+    def _untrack(self) -> None:
+        if isinstance(self.proc, subprocess.Popen):  # a remote process has no local pid
+            shutdown.untrack(self.proc)
+
+    def _log_files(self) -> list[Path]:
+        """pgbench's per-transaction logs of this run, by name, not glob(): a pattern per
+        pid would be compiled and kept in fnmatch's cache (32,768 entries) for every
+        pgbench a long process runs."""
+        if self.log_prefix is None:
+            return []
+        head = f"{self.log_prefix.name}.{self.proc.pid}"
+        return sorted(p for p in self.log_prefix.parent.iterdir()
+                      if p.name == head or p.name.startswith(head + "."))
+
+    def close(self) -> None:
+        """What the run holds besides the process (a remote one: its folder there)."""
 
     def _wait_watched(self) -> None:
         """Wait for pgbench until its bound (TimeoutExpired then), asking the watch about
@@ -326,32 +361,30 @@ class RunningPgbench:
             self.kill()
             raise
         finally:
-            shutdown.untrack(proc)
+            self._untrack()
             for reader in self.readers:
                 reader.join(timeout=5)
         seconds = time.monotonic() - self.started
+        code = proc.wait(timeout=5)  # it has ended: its status
         stdout = "".join(self.out_lines)
         stderr = "".join(self.err_lines)
-        logs: list[Path] = []
         log_prefix = self.log_prefix
-        if log_prefix is not None:
-            # by name, not glob(): a pattern per pid would be compiled and kept in
-            # fnmatch's cache (32,768 entries) for every pgbench a long process runs
-            head = f"{log_prefix.name}.{proc.pid}"
-            logs = sorted(p for p in log_prefix.parent.iterdir()
-                          if p.name == head or p.name.startswith(head + "."))
+        try:
+            logs = self._log_files()
+        finally:
+            self.close()
         if self.driver == "sysbench":
-            run = PgbenchRun(self.argv, proc.returncode, stdout, stderr,
+            run = PgbenchRun(self.argv, code, stdout, stderr,
                              sysbench_output.parse_summary(stdout), self.progress, [], seconds,
                              "sysbench", sysbench_output.parse_histogram(stdout))
         else:
-            run = PgbenchRun(self.argv, proc.returncode, stdout, stderr,
+            run = PgbenchRun(self.argv, code, stdout, stderr,
                              parse_summary(stdout), self.progress, logs, seconds)
-        if proc.returncode != 0:
+        if code != 0:
             said = stderr if self.driver == "pgbench" else stderr + stdout  # sysbench: both
             errors = [ln for ln in said.splitlines() if not ln.startswith(("progress:", "[ "))]
             tail = "\n".join(errors[-6:])
-            raise UserError(f"{self.driver} exited with code {proc.returncode}:\n{tail}",
+            raise UserError(f"{self.driver} exited with code {code}:\n{tail}",
                             f"read {self.driver}'s output in the cell's artifacts")
         if log_prefix is not None and run.summary.transactions is not None:
             _check_logs(logs, run.summary.transactions, log_prefix.parent)

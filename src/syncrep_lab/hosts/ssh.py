@@ -18,15 +18,18 @@ about how to reach a host, so a run can be reproduced from it alone.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import errno
 import os
 import posixpath
+import queue
 import secrets
 import shlex
 import socket
+import subprocess
 import threading
-from collections.abc import Coroutine, Sequence
+from collections.abc import Coroutine, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -504,6 +507,13 @@ class SshHost:
             raise self._failed(what, program, result)
         return result
 
+    def start(self, argv: list[str]) -> RemoteProcess:
+        """Start ``argv`` on the host and return at once: its output arrives line by line
+        while it runs (:class:`RemoteProcess`)."""
+        if not argv:
+            raise ValueError("start() needs a command")
+        return RemoteProcess(self, shlex.join(argv))
+
     # files
 
     def _sftp_client(self) -> asyncssh.SFTPClient:
@@ -673,15 +683,101 @@ def _os_error_text(exc: BaseException) -> str:
 # --- checking a host ----------------------------------------------------------------------
 
 
+class _Lines:
+    """The lines of one output stream of a remote command, for a reader thread: iterating
+    yields each line as it arrives and ends when the stream does."""
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+
+    def put(self, line: str | None) -> None:
+        self._queue.put(line)
+
+    def __iter__(self) -> Iterator[str]:
+        while (line := self._queue.get()) is not None:
+            yield line
+
+
+class RemoteProcess:
+    """A command running on a host, with what a reader of a local ``subprocess.Popen``
+    uses: ``stdout`` and ``stderr`` iterate over lines as they arrive, ``wait``, ``poll``
+    and ``kill`` behave as a Popen's, ``returncode`` is its exit status (255 when the
+    connection was lost; the reason is then the last line of ``stderr``).
+
+    The command has no terminal and lives in the SSH channel: when the channel goes (the
+    tool killed, the connection lost), sshd closes its pipes and its next write ends it
+    (SIGPIPE), so a client that reports every second does not outlive the tool by more
+    than a second or so."""
+
+    pid = -1  # not a local process: nothing here may signal or reap it by pid
+
+    def __init__(self, host: SshHost, command: str) -> None:
+        self.args = command
+        self.host_name = host.spec.name
+        self.stdout, self.stderr = _Lines(), _Lines()
+        self.returncode: int | None = None
+        self._process: asyncssh.SSHClientProcess[str] | None = None
+        conn = host._connection()
+        self._loop = _event_loop()
+        self._future = asyncio.run_coroutine_threadsafe(self._run(conn), self._loop)
+
+    async def _run(self, conn: asyncssh.SSHClientConnection) -> None:
+        code = 255
+        try:
+            process = await conn.create_process(self.args, encoding="utf-8", errors="replace",
+                                                stdin=asyncssh.DEVNULL)
+            self._process = process
+
+            async def pump(stream: asyncssh.SSHReader[str], lines: _Lines) -> None:
+                async for line in stream:
+                    lines.put(line)
+
+            await asyncio.gather(pump(process.stdout, self.stdout),
+                                 pump(process.stderr, self.stderr))
+            await process.wait()
+            code = 255 if process.returncode is None else process.returncode
+        except (asyncssh.Error, OSError) as exc:
+            self.stderr.put(f"syncrep-lab: the connection to {self.host_name} was lost: "
+                            f"{_os_error_text(exc)}\n")
+        finally:
+            self.returncode = code
+            self.stdout.put(None)
+            self.stderr.put(None)
+
+    def wait(self, timeout: float | None = None) -> int:
+        try:
+            self._future.result(timeout)
+        except concurrent.futures.TimeoutError:
+            raise subprocess.TimeoutExpired(self.args, timeout or 0.0) from None
+        assert self.returncode is not None
+        return self.returncode
+
+    def poll(self) -> int | None:
+        return self.returncode if self._future.done() else None
+
+    def kill(self) -> None:
+        """SIGKILL the command and close its channel (which ends it if the signal did
+        not reach it: sshd forwards signals since OpenSSH 7.9)."""
+        def go() -> None:
+            process = self._process
+            if process is not None:
+                with contextlib.suppress(OSError, asyncssh.Error):
+                    process.send_signal("KILL")
+                process.close()
+
+        if not self._future.done():
+            self._loop.call_soon_threadsafe(go)
+
+
 def check_host(spec: HostSpec,
                programs: Sequence[str] = DEFAULT_PROGRAMS) -> dict[str, Any]:
     """Connect and collect what the builder needs to know about a host.
 
     Checks that the PostgreSQL programs are there (in ``bin_dir``, or on the
-    account's PATH when it is unset) and asks ``postgres --version``. Returns
-    the facts; any problem is a UserError.
+    account's PATH when it is unset) and, when a server is among them, asks
+    ``postgres --version``. Returns the facts; any problem is a UserError.
     """
-    wanted = list(dict.fromkeys(["postgres", *programs]))
+    wanted = list(dict.fromkeys(programs))
     with SshHost(spec) as host:
         uname = host.run(["uname", "-a"], timeout=OP_TIMEOUT).stdout.strip()
         nproc_out = host.sh("nproc 2>/dev/null || getconf _NPROCESSORS_ONLN",
@@ -715,9 +811,10 @@ def check_host(spec: HostSpec,
             raise UserError(
                 f"{spec.name} lacks {', '.join(missing)} {where}",
                 f"install the PostgreSQL server programs on {spec.name} (pg_basebackup "
-                "comes with them), or set bin_dir to the directory that holds them "
-                "(on Debian: /usr/lib/postgresql/<version>/bin)")
-        version = host.run([found["postgres"], "--version"], timeout=OP_TIMEOUT).stdout.strip()
+                "and pgbench come with them), or set bin_dir to the directory that holds "
+                "them (on Debian: /usr/lib/postgresql/<version>/bin)")
+        some = found.get("postgres") or next(iter(found.values()))
+        version = host.run([some, "--version"], timeout=OP_TIMEOUT).stdout.strip()
         python3 = host.sh("command -v python3 || true",
                           what="looking for python3").stdout.strip() or None
     try:
@@ -732,7 +829,7 @@ def check_host(spec: HostSpec,
         "user": spec.user,
         "uname": uname,
         "nproc": nproc,
-        "bin_dir": spec.bin_dir or posixpath.dirname(found["postgres"]),
+        "bin_dir": spec.bin_dir or posixpath.dirname(some),
         "programs": found,
         "postgres_version": version,
         "version": words[2] if len(words) >= 3 else version,

@@ -117,14 +117,15 @@ class UntracedCpu:
             self.tracker.begin()
         self.before = resource.getrusage(resource.RUSAGE_CHILDREN)
 
-    def stop(self, clients: int, program: str = "pgbench") -> list[ProcCostRow]:
+    def stop(self, clients: int, program: str | None = "pgbench") -> list[ProcCostRow]:
         """``proc_costs`` rows: every role of every local node, and ``client``/``program``
-        (``clients`` processes of it) from the children's usage."""
+        (``clients`` processes of it) from the children's usage (None: the client is not
+        a child of this process, no row)."""
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         rows: list[ProcCostRow] = []
         if self.tracker is not None:
             rows += self.tracker.finish().cost_rows()
-        if self.before is not None:
+        if self.before is not None and program is not None:
             b = self.before
             rows.append(ProcCostRow("client", program, clients,
                                     1000.0 * (after.ru_utime - b.ru_utime),

@@ -1,0 +1,101 @@
+"""pgbench on an SSH host (``topology.hosts = { client = "d" }``), as the seed ran it on a
+machine of its own, so the client's CPU is not taken from the primary's.
+
+pgbench runs in the cluster's folder on that host (below its ``data_root``), started
+over the tool's SSH connection with no terminal: its per-second progress (stderr)
+arrives line by line while it runs, and it ends by itself after ``-T`` seconds, or with
+the channel (hosts/ssh.RemoteProcess). Its per-transaction logs are fetched when it
+ends and parsed here, as a local pgbench's are: fetching them costs a second or less
+for a repeat's hundred thousand transactions (about 3 MB) and needs nothing on the host
+but pgbench, where parsing there would need Python. Its password is in a file there
+(0600, PGPASSFILE), never on a command line. ``cluster down`` and ``clean`` remove the
+folder, ending any pgbench still running in it (cluster/remote_node.remove_client).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import secrets
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from syncrep_lab.cluster.remote_node import host_spec, password
+from syncrep_lab.experiment.workload import RunningPgbench, StallWatch
+from syncrep_lab.hosts import remote
+from syncrep_lab.hosts.ssh import HostSpec, RemoteProcess, SshHost
+from syncrep_lab.measure.pgbench_log import ProgressSample
+
+LOG_LIMIT = 1 << 30  # a per-transaction log larger than this is refused
+
+
+class RemoteRunningPgbench(RunningPgbench):
+    """pgbench on a host; once it ends, its logs are fetched into ``log_prefix``'s folder
+    here under the names pgbench gave them."""
+
+    def __init__(self, host: SshHost, folder: str, proc: RemoteProcess, argv: list[str],
+                 started: float, duration: int, extra_timeout: float,
+                 log_prefix: Path | None, on_progress: Callable[[ProgressSample], None] | None,
+                 watch: StallWatch | None) -> None:
+        self.host, self.folder = host, folder
+        super().__init__(proc, argv, started, duration, extra_timeout, log_prefix,
+                         on_progress, watch)
+
+    def _log_files(self) -> list[Path]:
+        if self.log_prefix is None:
+            return []
+        listing = self.host.sh('for f in "$1"/pgbench_log.*; do [ -f "$f" ] && echo "$f"; '
+                               'done; exit 0', self.folder,
+                               what="listing pgbench's logs").stdout.split()
+        fetched = []
+        for path in sorted(listing):
+            local = self.log_prefix.parent / posixpath.basename(path).replace(
+                "pgbench_log", self.log_prefix.name, 1)
+            local.write_bytes(self.host.get_bytes(path, LOG_LIMIT))
+            fetched.append(local)
+        return fetched
+
+    def close(self) -> None:
+        """Remove this run's folder on the host and close the connection."""
+        try:
+            remote.remove_dir(self.host, self.folder)
+        finally:
+            self.host.close()
+
+
+def start_remote_pgbench(
+    client: dict[str, Any], cluster_dir: Path, script_text: str, conninfo: str, *,
+    clients: int, threads: int, duration: int, synchronous_commit: str | None,
+    log_prefix: Path | None = None,
+    on_progress: Callable[[ProgressSample], None] | None = None,
+    extra_timeout: float = 60.0, watch: StallWatch | None = None,
+) -> RemoteRunningPgbench:
+    """Start pgbench on the client's host (the manifest's ``client``) against
+    ``conninfo``, running ``script_text``; a folder of its own for this run."""
+    spec: HostSpec = host_spec(client["host"])
+    folder = posixpath.join(client["dir"], f"run-{secrets.token_hex(4)}")
+    host = SshHost(spec)
+    try:
+        host.run(["mkdir", "-p", "-m", "0700", folder], timeout=30)
+        host.put_text(posixpath.join(folder, "workload.sql"), script_text, 0o600)
+        passfile = posixpath.join(folder, "pgpass")
+        host.put_text(passfile, f"*:*:*:postgres:{password(cluster_dir) or ''}\n", 0o600)
+        pgbench = posixpath.join(spec.bin_dir, "pgbench") if spec.bin_dir else "pgbench"
+        argv = [pgbench, "-M", "prepared", "-n", "-P", "1", "-c", str(clients),
+                "-j", str(threads), "-T", str(duration), "-f", "workload.sql"]
+        if log_prefix is not None:
+            argv += ["-l", "--log-prefix=pgbench_log"]
+        argv.append(conninfo)
+        env = [f"PGPASSFILE={passfile}"]
+        if synchronous_commit is not None:
+            env.append(f"PGOPTIONS=-c synchronous_commit={synchronous_commit}")
+        # its pid in a file, so that a teardown after the tool was killed ends it
+        command = ["sh", "-c", 'cd -- "$1" && echo $$ > pgbench.pid && shift && exec "$@"',
+                   "sh", folder, "env", *env, *argv]
+        proc = host.start(command)
+    except BaseException:
+        host.close()
+        raise
+    return RemoteRunningPgbench(host, folder, proc, argv, time.monotonic(), duration,
+                                extra_timeout, log_prefix, on_progress, watch)
