@@ -139,3 +139,16 @@ def test_the_cpu_rule_reads_the_model_s_machine_bound(workdir: Path) -> None:
     assert lower is not None and lower.confidence == "medium"
     facts.bounds = [{"resource": "machine", "max_tps": facts.tps / 0.3, "kind": "machine"}]
     assert diagnosis.rule_cpu_saturated(facts) is None  # far from the bound
+
+
+def test_a_saturated_ssh_host_is_named_with_every_host_s_load() -> None:
+    facts = diagnosis.CellFacts(label="x", tps=9000.0, clients=64, synchronous_commit="on",
+                                cpus=16, roles={}, waits={}, perf_missing=None,
+                                hosts={"d": ("client", 15.6, 16), "s2": ("c", 3.0, 16)})
+    verdict = diagnosis.rule_host_saturated(facts)
+    assert verdict is not None and verdict.confidence == "high"
+    assert "host d (client) keeps 15.6 of 16 CPUs busy" in verdict.summary
+    assert "host s2 (c) keeps 3.0 of 16 CPUs busy" in verdict.summary
+    assert verdict.evidence["d_busy_cpus"] == 15.6 and verdict.evidence["s2_cpus"] == 16
+    facts.hosts = {"d": ("client", 3.0, 16)}
+    assert diagnosis.rule_host_saturated(facts) is None

@@ -6,6 +6,7 @@ client on that host: pgbench runs there against the primary here."""
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -144,6 +145,22 @@ def test_the_client_on_an_ssh_host_runs_pgbench_there(workdir: Path, far: SshdHo
     # its CPU is the host's, not this machine's: no client row is made up
     assert db.execute("select count(*) from proc_costs where node = 'client'"
                       ).fetchone()[0] == 0
+    # the host as it was read: what it is, and in every repeat its clock and busy CPUs
+    machine = json.loads(db.execute("select machine_json from runs").fetchone()[0])
+    facts = machine["hosts"]["far"]
+    assert facts["roles"] == ["client"] and facts["cpus"] == os.cpu_count()
+    assert facts["kernel"].startswith("Linux ") and facts["netem"] is False  # no sch_netem
+    seen = db.execute("select * from host_repeats").fetchall()
+    assert len(seen) == db.execute("select count(*) from repeats").fetchone()[0]
+    for row in seen:
+        assert row["host"] == "far" and row["roles"] == "client"
+        # the namespace shares this kernel's clock: the offset is within its uncertainty
+        # and a few milliseconds of scheduling
+        assert abs(row["clock_offset_ms"]) <= row["clock_uncertainty_ms"] + 5
+        assert 0 < row["clock_uncertainty_ms"] < 500
+        assert 0 <= row["busy_cpus"] <= row["cpus"] == os.cpu_count()
+    report = (workdir / "run" / "report.html").read_text()
+    assert "SSH hosts" in report and "client" in report
     assert list(Path(far.data_root).iterdir()) == []
     assert live_processes("pgbench", far.user) == []
 

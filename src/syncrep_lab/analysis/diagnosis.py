@@ -17,7 +17,7 @@ from typing import Any, NotRequired, TypedDict
 from syncrep_lab.analysis import model
 from syncrep_lab.analysis.costs import RoleCosts, cell_costs, cluster_version
 from syncrep_lab.pg.replication import WAITING_LEVELS
-from syncrep_lab.store import Store
+from syncrep_lab.store import HostRepeatRow, Store, queries
 
 SINGLE_PROCESS_ROLES = ("walwriter", "startup", "walreceiver", "checkpointer", "bgwriter")
 
@@ -80,6 +80,8 @@ class CellFacts:
     latency_ms: float | None = None
     # the bottleneck model's bounds, lowest first (analysis/model.py), when it has them
     bounds: list[dict[str, Any]] = field(default_factory=list)
+    # SSH host -> what runs there, the CPUs it kept busy on average, its CPUs
+    hosts: dict[str, tuple[str, float, int]] = field(default_factory=dict)
 
     def bound(self, resource: str) -> dict[str, Any] | None:
         return next((b for b in self.bounds if b["resource"] == resource), None)
@@ -257,6 +259,25 @@ def rule_cpu_saturated(facts: CellFacts) -> Verdict | None:
     )
 
 
+def rule_host_saturated(facts: CellFacts) -> Verdict | None:
+    """An SSH host whose CPUs are all busy: its standby or client sets the pace."""
+    name = "an SSH host's CPUs are saturated"
+    full = {h: v for h, v in facts.hosts.items() if v[2] and v[1] / v[2] >= 0.85}
+    if not full:
+        return None
+    worst = max(v[1] / v[2] for v in full.values())
+    told = "; ".join(f"host {h} ({roles}) keeps {busy:.1f} of {cpus} CPUs busy"
+                     for h, (roles, busy, cpus) in sorted(facts.hosts.items()))
+    evidence: dict[str, float | str] = {}
+    for h, (_, busy, cpus) in facts.hosts.items():
+        evidence[f"{h}_busy_cpus"], evidence[f"{h}_cpus"] = round(busy, 2), cpus
+    return Verdict(
+        name, "high" if worst >= 0.95 else "medium", told, evidence,
+        ["what runs on that host competes for its CPUs: give the client or the standby a "
+         "host of its own, or fewer clients"],
+    )
+
+
 def rule_single_process(facts: CellFacts) -> Verdict | None:
     name = "one process saturates its core"
     if not facts.cpu_known:
@@ -387,8 +408,9 @@ def rule_standby_or_network(facts: CellFacts) -> Verdict | None:
     return None
 
 
-RULES = (rule_wakeup_bound, rule_epoll_setup, rule_cpu_saturated, rule_single_process,
-         rule_local_flush, rule_standby_or_network, rule_client_bound, rule_too_many_clients)
+RULES = (rule_wakeup_bound, rule_epoll_setup, rule_cpu_saturated, rule_host_saturated,
+         rule_single_process, rule_local_flush, rule_standby_or_network, rule_client_bound,
+         rule_too_many_clients)
 ORDER = {"high": 0, "medium": 1, "low": 2, "unknown": 3}
 
 
@@ -423,7 +445,22 @@ def cell_facts(store: Store, cell: Any, cpus: int) -> CellFacts:
         roles={(r["node"], r["role"]): r for r in costs["roles"]},
         waits={(w["node"], w["role"]): w["share"] for w in costs["waits"]},
         perf_missing=perf_missing,
+        hosts=_host_load(store, int(cell["id"])),
     )
+
+
+def _host_load(store: Store, cell_id: int) -> dict[str, tuple[str, float, int]]:
+    """Each SSH host's busy CPUs over the cell's measured repeats, on average."""
+    measured = [int(r["id"]) for r in store.repeats(cell_id) if not r["probed"]]
+    seen: dict[str, list[HostRepeatRow]] = {}
+    for _, row in queries.host_repeats_of(store, measured):
+        seen.setdefault(row.host, []).append(row)
+    out = {}
+    for host, rows in seen.items():
+        busy = [r.busy_cpus for r in rows if r.busy_cpus is not None]
+        if busy:
+            out[host] = (rows[0].roles, sum(busy) / len(busy), rows[0].cpus)
+    return out
 
 
 def diagnose_run(folder: Path) -> list[CellDiagnosis]:

@@ -35,6 +35,7 @@ from syncrep_lab.experiment import faults, repeat_record, reset, sysbench
 from syncrep_lab.experiment.attached import APP_PREFIX, Visit, stamped
 from syncrep_lab.experiment.checks import check_machine, check_out
 from syncrep_lab.experiment.clusters import ActiveCluster, ClusterPool, Target, units
+from syncrep_lab.experiment.host_watch import HostWatch, host_facts
 from syncrep_lab.experiment.machine import machine_metadata
 from syncrep_lab.experiment.plan import (
     NO_FAULTS,
@@ -460,6 +461,11 @@ class Runner:
                   if probed else None)
         fault = self._fault_run(cell, target)
         remote_before = _remote_snapshots(target) if probed else {}
+        hosts = (HostWatch(target.manifest) if target.manifest is not None
+                 and (target.manifest.client or any(n.host for n in target.manifest.nodes))
+                 else None)
+        if hosts is not None:
+            hosts.start()
         if probes is not None:
             probes.start()
         if fault is not None:
@@ -485,6 +491,7 @@ class Runner:
                                        min(2.0, self.spec.workload.duration / 2))
                 watch.start()
             runs = _finish_all(running)
+            host_rows = hosts.stop() if hosts is not None else []
             if untraced is not None:
                 # a client on an SSH host is not this process's child: no figure of it
                 client_here = target.manifest is None or target.manifest.client is None
@@ -496,6 +503,8 @@ class Runner:
                 raise UserError(fault.driver.stalled, _STALL_FIX) from None
             raise
         finally:
+            if hosts is not None:
+                hosts.close()
             if untraced is not None:
                 untraced.abort()
             placement = watch.stop() if watch is not None else []
@@ -531,6 +540,7 @@ class Runner:
                 rows.proc_costs += role_costs(name, before, after.get(name, []))
         if untraced_rows:
             rows.proc_costs = untraced_rows
+        rows.host_repeats = host_rows
         if placed:
             rows.placement = placement
             rows.links = link_rows(targets)
@@ -833,7 +843,10 @@ def start_run(spec: Spec, spec_text: str, spec_dir: Path, out: Path,
     store = Store(out, create=True)
     try:
         seed = spec.run.seed if spec.run.seed is not None else secrets.randbelow(2**31)
-        run_id = store.create_run(spec.name, spec_text, machine_metadata(), __version__,
+        machine = machine_metadata()
+        if spec.topology.hosts:
+            machine["hosts"] = host_facts(spec)
+        run_id = store.create_run(spec.name, spec_text, machine, __version__,
                                   seed=seed, order_mode=spec.run.order)
         try:
             (out / "spec.toml").write_text(spec_text)

@@ -147,6 +147,31 @@ def _topology(store: Store, run_id: int) -> list[dict[str, Any]]:
     return out
 
 
+def _hosts(store: Store, run_id: int, machine: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each SSH host the run used: what it is (read when the run began) and, over the
+    run's measured repeats, the CPUs it kept busy and its clock against this machine's."""
+    facts = machine.get("hosts") or {}
+    if not facts:
+        return []
+    repeats = [int(r["id"]) for c in store.cells(run_id) for r in store.repeats(int(c["id"]))
+               if not r["probed"]]
+    seen: dict[str, list[Any]] = {}
+    for _, row in queries.host_repeats_of(store, repeats):
+        seen.setdefault(row.host, []).append(row)
+    out = []
+    for name, fact in sorted(facts.items()):
+        rows = seen.get(name, [])
+        busy = [r.busy_cpus for r in rows if r.busy_cpus is not None]
+        offsets = [r.clock_offset_ms for r in rows]
+        out.append({"name": name, **fact,
+                    "busy_cpus": sum(busy) / len(busy) if busy else None,
+                    "busy_max": max(busy) if busy else None,
+                    "offset_ms": sum(offsets) / len(offsets) if offsets else None,
+                    "uncertainty_ms": max((r.clock_uncertainty_ms for r in rows),
+                                          default=None)})
+    return out
+
+
 def _timeline(store: Store, cell: Any) -> dict[str, Any]:
     """Per-second TPS and latency of every repeat, and the standbys' lags and sync
     states as sampled in the probed repeat."""
@@ -448,6 +473,7 @@ def report_data(folder: Path, cell: int | None = None) -> dict[str, Any]:
                     "tool_version": run["tool_version"],
                     "description": spec.get("description", "")},
             "machine": json.loads(run["machine_json"]),
+            "hosts": _hosts(store, run_id, json.loads(run["machine_json"])),
             "spec_toml": mask_text(run["spec_toml"]),  # stores before masking had them
             "topology": topology,
             "cells": cells,

@@ -23,6 +23,7 @@ from syncrep_lab.store.rows import (
     FlameGraphRow,
     GprofFunctionRow,
     GprofRoleRow,
+    HostRepeatRow,
     LinkRow,
     ObservedRow,
     PlacementRow,
@@ -276,6 +277,12 @@ def gprof_of(store: Store, repeat_ids: Collection[int]
     """The gprof profiles of these repeats: per role, and per function of each role."""
     return (_of_repeats(store, "gprof_roles", GprofRoleRow, repeat_ids),
             _of_repeats(store, "gprof_functions", GprofFunctionRow, repeat_ids))
+
+
+def host_repeats_of(store: Store, repeat_ids: Collection[int]
+                    ) -> list[tuple[int, HostRepeatRow]]:
+    """The SSH hosts' clocks and busy CPUs in these repeats."""
+    return _of_repeats(store, "host_repeats", HostRepeatRow, repeat_ids)
 
 
 @dataclass(frozen=True)

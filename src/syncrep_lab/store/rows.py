@@ -247,6 +247,17 @@ class GprofFunctionRow(NamedTuple):
     self_s: float
 
 
+class HostRepeatRow(NamedTuple):
+    """``host_repeats``: an SSH host of the cluster during a repeat."""
+
+    host: str
+    roles: str  # what runs there, comma separated (standbys' names, client)
+    clock_offset_ms: float  # its clock minus this machine's, at the repeat's start
+    clock_uncertainty_ms: float  # half the SSH round trip it was read in
+    busy_cpus: float | None  # CPUs it kept busy during the repeat, on average
+    cpus: int
+
+
 # table -> its row type; the order is the order add_repeat writes them in
 PROBE_TABLES: dict[str, type[NamedTuple]] = {
     "probes": ProbeRow, "costs": CostRow, "waits": WaitRow,
@@ -256,7 +267,7 @@ PROBE_TABLES: dict[str, type[NamedTuple]] = {
     "fault_events": FaultEventRow, "durability": DurabilityRow,
     "instance_results": InstanceResultRow, "placement": PlacementRow, "links": LinkRow,
     "numastat": NumastatRow, "observed": ObservedRow, "gprof_roles": GprofRoleRow,
-    "gprof_functions": GprofFunctionRow,
+    "gprof_functions": GprofFunctionRow, "host_repeats": HostRepeatRow,
 }
 
 
@@ -286,6 +297,7 @@ class ProbeRows:
     observed: list[ObservedRow] = field(default_factory=list)
     gprof_roles: list[GprofRoleRow] = field(default_factory=list)
     gprof_functions: list[GprofFunctionRow] = field(default_factory=list)
+    host_repeats: list[HostRepeatRow] = field(default_factory=list)
 
     def tables(self) -> Iterator[tuple[str, list[NamedTuple]]]:
         """(table, rows) of every table that has rows."""

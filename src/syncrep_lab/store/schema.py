@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 SCHEMA = """
 create table if not exists meta (key text primary key, value text not null);
@@ -210,6 +210,14 @@ create table if not exists gprof_functions (   -- each role's flat profile
     calls integer,                   -- null: not compiled with -pg (libc)
     self_s real not null
 );
+create table if not exists host_repeats (   -- each SSH host of the cluster, per repeat
+    repeat_id integer not null references repeats(id),
+    host text not null, roles text not null,   -- what runs there: standbys, client
+    clock_offset_ms real not null,   -- its clock minus this machine's, at the start
+    clock_uncertainty_ms real not null,   -- half the round trip it was read in
+    busy_cpus real,                  -- CPUs it kept busy during the repeat, on average
+    cpus integer not null
+);
 create view if not exists cell_results as
     select r.name as run, c.idx, c.label, c.status, c.repeats, c.stop_reason,
            c.tps_mean, c.tps_ci_low, c.tps_ci_high, c.tps_ci_rel,
@@ -228,7 +236,7 @@ NEW_COLUMNS = (  # 6 -> 7, 7 -> 8 (runs.order_note), 8 -> 9 (runs.kind), 9 -> 10
 
 
 def upgrade(db: sqlite3.Connection, version: int) -> None:
-    """Bring a store of an earlier ``version`` (1 to 9) to SCHEMA_VERSION, in place.
+    """Bring a store of an earlier ``version`` (1 to 10) to SCHEMA_VERSION, in place.
 
     1 -> 2 added the first probe tables and repeats.probed; 2 -> 3 the tables of /proc,
     NUMA, flame graphs and the scheduler trace; 3 -> 4 the wait timeline; 4 -> 5 fault
@@ -236,7 +244,8 @@ def upgrade(db: sqlite3.Connection, version: int) -> None:
     tables only, but for 6 -> 7: the rounds of interleaved runs and what disturbed a
     repeat (new columns); 7 -> 8 the run's note on which clusters were held up together;
     8 -> 9 the run's kind and the observed table (syncrep-lab observe); 9 -> 10 the
-    gprof tables of profiling builds and the build a cluster ran on.
+    gprof tables of profiling builds and the build a cluster ran on; 10 -> 11 the SSH
+    hosts' clocks and busy CPUs per repeat.
     """
     db.executescript(SCHEMA)
     if version == 1:

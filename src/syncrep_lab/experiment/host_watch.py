@@ -1,0 +1,87 @@
+"""The SSH hosts a cluster uses (``topology.hosts``), seen from the run: what each one is
+(stored once, with the run's machine), and in every repeat its clock against this
+machine's and the CPUs it kept busy.
+
+The clock offset is read at the start of every repeat (the shortest of five SSH round
+trips; half of it is the uncertainty) and stored with it. Every timeline of a run is
+drawn from samples this machine takes with its own clock (pgbench's progress, the
+samplers, fault events), so none needs it applied today; a figure read from a host's
+own timestamps would be corrected by it. The CPUs kept busy are the host's /proc/stat
+before and after the repeat: the diagnosis judges each host's saturation from them, as
+it judges this machine's.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import TYPE_CHECKING, Any
+
+from syncrep_lab.hosts import remote
+from syncrep_lab.hosts.ssh import HostSpec, SshHost
+from syncrep_lab.store import HostRepeatRow
+
+if TYPE_CHECKING:
+    from syncrep_lab.cluster.manifest import Manifest
+    from syncrep_lab.experiment.spec import Spec
+
+
+def host_roles(spec: Spec) -> dict[str, list[str]]:
+    """Each SSH host of the spec's topology, and what runs there (standbys, client)."""
+    roles: dict[str, list[str]] = defaultdict(list)
+    for node, host in sorted(spec.topology.hosts.items()):
+        roles[host].append(node)
+    return dict(roles)
+
+
+def host_facts(spec: Spec) -> dict[str, dict[str, Any]]:
+    """What each host is, with what runs there: stored in the run's ``machine``."""
+    out = {}
+    for name, roles in host_roles(spec).items():
+        with SshHost(spec.ssh_host(name)) as host:
+            out[name] = {**remote.machine_facts(host), "roles": roles}
+    return out
+
+
+class HostWatch:
+    """The hosts of one cluster, read before and after a repeat."""
+
+    def __init__(self, manifest: Manifest) -> None:
+        specs: dict[str, HostSpec] = {}
+        roles: dict[str, list[str]] = defaultdict(list)
+        for node in manifest.nodes:
+            if node.host is not None:
+                specs[node.host["name"]] = HostSpec(**node.host)
+                roles[node.host["name"]].append(node.name)
+        if manifest.client is not None:
+            specs[manifest.client["host"]["name"]] = HostSpec(**manifest.client["host"])
+            roles[manifest.client["host"]["name"]].append("client")
+        self.roles = dict(roles)
+        self.hosts = {name: SshHost(spec) for name, spec in sorted(specs.items())}
+        self.before: dict[str, remote.HostReading] = {}
+
+    def start(self) -> None:
+        try:
+            for name, host in self.hosts.items():
+                self.before[name] = remote.read_host(host)
+        except BaseException:
+            self.close()
+            raise
+
+    def stop(self) -> list[HostRepeatRow]:
+        rows = []
+        try:
+            for name, host in self.hosts.items():
+                first = self.before.get(name)
+                if first is None:
+                    continue
+                after = remote.read_host(host, tries=1)
+                rows.append(HostRepeatRow(name, ",".join(self.roles[name]),
+                                          first.offset_s * 1e3, first.uncertainty_s * 1e3,
+                                          remote.busy_cpus(first, after), after.cpus))
+        finally:
+            self.close()
+        return rows
+
+    def close(self) -> None:
+        for host in self.hosts.values():
+            host.close()
