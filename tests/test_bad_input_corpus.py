@@ -79,7 +79,7 @@ SPECS: dict[str, tuple[list[str], int | None]] = {
     "unknown_matrix": (["matrix.client: unknown key (did you mean clients"], 4),
     "unknown_run": (["run.repeats: unknown key (did you mean repeats_min or repeats_max?)"],
                     4),
-    "unknown_probes": (["probes.pref: unknown key (did you mean perf?)"], 4),
+    "unknown_probes": (["probes.pref: unknown key (did you mean perf or gprof?)"], 4),
     "unknown_attach": (["topology.attach.primay: unknown key (did you mean primary?)"], 4),
     "unknown_no_hint": (["workload.zzz: unknown key"], 4),
     "unknown_exclude_axis": (["matrix.exclude[0]: 'color' is not an axis (axes: pg,"], 5),
