@@ -102,3 +102,10 @@ def test_cli_refuses_bad_spec_before_starting(workdir: Path) -> None:
     assert res.returncode == 2 and "no spec file" in res.stderr
     res = cli_here("run", "--preset", "nope", "--out", str(out))
     assert res.returncode == 2 and "no preset 'nope'" in res.stderr
+
+
+@pytest.mark.parametrize("example", sorted((Path(__file__).parent.parent / "examples")
+                                           .glob("*.toml")), ids=lambda p: p.name)
+def test_the_examples_are_valid_specs(example: Path) -> None:
+    spec = parse_spec(example.read_text())  # every key known, every check of the spec alone
+    assert spec.name and expand(spec).cells
