@@ -109,3 +109,19 @@ def test_cli_refuses_bad_spec_before_starting(workdir: Path) -> None:
 def test_the_examples_are_valid_specs(example: Path) -> None:
     spec = parse_spec(example.read_text())  # every key known, every check of the spec alone
     assert spec.name and expand(spec).cells
+
+
+def test_a_placement_of_what_runs_on_an_ssh_host_is_refused_at_its_key(tmp_path: Path
+                                                                         ) -> None:
+    spec = tmp_path / "spec.toml"
+    spec.write_text('name = "x"\n[topology]\nstandbys = 2\nclone = "basebackup"\n'
+                    'hosts = { c = "far", client = "far" }\n'
+                    '[hosts.far]\naddress = "10.1.1.1"\nbin_dir = "/usr/bin"\n'
+                    '[placements.p]\ncpus = { client = "0", b = "1" }\n'
+                    'pin = { "c/startup" = "1" }\n'
+                    '[matrix]\nplacement = ["p"]\n')
+    res = cli_here("run", str(spec), "--check")
+    assert res.returncode == 2
+    assert "placements.p.cpus.client: 'client' names what runs on far" in res.stderr
+    assert "placements.p.pin.c/startup" in res.stderr
+    assert "placements.p.cpus.b" not in res.stderr  # b runs here: it may be placed

@@ -304,6 +304,7 @@ def placement_problems(spec: Spec) -> list[Problem]:
         problems.append((("topology", "hosts", "client"), "the client on an SSH host runs "
                          "pgbench; sysbench runs on this machine (driver = 'pgbench', or "
                          "leave the client here)"))
+    problems += _placed_on_hosts(spec)
     if topo.hosts:
         for clash, what in ((topo.attach is not None, "an attached cluster"),
                             (many, "instances > 1"), (uses_namespaces(spec), "network links"),
@@ -315,6 +316,27 @@ def placement_problems(spec: Spec) -> list[Problem]:
                        "topology.clone = 'basebackup'" if what == "clone = 'copy'"
                        else f"SSH hosts cannot be combined with {what}")
                 problems.append((("topology", "hosts"), fix))
+    return problems
+
+
+def _placed_on_hosts(spec: Spec) -> list[Problem]:
+    """Placements that name what runs on an SSH host: cpusets, pinning and NUMA policies
+    are applied on this machine only (a group such as ``standbys`` would leave the remote
+    ones out without a word), so they are refused at their key."""
+    remote = set(spec.topology.hosts)
+    if not remote:
+        return []
+    groups = {"nodes", "standbys"} if remote - {"client"} else set()
+    problems: list[Problem] = []
+    for name, place in spec.placements.items():
+        keys = [("cpus", k, k) for k in place.cpus] + [("numa", k, k) for k in place.numa]
+        keys += [("pin", k, k.rpartition("/")[0]) for k in place.pin]
+        for kind, key, node in keys:
+            if node in remote or node in groups:
+                host = spec.topology.hosts.get(node, "an SSH host")
+                problems.append((("placements", name, kind, key),
+                                 f"{key!r} names what runs on {host}: placements are applied "
+                                 "on this machine only (name the nodes that run here)"))
     return problems
 
 
