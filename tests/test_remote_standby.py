@@ -191,3 +191,39 @@ def test_a_killed_tool_leaves_no_client_on_the_host(workdir: Path, far: SshdHost
 
 def _running(comm: str, user: str) -> bool:
     return bool(live_processes(comm, user, wait=0))
+
+
+def test_the_primary_on_an_ssh_host_streams_to_standbys_here(workdir: Path,
+                                                             far: SshdHost) -> None:
+    """The primary made on the host with initdb, the standbys here base backups of it over
+    the veth, pgbench here against it: b is the sync one, and the primary's CPU per role
+    (its walsenders named by standby) comes back from the host."""
+    db = _done_run(workdir, far, _spec(far, placed='sync = "1(b,c)"\nclone = "basebackup"\n'
+                                                   'hosts = { primary = "far" }'))
+    states = {r["standby"]: r["sync_state"] for r in db.execute(
+        "select standby, sync_state from replication_samples")}
+    assert states.get("b") == "sync" and states.get("c") == "potential", states
+    remote = {r["role"] for r in db.execute(
+        "select role from proc_costs where node = 'primary' and user_ms + system_ms > 0")}
+    assert "walsender:b" in remote, remote
+    settings = json.loads(db.execute("select settings_json from clusters").fetchone()[0])
+    assert settings["primary"]["synchronous_standby_names"]["setting"] == "FIRST 1 (b, c)"
+    assert list(Path(far.data_root).iterdir()) == []
+    assert live_processes("postgres", far.user) == []
+
+
+def test_primary_standby_and_client_on_one_host(workdir: Path, far: SshdHost) -> None:
+    """Several nodes and the client on one host: the standby there streams from the
+    primary there, the one here from the host's address, pgbench runs there."""
+    db = _done_run(workdir, far, _spec(far, placed='sync = "c"\nclone = "basebackup"\n'
+                                                   'hosts = { primary = "far", c = "far", '
+                                                   'client = "far" }'))
+    states = {r["standby"]: r["sync_state"] for r in db.execute(
+        "select standby, sync_state from replication_samples")}
+    assert states.get("c") == "sync" and states.get("b") == "async", states
+    hosts = {r["roles"] for r in db.execute("select roles from host_repeats")}
+    assert hosts == {"primary,c,client"}
+    argv = next((workdir / "run").glob("artifacts/cell-*/repeat-01/pgbench.argv")).read_text()
+    assert argv.startswith(f"{BIN_15}/pgbench ") and "password" not in argv
+    assert list(Path(far.data_root).iterdir()) == []
+    assert live_processes("postgres", far.user) == []

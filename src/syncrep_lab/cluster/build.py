@@ -212,9 +212,7 @@ def configure_node(
                 if not re.match(r"\s*(primary_conninfo|primary_slot_name)\s*=", ln)]
         _write(account, auto, "\n".join(kept) + "\n")
     if node.role == "standby":
-        address = layout.address("primary", node.name) if layout is not None else None
-        host = address or ("127.0.0.1" if manifest.tcp else manifest.sock_dir)
-        conninfo = (f"host={host} "
+        conninfo = (f"{_primary_from_here(manifest, node.name)} "
                     f"port={manifest.primary.port} user=postgres application_name={node.name}")
         if inst.version.num >= 120000:
             _write(account, data / "standby.signal", "")
@@ -228,13 +226,32 @@ def configure_node(
                    "recovery_target_timeline = 'latest'\n")
 
 
+def _primary_from_here(manifest: Manifest, standby: str) -> str:
+    """How a standby on this machine reaches the primary (``host=...``, and on an SSH
+    host the cluster's password): across its link when the nodes live in namespaces."""
+    where = manifest.primary.host
+    if where is not None:
+        from syncrep_lab.cluster.remote_node import password
+
+        return f"host={where['address']} password={password(manifest.dir)}"
+    layout = manifest.placed()
+    address = layout.address("primary", standby) if layout is not None else None
+    return f"host={address or ('127.0.0.1' if manifest.tcp else manifest.sock_dir)}"
+
+
 def _base_backup(account: Account, inst: Installation, manifest: Manifest, node: Node) -> None:
     dest = node.data_dir(manifest.dir)
+    where = manifest.primary.host
+    env = None
+    if where is not None:  # the primary on an SSH host: its address, the password apart
+        from syncrep_lab.cluster.remote_node import password
+
+        env = {**os.environ, "PGPASSWORD": password(manifest.dir) or ""}
     result = subprocess.run(
         [str(inst.program("pg_basebackup")), "-D", str(dest), "-X", "stream", "-c", "fast",
-         "-h", str(manifest.sock_dir), "-p", str(manifest.primary.port), "-U", "postgres",
-         "--no-sync"],
-        capture_output=True, text=True, timeout=600, check=False,
+         "-h", str(manifest.sock_dir) if where is None else str(where["address"]),
+         "-p", str(manifest.primary.port), "-U", "postgres", "--no-sync"],
+        capture_output=True, text=True, timeout=600, check=False, env=env,
     )
     if result.returncode != 0:
         raise ClusterFailure(f"pg_basebackup for {node.name} failed:\n{result.stderr.strip()}",
@@ -242,6 +259,34 @@ def _base_backup(account: Account, inst: Installation, manifest: Manifest, node:
     if not account.is_self:
         subprocess.run(["chown", "-R", f"{account.uid}:{account.gid}", str(dest)], check=True)
     dest.chmod(0o700)
+
+
+def _remote_primary(manifest: Manifest, inst: Installation, values: dict[str, str],
+                    deadline: float, say: Progress) -> None:
+    """The primary on an SSH host: made there with initdb (the cluster's password set for
+    ``postgres``), letting in this machine (the tool, the standbys here, the client
+    here) and every other host of the cluster with that password."""
+    from syncrep_lab.cluster import remote_node
+    from syncrep_lab.cluster.template import initdb_args
+
+    node = manifest.primary
+    assert node.host is not None
+    spec = remote_node.host_spec(node.host)
+    secret = remote_node.new_password(manifest.dir)
+    others = {n.host["address"] for n in manifest.standbys if n.host is not None}
+    if manifest.client is not None:
+        others.add(manifest.client["host"]["address"])
+    peers = sorted({remote_node.local_address_towards(spec.address, spec.port)} | others)
+    node.remote_data = remote_node.remote_dir(spec, manifest.dir, node.name)
+    manifest.save()  # before anything is made there, for the teardown
+    say(f"the primary on {spec.name} ({spec.endpoint}): initdb over SSH")
+    data = remote_node.start_primary(
+        spec=spec, cluster_dir=manifest.dir, port=node.port, secret=secret,
+        settings={**values, "synchronous_standby_names": manifest.sync},
+        initdb_args=initdb_args(inst), version_num=inst.version.num, peers=peers)
+    wait_ready(manifest.admin_conninfo(node), None,
+               functools.partial(remote_node.log_tail, spec, data), deadline,
+               f"the primary on {spec.name}")
 
 
 def _remote_standbys(manifest: Manifest, inst: Installation, values: dict[str, str],
@@ -264,12 +309,14 @@ def _remote_standbys(manifest: Manifest, inst: Installation, values: dict[str, s
             continue
         spec = remote_node.host_spec(node.host)
         address = remote_node.local_address_towards(spec.address, spec.port)
+        where = manifest.primary.host  # a primary on a host is reached at its own address
+        primary_address = address if where is None else str(where["address"])
         node.remote_data = remote_node.remote_dir(spec, manifest.dir, node.name)
         manifest.save()  # before anything is made there, for the teardown
         say(f"standby {node.name} on {spec.name} ({spec.endpoint}): base backup over SSH")
         data = remote_node.start_standby(
             spec=spec, cluster_dir=manifest.dir, name=node.name, port=node.port,
-            primary_address=address, primary_port=manifest.primary.port,
+            primary_address=primary_address, primary_port=manifest.primary.port,
             tool_address=address, secret=secret, settings=values,
             version_num=inst.version.num, deadline=deadline)
         wait_ready(manifest.admin_conninfo(node), None,
@@ -309,7 +356,7 @@ def up(opts: UpOptions, progress: Progress | None = None) -> Manifest:
     settings = resolve_settings(inst.program("postgres"), opts.profile, 1 + len(names),
                                 opts.settings)
     ports = choose_ports(1 + len(names), opts.port)
-    nodes = [Node("primary", "primary", ports[0])]
+    nodes = [Node("primary", "primary", ports[0], host=opts.hosts.get("primary"))]
     nodes += [Node(n, "standby", p, host=opts.hosts.get(n))
               for n, p in zip(names, ports[1:], strict=True)]
     manifest = Manifest(
@@ -346,7 +393,7 @@ def up(opts: UpOptions, progress: Progress | None = None) -> Manifest:
         make_dir_for(account, manifest.sock_dir, 0o755)
         say(f"PostgreSQL {inst.version}: preparing {len(nodes)} data dirs")
         template = template_for(inst, account)
-        copies = nodes if opts.clone == "copy" else nodes[:1]
+        copies = [n for n in (nodes if opts.clone == "copy" else nodes[:1]) if n.host is None]
         for node in copies:
             make_dir_for(account, node.data_dir(cluster_dir))
         # Creating files is what costs here (about 1000 per data dir). The primary's
@@ -357,14 +404,18 @@ def up(opts: UpOptions, progress: Progress | None = None) -> Manifest:
         copying = copying[1:] + start_copies(account, template,
                                              [n.data_dir(cluster_dir) for n in rest])
         postgres = inst.program("postgres")
-        configure_node(account, manifest, manifest.primary, inst, settings.values)
-        say("starting the primary")
-        primary_proc = server.spawn(account, postgres, manifest.primary.data_dir(cluster_dir),
-                                    manifest.primary.log_file(cluster_dir),
-                                    manifest.launch("primary"))
-        spawned.append(primary_proc)
-        wait_ready(manifest.admin_conninfo(manifest.primary), primary_proc,
-                   manifest.primary.log_file(cluster_dir), deadline, "the primary")
+        if manifest.primary.host is not None:
+            _remote_primary(manifest, inst, settings.values, deadline, say)
+        else:
+            configure_node(account, manifest, manifest.primary, inst, settings.values)
+            say("starting the primary")
+            primary_proc = server.spawn(account, postgres,
+                                        manifest.primary.data_dir(cluster_dir),
+                                        manifest.primary.log_file(cluster_dir),
+                                        manifest.launch("primary"))
+            spawned.append(primary_proc)
+            wait_ready(manifest.admin_conninfo(manifest.primary), primary_proc,
+                       manifest.primary.log_file(cluster_dir), deadline, "the primary")
         if opts.hosts or opts.client_host is not None:
             _remote_standbys(manifest, inst, settings.values, deadline, say)
         say(f"starting {len(manifest.standbys)} standbys")

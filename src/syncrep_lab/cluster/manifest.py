@@ -92,7 +92,14 @@ class Manifest:
     def conninfo(self, node: Node, dbname: str = "postgres") -> str:
         """The client's connection (pgbench's): across the client's link when the
         nodes live in namespaces; from the client's SSH host, to this machine's address
-        on the route to it (its password is given apart, in a file there)."""
+        on the route to it (its password is given apart, in a file there). A node on an SSH
+        host is reached at its own address with the cluster's password (the client's
+        program takes the password out of the command line)."""
+        if node.host is not None:
+            from syncrep_lab.cluster.remote_node import password
+
+            return (f"host={node.host['address']} port={node.port} user=postgres "
+                    f"dbname={dbname} password={password(self.dir)}")
         if self.client is not None:
             from syncrep_lab.cluster.remote_node import local_address_towards
 

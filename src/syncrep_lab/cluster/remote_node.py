@@ -1,5 +1,6 @@
-"""A standby on another host, reached over SSH (hosts/), as part of a cluster whose
-primary runs here.
+"""Nodes on other hosts, reached over SSH (hosts/): the primary, made there with initdb
+(:func:`start_primary`), and standbys, made as described below; and the client's folder
+there (:func:`remove_client`).
 
 The standby is a real base backup taken *on that host* from the primary over the
 network (``pg_basebackup -h``), configured, and started as the SSH account. It and
@@ -126,15 +127,56 @@ def start_standby(*, spec: HostSpec, cluster_dir: Path, name: str, port: int,
                           render_conf(recovery, "written by syncrep-lab"), 0o600)
         else:
             host.put_text(posixpath.join(data, "standby.signal"), "", 0o600)
-        header = f"written by syncrep-lab for standby {name} of {cluster_dir}"
-        host.put_text(posixpath.join(data, "syncrep-lab.conf"), render_conf(own, header), 0o600)
-        host.sh('grep -q "^include \'syncrep-lab.conf\'" "$1/postgresql.conf" || '
-                'printf "\\ninclude \'syncrep-lab.conf\'\\n" >> "$1/postgresql.conf"; '
-                ': > "$1/postgresql.auto.conf"', data, what="including syncrep-lab.conf")
-        host.put_text(posixpath.join(data, "pg_hba.conf"),
-                      "local all all trust\n"
-                      f"host all postgres {tool_address}/32 md5\n", 0o600)
+        _configure(host, data, own, f"standby {name} of {cluster_dir}", [tool_address],
+                   replication=False)
         remote.start_postgres(host, bin_dir, data, posixpath.join(top, f"{name}.log"))
+    return data
+
+
+def _configure(host: SshHost, data: str, own: dict[str, str], what: str,
+               peers: list[str], *, replication: bool) -> None:
+    """The node's settings in syncrep-lab.conf (included last), and a pg_hba that lets in
+    ``peers`` with the cluster's password (``md5``; for replication too on a primary)."""
+    host.put_text(posixpath.join(data, "syncrep-lab.conf"),
+                  render_conf(own, f"written by syncrep-lab for {what}"), 0o600)
+    host.sh('grep -q "^include \'syncrep-lab.conf\'" "$1/postgresql.conf" || '
+            'printf "\\ninclude \'syncrep-lab.conf\'\\n" >> "$1/postgresql.conf"; '
+            ': > "$1/postgresql.auto.conf"', data, what="including syncrep-lab.conf")
+    databases = ("all", "replication") if replication else ("all",)
+    host.put_text(posixpath.join(data, "pg_hba.conf"),
+                  "local all all trust\n" + "".join(
+                      f"host {db} postgres {a}/32 md5\n" for a in peers for db in databases),
+                  0o600)
+
+
+def start_primary(*, spec: HostSpec, cluster_dir: Path, port: int, secret: str,
+                  settings: dict[str, str], initdb_args: list[str], version_num: int,
+                  peers: list[str]) -> str:
+    """initdb, configure and start the primary on its host; returns its data dir there.
+    ``peers``: the addresses its standbys, its client and the tool reach it from, let in
+    with the cluster's password. Everything it makes is below data_root."""
+    bin_dir = spec.bin_dir or ""
+    data = remote_dir(spec, cluster_dir, "primary")
+    top = posixpath.dirname(data)
+    pwfile = posixpath.join(top, "primary.pw")
+    with SshHost(spec) as host:
+        check_version(host, bin_dir, version_num)
+        host.run(["mkdir", "-p", "-m", "0700", top], timeout=30)
+        host.put_text(pwfile, secret + "\n", 0o600)
+        try:
+            result = host.run([posixpath.join(bin_dir, "initdb"), "-D", data,
+                               f"--pwfile={pwfile}", *initdb_args], timeout=300, check=False)
+        finally:
+            host.run(["rm", "-f", "--", pwfile], timeout=30, check=False)
+        if result.returncode != 0:
+            raise ClusterFailure(f"initdb of the primary on {spec.name} failed:\n"
+                                 f"{result.stderr.strip()[-1500:]}",
+                                 f"run it by hand on {spec.name} as {spec.user} to see why")
+        own = {"port": str(port), "listen_addresses": "*",
+               "unix_socket_directories": top, "unix_socket_permissions": "0700",
+               "wal_level": "replica", **settings}
+        _configure(host, data, own, f"the primary of {cluster_dir}", peers, replication=True)
+        remote.start_postgres(host, bin_dir, data, posixpath.join(top, "primary.log"))
     return data
 
 

@@ -297,9 +297,9 @@ def placement_problems(spec: Spec) -> list[Problem]:
         where_h: tuple[str | int, ...] = ("topology", "hosts", node)
         if host not in spec.hosts:
             problems.append((where_h, f"no host {host!r} (define [hosts.{host}])"))
-        if node not in (nodes - {"primary"}) | {"client"}:
-            problems.append((where_h, f"{node!r} is not a standby or the client: only they "
-                             "can be placed on SSH hosts"))
+        if node not in nodes | {"client"}:
+            problems.append((where_h, f"{node!r} is not a node ({', '.join(sorted(nodes))}) "
+                             "or the client"))
     if topo.hosts.get("client") and "sysbench" in (m.driver or [spec.workload.driver]):
         problems.append((("topology", "hosts", "client"), "the client on an SSH host runs "
                          "pgbench; sysbench runs on this machine (driver = 'pgbench', or "
@@ -312,8 +312,9 @@ def placement_problems(spec: Spec) -> list[Problem]:
                             (topo.clone != "basebackup" and bool(set(topo.hosts) - {"client"}),
                              "clone = 'copy'")):
             if clash:
-                fix = ("a standby on another host is made with pg_basebackup: set "
-                       "topology.clone = 'basebackup'" if what == "clone = 'copy'"
+                fix = ("with a node on another host, the standbys are made with "
+                       "pg_basebackup: set topology.clone = 'basebackup'"
+                       if what == "clone = 'copy'"
                        else f"SSH hosts cannot be combined with {what}")
                 problems.append((("topology", "hosts"), fix))
     return problems
@@ -400,6 +401,7 @@ def check_hosts(spec: Spec) -> None:
     for name in sorted(set(spec.topology.hosts.values())):
         roles = {node for node, host in spec.topology.hosts.items() if host == name}
         programs = [*(DEFAULT_PROGRAMS if roles - {"client"} else ()),
+                    *(["initdb"] if "primary" in roles else []),
                     *(["pgbench"] if "client" in roles else [])]
         check_host(spec.ssh_host(name), programs)
 

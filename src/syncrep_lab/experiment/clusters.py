@@ -130,8 +130,8 @@ class ActiveCluster:
                 profile=topo.profile, clone=topo.clone, timeout=spec.run.ready_timeout,
                 layout=layout_for(spec, cell, instance, self.dir.name[4:]),
                 hosts={node: asdict(spec.ssh_host(host))
-                       for node, host in topo.hosts.items() if node in standby_names(
-                           spec, cell.standbys)},
+                       for node, host in topo.hosts.items()
+                       if node in ("primary", *standby_names(spec, cell.standbys))},
                 client_host=(asdict(spec.ssh_host(topo.hosts["client"]))
                              if "client" in topo.hosts else None),
             ))

@@ -26,6 +26,7 @@ from syncrep_lab.experiment.workload import RunningPgbench, StallWatch
 from syncrep_lab.hosts import remote
 from syncrep_lab.hosts.ssh import HostSpec, RemoteProcess, SshHost
 from syncrep_lab.measure.pgbench_log import ProgressSample
+from syncrep_lab.pg.conninfo import split_password
 
 LOG_LIMIT = 1 << 30  # a per-transaction log larger than this is refused
 
@@ -74,6 +75,7 @@ def start_remote_pgbench(
     """Start pgbench on the client's host (the manifest's ``client``) against
     ``conninfo``, running ``script_text``; a folder of its own for this run."""
     spec: HostSpec = host_spec(client["host"])
+    conninfo, _ = split_password(conninfo)  # the password goes to a file there
     folder = posixpath.join(client["dir"], f"run-{secrets.token_hex(4)}")
     host = SshHost(spec)
     try:

@@ -76,7 +76,7 @@ from syncrep_lab.placement.watch import (
 )
 from syncrep_lab.probes.gprof import GprofSetup
 from syncrep_lab.probes.remote import role_costs
-from syncrep_lab.probes.session import RepeatProbes, UntracedCpu, probe_rows
+from syncrep_lab.probes.session import RepeatProbes, UntracedCpu, probe_rows, walsenders
 from syncrep_lab.store import (
     DurabilityRow,
     FaultEventRow,
@@ -536,8 +536,10 @@ class Runner:
                 if probe_data is not None else ProbeRows())
         if remote_before:
             after = _remote_snapshots(target)
+            named = walsenders(target.admin) if "primary" in remote_before else {}
             for name, before in remote_before.items():
-                rows.proc_costs += role_costs(name, before, after.get(name, []))
+                rows.proc_costs += role_costs(name, before, after.get(name, []),
+                                              walsenders=named if name == "primary" else None)
         if untraced_rows:
             rows.proc_costs = untraced_rows
         rows.host_repeats = host_rows
