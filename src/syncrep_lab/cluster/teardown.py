@@ -119,9 +119,6 @@ def remove_cluster(
         return DownReport(cluster_dir, stopped, killed, False, time.monotonic() - started)
     killed += kill_leftovers([cluster_dir / name for name in names])
     (cluster_dir / "secret").unlink(missing_ok=True)
-    if remote_problems:
-        raise UserError("could not remove what is on SSH hosts: " + "; ".join(remote_problems),
-                        "check the hosts (the manifest stays, so syncrep-lab clean tries again)")
     layout = manifest.placed()
     if layout is not None:
         # the servers are gone: their namespaces, links and cpusets can go too
@@ -135,6 +132,15 @@ def remove_cluster(
         (cluster_dir / f"{name}.log").unlink(missing_ok=True)
     shutil.rmtree(cluster_dir / "sock", ignore_errors=True)
     (cluster_dir / (MANIFEST + ".tmp")).unlink(missing_ok=True)
+    if remote_problems:
+        # Everything here is gone; the manifest stays, naming what is left on the hosts,
+        # so that clean tries again once they answer.
+        manifest.state = "stopped"
+        manifest.save()
+        raise UserError("could not remove what is on SSH hosts: " + "; ".join(remote_problems),
+                        "bring the host back and run syncrep-lab clean (it tries again); if it "
+                        f"is gone for good, delete {cluster_dir / MANIFEST}, all that is left "
+                        "here, and what the cluster left below the host's data_root")
     (cluster_dir / MANIFEST).unlink(missing_ok=True)
     unregister(cluster_dir)
     if not keep_dir:

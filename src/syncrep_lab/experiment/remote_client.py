@@ -14,6 +14,7 @@ folder, ending any pgbench still running in it (cluster/remote_node.remove_clien
 
 from __future__ import annotations
 
+import contextlib
 import posixpath
 import secrets
 import time
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from syncrep_lab.cluster.remote_node import host_spec, password
+from syncrep_lab.errors import UserError
 from syncrep_lab.experiment.workload import RunningPgbench, StallWatch
 from syncrep_lab.hosts import remote
 from syncrep_lab.hosts.ssh import HostSpec, RemoteProcess, SshHost
@@ -58,9 +60,12 @@ class RemoteRunningPgbench(RunningPgbench):
         return fetched
 
     def close(self) -> None:
-        """Remove this run's folder on the host and close the connection."""
+        """Remove this run's folder on the host and close the connection. A host that no
+        longer answers keeps it: the cluster's teardown removes the client's whole
+        folder, and this must not hide why the run is ending."""
         try:
-            remote.remove_dir(self.host, self.folder)
+            with contextlib.suppress(UserError):
+                remote.remove_dir(self.host, self.folder)
         finally:
             self.host.close()
 
