@@ -63,6 +63,13 @@ class SshdHost:
                         connect_timeout=5.0)
         return replace(base, **changes)
 
+    def hosts_table(self, name: str, bin_dir: str, known_hosts: str | None = None) -> str:
+        """This host as a spec's ``[hosts.NAME]`` table."""
+        return (f'[hosts.{name}]\naddress = "{self.address}"\nport = {self.port}\n'
+                f'user = "{self.user}"\nkey = "{self.key}"\n'
+                f'known_hosts = "{known_hosts or self.known_hosts}"\nbin_dir = "{bin_dir}"\n'
+                f'data_root = "{self.data_root}"\nconnect_timeout = 5\n')
+
     def sshd_log(self) -> str:
         try:
             return self.log.read_text(errors="replace")[-4000:]

@@ -37,16 +37,7 @@ pg = "15"
 standbys = 2
 hosts = {{ client = "gone" }}
 
-[hosts.gone]
-address = "{host.address}"
-port = {host.port}
-user = "{host.user}"
-key = "{host.key}"
-known_hosts = "{host.known_hosts}"
-bin_dir = "{BIN_15}"
-data_root = "{host.data_root}"
-connect_timeout = 5
-
+{host.hosts_table("gone", BIN_15)}
 [workload]
 clients = 2
 duration = 4

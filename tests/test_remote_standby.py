@@ -40,16 +40,7 @@ pg = "15"
 standbys = 2
 {placed}
 
-[hosts.far]
-address = "{host.address}"
-port = {host.port}
-user = "{host.user}"
-key = "{host.key}"
-known_hosts = "{known_hosts or host.known_hosts}"
-bin_dir = "{BIN_15}"
-data_root = "{host.data_root}"
-connect_timeout = 5
-
+{host.hosts_table("far", BIN_15, known_hosts)}
 [workload]
 clients = 2
 duration = 3
