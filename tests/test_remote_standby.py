@@ -218,3 +218,17 @@ def test_primary_standby_and_client_on_one_host(workdir: Path, far: SshdHost) ->
     assert argv.startswith(f"{BIN_15}/pgbench ") and "password" not in argv
     assert list(Path(far.data_root).iterdir()) == []
     assert live_processes("postgres", far.user) == []
+
+
+def test_sysbench_as_the_client_on_an_ssh_host(workdir: Path, far: SshdHost) -> None:
+    db = _done_run(workdir, far, _spec(far, placed='hosts = { client = "far" }')
+                   .replace("warmup = 0", 'warmup = 0\ndriver = "sysbench"'))
+    for repeat in db.execute("select transactions, pgbench_transactions, stdout_path "
+                             "from repeats").fetchall():
+        assert repeat["transactions"] == repeat["pgbench_transactions"] > 0
+        assert repeat["stdout_path"].endswith("sysbench.stdout")
+        argv = (workdir / "run" / repeat["stdout_path"]).with_suffix(".argv").read_text()
+        assert argv.startswith("sysbench workload.lua --db-driver=pgsql")
+        assert f"--pgsql-host={far.gateway}" in argv and "password" not in argv
+    assert list(Path(far.data_root).iterdir()) == []
+    assert live_processes("sysbench", far.user) == []

@@ -215,7 +215,7 @@ def remove_client(client: dict[str, Any]) -> None:
     folder (``cluster down``, ``clean``)."""
     spec = host_spec(client["host"])
     with SshHost(spec) as host:
-        host.sh('for f in "$1"/run-*/pgbench.pid; do [ -f "$f" ] && kill -9 "$(cat "$f")" '
+        host.sh('for f in "$1"/run-*/client.pid; do [ -f "$f" ] && kill -9 "$(cat "$f")" '
                 '2>/dev/null; done; exit 0', client["dir"], what="ending pgbench",
                 check=False)
         remote.remove_dir(host, client["dir"])

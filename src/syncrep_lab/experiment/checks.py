@@ -300,10 +300,6 @@ def placement_problems(spec: Spec) -> list[Problem]:
         if node not in nodes | {"client"}:
             problems.append((where_h, f"{node!r} is not a node ({', '.join(sorted(nodes))}) "
                              "or the client"))
-    if topo.hosts.get("client") and "sysbench" in (m.driver or [spec.workload.driver]):
-        problems.append((("topology", "hosts", "client"), "the client on an SSH host runs "
-                         "pgbench; sysbench runs on this machine (driver = 'pgbench', or "
-                         "leave the client here)"))
     problems += _placed_on_hosts(spec)
     if topo.hosts:
         for clash, what in ((topo.attach is not None, "an attached cluster"),
@@ -400,10 +396,12 @@ def check_hosts(spec: Spec) -> None:
 
     for name in sorted(set(spec.topology.hosts.values())):
         roles = {node for node, host in spec.topology.hosts.items() if host == name}
+        drivers = set(spec.matrix.driver or [spec.workload.driver]) if "client" in roles else set()
         programs = [*(DEFAULT_PROGRAMS if roles - {"client"} else ()),
                     *(["initdb"] if "primary" in roles else []),
-                    *(["pgbench"] if "client" in roles else [])]
-        check_host(spec.ssh_host(name), programs)
+                    *(["pgbench"] if "pgbench" in drivers else [])]
+        check_host(spec.ssh_host(name), programs,
+                   on_path=["sysbench"] if "sysbench" in drivers else [])
 
 
 def _check_conninfos(attach: Attach) -> None:

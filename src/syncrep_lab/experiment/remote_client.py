@@ -24,6 +24,7 @@ from typing import Any
 
 from syncrep_lab.cluster.remote_node import host_spec, password
 from syncrep_lab.errors import UserError
+from syncrep_lab.experiment import sysbench
 from syncrep_lab.experiment.workload import RunningPgbench, StallWatch
 from syncrep_lab.hosts import remote
 from syncrep_lab.hosts.ssh import HostSpec, RemoteProcess, SshHost
@@ -40,10 +41,10 @@ class RemoteRunningPgbench(RunningPgbench):
     def __init__(self, host: SshHost, folder: str, proc: RemoteProcess, argv: list[str],
                  started: float, duration: int, extra_timeout: float,
                  log_prefix: Path | None, on_progress: Callable[[ProgressSample], None] | None,
-                 watch: StallWatch | None) -> None:
+                 watch: StallWatch | None, driver: str) -> None:
         self.host, self.folder = host, folder
         super().__init__(proc, argv, started, duration, extra_timeout, log_prefix,
-                         on_progress, watch)
+                         on_progress, watch, driver)
 
     def _log_files(self) -> list[Path]:
         if self.log_prefix is None:
@@ -70,39 +71,48 @@ class RemoteRunningPgbench(RunningPgbench):
             self.host.close()
 
 
-def start_remote_pgbench(
+def start_remote_client(
     client: dict[str, Any], cluster_dir: Path, script_text: str, conninfo: str, *,
     clients: int, threads: int, duration: int, synchronous_commit: str | None,
-    log_prefix: Path | None = None,
+    driver: str = "pgbench", log_prefix: Path | None = None,
     on_progress: Callable[[ProgressSample], None] | None = None,
     extra_timeout: float = 60.0, watch: StallWatch | None = None,
 ) -> RemoteRunningPgbench:
-    """Start pgbench on the client's host (the manifest's ``client``) against
-    ``conninfo``, running ``script_text``; a folder of its own for this run."""
+    """Start the client (pgbench, or sysbench with ``driver``) on its host (the
+    manifest's ``client``) against ``conninfo``, running ``script_text``; a folder of
+    its own for this run. sysbench is the one on the account's PATH there."""
     spec: HostSpec = host_spec(client["host"])
     conninfo, _ = split_password(conninfo)  # the password goes to a file there
     folder = posixpath.join(client["dir"], f"run-{secrets.token_hex(4)}")
     host = SshHost(spec)
     try:
         host.run(["mkdir", "-p", "-m", "0700", folder], timeout=30)
-        host.put_text(posixpath.join(folder, "workload.sql"), script_text, 0o600)
         passfile = posixpath.join(folder, "pgpass")
         host.put_text(passfile, f"*:*:*:postgres:{password(cluster_dir) or ''}\n", 0o600)
-        pgbench = posixpath.join(spec.bin_dir, "pgbench") if spec.bin_dir else "pgbench"
-        argv = [pgbench, "-M", "prepared", "-n", "-P", "1", "-c", str(clients),
-                "-j", str(threads), "-T", str(duration), "-f", "workload.sql"]
-        if log_prefix is not None:
-            argv += ["-l", "--log-prefix=pgbench_log"]
-        argv.append(conninfo)
-        env = [f"PGPASSFILE={passfile}"]
-        if synchronous_commit is not None:
-            env.append(f"PGOPTIONS=-c synchronous_commit={synchronous_commit}")
+        env = {"PGPASSFILE": passfile}
+        if driver == "sysbench":
+            host.put_text(posixpath.join(folder, "workload.lua"), script_text, 0o600)
+            argv, session = sysbench.command("sysbench", "workload.lua", conninfo,
+                                             clients=clients, duration=duration,
+                                             synchronous_commit=synchronous_commit)
+            env |= session
+            log_prefix = None  # sysbench writes no per-transaction log
+        else:
+            host.put_text(posixpath.join(folder, "workload.sql"), script_text, 0o600)
+            pgbench = posixpath.join(spec.bin_dir, "pgbench") if spec.bin_dir else "pgbench"
+            argv = [pgbench, "-M", "prepared", "-n", "-P", "1", "-c", str(clients),
+                    "-j", str(threads), "-T", str(duration), "-f", "workload.sql"]
+            if log_prefix is not None:
+                argv += ["-l", "--log-prefix=pgbench_log"]
+            argv.append(conninfo)
+            if synchronous_commit is not None:
+                env["PGOPTIONS"] = f"-c synchronous_commit={synchronous_commit}"
         # its pid in a file, so that a teardown after the tool was killed ends it
-        command = ["sh", "-c", 'cd -- "$1" && echo $$ > pgbench.pid && shift && exec "$@"',
-                   "sh", folder, "env", *env, *argv]
+        command = ["sh", "-c", 'cd -- "$1" && echo $$ > client.pid && shift && exec "$@"',
+                   "sh", folder, "env", *(f"{k}={v}" for k, v in env.items()), *argv]
         proc = host.start(command)
     except BaseException:
         host.close()
         raise
     return RemoteRunningPgbench(host, folder, proc, argv, time.monotonic(), duration,
-                                extra_timeout, log_prefix, on_progress, watch)
+                                extra_timeout, log_prefix, on_progress, watch, driver)

@@ -44,7 +44,7 @@ from syncrep_lab.experiment.plan import (
     expand,
     link_profiles,
 )
-from syncrep_lab.experiment.remote_client import start_remote_pgbench
+from syncrep_lab.experiment.remote_client import start_remote_client
 from syncrep_lab.experiment.rounds import Member, Rounds
 from syncrep_lab.experiment.spec import FaultScenario, Spec, parse_spec
 from syncrep_lab.experiment.stall import SyncStallWatch
@@ -606,9 +606,9 @@ class Runner:
                 launch = layout.client if layout is not None else None
                 watch = self._stall_watch(cell, t)
                 if t.manifest is not None and t.manifest.client is not None:
-                    running.append(start_remote_pgbench(
+                    running.append(start_remote_client(
                         t.manifest.client, t.manifest.dir, script.read_text(), t.conninfo,
-                        duration=duration, on_progress=live, watch=watch,
+                        duration=duration, on_progress=live, watch=watch, driver=cell.driver,
                         log_prefix=rep_dir / f"pgbench_log{suffix}" if rep_dir else None,
                         **common))
                     continue

@@ -83,6 +83,29 @@ def script_text(workload: Workload, batch: int, tables: Tables = SEED_TABLES) ->
             "end\n")
 
 
+def command(sysbench: str, script: str, conninfo: str, *, clients: int, duration: int,
+            synchronous_commit: str | None) -> tuple[list[str], dict[str, str]]:
+    """sysbench's command line, and the libpq variables of its sessions (password, name,
+    synchronous_commit), here or on a host."""
+    parts = conninfo_to_dict(conninfo)
+    argv = [sysbench, script, "--db-driver=pgsql", f"--threads={clients}",
+            f"--time={duration}", "--events=0", "--report-interval=1", "--histogram=on",
+            "--percentile=99", "--db-ps-mode=auto"]
+    for option, key in (("host", "host"), ("port", "port"), ("user", "user"),
+                        ("db", "dbname")):
+        if parts.get(key):
+            argv.append(f"--pgsql-{option}={parts[key]}")
+    argv.append("run")
+    env: dict[str, str] = {}
+    if parts.get("password"):
+        env["PGPASSWORD"] = str(parts["password"])
+    if parts.get("application_name"):
+        env["PGAPPNAME"] = str(parts["application_name"])
+    if synchronous_commit is not None:
+        env["PGOPTIONS"] = f"-c synchronous_commit={synchronous_commit}"
+    return argv, env
+
+
 def start_sysbench(
     script: Path,
     conninfo: str,
@@ -97,23 +120,10 @@ def start_sysbench(
 ) -> RunningPgbench:
     """Start sysbench on ``script`` against ``conninfo`` (from the main thread, as
     pgbench is: the die-with-parent signal is tied to the forking thread)."""
-    parts = conninfo_to_dict(conninfo)
-    argv = [str(program()), str(script.resolve()), "--db-driver=pgsql",
-            f"--threads={clients}", f"--time={duration}", "--events=0",
-            "--report-interval=1", "--histogram=on", "--percentile=99",
-            "--db-ps-mode=auto"]
-    for option, key in (("host", "host"), ("port", "port"), ("user", "user"),
-                        ("db", "dbname")):
-        if parts.get(key):
-            argv.append(f"--pgsql-{option}={parts[key]}")
-    argv.append("run")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
-    if parts.get("password"):
-        env["PGPASSWORD"] = str(parts["password"])
-    if parts.get("application_name"):
-        env["PGAPPNAME"] = str(parts["application_name"])
-    if synchronous_commit is not None:
-        env["PGOPTIONS"] = f"-c synchronous_commit={synchronous_commit}"
+    argv, session = command(str(program()), str(script.resolve()), conninfo,
+                            clients=clients, duration=duration,
+                            synchronous_commit=synchronous_commit)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PG")} | session
     started = time.monotonic()
     proc = spawn_client(argv, env, script.parent, launch)
     return RunningPgbench(proc, argv, started, duration, extra_timeout, None, on_progress,

@@ -769,13 +769,14 @@ class RemoteProcess:
             self._loop.call_soon_threadsafe(go)
 
 
-def check_host(spec: HostSpec,
-               programs: Sequence[str] = DEFAULT_PROGRAMS) -> dict[str, Any]:
+def check_host(spec: HostSpec, programs: Sequence[str] = DEFAULT_PROGRAMS,
+               on_path: Sequence[str] = ()) -> dict[str, Any]:
     """Connect and collect what the builder needs to know about a host.
 
     Checks that the PostgreSQL programs are there (in ``bin_dir``, or on the
-    account's PATH when it is unset) and, when a server is among them, asks
-    ``postgres --version``. Returns the facts; any problem is a UserError.
+    account's PATH when it is unset) and ``on_path`` on the account's PATH (sysbench)
+    and, when a server is among them, asks ``postgres --version``. Returns the facts;
+    any problem is a UserError.
     """
     wanted = list(dict.fromkeys(programs))
     with SshHost(spec) as host:
@@ -813,8 +814,17 @@ def check_host(spec: HostSpec,
                 f"install the PostgreSQL server programs on {spec.name} (pg_basebackup "
                 "and pgbench come with them), or set bin_dir to the directory that holds "
                 "them (on Debian: /usr/lib/postgresql/<version>/bin)")
-        some = found.get("postgres") or next(iter(found.values()))
-        version = host.run([some, "--version"], timeout=OP_TIMEOUT).stdout.strip()
+        for program in on_path:
+            where = host.sh('command -v -- "$1" || true', program,
+                            what=f"looking for {program}").stdout.strip()
+            if not where:
+                raise UserError(f"{spec.name} lacks {program} on {spec.user}'s PATH",
+                                f"install it on {spec.name} (Debian: apt-get install "
+                                f"{program})")
+            found[program] = where
+        some = found.get("postgres") or next(iter(found.values()), None)
+        version = (host.run([some, "--version"], timeout=OP_TIMEOUT).stdout.strip()
+                   if some else "")
         python3 = host.sh("command -v python3 || true",
                           what="looking for python3").stdout.strip() or None
     try:
@@ -829,7 +839,7 @@ def check_host(spec: HostSpec,
         "user": spec.user,
         "uname": uname,
         "nproc": nproc,
-        "bin_dir": spec.bin_dir or posixpath.dirname(some),
+        "bin_dir": spec.bin_dir or (posixpath.dirname(some) if some else ""),
         "programs": found,
         "postgres_version": version,
         "version": words[2] if len(words) >= 3 else version,
