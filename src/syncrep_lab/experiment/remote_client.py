@@ -5,9 +5,10 @@ pgbench runs in the cluster's folder on that host (below its ``data_root``), sta
 over the tool's SSH connection with no terminal: its per-second progress (stderr)
 arrives line by line while it runs, and it ends by itself after ``-T`` seconds, or with
 the channel (hosts/ssh.RemoteProcess). Its per-transaction logs are fetched when it
-ends and parsed here, as a local pgbench's are: fetching them costs a second or less
-for a repeat's hundred thousand transactions (about 3 MB) and needs nothing on the host
-but pgbench, where parsing there would need Python. Its password is in a file there
+ends and parsed here, as a local pgbench's are: fetching a hundred thousand
+transactions' log (3 MiB) took 29 to 48 ms, about what parsing it takes
+(bench/remote_log_fetch.py), and needs nothing on the host but pgbench, where parsing
+there would need Python and numpy. Its password is in a file there
 (0600, PGPASSFILE), never on a command line. ``cluster down`` and ``clean`` remove the
 folder, ending any pgbench still running in it (cluster/remote_node.remove_client).
 """
