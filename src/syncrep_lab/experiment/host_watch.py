@@ -45,6 +45,13 @@ def host_facts(spec: Spec) -> dict[str, dict[str, Any]]:
 class HostWatch:
     """The hosts of one cluster, read before and after a repeat."""
 
+    @classmethod
+    def of(cls, manifest: Manifest) -> HostWatch | None:
+        """The watch of the cluster's hosts; None when all of it runs here."""
+        if manifest.client is None and not any(n.host for n in manifest.nodes):
+            return None
+        return cls(manifest)
+
     def __init__(self, manifest: Manifest) -> None:
         specs: dict[str, HostSpec] = {}
         roles: dict[str, list[str]] = defaultdict(list)

@@ -461,9 +461,7 @@ class Runner:
                   if probed else None)
         fault = self._fault_run(cell, target)
         remote_before = _remote_snapshots(target) if probed else {}
-        hosts = (HostWatch(target.manifest) if target.manifest is not None
-                 and (target.manifest.client or any(n.host for n in target.manifest.nodes))
-                 else None)
+        hosts = HostWatch.of(target.manifest) if target.manifest is not None else None
         if hosts is not None:
             hosts.start()
         if probes is not None:
