@@ -162,7 +162,8 @@ SPECS: dict[str, tuple[list[str], int | None]] = {
                               4),
     "host_not_defined": (["topology.hosts.c: no host 'nowhere' (define [hosts.nowhere])"],
                          5),
-    "host_with_copy": (["with a node on another host, the standbys are made with pg_basebackup"], 4),
+    "host_with_copy": (["with a node on another host, the standbys are made with "
+                        "pg_basebackup"], 4),
     "link_fault_without_links": (["link changes an emulated link"], 7),
     # what this machine has (preflight)
     "placement_cpu_outside": (["placements.wide: primary: CPUs", "not on this machine"], None),
