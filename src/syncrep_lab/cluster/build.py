@@ -63,7 +63,7 @@ class UpOptions:
     clone: str = "copy"  # copy | basebackup
     timeout: float = 60.0
     layout: Layout | None = None  # cpusets, numactl, namespaces and links
-    hosts: dict[str, dict[str, Any]] = field(default_factory=dict)  # standby -> SSH host
+    hosts: dict[str, dict[str, Any]] = field(default_factory=dict)  # a node -> its SSH host
     client_host: dict[str, Any] | None = None  # the SSH host the client (pgbench) runs on
 
 
