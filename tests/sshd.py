@@ -162,6 +162,25 @@ def stop(host: SshdHost) -> None:
 
 
 @contextlib.contextmanager
+def perf_through_sudo() -> Iterator[None]:
+    """The test account may run perf (and nothing else) as root with ``sudo -n``, as a
+    host's admin would grant it; the grant is removed afterwards."""
+    if shutil.which("sudo") is None or shutil.which("visudo") is None:
+        pytest.skip("perf through sudo needs sudo (./run setup installs it for the tests)")
+    perf = shutil.which("perf")
+    if perf is None:
+        pytest.skip("perf through sudo needs perf")
+    grant = Path(f"/etc/sudoers.d/srl-tests-perf-{os.getpid()}")
+    grant.write_text(f"{USER} ALL=(root) NOPASSWD: {perf}\n")
+    grant.chmod(0o440)
+    try:
+        _run("visudo", "-c", "-f", str(grant))
+        yield
+    finally:
+        grant.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
 def running_sshd() -> Iterator[SshdHost]:
     if os.geteuid() != 0:
         pytest.skip("the sshd harness needs root (network namespaces, a test account)")

@@ -75,9 +75,10 @@ from syncrep_lab.placement.watch import (
     numastat_rows,
 )
 from syncrep_lab.probes.gprof import GprofSetup
-from syncrep_lab.probes.remote import role_costs
+from syncrep_lab.probes.remote import RemotePerf, role_costs
 from syncrep_lab.probes.session import RepeatProbes, UntracedCpu, probe_rows, walsenders
 from syncrep_lab.store import (
+    CostRow,
     DurabilityRow,
     FaultEventRow,
     ProbeRows,
@@ -461,6 +462,11 @@ class Runner:
                   if probed else None)
         fault = self._fault_run(cell, target)
         remote_before = _remote_snapshots(target) if probed else {}
+        remote_perf = (_remote_perf(target, remote_before)
+                       if remote_before and self.spec.probes.perf else None)
+        remote_costs: list[CostRow] = []
+        if remote_perf is not None:
+            remote_perf.start()
         hosts = HostWatch.of(target.manifest) if target.manifest is not None else None
         if hosts is not None:
             hosts.start()
@@ -490,6 +496,8 @@ class Runner:
                 watch.start()
             runs = _finish_all(running)
             host_rows = hosts.stop() if hosts is not None else []
+            if remote_perf is not None:
+                remote_costs = remote_perf.stop(walsenders(target.admin))
             if untraced is not None:
                 # a client on an SSH host is not this process's child: no figure of it
                 client_here = target.manifest is None or target.manifest.client is None
@@ -503,6 +511,8 @@ class Runner:
         finally:
             if hosts is not None:
                 hosts.close()
+            if remote_perf is not None:
+                remote_perf.abort()  # what stop() did not reach
             if untraced is not None:
                 untraced.abort()
             placement = watch.stop() if watch is not None else []
@@ -541,6 +551,9 @@ class Runner:
         if untraced_rows:
             rows.proc_costs = untraced_rows
         rows.host_repeats = host_rows
+        if remote_perf is not None:
+            rows.costs += remote_costs
+            rows.probes += remote_perf.status
         if placed:
             rows.placement = placement
             rows.links = link_rows(targets)
@@ -807,6 +820,19 @@ def _remote_snapshots(target: Target) -> dict[str, list[dict[str, Any]]]:
         return {}
     return {n.name: remote_node.snapshot(remote_node.host_spec(n.host), n.remote_data)
             for n in manifest.nodes if n.host is not None and n.remote_data is not None}
+
+
+def _remote_perf(target: Target, snapshots: dict[str, list[dict[str, Any]]]
+                 ) -> RemotePerf | None:
+    """perf stat of the nodes on SSH hosts (probes/remote.RemotePerf)."""
+    manifest = target.manifest
+    if manifest is None:
+        return None
+    from syncrep_lab.cluster import remote_node
+
+    nodes = {n.name: (remote_node.host_spec(n.host), n.remote_data) for n in manifest.nodes
+             if n.host is not None and n.remote_data is not None}
+    return RemotePerf(nodes, snapshots) if nodes else None
 
 
 def _finish_all(running: list[RunningPgbench]) -> list[PgbenchRun]:

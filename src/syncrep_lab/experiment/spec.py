@@ -107,6 +107,8 @@ class Host(_Strict):
     bin_dir: str
     data_root: str = "/var/tmp/syncrep-lab"
     connect_timeout: Annotated[float, Field(gt=0, le=300)] = 10.0
+    # the account may run perf through `sudo -n` (no password): the probes run there
+    sudo: bool = False
 
 
 class Workload(_Strict):
@@ -293,7 +295,7 @@ class Spec(_Strict):
         return HostSpec(name=name, address=h.address, port=h.port, user=h.user, key=h.key,
                         known_hosts=h.known_hosts, accept_new=h.accept_new,
                         bin_dir=h.bin_dir, data_root=h.data_root,
-                        connect_timeout=h.connect_timeout)
+                        connect_timeout=h.connect_timeout, sudo=h.sudo)
 
 
 MAX_SHOWN = 20  # problems listed in one message

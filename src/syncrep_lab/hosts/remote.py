@@ -353,3 +353,75 @@ def busy_cpus(before: HostReading, after: HostReading) -> float | None:
     if elapsed <= 0:
         return None
     return (after.busy_ticks - before.busy_ticks) / elapsed
+
+
+# --- perf on a host ----------------------------------------------------------------------
+
+_PERF_SH = r"""
+say() { echo "no: $*"; exit 0; }
+prefix=
+if [ "$(id -u)" != 0 ]; then
+  [ "$1" = sudo ] || say "the account is not root and the host's spec has no sudo = true"
+  prefix="sudo -n"
+fi
+command -v perf >/dev/null 2>&1 || say "perf is not installed (apt-get install linux-perf)"
+$prefix perf --version >/dev/null 2>&1 || say "the account may not run perf with sudo -n"
+events=$($prefix perf list 'syscalls:sys_enter_*' 2>/dev/null |
+         sed -n 's/^ *syscalls:sys_enter_\([a-z0-9_]*\).*/\1/p')
+[ -n "$events" ] || say "the kernel exposes no syscall tracepoints (mount tracefs there)"
+echo "ok $prefix"
+echo "$events"
+"""
+
+
+@dataclass(frozen=True)
+class PerfAccess:
+    prefix: list[str]  # [] (root) or ["sudo", "-n"]
+    syscalls: list[str]  # the syscalls whose entry tracepoints the host has
+
+
+def perf_access(host: SshHost) -> PerfAccess | str:
+    """How perf runs on the host, or why it cannot (the probe is then skipped with it)."""
+    out = host.sh(_PERF_SH, "sudo" if host.spec.sudo else "", what="checking perf").stdout
+    lines = out.splitlines()
+    if not lines or not lines[0].startswith("ok"):
+        return (lines[0].removeprefix("no: ") if lines else "perf could not be checked")
+    return PerfAccess(lines[0].split()[1:], [ln.strip() for ln in lines[1:] if ln.strip()])
+
+
+class RemotePerfStat:
+    """``perf stat --per-thread`` of a node's processes on its host, as the local probe
+    runs it (probes/perfstat.py): started before the repeat, stopped with SIGINT after
+    it (sudo passes the signal on), its output fetched and read here."""
+
+    def __init__(self, host: SshHost, access: PerfAccess, base: str, events: list[str],
+                 pids: list[int]) -> None:
+        """``base``: where its files go, ``BASE.perf-stat.csv`` and ``.log``."""
+        self.host, self.access = host, access
+        self.out, self.log = f"{base}.perf-stat.csv", f"{base}.perf-stat.log"
+        self.argv = [*access.prefix, "perf", "stat", "--per-thread", "-x", ",", "-o",
+                     self.out, "-e", ",".join(events), "-p", ",".join(map(str, pids))]
+        self.pid: int | None = None
+
+    def start(self) -> None:
+        self.pid = self.host.spawn_detached(self.argv, self.log,
+                                            cwd=posixpath.dirname(self.out))
+        time.sleep(0.3)  # perf opens its events; one that fails at once exits
+        if not self.host.alive(self.pid):
+            said = self.host.run(["cat", "--", self.log], timeout=30, check=False).stdout
+            raise RuntimeError(f"perf stat on {self.host.spec.name} exited at once: "
+                               f"{said.strip()[-300:]}")
+
+    def stop(self) -> str:
+        """SIGINT, wait, and perf's output (``perf stat -x ,``); its files removed."""
+        if self.pid is None:
+            raise RuntimeError("perf stat was not started")
+        try:
+            self.host.kill(self.pid, 2)
+            if not self.host.wait_exit(self.pid, 20):
+                self.host.kill(self.pid, 9)
+                raise RuntimeError(f"perf stat on {self.host.spec.name} did not stop "
+                                   "within 20 s")
+            return self.host.get_bytes(self.out).decode(errors="replace")
+        finally:
+            self.host.run(["rm", "-f", "--", self.out, self.log], timeout=30, check=False)

@@ -82,6 +82,7 @@ class HostSpec:
     bin_dir: str | None = None  # PostgreSQL programs on that host; None: its PATH
     data_root: str = "/var/tmp/syncrep-lab"  # node data directories go under it
     connect_timeout: float = 10.0
+    sudo: bool = False  # perf runs through `sudo -n` (the account is not root)
 
     def __post_init__(self) -> None:
         where = f"host {self.name!r}"

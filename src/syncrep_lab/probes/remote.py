@@ -1,17 +1,30 @@
-"""CPU of the processes of a node on an SSH host: /proc read there (one command over
-SSH, hosts/remote.proc_snapshot) before and after a probed repeat, the difference
-per role. Processes born during the repeat count from zero; those that also ended
-during it are not seen (their CPU is in the postmaster's cutime/cstime, which is
-added as the role ``backend`` when it grew), as with the local /proc probe."""
+"""The probes of a node on an SSH host.
+
+CPU: /proc read there (one command over SSH, hosts/remote.proc_snapshot) before and
+after a probed repeat, the difference per role. Processes born during the repeat count
+from zero; those that also ended during it are not seen (their CPU is in the
+postmaster's cutime/cstime, which is added as the role ``backend`` when it grew), as
+with the local /proc probe.
+
+System calls and CPU by perf (:class:`RemotePerf`): ``perf stat`` run there where the
+account may (root, or ``sudo -n``), its output read here by the local probe's parser.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import json
+import posixpath
 from collections import defaultdict
 from collections.abc import Collection
 from typing import Any
 
+from syncrep_lab.errors import UserError
+from syncrep_lab.hosts.remote import RemotePerfStat, perf_access
+from syncrep_lab.hosts.ssh import HostSpec, SshHost
 from syncrep_lab.pg.roles import role_of_title
-from syncrep_lab.store import ProcCostRow
+from syncrep_lab.probes.perfstat import SYSCALLS, Counts, parse_perf_stat
+from syncrep_lab.store import CostRow, ProbeRow, ProcCostRow
 
 
 def postmaster_of(snapshot: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -54,3 +67,90 @@ def role_costs(node: str, before: list[dict[str, Any]], after: list[dict[str, An
             row[2] += reaped_sys
     return [ProcCostRow(node, role, int(v[0]), round(v[1], 3), round(v[2], 3), int(v[3]),
                         int(v[4])) for role, v in sorted(sums.items())]
+
+
+class RemotePerf:
+    """perf stat of the nodes on SSH hosts, where the account may run perf (root, or
+    ``sudo = true`` in the host's spec); elsewhere skipped with the reason, as the local
+    probe is. Each node's processes are those of its /proc snapshot at the start (not
+    its backends, which come and go: the workload's are counted through the postmaster,
+    whose row is the role ``backend``, as here)."""
+
+    def __init__(self, nodes: dict[str, tuple[HostSpec, str]],
+                 snapshots: dict[str, list[dict[str, Any]]]) -> None:
+        self.nodes, self.snapshots = nodes, snapshots
+        self.status: list[ProbeRow] = []
+        self.running: dict[str, tuple[SshHost, RemotePerfStat]] = {}
+
+    def start(self) -> None:
+        for node, (spec, data) in sorted(self.nodes.items()):
+            probe = f"perf on {node}"
+            host = SshHost(spec)
+            try:
+                access = perf_access(host)
+                if isinstance(access, str):
+                    self.status.append(ProbeRow(probe, "skipped", f"{spec.name}: {access}"))
+                    host.close()
+                    continue
+                wanted = [s for s in SYSCALLS if s in access.syscalls]
+                events = ["task-clock", "context-switches",
+                          *(f"syscalls:sys_enter_{s}" for s in wanted)]
+                snapshot = self.snapshots.get(node, [])
+                postmaster = postmaster_of(snapshot)
+                pids = [int(p["pid"]) for p in snapshot if p is postmaster
+                        or role_of_title(str(p["title"])) != "backend"]
+                stat = RemotePerfStat(host, access, posixpath.join(
+                    posixpath.dirname(data), node), events, pids)
+                stat.start()
+                self.running[node] = (host, stat)
+            except (UserError, RuntimeError) as exc:
+                self.status.append(ProbeRow(probe, "failed", f"{spec.name}: {exc}"))
+                host.close()
+
+    def stop(self, walsenders: dict[int, str]) -> list[CostRow]:
+        """Stop every perf started; cost rows per node and role."""
+        rows: list[CostRow] = []
+        for node, (host, stat) in sorted(self.running.items()):
+            probe = f"perf on {node}"
+            try:
+                counts = parse_perf_stat(stat.stop())
+            except (UserError, RuntimeError) as exc:
+                self.status.append(ProbeRow(probe, "failed", f"{host.spec.name}: {exc}"))
+                continue
+            finally:
+                host.close()
+            self.status.append(ProbeRow(probe, "ran", None))
+            rows += _cost_rows(node, self.snapshots.get(node, []), counts, walsenders)
+        self.running = {}
+        return rows
+
+    def abort(self) -> None:
+        for host, stat in self.running.values():
+            if stat.pid is not None:
+                with contextlib.suppress(UserError):
+                    host.kill(stat.pid, 9)
+            host.close()
+        self.running = {}
+
+
+def _cost_rows(node: str, snapshot: list[dict[str, Any]], counts: dict[int, Counts],
+               walsenders: dict[int, str]) -> list[CostRow]:
+    postmaster = postmaster_of(snapshot)
+    sums: dict[str, list[Any]] = {}
+    syscalls: dict[str, dict[str, int]] = defaultdict(dict)
+    for p in snapshot:
+        c = counts.get(int(p["pid"]))
+        if c is None:
+            continue
+        # the postmaster's row holds every child born during the repeat
+        role = "backend" if p is postmaster else role_of_title(str(p["title"]))
+        if role == "walsender" and walsenders.get(int(p["pid"])):
+            role = f"walsender:{walsenders[int(p['pid'])]}"
+        row = sums.setdefault(role, [0, 0.0, 0])
+        row[0] += 1
+        row[1] += c.task_clock_ms
+        row[2] += c.context_switches
+        for name, n in c.syscalls.items():
+            syscalls[role][name] = syscalls[role].get(name, 0) + n
+    return [CostRow(node, role, v[0], v[1], v[2], json.dumps(syscalls[role], sort_keys=True))
+            for role, v in sorted(sums.items())]

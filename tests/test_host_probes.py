@@ -1,0 +1,89 @@
+"""perf on an SSH host: a standby there whose account may run perf through ``sudo -n``
+gets its system calls counted per role, as a local node's are; without the grant the
+probe is skipped with the reason, and the run goes on."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from syncrep_lab.probes import perfstat
+from syncrep_lab.store import DB_NAME
+
+from .helpers import cli, live_processes
+from .sshd import SshdHost, perf_through_sudo, running_sshd
+
+BIN_15 = "/usr/lib/postgresql/15/bin"
+
+
+@pytest.fixture(scope="module")
+def probed() -> Iterator[SshdHost]:
+    with running_sshd() as host, perf_through_sudo():
+        yield host
+
+
+def _run(workdir: Path, host: SshdHost, sudo: bool) -> sqlite3.Connection:
+    table = host.hosts_table("far", BIN_15) + f"sudo = {'true' if sudo else 'false'}\n"
+    (workdir / "spec.toml").write_text(f"""\
+name = "host-probes"
+
+[topology]
+pg = "15"
+standbys = 2
+sync = "c"
+clone = "basebackup"
+hosts = {{ c = "far" }}
+
+{table}
+[workload]
+clients = 4
+duration = 3
+warmup = 0
+
+[run]
+repeats_min = 1
+repeats_max = 1
+
+[probes]
+flamegraphs = false
+sched = false
+""")
+    res = cli("run", str(workdir / "spec.toml"), "--out", str(workdir / "run"), timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr + host.sshd_log()
+    db = sqlite3.connect(workdir / "run" / DB_NAME)
+    db.row_factory = sqlite3.Row
+    return db
+
+
+def test_perf_counts_a_remote_standby_s_system_calls(workdir: Path, probed: SshdHost
+                                                     ) -> None:
+    assert perfstat.unavailable_reason() is None  # the same machine: perf runs here
+    db = _run(workdir, probed, sudo=True)
+    status = {r["probe"]: (r["status"], r["reason"]) for r in db.execute(
+        "select probe, status, reason from probes")}
+    assert status["perf on c"] == ("ran", None), status
+    costs = {r["role"]: r for r in db.execute(
+        "select role, cpu_ms, syscalls_json from costs where node = 'c'")}
+    # the sync standby's walreceiver reads WAL and writes it, and wakes the startup
+    # process that replays it
+    receiver = json.loads(costs["walreceiver"]["syscalls_json"])
+    assert costs["walreceiver"]["cpu_ms"] > 0
+    assert receiver.get("write", 0) + receiver.get("pwrite64", 0) > 0, receiver
+    assert "startup" in costs
+    assert list(Path(probed.data_root).iterdir()) == []  # its files went with the node
+    assert live_processes("perf") == []
+
+
+def test_a_host_that_may_not_run_perf_is_skipped_with_the_reason(workdir: Path,
+                                                                 probed: SshdHost) -> None:
+    db = _run(workdir, probed, sudo=False)
+    status = {r["probe"]: (r["status"], r["reason"]) for r in db.execute(
+        "select probe, status, reason from probes")}
+    assert status["perf on c"][0] == "skipped"
+    assert "no sudo = true" in status["perf on c"][1]
+    assert db.execute("select count(*) from costs where node = 'c'").fetchone()[0] == 0
+    assert db.execute("select status from cells").fetchone()[0] == "done"
