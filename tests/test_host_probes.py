@@ -49,7 +49,7 @@ repeats_min = 1
 repeats_max = 1
 
 [probes]
-flamegraphs = false
+flame_hz = 997
 sched = false
 """)
     res = cli("run", str(workdir / "spec.toml"), "--out", str(workdir / "run"), timeout=300)
@@ -74,6 +74,17 @@ def test_perf_counts_a_remote_standby_s_system_calls(workdir: Path, probed: Sshd
     assert costs["walreceiver"]["cpu_ms"] > 0
     assert receiver.get("write", 0) + receiver.get("pwrite64", 0) > 0, receiver
     assert "startup" in costs
+    # its on-CPU stacks, recorded on the host and drawn here, per role
+    graphs = {(r["node"], r["role"]): r for r in db.execute(
+        "select node, role, cpu_us, svg_path from flamegraphs")}
+    assert status["flamegraphs on far"] == ("ran", None), status
+    assert ("c", "walreceiver") in graphs and graphs[("c", "walreceiver")]["cpu_us"] > 0
+    assert ("*far", "all") in graphs and ("*", "all") in graphs  # the host's and this one's
+    svg = workdir / "run" / graphs[("c", "walreceiver")]["svg_path"]
+    assert svg.read_text().startswith("<?xml")
+    frames = {r["frame"] for r in db.execute(
+        "select frame from stack_frames where node = 'c' and role = 'walreceiver'")}
+    assert "WalReceiverMain" in frames, frames
     assert list(Path(probed.data_root).iterdir()) == []  # its files went with the node
     assert live_processes("perf") == []
 
@@ -85,5 +96,6 @@ def test_a_host_that_may_not_run_perf_is_skipped_with_the_reason(workdir: Path,
         "select probe, status, reason from probes")}
     assert status["perf on c"][0] == "skipped"
     assert "no sudo = true" in status["perf on c"][1]
+    assert status["flamegraphs on far"][0] == "skipped"
     assert db.execute("select count(*) from costs where node = 'c'").fetchone()[0] == 0
     assert db.execute("select status from cells").fetchone()[0] == "done"

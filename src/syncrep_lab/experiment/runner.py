@@ -58,6 +58,7 @@ from syncrep_lab.experiment.workload import (
     script_text,
     start_pgbench,
 )
+from syncrep_lab.hosts.ssh import HostSpec
 from syncrep_lab.measure.histogram import LatencyHistogram
 from syncrep_lab.measure.pairing import baselines, by_round, rows_per_second
 from syncrep_lab.measure.pgbench_log import ProgressSample, parse_transaction_logs
@@ -74,8 +75,9 @@ from syncrep_lab.placement.watch import (
     link_rows,
     numastat_rows,
 )
+from syncrep_lab.probes.flamegraph import FlameResult
 from syncrep_lab.probes.gprof import GprofSetup
-from syncrep_lab.probes.remote import RemotePerf, role_costs
+from syncrep_lab.probes.remote import RemoteOnCpu, RemotePerf, role_costs
 from syncrep_lab.probes.session import RepeatProbes, UntracedCpu, probe_rows, walsenders
 from syncrep_lab.store import (
     CostRow,
@@ -467,6 +469,11 @@ class Runner:
         remote_costs: list[CostRow] = []
         if remote_perf is not None:
             remote_perf.start()
+        remote_stacks = (_remote_on_cpu(target, remote_before, self.spec, rep_dir)
+                         if remote_before and self.spec.probes.flamegraphs else None)
+        remote_graphs = FlameResult()
+        if remote_stacks is not None:
+            remote_stacks.start()
         hosts = HostWatch.of(target.manifest) if target.manifest is not None else None
         if hosts is not None:
             hosts.start()
@@ -496,8 +503,12 @@ class Runner:
                 watch.start()
             runs = _finish_all(running)
             host_rows = hosts.stop() if hosts is not None else []
-            if remote_perf is not None:
-                remote_costs = remote_perf.stop(walsenders(target.admin))
+            if remote_perf is not None or remote_stacks is not None:
+                named_now = walsenders(target.admin)
+                if remote_perf is not None:
+                    remote_costs = remote_perf.stop(named_now)
+                if remote_stacks is not None:
+                    remote_graphs = remote_stacks.stop(named_now)
             if untraced is not None:
                 # a client on an SSH host is not this process's child: no figure of it
                 client_here = target.manifest is None or target.manifest.client is None
@@ -511,8 +522,9 @@ class Runner:
         finally:
             if hosts is not None:
                 hosts.close()
-            if remote_perf is not None:
-                remote_perf.abort()  # what stop() did not reach
+            for remote_probe in (remote_perf, remote_stacks):
+                if remote_probe is not None:
+                    remote_probe.abort()  # what stop() did not reach
             if untraced is not None:
                 untraced.abort()
             placement = watch.stop() if watch is not None else []
@@ -554,6 +566,13 @@ class Runner:
         if remote_perf is not None:
             rows.costs += remote_costs
             rows.probes += remote_perf.status
+        if remote_stacks is not None:
+            here = str(rep_dir.relative_to(self.store.folder))
+            rows.flamegraphs += [g._replace(folded_path=f"{here}/{g.folded_path}",
+                                            svg_path=f"{here}/{g.svg_path}")
+                                 for g in remote_graphs.graphs]
+            rows.stack_frames += remote_graphs.frames
+            rows.probes += remote_stacks.status
         if placed:
             rows.placement = placement
             rows.links = link_rows(targets)
@@ -833,6 +852,23 @@ def _remote_perf(target: Target, snapshots: dict[str, list[dict[str, Any]]]
     nodes = {n.name: (remote_node.host_spec(n.host), n.remote_data) for n in manifest.nodes
              if n.host is not None and n.remote_data is not None}
     return RemotePerf(nodes, snapshots) if nodes else None
+
+
+def _remote_on_cpu(target: Target, snapshots: dict[str, list[dict[str, Any]]], spec: Spec,
+                   rep_dir: Path) -> RemoteOnCpu | None:
+    """On-CPU stacks of the SSH hosts' nodes (probes/remote.RemoteOnCpu)."""
+    manifest = target.manifest
+    if manifest is None:
+        return None
+    from syncrep_lab.cluster import remote_node
+
+    hosts: dict[str, tuple[HostSpec, dict[str, str]]] = {}
+    for n in manifest.nodes:
+        if n.host is not None and n.remote_data is not None:
+            host_spec = remote_node.host_spec(n.host)
+            hosts.setdefault(host_spec.name, (host_spec, {}))[1][n.name] = n.remote_data
+    return (RemoteOnCpu(hosts, snapshots, spec.probes.flame_hz, spec.workload.duration,
+                        rep_dir) if hosts else None)
 
 
 def _finish_all(running: list[RunningPgbench]) -> list[PgbenchRun]:

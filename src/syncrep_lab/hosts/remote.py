@@ -389,39 +389,83 @@ def perf_access(host: SshHost) -> PerfAccess | str:
     return PerfAccess(lines[0].split()[1:], [ln.strip() for ln in lines[1:] if ln.strip()])
 
 
-class RemotePerfStat:
-    """``perf stat --per-thread`` of a node's processes on its host, as the local probe
-    runs it (probes/perfstat.py): started before the repeat, stopped with SIGINT after
-    it (sudo passes the signal on), its output fetched and read here."""
+class RemotePerfRun:
+    """One perf command on a host, as the local probes run theirs (probes/perfrun.py):
+    started detached before the repeat, stopped with SIGINT after it (sudo passes the
+    signal on), its files below ``base`` removed once read."""
 
-    def __init__(self, host: SshHost, access: PerfAccess, base: str, events: list[str],
-                 pids: list[int]) -> None:
-        """``base``: where its files go, ``BASE.perf-stat.csv`` and ``.log``."""
-        self.host, self.access = host, access
-        self.out, self.log = f"{base}.perf-stat.csv", f"{base}.perf-stat.log"
-        self.argv = [*access.prefix, "perf", "stat", "--per-thread", "-x", ",", "-o",
-                     self.out, "-e", ",".join(events), "-p", ",".join(map(str, pids))]
+    def __init__(self, host: SshHost, access: PerfAccess, base: str, what: str,
+                 args: list[str]) -> None:
+        self.host, self.access, self.what = host, access, what
+        self.log = f"{base}.{what}.log"
+        self.argv = [*access.prefix, "perf", *args]
+        self.files = [self.log]
         self.pid: int | None = None
 
     def start(self) -> None:
         self.pid = self.host.spawn_detached(self.argv, self.log,
-                                            cwd=posixpath.dirname(self.out))
+                                            cwd=posixpath.dirname(self.log))
         time.sleep(0.3)  # perf opens its events; one that fails at once exits
         if not self.host.alive(self.pid):
             said = self.host.run(["cat", "--", self.log], timeout=30, check=False).stdout
-            raise RuntimeError(f"perf stat on {self.host.spec.name} exited at once: "
+            raise RuntimeError(f"perf {self.what} on {self.host.spec.name} exited at once: "
                                f"{said.strip()[-300:]}")
 
-    def stop(self) -> str:
-        """SIGINT, wait, and perf's output (``perf stat -x ,``); its files removed."""
+    def interrupt(self) -> None:
+        """SIGINT, and wait until perf has written its output and exited."""
         if self.pid is None:
-            raise RuntimeError("perf stat was not started")
+            raise RuntimeError(f"perf {self.what} was not started")
+        self.host.kill(self.pid, 2)
+        if not self.host.wait_exit(self.pid, 60):
+            self.host.kill(self.pid, 9)
+            raise RuntimeError(f"perf {self.what} on {self.host.spec.name} did not stop "
+                               "within 60 s")
+
+    def remove(self) -> None:
+        self.host.run(["rm", "-f", "--", *self.files], timeout=30, check=False)
+
+
+class RemotePerfStat(RemotePerfRun):
+    """``perf stat --per-thread`` of a node's processes on its host."""
+
+    def __init__(self, host: SshHost, access: PerfAccess, base: str, events: list[str],
+                 pids: list[int]) -> None:
+        """``base``: where its files go, ``BASE.perf-stat.csv`` and ``.log``."""
+        self.out = f"{base}.perf-stat.csv"
+        super().__init__(host, access, base, "perf-stat",
+                         ["stat", "--per-thread", "-x", ",", "-o", self.out,
+                          "-e", ",".join(events), "-p", ",".join(map(str, pids))])
+        self.files.append(self.out)
+
+    def stop(self) -> str:
+        """perf's output (``perf stat -x ,``); its files removed."""
         try:
-            self.host.kill(self.pid, 2)
-            if not self.host.wait_exit(self.pid, 20):
-                self.host.kill(self.pid, 9)
-                raise RuntimeError(f"perf stat on {self.host.spec.name} did not stop "
-                                   "within 20 s")
+            self.interrupt()
             return self.host.get_bytes(self.out).decode(errors="replace")
         finally:
-            self.host.run(["rm", "-f", "--", self.out, self.log], timeout=30, check=False)
+            self.remove()
+
+
+class RemoteRecording(RemotePerfRun):
+    """``perf record -a`` of every CPU of a host, ``perf script`` run there on it."""
+
+    def __init__(self, host: SshHost, access: PerfAccess, base: str, hz: int,
+                 seconds: float, fields: str) -> None:
+        self.data, self.script = f"{base}.oncpu.data", f"{base}.oncpu.txt"
+        self.fields = fields
+        super().__init__(host, access, base, "record",
+                         ["record", "-a", "--call-graph", "dwarf", "-F", str(hz), "-o",
+                          self.data, "--", "sleep", str(int(seconds) + 1)])
+        self.files += [self.data, self.script]
+
+    def stop(self, limit: int = 1 << 30) -> bytes:
+        """The recording as ``perf script`` prints it; its files removed."""
+        try:
+            self.interrupt()
+            prefix = " ".join(self.access.prefix)
+            self.host.sh(f'{prefix} perf script -F "$1" -i "$2" > "$3" 2>/dev/null',
+                         self.fields, self.data, self.script, what="perf script",
+                         timeout=600)
+            return self.host.get_bytes(self.script, limit)
+        finally:
+            self.remove()

@@ -81,14 +81,37 @@ class OnCpuRecorder:
         require_output(self.out, "perf record (on-CPU)", self.perf.stop(timeout))
 
 
+# what perf script prints of each sample: what folding needs, here or on a host
+SCRIPT_FIELDS = "comm,pid,tid,cpu,time,period,event,ip,sym,dso"
+
+
+def _collapse_tool() -> str:
+    tool = inferno("inferno-collapse-perf")
+    if tool is None:
+        raise RuntimeError("inferno-collapse-perf is not installed")
+    return tool
+
+
+def _folded(done: subprocess.CompletedProcess[bytes]) -> list[str]:
+    if done.returncode != 0:
+        raise RuntimeError("inferno-collapse-perf failed: "
+                           + done.stderr.decode(errors="replace").strip()[:300])
+    return done.stdout.decode(errors="replace").splitlines()
+
+
+def fold(script_output: Path, timeout: float = 300) -> list[str]:
+    """``perf script``'s output (of a recording made on a host) folded with
+    ``inferno-collapse-perf --pid``."""
+    with script_output.open("rb") as text:
+        return _folded(subprocess.run([_collapse_tool(), "--pid", "--all"], stdin=text,
+                                      capture_output=True, timeout=timeout, check=False))
+
+
 def collapse(perf_data: Path, timeout: float = 300) -> list[str]:
     """``perf script`` piped into ``inferno-collapse-perf --pid``: folded lines."""
-    collapse_tool = inferno("inferno-collapse-perf")
-    if collapse_tool is None:
-        raise RuntimeError("inferno-collapse-perf is not installed")
+    collapse_tool = _collapse_tool()
     script = subprocess.Popen(
-        ["perf", "script", "-F", "comm,pid,tid,cpu,time,period,event,ip,sym,dso",
-         "-i", str(perf_data)],
+        ["perf", "script", "-F", SCRIPT_FIELDS, "-i", str(perf_data)],
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     try:
         folded = subprocess.run([collapse_tool, "--pid", "--all"], stdin=script.stdout,
@@ -101,10 +124,7 @@ def collapse(perf_data: Path, timeout: float = 300) -> list[str]:
         except subprocess.TimeoutExpired:
             script.kill()
             script.wait()
-    if folded.returncode != 0:
-        raise RuntimeError("inferno-collapse-perf failed: "
-                           + folded.stderr.decode(errors="replace").strip()[:300])
-    return folded.stdout.decode(errors="replace").splitlines()
+    return _folded(folded)
 
 
 def _outsider(comm: str) -> tuple[str, str]:
@@ -184,7 +204,15 @@ def flame_graphs(perf_data: Path, out_dir: Path,
                  roles: Callable[[int], tuple[str, str] | None], caption: str
                  ) -> FlameResult:
     """Fold, regroup by role, write one folded file and one SVG per role plus 'all'."""
-    groups = by_role(collapse(perf_data), roles)
+    return graphs_of(collapse(perf_data), out_dir, roles, caption)
+
+
+def graphs_of(folded_lines: list[str], out_dir: Path,
+              roles: Callable[[int], tuple[str, str] | None], caption: str,
+              everything: str = "*") -> FlameResult:
+    """Folded stacks regrouped by role: one folded file and one SVG per role, and one of
+    every process (its node ``everything``: ``*`` here, ``*HOST`` for a host's)."""
+    groups = by_role(folded_lines, roles)
     out_dir.mkdir(parents=True, exist_ok=True)
     result = FlameResult()
     combined: list[str] = []
@@ -213,7 +241,7 @@ def flame_graphs(perf_data: Path, out_dir: Path,
         svg = out_dir / "all.svg"
         render(combined, svg, "every process on every CPU", caption)
         base = out_dir.parent
-        result.graphs.append(FlameGraphRow("*", "all", sum(per_node.values()),
+        result.graphs.append(FlameGraphRow(everything, "all", sum(per_node.values()),
                                            str(folded.relative_to(base)),
                                            str(svg.relative_to(base))))
     return result

@@ -16,13 +16,21 @@ import contextlib
 import json
 import posixpath
 from collections import defaultdict
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
+from pathlib import Path
 from typing import Any
 
 from syncrep_lab.errors import UserError
-from syncrep_lab.hosts.remote import RemotePerfStat, perf_access
+from syncrep_lab.hosts.remote import (
+    PerfAccess,
+    RemotePerfRun,
+    RemotePerfStat,
+    RemoteRecording,
+    perf_access,
+)
 from syncrep_lab.hosts.ssh import HostSpec, SshHost
 from syncrep_lab.pg.roles import role_of_title
+from syncrep_lab.probes import flamegraph
 from syncrep_lab.probes.perfstat import SYSCALLS, Counts, parse_perf_stat
 from syncrep_lab.store import CostRow, ProbeRow, ProcCostRow
 
@@ -69,6 +77,32 @@ def role_costs(node: str, before: list[dict[str, Any]], after: list[dict[str, An
                         int(v[4])) for role, v in sorted(sums.items())]
 
 
+def _with_perf(spec: HostSpec, probe: str, status: list[ProbeRow]
+               ) -> tuple[SshHost, PerfAccess] | None:
+    """A connection to the host and how perf runs there; None (the probe's status then
+    says why) when it cannot."""
+    host = SshHost(spec)
+    try:
+        access = perf_access(host)
+    except UserError as exc:
+        status.append(ProbeRow(probe, "failed", f"{spec.name}: {exc.cause}"))
+        host.close()
+        return None
+    if isinstance(access, str):
+        status.append(ProbeRow(probe, "skipped", f"{spec.name}: {access}"))
+        host.close()
+        return None
+    return host, access
+
+
+def _abort(running: Mapping[str, tuple[SshHost, RemotePerfRun]]) -> None:
+    for host, run in running.values():
+        if run.pid is not None:
+            with contextlib.suppress(UserError):
+                host.kill(run.pid, 9)
+        host.close()
+
+
 class RemotePerf:
     """perf stat of the nodes on SSH hosts, where the account may run perf (root, or
     ``sudo = true`` in the host's spec); elsewhere skipped with the reason, as the local
@@ -85,13 +119,11 @@ class RemotePerf:
     def start(self) -> None:
         for node, (spec, data) in sorted(self.nodes.items()):
             probe = f"perf on {node}"
-            host = SshHost(spec)
+            opened = _with_perf(spec, probe, self.status)
+            if opened is None:
+                continue
+            host, access = opened
             try:
-                access = perf_access(host)
-                if isinstance(access, str):
-                    self.status.append(ProbeRow(probe, "skipped", f"{spec.name}: {access}"))
-                    host.close()
-                    continue
                 wanted = [s for s in SYSCALLS if s in access.syscalls]
                 events = ["task-clock", "context-switches",
                           *(f"syscalls:sys_enter_{s}" for s in wanted)]
@@ -125,11 +157,8 @@ class RemotePerf:
         return rows
 
     def abort(self) -> None:
-        for host, stat in self.running.values():
-            if stat.pid is not None:
-                with contextlib.suppress(UserError):
-                    host.kill(stat.pid, 9)
-            host.close()
+        """Kill what was started and not stopped (the repeat failed)."""
+        _abort(self.running)
         self.running = {}
 
 
@@ -154,3 +183,77 @@ def _cost_rows(node: str, snapshot: list[dict[str, Any]], counts: dict[int, Coun
             syscalls[role][name] = syscalls[role].get(name, 0) + n
     return [CostRow(node, role, v[0], v[1], v[2], json.dumps(syscalls[role], sort_keys=True))
             for role, v in sorted(sums.items())]
+
+
+class RemoteOnCpu:
+    """On-CPU stacks of the hosts' nodes: ``perf record -a`` on each host (where the
+    account may run perf), ``perf script`` there, folded and drawn here per node and
+    role as the local recording is (probes/flamegraph.py). A process is named by the
+    node snapshot that holds its pid; backends born during the repeat on a host's
+    primary are in no snapshot and show in the host's graph of everything only."""
+
+    def __init__(self, hosts: dict[str, tuple[HostSpec, dict[str, str]]],
+                 snapshots: dict[str, list[dict[str, Any]]], hz: int, seconds: float,
+                 out_dir: Path) -> None:
+        self.hosts, self.snapshots = hosts, snapshots  # host -> (spec, node -> data dir)
+        self.hz, self.seconds, self.out_dir = hz, seconds, out_dir
+        self.status: list[ProbeRow] = []
+        self.running: dict[str, tuple[SshHost, RemoteRecording]] = {}
+
+    def start(self) -> None:
+        for name, (spec, nodes) in sorted(self.hosts.items()):
+            probe = f"flamegraphs on {name}"
+            opened = _with_perf(spec, probe, self.status)
+            if opened is None:
+                continue
+            host, access = opened
+            try:
+                base = posixpath.join(posixpath.dirname(next(iter(nodes.values()))), name)
+                recording = RemoteRecording(host, access, base, self.hz, self.seconds + 60,
+                                            flamegraph.SCRIPT_FIELDS)
+                recording.start()
+                self.running[name] = (host, recording)
+            except (UserError, RuntimeError) as exc:
+                self.status.append(ProbeRow(probe, "failed", str(exc)))
+                host.close()
+
+    def stop(self, walsenders: dict[int, str]) -> flamegraph.FlameResult:
+        """Every host's graphs, their paths relative to ``out_dir``'s parent."""
+        result = flamegraph.FlameResult()
+        for name, (host, recording) in sorted(self.running.items()):
+            probe = f"flamegraphs on {name}"
+            text = self.out_dir / f"{name}.oncpu.txt"
+            try:
+                self.out_dir.mkdir(parents=True, exist_ok=True)
+                text.write_bytes(recording.stop())
+                roles = self._roles(self.hosts[name][1], walsenders)
+                made = flamegraph.graphs_of(
+                    flamegraph.fold(text), self.out_dir / f"flame-{name}", roles.get,
+                    f"{self.hz} Hz per CPU of {name}; µs on CPU", everything=f"*{name}")
+            except (UserError, RuntimeError, OSError) as exc:
+                self.status.append(ProbeRow(probe, "failed", str(exc)))
+                continue
+            finally:
+                host.close()
+                text.unlink(missing_ok=True)
+            self.status.append(ProbeRow(probe, "ran", None))
+            result.graphs += made.graphs
+            result.frames += made.frames
+        self.running = {}
+        return result
+
+    def _roles(self, nodes: dict[str, str], walsenders: dict[int, str]
+               ) -> dict[int, tuple[str, str]]:
+        roles: dict[int, tuple[str, str]] = {}
+        for node in nodes:
+            for p in self.snapshots.get(node, []):
+                role = role_of_title(str(p["title"]))
+                if role == "walsender" and walsenders.get(int(p["pid"])):
+                    role = f"walsender:{walsenders[int(p['pid'])]}"
+                roles[int(p["pid"])] = (node, role)
+        return roles
+
+    def abort(self) -> None:
+        """Kill what was started and not stopped (the repeat failed)."""
+        _abort(self.running)
+        self.running = {}
