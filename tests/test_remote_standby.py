@@ -156,12 +156,16 @@ def test_the_client_on_an_ssh_host_runs_pgbench_there(workdir: Path, far: SshdHo
     assert live_processes("pgbench", far.user) == []
 
 
-def test_a_killed_tool_leaves_no_client_on_the_host(workdir: Path, far: SshdHost) -> None:
+@pytest.mark.parametrize("placed", [
+    'hosts = { client = "far" }',
+    'sync = "1(b,c)"\nclone = "basebackup"\nhosts = { primary = "far", c = "far", '
+    'client = "far" }'], ids=["client", "primary-standby-client"])
+def test_a_killed_tool_leaves_nothing_on_the_host(workdir: Path, far: SshdHost,
+                                                 placed: str) -> None:
     """The tool killed with SIGKILL while pgbench runs on the host: pgbench ends with its
-    SSH channel, and `clean` removes its folder there."""
+    SSH channel, and `clean` stops the nodes there and removes every folder it made."""
     spec = workdir / "spec.toml"
-    spec.write_text(_spec(far, placed='hosts = { client = "far" }')
-                    .replace("duration = 3", "duration = 60"))
+    spec.write_text(_spec(far, placed=placed).replace("duration = 3", "duration = 60"))
     tool = subprocess.Popen([sys.executable, "-m", "syncrep_lab", "run", str(spec), "--out",
                              str(workdir / "run")], stdin=subprocess.DEVNULL,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -178,6 +182,7 @@ def test_a_killed_tool_leaves_no_client_on_the_host(workdir: Path, far: SshdHost
     cleaned = cli("clean", timeout=120)
     assert cleaned.returncode == 0, cleaned.stdout + cleaned.stderr
     assert list(Path(far.data_root).iterdir()) == []
+    assert live_processes("postgres", far.user) == []
 
 
 def _running(comm: str, user: str) -> bool:
