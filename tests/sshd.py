@@ -70,6 +70,26 @@ class SshdHost:
                 f'known_hosts = "{known_hosts or self.known_hosts}"\nbin_dir = "{bin_dir}"\n'
                 f'data_root = "{self.data_root}"\nconnect_timeout = 5\n')
 
+    def running(self, comm: str, wait: float = 10.0) -> list[int]:
+        """Pids of the processes named ``comm`` still running in this host's namespace
+        (what was started through its sshd), after waiting up to ``wait`` s for them to
+        go; zombies do not count. Other runs on this machine, even of the same account,
+        are not seen."""
+        deadline = time.monotonic() + wait
+        while True:
+            found = []
+            for pid in _namespace_pids(self.namespace):
+                try:
+                    name = Path(f"/proc/{pid}/comm").read_text().strip()
+                    state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+                except (OSError, IndexError):
+                    continue
+                if name == comm and state != "Z":
+                    found.append(pid)
+            if not found or time.monotonic() > deadline:
+                return found
+            time.sleep(0.2)
+
     def sshd_log(self) -> str:
         try:
             return self.log.read_text(errors="replace")[-4000:]
@@ -180,8 +200,37 @@ def perf_through_sudo() -> Iterator[None]:
         grant.unlink(missing_ok=True)
 
 
+@dataclass(frozen=True)
+class Bridge:
+    """A bridge here that several hosts' namespaces are joined to, so that they reach each
+    other (and this machine) directly, as machines on one switch do, without routing."""
+
+    name: str
+    subnet: int  # 10.215.N.0/24; this machine is .1, host i is .i+2
+
+    @property
+    def gateway(self) -> str:
+        return f"10.215.{self.subnet}.1"
+
+
 @contextlib.contextmanager
-def running_sshd() -> Iterator[SshdHost]:
+def running_hosts(count: int) -> Iterator[list[SshdHost]]:
+    """``count`` hosts, each sshd in a namespace of its own, all on one bridge."""
+    used = _run("ip", "-o", "-4", "addr", "show").stdout
+    subnet = next(n for n in range(1, 250) if f" 10.215.{n}." not in used)
+    bridge = Bridge(f"srlbr{os.getpid()}"[:15], subnet)
+    _run("ip", "link", "add", bridge.name, "type", "bridge")
+    try:
+        _run("ip", "addr", "add", f"{bridge.gateway}/24", "dev", bridge.name)
+        _run("ip", "link", "set", bridge.name, "up")
+        with contextlib.ExitStack() as stack:
+            yield [stack.enter_context(running_sshd(bridge, i)) for i in range(count)]
+    finally:
+        _run("ip", "link", "delete", bridge.name, check=False)
+
+
+@contextlib.contextmanager
+def running_sshd(bridge: Bridge | None = None, index: int = 0) -> Iterator[SshdHost]:
     if os.geteuid() != 0:
         pytest.skip("the sshd harness needs root (network namespaces, a test account)")
     for program in (SSHD, "ssh-keygen", "ip", "useradd"):
@@ -190,10 +239,14 @@ def running_sshd() -> Iterator[SshdHost]:
     account = _test_account()
     workdir = Path(tempfile.mkdtemp(prefix="srl-sshd-", dir="/tmp"))
     workdir.chmod(0o755)  # the test account must reach its data_root below
-    n = _free_subnet()
-    tag = f"{os.getpid()}"
+    tag = f"{os.getpid()}" + (f"x{index}" if bridge is not None else "")
+    if bridge is None:
+        n = _free_subnet()
+        address, gateway = f"10.214.{n}.2", f"10.214.{n}.1"
+    else:
+        address, gateway = f"10.215.{bridge.subnet}.{index + 2}", bridge.gateway
     host = SshdHost(
-        namespace=f"srlssh-{tag}", address=f"10.214.{n}.2", gateway=f"10.214.{n}.1",
+        namespace=f"srlssh-{tag}", address=address, gateway=gateway,
         port=PORT, user=USER, key=str(workdir / "client_key"),
         known_hosts=str(workdir / "known_hosts"), host_key_line="",
         data_root=str(workdir / "data"), workdir=workdir, log=workdir / "sshd.log",
@@ -217,9 +270,13 @@ def running_sshd() -> Iterator[SshdHost]:
         _run("ip", "link", "add", outer, "type", "veth", "peer", "name", inner)
         host.links.append(outer)
         _run("ip", "link", "set", inner, "netns", host.namespace)
-        _run("ip", "addr", "add", f"{host.gateway}/30", "dev", outer)
+        if bridge is None:
+            _run("ip", "addr", "add", f"{host.gateway}/30", "dev", outer)
+        else:
+            _run("ip", "link", "set", outer, "master", bridge.name)
         _run("ip", "link", "set", outer, "up")
-        _run("ip", "-n", host.namespace, "addr", "add", f"{host.address}/30", "dev", inner)
+        _run("ip", "-n", host.namespace, "addr", "add",
+             f"{host.address}/{30 if bridge is None else 24}", "dev", inner)
         _run("ip", "-n", host.namespace, "link", "set", inner, "up")
         _run("ip", "-n", host.namespace, "link", "set", "lo", "up")
 

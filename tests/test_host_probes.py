@@ -14,7 +14,7 @@ import pytest
 from syncrep_lab.probes import perfstat
 from syncrep_lab.store import DB_NAME
 
-from .helpers import cli, live_processes
+from .helpers import cli
 from .sshd import SshdHost, perf_through_sudo, running_sshd
 
 BIN_15 = "/usr/lib/postgresql/15/bin"
@@ -86,7 +86,7 @@ def test_perf_counts_a_remote_standby_s_system_calls(workdir: Path, probed: Sshd
         "select frame from stack_frames where node = 'c' and role = 'walreceiver'")}
     assert "WalReceiverMain" in frames, frames
     assert list(Path(probed.data_root).iterdir()) == []  # its files went with the node
-    assert live_processes("perf") == []
+    assert probed.running("perf") == []
 
 
 def test_a_host_that_may_not_run_perf_is_skipped_with_the_reason(workdir: Path,

@@ -18,7 +18,7 @@ import pytest
 
 from syncrep_lab.store import DB_NAME
 
-from .helpers import cli, cli_here, live_processes
+from .helpers import cli, cli_here
 from .sshd import SshdHost, running_sshd
 
 BIN_15 = "/usr/lib/postgresql/15/bin"
@@ -89,7 +89,7 @@ def test_a_standby_on_an_ssh_host_is_the_sync_one(workdir: Path, far: SshdHost) 
     assert "c" in settings and "error" not in settings["c"], settings.get("c")
     # nothing of the standby is left on the host, and no server of its account runs
     assert list(Path(far.data_root).iterdir()) == []
-    assert live_processes("postgres", far.user) == []
+    assert far.running("postgres") == []
     # the password the cluster used is nowhere in the run folder
     secret_free = subprocess.run(["grep", "-rlE", "password=[^*' ]", str(workdir / "run")],
                                  capture_output=True, text=True, check=False)
@@ -153,7 +153,7 @@ def test_the_client_on_an_ssh_host_runs_pgbench_there(workdir: Path, far: SshdHo
     report = (workdir / "run" / "report.html").read_text()
     assert "SSH hosts" in report and "client" in report
     assert list(Path(far.data_root).iterdir()) == []
-    assert live_processes("pgbench", far.user) == []
+    assert far.running("pgbench") == []
 
 
 @pytest.mark.parametrize("placed", [
@@ -171,22 +171,19 @@ def test_a_killed_tool_leaves_nothing_on_the_host(workdir: Path, far: SshdHost,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 120
-        while not _running("pgbench", far.user) and time.monotonic() < deadline:
+        while not far.running("pgbench", wait=0) and time.monotonic() < deadline:
             assert tool.poll() is None, "the run ended before its pgbench started"
             time.sleep(0.2)
-        assert _running("pgbench", far.user), "pgbench never ran on the host"
+        assert far.running("pgbench", wait=0), "pgbench never ran on the host"
     finally:
         tool.kill()
         tool.wait()
-    assert live_processes("pgbench", far.user, wait=15) == []
+    assert far.running("pgbench", wait=15) == [], "pgbench outlived the tool's channel"
     cleaned = cli("clean", timeout=120)
     assert cleaned.returncode == 0, cleaned.stdout + cleaned.stderr
-    assert list(Path(far.data_root).iterdir()) == []
-    assert live_processes("postgres", far.user) == []
-
-
-def _running(comm: str, user: str) -> bool:
-    return bool(live_processes(comm, user, wait=0))
+    left = sorted(str(p) for p in Path(far.data_root).rglob("*"))
+    assert left == [], (left, cleaned.stdout, far.sshd_log())
+    assert far.running("postgres") == []
 
 
 def test_the_primary_on_an_ssh_host_streams_to_standbys_here(workdir: Path,
@@ -205,7 +202,7 @@ def test_the_primary_on_an_ssh_host_streams_to_standbys_here(workdir: Path,
     settings = json.loads(db.execute("select settings_json from clusters").fetchone()[0])
     assert settings["primary"]["synchronous_standby_names"]["setting"] == "FIRST 1 (b, c)"
     assert list(Path(far.data_root).iterdir()) == []
-    assert live_processes("postgres", far.user) == []
+    assert far.running("postgres") == []
 
 
 def test_primary_standby_and_client_on_one_host(workdir: Path, far: SshdHost) -> None:
@@ -222,7 +219,7 @@ def test_primary_standby_and_client_on_one_host(workdir: Path, far: SshdHost) ->
     argv = next((workdir / "run").glob("artifacts/cell-*/repeat-01/pgbench.argv")).read_text()
     assert argv.startswith(f"{BIN_15}/pgbench ") and "password" not in argv
     assert list(Path(far.data_root).iterdir()) == []
-    assert live_processes("postgres", far.user) == []
+    assert far.running("postgres") == []
 
 
 def test_sysbench_as_the_client_on_an_ssh_host(workdir: Path, far: SshdHost) -> None:
@@ -236,4 +233,4 @@ def test_sysbench_as_the_client_on_an_ssh_host(workdir: Path, far: SshdHost) -> 
         assert argv.startswith("sysbench workload.lua --db-driver=pgsql")
         assert f"--pgsql-host={far.gateway}" in argv and "password" not in argv
     assert list(Path(far.data_root).iterdir()) == []
-    assert live_processes("sysbench", far.user) == []
+    assert far.running("sysbench") == []

@@ -1,0 +1,91 @@
+"""The seed's four machines: the primary, standbys b and c and the client each on a host
+of its own (sshd in four namespaces on one bridge, tests/sshd.py), syncrep-lab on none
+of them. A cell runs with probes: per-role costs and flame graphs come back from the
+hosts, each host's load and clock are stored, and nothing is left on any host."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from collections.abc import Iterator
+
+import pytest
+
+from syncrep_lab.store import DB_NAME
+
+from .helpers import cli, shared_tmp
+from .sshd import SshdHost, perf_through_sudo, running_hosts
+
+BIN_15 = "/usr/lib/postgresql/15/bin"
+NAMES = ("a", "s1", "s2", "d")
+
+
+@pytest.fixture(scope="module")
+def hosts() -> Iterator[dict[str, SshdHost]]:
+    with running_hosts(len(NAMES)) as made, perf_through_sudo():
+        yield dict(zip(NAMES, made, strict=True))
+
+
+def test_every_role_on_a_host_of_its_own(hosts: dict[str, SshdHost]) -> None:
+    tables = "".join(h.hosts_table(name, BIN_15) + "sudo = true\n\n"
+                     for name, h in hosts.items())
+    root = shared_tmp("srl-four-")
+    (root / "spec.toml").write_text(f"""\
+name = "four-machines"
+
+[topology]
+pg = "15"
+standbys = 2
+sync = "1(b,c)"
+clone = "basebackup"
+hosts = {{ primary = "a", b = "s1", c = "s2", client = "d" }}
+
+{tables}
+[workload]
+clients = 4
+duration = 3
+warmup = 0
+
+[run]
+repeats_min = 1
+repeats_max = 1
+
+[probes]
+# every "host" here is this machine: each records all of its CPUs, so the default
+# rate keeps four recordings (and this machine's) from crowding two cores
+sched = false
+""")
+    try:
+        res = cli("run", "spec.toml", "--out", "run", timeout=600, cwd=root)
+        assert res.returncode == 0, res.stdout + res.stderr
+        db = sqlite3.connect(root / "run" / DB_NAME)
+        db.row_factory = sqlite3.Row
+        assert db.execute("select status from cells").fetchone()[0] == "done"
+        states = {r["standby"]: r["sync_state"] for r in db.execute(
+            "select standby, sync_state from replication_samples")}
+        assert states.get("b") == "sync" and states.get("c") == "potential", states
+        # each host read in every repeat, with what runs there
+        seen = {r["host"]: r["roles"] for r in db.execute("select host, roles from host_repeats")}
+        assert seen == {"a": "primary", "s1": "b", "s2": "c", "d": "client"}
+        # per-role costs counted on the hosts: the sync walsender wakes the committing
+        # backends (kill), the standbys' walreceivers write the WAL they receive
+        costs = {(r["node"], r["role"]): json.loads(r["syscalls_json"]) for r in db.execute(
+            "select node, role, syscalls_json from costs")}
+        assert costs[("primary", "walsender:b")].get("kill", 0) > 0, costs
+        for standby in ("b", "c"):
+            calls = costs[(standby, "walreceiver")]
+            assert calls.get("write", 0) + calls.get("pwrite64", 0) > 0, calls
+        graphs = {(r["node"], r["role"]) for r in db.execute(
+            "select node, role from flamegraphs")}
+        assert {("primary", "walsender:b"), ("b", "walreceiver"), ("c", "walreceiver"),
+                ("*a", "all"), ("*s1", "all"), ("*s2", "all")} <= graphs, graphs
+        argv = next((root / "run").glob("artifacts/cell-*/repeat-01/pgbench.argv")).read_text()
+        assert f"host={hosts['a'].address} " in argv  # pgbench on d, to the primary on a
+        for host in hosts.values():
+            assert list((host.workdir / "data").iterdir()) == []
+        for host in hosts.values():
+            assert host.running("postgres") == [] and host.running("pgbench") == []
+            assert host.running("perf") == []
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
