@@ -15,11 +15,14 @@ existed when the repeat started are counted one by one, with their roles.
 
 from __future__ import annotations
 
+import json
+from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from syncrep_lab.pg.roles import NodeProcess
 from syncrep_lab.probes.perfrun import PerfProcess, perf_reason, require_output
+from syncrep_lab.store import CostRow
 
 SYSCALLS = ("epoll_create1", "epoll_ctl", "epoll_wait", "epoll_pwait", "kill", "read", "write",
             "pread64", "pwrite64", "close", "futex", "sendto", "recvfrom", "fdatasync",
@@ -115,3 +118,25 @@ def parse_perf_stat(text: str) -> dict[int, Counts]:
             name = event.removeprefix("syscalls:sys_enter_")
             entry.syscalls[name] = entry.syscalls.get(name, 0) + int(number)
     return counts
+
+
+def cost_rows(processes: list[NodeProcess], counts: dict[int, Counts]) -> list[CostRow]:
+    """``costs`` rows per node and role from perf's counts of ``processes`` (a node here,
+    or on a host): the postmaster's row, which holds every child born during the
+    repeat, is the role ``backend``."""
+    rows: dict[tuple[str, str], list[int | float]] = {}
+    syscalls: dict[tuple[str, str], dict[str, int]] = defaultdict(dict)
+    for proc in processes:
+        c = counts.get(proc.pid)
+        if c is None:
+            continue
+        key = (proc.node, "backend" if proc.role == "postmaster" else proc.label)
+        row = rows.setdefault(key, [0, 0.0, 0])
+        row[0] += 1
+        row[1] += c.task_clock_ms
+        row[2] += c.context_switches
+        for name, n in c.syscalls.items():
+            syscalls[key][name] = syscalls[key].get(name, 0) + n
+    return [CostRow(node, role, int(v[0]), float(v[1]), int(v[2]),
+                    json.dumps(syscalls[(node, role)], sort_keys=True))
+            for (node, role), v in sorted(rows.items())]

@@ -13,7 +13,6 @@ account may (root, or ``sudo -n``), its output read here by the local probe's pa
 from __future__ import annotations
 
 import contextlib
-import json
 import posixpath
 from collections import defaultdict
 from collections.abc import Collection, Mapping
@@ -29,9 +28,9 @@ from syncrep_lab.hosts.remote import (
     perf_access,
 )
 from syncrep_lab.hosts.ssh import HostSpec, SshHost
-from syncrep_lab.pg.roles import role_of_title
+from syncrep_lab.pg.roles import NodeProcess, role_of_title
 from syncrep_lab.probes import flamegraph
-from syncrep_lab.probes.perfstat import SYSCALLS, Counts, parse_perf_stat
+from syncrep_lab.probes.perfstat import SYSCALLS, cost_rows, parse_perf_stat
 from syncrep_lab.store import CostRow, ProbeRow, ProcCostRow
 
 
@@ -152,7 +151,8 @@ class RemotePerf:
             finally:
                 host.close()
             self.status.append(ProbeRow(probe, "ran", None))
-            rows += _cost_rows(node, self.snapshots.get(node, []), counts, walsenders)
+            rows += cost_rows(node_processes(node, self.snapshots.get(node, []), walsenders),
+                              counts)
         self.running = {}
         return rows
 
@@ -162,27 +162,17 @@ class RemotePerf:
         self.running = {}
 
 
-def _cost_rows(node: str, snapshot: list[dict[str, Any]], counts: dict[int, Counts],
-               walsenders: dict[int, str]) -> list[CostRow]:
+def node_processes(node: str, snapshot: list[dict[str, Any]], walsenders: dict[int, str]
+                   ) -> list[NodeProcess]:
+    """A node's processes on its host, from its /proc snapshot, each with its role."""
     postmaster = postmaster_of(snapshot)
-    sums: dict[str, list[Any]] = {}
-    syscalls: dict[str, dict[str, int]] = defaultdict(dict)
+    out = []
     for p in snapshot:
-        c = counts.get(int(p["pid"]))
-        if c is None:
-            continue
-        # the postmaster's row holds every child born during the repeat
-        role = "backend" if p is postmaster else role_of_title(str(p["title"]))
-        if role == "walsender" and walsenders.get(int(p["pid"])):
-            role = f"walsender:{walsenders[int(p['pid'])]}"
-        row = sums.setdefault(role, [0, 0.0, 0])
-        row[0] += 1
-        row[1] += c.task_clock_ms
-        row[2] += c.context_switches
-        for name, n in c.syscalls.items():
-            syscalls[role][name] = syscalls[role].get(name, 0) + n
-    return [CostRow(node, role, v[0], v[1], v[2], json.dumps(syscalls[role], sort_keys=True))
-            for role, v in sorted(sums.items())]
+        pid = int(p["pid"])
+        role = "postmaster" if p is postmaster else role_of_title(str(p["title"]))
+        out.append(NodeProcess(node, pid, role,
+                               walsenders.get(pid, "") if role == "walsender" else ""))
+    return out
 
 
 class RemoteOnCpu:
@@ -244,14 +234,8 @@ class RemoteOnCpu:
 
     def _roles(self, nodes: dict[str, str], walsenders: dict[int, str]
                ) -> dict[int, tuple[str, str]]:
-        roles: dict[int, tuple[str, str]] = {}
-        for node in nodes:
-            for p in self.snapshots.get(node, []):
-                role = role_of_title(str(p["title"]))
-                if role == "walsender" and walsenders.get(int(p["pid"])):
-                    role = f"walsender:{walsenders[int(p['pid'])]}"
-                roles[int(p["pid"])] = (node, role)
-        return roles
+        return {p.pid: (p.node, p.label) for node in nodes
+                for p in node_processes(node, self.snapshots.get(node, []), walsenders)}
 
     def abort(self) -> None:
         """Kill what was started and not stopped (the repeat failed)."""

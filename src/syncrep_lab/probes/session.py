@@ -15,10 +15,8 @@ once analysed (they are large); folded stacks and flame graphs are kept.
 from __future__ import annotations
 
 import contextlib
-import json
 import resource
 import subprocess
-from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -278,7 +276,7 @@ class RepeatProbes:
             self.data.status["activity"] = (("failed", "; ".join(errors)) if errors
                                             else ("ran", None))
         if counts is not None:
-            self.data.costs = self._by_role(counts)
+            self.data.costs = perfstat.cost_rows(self.processes, counts)
         profiler = self.gprof
         if profiler is not None:  # last: it ends the walsenders the others watch
             self.data.gprof = self._stop("gprof", lambda: profiler.stop(self._role_of))
@@ -332,26 +330,6 @@ class RepeatProbes:
                 self.data.status["sched"] = ("failed", str(exc))
             self.sched.out.unlink(missing_ok=True)
 
-    def _by_role(self, counts: dict[int, perfstat.Counts]) -> list[CostRow]:
-        rows: dict[tuple[str, str], dict[str, Any]] = {}
-        syscalls: dict[tuple[str, str], dict[str, int]] = defaultdict(dict)
-        for proc in self.processes:
-            c = counts.get(proc.pid)
-            if c is None:
-                continue
-            # The postmaster's row holds every child born during the repeat.
-            label = "backend" if proc.role == "postmaster" else proc.label
-            key = (proc.node, label)
-            row = rows.setdefault(key, {"node": proc.node, "role": label, "processes": 0,
-                                        "cpu_ms": 0.0, "context_switches": 0})
-            row["processes"] += 1
-            row["cpu_ms"] += c.task_clock_ms
-            row["context_switches"] += c.context_switches
-            for name, n in c.syscalls.items():
-                syscalls[key][name] = syscalls[key].get(name, 0) + n
-        return [CostRow(row["node"], row["role"], row["processes"], row["cpu_ms"],
-                        row["context_switches"], json.dumps(syscalls[key], sort_keys=True))
-                for key, row in sorted(rows.items())]
 
 
 def probe_rows(data: ProbeData, repeat_dir: str) -> ProbeRows:
