@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import posixpath
+import re
 import secrets
 import time
 from collections.abc import Callable
@@ -33,6 +34,24 @@ from syncrep_lab.measure.pgbench_log import ProgressSample
 from syncrep_lab.pg.conninfo import split_password
 
 LOG_LIMIT = 1 << 30  # a per-transaction log larger than this is refused
+WRAPPER = ('cd -- "$1" || exit 2\nshift\n"$@" &\necho $! > client.pid\nwait $!\ncode=$?\n'
+           'times > times.out\nexit $code\n')
+_TIMES = re.compile(r"(\d+)m([\d.]+)s")
+
+
+def children_cpu_ms(times_output: str) -> tuple[float, float] | None:
+    """User and system ms of a shell's children, from what its ``times`` printed (its
+    own line, then its children's).
+
+    >>> children_cpu_ms("0m0.001s 0m0.002s\\n0m1.500000s 0m0.250000s\\n")
+    (1500.0, 250.0)
+    """
+    lines = [ln for ln in times_output.splitlines() if ln.strip()]
+    found = _TIMES.findall(lines[1]) if len(lines) >= 2 else []
+    if len(found) != 2:
+        return None
+    user, system = ((int(m) * 60 + float(s)) * 1000 for m, s in found)
+    return round(user, 3), round(system, 3)
 
 
 class RemoteRunningPgbench(RunningPgbench):
@@ -44,10 +63,14 @@ class RemoteRunningPgbench(RunningPgbench):
                  log_prefix: Path | None, on_progress: Callable[[ProgressSample], None] | None,
                  watch: StallWatch | None, driver: str) -> None:
         self.host, self.folder = host, folder
+        self.cpu_ms: tuple[float, float] | None = None  # user, system: once it has ended
         super().__init__(proc, argv, started, duration, extra_timeout, log_prefix,
                          on_progress, watch, driver)
 
     def _log_files(self) -> list[Path]:
+        with contextlib.suppress(UserError):  # its CPU, read while the folder is there
+            self.cpu_ms = children_cpu_ms(self.host.get_bytes(
+                posixpath.join(self.folder, "times.out")).decode(errors="replace"))
         if self.log_prefix is None:
             return []
         listing = self.host.sh('for f in "$1"/pgbench_log.*; do [ -f "$f" ] && echo "$f"; '
@@ -108,9 +131,10 @@ def start_remote_client(
             argv.append(conninfo)
             if synchronous_commit is not None:
                 env["PGOPTIONS"] = f"-c synchronous_commit={synchronous_commit}"
-        # its pid in a file, so that a teardown after the tool was killed ends it
-        command = ["sh", "-c", 'cd -- "$1" && echo $$ > client.pid && shift && exec "$@"',
-                   "sh", folder, "env", *(f"{k}={v}" for k, v in env.items()), *argv]
+        # its pid in a file, so that a teardown after the tool was killed ends it; its
+        # CPU there from the shell that waited for it (`times`: the children's line)
+        command = ["sh", "-c", WRAPPER, "sh", folder, "env",
+                   *(f"{k}={v}" for k, v in env.items()), *argv]
         proc = host.start(command)
     except BaseException:
         host.close()

@@ -44,7 +44,7 @@ from syncrep_lab.experiment.plan import (
     expand,
     link_profiles,
 )
-from syncrep_lab.experiment.remote_client import start_remote_client
+from syncrep_lab.experiment.remote_client import RemoteRunningPgbench, start_remote_client
 from syncrep_lab.experiment.rounds import Member, Rounds
 from syncrep_lab.experiment.spec import FaultScenario, Spec, parse_spec
 from syncrep_lab.experiment.stall import SyncStallWatch
@@ -563,6 +563,12 @@ class Runner:
         if untraced_rows:
             rows.proc_costs = untraced_rows
         rows.host_repeats = host_rows
+        remote_cpu = [r.cpu_ms for r in running if isinstance(r, RemoteRunningPgbench)]
+        if remote_cpu and all(remote_cpu):
+            # the client on its host: its CPU there, from the shell that waited for it
+            rows.proc_costs.append(ProcCostRow(
+                "client", cell.driver, len(remote_cpu), sum(c[0] for c in remote_cpu if c),
+                sum(c[1] for c in remote_cpu if c), 0, 0))
         if remote_perf is not None:
             rows.costs += remote_costs
             rows.probes += remote_perf.status
