@@ -713,7 +713,6 @@ def clean(just_list: bool) -> None:
 
 def main() -> None:
     shutdown.install()  # SIGINT, SIGTERM, SIGHUP: cleanup; a second one: out at once
-    divert_profiles()  # a profiling build's programs: no gmon.out in the user's folders
     run_command(None)
 
 
@@ -722,6 +721,7 @@ def run_command(args: list[str] | None) -> None:
     the tool's format and exit status, raising SystemExit as ``main`` does. The signal
     handlers are ``main``'s: the tests run commands that start nothing through here."""
     route_library_logs(err)
+    divert_profiles()  # a profiling build's programs: no gmon.out in the user's folders
     try:
         cli.main(args=args, standalone_mode=False, prog_name="syncrep-lab")
     except UserError as exc:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from syncrep_lab import paths
 from syncrep_lab.errors import UserError
-from syncrep_lab.runas import Account, run_as, unreachable_ancestor
+from syncrep_lab.runas import Account, divert_profiles, run_as, unreachable_ancestor
 
 SERVER_PROGRAMS = ("postgres", "initdb", "pg_ctl")
 CLIENT_PROGRAMS = ("psql", "pgbench", "pg_basebackup")
@@ -157,6 +157,9 @@ def probe(bin_dir: Path, source: str) -> Installation | None:
     postgres = bin_dir / "postgres"
     if not (postgres.is_file() and os.access(postgres, os.X_OK)):
         return None
+    # before the first program of an installation runs, here or in the library: a
+    # profiling build's would write gmon.out into the working directory
+    divert_profiles()
     version = _server_version(postgres)
     if version is None:
         return None
