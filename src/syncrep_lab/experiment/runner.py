@@ -58,6 +58,7 @@ from syncrep_lab.experiment.workload import (
     script_text,
     start_pgbench,
 )
+from syncrep_lab.hosts.remote import PerfAccess
 from syncrep_lab.hosts.ssh import HostSpec
 from syncrep_lab.measure.histogram import LatencyHistogram
 from syncrep_lab.measure.pairing import baselines, by_round, rows_per_second
@@ -463,14 +464,18 @@ class Runner:
                                and built.flavor == "frame-pointers")
                   if probed else None)
         fault = self._fault_run(cell, target)
-        remote_before = _remote_snapshots(target) if probed else {}
-        remote_perf = (_remote_perf(target, remote_before)
-                       if remote_before and self.spec.probes.perf else None)
+        on_hosts = _host_nodes(target) if probed else {}
+        remote_before = _remote_snapshots(on_hosts)
+        checked: dict[str, PerfAccess | str] = {}  # perf on each host, asked once
+        remote_perf = (RemotePerf(on_hosts, remote_before, checked)
+                       if on_hosts and self.spec.probes.perf else None)
         remote_costs: list[CostRow] = []
         if remote_perf is not None:
             remote_perf.start()
-        remote_stacks = (_remote_on_cpu(target, remote_before, self.spec, rep_dir)
-                         if remote_before and self.spec.probes.flamegraphs else None)
+        remote_stacks = (RemoteOnCpu(_by_host(on_hosts), remote_before, checked,
+                                     self.spec.probes.flame_hz, self.spec.workload.duration,
+                                     rep_dir)
+                         if on_hosts and self.spec.probes.flamegraphs else None)
         remote_graphs = FlameResult()
         if remote_stacks is not None:
             remote_stacks.start()
@@ -503,12 +508,12 @@ class Runner:
                 watch.start()
             runs = _finish_all(running)
             host_rows = hosts.stop() if hosts is not None else []
-            if remote_perf is not None or remote_stacks is not None:
-                named_now = walsenders(target.admin)
-                if remote_perf is not None:
-                    remote_costs = remote_perf.stop(named_now)
-                if remote_stacks is not None:
-                    remote_graphs = remote_stacks.stop(named_now)
+            # the primary's walsenders by standby, for what was read of nodes on hosts
+            named = walsenders(target.admin) if on_hosts else {}
+            if remote_perf is not None:
+                remote_costs = remote_perf.stop(named)
+            if remote_stacks is not None:
+                remote_graphs = remote_stacks.stop(named)
             if untraced is not None:
                 # a client on an SSH host is not this process's child: no figure of it
                 client_here = target.manifest is None or target.manifest.client is None
@@ -555,8 +560,7 @@ class Runner:
         rows = (probe_rows(probe_data, str(rep_dir.relative_to(self.store.folder)))
                 if probe_data is not None else ProbeRows())
         if remote_before:
-            after = _remote_snapshots(target)
-            named = walsenders(target.admin) if "primary" in remote_before else {}
+            after = _remote_snapshots(on_hosts)
             for name, before in remote_before.items():
                 rows.proc_costs += role_costs(name, before, after.get(name, []),
                                               walsenders=named if name == "primary" else None)
@@ -836,45 +840,31 @@ class FaultRun:
                         for d in self.durability]
 
 
-def _remote_snapshots(target: Target) -> dict[str, list[dict[str, Any]]]:
+def _host_nodes(target: Target) -> dict[str, tuple[HostSpec, str]]:
+    """The nodes on SSH hosts: each one's host and its data dir there."""
+    from syncrep_lab.cluster import remote_node
+
+    manifest = target.manifest
+    return ({} if manifest is None else
+            {n.name: (remote_node.host_spec(n.host), n.remote_data) for n in manifest.nodes
+             if n.host is not None and n.remote_data is not None})
+
+
+def _by_host(nodes: dict[str, tuple[HostSpec, str]]
+             ) -> dict[str, tuple[HostSpec, dict[str, str]]]:
+    """The same, by host: each host and its nodes' data dirs."""
+    hosts: dict[str, tuple[HostSpec, dict[str, str]]] = {}
+    for name, (spec, data) in nodes.items():
+        hosts.setdefault(spec.name, (spec, {}))[1][name] = data
+    return hosts
+
+
+def _remote_snapshots(nodes: dict[str, tuple[HostSpec, str]]
+                      ) -> dict[str, list[dict[str, Any]]]:
     """/proc of every node on an SSH host, read there."""
     from syncrep_lab.cluster import remote_node
 
-    manifest = target.manifest
-    if manifest is None:
-        return {}
-    return {n.name: remote_node.snapshot(remote_node.host_spec(n.host), n.remote_data)
-            for n in manifest.nodes if n.host is not None and n.remote_data is not None}
-
-
-def _remote_perf(target: Target, snapshots: dict[str, list[dict[str, Any]]]
-                 ) -> RemotePerf | None:
-    """perf stat of the nodes on SSH hosts (probes/remote.RemotePerf)."""
-    manifest = target.manifest
-    if manifest is None:
-        return None
-    from syncrep_lab.cluster import remote_node
-
-    nodes = {n.name: (remote_node.host_spec(n.host), n.remote_data) for n in manifest.nodes
-             if n.host is not None and n.remote_data is not None}
-    return RemotePerf(nodes, snapshots) if nodes else None
-
-
-def _remote_on_cpu(target: Target, snapshots: dict[str, list[dict[str, Any]]], spec: Spec,
-                   rep_dir: Path) -> RemoteOnCpu | None:
-    """On-CPU stacks of the SSH hosts' nodes (probes/remote.RemoteOnCpu)."""
-    manifest = target.manifest
-    if manifest is None:
-        return None
-    from syncrep_lab.cluster import remote_node
-
-    hosts: dict[str, tuple[HostSpec, dict[str, str]]] = {}
-    for n in manifest.nodes:
-        if n.host is not None and n.remote_data is not None:
-            host_spec = remote_node.host_spec(n.host)
-            hosts.setdefault(host_spec.name, (host_spec, {}))[1][n.name] = n.remote_data
-    return (RemoteOnCpu(hosts, snapshots, spec.probes.flame_hz, spec.workload.duration,
-                        rep_dir) if hosts else None)
+    return {name: remote_node.snapshot(spec, data) for name, (spec, data) in nodes.items()}
 
 
 def _finish_all(running: list[RunningPgbench]) -> list[PgbenchRun]:

@@ -76,13 +76,16 @@ def role_costs(node: str, before: list[dict[str, Any]], after: list[dict[str, An
                         int(v[4])) for role, v in sorted(sums.items())]
 
 
-def _with_perf(spec: HostSpec, probe: str, status: list[ProbeRow]
-               ) -> tuple[SshHost, PerfAccess] | None:
+def _with_perf(spec: HostSpec, probe: str, status: list[ProbeRow],
+               checked: dict[str, PerfAccess | str]) -> tuple[SshHost, PerfAccess] | None:
     """A connection to the host and how perf runs there; None (the probe's status then
-    says why) when it cannot."""
+    says why) when it cannot. ``checked`` keeps each host's answer, so that the probes
+    of one repeat ask it once."""
     host = SshHost(spec)
     try:
-        access = perf_access(host)
+        if spec.name not in checked:
+            checked[spec.name] = perf_access(host)
+        access = checked[spec.name]
     except UserError as exc:
         status.append(ProbeRow(probe, "failed", f"{spec.name}: {exc.cause}"))
         host.close()
@@ -110,15 +113,16 @@ class RemotePerf:
     whose row is the role ``backend``, as here)."""
 
     def __init__(self, nodes: dict[str, tuple[HostSpec, str]],
-                 snapshots: dict[str, list[dict[str, Any]]]) -> None:
-        self.nodes, self.snapshots = nodes, snapshots
+                 snapshots: dict[str, list[dict[str, Any]]],
+                 checked: dict[str, PerfAccess | str]) -> None:
+        self.nodes, self.snapshots, self.checked = nodes, snapshots, checked
         self.status: list[ProbeRow] = []
         self.running: dict[str, tuple[SshHost, RemotePerfStat]] = {}
 
     def start(self) -> None:
         for node, (spec, data) in sorted(self.nodes.items()):
             probe = f"perf on {node}"
-            opened = _with_perf(spec, probe, self.status)
+            opened = _with_perf(spec, probe, self.status, self.checked)
             if opened is None:
                 continue
             host, access = opened
@@ -183,9 +187,11 @@ class RemoteOnCpu:
     primary are in no snapshot and show in the host's graph of everything only."""
 
     def __init__(self, hosts: dict[str, tuple[HostSpec, dict[str, str]]],
-                 snapshots: dict[str, list[dict[str, Any]]], hz: int, seconds: float,
+                 snapshots: dict[str, list[dict[str, Any]]],
+                 checked: dict[str, PerfAccess | str], hz: int, seconds: float,
                  out_dir: Path) -> None:
         self.hosts, self.snapshots = hosts, snapshots  # host -> (spec, node -> data dir)
+        self.checked = checked  # how perf runs on each host, shared with RemotePerf
         self.hz, self.seconds, self.out_dir = hz, seconds, out_dir
         self.status: list[ProbeRow] = []
         self.running: dict[str, tuple[SshHost, RemoteRecording]] = {}
@@ -193,7 +199,7 @@ class RemoteOnCpu:
     def start(self) -> None:
         for name, (spec, nodes) in sorted(self.hosts.items()):
             probe = f"flamegraphs on {name}"
-            opened = _with_perf(spec, probe, self.status)
+            opened = _with_perf(spec, probe, self.status, self.checked)
             if opened is None:
                 continue
             host, access = opened

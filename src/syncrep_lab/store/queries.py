@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import NamedTuple, TypeVar
 
 from syncrep_lab.store.db import Store
@@ -55,6 +55,21 @@ def _of_repeats(store: Store, table: str, row_type: type[Row], repeat_ids: Colle
     rows = store.db.execute(f"select repeat_id, {_columns(row_type)} from {table} "
                             f"where repeat_id in ({_marks(repeat_ids)})", tuple(repeat_ids))
     return [(int(r[0]), row_type._make(r[1:])) for r in rows]
+
+
+Grouped = TypeVar("Grouped")
+
+
+def _grouped(store: Store, shape: type[Grouped], table: str, value: str,
+             repeat_ids: Collection[int], *, ordered: bool = False) -> list[Grouped]:
+    """``table``'s rows of these repeats, grouped by every field of the dataclass
+    ``shape`` but its last, which is ``value`` (an SQL aggregate) over each group; in
+    the fields' order when ``ordered``, else in SQLite's."""
+    keys = ", ".join(f.name for f in fields(shape)[:-1])  # type: ignore[arg-type]
+    order = f" order by {keys}" if ordered else ""
+    return [shape(*r) for r in store.db.execute(
+        f"select {keys}, {value} from {table} where repeat_id in ({_marks(repeat_ids)}) "
+        f"group by {keys}{order}", tuple(repeat_ids))]
 
 
 def _made(row_type: type[Row], rows: sqlite3.Cursor) -> list[Row]:
@@ -193,10 +208,7 @@ class WaitTotal:
 
 def wait_totals(store: Store, repeat_ids: Collection[int]) -> list[WaitTotal]:
     """Every wait event of every node and role, its samples summed over these repeats."""
-    return [WaitTotal(*r) for r in store.db.execute(
-        f"select node, role, wait_type, wait_event, sum(samples) as n from waits "
-        f"where repeat_id in ({_marks(repeat_ids)}) "
-        f"group by node, role, wait_type, wait_event", tuple(repeat_ids))]
+    return _grouped(store, WaitTotal, "waits", "sum(samples)", repeat_ids)
 
 
 def wait_timeline_of(store: Store, repeat_id: int, node: str, role: str
@@ -319,10 +331,8 @@ class NumaPagesMean:
 
 
 def numa_pages_mean(store: Store, repeat_ids: Collection[int]) -> list[NumaPagesMean]:
-    return [NumaPagesMean(*r) for r in store.db.execute(
-        f"select node, role, phase, numa_node, avg(pages) as pages from numa_pages "
-        f"where repeat_id in ({_marks(repeat_ids)}) group by node, role, phase, numa_node "
-        f"order by node, role, phase, numa_node", tuple(repeat_ids))]
+    return _grouped(store, NumaPagesMean, "numa_pages", "avg(pages)", repeat_ids,
+                    ordered=True)
 
 
 # --- placement -----------------------------------------------------------------------
