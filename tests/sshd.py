@@ -214,8 +214,11 @@ class Bridge:
 
 
 @contextlib.contextmanager
-def running_hosts(count: int) -> Iterator[list[SshdHost]]:
-    """``count`` hosts, each sshd in a namespace of its own, all on one bridge."""
+def running_hosts(count: int, session_env: dict[int, dict[str, str]] | None = None
+                  ) -> Iterator[list[SshdHost]]:
+    """``count`` hosts, each sshd in a namespace of its own, all on one bridge;
+    ``session_env``: host index -> variables every session on that host gets (sshd's
+    SetEnv), such as a clock shifted by libfaketime (:func:`clock_ahead`)."""
     used = _run("ip", "-o", "-4", "addr", "show").stdout
     subnet = next(n for n in range(1, 250) if f" 10.215.{n}." not in used)
     bridge = Bridge(f"srlbr{os.getpid()}"[:15], subnet)
@@ -224,13 +227,27 @@ def running_hosts(count: int) -> Iterator[list[SshdHost]]:
         _run("ip", "addr", "add", f"{bridge.gateway}/24", "dev", bridge.name)
         _run("ip", "link", "set", bridge.name, "up")
         with contextlib.ExitStack() as stack:
-            yield [stack.enter_context(running_sshd(bridge, i)) for i in range(count)]
+            yield [stack.enter_context(running_sshd(bridge, i, (session_env or {}).get(i)))
+                   for i in range(count)]
     finally:
         _run("ip", "link", "delete", bridge.name, check=False)
 
 
+FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1"
+
+
+def clock_ahead(seconds: int) -> dict[str, str]:
+    """Session variables that put a host's clock ``seconds`` ahead of this machine's
+    for everything started over SSH there (libfaketime: a namespace shares the kernel's
+    clock, so this is how a host whose clock is off is made here)."""
+    if not Path(FAKETIME_LIB).exists():
+        raise RuntimeError(f"{FAKETIME_LIB} is missing: ./run setup installs libfaketime")
+    return {"LD_PRELOAD": FAKETIME_LIB, "FAKETIME": f"+{seconds}"}
+
+
 @contextlib.contextmanager
-def running_sshd(bridge: Bridge | None = None, index: int = 0) -> Iterator[SshdHost]:
+def running_sshd(bridge: Bridge | None = None, index: int = 0,
+                 session_env: dict[str, str] | None = None) -> Iterator[SshdHost]:
     if os.geteuid() != 0:
         pytest.skip("the sshd harness needs root (network namespaces, a test account)")
     for program in (SSHD, "ssh-keygen", "ip", "useradd"):
@@ -300,6 +317,8 @@ def running_sshd(bridge: Bridge | None = None, index: int = 0) -> Iterator[SshdH
             "MaxSessions 50",
             "LogLevel VERBOSE",
             "Subsystem sftp internal-sftp",
+            *([f"SetEnv {' '.join(f'{k}={v}' for k, v in session_env.items())}"]
+              if session_env else []),
             "",
         ]))
         # The privilege separation directory Debian's service would make.

@@ -1,13 +1,16 @@
 """The seed's four machines: the primary, standbys b and c and the client each on a host
 of its own (sshd in four namespaces on one bridge, tests/sshd.py), syncrep-lab on none
-of them. A cell runs with probes: per-role costs and flame graphs come back from the
-hosts, each host's load and clock are stored, and nothing is left on any host."""
+of them. A cell runs with probes and a fault on the host of b: per-role costs and flame
+graphs come back from the hosts, each host's load and clock are stored, the client's
+host has a clock seven seconds ahead and the fault still lines up with the throughput it
+stopped, and nothing is left on any host."""
 
 from __future__ import annotations
 
 import json
 import shutil
 import sqlite3
+import statistics
 from collections.abc import Iterator
 
 import pytest
@@ -15,15 +18,17 @@ import pytest
 from syncrep_lab.store import DB_NAME
 
 from .helpers import cli, shared_tmp
-from .sshd import SshdHost, perf_through_sudo, running_hosts
+from .sshd import SshdHost, clock_ahead, perf_through_sudo, running_hosts
 
 BIN_15 = "/usr/lib/postgresql/15/bin"
 NAMES = ("a", "s1", "s2", "d")
+AHEAD_S = 7  # the client's host's clock against this machine's
 
 
 @pytest.fixture(scope="module")
 def hosts() -> Iterator[dict[str, SshdHost]]:
-    with running_hosts(len(NAMES)) as made, perf_through_sudo():
+    with running_hosts(len(NAMES), {NAMES.index("d"): clock_ahead(AHEAD_S)}) as made, \
+            perf_through_sudo():
         yield dict(zip(NAMES, made, strict=True))
 
 
@@ -44,8 +49,15 @@ hosts = {{ primary = "a", b = "s1", c = "s2", client = "d" }}
 {tables}
 [workload]
 clients = 4
-duration = 3
+duration = 6
 warmup = 0
+
+[matrix]
+faults = ["pause-b"]
+
+# b is the synchronous standby and stays connected while stopped: every commit waits
+[faults.pause-b]
+events = [{{ at = 1.5, action = "pause", target = "b", for = 2.5 }}]
 
 [run]
 repeats_min = 1
@@ -80,6 +92,25 @@ sched = false
             "select node, role from flamegraphs")}
         assert {("primary", "walsender:b"), ("b", "walreceiver"), ("c", "walreceiver"),
                 ("*a", "all"), ("*s1", "all"), ("*s2", "all")} <= graphs, graphs
+        # the client's host is AHEAD_S ahead, measured so; the others are this clock
+        offsets = {r["host"]: r["clock_offset_ms"] for r in db.execute(
+            "select host, clock_offset_ms from host_repeats")}
+        assert abs(offsets["d"] - AHEAD_S * 1000) < 500, offsets
+        assert all(abs(offsets[h]) < 500 for h in ("a", "s1", "s2")), offsets
+        # one timeline: the seconds whose commits all waited for the paused b lie
+        # between the pause and the continue as the fault driver stamped them here
+        events = {r["detail"].split(" ")[0]: r["t_s"] for r in db.execute(
+            "select t_s, detail from fault_events where kind = 'fault' and node = 'b'")}
+        assert 1.0 <= events["pause"] <= 2.5 and events["continue"] > events["pause"], events
+        tps = {int(r["t_s"]): r["tps"] for r in db.execute("select t_s, tps from samples")}
+        normal = statistics.median(v for k, v in tps.items() if k <= events["pause"]
+                                   or k - 1 >= events["continue"] + 0.5)
+        stopped = [k for k, v in tps.items() if v < 0.2 * normal]
+        assert stopped, tps
+        for second in stopped:  # second k covers (k-1, k] of the client's timeline
+            assert events["pause"] - 0.5 <= second - 1 and second <= events["continue"] + 0.5, \
+                (events, tps)
+        assert [r[0] for r in db.execute("select count(*) from durability where ok = 0")] == [0]
         argv = next((root / "run").glob("artifacts/cell-*/repeat-01/pgbench.argv")).read_text()
         assert f"host={hosts['a'].address} " in argv  # pgbench on d, to the primary on a
         for host in hosts.values():

@@ -304,7 +304,6 @@ def placement_problems(spec: Spec) -> list[Problem]:
     if topo.hosts:
         for clash, what in ((topo.attach is not None, "an attached cluster"),
                             (many, "instances > 1"), (uses_namespaces(spec), "network links"),
-                            (bool(spec.faults), "fault scenarios"),
                             (topo.clone != "basebackup" and bool(set(topo.hosts) - {"client"}),
                              "clone = 'copy'")):
             if clash:

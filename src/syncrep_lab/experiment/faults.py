@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import posixpath
 import signal
 import threading
 import time
@@ -35,6 +36,8 @@ from syncrep_lab.cluster.manifest import Manifest
 from syncrep_lab.cluster.ready import wait_ready
 from syncrep_lab.errors import UserError
 from syncrep_lab.experiment.spec import FaultEvent, FaultScenario
+from syncrep_lab.hosts import remote
+from syncrep_lab.hosts.ssh import SshHost
 from syncrep_lab.pg.admin import admin_connection, alter_system
 from syncrep_lab.pg.replication import WAITING_LEVELS
 from syncrep_lab.runas import server_account
@@ -96,73 +99,139 @@ class Links:
         return done
 
 
-class Standbys:
-    """Stopping, killing, pausing and starting the standbys of one cluster; remembers
-    what it did so that :meth:`restore` can undo it."""
+class _Here:
+    """A standby on this machine: signals and pg_ctl-free starts, as its postmaster's
+    parent."""
 
-    def __init__(self, ctx: FaultContext) -> None:
-        self.ctx = ctx
-        self.paused: set[str] = set()
-        self.down: set[str] = set()
+    def __init__(self, manifest: Manifest, name: str) -> None:
+        node = manifest.node(name)
+        self.manifest, self.name = manifest, name
+        self.data_dir, self.log_file = node.data_dir(manifest.dir), node.log_file(manifest.dir)
 
-    def _node(self, name: str) -> tuple[Path, Path]:
-        m = self.ctx.manifest
-        node = m.node(name)
-        return node.data_dir(m.dir), node.log_file(m.dir)
+    def signal_all(self, sig: signal.Signals) -> None:
+        for pid in server.processes_in([self.data_dir]):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
 
-    def stop(self, name: str, mode: str) -> None:
-        data_dir, _ = self._node(name)
-        self.resume(name)  # a paused server cannot act on a shutdown signal
-        pid = server.signal_stop(data_dir, mode)
+    def stop(self) -> None:
+        pid = server.signal_stop(self.data_dir, "fast")
         if pid is not None:
-            server.wait_gone({data_dir: pid}, timeout=15)
-        self.down.add(name)
+            server.wait_gone({self.data_dir: pid}, timeout=15)
 
-    def kill(self, name: str) -> None:
-        data_dir, _ = self._node(name)
-        pid = server.postmaster_pid(data_dir)
-        self.resume(name)
+    def kill(self) -> None:
+        pid = server.postmaster_pid(self.data_dir)
         if pid is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
             # Reaped by wait_gone (a postmaster this process spawned stays a zombie
             # until then, and a new postmaster takes the zombie's pid, still in
             # postmaster.pid, for a live server and refuses to start).
-            server.wait_gone({data_dir: pid}, timeout=10)
+            server.wait_gone({self.data_dir: pid}, timeout=10)
+
+    def running(self) -> bool:
+        return server.postmaster_pid(self.data_dir) is not None
+
+    def start(self, deadline: float) -> None:
+        # The children of a killed postmaster hold its shared memory until they
+        # notice it is gone; a new postmaster refuses to start before that.
+        while server.processes_in([self.data_dir]):
+            if time.monotonic() > deadline:
+                raise UserError(f"standby {self.name}: processes of the old server did not "
+                                "exit", "syncrep-lab clean, then run the cell again")
+            time.sleep(0.05)
+        m = self.manifest
+        proc = server.spawn(server_account(), Path(m.bin_dir) / "postgres", self.data_dir,
+                            self.log_file, m.launch(self.name))
+        wait_ready(m.admin_conninfo(m.node(self.name)), proc, self.log_file, deadline,
+                   f"standby {self.name}")
+
+    def close(self) -> None:
+        pass
+
+
+class _OnHost:
+    """A standby on an SSH host: the same acts, as commands there (hosts/remote.py), over
+    one connection kept for the repeat."""
+
+    def __init__(self, manifest: Manifest, name: str) -> None:
+        from syncrep_lab.cluster import remote_node
+
+        node = manifest.node(name)
+        assert node.host is not None and node.remote_data is not None
+        self.manifest, self.name, self.data = manifest, name, node.remote_data
+        self.spec = remote_node.host_spec(node.host)
+        self.host = SshHost(self.spec)
+
+    def signal_all(self, sig: signal.Signals) -> None:
+        remote.signal_node(self.host, self.data, sig.name.removeprefix("SIG"))
+
+    def stop(self) -> None:
+        remote.stop_postgres(self.host, self.spec.bin_dir or "", self.data, timeout=15)
+
+    def kill(self) -> None:
+        remote.kill_server(self.host, self.data)
+
+    def running(self) -> bool:
+        return remote.running(self.host, self.data)
+
+    def start(self, deadline: float) -> None:
+        from syncrep_lab.cluster import remote_node
+
+        if not remote.wait_node_gone(self.host, self.data, max(1.0, deadline - time.monotonic())):
+            raise UserError(f"standby {self.name} on {self.spec.name}: processes of the old "
+                            "server did not exit", "syncrep-lab clean, then run the cell again")
+        log = posixpath.join(posixpath.dirname(self.data), f"{self.name}.log")
+        remote.start_postgres(self.host, self.spec.bin_dir or "", self.data, log,
+                              max(1.0, deadline - time.monotonic()))
+        m = self.manifest
+        wait_ready(m.admin_conninfo(m.node(self.name)), None,
+                   lambda: remote_node.log_tail(self.spec, self.data), deadline,
+                   f"standby {self.name} on {self.spec.name}")
+
+    def close(self) -> None:
+        self.host.close()
+
+
+class Standbys:
+    """Stopping, killing, pausing and starting the standbys of one cluster, here or on
+    their SSH hosts; remembers what it did so that :meth:`restore` can undo it."""
+
+    def __init__(self, ctx: FaultContext) -> None:
+        self.ctx = ctx
+        self.paused: set[str] = set()
+        self.down: set[str] = set()
+        self._nodes: dict[str, _Here | _OnHost] = {}
+
+    def _node(self, name: str) -> _Here | _OnHost:
+        if name not in self._nodes:
+            on_host = self.ctx.manifest.node(name).host is not None
+            self._nodes[name] = (_OnHost if on_host else _Here)(self.ctx.manifest, name)
+        return self._nodes[name]
+
+    def stop(self, name: str) -> None:
+        self.resume(name)  # a paused server cannot act on a shutdown signal
+        self._node(name).stop()
+        self.down.add(name)
+
+    def kill(self, name: str) -> None:
+        self.resume(name)
+        self._node(name).kill()
         self.down.add(name)
 
     def pause(self, name: str) -> None:
-        data_dir, _ = self._node(name)
-        for pid in server.processes_in([data_dir]):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGSTOP)
+        self._node(name).signal_all(signal.SIGSTOP)
         self.paused.add(name)
 
     def resume(self, name: str) -> None:
         if name not in self.paused:
             return
-        data_dir, _ = self._node(name)
-        for pid in server.processes_in([data_dir]):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGCONT)
+        self._node(name).signal_all(signal.SIGCONT)
         self.paused.discard(name)
 
     def start(self, name: str, deadline: float) -> None:
-        data_dir, log_file = self._node(name)
-        if server.postmaster_pid(data_dir) is not None:
-            self.down.discard(name)
-            return
-        # The children of a killed postmaster hold its shared memory until they
-        # notice it is gone; a new postmaster refuses to start before that.
-        while server.processes_in([data_dir]):
-            if time.monotonic() > deadline:
-                raise UserError(f"standby {name}: processes of the old server did not exit",
-                                "syncrep-lab clean, then run the cell again")
-            time.sleep(0.05)
-        m = self.ctx.manifest
-        proc = server.spawn(server_account(), Path(m.bin_dir) / "postgres", data_dir, log_file,
-                            m.launch(name))
-        wait_ready(m.admin_conninfo(m.node(name)), proc, log_file, deadline, f"standby {name}")
+        node = self._node(name)
+        if not node.running():
+            node.start(deadline)
         self.down.discard(name)
 
     def restore(self, deadline: float) -> list[str]:
@@ -175,6 +244,12 @@ class Standbys:
             self.start(name, deadline)
             done.append(f"started {name}")
         return done
+
+    def close(self) -> None:
+        """Close the connections to the standbys' hosts."""
+        for node in self._nodes.values():
+            node.close()
+        self._nodes.clear()
 
 
 class FaultDriver(threading.Thread):
@@ -271,11 +346,11 @@ class FaultDriver(threading.Thread):
         action = follow_up or event.action
         try:
             if action == "stop":
-                self.standbys.stop(name, "fast")
+                self.standbys.stop(name)
             elif action == "kill":
                 self.standbys.kill(name)
             elif action == "restart":
-                self.standbys.stop(name, "fast")
+                self.standbys.stop(name)
                 self.standbys.start(name, time.monotonic() + START_TIMEOUT_S)
             elif action == "start":
                 self.standbys.start(name, time.monotonic() + START_TIMEOUT_S)

@@ -3,10 +3,10 @@
 machine's and the CPUs it kept busy.
 
 The clock offset is read at the start of every repeat (the shortest of five SSH round
-trips; half of it is the uncertainty) and stored with it. Every timeline of a run is
-drawn from samples this machine takes with its own clock (pgbench's progress, the
-samplers, fault events), so none needs it applied today; a figure read from a host's
-own timestamps would be corrected by it. The CPUs kept busy are the host's /proc/stat
+trips; half of it is the uncertainty) and stored with it. It is applied where a host's
+clock stamps a timeline: a client on a host says when it started by that host's clock,
+and the repeat's one timeline (measure/timeline.py) is placed with it. The CPUs kept
+busy are the host's /proc/stat
 before and after the repeat: the diagnosis judges each host's saturation from them, as
 it judges this machine's.
 """
@@ -73,6 +73,12 @@ class HostWatch:
         except BaseException:
             self.close()
             raise
+
+    def offset(self, name: str | None) -> float:
+        """How far host ``name``'s clock was ahead of this machine's at the start of the
+        repeat, in seconds (0 for None: this machine)."""
+        reading = self.before.get(name) if name is not None else None
+        return reading.offset_s if reading is not None else 0.0
 
     def stop(self) -> list[HostRepeatRow]:
         rows = []

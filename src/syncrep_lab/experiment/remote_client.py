@@ -34,8 +34,10 @@ from syncrep_lab.measure.pgbench_log import ProgressSample
 from syncrep_lab.pg.conninfo import split_password
 
 LOG_LIMIT = 1 << 30  # a per-transaction log larger than this is refused
-WRAPPER = ('cd -- "$1" || exit 2\nshift\n"$@" &\necho $! > client.pid\nwait $!\ncode=$?\n'
-           'times > times.out\nexit $code\n')
+# The host's clock just before the client starts (measure/timeline.py), its pid (for a
+# teardown after the tool was killed), and its CPU (`times`: the children's line).
+WRAPPER = ('cd -- "$1" || exit 2\nshift\ndate +%s.%N > started.at\n"$@" &\n'
+           'echo $! > client.pid\nwait $!\ncode=$?\ntimes > times.out\nexit $code\n')
 _TIMES = re.compile(r"(\d+)m([\d.]+)s")
 
 
@@ -62,27 +64,33 @@ class RemoteRunningPgbench(RunningPgbench):
                  started: float, duration: int, extra_timeout: float,
                  log_prefix: Path | None, on_progress: Callable[[ProgressSample], None] | None,
                  watch: StallWatch | None, driver: str) -> None:
-        self.host, self.folder = host, folder
+        self.ssh, self.folder = host, folder
         self.cpu_ms: tuple[float, float] | None = None  # user, system: once it has ended
         super().__init__(proc, argv, started, duration, extra_timeout, log_prefix,
                          on_progress, watch, driver)
+        self.host = host.spec.name
 
     def _log_files(self) -> list[Path]:
-        with contextlib.suppress(UserError):  # its CPU, read while the folder is there
-            self.cpu_ms = children_cpu_ms(self.host.get_bytes(
-                posixpath.join(self.folder, "times.out")).decode(errors="replace"))
+        # read while the folder is there: its CPU, and its start on the host's clock
+        with contextlib.suppress(UserError):
+            self.cpu_ms = children_cpu_ms(self._text("times.out"))
+        with contextlib.suppress(UserError, ValueError):
+            self.launched_epoch = float(self._text("started.at"))
         if self.log_prefix is None:
             return []
-        listing = self.host.sh('for f in "$1"/pgbench_log.*; do [ -f "$f" ] && echo "$f"; '
+        listing = self.ssh.sh('for f in "$1"/pgbench_log.*; do [ -f "$f" ] && echo "$f"; '
                                'done; exit 0', self.folder,
                                what="listing pgbench's logs").stdout.split()
         fetched = []
         for path in sorted(listing):
             local = self.log_prefix.parent / posixpath.basename(path).replace(
                 "pgbench_log", self.log_prefix.name, 1)
-            local.write_bytes(self.host.get_bytes(path, LOG_LIMIT))
+            local.write_bytes(self.ssh.get_bytes(path, LOG_LIMIT))
             fetched.append(local)
         return fetched
+
+    def _text(self, name: str) -> str:
+        return self.ssh.get_bytes(posixpath.join(self.folder, name)).decode(errors="replace")
 
     def close(self) -> None:
         """Remove this run's folder on the host and close the connection. A host that no
@@ -90,9 +98,9 @@ class RemoteRunningPgbench(RunningPgbench):
         folder, and this must not hide why the run is ending."""
         try:
             with contextlib.suppress(UserError):
-                remote.remove_dir(self.host, self.folder)
+                remote.remove_dir(self.ssh, self.folder)
         finally:
-            self.host.close()
+            self.ssh.close()
 
 
 def start_remote_client(

@@ -64,6 +64,7 @@ from syncrep_lab.measure.histogram import LatencyHistogram
 from syncrep_lab.measure.pairing import baselines, by_round, rows_per_second
 from syncrep_lab.measure.pgbench_log import ProgressSample, parse_transaction_logs
 from syncrep_lab.measure.stats import mean_ci, stein_rounds, trend
+from syncrep_lab.measure.timeline import Timeline
 from syncrep_lab.pg import replication, sync_names
 from syncrep_lab.pg.builds import Build, build_at, unfit_note
 from syncrep_lab.pg.conninfo import (
@@ -557,7 +558,10 @@ class Runner:
             if run.summary.tps is None or run.summary.transactions is None:
                 raise UserError(f"{run.driver} printed no summary",
                                 f"see {rep_dir}/{run.driver}.stdout")
-        rows = (probe_rows(probe_data, str(rep_dir.relative_to(self.store.folder)))
+        # the repeat's one timeline: seconds since the client started (measure/timeline.py)
+        timeline = Timeline.of(runs[0].launched_epoch,
+                               hosts.offset(runs[0].host) if hosts is not None else 0.0)
+        rows = (probe_rows(probe_data, str(rep_dir.relative_to(self.store.folder)), timeline)
                 if probe_data is not None else ProbeRows())
         if remote_before:
             after = _remote_snapshots(on_hosts)
@@ -600,7 +604,7 @@ class Runner:
             stderr_path=str((rep_dir / f"{cell.driver}.stderr").relative_to(self.store.folder)))
         if fault is not None:
             rows.fault_events, rows.durability = fault.rows(
-                record.values["transactions"] * cell.batch)
+                record.values["transactions"] * cell.batch, timeline)
         if record.instance_rows:
             rows.instance_results = record.instance_rows
         self.store.add_repeat(cell_id, record.values, record.samples, rows)
@@ -811,13 +815,16 @@ class FaultRun:
         """Stop the driver and put every standby and setting back (also after an
         error: the next repeat, or the teardown, needs them running)."""
         self.driver.stop()
-        if shutdown.requested() is not None:
-            # Interrupted: the cluster is about to be removed; only a paused standby
-            # needs a hand (a stopped process cannot act on the shutdown signal).
-            for name in sorted(self.standbys.paused):
-                self.standbys.resume(name)
-            return
-        self.restored = self.standbys.restore(time.monotonic() + self.timeout)
+        try:
+            if shutdown.requested() is not None:
+                # Interrupted: the cluster is about to be removed; only a paused standby
+                # needs a hand (a stopped process cannot act on the shutdown signal).
+                for name in sorted(self.standbys.paused):
+                    self.standbys.resume(name)
+                return
+            self.restored = self.standbys.restore(time.monotonic() + self.timeout)
+        finally:
+            self.standbys.close()
         self.restored += self.driver.links.restore()
         faults.reset_settings(self.ctx, self.driver.changed_settings)
         target = self.cluster.target
@@ -826,11 +833,14 @@ class FaultRun:
             wait_replication(target.admin, sync_names.expect(spec, target.standbys),
                              time.monotonic() + self.timeout, target.log_of)
 
-    def rows(self, acknowledged_rows: int) -> tuple[list[FaultEventRow], list[DurabilityRow]]:
-        """The repeat's ``fault_events`` and, when rows were counted before it, its
-        ``durability`` rows (every node counted now)."""
-        events = [FaultEventRow(r.t_s, r.kind, r.node, r.detail) for r in self.driver.records]
-        events += [FaultEventRow(self.driver.now(), "restore", "-", what)
+    def rows(self, acknowledged_rows: int, timeline: Timeline
+             ) -> tuple[list[FaultEventRow], list[DurabilityRow]]:
+        """The repeat's ``fault_events``, on its ``timeline``, and, when rows were counted
+        before it, its ``durability`` rows (every node counted now)."""
+        shift = timeline.shift(self.driver.t0)
+        events = [FaultEventRow(round(r.t_s + shift, 3), r.kind, r.node, r.detail)
+                  for r in self.driver.records]
+        events += [FaultEventRow(round(self.driver.now() + shift, 3), "restore", "-", what)
                    for what in self.restored]
         if self.before is None:
             return events, []

@@ -163,6 +163,10 @@ class PgbenchRun:
     driver: str = "pgbench"
     # sysbench: what its printed histogram holds (pgbench: read from log_files instead)
     stats: TransactionLogStats | None = None
+    # when it started, in seconds since the epoch on the clock of the machine it ran on:
+    # this one, or the SSH host ``host`` (measure/timeline.py puts it on this one's)
+    launched_epoch: float = 0.0
+    host: str | None = None
 
 
 def run_pgbench(pgbench: Path, conninfo: str, script: Path, **kwargs: Any) -> PgbenchRun:
@@ -263,6 +267,8 @@ class RunningPgbench:
                  on_progress: Callable[[ProgressSample], None] | None,
                  watch: StallWatch | None = None, driver: str = "pgbench") -> None:
         self.proc, self.argv, self.started = proc, argv, started
+        self.launched_epoch = time.time() - (time.monotonic() - started)
+        self.host: str | None = None  # the SSH host it runs on; None: here
         self.driver = driver
         self.duration, self.extra_timeout, self.log_prefix = duration, extra_timeout, log_prefix
         self.watch = watch
@@ -376,10 +382,12 @@ class RunningPgbench:
         if self.driver == "sysbench":
             run = PgbenchRun(self.argv, code, stdout, stderr,
                              sysbench_output.parse_summary(stdout), self.progress, [], seconds,
-                             "sysbench", sysbench_output.parse_histogram(stdout))
+                             "sysbench", sysbench_output.parse_histogram(stdout),
+                             self.launched_epoch, self.host)
         else:
             run = PgbenchRun(self.argv, code, stdout, stderr,
-                             parse_summary(stdout), self.progress, logs, seconds)
+                             parse_summary(stdout), self.progress, logs, seconds,
+                             launched_epoch=self.launched_epoch, host=self.host)
         if code != 0:
             said = stderr if self.driver == "pgbench" else stderr + stdout  # sysbench: both
             errors = [ln for ln in said.splitlines() if not ln.startswith(("progress:", "[ "))]

@@ -230,6 +230,62 @@ def stop_postgres(host: SshHost, bin_dir: str, data_dir: str, timeout: float = 3
                              "check the host: the process may be stuck in the kernel (I/O)")
 
 
+# --- acting on a running server (fault scenarios) ---------------------------------------
+
+# The pids of every process of the node: those working in its data directory (as in
+# proc_snapshot), one a line.
+_NODE_PIDS_SH = ('node_pids() {\n'
+                 '  for p in /proc/[0-9]*; do\n'
+                 '    [ "$(readlink "$p/cwd" 2>/dev/null)" = "$1" ] && echo "${p#/proc/}"\n'
+                 '  done\n'
+                 '}\n')
+
+
+def signal_node(host: SshHost, data_dir: str, sig: str) -> int:
+    """Send ``sig`` (a name: STOP, CONT) to every process of the node in ``data_dir``, in
+    one command; how many were signalled."""
+    script = _NODE_PIDS_SH + ('for pid in $(node_pids "$1"); do\n'
+                              '  kill -"$2" "$pid" 2>/dev/null && echo "$pid"\n'
+                              'done; exit 0\n')
+    result = host.sh(script, data_dir, sig, what=f"sending SIG{sig} to {data_dir}",
+                     timeout=30)
+    return len(result.stdout.split())
+
+
+def kill_server(host: SshHost, data_dir: str, timeout: float = 10.0) -> None:
+    """SIGKILL the postmaster of ``data_dir`` (kill -9, as an operator's mistake or the
+    OOM killer would) and wait until it is gone; its children notice by themselves."""
+    pid = _postmaster_pid(host, data_dir)
+    if pid is None:
+        return
+    host.kill(pid, 9)
+    if not host.wait_exit(pid, timeout):
+        raise UserError(f"the server in {data_dir} on {host.spec.name} (pid {pid}) outlived "
+                        "SIGKILL", "check the host: the process may be stuck in the kernel")
+
+
+def wait_node_gone(host: SshHost, data_dir: str, timeout: float) -> bool:
+    """Wait (polling on the host) until no process works in ``data_dir`` any more: the
+    children of a killed postmaster hold its shared memory until they notice, and a new
+    postmaster refuses to start before that. False if some outlived ``timeout``."""
+    steps = str(max(1, int(timeout * 10)))
+    script = _NODE_PIDS_SH + ('i=0\n'
+                              'while [ -n "$(node_pids "$1")" ]; do\n'
+                              '  [ "$i" -ge "$2" ] && exit 1\n'
+                              '  sleep 0.1 2>/dev/null || sleep 1\n'
+                              '  i=$((i + 1))\n'
+                              'done\n')
+    result = host.sh(script, data_dir, steps, what=f"waiting for {data_dir} to be free",
+                     timeout=timeout + 15, check=False)
+    return result.returncode == 0
+
+
+def running(host: SshHost, data_dir: str) -> bool:
+    """Whether a postmaster runs in ``data_dir`` (its pid file names a live process)."""
+    pid = _postmaster_pid(host, data_dir)
+    return pid is not None and host.alive(pid)
+
+
 # --- removing a node's files -------------------------------------------------------------
 
 

@@ -11,6 +11,7 @@ shows no wait there); roles come from process titles on every version.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections import Counter
@@ -53,10 +54,21 @@ class ActivityResult:
     waits: Counter[tuple[str, str, str]] = field(default_factory=Counter)
     replication: list[ReplicationSample] = field(default_factory=list)
     error: str | None = None
-    # (whole second since the sampler started, role, wait_event_type) -> samples, and
-    # the samples taken of the node in each second: the wait kinds over time.
-    timeline: Counter[tuple[int, str, str]] = field(default_factory=Counter)
-    ticks_per_second: Counter[int] = field(default_factory=Counter)
+    # (tick: seconds since the sampler started, role, wait_event_type) -> samples, and
+    # each tick of the node: the wait kinds over time, put in whole seconds of the
+    # repeat's timeline once it is known (:meth:`per_second`).
+    timeline: Counter[tuple[float, str, str]] = field(default_factory=Counter)
+    tick_times: list[float] = field(default_factory=list)
+
+    def per_second(self, shift: float = 0.0
+                   ) -> tuple[Counter[tuple[int, str, str]], Counter[int]]:
+        """The timeline in whole seconds after adding ``shift`` to every tick (second k
+        covers [k, k+1), so ticks before the client started fall in negative seconds),
+        and the ticks taken in each second."""
+        samples: Counter[tuple[int, str, str]] = Counter()
+        for (t, role, wtype), n in self.timeline.items():
+            samples[(math.floor(t + shift), role, wtype)] += n
+        return samples, Counter(math.floor(t + shift) for t in self.tick_times)
 
 
 @dataclass
@@ -84,6 +96,7 @@ class ActivitySampler(threading.Thread):
         self.version_num = version_num
         self.stopping = threading.Event()
         self.connected = threading.Event()
+        self.started = time.monotonic()  # when sampling began: what its times count from
 
     @property
     def backend_pids(self) -> set[int]:
@@ -121,7 +134,7 @@ class ActivitySampler(threading.Thread):
                     node.conn.close()
 
     def _loop(self) -> None:
-        started = time.monotonic()
+        started = self.started = time.monotonic()
         next_activity = next_replication = started
         rep_sql = replication_sql(self.version_num)
         while not self.stopping.is_set():
@@ -129,8 +142,9 @@ class ActivitySampler(threading.Thread):
             poll_replication = (self.replication_period is not None
                                 and now >= next_replication)
             if now >= next_activity:
+                tick = round(now - started, 3)
                 for node in self.nodes:
-                    self._activity(node, int(now - started))
+                    self._activity(node, tick)
                 next_activity += self.period
             if poll_replication:
                 for node in self.nodes:
@@ -142,7 +156,7 @@ class ActivitySampler(threading.Thread):
                        if self.replication_period is not None else next_activity)
             self.stopping.wait(max(0.0, wake - time.monotonic()))
 
-    def _activity(self, node: _Node, second: int) -> None:
+    def _activity(self, node: _Node, tick: float) -> None:
         if node.conn is None:
             return
         # libpq directly, without a cursor: a third of the client CPU per sample.
@@ -155,7 +169,7 @@ class ActivitySampler(threading.Thread):
             return
         result = node.result
         result.ticks += 1
-        result.ticks_per_second[second] += 1
+        result.tick_times.append(tick)
         value = res.get_value
         for i in range(res.ntuples):
             role = self._role(int(value(i, 0) or 0))
@@ -168,7 +182,7 @@ class ActivitySampler(threading.Thread):
             else:
                 wtype = "Client"
                 result.waits[(role, wtype, "idle")] += 1
-            result.timeline[(second, role, wtype)] += 1
+            result.timeline[(tick, role, wtype)] += 1
 
     def _replication(self, node: _Node, sql: str, t_s: float) -> None:
         if node.conn is None:

@@ -26,6 +26,7 @@ import psycopg
 
 from syncrep_lab import shutdown
 from syncrep_lab.cluster import server
+from syncrep_lab.measure.timeline import Timeline
 from syncrep_lab.pg.admin import admin_connection
 from syncrep_lab.pg.roles import NodeProcess
 from syncrep_lab.probes import flamegraph, gprof, perfstat, sched
@@ -63,6 +64,7 @@ class ProbeData:
     status: dict[str, tuple[str, str | None]] = field(default_factory=dict)
     costs: list[CostRow] = field(default_factory=list)
     activity: dict[str, ActivityResult] = field(default_factory=dict)
+    sampled_from: float = 0.0  # when the samplers began (monotonic): their times' origin
     proc: TrackerResult | None = None
     flame: flamegraph.FlameResult | None = None
     sched: sched.SchedResult | None = None
@@ -272,6 +274,7 @@ class RepeatProbes:
         self._stop("sched", self.sched.stop if self.sched else None)
         if self.sampler is not None:
             self.data.activity = self.sampler.stop()
+            self.data.sampled_from = self.sampler.started
             errors = [f"{n}: {r.error}" for n, r in self.data.activity.items() if r.error]
             self.data.status["activity"] = (("failed", "; ".join(errors)) if errors
                                             else ("ran", None))
@@ -332,9 +335,12 @@ class RepeatProbes:
 
 
 
-def probe_rows(data: ProbeData, repeat_dir: str) -> ProbeRows:
+def probe_rows(data: ProbeData, repeat_dir: str, timeline: Timeline | None = None
+               ) -> ProbeRows:
     """The store's rows for what the probes of one repeat found; files are named
-    relative to the run folder (``repeat_dir`` is the repeat's folder in it)."""
+    relative to the run folder (``repeat_dir`` is the repeat's folder in it). The
+    samplers' times are moved onto the repeat's ``timeline`` (seconds since the client
+    started), when given."""
     rows = ProbeRows(
         probes=[ProbeRow(probe, status, reason)
                 for probe, (status, reason) in data.status.items()],
@@ -342,10 +348,13 @@ def probe_rows(data: ProbeData, repeat_dir: str) -> ProbeRows:
     for node, result in data.activity.items():
         for (role, wtype, wevent), n in sorted(result.waits.items()):
             rows.waits.append(WaitRow(node, role, wtype, wevent, n, result.ticks))
-        rows.replication_samples += result.replication
+        shift = timeline.shift(data.sampled_from) if timeline is not None else 0.0
+        rows.replication_samples += [s._replace(t_s=round(s.t_s + shift, 3))
+                                     for s in result.replication]
+        per_second, ticks = result.per_second(shift)
         rows.wait_timeline += [
-            WaitTimelineRow(second, node, role, wtype, n, result.ticks_per_second[second])
-            for (second, role, wtype), n in sorted(result.timeline.items())]
+            WaitTimelineRow(second, node, role, wtype, n, ticks[second])
+            for (second, role, wtype), n in sorted(per_second.items())]
     if data.proc is not None:
         rows.proc_costs = data.proc.cost_rows()
         rows.numa_pages = list(data.proc.numa)

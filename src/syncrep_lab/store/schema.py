@@ -106,7 +106,8 @@ create table if not exists waits (   -- pg_stat_activity samples per node and ro
 );
 create table if not exists replication_samples (
     repeat_id integer not null references repeats(id),
-    t_s real not null, standby text not null, sync_state text,
+    t_s real not null,               -- seconds since the client started (negative: before)
+    standby text not null, sync_state text,
     write_lag_ms real, flush_lag_ms real, replay_lag_ms real, flush_lag_bytes real
 );
 create table if not exists proc_costs (   -- /proc per node and process role
@@ -145,13 +146,13 @@ create table if not exists wakeups (   -- who woke whom, during the traced secon
 );
 create table if not exists wait_timeline (   -- wait kinds second by second
     repeat_id integer not null references repeats(id),
-    t_s integer not null,            -- whole seconds since the sampler started
+    t_s integer not null,            -- whole second since the client started (negative: before)
     node text not null, role text not null, wait_type text not null,
     samples integer not null, ticks integer not null   -- ticks: samples of the node that second
 );
 create table if not exists fault_events (   -- a fault scenario's events and what followed
     repeat_id integer not null references repeats(id),
-    t_s real not null,               -- seconds since pgbench started
+    t_s real not null,               -- seconds since the client started
     kind text not null,              -- fault | state | stall | error | restore
     node text not null, detail text not null
 );
