@@ -237,3 +237,31 @@ def test_sysbench_as_the_client_on_an_ssh_host(workdir: Path, far: SshdHost) -> 
         assert f"--pgsql-host={far.gateway}" in argv and "password" not in argv
     assert list(Path(far.data_root).iterdir()) == []
     assert far.running("sysbench") == []
+
+
+def test_faults_act_on_the_standby_on_its_host(workdir: Path, far: SshdHost) -> None:
+    """kill -9 and stop of the synchronous standby there, each brought back there within
+    the repeat: c is killed and started, then stopped and started, while b here takes
+    over; every acknowledged row is on every node afterwards."""
+    text = _spec(far, placed='sync = "1(c,b)"\nclone = "basebackup"\nhosts = { c = "far" }')
+    text = text.replace("duration = 3", "duration = 6") + """
+[matrix]
+faults = ["kill-stop-c"]
+
+[faults.kill-stop-c]
+events = [{ at = 0.5, action = "kill", target = "c", for = 1.5 },
+          { at = 3.5, action = "stop", target = "c", for = 1.5 }]
+"""
+    db = _done_run(workdir, far, text)
+    events = [(r["t_s"], r["kind"], r["node"], r["detail"]) for r in db.execute(
+        "select t_s, kind, node, detail from fault_events where repeat_id = "
+        "(select min(id) from repeats) order by t_s")]
+    acts = [(node, detail.split(" ")[0]) for _, kind, node, detail in events
+            if kind == "fault"]
+    assert acts == [("c", "kill"), ("c", "start"), ("c", "stop"), ("c", "start")], events
+    assert not [e for e in events if e[1] == "error"], events
+    # the primary saw c go and b take its place, each time
+    moved = [detail for _, kind, node, detail in events if kind == "state" and node == "b"]
+    assert moved.count("potential -> sync") >= 2, events
+    assert [r[0] for r in db.execute("select count(*) from durability where ok = 0")] == [0]
+    assert {r[0] for r in db.execute("select node from durability")} == {"primary", "b", "c"}
