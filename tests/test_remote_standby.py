@@ -265,3 +265,34 @@ events = [{ at = 0.5, action = "kill", target = "c", for = 1.5 },
     assert moved.count("potential -> sync") >= 2, events
     assert [r[0] for r in db.execute("select count(*) from durability where ok = 0")] == [0]
     assert {r[0] for r in db.execute("select node from durability")} == {"primary", "b", "c"}
+
+
+def test_a_placement_on_the_host_is_applied_and_read_back_there(workdir: Path,
+                                                                 far: SshdHost) -> None:
+    """c and the client on the host get a CPU affinity and c a NUMA policy there, every
+    process of c inherits them, and what the host's kernel applied is stored per role;
+    a CPU the host does not have is refused before anything is made."""
+    text = _spec(far, placed='sync = "c"\nclone = "basebackup"\n'
+                             'hosts = { c = "far", client = "far" }') + """
+[matrix]
+placement = ["far-pinned"]
+
+[placements.far-pinned]
+cpus = { c = "1", client = "0" }
+numa = { c = "interleave=all" }
+"""
+    db = _done_run(workdir, far, text)
+    rows = {(r["node"], r["role"]): (r["cpus"], r["numa_policy"]) for r in db.execute(
+        "select node, role, cpus, numa_policy from placement")}
+    of_c = {role: got for (node, role), got in rows.items() if node == "c"}
+    assert {"postmaster", "startup", "walreceiver"} <= set(of_c), rows
+    assert {cpus for cpus, _ in of_c.values()} == {"1"}, rows
+    assert {policy for _, policy in of_c.values()} == {"interleave:0"}, rows
+    assert rows[("client", "pgbench")][0] == "0", rows
+    # the host has CPUs 0 and 1 only: CPU 7 is refused, naming the host, with nothing made
+    bad = workdir / "bad.toml"
+    bad.write_text(text.replace('c = "1", client = "0"', 'c = "7", client = "0"'))
+    res = cli("run", str(bad), "--out", str(workdir / "bad"), timeout=120)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "placements.far-pinned.cpus.c: CPU 7 not on far" in " ".join(res.stderr.split())
+    assert list((far.workdir / "data").iterdir()) == []

@@ -111,17 +111,25 @@ def test_the_examples_are_valid_specs(example: Path) -> None:
     assert spec.name and expand(spec).cells
 
 
-def test_a_placement_of_what_runs_on_an_ssh_host_is_refused_at_its_key(tmp_path: Path
+def test_what_would_act_from_here_on_an_ssh_host_is_refused_at_its_key(tmp_path: Path
                                                                          ) -> None:
+    """A node's cpus and numa on a host are applied there; role pins, exclusive cpusets,
+    group keys taking in a node there and matrix.cores would act from this machine."""
     spec = tmp_path / "spec.toml"
     spec.write_text('name = "x"\n[topology]\nstandbys = 2\nclone = "basebackup"\n'
-                    'hosts = { c = "far", client = "far" }\n'
+                    'hosts = { c = "far", primary = "far", client = "far" }\n'
                     '[hosts.far]\naddress = "10.1.1.1"\nbin_dir = "/usr/bin"\n'
-                    '[placements.p]\ncpus = { client = "0", b = "1" }\n'
-                    'pin = { "c/startup" = "1" }\n'
-                    '[matrix]\nplacement = ["p"]\n')
+                    '[placements.p]\ncpus = { client = "0", b = "1", c = "1", standbys = "0" }\n'
+                    'exclusive = true\nnuma = { c = "interleave=all" }\n'
+                    'pin = { "c/startup" = "1", walwriter = "0" }\n'
+                    '[matrix]\nplacement = ["p"]\ncores = [1]\n')
     res = cli_here("run", str(spec), "--check")
-    assert res.returncode == 2
-    assert "placements.p.cpus.client: 'client' names what runs on far" in res.stderr
-    assert "placements.p.pin.c/startup" in res.stderr
-    assert "placements.p.cpus.b" not in res.stderr  # b runs here: it may be placed
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    err = " ".join(res.stderr.split())
+    assert "placements.p.pin.c/startup: 'c/startup' pins a role of c, which runs on far" in err
+    assert "placements.p.pin.walwriter: 'walwriter' pins a role of primary" in err
+    assert "placements.p.cpus.standbys: 'standbys' takes in nodes on SSH hosts" in err
+    assert "placements.p.exclusive: exclusive cpusets are made on this machine only" in err
+    assert "matrix.cores: cores limits this machine's CPUs" in err
+    for allowed in ("cpus.client", "cpus.b", "cpus.c", "numa.c"):
+        assert f"placements.p.{allowed}" not in err  # here, or applied on far

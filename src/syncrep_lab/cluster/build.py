@@ -283,7 +283,8 @@ def _remote_primary(manifest: Manifest, inst: Installation, values: dict[str, st
     data = remote_node.start_primary(
         spec=spec, cluster_dir=manifest.dir, port=node.port, secret=secret,
         settings={**values, "synchronous_standby_names": manifest.sync},
-        initdb_args=initdb_args(inst), version_num=inst.version.num, peers=peers)
+        initdb_args=initdb_args(inst), version_num=inst.version.num, peers=peers,
+        prefix=manifest.on_host(node.name))
     wait_ready(manifest.admin_conninfo(node), None,
                functools.partial(remote_node.log_tail, spec, data), deadline,
                f"the primary on {spec.name}")
@@ -318,7 +319,8 @@ def _remote_standbys(manifest: Manifest, inst: Installation, values: dict[str, s
             spec=spec, cluster_dir=manifest.dir, name=node.name, port=node.port,
             primary_address=primary_address, primary_port=manifest.primary.port,
             tool_address=address, secret=secret, settings=values,
-            version_num=inst.version.num, deadline=deadline)
+            version_num=inst.version.num, deadline=deadline,
+            prefix=manifest.on_host(node.name))
         wait_ready(manifest.admin_conninfo(node), None,
                    functools.partial(remote_node.log_tail, spec, data), deadline,
                    f"standby {node.name} on {spec.name}")
@@ -326,7 +328,7 @@ def _remote_standbys(manifest: Manifest, inst: Installation, values: dict[str, s
 
 def describe(layout: Layout) -> str:
     parts = []
-    for name, launch in layout.nodes.items():
+    for name, launch in [*layout.nodes.items(), *layout.hosts.items()]:
         bits = [f"cpus {','.join(map(str, launch.cpus))}" if launch.cpus else "",
                 f"numa {launch.numa}" if launch.numa != "default" else "",
                 "own namespace" if launch.netns else ""]

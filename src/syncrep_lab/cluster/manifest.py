@@ -89,6 +89,13 @@ class Manifest:
         layout = self.placed()
         return None if layout is None else layout.launch(name)
 
+    def on_host(self, name: str) -> list[str]:
+        """What the node (or ``client``) on an SSH host is started under there: numactl
+        and taskset (placement/layout.Launch.on_host), or nothing."""
+        layout = self.placed()
+        launch = layout.hosts.get(name) if layout is not None else None
+        return launch.on_host() if launch is not None else []
+
     def conninfo(self, node: Node, dbname: str = "postgres") -> str:
         """The client's connection (pgbench's): across the client's link when the
         nodes live in namespaces; from the client's SSH host, to this machine's address

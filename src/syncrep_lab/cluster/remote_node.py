@@ -90,7 +90,7 @@ def check_version(host: SshHost, bin_dir: str, major: int) -> None:
 def start_standby(*, spec: HostSpec, cluster_dir: Path, name: str, port: int,
                   primary_address: str, primary_port: int, tool_address: str,
                   secret: str, settings: dict[str, str], version_num: int,
-                  deadline: float) -> str:
+                  deadline: float, prefix: list[str] | None = None) -> str:
     """Base backup, configure and start the standby ``name`` on its host; returns its
     data dir there. Everything it makes is below data_root, removed by stop_standby."""
     bin_dir = spec.bin_dir or ""
@@ -129,7 +129,8 @@ def start_standby(*, spec: HostSpec, cluster_dir: Path, name: str, port: int,
             host.put_text(posixpath.join(data, "standby.signal"), "", 0o600)
         _configure(host, data, own, f"standby {name} of {cluster_dir}", [tool_address],
                    replication=False)
-        remote.start_postgres(host, bin_dir, data, posixpath.join(top, f"{name}.log"))
+        remote.start_postgres(host, bin_dir, data, posixpath.join(top, f"{name}.log"),
+                              prefix=prefix or [])
     return data
 
 
@@ -151,7 +152,7 @@ def _configure(host: SshHost, data: str, own: dict[str, str], what: str,
 
 def start_primary(*, spec: HostSpec, cluster_dir: Path, port: int, secret: str,
                   settings: dict[str, str], initdb_args: list[str], version_num: int,
-                  peers: list[str]) -> str:
+                  peers: list[str], prefix: list[str] | None = None) -> str:
     """initdb, configure and start the primary on its host; returns its data dir there.
     ``peers``: the addresses its standbys, its client and the tool reach it from, let in
     with the cluster's password. Everything it makes is below data_root."""
@@ -176,7 +177,8 @@ def start_primary(*, spec: HostSpec, cluster_dir: Path, port: int, secret: str,
                "unix_socket_directories": top, "unix_socket_permissions": "0700",
                "wal_level": "replica", **settings}
         _configure(host, data, own, f"the primary of {cluster_dir}", peers, replication=True)
-        remote.start_postgres(host, bin_dir, data, posixpath.join(top, "primary.log"))
+        remote.start_postgres(host, bin_dir, data, posixpath.join(top, "primary.log"),
+                              prefix=prefix or [])
     return data
 
 

@@ -316,23 +316,44 @@ def placement_problems(spec: Spec) -> list[Problem]:
 
 
 def _placed_on_hosts(spec: Spec) -> list[Problem]:
-    """Placements that name what runs on an SSH host: cpusets, pinning and NUMA policies
-    are applied on this machine only (a group such as ``standbys`` would leave the remote
-    ones out without a word), so they are refused at their key."""
-    remote = set(spec.topology.hosts)
+    """Placements of what runs on an SSH host. A node's (or the client's) ``cpus`` and
+    ``numa`` named directly are applied there: a CPU affinity and a numactl policy its
+    postmaster starts under (checked against that host in :func:`check_hosts`). What
+    would act from this machine is refused at its key: role pins (they follow new
+    processes here), exclusive cpusets, a group key that takes in a node on a host (name
+    each node), and matrix.cores (this machine's CPUs)."""
+    hosts = spec.topology.hosts
+    remote = set(hosts)
     if not remote:
         return []
     groups = {"nodes", "standbys"} if remote - {"client"} else set()
     problems: list[Problem] = []
     for name, place in spec.placements.items():
-        keys = [("cpus", k, k) for k in place.cpus] + [("numa", k, k) for k in place.numa]
-        keys += [("pin", k, k.rpartition("/")[0]) for k in place.pin]
-        for kind, key, node in keys:
-            if node in remote or node in groups:
-                host = spec.topology.hosts.get(node, "an SSH host")
-                problems.append((("placements", name, kind, key),
-                                 f"{key!r} names what runs on {host}: placements are applied "
-                                 "on this machine only (name the nodes that run here)"))
+        for kind, keys in (("cpus", place.cpus), ("numa", place.numa)):
+            for key in keys:
+                if key in groups:
+                    problems.append((("placements", name, kind, key),
+                                     f"{key!r} takes in nodes on SSH hosts "
+                                     f"({', '.join(sorted(remote - {'client'}))}): name each "
+                                     "node instead (those on hosts are placed there)"))
+        for key in place.pin:
+            node = key.rpartition("/")[0] or "primary"
+            if node in remote:
+                problems.append((("placements", name, "pin", key),
+                                 f"{key!r} pins a role of {node}, which runs on {hosts[node]}: "
+                                 "role pinning follows new processes from this machine only "
+                                 f"(give {node} cpus instead: its processes' CPU affinity "
+                                 "there)"))
+        on_hosts = sorted(k for k in place.cpus if k in remote)
+        if place.exclusive and on_hosts:
+            problems.append((("placements", name, "exclusive"),
+                             f"exclusive cpusets are made on this machine only, and "
+                             f"{', '.join(on_hosts)} run on SSH hosts, where cpus are a CPU "
+                             "affinity: set exclusive = false, or place only nodes here"))
+    if spec.matrix.cores and remote - {"client"}:
+        problems.append((("matrix", "cores"),
+                         "cores limits this machine's CPUs, and nodes run on SSH hosts: give "
+                         "each node its cpus in a placement instead"))
     return problems
 
 
@@ -399,8 +420,44 @@ def check_hosts(spec: Spec) -> None:
         programs = [*(DEFAULT_PROGRAMS if roles - {"client"} else ()),
                     *(["initdb"] if "primary" in roles else []),
                     *(["pgbench"] if "pgbench" in drivers else [])]
-        check_host(spec.ssh_host(name), programs,
-                   on_path=["sysbench"] if "sysbench" in drivers else [])
+        placing = _placements_on(spec, roles)
+        tools = sorted({"taskset" if kind == "cpus" else "numactl" for kind, _, _ in placing})
+        facts = check_host(spec.ssh_host(name), programs,
+                           on_path=(["sysbench"] if "sysbench" in drivers else []) + tools)
+        for kind, where, value in placing:
+            _check_on_host(name, facts, kind, where, value)
+
+
+def _placements_on(spec: Spec, roles: set[str]) -> list[tuple[str, str, str]]:
+    """(cpus | numa, where in the spec, value) of every placement key naming one of
+    ``roles`` (what runs on one host), but a default NUMA policy (nothing to apply)."""
+    out = []
+    for name, place in spec.placements.items():
+        for kind, keys in (("cpus", place.cpus), ("numa", place.numa)):
+            out += [(kind, f"placements.{name}.{kind}.{key}", value)
+                    for key, value in keys.items()
+                    if key in roles and not (kind == "numa" and value.strip() == "default")]
+    return out
+
+
+def _check_on_host(host: str, facts: dict[str, Any], kind: str, where: str,
+                   value: str) -> None:
+    """A CPU list or NUMA policy against what the host has (check_host's facts)."""
+    from syncrep_lab.placement.cpus import format_cpus, parse_cpus, parse_list
+    from syncrep_lab.placement.numa import policy_nodes
+
+    try:
+        wanted = parse_cpus(value) if kind == "cpus" else policy_nodes(value)
+        have = parse_list(facts["cpus_allowed"] if kind == "cpus" else facts["numa_nodes"],
+                          "CPU" if kind == "cpus" else "NUMA node")
+    except UserError as exc:
+        raise UserError(f"{where}: {exc.cause}", exc.fix) from None
+    missing = sorted(set(wanted) - set(have))
+    if missing:
+        noun = "CPU" if kind == "cpus" else "NUMA node"
+        raise UserError(f"{where}: {noun} {format_cpus(missing)} not on {host} (the account "
+                        f"may use {noun}s {format_cpus(have)} there)",
+                        f"choose among {noun}s {format_cpus(have)} of {host}")
 
 
 def _check_conninfos(attach: Attach) -> None:
@@ -450,10 +507,14 @@ def _check_placement(spec: Spec) -> None:
                             f"among {cell.instances} instances",
                             "give at least one CPU per instance, or instances = 'shared'")
     for name, place in spec.placements.items():
-        for key, text in [*place.cpus.items(), *place.pin.items()]:
+        # keys naming what runs on an SSH host are checked there (check_hosts)
+        here = {k: v for k, v in place.cpus.items() if k not in spec.topology.hosts}
+        for key, text in [*here.items(), *place.pin.items()]:
             check_cpus(text, f"placements.{name}: {key}")
-        wants_cpusets = wants_cpusets or bool(place.cpus) or bool(place.pin)
+        wants_cpusets = wants_cpusets or bool(here) or bool(place.pin)
         for key, policy in place.numa.items():
+            if key in spec.topology.hosts:
+                continue
             try:
                 numactl_prefix(policy)
             except UserError as exc:

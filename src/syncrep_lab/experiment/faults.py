@@ -181,9 +181,9 @@ class _OnHost:
             raise UserError(f"standby {self.name} on {self.spec.name}: processes of the old "
                             "server did not exit", "syncrep-lab clean, then run the cell again")
         log = posixpath.join(posixpath.dirname(self.data), f"{self.name}.log")
-        remote.start_postgres(self.host, self.spec.bin_dir or "", self.data, log,
-                              max(1.0, deadline - time.monotonic()))
         m = self.manifest
+        remote.start_postgres(self.host, self.spec.bin_dir or "", self.data, log,
+                              max(1.0, deadline - time.monotonic()), m.on_host(self.name))
         wait_ready(m.admin_conninfo(m.node(self.name)), None,
                    lambda: remote_node.log_tail(self.spec, self.data), deadline,
                    f"standby {self.name} on {self.spec.name}")

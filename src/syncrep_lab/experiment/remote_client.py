@@ -89,6 +89,15 @@ class RemoteRunningPgbench(RunningPgbench):
             fetched.append(local)
         return fetched
 
+    def placement(self) -> dict[str, str]:
+        """What the host's kernel gave the client (placement/watch.py reads it mid-repeat);
+        UserError while it has no pid yet or once it is gone."""
+        pid = self._text("client.pid").strip()
+        got = remote.placement_of(self.ssh, [int(pid)]) if pid.isdigit() else {}
+        if not got:
+            raise UserError(f"the client on {self.host} is not running", "")
+        return next(iter(got.values()))
+
     def _text(self, name: str) -> str:
         return self.ssh.get_bytes(posixpath.join(self.folder, name)).decode(errors="replace")
 
@@ -109,10 +118,12 @@ def start_remote_client(
     driver: str = "pgbench", log_prefix: Path | None = None,
     on_progress: Callable[[ProgressSample], None] | None = None,
     extra_timeout: float = 60.0, watch: StallWatch | None = None,
+    prefix: list[str] | None = None,
 ) -> RemoteRunningPgbench:
     """Start the client (pgbench, or sysbench with ``driver``) on its host (the
-    manifest's ``client``) against ``conninfo``, running ``script_text``; a folder of
-    its own for this run. sysbench is the one on the account's PATH there."""
+    manifest's ``client``) against ``conninfo``, running ``script_text``, under
+    ``prefix`` (its placement there: taskset); a folder of its own for this run.
+    sysbench is the one on the account's PATH there."""
     spec: HostSpec = host_spec(client["host"])
     conninfo, _ = split_password(conninfo)  # the password goes to a file there
     folder = posixpath.join(client["dir"], f"run-{secrets.token_hex(4)}")
@@ -142,7 +153,7 @@ def start_remote_client(
         # its pid in a file, so that a teardown after the tool was killed ends it; its
         # CPU there from the shell that waited for it (`times`: the children's line)
         command = ["sh", "-c", WRAPPER, "sh", folder, "env",
-                   *(f"{k}={v}" for k, v in env.items()), *argv]
+                   *(f"{k}={v}" for k, v in env.items()), *(prefix or []), *argv]
         proc = host.start(command)
     except BaseException:
         host.close()

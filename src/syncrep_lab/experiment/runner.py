@@ -17,6 +17,7 @@ experiment/checks.py.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
 import secrets
@@ -502,7 +503,7 @@ class Runner:
             running = self._start_pgbench(cell, targets, pgbench, script, rep_dir, common,
                                           self.spec.workload.duration)
             if placed:
-                watch = PlacementWatch(targets, lambda: [(t.instance, r.proc.pid, r.driver)
+                watch = PlacementWatch(targets, lambda: [(t.instance, r.driver, _placement(r))
                                                          for t, r in zip(targets, running,
                                                                          strict=True)],
                                        min(2.0, self.spec.workload.duration / 2))
@@ -654,7 +655,7 @@ class Runner:
                         t.manifest.client, t.manifest.dir, script.read_text(), t.conninfo,
                         duration=duration, on_progress=live, watch=watch, driver=cell.driver,
                         log_prefix=rep_dir / f"pgbench_log{suffix}" if rep_dir else None,
-                        **common))
+                        prefix=t.manifest.on_host("client"), **common))
                     continue
                 if cell.driver == "sysbench":  # no per-transaction logs: its histogram
                     running.append(sysbench.start_sysbench(
@@ -848,6 +849,15 @@ class FaultRun:
                                                   self.timeout)
         return events, [DurabilityRow(d.node, d.rows, d.expected, int(d.ok), d.detail)
                         for d in self.durability]
+
+
+def _placement(client: RunningPgbench) -> Callable[[], dict[str, Any]]:
+    """What reads the client's placement: on its host, or here by its pid."""
+    if isinstance(client, RemoteRunningPgbench):
+        return client.placement
+    from syncrep_lab.placement.cgroups import placement_of
+
+    return functools.partial(placement_of, client.proc.pid)
 
 
 def _host_nodes(target: Target) -> dict[str, tuple[HostSpec, str]]:

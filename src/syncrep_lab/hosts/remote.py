@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import posixpath
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -161,8 +162,9 @@ def _log_tail(host: SshHost, log: str) -> str:
 
 
 def start_postgres(host: SshHost, bin_dir: str, data_dir: str, log: str,
-                   timeout: float = START_TIMEOUT) -> int:
-    """Start ``postgres -D data_dir`` detached; its pid once postmaster.pid names it.
+                   timeout: float = START_TIMEOUT, prefix: Sequence[str] = ()) -> int:
+    """Start ``postgres -D data_dir`` detached, under ``prefix`` (numactl, taskset: each
+    execs the next, so the pid is the postmaster's); its pid once postmaster.pid names it.
 
     The wait runs on the host (one command that polls), so it costs one
     round trip however slow the start. A server that exits instead, or does
@@ -175,7 +177,7 @@ def start_postgres(host: SshHost, bin_dir: str, data_dir: str, log: str,
             f"a server already runs in {data_dir} on {spec.name} (pid {running})",
             "stop it first, or use another data directory")
     postgres = posixpath.join(bin_dir, "postgres")
-    pid = host.spawn_detached([postgres, "-D", data_dir], log, cwd=data_dir)
+    pid = host.spawn_detached([*prefix, postgres, "-D", data_dir], log, cwd=data_dir)
     wait = ALIVE_SH + (
         'pid=$1; file=$2/postmaster.pid; n=$3; i=0\n'
         'while [ "$i" -lt "$n" ]; do\n'
@@ -284,6 +286,46 @@ def running(host: SshHost, data_dir: str) -> bool:
     """Whether a postmaster runs in ``data_dir`` (its pid file names a live process)."""
     pid = _postmaster_pid(host, data_dir)
     return pid is not None and host.alive(pid)
+
+
+# What the kernel applied to each pid, as placement/cgroups.placement_of reads it here: one
+# line a live process, pid, Cpus_allowed_list, Mems_allowed_list, the memory policy (the
+# first non-default one among its own memory's mappings in numa_maps; "unknown" when
+# numa_maps cannot be read) and its cpuset cgroup.
+_PLACEMENT_SH = r"""
+for pid; do
+  s=/proc/$pid/status
+  [ -r "$s" ] || continue
+  cpus=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "$s")
+  mems=$(sed -n 's/^Mems_allowed_list:[[:space:]]*//p' "$s")
+  if [ -r "/proc/$pid/numa_maps" ]; then
+    policy=$(awk '$2 != "default" && (!/file=/ || /heap|stack|SYSV|memfd|zero/) {
+                    print $2; exit }' "/proc/$pid/numa_maps" 2>/dev/null)
+  else
+    policy=unknown
+  fi
+  group=$(sed -n 's/^[0-9]*:[^:]*cpuset[^:]*://p; s/^0::\(.*\)/\1/p' "/proc/$pid/cgroup" |
+          head -n 1)
+  printf '%s\t%s\t%s\t%s\t%s\n' "$pid" "$cpus" "$mems" "${policy:-default}" "$group"
+done
+exit 0
+"""
+
+
+def placement_of(host: SshHost, pids: Sequence[int]) -> dict[int, dict[str, str]]:
+    """What the host's kernel applied to each of ``pids`` still alive there: cpus, mems,
+    numa_policy and cgroup, as placement_of reads a process here."""
+    if not pids:
+        return {}
+    out = host.sh(_PLACEMENT_SH, *(str(int(p)) for p in pids),
+                  what="reading the placement of processes", timeout=60).stdout
+    found = {}
+    for line in out.splitlines():
+        fields = line.split("\t")
+        if len(fields) == 5 and fields[0].isdigit():
+            found[int(fields[0])] = dict(zip(("cpus", "mems", "numa_policy", "cgroup"),
+                                             fields[1:], strict=True))
+    return found
 
 
 # --- removing a node's files -------------------------------------------------------------

@@ -52,6 +52,7 @@ GRACE = 5.0
 KEEPALIVE = 15.0
 KEEPALIVE_COUNT = 4
 DEFAULT_PROGRAMS = ("postgres", "pg_basebackup", "pg_ctl")
+_PACKAGES = {"taskset": "util-linux"}  # Debian's package of a program, where not its name
 
 # A sh function: whether a pid is a live process. Zombies count as gone: a
 # detached process is reparented to the host's init, which may be slow to
@@ -821,13 +822,19 @@ def check_host(spec: HostSpec, programs: Sequence[str] = DEFAULT_PROGRAMS,
             if not where:
                 raise UserError(f"{spec.name} lacks {program} on {spec.user}'s PATH",
                                 f"install it on {spec.name} (Debian: apt-get install "
-                                f"{program})")
+                                f"{_PACKAGES.get(program, program)})")
             found[program] = where
         some = found.get("postgres") or next(iter(found.values()), None)
         version = (host.run([some, "--version"], timeout=OP_TIMEOUT).stdout.strip()
                    if some else "")
         python3 = host.sh("command -v python3 || true",
                           what="looking for python3").stdout.strip() or None
+        # the CPUs the account's processes may use there, and the NUMA nodes: what a
+        # placement on the host is checked against
+        placing = host.sh("sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status; "
+                          "ls -d /sys/devices/system/node/node[0-9]* 2>/dev/null | "
+                          "sed 's/.*node//' | tr '\\n' ,",
+                          what="reading the CPUs and NUMA nodes").stdout.splitlines()
     try:
         nproc: int | None = int(nproc_out)
     except ValueError:
@@ -845,4 +852,6 @@ def check_host(spec: HostSpec, programs: Sequence[str] = DEFAULT_PROGRAMS,
         "postgres_version": version,
         "version": words[2] if len(words) >= 3 else version,
         "python3": python3,
+        "cpus_allowed": placing[0].strip() if placing else "",
+        "numa_nodes": (placing[1].strip(",") if len(placing) > 1 else "") or "0",
     }

@@ -48,6 +48,17 @@ class Launch:
         out = ["ip", "netns", "exec", self.netns] if self.netns else []
         return out + numactl_prefix(self.numa)
 
+    def on_host(self) -> list[str]:
+        """What a process on an SSH host is started under: numactl, then taskset (the
+        last word on its CPUs). There a node's ``cpus`` are its postmaster's CPU
+        affinity, which every process it forks inherits; a cpuset would need root there
+        (docs/decisions.md, "Placement on SSH hosts")."""
+        from syncrep_lab.placement.cpus import format_cpus
+        from syncrep_lab.placement.numa import numactl_args
+
+        out = numactl_args(self.numa)
+        return out + (["taskset", "-c", format_cpus(self.cpus)] if self.cpus else [])
+
     def join(self) -> JoinFn | None:
         """A preexec function that puts the child in its cpuset before exec (close it
         once the child has started)."""
@@ -77,6 +88,8 @@ class Layout:
     exclusive: bool = False
     pins: list[Pin] = field(default_factory=list)
     network: dict[str, Any] | None = None  # a NetworkPlan, as JSON
+    # the nodes (and the client) on SSH hosts: started there under Launch.on_host()
+    hosts: dict[str, Launch] = field(default_factory=dict)
 
     @property
     def uses_cgroups(self) -> bool:
@@ -108,12 +121,14 @@ class Layout:
         data["nodes"] = {k: Launch(**v) for k, v in data.get("nodes", {}).items()}
         data["client"] = Launch(**data.get("client", {}))
         data["pins"] = [Pin(**p) for p in data.get("pins", [])]
+        data["hosts"] = {k: Launch(**v) for k, v in data.get("hosts", {}).items()}
         return cls(**data)
 
     @property
     def empty(self) -> bool:
         return (not self.uses_cgroups and self.network is None
-                and all(n.numa == "default" for n in self.nodes.values()))
+                and all(n.numa == "default" for n in self.nodes.values())
+                and not any(n.on_host() for n in self.hosts.values()))
 
 
 def _support() -> Any:

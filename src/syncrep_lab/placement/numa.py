@@ -119,9 +119,21 @@ def numactl_prefix(policy: str) -> list[str]:
     prefix working for a server started with another account's PATH."""
     kind, nodes = _parse(policy)
     _check_machine(policy, kind, nodes)
+    return numactl_args(policy, shutil.which("numactl") or "numactl")
+
+
+def policy_nodes(policy: str) -> list[int]:
+    """The NUMA nodes a policy names ([] for default, localalloc and "all"); UserError
+    when it is not a policy syncrep-lab knows."""
+    return _parse(policy)[1] or []
+
+
+def numactl_args(policy: str, numactl: str = "numactl") -> list[str]:
+    """The same prefix, unchecked against this machine (for an SSH host, whose nodes and
+    numactl were checked there; ``numactl`` found on its PATH)."""
+    kind, nodes = _parse(policy)
     if kind == "default":
         return []
-    numactl = shutil.which("numactl") or "numactl"
     listed = "all" if nodes is None else format_cpus(nodes)
     if kind == "localalloc":
         return [numactl, "--localalloc"]

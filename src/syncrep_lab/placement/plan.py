@@ -60,9 +60,17 @@ def layout_for(spec: Spec, cell: Cell, instance: int, run_key: str) -> Layout | 
                 return place.numa[key]
         return "default"
 
+    remote = set(spec.topology.hosts)  # started on their SSH hosts, placed there
     for node in ["primary", *names]:
-        layout.nodes[node] = Launch(numa=numa_of(node), cpus=cpus_of(node))
-    layout.client = Launch(cpus=cpus_of(CLIENT))
+        launch = Launch(numa=numa_of(node), cpus=cpus_of(node))
+        if node in remote:
+            layout.hosts[node] = launch
+        else:
+            layout.nodes[node] = launch
+    if CLIENT in remote:
+        layout.hosts[CLIENT] = Launch(cpus=cpus_of(CLIENT))
+    else:
+        layout.client = Launch(cpus=cpus_of(CLIENT))
     if place is not None:
         layout.exclusive = place.exclusive
         for key, cpus in place.pin.items():

@@ -11,6 +11,7 @@ backends exist.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from syncrep_lab.cluster import server
 from syncrep_lab.cluster.manifest import Manifest
+from syncrep_lab.errors import UserError
 from syncrep_lab.pg.roles import NodeProcess, node_processes
 from syncrep_lab.probes.session import walsenders
 from syncrep_lab.store import LinkRow, NumastatRow, PlacementRow
@@ -76,12 +78,14 @@ def start_pinners(manifest: Manifest) -> list[RolePinner]:
     return pinners
 
 
-def _processes(target: Target) -> list[NodeProcess]:
+Placed = tuple[str, str, dict[str, Any]]  # node, role, what the kernel applied
+
+
+def _processes(target: Target, senders: dict[int, str]) -> list[NodeProcess]:
     """Every server process of a target's local nodes, with its role."""
     manifest = target.manifest
     if manifest is None:
         return []
-    senders = walsenders(manifest.admin_conninfo(manifest.primary))
     out = []
     for node in manifest.local_nodes:
         postmaster = server.postmaster_pid(node.data_dir(manifest.dir))
@@ -91,22 +95,55 @@ def _processes(target: Target) -> list[NodeProcess]:
     return out
 
 
-def placement_rows(targets: list[Target], clients: list[tuple[int, int, str]]
-                   ) -> list[PlacementRow]:
-    """What each role's processes were given, grouped: (instance, node, role, processes,
-    cpus, mems, cgroup, numa_policy). ``clients``: (instance, client pid, its program)."""
+def _here(target: Target, senders: dict[int, str]) -> list[Placed]:
     from syncrep_lab.placement.cgroups import placement_of
 
+    out = []
+    for p in _processes(target, senders):
+        try:
+            out.append((p.node, p.label, placement_of(p.pid)))
+        except OSError:
+            continue  # gone meanwhile
+    return out
+
+
+def _on_hosts(target: Target, senders: dict[int, str]) -> list[Placed]:
+    """The same of the target's nodes on SSH hosts, read there (two commands a node)."""
+    from syncrep_lab.cluster.remote_node import host_spec
+    from syncrep_lab.hosts import remote
+    from syncrep_lab.hosts.ssh import SshHost
+    from syncrep_lab.probes.remote import node_processes as remote_processes
+
+    manifest = target.manifest
+    out: list[Placed] = []
+    for node in manifest.nodes if manifest is not None else []:
+        if node.host is None or node.remote_data is None:
+            continue
+        with SshHost(host_spec(node.host)) as host:
+            found = remote_processes(node.name, remote.proc_snapshot(host, node.remote_data),
+                                     senders if node.role == "primary" else {})
+            got = remote.placement_of(host, [p.pid for p in found])
+        out += [(node.name, p.label, got[p.pid]) for p in found if p.pid in got]
+    return out
+
+
+def placement_rows(targets: list[Target],
+                   clients: list[tuple[int, str, Callable[[], dict[str, Any]]]]
+                   ) -> list[PlacementRow]:
+    """What each role's processes were given, here and on SSH hosts, grouped: (instance,
+    node, role, processes, cpus, mems, cgroup, numa_policy). ``clients``: (instance, its
+    program, what reads the client's placement)."""
     seen: Counter[tuple[Any, ...]] = Counter()
     for target in targets:
-        found = [(p.node, p.label, p.pid) for p in _processes(target)]
-        found += [("client", program, pid) for inst, pid, program in clients
-                  if inst == target.instance]
-        for node, role, pid in found:
-            try:
-                got = placement_of(pid)
-            except OSError:
-                continue  # gone meanwhile
+        manifest = target.manifest
+        senders = (walsenders(manifest.admin_conninfo(manifest.primary))
+                   if manifest is not None else {})
+        found = _here(target, senders) + _on_hosts(target, senders)
+        for inst, program, read in clients:
+            if inst == target.instance:
+                with contextlib.suppress(OSError, UserError):  # gone meanwhile
+                    found.append(("client", program, read()))
+        for node, role, got in found:
             seen[(target.instance, node, role, got.get("cpus", ""), got.get("mems", ""),
                   got.get("cgroup", ""), got.get("numa_policy", ""))] += 1
     return [PlacementRow(k[0], k[1], k[2], n, *k[3:]) for k, n in sorted(seen.items())]
@@ -116,7 +153,7 @@ class PlacementWatch(threading.Thread):
     """Reads the placement back once, ``at`` seconds into a repeat."""
 
     def __init__(self, targets: list[Target],
-                 clients: Callable[[], list[tuple[int, int, str]]],
+                 clients: Callable[[], list[tuple[int, str, Callable[[], dict[str, Any]]]]],
                  at: float) -> None:
         super().__init__(daemon=True, name="placement-watch")
         self.targets, self.clients, self.at = targets, clients, at
