@@ -90,8 +90,11 @@ sched = false
             assert calls.get("write", 0) + calls.get("pwrite64", 0) > 0, calls
         graphs = {(r["node"], r["role"]) for r in db.execute(
             "select node, role from flamegraphs")}
+        # the workload's backends on a, born after the first snapshot, named by the one
+        # taken midway
         assert {("primary", "walsender:b"), ("b", "walreceiver"), ("c", "walreceiver"),
-                ("*a", "all"), ("*s1", "all"), ("*s2", "all")} <= graphs, graphs
+                ("primary", "backend"), ("*a", "all"), ("*s1", "all"),
+                ("*s2", "all")} <= graphs, graphs
         # the client's host is AHEAD_S ahead, measured so; the others are this clock
         offsets = {r["host"]: r["clock_offset_ms"] for r in db.execute(
             "select host, clock_offset_ms from host_repeats")}

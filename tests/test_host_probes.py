@@ -1,6 +1,7 @@
 """perf on an SSH host: a standby there whose account may run perf through ``sudo -n``
-gets its system calls counted per role, as a local node's are; without the grant the
-probe is skipped with the reason, and the run goes on."""
+gets its system calls counted, its stacks drawn and its scheduling traced per role, as
+a local node's are; without the grant the probes are skipped with the reason, and the
+run goes on."""
 
 from __future__ import annotations
 
@@ -50,7 +51,7 @@ repeats_max = 1
 
 [probes]
 flame_hz = 997
-sched = false
+sched_seconds = 2
 """)
     res = cli("run", str(workdir / "spec.toml"), "--out", str(workdir / "run"), timeout=300)
     assert res.returncode == 0, res.stdout + res.stderr + host.sshd_log()
@@ -85,6 +86,16 @@ def test_perf_counts_a_remote_standby_s_system_calls(workdir: Path, probed: Sshd
     frames = {r["frame"] for r in db.execute(
         "select frame from stack_frames where node = 'c' and role = 'walreceiver'")}
     assert "WalReceiverMain" in frames, frames
+    # the scheduler trace of the host: the walreceiver on a core, and waking the
+    # startup process to replay what it wrote; the host's other threads as its own
+    assert status["sched on far"] == ("ran", None), status
+    sched = {(r["node"], r["role"]): r["cpu_ms"] for r in db.execute(
+        "select node, role, cpu_ms from sched_roles")}
+    assert sched.get(("c", "walreceiver"), 0) > 0, sched
+    assert ("*far", "other") in sched and ("-", "other") in sched, sched  # and here
+    wakes = {(r["waker_node"], r["waker_role"], r["wakee_node"], r["wakee_role"])
+             for r in db.execute("select * from wakeups")}
+    assert ("c", "walreceiver", "c", "startup") in wakes, wakes
     assert list(Path(probed.data_root).iterdir()) == []  # its files went with the node
     assert probed.running("perf") == []
 
@@ -97,5 +108,6 @@ def test_a_host_that_may_not_run_perf_is_skipped_with_the_reason(workdir: Path,
     assert status["perf on c"][0] == "skipped"
     assert "no sudo = true" in status["perf on c"][1]
     assert status["flamegraphs on far"][0] == "skipped"
+    assert status["sched on far"][0] == "skipped"
     assert db.execute("select count(*) from costs where node = 'c'").fetchone()[0] == 0
     assert db.execute("select status from cells").fetchone()[0] == "done"

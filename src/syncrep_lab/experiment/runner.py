@@ -59,7 +59,6 @@ from syncrep_lab.experiment.workload import (
     script_text,
     start_pgbench,
 )
-from syncrep_lab.hosts.remote import PerfAccess
 from syncrep_lab.hosts.ssh import HostSpec
 from syncrep_lab.measure.histogram import LatencyHistogram
 from syncrep_lab.measure.pairing import baselines, by_round, rows_per_second
@@ -78,12 +77,10 @@ from syncrep_lab.placement.watch import (
     link_rows,
     numastat_rows,
 )
-from syncrep_lab.probes.flamegraph import FlameResult
 from syncrep_lab.probes.gprof import GprofSetup
-from syncrep_lab.probes.remote import RemoteOnCpu, RemotePerf, role_costs
+from syncrep_lab.probes.remote import HostProbes
 from syncrep_lab.probes.session import RepeatProbes, UntracedCpu, probe_rows, walsenders
 from syncrep_lab.store import (
-    CostRow,
     DurabilityRow,
     FaultEventRow,
     ProbeRows,
@@ -467,20 +464,11 @@ class Runner:
                   if probed else None)
         fault = self._fault_run(cell, target)
         on_hosts = _host_nodes(target) if probed else {}
-        remote_before = _remote_snapshots(on_hosts)
-        checked: dict[str, PerfAccess | str] = {}  # perf on each host, asked once
-        remote_perf = (RemotePerf(on_hosts, remote_before, checked)
-                       if on_hosts and self.spec.probes.perf else None)
-        remote_costs: list[CostRow] = []
-        if remote_perf is not None:
-            remote_perf.start()
-        remote_stacks = (RemoteOnCpu(_by_host(on_hosts), remote_before, checked,
-                                     self.spec.probes.flame_hz, self.spec.workload.duration,
-                                     rep_dir)
-                         if on_hosts and self.spec.probes.flamegraphs else None)
-        remote_graphs = FlameResult()
-        if remote_stacks is not None:
-            remote_stacks.start()
+        host_probes = (HostProbes(on_hosts, self.spec.probes, self.spec.workload.duration,
+                                  rep_dir) if on_hosts else None)
+        host_rows = ProbeRows()
+        if host_probes is not None:
+            host_probes.start()
         hosts = HostWatch.of(target.manifest) if target.manifest is not None else None
         if hosts is not None:
             hosts.start()
@@ -509,13 +497,11 @@ class Runner:
                                        min(2.0, self.spec.workload.duration / 2))
                 watch.start()
             runs = _finish_all(running)
-            host_rows = hosts.stop() if hosts is not None else []
-            # the primary's walsenders by standby, for what was read of nodes on hosts
-            named = walsenders(target.admin) if on_hosts else {}
-            if remote_perf is not None:
-                remote_costs = remote_perf.stop(named)
-            if remote_stacks is not None:
-                remote_graphs = remote_stacks.stop(named)
+            host_rows.host_repeats = hosts.stop() if hosts is not None else []
+            if host_probes is not None:
+                # the primary's walsenders by standby name what was read on the hosts
+                host_rows.add(host_probes.stop(walsenders(target.admin),
+                                               str(rep_dir.relative_to(self.store.folder))))
             if untraced is not None:
                 # a client on an SSH host is not this process's child: no figure of it
                 client_here = target.manifest is None or target.manifest.client is None
@@ -529,9 +515,8 @@ class Runner:
         finally:
             if hosts is not None:
                 hosts.close()
-            for remote_probe in (remote_perf, remote_stacks):
-                if remote_probe is not None:
-                    remote_probe.abort()  # what stop() did not reach
+            if host_probes is not None:
+                host_probes.abort()  # what stop() did not reach
             if untraced is not None:
                 untraced.abort()
             placement = watch.stop() if watch is not None else []
@@ -564,30 +549,15 @@ class Runner:
                                hosts.offset(runs[0].host) if hosts is not None else 0.0)
         rows = (probe_rows(probe_data, str(rep_dir.relative_to(self.store.folder)), timeline)
                 if probe_data is not None else ProbeRows())
-        if remote_before:
-            after = _remote_snapshots(on_hosts)
-            for name, before in remote_before.items():
-                rows.proc_costs += role_costs(name, before, after.get(name, []),
-                                              walsenders=named if name == "primary" else None)
         if untraced_rows:
             rows.proc_costs = untraced_rows
-        rows.host_repeats = host_rows
+        rows.add(host_rows)
         remote_cpu = [r.cpu_ms for r in running if isinstance(r, RemoteRunningPgbench)]
         if remote_cpu and all(remote_cpu):
             # the client on its host: its CPU there, from the shell that waited for it
             rows.proc_costs.append(ProcCostRow(
                 "client", cell.driver, len(remote_cpu), sum(c[0] for c in remote_cpu if c),
                 sum(c[1] for c in remote_cpu if c), 0, 0))
-        if remote_perf is not None:
-            rows.costs += remote_costs
-            rows.probes += remote_perf.status
-        if remote_stacks is not None:
-            here = str(rep_dir.relative_to(self.store.folder))
-            rows.flamegraphs += [g._replace(folded_path=f"{here}/{g.folded_path}",
-                                            svg_path=f"{here}/{g.svg_path}")
-                                 for g in remote_graphs.graphs]
-            rows.stack_frames += remote_graphs.frames
-            rows.probes += remote_stacks.status
         if placed:
             rows.placement = placement
             rows.links = link_rows(targets)
@@ -868,23 +838,6 @@ def _host_nodes(target: Target) -> dict[str, tuple[HostSpec, str]]:
     return ({} if manifest is None else
             {n.name: (remote_node.host_spec(n.host), n.remote_data) for n in manifest.nodes
              if n.host is not None and n.remote_data is not None})
-
-
-def _by_host(nodes: dict[str, tuple[HostSpec, str]]
-             ) -> dict[str, tuple[HostSpec, dict[str, str]]]:
-    """The same, by host: each host and its nodes' data dirs."""
-    hosts: dict[str, tuple[HostSpec, dict[str, str]]] = {}
-    for name, (spec, data) in nodes.items():
-        hosts.setdefault(spec.name, (spec, {}))[1][name] = data
-    return hosts
-
-
-def _remote_snapshots(nodes: dict[str, tuple[HostSpec, str]]
-                      ) -> dict[str, list[dict[str, Any]]]:
-    """/proc of every node on an SSH host, read there."""
-    from syncrep_lab.cluster import remote_node
-
-    return {name: remote_node.snapshot(spec, data) for name, (spec, data) in nodes.items()}
 
 
 def _finish_all(running: list[RunningPgbench]) -> list[PgbenchRun]:

@@ -545,15 +545,16 @@ class RemotePerfStat(RemotePerfRun):
 
 
 class RemoteRecording(RemotePerfRun):
-    """``perf record -a`` of every CPU of a host, ``perf script`` run there on it."""
+    """``perf record -a`` of every CPU of a host (``args``: what it samples or traces),
+    ``perf script`` run there on it; ``what`` names its files (``BASE.WHAT.data``)."""
 
-    def __init__(self, host: SshHost, access: PerfAccess, base: str, hz: int,
-                 seconds: float, fields: str) -> None:
-        self.data, self.script = f"{base}.oncpu.data", f"{base}.oncpu.txt"
+    def __init__(self, host: SshHost, access: PerfAccess, base: str, what: str,
+                 args: list[str], seconds: float, fields: str) -> None:
+        self.data, self.script = f"{base}.{what}.data", f"{base}.{what}.txt"
         self.fields = fields
-        super().__init__(host, access, base, "record",
-                         ["record", "-a", "--call-graph", "dwarf", "-F", str(hz), "-o",
-                          self.data, "--", "sleep", str(int(seconds) + 1)])
+        super().__init__(host, access, base, what,
+                         ["record", "-a", *args, "-o", self.data, "--", "sleep",
+                          f"{seconds:g}"])
         self.files += [self.data, self.script]
 
     def stop(self, limit: int = 1 << 30) -> bytes:

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import contextlib
 import posixpath
+import threading
 from collections import defaultdict
 from collections.abc import Collection, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from syncrep_lab.errors import UserError
 from syncrep_lab.hosts.remote import (
@@ -29,9 +30,13 @@ from syncrep_lab.hosts.remote import (
 )
 from syncrep_lab.hosts.ssh import HostSpec, SshHost
 from syncrep_lab.pg.roles import NodeProcess, role_of_title
-from syncrep_lab.probes import flamegraph
+from syncrep_lab.probes import flamegraph, sched
 from syncrep_lab.probes.perfstat import SYSCALLS, cost_rows, parse_perf_stat
-from syncrep_lab.store import CostRow, ProbeRow, ProcCostRow
+from syncrep_lab.probes.session import sched_rows, wakeup_rows
+from syncrep_lab.store import CostRow, ProbeRow, ProbeRows, ProcCostRow
+
+if TYPE_CHECKING:  # the spec's types only: probes do not depend on the experiment
+    from syncrep_lab.experiment.spec import Probes
 
 
 def postmaster_of(snapshot: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -179,53 +184,56 @@ def node_processes(node: str, snapshot: list[dict[str, Any]], walsenders: dict[i
     return out
 
 
-class RemoteOnCpu:
-    """On-CPU stacks of the hosts' nodes: ``perf record -a`` on each host (where the
-    account may run perf), ``perf script`` there, folded and drawn here per node and
-    role as the local recording is (probes/flamegraph.py). A process is named by the
-    node snapshot that holds its pid; backends born during the repeat on a host's
-    primary are in no snapshot and show in the host's graph of everything only."""
+Hosts = dict[str, tuple[HostSpec, dict[str, str]]]  # host -> (spec, node -> its data dir)
 
-    def __init__(self, hosts: dict[str, tuple[HostSpec, dict[str, str]]],
-                 snapshots: dict[str, list[dict[str, Any]]],
-                 checked: dict[str, PerfAccess | str], hz: int, seconds: float,
-                 out_dir: Path) -> None:
-        self.hosts, self.snapshots = hosts, snapshots  # host -> (spec, node -> data dir)
+
+class _PerHost:
+    """A recording of every CPU of each host that has nodes (where the account may run
+    perf), read back as text when it stops and named by the nodes' processes seen on
+    that host: the snapshots at the start and the one taken midway, which holds the
+    backends the workload opened (a process seen in none shows as its host's)."""
+
+    probe = ""  # the status rows' name: "PROBE on HOST"
+
+    def __init__(self, hosts: Hosts, snapshots: dict[str, list[dict[str, Any]]],
+                 checked: dict[str, PerfAccess | str], out_dir: Path) -> None:
+        self.hosts, self.snapshots = hosts, snapshots
         self.checked = checked  # how perf runs on each host, shared with RemotePerf
-        self.hz, self.seconds, self.out_dir = hz, seconds, out_dir
+        self.out_dir = out_dir
         self.status: list[ProbeRow] = []
         self.running: dict[str, tuple[SshHost, RemoteRecording]] = {}
 
+    def _recording(self, host: SshHost, access: PerfAccess, base: str) -> RemoteRecording:
+        raise NotImplementedError
+
+    def _read(self, host: str, text: Path, roles: dict[int, tuple[str, str]]) -> None:
+        raise NotImplementedError
+
     def start(self) -> None:
         for name, (spec, nodes) in sorted(self.hosts.items()):
-            probe = f"flamegraphs on {name}"
+            probe = f"{self.probe} on {name}"
             opened = _with_perf(spec, probe, self.status, self.checked)
             if opened is None:
                 continue
             host, access = opened
             try:
                 base = posixpath.join(posixpath.dirname(next(iter(nodes.values()))), name)
-                recording = RemoteRecording(host, access, base, self.hz, self.seconds + 60,
-                                            flamegraph.SCRIPT_FIELDS)
+                recording = self._recording(host, access, base)
                 recording.start()
                 self.running[name] = (host, recording)
             except (UserError, RuntimeError) as exc:
                 self.status.append(ProbeRow(probe, "failed", str(exc)))
                 host.close()
 
-    def stop(self, walsenders: dict[int, str]) -> flamegraph.FlameResult:
-        """Every host's graphs, their paths relative to ``out_dir``'s parent."""
-        result = flamegraph.FlameResult()
+    def stop(self, walsenders: dict[int, str]) -> None:
+        """Every host's recording read (into what the subclass keeps)."""
         for name, (host, recording) in sorted(self.running.items()):
-            probe = f"flamegraphs on {name}"
-            text = self.out_dir / f"{name}.oncpu.txt"
+            probe = f"{self.probe} on {name}"
+            text = self.out_dir / f"{name}.{self.probe}.txt"
             try:
                 self.out_dir.mkdir(parents=True, exist_ok=True)
                 text.write_bytes(recording.stop())
-                roles = self._roles(self.hosts[name][1], walsenders)
-                made = flamegraph.graphs_of(
-                    flamegraph.fold(text), self.out_dir / f"flame-{name}", roles.get,
-                    f"{self.hz} Hz per CPU of {name}; µs on CPU", everything=f"*{name}")
+                self._read(name, text, self._roles(self.hosts[name][1], walsenders))
             except (UserError, RuntimeError, OSError) as exc:
                 self.status.append(ProbeRow(probe, "failed", str(exc)))
                 continue
@@ -233,10 +241,7 @@ class RemoteOnCpu:
                 host.close()
                 text.unlink(missing_ok=True)
             self.status.append(ProbeRow(probe, "ran", None))
-            result.graphs += made.graphs
-            result.frames += made.frames
         self.running = {}
-        return result
 
     def _roles(self, nodes: dict[str, str], walsenders: dict[int, str]
                ) -> dict[int, tuple[str, str]]:
@@ -247,3 +252,148 @@ class RemoteOnCpu:
         """Kill what was started and not stopped (the repeat failed)."""
         _abort(self.running)
         self.running = {}
+
+
+class RemoteOnCpu(_PerHost):
+    """On-CPU stacks: ``perf record -a`` with DWARF call graphs on each host, ``perf
+    script`` there, folded and drawn here per node and role as the local recording is
+    (probes/flamegraph.py), plus one graph of everything on the host (``*HOST``)."""
+
+    probe = "flamegraphs"
+
+    def __init__(self, hosts: Hosts, snapshots: dict[str, list[dict[str, Any]]],
+                 checked: dict[str, PerfAccess | str], hz: int, seconds: float,
+                 out_dir: Path) -> None:
+        super().__init__(hosts, snapshots, checked, out_dir)
+        self.hz, self.seconds = hz, seconds
+        self.result = flamegraph.FlameResult()
+
+    def _recording(self, host: SshHost, access: PerfAccess, base: str) -> RemoteRecording:
+        return RemoteRecording(host, access, base, "oncpu",
+                               ["--call-graph", "dwarf", "-F", str(self.hz)],
+                               self.seconds + 61, flamegraph.SCRIPT_FIELDS)
+
+    def _read(self, host: str, text: Path, roles: dict[int, tuple[str, str]]) -> None:
+        made = flamegraph.graphs_of(
+            flamegraph.fold(text), self.out_dir / f"flame-{host}", roles.get,
+            f"{self.hz} Hz per CPU of {host}; µs on CPU", everything=f"*{host}")
+        self.result.graphs += made.graphs
+        self.result.frames += made.frames
+
+
+class RemoteSched(_PerHost):
+    """The scheduler trace (sched_switch, sched_waking on every CPU) of each host, read
+    by the local probe's analysis (probes/sched.py): per role the time asleep, waiting
+    for a core and on one, and who woke whom. Threads of no node are the host's
+    (``*HOST``), where a local trace names them ``-``."""
+
+    probe = "sched"
+
+    def __init__(self, hosts: Hosts, snapshots: dict[str, list[dict[str, Any]]],
+                 checked: dict[str, PerfAccess | str], seconds: float, out_dir: Path) -> None:
+        super().__init__(hosts, snapshots, checked, out_dir)
+        self.seconds = seconds
+        self.results: dict[str, sched.SchedResult] = {}
+
+    def _recording(self, host: SshHost, access: PerfAccess, base: str) -> RemoteRecording:
+        return RemoteRecording(host, access, base, "sched", ["-e", sched.TRACEPOINTS],
+                               self.seconds, sched.SCRIPT_FIELDS)
+
+    def _read(self, host: str, text: Path, roles: dict[int, tuple[str, str]]) -> None:
+        with text.open(errors="replace") as lines:
+            result = sched.analyse(lines, roles.get)
+
+        def named(who: tuple[str, str]) -> tuple[str, str]:
+            return (f"*{host}", who[1]) if who[0] == "-" else who
+
+        result.roles = {named(k): v for k, v in result.roles.items()}
+        result.wakeups = {(*named(k[:2]), *named(k[2:])): n
+                          for k, n in result.wakeups.items()}
+        self.results[host] = result
+
+
+class HostProbes:
+    """Every probe of the nodes on SSH hosts in one probed repeat: their /proc before and
+    after (CPU per role), perf stat per node, on-CPU stacks and the scheduler trace per
+    host (where the account may run perf; else skipped with the reason), and one more
+    snapshot midway, when the workload's backends exist, to name them in the stacks and
+    the trace."""
+
+    def __init__(self, nodes: dict[str, tuple[HostSpec, str]], config: Probes,
+                 duration: float, out_dir: Path) -> None:
+        self.nodes = nodes
+        self.before = snapshots(nodes)
+        self.seen = {name: list(snap) for name, snap in self.before.items()}
+        checked: dict[str, PerfAccess | str] = {}  # perf on each host, asked once
+        hosts = by_host(nodes)
+        self.perf = RemotePerf(nodes, self.before, checked) if config.perf else None
+        self.stacks = (RemoteOnCpu(hosts, self.seen, checked, config.flame_hz, duration,
+                                   out_dir) if config.flamegraphs else None)
+        self.sched = (RemoteSched(hosts, self.seen, checked,
+                                  min(config.sched_seconds, duration), out_dir)
+                      if config.sched else None)
+        self.midway = threading.Timer(min(2.0, duration / 2), self._look_again)
+        self.midway.daemon = True
+
+    @property
+    def _probes(self) -> list[RemotePerf | _PerHost]:
+        return [p for p in (self.perf, self.stacks, self.sched) if p is not None]
+
+    def start(self) -> None:
+        for probe in self._probes:
+            probe.start()
+        self.midway.start()
+
+    def _look_again(self) -> None:
+        with contextlib.suppress(UserError):  # naming only: the start's snapshot stands
+            for name, snap in snapshots(self.nodes).items():
+                known = {int(p["pid"]) for p in self.seen[name]}
+                self.seen[name] += [p for p in snap if int(p["pid"]) not in known]
+
+    def stop(self, walsenders: dict[int, str], here: str) -> ProbeRows:
+        """What the probes found, as the store's rows; files named relative to the run
+        folder (``here`` is the repeat's folder in it)."""
+        self.midway.cancel()
+        if self.midway.ident is not None:  # started
+            self.midway.join(timeout=60)
+        rows = ProbeRows()
+        if self.perf is not None:
+            rows.costs = self.perf.stop(walsenders)
+        for recorder in (self.stacks, self.sched):
+            if recorder is not None:
+                recorder.stop(walsenders)
+        if self.stacks is not None:
+            rows.flamegraphs = [g._replace(folded_path=f"{here}/{g.folded_path}",
+                                           svg_path=f"{here}/{g.svg_path}")
+                                for g in self.stacks.result.graphs]
+            rows.stack_frames = list(self.stacks.result.frames)
+        for result in self.sched.results.values() if self.sched is not None else []:
+            rows.sched_roles += sched_rows(result)
+            rows.wakeups += wakeup_rows(result)
+        after = snapshots(self.nodes)
+        for name, before in self.before.items():
+            rows.proc_costs += role_costs(name, before, after.get(name, []),
+                                          walsenders=walsenders if name == "primary" else None)
+        rows.probes = [s for p in self._probes for s in p.status]
+        return rows
+
+    def abort(self) -> None:
+        """Kill what was started and not stopped (the repeat failed)."""
+        self.midway.cancel()
+        for probe in self._probes:
+            probe.abort()
+
+
+def snapshots(nodes: dict[str, tuple[HostSpec, str]]) -> dict[str, list[dict[str, Any]]]:
+    """/proc of every node on an SSH host, read there."""
+    from syncrep_lab.cluster import remote_node
+
+    return {name: remote_node.snapshot(spec, data) for name, (spec, data) in nodes.items()}
+
+
+def by_host(nodes: dict[str, tuple[HostSpec, str]]) -> Hosts:
+    """The same nodes, by host: each host and its nodes' data dirs."""
+    hosts: Hosts = {}
+    for name, (spec, data) in nodes.items():
+        hosts.setdefault(spec.name, (spec, {}))[1][name] = data
+    return hosts

@@ -364,14 +364,23 @@ def probe_rows(data: ProbeData, repeat_dir: str, timeline: Timeline | None = Non
                             for g in data.flame.graphs]
         rows.stack_frames = list(data.flame.frames)
     if data.sched is not None:
-        s = data.sched
-        rows.sched_roles = [
-            SchedRoleRow(node, role, r.threads, r.cpu_s * 1e3, r.sleep_s * 1e3, r.runq_s * 1e3,
-                         r.switches, r.voluntary, r.wakeups_received, s.duration_s)
-            for (node, role), r in sorted(s.roles.items())]
-        rows.wakeups = [WakeupRow(*key, n, s.duration_s) for key, n in sorted(s.wakeups.items())]
+        rows.sched_roles = sched_rows(data.sched)
+        rows.wakeups = wakeup_rows(data.sched)
     if data.gprof is not None:
         rows.gprof_roles = [g._replace(profile_path=f"{repeat_dir}/gprof/{g.profile_path}")
                             for g in data.gprof.roles]
         rows.gprof_functions = list(data.gprof.functions)
     return rows
+
+
+def sched_rows(s: sched.SchedResult) -> list[SchedRoleRow]:
+    """``sched_roles``: a scheduler trace per node and role."""
+    return [SchedRoleRow(node, role, r.threads, r.cpu_s * 1e3, r.sleep_s * 1e3,
+                         r.runq_s * 1e3, r.switches, r.voluntary, r.wakeups_received,
+                         s.duration_s)
+            for (node, role), r in sorted(s.roles.items())]
+
+
+def wakeup_rows(s: sched.SchedResult) -> list[WakeupRow]:
+    """``wakeups``: who woke whom in a scheduler trace."""
+    return [WakeupRow(*key, n, s.duration_s) for key, n in sorted(s.wakeups.items())]

@@ -305,3 +305,8 @@ class ProbeRows:
             rows: list[NamedTuple] = getattr(self, table)
             if rows:
                 yield table, rows
+
+    def add(self, other: ProbeRows) -> None:
+        """Append ``other``'s rows to these, table by table."""
+        for table, rows in other.tables():
+            getattr(self, table).extend(rows)
