@@ -96,6 +96,10 @@ def test_perf_counts_a_remote_standby_s_system_calls(workdir: Path, probed: Sshd
     wakes = {(r["waker_node"], r["waker_role"], r["wakee_node"], r["wakee_role"])
              for r in db.execute("select * from wakeups")}
     assert ("c", "walreceiver", "c", "startup") in wakes, wakes
+    # its pages per NUMA node, read from numa_maps there before and after
+    pages = {(r["role"], r["phase"]): r["pages"] for r in db.execute(
+        "select role, phase, pages from numa_pages where node = 'c' and numa_node = 'N0'")}
+    assert pages.get(("startup", "before"), 0) > 0 and pages.get(("startup", "after"), 0) > 0
     assert list(Path(probed.data_root).iterdir()) == []  # its files went with the node
     assert probed.running("perf") == []
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import posixpath
 import threading
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,6 +26,7 @@ from syncrep_lab.hosts.remote import (
     RemotePerfRun,
     RemotePerfStat,
     RemoteRecording,
+    numa_pages,
     perf_access,
 )
 from syncrep_lab.hosts.ssh import HostSpec, SshHost
@@ -33,7 +34,7 @@ from syncrep_lab.pg.roles import NodeProcess, role_of_title
 from syncrep_lab.probes import flamegraph, sched
 from syncrep_lab.probes.perfstat import SYSCALLS, cost_rows, parse_perf_stat
 from syncrep_lab.probes.session import sched_rows, wakeup_rows
-from syncrep_lab.store import CostRow, ProbeRow, ProbeRows, ProcCostRow
+from syncrep_lab.store import CostRow, NumaPagesRow, ProbeRow, ProbeRows, ProcCostRow
 
 if TYPE_CHECKING:  # the spec's types only: probes do not depend on the experiment
     from syncrep_lab.experiment.spec import Probes
@@ -314,10 +315,10 @@ class RemoteSched(_PerHost):
 
 class HostProbes:
     """Every probe of the nodes on SSH hosts in one probed repeat: their /proc before and
-    after (CPU per role), perf stat per node, on-CPU stacks and the scheduler trace per
-    host (where the account may run perf; else skipped with the reason), and one more
-    snapshot midway, when the workload's backends exist, to name them in the stacks and
-    the trace."""
+    after (CPU per role, pages per NUMA node), perf stat per node, on-CPU stacks and the
+    scheduler trace per host (where the account may run perf; else skipped with the
+    reason), and one more snapshot midway, when the workload's backends exist, to name
+    them in the stacks and the trace."""
 
     def __init__(self, nodes: dict[str, tuple[HostSpec, str]], config: Probes,
                  duration: float, out_dir: Path) -> None:
@@ -334,6 +335,7 @@ class HostProbes:
                       if config.sched else None)
         self.midway = threading.Timer(min(2.0, duration / 2), self._look_again)
         self.midway.daemon = True
+        self.numa_before = self._numa_pages(self.before) if config.numa else None
 
     @property
     def _probes(self) -> list[RemotePerf | _PerHost]:
@@ -374,7 +376,37 @@ class HostProbes:
         for name, before in self.before.items():
             rows.proc_costs += role_costs(name, before, after.get(name, []),
                                           walsenders=walsenders if name == "primary" else None)
+        if self.numa_before is not None:
+            # the processes there before and still there after (as the local probe)
+            known = {name: {int(p["pid"]) for p in snap} for name, snap in self.before.items()}
+            stayed = {name: [p for p in snap if int(p["pid"]) in known.get(name, set())]
+                      for name, snap in after.items()}
+            rows.numa_pages = self._numa_rows(self.numa_before, "before", walsenders)
+            rows.numa_pages += self._numa_rows(self._numa_pages(stayed), "after", walsenders)
         rows.probes = [s for p in self._probes for s in p.status]
+        return rows
+
+    def _numa_pages(self, snaps: dict[str, list[dict[str, Any]]]
+                    ) -> dict[str, tuple[list[dict[str, Any]], dict[int, Counter[str]]]]:
+        """Each node's processes and their pages per NUMA node, read on its host."""
+        out = {}
+        for name, snap in snaps.items():
+            spec, _ = self.nodes[name]
+            with SshHost(spec) as host:
+                out[name] = (snap, numa_pages(host, [int(p["pid"]) for p in snap]))
+        return out
+
+    @staticmethod
+    def _numa_rows(read: dict[str, tuple[list[dict[str, Any]], dict[int, Counter[str]]]],
+                   phase: str, walsenders: dict[int, str]) -> list[NumaPagesRow]:
+        rows = []
+        for name, (snap, pages) in sorted(read.items()):
+            per_role: dict[str, Counter[str]] = defaultdict(Counter)
+            for p in node_processes(name, snap, walsenders if name == "primary" else {}):
+                per_role[p.label].update(pages.get(p.pid, Counter()))
+            rows += [NumaPagesRow(name, role, phase, numa_node, n)
+                     for role, counted in sorted(per_role.items())
+                     for numa_node, n in sorted(counted.items())]
         return rows
 
     def abort(self) -> None:
