@@ -199,6 +199,12 @@ class FlameResult:
     graphs: list[FlameGraphRow] = field(default_factory=list)
     frames: list[StackFrameRow] = field(default_factory=list)
 
+    def graphs_in(self, repeat_dir: str) -> list[FlameGraphRow]:
+        """The graphs' rows with their files named relative to the run folder
+        (``repeat_dir`` is the repeat's folder in it)."""
+        return [g._replace(folded_path=f"{repeat_dir}/{g.folded_path}",
+                           svg_path=f"{repeat_dir}/{g.svg_path}") for g in self.graphs]
+
 
 def flame_graphs(perf_data: Path, out_dir: Path,
                  roles: Callable[[int], tuple[str, str] | None], caption: str

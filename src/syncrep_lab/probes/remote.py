@@ -365,9 +365,7 @@ class HostProbes:
             if recorder is not None:
                 recorder.stop(walsenders)
         if self.stacks is not None:
-            rows.flamegraphs = [g._replace(folded_path=f"{here}/{g.folded_path}",
-                                           svg_path=f"{here}/{g.svg_path}")
-                                for g in self.stacks.result.graphs]
+            rows.flamegraphs = self.stacks.result.graphs_in(here)
             rows.stack_frames = list(self.stacks.result.frames)
         for result in self.sched.results.values() if self.sched is not None else []:
             rows.sched_roles += sched_rows(result)

@@ -359,9 +359,7 @@ def probe_rows(data: ProbeData, repeat_dir: str, timeline: Timeline | None = Non
         rows.proc_costs = data.proc.cost_rows()
         rows.numa_pages = list(data.proc.numa)
     if data.flame is not None:
-        rows.flamegraphs = [g._replace(folded_path=f"{repeat_dir}/{g.folded_path}",
-                                       svg_path=f"{repeat_dir}/{g.svg_path}")
-                            for g in data.flame.graphs]
+        rows.flamegraphs = data.flame.graphs_in(repeat_dir)
         rows.stack_frames = list(data.flame.frames)
     if data.sched is not None:
         rows.sched_roles = sched_rows(data.sched)
