@@ -59,7 +59,7 @@ from syncrep_lab.experiment.workload import (
     script_text,
     start_pgbench,
 )
-from syncrep_lab.hosts.ssh import HostSpec
+from syncrep_lab.hosts.ssh import HostSpec, kept_connections
 from syncrep_lab.measure.histogram import LatencyHistogram
 from syncrep_lab.measure.pairing import baselines, by_round, rows_per_second
 from syncrep_lab.measure.pgbench_log import ProgressSample, parse_transaction_logs
@@ -139,6 +139,11 @@ class Runner:
         return stamped(conninfo, f"{self.application_name} {what}".strip())
 
     def execute(self) -> None:
+        # one SSH connection per host for the whole run (hosts/ssh.kept_connections)
+        with kept_connections():
+            self._execute()
+
+    def _execute(self) -> None:
         plan = expand(self.spec, machine_metadata()["cpus_usable"] or 2)
         rows = {c.key: self.store.ensure_cell(self.run_id, c.index, c.key, c.label, c.axes,
                                               c.params()) for c in plan.cells}

@@ -268,17 +268,60 @@ def _tail(text: str, lines: int = 12, chars: int = 2000) -> str:
     return kept[-chars:]
 
 
+# While a run keeps its connections (kept_connections), the one SshHost of each host.
+_kept: dict[HostSpec, SshHost] | None = None
+_kept_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def kept_connections() -> Iterator[None]:
+    """Within it, ``SshHost(spec)`` is one connection per host, shared by every caller
+    and closed when it ends (``close()`` leaves it open meanwhile). A fresh connection
+    costs about 90 ms against 3 ms for a command on an open one
+    (bench/ssh_connections.py), and a probed repeat asks each host a dozen things. A
+    connection that breaks is forgotten and the next command connects again."""
+    global _kept
+    with _kept_lock:
+        outer, _kept = _kept, ({} if _kept is None else _kept)
+    try:
+        yield
+    finally:
+        if outer is None:
+            with _kept_lock:
+                hosts, _kept = list((_kept or {}).values()), None
+            for host in hosts:
+                host._close_now()
+
+
 class SshHost:
     """A synchronous facade over one asyncssh connection (an event loop in a daemon
     thread, so callers stay synchronous).
 
     Methods connect on first use; :meth:`connect` is there to fail early with
     a clear message. Several threads may use one host at once: each command
-    runs on a channel of its own over the shared connection.
+    runs on a channel of its own over the shared connection. Within
+    :func:`kept_connections`, constructing one for a host already connected gives that
+    one back.
     """
 
+    def __new__(cls, spec: HostSpec) -> SshHost:
+        with _kept_lock:
+            if _kept is None:
+                return super().__new__(cls)
+            host = _kept.get(spec)
+            if host is None:
+                host = _kept[spec] = super().__new__(cls)
+                host._setup(spec, kept=True)
+            return host
+
     def __init__(self, spec: HostSpec) -> None:
+        if getattr(self, "kept", False):
+            return  # the run's connection to this host, set up already
+        self._setup(spec, kept=False)
+
+    def _setup(self, spec: HostSpec, *, kept: bool) -> None:
         self.spec = spec
+        self.kept = kept
         self._conn: asyncssh.SSHClientConnection | None = None
         self._sftp: asyncssh.SFTPClient | None = None
         self._lock = threading.Lock()
@@ -652,6 +695,11 @@ class SshHost:
     # closing
 
     def close(self) -> None:
+        """Close the connection; one the run keeps (kept_connections) stays open."""
+        if not self.kept:
+            self._close_now()
+
+    def _close_now(self) -> None:
         with self._lock:
             conn, self._conn, self._sftp = self._conn, None, None
         if conn is not None:
