@@ -244,13 +244,14 @@ def test_faults_act_on_the_standby_on_its_host(workdir: Path, far: SshdHost) -> 
     the repeat: c is killed and started, then stopped and started, while b here takes
     over; every acknowledged row is on every node afterwards."""
     text = _spec(far, placed='sync = "1(c,b)"\nclone = "basebackup"\nhosts = { c = "far" }')
-    text = text.replace("duration = 3", "duration = 6") + """
+    # c has 2.5 s between its start and its stop to stream again (a loaded machine)
+    text = text.replace("duration = 3", "duration = 7") + """
 [matrix]
 faults = ["kill-stop-c"]
 
 [faults.kill-stop-c]
 events = [{ at = 0.5, action = "kill", target = "c", for = 1.5 },
-          { at = 3.5, action = "stop", target = "c", for = 1.5 }]
+          { at = 4.5, action = "stop", target = "c", for = 1 }]
 """
     db = _done_run(workdir, far, text)
     events = [(r["t_s"], r["kind"], r["node"], r["detail"]) for r in db.execute(

@@ -74,6 +74,11 @@ def remote_dir(spec: HostSpec, cluster_dir: Path, node: str) -> str:
     return posixpath.join(spec.data_root, tag, node)
 
 
+def log_path(data: str) -> str:
+    """A node's server log on its host: beside its data dir, named after the node."""
+    return posixpath.join(posixpath.dirname(data), f"{posixpath.basename(data)}.log")
+
+
 def check_version(host: SshHost, bin_dir: str, major: int) -> None:
     out = host.run([posixpath.join(bin_dir, "postgres"), "--version"], timeout=30).stdout
     words = out.split()
@@ -129,7 +134,7 @@ def start_standby(*, spec: HostSpec, cluster_dir: Path, name: str, port: int,
             host.put_text(posixpath.join(data, "standby.signal"), "", 0o600)
         _configure(host, data, own, f"standby {name} of {cluster_dir}", [tool_address],
                    replication=False)
-        remote.start_postgres(host, bin_dir, data, posixpath.join(top, f"{name}.log"),
+        remote.start_postgres(host, bin_dir, data, log_path(data),
                               prefix=prefix or [])
     return data
 
@@ -177,15 +182,14 @@ def start_primary(*, spec: HostSpec, cluster_dir: Path, port: int, secret: str,
                "unix_socket_directories": top, "unix_socket_permissions": "0700",
                "wal_level": "replica", **settings}
         _configure(host, data, own, f"the primary of {cluster_dir}", peers, replication=True)
-        remote.start_postgres(host, bin_dir, data, posixpath.join(top, "primary.log"),
+        remote.start_postgres(host, bin_dir, data, log_path(data),
                               prefix=prefix or [])
     return data
 
 
 def log_tail(spec: HostSpec, data: str, lines: int = 20) -> str:
     """The end of the remote standby's log, fetched over SSH (for error messages)."""
-    top = posixpath.dirname(data)
-    log = posixpath.join(top, f"{posixpath.basename(data)}.log")
+    log = log_path(data)
     try:
         with SshHost(spec) as host:
             res = host.run(["tail", "-n", str(lines), "--", log], timeout=30, check=False)
@@ -202,7 +206,7 @@ def stop_standby(spec: HostSpec, data: str) -> None:
         remote.remove_dir(host, data)
         name = posixpath.basename(data)
         host.run(["rm", "-f", "--", posixpath.join(top, f"{name}.pgpass"),
-                  posixpath.join(top, f"{name}.log")], timeout=30, check=False)
+                  log_path(data)], timeout=30, check=False)
         with contextlib.suppress(UserError):
             host.run(["rmdir", "--", top], timeout=30, check=False)
 

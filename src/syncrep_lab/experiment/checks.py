@@ -446,15 +446,19 @@ def _check_on_host(host: str, facts: dict[str, Any], kind: str, where: str,
     from syncrep_lab.placement.cpus import format_cpus, parse_cpus, parse_list
     from syncrep_lab.placement.numa import policy_nodes
 
+    noun = "CPU" if kind == "cpus" else "NUMA node"
+    said = facts["cpus_allowed"] if kind == "cpus" else facts["numa_nodes"]
+    if not said:
+        raise UserError(f"{where}: {host} did not say which {noun}s its account may use",
+                        f"{host} needs Linux /proc and /sys (Cpus_allowed_list, "
+                        "/sys/devices/system/node)")
     try:
         wanted = parse_cpus(value) if kind == "cpus" else policy_nodes(value)
-        have = parse_list(facts["cpus_allowed"] if kind == "cpus" else facts["numa_nodes"],
-                          "CPU" if kind == "cpus" else "NUMA node")
+        have = parse_list(said, noun)
     except UserError as exc:
         raise UserError(f"{where}: {exc.cause}", exc.fix) from None
     missing = sorted(set(wanted) - set(have))
     if missing:
-        noun = "CPU" if kind == "cpus" else "NUMA node"
         raise UserError(f"{where}: {noun} {format_cpus(missing)} not on {host} (the account "
                         f"may use {noun}s {format_cpus(have)} there)",
                         f"choose among {noun}s {format_cpus(have)} of {host}")

@@ -1,6 +1,6 @@
-"""Faults inside a cell: timed events against standbys (stop, kill -9, restart,
-start, SIGSTOP/SIGCONT) or the primary's settings (ALTER SYSTEM and a reload),
-fired while pgbench runs, and what the cluster did about them.
+"""Faults inside a cell: timed events against standbys, here or on their SSH hosts
+(stop, kill -9, restart, start, SIGSTOP/SIGCONT), or the primary's settings (ALTER
+SYSTEM and a reload), fired while pgbench runs, and what the cluster did about them.
 
 A :class:`FaultDriver` thread runs beside pgbench in every repeat of a cell whose
 ``faults`` axis names a scenario. It fires the events at their times, polls
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import posixpath
 import signal
 import threading
 import time
@@ -180,9 +179,9 @@ class _OnHost:
         if not remote.wait_node_gone(self.host, self.data, max(1.0, deadline - time.monotonic())):
             raise UserError(f"standby {self.name} on {self.spec.name}: processes of the old "
                             "server did not exit", "syncrep-lab clean, then run the cell again")
-        log = posixpath.join(posixpath.dirname(self.data), f"{self.name}.log")
         m = self.manifest
-        remote.start_postgres(self.host, self.spec.bin_dir or "", self.data, log,
+        remote.start_postgres(self.host, self.spec.bin_dir or "", self.data,
+                              remote_node.log_path(self.data),
                               max(1.0, deadline - time.monotonic()), m.on_host(self.name))
         wait_ready(m.admin_conninfo(m.node(self.name)), None,
                    lambda: remote_node.log_tail(self.spec, self.data), deadline,

@@ -52,7 +52,7 @@ class Launch:
         """What a process on an SSH host is started under: numactl, then taskset (the
         last word on its CPUs). There a node's ``cpus`` are its postmaster's CPU
         affinity, which every process it forks inherits; a cpuset would need root there
-        (docs/decisions.md, "Placement on SSH hosts")."""
+        (docs/decisions.md, "Nodes and the client on SSH hosts")."""
         from syncrep_lab.placement.cpus import format_cpus
         from syncrep_lab.placement.numa import numactl_args
 
