@@ -271,8 +271,9 @@ events = [{ at = 0.5, action = "kill", target = "c", for = 1.5 },
 def test_a_placement_on_the_host_is_applied_and_read_back_there(workdir: Path,
                                                                  far: SshdHost) -> None:
     """c and the client on the host get a CPU affinity and c a NUMA policy there, every
-    process of c inherits them, and what the host's kernel applied is stored per role;
-    a CPU the host does not have is refused before anything is made."""
+    process of c inherits them but its walreceiver, pinned apart there, and what the
+    host's kernel applied is stored per role; a CPU the host does not have is refused
+    before anything is made."""
     text = _spec(far, placed='sync = "c"\nclone = "basebackup"\n'
                              'hosts = { c = "far", client = "far" }') + """
 [matrix]
@@ -281,12 +282,14 @@ placement = ["far-pinned"]
 [placements.far-pinned]
 cpus = { c = "1", client = "0" }
 numa = { c = "interleave=all" }
+pin = { "c/walreceiver" = "0" }
 """
     db = _done_run(workdir, far, text)
     rows = {(r["node"], r["role"]): (r["cpus"], r["numa_policy"]) for r in db.execute(
         "select node, role, cpus, numa_policy from placement")}
     of_c = {role: got for (node, role), got in rows.items() if node == "c"}
     assert {"postmaster", "startup", "walreceiver"} <= set(of_c), rows
+    assert of_c.pop("walreceiver")[0] == "0", rows
     assert {cpus for cpus, _ in of_c.values()} == {"1"}, rows
     assert {policy for _, policy in of_c.values()} == {"interleave:0"}, rows
     assert rows[("client", "pgbench")][0] == "0", rows

@@ -318,12 +318,11 @@ def placement_problems(spec: Spec) -> list[Problem]:
 def _placed_on_hosts(spec: Spec) -> list[Problem]:
     """Placements of what runs on an SSH host. A node's (or the client's) ``cpus`` and
     ``numa`` named directly are applied there: a CPU affinity and a numactl policy its
-    postmaster starts under (checked against that host in :func:`check_hosts`). What
-    would act from this machine is refused at its key: role pins (they follow new
-    processes here), exclusive cpusets, a group key that takes in a node on a host (name
-    each node), and matrix.cores (this machine's CPUs)."""
-    hosts = spec.topology.hosts
-    remote = set(hosts)
+    postmaster starts under; its role pins are affinities set there as its processes
+    appear (all checked against that host in :func:`check_hosts`). What would act from
+    this machine is refused at its key: exclusive cpusets, a group key that takes in a
+    node on a host (name each node), and matrix.cores (this machine's CPUs)."""
+    remote = set(spec.topology.hosts)
     if not remote:
         return []
     groups = {"nodes", "standbys"} if remote - {"client"} else set()
@@ -336,14 +335,6 @@ def _placed_on_hosts(spec: Spec) -> list[Problem]:
                                      f"{key!r} takes in nodes on SSH hosts "
                                      f"({', '.join(sorted(remote - {'client'}))}): name each "
                                      "node instead (those on hosts are placed there)"))
-        for key in place.pin:
-            node = key.rpartition("/")[0] or "primary"
-            if node in remote:
-                problems.append((("placements", name, "pin", key),
-                                 f"{key!r} pins a role of {node}, which runs on {hosts[node]}: "
-                                 "role pinning follows new processes from this machine only "
-                                 f"(give {node} cpus instead: its processes' CPU affinity "
-                                 "there)"))
         on_hosts = sorted(k for k in place.cpus if k in remote)
         if place.exclusive and on_hosts:
             problems.append((("placements", name, "exclusive"),
@@ -428,15 +419,23 @@ def check_hosts(spec: Spec) -> None:
             _check_on_host(name, facts, kind, where, value)
 
 
+def _pinned(key: str) -> str:
+    """The node a pin key names: ``NODE/role``, or a role of the primary."""
+    return key.rpartition("/")[0] or "primary"
+
+
 def _placements_on(spec: Spec, roles: set[str]) -> list[tuple[str, str, str]]:
     """(cpus | numa, where in the spec, value) of every placement key naming one of
-    ``roles`` (what runs on one host), but a default NUMA policy (nothing to apply)."""
+    ``roles`` (what runs on one host), but a default NUMA policy (nothing to apply);
+    role pins are CPU lists too."""
     out = []
     for name, place in spec.placements.items():
         for kind, keys in (("cpus", place.cpus), ("numa", place.numa)):
             out += [(kind, f"placements.{name}.{kind}.{key}", value)
                     for key, value in keys.items()
                     if key in roles and not (kind == "numa" and value.strip() == "default")]
+        out += [("cpus", f"placements.{name}.pin.{key}", value)
+                for key, value in place.pin.items() if _pinned(key) in roles]
     return out
 
 
@@ -513,9 +512,10 @@ def _check_placement(spec: Spec) -> None:
     for name, place in spec.placements.items():
         # keys naming what runs on an SSH host are checked there (check_hosts)
         here = {k: v for k, v in place.cpus.items() if k not in spec.topology.hosts}
-        for key, text in [*here.items(), *place.pin.items()]:
+        pins = {k: v for k, v in place.pin.items() if _pinned(k) not in spec.topology.hosts}
+        for key, text in [*here.items(), *pins.items()]:
             check_cpus(text, f"placements.{name}: {key}")
-        wants_cpusets = wants_cpusets or bool(here) or bool(place.pin)
+        wants_cpusets = wants_cpusets or bool(here) or bool(pins)
         for key, policy in place.numa.items():
             if key in spec.topology.hosts:
                 continue

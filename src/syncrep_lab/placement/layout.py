@@ -94,7 +94,7 @@ class Layout:
     @property
     def uses_cgroups(self) -> bool:
         return any(n.cpus is not None for n in (*self.nodes.values(), self.client)) or any(
-            self.pins)
+            p.node in self.nodes for p in self.pins)  # a host's node is pinned there
 
     def launch(self, node: str) -> Launch:
         return self.nodes.get(node) or Launch()
@@ -128,7 +128,7 @@ class Layout:
     def empty(self) -> bool:
         return (not self.uses_cgroups and self.network is None
                 and all(n.numa == "default" for n in self.nodes.values())
-                and not any(n.on_host() for n in self.hosts.values()))
+                and not any(n.on_host() for n in self.hosts.values()) and not self.pins)
 
 
 def _support() -> Any:
@@ -154,7 +154,7 @@ def apply(layout: Layout) -> None:
                     group = CpusetGroup.create(support, layout.run_key, name, launch.cpus,
                                                exclusive=layout.exclusive and name != CLIENT)
                     launch.cgroup = str(group.path)
-            for pin in layout.pins:
+            for pin in (p for p in layout.pins if p.node in layout.nodes):
                 node_cpus = layout.launch(pin.node).cpus
                 if node_cpus is not None and not set(pin.cpus) <= set(node_cpus):
                     # outside the node's cpuset: a group of its own, which the pinner

@@ -76,7 +76,7 @@ def layout_for(spec: Spec, cell: Cell, instance: int, run_key: str) -> Layout | 
         for key, cpus in place.pin.items():
             node, _, role = key.rpartition("/")
             node = node or "primary"
-            if node in layout.nodes:  # a standby this cell does not have: nothing to pin
+            if node in layout.nodes or node in layout.hosts:  # else: not in this cell
                 layout.pins.append(Pin(node, role, share(parse_cpus(cpus))))
     if uses_namespaces(spec):
         net = spec.network

@@ -20,9 +20,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from syncrep_lab.cluster import server
-from syncrep_lab.cluster.manifest import Manifest
+from syncrep_lab.cluster.manifest import Manifest, Node
 from syncrep_lab.errors import UserError
-from syncrep_lab.pg.roles import NodeProcess, node_processes
+from syncrep_lab.pg.roles import NodeProcess, node_processes, role_of_title
+from syncrep_lab.placement.pinning import PinRule
 from syncrep_lab.probes.session import walsenders
 from syncrep_lab.store import LinkRow, NumastatRow, PlacementRow
 
@@ -49,17 +50,98 @@ class Walsenders:
             return self.known.get(pid)
 
 
-def start_pinners(manifest: Manifest) -> list[RolePinner]:
-    """One pinner per node that has pin rules, started."""
+class HostPinner:
+    """Role pins of a node on an SSH host, kept up from here: every ``interval`` seconds
+    its processes are read there (hosts/remote.proc_snapshot, one command on the run's
+    connection), named by role, and each one whose CPUs are not its rule's is pinned
+    with ``taskset -p`` there (one more command, only when some are). A process is
+    pinned within an interval of having its role's title; a walsender once the
+    primary names its standby. Nothing is left to undo: an affinity ends with its
+    process."""
+
+    def __init__(self, node: Node, rules: list[PinRule],
+                 walsender_of: Callable[[int], str | None], interval: float = 0.5) -> None:
+        from syncrep_lab.cluster.remote_node import host_spec
+
+        assert node.host is not None and node.remote_data is not None
+        self.node, self.data, self.spec = node.name, node.remote_data, host_spec(node.host)
+        self.rules, self.walsender_of, self.interval = rules, walsender_of, interval
+        self.errors: list[str] = []
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True,
+                                       name=f"pin-{self.node}@{self.spec.name}")
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self.stopping.set()
+        self.thread.join(timeout)
+
+    def _run(self) -> None:
+        from syncrep_lab.hosts.ssh import SshHost
+
+        host = SshHost(self.spec)
+        try:
+            while not self.stopping.is_set():
+                try:
+                    self.poll(host)
+                except UserError as exc:  # the host is checked elsewhere; keep trying
+                    if exc.cause not in self.errors:
+                        self.errors.append(exc.cause)
+                self.stopping.wait(self.interval)
+        finally:
+            host.close()
+
+    def poll(self, host: Any) -> list[tuple[int, str]]:
+        """One pass: what was pinned now, (pid, CPUs)."""
+        from syncrep_lab.hosts import remote
+        from syncrep_lab.placement.cpus import format_cpus, parse_list
+        from syncrep_lab.probes.remote import node_processes as remote_processes
+
+        snap = remote.proc_snapshot(host, self.data)
+        senders = {int(p["pid"]): name for p in snap
+                   if role_of_title(str(p["title"])) == "walsender"
+                   and (name := self.walsender_of(int(p["pid"]))) is not None}
+        allowed = {int(p["pid"]): str(p["cpus_allowed_list"]) for p in snap}
+        todo = []
+        for process in remote_processes(self.node, snap, senders):
+            rule = next((r for r in self.rules if r.matches(process.label)), None)
+            if rule is None:
+                continue
+            try:
+                have = set(parse_list(allowed[process.pid]))
+            except UserError:
+                have = set()
+            if have != set(rule.cpus):
+                todo.append((process.pid, format_cpus(rule.cpus)))
+        if todo:
+            failed = host.sh('for a; do taskset -pc "${a#*=}" "${a%%=*}" >/dev/null 2>&1 '
+                             '|| echo "$a"; done; exit 0', *(f"{p}={c}" for p, c in todo),
+                             what="pinning processes").stdout.split()
+            gone = {int(a.split("=")[0]) for a in failed}
+            todo = [t for t in todo if t[0] not in gone]
+        return todo
+
+
+def start_pinners(manifest: Manifest) -> list[RolePinner | HostPinner]:
+    """One pinner per node that has pin rules, started: here, or on its SSH host."""
     from syncrep_lab.placement.cgroups import CpusetGroup, cpuset_support
-    from syncrep_lab.placement.pinning import PinRule, RolePinner
+    from syncrep_lab.placement.pinning import RolePinner
 
     layout = manifest.placed()
     if layout is None or not layout.pins:
         return []
-    pinners = []
+    pinners: list[RolePinner | HostPinner] = []
     for name in sorted({p.node for p in layout.pins}):
         node = manifest.node(name)
+        if node.host is not None:
+            on_host = HostPinner(node, [PinRule(p.role, p.cpus) for p in layout.pins
+                                        if p.node == name],
+                                 Walsenders(manifest.admin_conninfo(node)))
+            on_host.start()
+            pinners.append(on_host)
+            continue
         pid = server.postmaster_pid(node.data_dir(manifest.dir))
         if pid is None:
             continue
