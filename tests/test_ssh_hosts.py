@@ -373,3 +373,29 @@ def test_remove_dir_stays_under_data_root(remote: SshdHost, host: SshHost) -> No
     assert victim.is_dir()
     remove_dir(host, f"{root}/escape")  # the link itself is under data_root
     assert victim.is_dir() and not os.path.lexists(f"{root}/escape")
+
+
+def test_a_reaped_too_late_postmaster_s_lock_is_cleared(tmp_path: Path) -> None:
+    """A killed postmaster left a zombie (its parent, the host's init, had not reaped it):
+    the wait before a start gives up on it and removes its lock file, which would make
+    a new postmaster refuse to start; a lock naming a live process is left alone. The
+    script is the one a host runs, run here with sh on this kernel."""
+    from syncrep_lab.hosts import remote
+
+    lock = tmp_path / "postmaster.pid"
+
+    def clear() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["sh", "-c", remote._ZOMBIE_LOCK_SH, "sh", str(tmp_path), "5"],
+                              capture_output=True, text=True, timeout=30)
+
+    child = os.fork()
+    if child == 0:
+        os._exit(0)
+    try:
+        time.sleep(0.2)  # exited, not waited for: a zombie
+        lock.write_text(f"{child}\n{tmp_path}\n")
+        assert clear().stdout.strip() == "removed" and not lock.exists()
+    finally:
+        os.waitpid(child, 0)
+    lock.write_text(f"{os.getpid()}\n{tmp_path}\n")  # a live process
+    assert clear().stdout.strip() == "" and lock.exists()

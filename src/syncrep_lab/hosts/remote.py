@@ -177,6 +177,8 @@ def start_postgres(host: SshHost, bin_dir: str, data_dir: str, log: str,
         raise ClusterFailure(
             f"a server already runs in {data_dir} on {spec.name} (pid {running})",
             "stop it first, or use another data directory")
+    if running is not None:
+        _clear_zombie_lock(host, data_dir)
     postgres = posixpath.join(bin_dir, "postgres")
     pid = host.spawn_detached([*prefix, postgres, "-D", data_dir], log, cwd=data_dir)
     wait = ALIVE_SH + (
@@ -204,6 +206,31 @@ def start_postgres(host: SshHost, bin_dir: str, data_dir: str, log: str,
         f"postgres in {data_dir} on {spec.name} exited while starting. "
         f"Its log ({log}) ends:\n{_log_tail(host, log)}",
         "fix what the log names (a port in use, a bad setting, permissions)")
+
+
+# A postmaster killed with SIGKILL was started detached, so its parent is the host's init
+# (or a subreaper), which reaps it when it gets to it: until then it is a zombie whose
+# pid, still in postmaster.pid, passes PostgreSQL's kill(pid, 0), and a new postmaster
+# refuses to start ("Is another postmaster running?"). Wait for the reaping; a zombie
+# that outlives the wait (an init that never reaps) holds nothing, and every process
+# of the node is gone by then (wait_node_gone), so its lock file is removed.
+_ZOMBIE_LOCK_SH = r"""
+f=$1/postmaster.pid; n=$2; i=0
+pid=$(head -n 1 -- "$f" 2>/dev/null) || exit 0
+case $pid in ''|*[!0-9]*) exit 0;; esac
+while [ "$(sed -n 's/^State:[[:space:]]*\(.\).*/\1/p' "/proc/$pid/status" 2>/dev/null)" = Z ]
+do
+  if [ "$i" -ge "$n" ]; then rm -f -- "$f"; echo removed; exit 0; fi
+  sleep 0.1 2>/dev/null || sleep 1
+  i=$((i + 1))
+done
+"""
+
+
+def _clear_zombie_lock(host: SshHost, data_dir: str, timeout: float = 5.0) -> None:
+    host.sh(_ZOMBIE_LOCK_SH, data_dir, str(max(1, int(timeout * 10))),
+            what=f"waiting for the old postmaster of {data_dir} to be reaped",
+            timeout=timeout + 15)
 
 
 def stop_postgres(host: SshHost, bin_dir: str, data_dir: str, timeout: float = 30) -> None:
