@@ -17,7 +17,6 @@ experiment/checks.py.
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import math
 import secrets
@@ -496,7 +495,7 @@ class Runner:
             running = self._start_pgbench(cell, targets, pgbench, script, rep_dir, common,
                                           self.spec.workload.duration)
             if placed:
-                watch = PlacementWatch(targets, lambda: [(t.instance, r.driver, _placement(r))
+                watch = PlacementWatch(targets, lambda: [(t.instance, r.driver, r.placement)
                                                          for t, r in zip(targets, running,
                                                                          strict=True)],
                                        min(2.0, self.spec.workload.duration / 2))
@@ -824,15 +823,6 @@ class FaultRun:
                                                   self.timeout)
         return events, [DurabilityRow(d.node, d.rows, d.expected, int(d.ok), d.detail)
                         for d in self.durability]
-
-
-def _placement(client: RunningPgbench) -> Callable[[], dict[str, Any]]:
-    """What reads the client's placement: on its host, or here by its pid."""
-    if isinstance(client, RemoteRunningPgbench):
-        return client.placement
-    from syncrep_lab.placement.cgroups import placement_of
-
-    return functools.partial(placement_of, client.proc.pid)
 
 
 def _host_nodes(target: Target) -> dict[str, tuple[HostSpec, str]]:

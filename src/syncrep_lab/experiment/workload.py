@@ -330,6 +330,13 @@ class RunningPgbench:
     def close(self) -> None:
         """What the run holds besides the process (a remote one: its folder there)."""
 
+    def placement(self) -> dict[str, Any]:
+        """What the kernel gave the client (placement/watch.py reads it mid-repeat; a
+        remote client reads it on its host); OSError once it is gone."""
+        from syncrep_lab.placement.cgroups import placement_of
+
+        return placement_of(self.proc.pid)
+
     def _wait_watched(self) -> None:
         """Wait for pgbench until its bound (TimeoutExpired then), asking the watch about
         once a second whether it stalled (UserError then, pgbench killed)."""

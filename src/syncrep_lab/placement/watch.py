@@ -135,18 +135,16 @@ def start_pinners(manifest: Manifest) -> list[RolePinner | HostPinner]:
     pinners: list[RolePinner | HostPinner] = []
     for name in sorted({p.node for p in layout.pins}):
         node = manifest.node(name)
+        pins = [p for p in layout.pins if p.node == name]
+        rules = [PinRule(p.role, p.cpus) for p in pins]
         if node.host is not None:
-            on_host = HostPinner(node, [PinRule(p.role, p.cpus) for p in layout.pins
-                                        if p.node == name],
-                                 Walsenders(manifest.admin_conninfo(node)))
+            on_host = HostPinner(node, rules, Walsenders(manifest.admin_conninfo(node)))
             on_host.start()
             pinners.append(on_host)
             continue
         pid = server.postmaster_pid(node.data_dir(manifest.dir))
         if pid is None:
             continue
-        pins = [p for p in layout.pins if p.node == name]
-        rules = [PinRule(p.role, p.cpus) for p in pins]
         groups = {p.role: CpusetGroup.open(cpuset_support(), layout.run_key, p.group)
                   for p in pins if p.group}
 
