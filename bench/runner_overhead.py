@@ -118,7 +118,7 @@ def main() -> None:
             finally:
                 own_cpu = time.process_time() - cpu_before
                 helpers_cpu = sum(_cpu_seconds(pid) for pid in helpers) - helpers_before
-                data = probes.stop() if probes is not None else None
+                data = probes.collect() if probes is not None else None
             probe_cpu.setdefault(name, []).append(own_cpu + helpers_cpu)
             if data is not None:
                 failed = {k: v for k, v in data.status.items() if v[0] == "failed"}

@@ -264,6 +264,8 @@ class FaultDriver(threading.Thread):
         self.changed_settings: set[str] = set()
         self.stopping = threading.Event()
         self.t0 = time.monotonic()
+        # set when the client has started: the scenario's times count from there
+        self.client_started: threading.Event | None = None
         # (due time, event, follow-up action): follow-ups bring a standby back
         self.pending: list[tuple[float, FaultEvent, str | None]] = sorted(
             ((e.at, e, None) for e in scenario.events), key=lambda p: p[0])
@@ -283,11 +285,23 @@ class FaultDriver(threading.Thread):
         self.records.append(Record(self.now(), kind, node, detail))
 
     def run(self) -> None:
+        if not self._client_started():
+            return
         try:
             with psycopg.connect(self.ctx.admin, autocommit=True, connect_timeout=5) as conn:
                 self._loop(conn)
         except psycopg.Error as exc:
             self._note("error", "primary", f"lost the primary: {str(exc).strip()}")
+
+    def _client_started(self) -> bool:
+        """Wait until the client has started and count from there; False when told to
+        stop first."""
+        if self.client_started is not None:
+            while not self.client_started.wait(0.05):
+                if self.stopping.is_set():
+                    return False
+            self.t0 = time.monotonic()
+        return True
 
     def _loop(self, conn: psycopg.Connection[Any]) -> None:
         states: dict[str, str] = self._states(conn)

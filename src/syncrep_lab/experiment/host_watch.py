@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from syncrep_lab.hosts import remote
 from syncrep_lab.hosts.ssh import HostSpec, SshHost
-from syncrep_lab.store import HostRepeatRow
+from syncrep_lab.probes.recorder import Ending
+from syncrep_lab.store import HostRepeatRow, ProbeRows
 
 if TYPE_CHECKING:
     from syncrep_lab.cluster.manifest import Manifest
@@ -43,7 +44,8 @@ def host_facts(spec: Spec) -> dict[str, dict[str, Any]]:
 
 
 class HostWatch:
-    """The hosts of one cluster, read before and after a repeat."""
+    """The hosts of one cluster, read before and after a repeat; a recorder of the
+    repeat (probes/recorder.py)."""
 
     @classmethod
     def of(cls, manifest: Manifest) -> HostWatch | None:
@@ -80,7 +82,8 @@ class HostWatch:
         reading = self.before.get(name) if name is not None else None
         return reading.offset_s if reading is not None else 0.0
 
-    def stop(self) -> list[HostRepeatRow]:
+    def stop(self, ending: Ending) -> ProbeRows:
+        """``host_repeats``: each host's clock offset and the CPUs it kept busy."""
         rows = []
         try:
             for name, host in self.hosts.items():
@@ -93,7 +96,10 @@ class HostWatch:
                                           remote.busy_cpus(first, after), after.cpus))
         finally:
             self.close()
-        return rows
+        return ProbeRows(host_repeats=rows)
+
+    def abort(self) -> None:
+        self.close()
 
     def close(self) -> None:
         for host in self.hosts.values():

@@ -170,3 +170,27 @@ def disturbed(before: Counters | None, after: Counters | None, behind: bool,
     if autovacuums > 0:
         marks.append("autovacuum")
     return Disturbance(checkpoints, autovacuums, other, ", ".join(marks) or None)
+
+
+class Disturbances:
+    """What else happened during one repeat, read when it begins (after its reset) and
+    when its client has ended: the checkpoint and autovacuum counters of the primary
+    at ``admin`` and the CPU the machine's other processes took (``data_dirs``: the
+    local servers')."""
+
+    def __init__(self, admin: str, version_num: int, insert_table: str,
+                 data_dirs: list[Path], *, behind: bool) -> None:
+        self.admin, self.version_num, self.table = admin, version_num, insert_table
+        self.data_dirs, self.behind = data_dirs, behind
+        self.counted = counters(admin, version_num, insert_table)
+        self.ledger = cpu_ledger(data_dirs)
+        self.ledger_after: CpuLedger | None = None
+
+    def ended(self) -> None:
+        """The client has ended: the other processes' CPU is read now, while what the
+        tool started (perf) is still there to be told from them."""
+        self.ledger_after = cpu_ledger(self.data_dirs)
+
+    def seen(self) -> Disturbance:
+        return disturbed(self.counted, counters(self.admin, self.version_num, self.table),
+                         self.behind, other_cores(self.ledger, self.ledger_after))

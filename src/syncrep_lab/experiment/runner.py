@@ -6,9 +6,10 @@ experiment/rounds.py), over units of clusters held up at once
 (experiment/clusters.py), or one cell after another (``blocked``). Before a cell's
 first repeat on a cluster: ``synchronous_standby_names`` by reload when the cell
 asks for another, the workload's tables, a warm-up that is not counted. Each
-repeat starts from the same state (experiment/reset.py), and its figures are
-built from pgbench's by experiment/repeat_record.py. A cell that fails is recorded
-with its error and the run goes on with a fresh cluster. The tool's own cost per
+repeat is experiment/repeat.py: from the same state (experiment/reset.py), its
+recorders around its client, its figures built by experiment/repeat_record.py. A
+cell that fails is recorded with its error and the run goes on with a fresh
+cluster. The tool's own cost per
 repeat is a few SQLite rows and a log parse after pgbench has exited, so nothing
 of it overlaps the measurement. What is checked before anything starts is in
 experiment/checks.py.
@@ -20,7 +21,6 @@ import contextlib
 import json
 import math
 import secrets
-import shutil
 import sqlite3
 import time
 from collections.abc import Callable
@@ -29,61 +29,43 @@ from pathlib import Path
 from typing import Any
 
 from syncrep_lab import __version__, shutdown
-from syncrep_lab.cluster.ready import wait_replication
 from syncrep_lab.errors import Interrupted, UserError
 from syncrep_lab.experiment import faults, repeat_record, reset, sysbench
 from syncrep_lab.experiment.attached import APP_PREFIX, Visit, stamped
 from syncrep_lab.experiment.checks import check_machine, check_out
+from syncrep_lab.experiment.clients import ClientOptions, finish_all, start_clients
 from syncrep_lab.experiment.clusters import ActiveCluster, ClusterPool, Target, units
-from syncrep_lab.experiment.host_watch import HostWatch, host_facts
+from syncrep_lab.experiment.host_watch import host_facts
 from syncrep_lab.experiment.machine import machine_metadata
 from syncrep_lab.experiment.plan import (
     NO_FAULTS,
     Cell,
     Plan,
     expand,
-    link_profiles,
 )
-from syncrep_lab.experiment.remote_client import RemoteRunningPgbench, start_remote_client
+from syncrep_lab.experiment.repeat import Repeat
 from syncrep_lab.experiment.rounds import Member, Rounds
-from syncrep_lab.experiment.spec import FaultScenario, Spec, parse_spec
+from syncrep_lab.experiment.spec import Spec, parse_spec
 from syncrep_lab.experiment.stall import SyncStallWatch
 from syncrep_lab.experiment.workload import (
     ATTACHED_TABLES,
     SEED_TABLES,
-    PgbenchRun,
-    RunningPgbench,
     Tables,
     prepare_tables,
     script_text,
-    start_pgbench,
 )
-from syncrep_lab.hosts.ssh import HostSpec, kept_connections
+from syncrep_lab.hosts.ssh import kept_connections
 from syncrep_lab.measure.histogram import LatencyHistogram
 from syncrep_lab.measure.pairing import baselines, by_round, rows_per_second
-from syncrep_lab.measure.pgbench_log import ProgressSample, parse_transaction_logs
+from syncrep_lab.measure.pgbench_log import ProgressSample
 from syncrep_lab.measure.stats import mean_ci, stein_rounds, trend
-from syncrep_lab.measure.timeline import Timeline
-from syncrep_lab.pg import replication, sync_names
-from syncrep_lab.pg.builds import Build, build_at, unfit_note
+from syncrep_lab.pg import replication
+from syncrep_lab.pg.builds import unfit_note
 from syncrep_lab.pg.conninfo import (
     mask_toml,
     without_masked_password,
 )
-from syncrep_lab.pg.sync_names import check_sync
-from syncrep_lab.placement.watch import (
-    PlacementWatch,
-    link_rows,
-    numastat_rows,
-)
-from syncrep_lab.probes.gprof import GprofSetup
-from syncrep_lab.probes.remote import HostProbes
-from syncrep_lab.probes.session import RepeatProbes, UntracedCpu, probe_rows, walsenders
 from syncrep_lab.store import (
-    DurabilityRow,
-    FaultEventRow,
-    ProbeRows,
-    ProcCostRow,
     Store,
     cluster_key_text,
     mark_run,
@@ -382,23 +364,22 @@ class Runner:
         if cell.driver == "sysbench":
             script = cell_dir / "workload.lua"
             script.write_text(sysbench.script_text(self.spec.workload, cell.batch,
-                                                   self._tables))
+                                                   self.tables))
         else:
             script = cell_dir / "workload.sql"
             script.write_text(script_text(self.spec.workload, cell.batch, self.spec_dir,
-                                          self._tables))
+                                          self.tables))
         # A session's own synchronous_commit (PGOPTIONS) outranks a reload, so a
         # scenario that reloads it mid-cell sets the cell's level in the server instead.
         scenario = self.spec.faults.get(cell.faults)
         session_sc = (None if scenario is not None and faults.sets_synchronous_commit(scenario)
                       else cell.synchronous_commit)
-        common: dict[str, Any] = dict(clients=cell.clients, threads=cell.threads,
-                                      synchronous_commit=session_sc)
-        return CellRun(cell, cell_id, cell_dir, script, common,
+        options = ClientOptions(cell.driver, cell.clients, cell.threads, session_sc)
+        return CellRun(cell, cell_id, cell_dir, script, options,
                        n=len(self.store.repeats(cell_id)))
 
     @property
-    def _tables(self) -> Tables:
+    def tables(self) -> Tables:
         return ATTACHED_TABLES if self.cluster.attach is not None else SEED_TABLES
 
     def _enter(self, run: CellRun, *, fresh_tables: bool = False) -> Target:
@@ -410,26 +391,25 @@ class Runner:
         if fresh_tables or self.cluster.generation not in self._tables_made:
             self.events.phase(cell, "prepare")
             for each in self.cluster.targets or [target]:
-                prepare_tables(each.admin, self.spec.workload, self._tables)
+                prepare_tables(each.admin, self.spec.workload, self.tables)
             self._tables_made.add(self.cluster.generation)
-        if run.common["synchronous_commit"] is None:
+        if run.options.synchronous_commit is None:
             faults.set_on_primary(target.admin, "synchronous_commit", cell.synchronous_commit)
         if run.warmed_in != self.cluster.generation:
             self.cluster.require_acknowledging(cell)
             if self.spec.workload.warmup > 0:
                 self.events.phase(cell, "warm-up")
-                _finish_all(self._start_pgbench(cell, self.cluster.targets or [target],
-                                                target.pgbench, run.script, None, run.common,
-                                                self.spec.workload.warmup))
+                finish_all(start_clients(
+                    self.cluster.targets or [target], run.options, target.pgbench, run.script,
+                    None, self.spec.workload.warmup,
+                    live=lambda s: self.events.live(cell, s), stall_watch=self.stall_watch(cell)))
             run.warmed_in = self.cluster.generation
         return target
 
     def _measured(self, run: CellRun, round_no: int | None, position: int | None) -> float:
-        target = self._enter(run)
+        self._enter(run)
         run.n += 1
-        return self._repeat(run.cell, run.cell_id, run.n, target.pgbench, target.conninfo,
-                            run.script, run.cell_dir, run.common, probed=False,
-                            round_no=round_no, position=position)
+        return Repeat(self, run, probed=False, round_no=round_no, position=position).measure()
 
     def _probed(self, run: CellRun) -> None:
         """Probes cost throughput on a small machine (perf counting every traced system
@@ -437,166 +417,17 @@ class Runner:
         the probes get repeats of their own, kept apart."""
         probed = sum(1 for r in self.store.repeats(run.cell_id) if r["probed"])
         while probed < self.spec.probes.probed_repeats:
-            target = self._enter(run)
+            self._enter(run)
             probed += 1
             run.n += 1
             self.events.phase(run.cell, f"probed repeat {probed}")
-            self._repeat(run.cell, run.cell_id, run.n, target.pgbench, target.conninfo,
-                         run.script, run.cell_dir, run.common, probed=True)
+            Repeat(self, run, probed=True).measure()
 
-    def _repeat(self, cell: Cell, cell_id: int, n: int, pgbench: Path, conninfo: str,
-                script: Path, cell_dir: Path, common: dict[str, Any], *, probed: bool,
-                round_no: int | None = None, position: int | None = None) -> float:
-        rep_dir = cell_dir / f"repeat-{n:02d}"
-        if rep_dir.exists():
-            shutil.rmtree(rep_dir)  # the remains of a repeat that was killed
-        rep_dir.mkdir()
-        target = self.cluster.target
-        assert target is not None
-        behind = self._reset(cell)
-        counted = reset.counters(target.admin, target.version_num, self._tables.insert)
-        data_dirs = [n.data_dir for t in self.cluster.targets or [target] for n in t.nodes
-                     if n.data_dir is not None]
-        ledger = reset.cpu_ledger(data_dirs)
-        started = now()
-        built = (build_at(target.manifest.bin_dir) if probed and target.manifest is not None
-                 else None)
-        probes = (RepeatProbes(self.spec.probes, target.nodes, target.version_num, rep_dir,
-                               self.spec.workload.duration, self._profiling(target, built),
-                               frame_pointers=built is not None
-                               and built.flavor == "frame-pointers")
-                  if probed else None)
-        fault = self._fault_run(cell, target)
-        on_hosts = _host_nodes(target) if probed else {}
-        host_probes = (HostProbes(on_hosts, self.spec.probes, self.spec.workload.duration,
-                                  rep_dir) if on_hosts else None)
-        host_rows = ProbeRows()
-        if host_probes is not None:
-            host_probes.start()
-        hosts = HostWatch.of(target.manifest) if target.manifest is not None else None
-        if hosts is not None:
-            hosts.start()
-        if probes is not None:
-            probes.start()
-        if fault is not None:
-            fault.start()
-        targets = self.cluster.targets or [target]
-        # measured repeats: CPU per role from /proc only, nothing attached (the model's
-        # service demands); one instance, no faults (probes/session.UntracedCpu)
-        untraced = (UntracedCpu(target.nodes) if not probed and fault is None
-                    and len(targets) == 1 and self.spec.probes.proc_hz > 0 else None)
-        untraced_rows: list[ProcCostRow] = []
-        if untraced is not None:
-            untraced.start()
-        watch: PlacementWatch | None = None
-        placed = any(t.manifest is not None and t.manifest.layout for t in targets)
-        before_numa = numastat_rows(targets, "before") if self._numa_placed(cell) else []
-        try:
-            running = self._start_pgbench(cell, targets, pgbench, script, rep_dir, common,
-                                          self.spec.workload.duration)
-            if placed:
-                watch = PlacementWatch(targets, lambda: [(t.instance, r.driver, r.placement)
-                                                         for t, r in zip(targets, running,
-                                                                         strict=True)],
-                                       min(2.0, self.spec.workload.duration / 2))
-                watch.start()
-            runs = _finish_all(running)
-            host_rows.host_repeats = hosts.stop() if hosts is not None else []
-            if host_probes is not None:
-                # the primary's walsenders by standby name what was read on the hosts
-                host_rows.add(host_probes.stop(walsenders(target.admin),
-                                               str(rep_dir.relative_to(self.store.folder))))
-            if untraced is not None:
-                # a client on an SSH host is not this process's child: no figure of it
-                client_here = target.manifest is None or target.manifest.client is None
-                untraced_rows, untraced = untraced.stop(
-                    len(runs), cell.driver if client_here else None), None
-            ledger_after = reset.cpu_ledger(data_dirs)
-        except UserError:
-            if fault is not None and fault.driver.stalled:
-                raise UserError(fault.driver.stalled, _STALL_FIX) from None
-            raise
-        finally:
-            if hosts is not None:
-                hosts.close()
-            if host_probes is not None:
-                host_probes.abort()  # what stop() did not reach
-            if untraced is not None:
-                untraced.abort()
-            placement = watch.stop() if watch is not None else []
-            probe_data = probes.stop() if probes is not None else None
-            if fault is not None:
-                fault.finish()
-        if fault is not None and fault.driver.stalled:
-            raise UserError(fault.driver.stalled, _STALL_FIX)
-        if watch is not None and watch.error is not None:
-            self.events.message(f"{cell.label}: the placement was not read back in repeat "
-                                f"{n}: {watch.error}")
-        for t, run in zip(targets, runs, strict=True):
-            suffix = "" if t.instance == 1 else f"-i{t.instance}"
-            (rep_dir / f"{run.driver}{suffix}.stdout").write_text(run.stdout)
-            (rep_dir / f"{run.driver}{suffix}.stderr").write_text(run.stderr)
-            (rep_dir / f"{run.driver}{suffix}.argv").write_text(" ".join(run.argv) + "\n")
-        # each instance's logs read once (sysbench: its histogram); the repeat's figures
-        # are their sum
-        per_instance = [run.stats or parse_transaction_logs(run.log_files) for run in runs]
-        if not self.spec.workload.keep_logs:
-            for run in runs:
-                for f in run.log_files:
-                    f.unlink()
-        for run in runs:
-            if run.summary.tps is None or run.summary.transactions is None:
-                raise UserError(f"{run.driver} printed no summary",
-                                f"see {rep_dir}/{run.driver}.stdout")
-        # the repeat's one timeline: seconds since the client started (measure/timeline.py)
-        timeline = Timeline.of(runs[0].launched_epoch,
-                               hosts.offset(runs[0].host) if hosts is not None else 0.0)
-        rows = (probe_rows(probe_data, str(rep_dir.relative_to(self.store.folder)), timeline)
-                if probe_data is not None else ProbeRows())
-        if untraced_rows:
-            rows.proc_costs = untraced_rows
-        rows.add(host_rows)
-        remote_cpu = [r.cpu_ms for r in running if isinstance(r, RemoteRunningPgbench)]
-        if remote_cpu and all(remote_cpu):
-            # the client on its host: its CPU there, from the shell that waited for it
-            rows.proc_costs.append(ProcCostRow(
-                "client", cell.driver, len(remote_cpu), sum(c[0] for c in remote_cpu if c),
-                sum(c[1] for c in remote_cpu if c), 0, 0))
-        if placed:
-            rows.placement = placement
-            rows.links = link_rows(targets)
-        if before_numa:
-            rows.numastat = before_numa + numastat_rows(targets, "after")
-        other = reset.other_cores(ledger, ledger_after)
-        seen = reset.disturbed(
-            counted, reset.counters(target.admin, target.version_num, self._tables.insert),
-            behind, other)
-        record = repeat_record.build(
-            runs, per_instance, [t.instance for t in targets], n=n, probed=probed,
-            started_at=started, round_no=round_no, position=position,
-            seen=seen,
-            stdout_path=str((rep_dir / f"{cell.driver}.stdout").relative_to(self.store.folder)),
-            stderr_path=str((rep_dir / f"{cell.driver}.stderr").relative_to(self.store.folder)))
-        if fault is not None:
-            rows.fault_events, rows.durability = fault.rows(
-                record.values["transactions"] * cell.batch, timeline)
-        if record.instance_rows:
-            rows.instance_results = record.instance_rows
-        self.store.add_repeat(cell_id, record.values, record.samples, rows)
-        return record.tps
-
-    def _profiling(self, target: Target, built: Build | None) -> GprofSetup | None:
-        """What the gprof probe needs, when the cluster runs on a profiling build."""
-        if built is None or built.flavor != "profiling":
-            return None
-        return GprofSetup(built.bin_dir / "postgres",
-                          lambda: self.cluster.wait_streaming(target))
-
-    def _reset(self, cell: Cell) -> bool:
+    def reset(self, cell: Cell) -> bool:
         """Each repeat from the same state (experiment/reset.py); whether a standby was
         still behind when it began."""
         behind = False
-        table = self._tables.insert if self.spec.workload.kind == "insert" else None
+        table = self.tables.insert if self.spec.workload.kind == "insert" else None
         for target in self.cluster.targets or ([self.cluster.target] if self.cluster.target
                                                else []):
             standbys = [n.admin for n in target.nodes if not n.primary]
@@ -608,66 +439,17 @@ class Runner:
                     self.events.message(f"{cell.label}: {note}")
         return behind
 
-    def _numa_placed(self, cell: Cell) -> bool:
-        place = self.spec.placements.get(cell.placement)
-        return place is not None and bool(place.numa)
-
-    def _start_pgbench(self, cell: Cell, targets: list[Target], pgbench: Path, script: Path,
-                       rep_dir: Path | None, common: dict[str, Any], duration: int
-                       ) -> list[RunningPgbench]:
-        """pgbench against every instance at once (started from this, the main thread)."""
-        running: list[RunningPgbench] = []
-        try:
-            for t in targets:
-                suffix = "" if t.instance == 1 else f"_i{t.instance}"
-                layout = t.manifest.placed() if t.manifest is not None else None
-                live = ((lambda s: self.events.live(cell, s)) if t.instance == 1 else None)
-                launch = layout.client if layout is not None else None
-                watch = self._stall_watch(cell, t)
-                if t.manifest is not None and t.manifest.client is not None:
-                    running.append(start_remote_client(
-                        t.manifest.client, t.manifest.dir, script.read_text(), t.conninfo,
-                        duration=duration, on_progress=live, watch=watch, driver=cell.driver,
-                        log_prefix=rep_dir / f"pgbench_log{suffix}" if rep_dir else None,
-                        prefix=t.manifest.on_host("client"), **common))
-                    continue
-                if cell.driver == "sysbench":  # no per-transaction logs: its histogram
-                    running.append(sysbench.start_sysbench(
-                        script, t.conninfo, clients=common["clients"], duration=duration,
-                        synchronous_commit=common["synchronous_commit"], on_progress=live,
-                        launch=launch, watch=watch))
-                    continue
-                running.append(start_pgbench(
-                    pgbench, t.conninfo, script, duration=duration,
-                    log_prefix=rep_dir / f"pgbench_log{suffix}" if rep_dir else None,
-                    on_progress=live, launch=launch, watch=watch, **common))
-        except BaseException:
-            for r in running:
-                r.kill()
-            raise
-        return running
-
-    def _stall_watch(self, cell: Cell, target: Target) -> SyncStallWatch | None:
-        """Cells whose commits wait for a standby stop early when that wait stalls; a
-        fault scenario watches for that itself (its own stall_seconds)."""
-        if (cell.synchronous_commit not in replication.WAITING_LEVELS
-                or cell.faults != NO_FAULTS):
-            return None
-        return SyncStallWatch(target.admin, f"{self.application_name} pgbench",
-                              self.spec.run.stall_seconds, target.version_num)
-
-    def _fault_run(self, cell: Cell, target: Target) -> FaultRun | None:
-        if cell.faults == NO_FAULTS:
-            return None
-        if target.manifest is None:
-            raise UserError("faults need a cluster syncrep-lab built",
-                            "leave the faults axis out with attach")
-        ctx = faults.FaultContext(target.manifest, target.admin, cell.synchronous_commit,
-                                  self.cluster.sync or "", target.version_num,
-                                  link_profiles(self.spec),
-                                  pgbench_name=f"{self.application_name} pgbench")
-        return FaultRun(self.spec.faults[cell.faults], ctx, self.spec.workload.kind == "insert",
-                        self.cluster, self.spec.run.ready_timeout)
+    def stall_watch(self, cell: Cell) -> Callable[[Target], SyncStallWatch | None]:
+        """Each instance's watch: cells whose commits wait for a standby stop early when
+        that wait stalls; a fault scenario watches for that itself (its own
+        stall_seconds)."""
+        def watch(target: Target) -> SyncStallWatch | None:
+            if (cell.synchronous_commit not in replication.WAITING_LEVELS
+                    or cell.faults != NO_FAULTS):
+                return None
+            return SyncStallWatch(target.admin, f"{self.application_name} pgbench",
+                                  self.spec.run.stall_seconds, target.version_num)
+        return watch
 
     def _summarise(self, run: CellRun, tps: list[float], stop_reason: str,
                    more_notes: list[str] | None = None) -> dict[str, Any]:
@@ -699,13 +481,13 @@ class Runner:
 
 @dataclass
 class CellRun:
-    """A cell being measured: its folder, script and pgbench options, and how far it got."""
+    """A cell being measured: its folder, script and client options, and how far it got."""
 
     cell: Cell
     cell_id: int
     cell_dir: Path
     script: Path
-    common: dict[str, Any]
+    options: ClientOptions
     n: int = 0  # the number of its last stored repeat
     warmed_in: int = -1  # the cluster generation its warm-up ran in
 
@@ -759,93 +541,6 @@ def reliability_notes(repeats: list[Any], confidence: float) -> list[str]:
         notes.append(f"repeat{'s' if len(hit) > 1 else ''} {', '.join(hit)} "
                      f"{'were' if len(hit) > 1 else 'was'} disturbed")
     return notes
-
-
-_STALL_FIX = ("give the scenario a standby that stays up, or 'for' to bring one back, or "
-              "a lower synchronous_commit; this is what an application would have seen")
-
-
-class FaultRun:
-    """One repeat's faults: the driver beside pgbench, then the cluster put back as the
-    cell had it, and the rows counted on every node."""
-
-    def __init__(self, scenario: FaultScenario, ctx: faults.FaultContext,
-                 count_rows: bool, cluster: ActiveCluster, timeout: float) -> None:
-        self.ctx = ctx
-        self.cluster = cluster
-        self.timeout = timeout
-        self.standbys = faults.Standbys(ctx)
-        self.driver = faults.FaultDriver(scenario, ctx, self.standbys)
-        self.before = faults.count_rows(ctx.admin) if count_rows else None
-        if faults.sets_synchronous_commit(scenario):
-            faults.set_on_primary(ctx.admin, "synchronous_commit", ctx.synchronous_commit)
-        self.restored: list[str] = []
-        self.durability: list[faults.Durability] = []
-
-    def start(self) -> None:
-        self.driver.t0 = time.monotonic()
-        self.driver.start()
-
-    def finish(self) -> None:
-        """Stop the driver and put every standby and setting back (also after an
-        error: the next repeat, or the teardown, needs them running)."""
-        self.driver.stop()
-        try:
-            if shutdown.requested() is not None:
-                # Interrupted: the cluster is about to be removed; only a paused standby
-                # needs a hand (a stopped process cannot act on the shutdown signal).
-                for name in sorted(self.standbys.paused):
-                    self.standbys.resume(name)
-                return
-            self.restored = self.standbys.restore(time.monotonic() + self.timeout)
-        finally:
-            self.standbys.close()
-        self.restored += self.driver.links.restore()
-        faults.reset_settings(self.ctx, self.driver.changed_settings)
-        target = self.cluster.target
-        if target is not None and self.ctx.sync_names:
-            spec, _ = check_sync(self.ctx.sync_names, target.standbys, target.version_num)
-            wait_replication(target.admin, sync_names.expect(spec, target.standbys),
-                             time.monotonic() + self.timeout, target.log_of)
-
-    def rows(self, acknowledged_rows: int, timeline: Timeline
-             ) -> tuple[list[FaultEventRow], list[DurabilityRow]]:
-        """The repeat's ``fault_events``, on its ``timeline``, and, when rows were counted
-        before it, its ``durability`` rows (every node counted now)."""
-        shift = timeline.shift(self.driver.t0)
-        events = [FaultEventRow(round(r.t_s + shift, 3), r.kind, r.node, r.detail)
-                  for r in self.driver.records]
-        events += [FaultEventRow(round(self.driver.now() + shift, 3), "restore", "-", what)
-                   for what in self.restored]
-        if self.before is None:
-            return events, []
-        self.durability = faults.check_durability(self.ctx, self.before, acknowledged_rows,
-                                                  self.timeout)
-        return events, [DurabilityRow(d.node, d.rows, d.expected, int(d.ok), d.detail)
-                        for d in self.durability]
-
-
-def _host_nodes(target: Target) -> dict[str, tuple[HostSpec, str]]:
-    """The nodes on SSH hosts: each one's host and its data dir there."""
-    from syncrep_lab.cluster import remote_node
-
-    manifest = target.manifest
-    return ({} if manifest is None else
-            {n.name: (remote_node.host_spec(n.host), n.remote_data) for n in manifest.nodes
-             if n.host is not None and n.remote_data is not None})
-
-
-def _finish_all(running: list[RunningPgbench]) -> list[PgbenchRun]:
-    """Wait for every pgbench; if one fails, the others are stopped too."""
-    runs = []
-    try:
-        for r in running:
-            runs.append(r.finish())
-    except BaseException:
-        for r in running:
-            r.kill()
-        raise
-    return runs
 
 
 def stored_spec_text(spec_text: str) -> str:

@@ -24,8 +24,9 @@ from syncrep_lab.cluster.manifest import Manifest, Node
 from syncrep_lab.errors import UserError
 from syncrep_lab.pg.roles import NodeProcess, node_processes, role_of_title
 from syncrep_lab.placement.pinning import PinRule
+from syncrep_lab.probes.recorder import Client, Ending
 from syncrep_lab.probes.session import walsenders
-from syncrep_lab.store import LinkRow, NumastatRow, PlacementRow
+from syncrep_lab.store import LinkRow, NumastatRow, PlacementRow, ProbeRows
 
 if TYPE_CHECKING:
     from syncrep_lab.experiment.clusters import Target
@@ -229,30 +230,59 @@ def placement_rows(targets: list[Target],
     return [PlacementRow(k[0], k[1], k[2], n, *k[3:]) for k, n in sorted(seen.items())]
 
 
-class PlacementWatch(threading.Thread):
-    """Reads the placement back once, ``at`` seconds into a repeat."""
+class PlacementReadBack:
+    """What the kernel applied to a placed cluster during one repeat: each role's CPUs,
+    memory nodes, cgroup and NUMA policy, read once ``at`` seconds after the clients
+    started (their backends exist then); the emulated links' settings; and, where the
+    placement asks for a NUMA policy, each postmaster's pages per NUMA node before and
+    after. A recorder of the repeat (probes/recorder.py); a read-back that fails is
+    said through ``say`` and never fails the repeat."""
 
-    def __init__(self, targets: list[Target],
-                 clients: Callable[[], list[tuple[int, str, Callable[[], dict[str, Any]]]]],
-                 at: float) -> None:
-        super().__init__(daemon=True, name="placement-watch")
-        self.targets, self.clients, self.at = targets, clients, at
+    def __init__(self, targets: list[Target], client: Client, at: float, *, placed: bool,
+                 numa: bool, say: Callable[[str], None]) -> None:
+        self.targets, self.client, self.at = targets, client, at
+        self.placed, self.numa, self.say = placed, numa, say
         self.rows: list[PlacementRow] = []
+        self.numa_before: list[NumastatRow] = []
         self.done = threading.Event()
         self.error: str | None = None
+        self.thread = threading.Thread(target=self._read, daemon=True, name="placement-watch")
 
-    def run(self) -> None:
+    def start(self) -> None:
+        if self.numa:
+            self.numa_before = numastat_rows(self.targets, "before")
+        if self.placed:
+            self.thread.start()
+
+    def _read(self) -> None:
+        while not self.client.started.wait(0.1):
+            if self.done.is_set():
+                return
         if self.done.wait(self.at):
             return
+        clients = [(t.instance, r.driver, r.placement)
+                   for t, r in zip(self.targets, self.client.running, strict=True)]
         try:
-            self.rows = placement_rows(self.targets, self.clients())
+            self.rows = placement_rows(self.targets, clients)
         except Exception as exc:  # a probe failing must not fail the repeat
             self.error = f"{type(exc).__name__}: {exc}"
 
-    def stop(self) -> list[PlacementRow]:
+    def stop(self, ending: Ending) -> ProbeRows:
+        self.abort()
+        rows = ProbeRows()
+        if self.placed:
+            if self.error is not None:
+                self.say(f"the placement was not read back: {self.error}")
+            rows.placement = self.rows
+            rows.links = link_rows(self.targets)
+        if self.numa_before:
+            rows.numastat = self.numa_before + numastat_rows(self.targets, "after")
+        return rows
+
+    def abort(self) -> None:
         self.done.set()
-        self.join(timeout=10)
-        return self.rows
+        if self.thread.ident is not None:
+            self.thread.join(timeout=10)
 
 
 def link_rows(targets: list[Target]) -> list[LinkRow]:

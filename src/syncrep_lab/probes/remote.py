@@ -33,7 +33,9 @@ from syncrep_lab.hosts.ssh import HostSpec, SshHost
 from syncrep_lab.pg.roles import NodeProcess, role_of_title
 from syncrep_lab.probes import flamegraph, sched
 from syncrep_lab.probes.perfstat import SYSCALLS, cost_rows, parse_perf_stat
+from syncrep_lab.probes.recorder import Ending
 from syncrep_lab.probes.session import sched_rows, wakeup_rows
+from syncrep_lab.probes.session import walsenders as primary_walsenders
 from syncrep_lab.store import CostRow, NumaPagesRow, ProbeRow, ProbeRows, ProcCostRow
 
 if TYPE_CHECKING:  # the spec's types only: probes do not depend on the experiment
@@ -321,30 +323,45 @@ class HostProbes:
     them in the stacks and the trace."""
 
     def __init__(self, nodes: dict[str, tuple[HostSpec, str]], config: Probes,
-                 duration: float, out_dir: Path) -> None:
-        self.nodes = nodes
-        self.before = snapshots(nodes)
-        self.seen = {name: list(snap) for name, snap in self.before.items()}
-        checked: dict[str, PerfAccess | str] = {}  # perf on each host, asked once
-        hosts = by_host(nodes)
-        self.perf = RemotePerf(nodes, self.before, checked) if config.perf else None
-        self.stacks = (RemoteOnCpu(hosts, self.seen, checked, config.flame_hz, duration,
-                                   out_dir) if config.flamegraphs else None)
-        self.sched = (RemoteSched(hosts, self.seen, checked,
-                                  min(config.sched_seconds, duration), out_dir)
-                      if config.sched else None)
+                 duration: float, out_dir: Path, primary_admin: str, here: str) -> None:
+        """``primary_admin``: the primary, whose walsenders name the standbys; ``here``:
+        the repeat's folder relative to the run folder, as files are named in the store."""
+        self.nodes, self.config, self.duration, self.out_dir = nodes, config, duration, out_dir
+        self.primary_admin, self.here = primary_admin, here
+        self.before: dict[str, list[dict[str, Any]]] = {}
+        self.seen: dict[str, list[dict[str, Any]]] = {}
+        self.perf: RemotePerf | None = None
+        self.stacks: RemoteOnCpu | None = None
+        self.sched: RemoteSched | None = None
         self.midway = threading.Timer(min(2.0, duration / 2), self._look_again)
         self.midway.daemon = True
-        self.numa_before = self._numa_pages(self.before) if config.numa else None
+        self.numa_before: dict[str, tuple[list[dict[str, Any]],
+                                          dict[int, Counter[str]]]] | None = None
 
     @property
     def _probes(self) -> list[RemotePerf | _PerHost]:
         return [p for p in (self.perf, self.stacks, self.sched) if p is not None]
 
     def start(self) -> None:
-        for probe in self._probes:
-            probe.start()
-        self.midway.start()
+        config, duration = self.config, self.duration
+        self.before = snapshots(self.nodes)
+        self.seen = {name: list(snap) for name, snap in self.before.items()}
+        checked: dict[str, PerfAccess | str] = {}  # perf on each host, asked once
+        hosts = by_host(self.nodes)
+        self.perf = RemotePerf(self.nodes, self.before, checked) if config.perf else None
+        self.stacks = (RemoteOnCpu(hosts, self.seen, checked, config.flame_hz, duration,
+                                   self.out_dir) if config.flamegraphs else None)
+        self.sched = (RemoteSched(hosts, self.seen, checked,
+                                  min(config.sched_seconds, duration), self.out_dir)
+                      if config.sched else None)
+        self.numa_before = self._numa_pages(self.before) if config.numa else None
+        try:
+            for probe in self._probes:
+                probe.start()
+            self.midway.start()
+        except BaseException:
+            self.abort()  # a recorder that fails to start is not aborted by the repeat
+            raise
 
     def _look_again(self) -> None:
         with contextlib.suppress(UserError):  # naming only: the start's snapshot stands
@@ -352,9 +369,11 @@ class HostProbes:
                 known = {int(p["pid"]) for p in self.seen[name]}
                 self.seen[name] += [p for p in snap if int(p["pid"]) not in known]
 
-    def stop(self, walsenders: dict[int, str], here: str) -> ProbeRows:
-        """What the probes found, as the store's rows; files named relative to the run
-        folder (``here`` is the repeat's folder in it)."""
+    def stop(self, ending: Ending) -> ProbeRows:
+        """What the probes found, as the store's rows; the primary's walsenders, asked
+        now, name by standby what was read on the hosts."""
+        walsenders = primary_walsenders(self.primary_admin)
+        here = self.here
         self.midway.cancel()
         if self.midway.ident is not None:  # started
             self.midway.join(timeout=60)

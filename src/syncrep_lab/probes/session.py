@@ -31,6 +31,7 @@ from syncrep_lab.pg.admin import admin_connection
 from syncrep_lab.pg.roles import NodeProcess
 from syncrep_lab.probes import flamegraph, gprof, perfstat, sched
 from syncrep_lab.probes.activity import ActivityResult, ActivitySampler
+from syncrep_lab.probes.recorder import Ending
 from syncrep_lab.probes.tracker import ProcessTracker, TrackerResult
 from syncrep_lab.store import (
     CostRow,
@@ -100,14 +101,17 @@ def node_tracker(nodes: list[ProbeNode], *, hz: float, numa: bool) -> ProcessTra
 class UntracedCpu:
     """CPU per process role during a measured repeat, with nothing attached to any
     process: the tracker's /proc snapshots (one poll a second, for the backends born
-    during it) and pgbench's own CPU from this process's ``RUSAGE_CHILDREN``. A probed
+    during it) and the client's own CPU from this process's ``RUSAGE_CHILDREN``. A probed
     repeat's figures are inflated by what traces it (perf counting every system call
     doubled the backends' CPU per commit); these are what the bottleneck model's service
-    demands are read from (analysis/model.py). pgbench's figure is only right when
-    pgbench is the one child reaped in the window: no perf, no fault driver."""
+    demands are read from (analysis/model.py). The client's figure is only right when
+    the client is the one child reaped in the window: no perf, no fault driver.
+    A recorder of the repeat (probes/recorder.py)."""
 
-    def __init__(self, nodes: list[ProbeNode]) -> None:
-        self.nodes = nodes
+    def __init__(self, nodes: list[ProbeNode], clients: int, program: str | None) -> None:
+        """``program``: the client (``clients`` processes of it), when it is a child of
+        this process; None (a client on an SSH host): no row for it."""
+        self.nodes, self.clients, self.program = nodes, clients, program
         self.tracker: ProcessTracker | None = None
         self.before: resource.struct_rusage | None = None
 
@@ -117,21 +121,19 @@ class UntracedCpu:
             self.tracker.begin()
         self.before = resource.getrusage(resource.RUSAGE_CHILDREN)
 
-    def stop(self, clients: int, program: str | None = "pgbench") -> list[ProcCostRow]:
-        """``proc_costs`` rows: every role of every local node, and ``client``/``program``
-        (``clients`` processes of it) from the children's usage (None: the client is not
-        a child of this process, no row)."""
+    def stop(self, ending: Ending) -> ProbeRows:
+        """``proc_costs`` rows: every role of every local node, and the client's."""
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         rows: list[ProcCostRow] = []
         if self.tracker is not None:
             rows += self.tracker.finish().cost_rows()
-        if self.before is not None and program is not None:
+        if self.before is not None and self.program is not None:
             b = self.before
-            rows.append(ProcCostRow("client", program, clients,
+            rows.append(ProcCostRow("client", self.program, self.clients,
                                     1000.0 * (after.ru_utime - b.ru_utime),
                                     1000.0 * (after.ru_stime - b.ru_stime),
                                     after.ru_nvcsw - b.ru_nvcsw, after.ru_nivcsw - b.ru_nivcsw))
-        return rows
+        return ProbeRows(proc_costs=rows)
 
     def abort(self) -> None:
         if self.tracker is not None:
@@ -139,9 +141,14 @@ class UntracedCpu:
 
 
 class RepeatProbes:
+    """The probes of the nodes on this machine in one probed repeat; a recorder of the
+    repeat (probes/recorder.py). ``here``: the repeat's folder, relative to the run
+    folder, as its files are named in the store."""
+
     def __init__(self, config: Probes, nodes: list[ProbeNode], version_num: int,
                  out_dir: Path, duration: float, profiling: gprof.GprofSetup | None = None,
-                 frame_pointers: bool = False) -> None:
+                 frame_pointers: bool = False, here: str = "") -> None:
+        self.here = here
         self.config = config
         self.profiling = profiling  # the gprof probe's needs, on a profiling build
         self.frame_pointers = frame_pointers  # the servers keep frame pointers
@@ -255,7 +262,12 @@ class RepeatProbes:
     def _role_of(self, pid: int) -> tuple[str, str] | None:
         return self.tracker.role_of(pid) if self.tracker is not None else None
 
-    def stop(self) -> ProbeData:
+    def stop(self, ending: Ending) -> ProbeRows:
+        """What the probes found, as the store's rows on the repeat's timeline."""
+        return probe_rows(self.collect(), self.here, ending.timeline)
+
+    def collect(self) -> ProbeData:
+        """Stop every probe and analyse what it recorded."""
         if shutdown.requested() is not None:
             self.abort()  # the repeat will not be stored: nothing to wait for
             return self.data

@@ -1,0 +1,198 @@
+"""One repeat of a cell: from the same state, its recorders around its client, its
+figures stored the moment it ends.
+
+The recorders (probes/recorder.py) are chosen here, in the order they start: the fault
+run first (it counts rows and sets the level before anything else, and puts the cluster
+back only after every probe has stopped), the probes of the nodes here and on SSH hosts,
+the hosts' clocks and CPUs, the untraced CPU of a measured repeat, and the placement
+read-back last, nearest the client. They stop in the reverse order, once the client has
+finished; an error or an interrupt aborts exactly those started. The repeat's figures
+are built from the client's output by experiment/repeat_record.py.
+"""
+
+from __future__ import annotations
+
+import shutil
+from typing import TYPE_CHECKING
+
+from syncrep_lab.errors import UserError
+from syncrep_lab.experiment import faults, repeat_record, reset
+from syncrep_lab.experiment.clients import finish_all, remote_client_costs, start_clients
+from syncrep_lab.experiment.clusters import Target
+from syncrep_lab.experiment.fault_run import FaultRun
+from syncrep_lab.experiment.host_watch import HostWatch
+from syncrep_lab.experiment.plan import NO_FAULTS, link_profiles
+from syncrep_lab.experiment.workload import PgbenchRun, RunningPgbench
+from syncrep_lab.hosts.ssh import HostSpec
+from syncrep_lab.measure.pgbench_log import TransactionLogStats, parse_transaction_logs
+from syncrep_lab.measure.timeline import Timeline
+from syncrep_lab.pg.builds import Build, build_at
+from syncrep_lab.placement.watch import PlacementReadBack
+from syncrep_lab.probes.gprof import GprofSetup
+from syncrep_lab.probes.recorder import Client, Ending, Recorder, Recording
+from syncrep_lab.probes.remote import HostProbes
+from syncrep_lab.probes.session import RepeatProbes, UntracedCpu
+from syncrep_lab.store import now
+
+if TYPE_CHECKING:
+    from syncrep_lab.experiment.runner import CellRun, Runner
+
+
+class Repeat:
+    """Repeat ``run.n`` of a cell, on the runner's active cluster."""
+
+    def __init__(self, runner: Runner, run: CellRun, *, probed: bool,
+                 round_no: int | None = None, position: int | None = None) -> None:
+        self.runner, self.run, self.cell, self.probed = runner, run, run.cell, probed
+        self.round_no, self.position = round_no, position
+        target = runner.cluster.target
+        assert target is not None
+        self.target, self.targets = target, runner.cluster.targets or [target]
+        self.dir = run.cell_dir / f"repeat-{run.n:02d}"
+        self.here = str(self.dir.relative_to(runner.store.folder))  # as the store names it
+        self.client = Client()
+        self.hosts: HostWatch | None = None
+        self.fault: FaultRun | None = None
+        self.logs: list[TransactionLogStats] | None = None
+
+    def measure(self) -> float:
+        """Run the repeat and store it; its TPS."""
+        if self.dir.exists():
+            shutil.rmtree(self.dir)  # the remains of a repeat that was killed
+        self.dir.mkdir()
+        data_dirs = [n.data_dir for t in self.targets for n in t.nodes if n.data_dir]
+        watch = reset.Disturbances(self.target.admin, self.target.version_num,
+                                   self.runner.tables.insert, data_dirs,
+                                   behind=self.runner.reset(self.cell))
+        started = now()
+        with Recording(self.recorders()) as recording:
+            running = start_clients(
+                self.targets, self.run.options, self.target.pgbench, self.run.script,
+                self.dir, self.runner.spec.workload.duration,
+                live=lambda s: self.runner.events.live(self.cell, s),
+                stall_watch=self.runner.stall_watch(self.cell))
+            self.client.begin(running)
+            runs = self._finished(running)
+            watch.ended()
+            rows = recording.stop(Ending(self._timeline(runs), lambda: self._rows_written(runs)))
+        rows.proc_costs += remote_client_costs(running, self.cell.driver)
+        record = repeat_record.build(
+            runs, self._logs_of(runs), [t.instance for t in self.targets], n=self.run.n,
+            probed=self.probed, started_at=started, round_no=self.round_no,
+            position=self.position, seen=watch.seen(),
+            stdout_path=f"{self.here}/{self.cell.driver}.stdout",
+            stderr_path=f"{self.here}/{self.cell.driver}.stderr")
+        rows.instance_results = record.instance_rows
+        self.runner.store.add_repeat(self.run.cell_id, record.values, record.samples, rows)
+        return record.tps
+
+    def recorders(self) -> list[Recorder]:
+        """What records this repeat, in the order it starts (see the module's text)."""
+        runner, spec, target = self.runner, self.runner.spec, self.target
+        cell, duration = self.cell, spec.workload.duration
+        chosen: list[Recorder | None] = []
+        if cell.faults != NO_FAULTS:
+            chosen.append(self._fault_run())
+        if self.probed:
+            built = build_at(target.manifest.bin_dir) if target.manifest is not None else None
+            chosen.append(RepeatProbes(
+                spec.probes, target.nodes, target.version_num, self.dir, duration,
+                self._profiling(built), here=self.here,
+                frame_pointers=built is not None and built.flavor == "frame-pointers"))
+            on_hosts = _host_nodes(target)
+            chosen.append(HostProbes(on_hosts, spec.probes, duration, self.dir,
+                                     target.admin, self.here) if on_hosts else None)
+        self.hosts = HostWatch.of(target.manifest) if target.manifest is not None else None
+        chosen.append(self.hosts)
+        # measured repeats: CPU per role from /proc only, nothing attached (the model's
+        # service demands); one instance, no faults (probes/session.UntracedCpu)
+        if (not self.probed and self.fault is None and len(self.targets) == 1
+                and spec.probes.proc_hz > 0):
+            # a client on an SSH host is not this process's child: no figure of it
+            client_here = target.manifest is None or target.manifest.client is None
+            chosen.append(UntracedCpu(target.nodes, len(self.targets),
+                                      cell.driver if client_here else None))
+        placed = any(t.manifest is not None and t.manifest.layout for t in self.targets)
+        place = spec.placements.get(cell.placement)
+        numa = place is not None and bool(place.numa)
+        if placed or numa:
+            chosen.append(PlacementReadBack(
+                self.targets, self.client, min(2.0, duration / 2), placed=placed, numa=numa,
+                say=lambda text: runner.events.message(
+                    f"{cell.label}: in repeat {self.run.n}, {text}")))
+        return [r for r in chosen if r is not None]
+
+    def _finished(self, running: list[RunningPgbench]) -> list[PgbenchRun]:
+        """The clients' runs, once all have ended, their output kept beside the repeat.
+        A client that failed because the fault scenario left no standby says so."""
+        try:
+            runs = finish_all(running)
+        except UserError:
+            stalled = self.fault.stall_error() if self.fault is not None else None
+            if stalled is not None:
+                raise stalled from None
+            raise
+        for t, run in zip(self.targets, runs, strict=True):
+            name = run.driver + ("" if t.instance == 1 else f"-i{t.instance}")
+            (self.dir / f"{name}.stdout").write_text(run.stdout)
+            (self.dir / f"{name}.stderr").write_text(run.stderr)
+            (self.dir / f"{name}.argv").write_text(" ".join(run.argv) + "\n")
+        return runs
+
+    def _timeline(self, runs: list[PgbenchRun]) -> Timeline:
+        """The repeat's one timeline: seconds since the client started
+        (measure/timeline.py), placed with its host's clock offset."""
+        offset = self.hosts.offset(runs[0].host) if self.hosts is not None else 0.0
+        return Timeline.of(runs[0].launched_epoch, offset)
+
+    def _logs_of(self, runs: list[PgbenchRun]) -> list[TransactionLogStats]:
+        """Each instance's logs, read once (sysbench: its histogram), then dropped unless
+        the spec keeps them; a client that printed no summary fails the repeat."""
+        if self.logs is None:
+            self.logs = [run.stats or parse_transaction_logs(run.log_files) for run in runs]
+            if not self.runner.spec.workload.keep_logs:
+                for run in runs:
+                    for f in run.log_files:
+                        f.unlink()
+        for run in runs:
+            if run.summary.tps is None or run.summary.transactions is None:
+                raise UserError(f"{run.driver} printed no summary",
+                                f"see {self.dir}/{run.driver}.stdout")
+        return self.logs
+
+    def _rows_written(self, runs: list[PgbenchRun]) -> int:
+        """Rows the clients were told were committed: their transactions times the batch."""
+        return sum(s.transactions for s in self._logs_of(runs)) * self.cell.batch
+
+    def _fault_run(self) -> FaultRun:
+        target, spec = self.target, self.runner.spec
+        if target.manifest is None:
+            raise UserError("faults need a cluster syncrep-lab built",
+                            "leave the faults axis out with attach")
+        ctx = faults.FaultContext(target.manifest, target.admin, self.cell.synchronous_commit,
+                                  self.runner.cluster.sync or "", target.version_num,
+                                  link_profiles(spec),
+                                  pgbench_name=f"{self.runner.application_name} pgbench")
+        self.fault = FaultRun(spec.faults[self.cell.faults], ctx,
+                              spec.workload.kind == "insert", self.runner.cluster,
+                              spec.run.ready_timeout, self.client)
+        return self.fault
+
+    def _profiling(self, built: Build | None) -> GprofSetup | None:
+        """What the gprof probe needs, when the cluster runs on a profiling build."""
+        if built is None or built.flavor != "profiling":
+            return None
+        target = self.target
+        return GprofSetup(built.bin_dir / "postgres",
+                          lambda: self.runner.cluster.wait_streaming(target))
+
+
+def _host_nodes(target: Target) -> dict[str, tuple[HostSpec, str]]:
+    """The nodes on SSH hosts: each one's host and its data dir there."""
+    from syncrep_lab.cluster import remote_node
+
+    manifest = target.manifest
+    return ({} if manifest is None else
+            {n.name: (remote_node.host_spec(n.host), n.remote_data) for n in manifest.nodes
+             if n.host is not None and n.remote_data is not None})
+
