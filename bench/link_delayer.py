@@ -35,8 +35,12 @@ from pathlib import Path
 from typing import Any
 
 from syncrep_lab.network import netns
+from syncrep_lab.network.capabilities import BACKEND_ENV, check_network_support
+from syncrep_lab.network.commands import exec_prefix
 from syncrep_lab.network.links import LinkProfile
-from syncrep_lab.network.netns import Link, NetworkPlan
+from syncrep_lab.network.plan import Link, NetworkPlan, plan_network
+from syncrep_lab.network.readback import readback
+from syncrep_lab.network.shaping import set_profile
 
 HELPER = r"""
 import json, socket, sys, time
@@ -106,7 +110,7 @@ TICK = os.sysconf("SC_CLK_TCK")
 
 
 def helper(plan: NetworkPlan, where: str, *args: str) -> list[str]:
-    return [*netns.exec_prefix(plan.namespace(where)), sys.executable, "-c", HELPER, *args]
+    return [*exec_prefix(plan.namespace(where)), sys.executable, "-c", HELPER, *args]
 
 
 def start_server(plan: NetworkPlan, where: str, *args: str) -> subprocess.Popen[str]:
@@ -133,7 +137,7 @@ def cpu_seconds(pid: int) -> float:
 def receiving_delayer(plan: NetworkPlan) -> tuple[int, dict[str, Any]]:
     """The pid and counters of the delay line holding a->b traffic (it runs in b), with the
     kernel's queue counters merged in."""
-    end = next(e for e in netns.readback(plan) if e["endpoint"] == "b")
+    end = next(e for e in readback(plan) if e["endpoint"] == "b")
     if not end.get("delayer"):
         raise SystemExit("no delay line on b: is the link's profile empty?")
     stats = dict(end["delayer"]["stats"] or {})
@@ -172,7 +176,7 @@ def udp_run(plan: NetworkPlan, rate: float, seconds: float) -> dict[str, Any]:
 
 def tcp_bulk(plan: NetworkPlan, seconds: float) -> dict[str, Any]:
     pid = None
-    with_delayer = any(e.get("delayer") for e in netns.readback(plan))
+    with_delayer = any(e.get("delayer") for e in readback(plan))
     if with_delayer:
         pid, before = receiving_delayer(plan)
     sink = start_server(plan, "b", "tcp-sink", "7101")
@@ -212,12 +216,12 @@ def main() -> int:
     parser.add_argument("--rates", default="2000,10000,30000")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    problem = netns.check_network_support()
+    problem = check_network_support()
     if problem:
         raise SystemExit(problem)
-    os.environ[netns.BACKEND_ENV] = "delayer"
+    os.environ[BACKEND_ENV] = "delayer"
     delayed = LinkProfile(delay_ms=args.delay_ms)
-    plan = netns.plan_network(f"srl-bench{os.getpid() % 10000}", [Link("a", "b", delayed)])
+    plan = plan_network(f"srl-bench{os.getpid() % 10000}", [Link("a", "b", delayed)])
     netns.create(plan)
     results: dict[str, Any] = {"delay_ms": args.delay_ms, "cores": os.cpu_count()}
     try:
@@ -226,9 +230,9 @@ def main() -> int:
         results["udp max"] = udp_run(plan, 0, args.seconds)
         results["tcp bulk, delay line"] = tcp_bulk(plan, args.seconds)
         results[f"rtt, {args.delay_ms:g} ms each way"] = rtt(plan)
-        netns.set_profile(plan, "a", "b", LinkProfile(delay_ms=1e-6))
+        set_profile(plan, "a", "b", LinkProfile(delay_ms=1e-6))
         results["rtt, delay line, no delay"] = rtt(plan)
-        netns.set_profile(plan, "a", "b", LinkProfile())
+        set_profile(plan, "a", "b", LinkProfile())
         results["rtt, bare link"] = rtt(plan)
         results["tcp bulk, bare link"] = tcp_bulk(plan, args.seconds)
     finally:

@@ -22,13 +22,20 @@ import pytest
 
 from syncrep_lab.errors import UserError
 from syncrep_lab.network import netns
+from syncrep_lab.network.capabilities import BACKEND_ENV, check_network_support, netem_available
+from syncrep_lab.network.commands import NETNS_DIR, exec_prefix
+from syncrep_lab.network.delayer_handle import DELAYER_MODULE
 from syncrep_lab.network.links import LinkProfile, check_profile, parse_rate
-from syncrep_lab.network.netns import Link, NetworkPlan
+from syncrep_lab.network.owners import OWNERS_DIR
+from syncrep_lab.network.plan import Link, NetworkPlan, plan_network
+from syncrep_lab.network.processes import pids_in
+from syncrep_lab.network.readback import check_delayers, readback
+from syncrep_lab.network.shaping import set_profile
 
-SUPPORT = netns.check_network_support() if os.geteuid() == 0 else "not root"
+SUPPORT = check_network_support() if os.geteuid() == 0 else "not root"
 needs_netns = pytest.mark.skipif(SUPPORT is not None, reason=f"no namespaces: {SUPPORT}")
 # tests of the delay line itself run on kernels with netem too, when NFQUEUE works there
-DELAYER = netns.check_network_support("delayer") if SUPPORT is None else SUPPORT
+DELAYER = check_network_support("delayer") if SUPPORT is None else SUPPORT
 needs_delayer = pytest.mark.skipif(DELAYER is not None, reason=f"no delay line: {DELAYER}")
 
 HELPER = r"""
@@ -84,7 +91,7 @@ elif mode == "tcp-send":
 
 
 def _helper(ns: str, *args: str) -> list[str]:
-    return [*netns.exec_prefix(ns), sys.executable, "-c", HELPER, *args]
+    return [*exec_prefix(ns), sys.executable, "-c", HELPER, *args]
 
 
 class Background:
@@ -131,7 +138,7 @@ def _delayer_pids(prefix: str) -> list[int]:
             cmd = Path(f"/proc/{entry.name}/cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if netns.DELAYER_MODULE.encode() in cmd and any(
+        if DELAYER_MODULE.encode() in cmd and any(
                 c.startswith(f"{prefix}-".encode()) for c in cmd):
             out.append(int(entry.name))
     return out
@@ -146,7 +153,7 @@ def _running(pid: int) -> bool:
 
 
 def _ns_exists(name: str) -> bool:
-    return (netns.NETNS_DIR / name).exists()
+    return (NETNS_DIR / name).exists()
 
 
 _counter = iter(range(1000))
@@ -158,7 +165,7 @@ def make_net() -> Iterator[Callable[[list[Link]], NetworkPlan]]:
     made: list[NetworkPlan] = []
 
     def make(links: list[Link]) -> NetworkPlan:
-        plan = netns.plan_network(f"srl-t{os.getpid() % 10000}n{next(_counter)}", links)
+        plan = plan_network(f"srl-t{os.getpid() % 10000}n{next(_counter)}", links)
         made.append(plan)
         netns.create(plan)
         return plan
@@ -178,11 +185,11 @@ def _backends() -> list[Any]:
 @pytest.mark.parametrize("backend", _backends())
 def test_delay_adds_to_the_round_trip(make_net: Callable[[list[Link]], NetworkPlan],
                                       backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(netns.BACKEND_ENV, backend)
-    if backend == "netem" and not netns.netem_available():
+    monkeypatch.setenv(BACKEND_ENV, backend)
+    if backend == "netem" and not netem_available():
         # A kernel without sch_netem (this one): asking for netem is refused up front,
         # with the way out, and nothing is made.
-        reason = netns.check_network_support("netem")
+        reason = check_network_support("netem")
         assert reason is not None and "no netem" in reason and "fix:" in reason, reason
         before = netns.ours(include_live=True)
         with pytest.raises(UserError, match="netem"):
@@ -194,12 +201,12 @@ def test_delay_adds_to_the_round_trip(make_net: Callable[[list[Link]], NetworkPl
     delayed = _median_rtt(plan, "b", "a")
     assert 4.0 <= delayed < 12.0, f"2 ms each way gave a {delayed:.3f} ms round trip"
 
-    netns.set_profile(plan, "a", "b", LinkProfile())
+    set_profile(plan, "a", "b", LinkProfile())
     assert plan.links[0].profile == LinkProfile()
     bare = _median_rtt(plan, "b", "a")
     assert bare < 1.0, f"a bare link gave a {bare:.3f} ms round trip"
 
-    netns.set_profile(plan, "b", "a", LinkProfile(delay_ms=3))
+    set_profile(plan, "b", "a", LinkProfile(delay_ms=3))
     again = _median_rtt(plan, "b", "a")
     assert 6.0 <= again < 14.0, f"3 ms each way, set at run time, gave {again:.3f} ms"
 
@@ -240,7 +247,7 @@ def test_rate_limits_throughput(make_net: Callable[[list[Link]], NetworkPlan]) -
 def test_readback_shows_what_is_applied(make_net: Callable[[list[Link]], NetworkPlan]) -> None:
     profile = LinkProfile(delay_ms=1, jitter_ms=0.5, rate="100mbit")
     plan = make_net([Link("primary", "b", profile), Link("primary", "client", LinkProfile())])
-    ends = netns.readback(plan)
+    ends = readback(plan)
     assert [(e["namespace"], e["interface"]) for e in ends] == [
         (f"{plan.prefix}-primary", "to-b"), (f"{plan.prefix}-b", "to-primary"),
         (f"{plan.prefix}-primary", "to-client"), (f"{plan.prefix}-client", "to-primary")]
@@ -260,7 +267,7 @@ def test_readback_shows_what_is_applied(make_net: Callable[[list[Link]], Network
     for end in ends[2:]:
         assert "tbf" not in end["qdisc"] and "netem" not in end["qdisc"]
         assert end.get("delayer") is None
-    assert netns.check_delayers(plan) == []
+    assert check_delayers(plan) == []
 
 
 @needs_delayer
@@ -268,7 +275,7 @@ def test_jitter_keeps_packets_in_order(make_net: Callable[[list[Link]], NetworkP
                                        monkeypatch: pytest.MonkeyPatch) -> None:
     # datagrams 0.2 ms apart with +-2 ms of jitter: drawn independently, most would overtake
     # one another; the delay line keeps them in the order they came
-    monkeypatch.setenv(netns.BACKEND_ENV, "delayer")
+    monkeypatch.setenv(BACKEND_ENV, "delayer")
     plan = make_net([Link("a", "b", LinkProfile(delay_ms=3, jitter_ms=2))])
     counter = Background(plan.namespace("b"), "udp-count", "7003")
     try:
@@ -284,33 +291,33 @@ def test_jitter_keeps_packets_in_order(make_net: Callable[[list[Link]], NetworkP
 @needs_delayer
 def test_a_dead_delay_line_is_reported(make_net: Callable[[list[Link]], NetworkPlan],
                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(netns.BACKEND_ENV, "delayer")
+    monkeypatch.setenv(BACKEND_ENV, "delayer")
     plan = make_net([Link("a", "b", LinkProfile(delay_ms=5))])
-    assert netns.check_delayers(plan) == []
-    victim = netns.readback(plan)[1]["delayer"]["pid"]
+    assert check_delayers(plan) == []
+    victim = readback(plan)[1]["delayer"]["pid"]
     os.kill(victim, signal.SIGKILL)
     deadline = time.monotonic() + 5
     while _running(victim) and time.monotonic() < deadline:
         time.sleep(0.02)
-    problems = netns.check_delayers(plan)
+    problems = check_delayers(plan)
     assert len(problems) == 1, problems
     assert f"{plan.prefix}-b/to-a is not running" in problems[0], problems
     # set_profile starts a new one in its place
-    netns.set_profile(plan, "a", "b", LinkProfile(delay_ms=5))
-    assert netns.check_delayers(plan) == []
+    set_profile(plan, "a", "b", LinkProfile(delay_ms=5))
+    assert check_delayers(plan) == []
 
 
 @needs_delayer
 def test_destroy_leaves_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(netns.BACKEND_ENV, "delayer")
-    plan = netns.plan_network(f"srl-t{os.getpid() % 10000}d",
-                              [Link("a", "b", LinkProfile(delay_ms=1, loss_pct=1))])
+    monkeypatch.setenv(BACKEND_ENV, "delayer")
+    plan = plan_network(f"srl-t{os.getpid() % 10000}d",
+                        [Link("a", "b", LinkProfile(delay_ms=1, loss_pct=1))])
     try:
         netns.create(plan)
         pids = _delayer_pids(plan.prefix)
         assert len(pids) == 2
         assert all(_ns_exists(n) for n in plan.namespaces())
-        assert all((netns.OWNERS_DIR / n).exists() for n in plan.namespaces())
+        assert all((OWNERS_DIR / n).exists() for n in plan.namespaces())
     finally:
         started = time.monotonic()
         netns.destroy(plan)
@@ -319,15 +326,15 @@ def test_destroy_leaves_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     assert not any(_ns_exists(n) for n in plan.namespaces())
     assert netns.ours(plan.prefix, include_live=True) == []
     assert _delayer_pids(plan.prefix) == []
-    assert not any((netns.OWNERS_DIR / n).exists() for n in plan.namespaces())
+    assert not any((OWNERS_DIR / n).exists() for n in plan.namespaces())
     netns.destroy(plan)  # idempotent
 
 
 @needs_delayer
 def test_leftovers_are_found_and_removed(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(netns.BACKEND_ENV, "delayer")
+    monkeypatch.setenv(BACKEND_ENV, "delayer")
     prefix = f"srl-t{os.getpid() % 10000}c"
-    plan = netns.plan_network(prefix, [Link("a", "b", LinkProfile(delay_ms=1))])
+    plan = plan_network(prefix, [Link("a", "b", LinkProfile(delay_ms=1))])
     try:
         netns.create(plan)
         names = plan.namespaces()
@@ -348,16 +355,18 @@ def test_a_killed_run_leaves_namespaces_that_clean_removes() -> None:
     code = f"""
 import subprocess, sys, time
 from syncrep_lab.network import netns
+from syncrep_lab.network.commands import exec_prefix
 from syncrep_lab.network.links import LinkProfile
-plan = netns.plan_network({prefix!r}, [netns.Link("a", "b", LinkProfile(delay_ms=1))])
+from syncrep_lab.network.plan import Link, plan_network
+plan = plan_network({prefix!r}, [Link("a", "b", LinkProfile(delay_ms=1))])
 netns.create(plan)
 # a process left inside a namespace, as a server of a crashed run would be
-subprocess.Popen(netns.exec_prefix(plan.namespace("b")) + ["sleep", "300"],
+subprocess.Popen(exec_prefix(plan.namespace("b")) + ["sleep", "300"],
                  start_new_session=True)
 print("made", flush=True)
 time.sleep(300)
 """
-    env = {**os.environ, netns.BACKEND_ENV: "delayer"}
+    env = {**os.environ, BACKEND_ENV: "delayer"}
     child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
                              env=env)
     try:
@@ -373,7 +382,7 @@ time.sleep(300)
         while _delayer_pids(prefix) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert _delayer_pids(prefix) == []
-        inside = netns.pids_in(f"{prefix}-b")
+        inside = pids_in(f"{prefix}-b")
         assert len(inside) == 1  # the sleep
         netns.destroy_namespaces(netns.ours(prefix))
         assert netns.ours(prefix, include_live=True) == []
@@ -388,15 +397,15 @@ time.sleep(300)
 @needs_delayer
 def test_failed_create_removes_its_own_and_spares_the_existing(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(netns.BACKEND_ENV, "delayer")
+    monkeypatch.setenv(BACKEND_ENV, "delayer")
     prefix = f"srl-t{os.getpid() % 10000}f"
     existing = f"{prefix}-client"
     subprocess.run(["ip", "netns", "add", existing], check=True)
     try:
         subprocess.run(["ip", "-n", existing, "link", "add", "mark0", "type", "veth", "peer",
                         "name", "mark1"], check=True)
-        plan = netns.plan_network(prefix, [Link("primary", "b", LinkProfile(delay_ms=2)),
-                                           Link("primary", "client", LinkProfile())])
+        plan = plan_network(prefix, [Link("primary", "b", LinkProfile(delay_ms=2)),
+                                     Link("primary", "client", LinkProfile())])
         with pytest.raises(UserError) as caught:
             netns.create(plan)
         assert existing in caught.value.cause and "already exists" in caught.value.cause
@@ -404,12 +413,12 @@ def test_failed_create_removes_its_own_and_spares_the_existing(
         # the namespaces and delay lines it made first are gone, the other is intact
         assert not _ns_exists(f"{prefix}-primary") and not _ns_exists(f"{prefix}-b")
         assert _delayer_pids(prefix) == []
-        assert not (netns.OWNERS_DIR / f"{prefix}-primary").exists()
+        assert not (OWNERS_DIR / f"{prefix}-primary").exists()
         assert _ns_exists(existing)
         links = subprocess.run(["ip", "-n", existing, "-o", "link", "show"],
                                capture_output=True, text=True, check=True).stdout
         assert "mark0" in links and "mark1" in links
-        assert not (netns.OWNERS_DIR / existing).exists()
+        assert not (OWNERS_DIR / existing).exists()
     finally:
         subprocess.run(["ip", "netns", "del", existing], check=False)
         netns.destroy_namespaces(netns.ours(prefix, include_live=True))
@@ -419,7 +428,7 @@ def test_failed_create_removes_its_own_and_spares_the_existing(
 @pytest.mark.parametrize("argv", [["--queue", "70000"], ["--queue", "1", "--loss-pct", "150"],
                                   ["--queue", "1", "--delay-ms", "-1"]])
 def test_delayer_refuses_bad_arguments(argv: list[str]) -> None:
-    proc = subprocess.run([sys.executable, "-m", netns.DELAYER_MODULE, *argv],
+    proc = subprocess.run([sys.executable, "-m", DELAYER_MODULE, *argv],
                           capture_output=True, text=True, timeout=30)
     assert proc.returncode == 2 and "delayer:" in proc.stderr and "ready" not in proc.stdout
 
@@ -460,18 +469,18 @@ def test_profile_checks_and_descriptions() -> None:
 
 def test_bad_profiles_and_plans_are_refused() -> None:
     with pytest.raises(UserError) as caught:
-        netns.plan_network("srl-x", [Link("a", "b", LinkProfile(loss_pct=150))])
+        plan_network("srl-x", [Link("a", "b", LinkProfile(loss_pct=150))])
     assert "loss" in caught.value.cause and caught.value.fix
     for links in ([Link("a", "a")], [Link("a", "b"), Link("b", "a")], [Link("a/b", "c")],
                   [Link("a", "x" * 80)]):
         with pytest.raises(UserError) as caught:
-            netns.plan_network("srl-x", links)
+            plan_network("srl-x", links)
         assert caught.value.fix
     with pytest.raises(UserError):
-        netns.plan_network("bad name", [])
-    plan = netns.plan_network("srl-x", [Link("a", "b")])
+        plan_network("bad name", [])
+    plan = plan_network("srl-x", [Link("a", "b")])
     with pytest.raises(UserError) as caught:
-        netns.set_profile(plan, "a", "b", LinkProfile(rate="abc"))
+        set_profile(plan, "a", "b", LinkProfile(rate="abc"))
     assert caught.value.fix
     with pytest.raises(UserError):
         plan.address("a", "c")
@@ -485,7 +494,7 @@ def test_plan_layout_is_deterministic() -> None:
     links = [Link("primary", "b", LinkProfile(delay_ms=0.2, rate="1gbit")),
              Link("primary", "c"), Link("client", "primary"),
              Link("primary", "a-standby-with-a-long-name")]
-    plan = netns.plan_network("srl-1a2b3c", links)
+    plan = plan_network("srl-1a2b3c", links)
     assert plan.endpoints() == ["primary", "b", "c", "client", "a-standby-with-a-long-name"]
     assert plan.namespace("b") == "srl-1a2b3c-b"
     assert plan.address("primary", "b") == "10.213.0.1"
@@ -500,5 +509,5 @@ def test_plan_layout_is_deterministic() -> None:
     assert all(len(n) <= 15 for n in names) and len(set(names)) == 4
     again = NetworkPlan.from_json(json.loads(json.dumps(plan.to_json())))
     assert again == plan
-    big = netns.plan_network("srl-x", [Link(f"n{i}", f"m{i}") for i in range(300)])
+    big = plan_network("srl-x", [Link(f"n{i}", f"m{i}") for i in range(300)])
     assert big.address("m299", "n299") == "10.213.4.174"

@@ -538,7 +538,7 @@ def _check_placement(spec: Spec) -> None:
                             "run as root on a machine with the cpuset controller, or leave "
                             "placement cpus, pin and matrix.cores out")
     if uses_namespaces(spec):
-        from syncrep_lab.network.netns import check_network_support
+        from syncrep_lab.network.capabilities import check_network_support
 
         reason = check_network_support()
         if reason is not None:

@@ -77,22 +77,22 @@ class Links:
         self.original: dict[str, Any] = {}
 
     def set(self, standby: str, profile: Any) -> None:
-        from syncrep_lab.network import netns
+        from syncrep_lab.network.shaping import set_profile
 
         if self.plan is None:
             raise UserError("the link action needs emulated links",
                             "give the spec a [network] or matrix.link")
         link = next(x for x in self.plan.links if {x.a, x.b} == {"primary", standby})
         self.original.setdefault(standby, link.profile)
-        netns.set_profile(self.plan, "primary", standby, profile)
+        set_profile(self.plan, "primary", standby, profile)
 
     def restore(self) -> list[str]:
-        from syncrep_lab.network import netns
+        from syncrep_lab.network.shaping import set_profile
 
         done = []
         for standby, profile in sorted(self.original.items()):
             assert self.plan is not None
-            netns.set_profile(self.plan, "primary", standby, profile)
+            set_profile(self.plan, "primary", standby, profile)
             done.append(f"link primary-{standby} back to {profile.describe()}")
         self.original.clear()
         return done

@@ -8,7 +8,7 @@ module is that program: it holds each packet's verdict back until the packet is 
 drops packets at random for loss. The link's rate is left to ``tc tbf``, which every kernel
 has.
 
-How it is run (``netns`` does this): inside the namespace that receives the traffic it
+How it is run (``shaping`` does this): inside the namespace that receives the traffic it
 delays, as ``ip netns exec NS python -m syncrep_lab.network.delayer --queue N --delay-ms D
 --jitter-ms J --loss-pct L --parent PID``, with a rule such as ``iptables -t mangle -A
 PREROUTING -i IF -j NFQUEUE --queue-num N --queue-bypass`` sending it the packets arriving

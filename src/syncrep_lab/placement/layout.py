@@ -100,7 +100,7 @@ class Layout:
         return self.nodes.get(node) or Launch()
 
     def network_plan(self) -> Any:
-        from syncrep_lab.network.netns import NetworkPlan
+        from syncrep_lab.network.plan import NetworkPlan
 
         return NetworkPlan.from_json(self.network) if self.network else None
 

@@ -29,7 +29,7 @@ def _split(cpus: list[int], instance: int, instances: int) -> list[int]:
 def layout_for(spec: Spec, cell: Cell, instance: int, run_key: str) -> Layout | None:
     """One instance's layout (instance counts from 1), or None when the cell runs as
     plain processes on this host's loopback."""
-    from syncrep_lab.network.netns import Link, plan_network
+    from syncrep_lab.network.plan import Link, plan_network
     from syncrep_lab.placement.cpus import machine_cpus, parse_cpus
 
     names = standby_names(spec, cell.standbys)

@@ -287,7 +287,7 @@ class PlacementReadBack:
 
 def link_rows(targets: list[Target]) -> list[LinkRow]:
     """(instance, a, b, profile, applied as JSON) of every emulated link."""
-    from syncrep_lab.network import netns
+    from syncrep_lab.network.readback import readback
 
     rows = []
     for target in targets:
@@ -295,7 +295,7 @@ def link_rows(targets: list[Target]) -> list[LinkRow]:
         plan = layout.network_plan() if layout is not None else None
         if plan is None:
             continue
-        applied = netns.readback(plan)
+        applied = readback(plan)
         for link in plan.links:
             ends = [e for e in applied if {e.get("endpoint"), e.get("peer")} == {link.a, link.b}]
             rows.append(LinkRow(target.instance, link.a, link.b, link.profile.describe(),
