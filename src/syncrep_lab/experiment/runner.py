@@ -860,10 +860,16 @@ def stored_spec_text(spec_text: str) -> str:
 
 
 def start_run(spec: Spec, spec_text: str, spec_dir: Path, out: Path,
-              events: Events | None = None) -> Path:
-    """A new run in ``out`` (which must not hold one already)."""
+              events: Events | None = None, *, machine_checked: bool = False) -> Path:
+    """A new run in ``out`` (which must not hold one already).
+
+    The machine (and every SSH host and attached server the spec names) is checked here
+    unless the caller did it already and says so with ``machine_checked``: the command
+    line does, before its display starts, and checking twice would reach every host and
+    the attached primary twice."""
     out = out.absolute()
-    check_machine(spec)
+    if not machine_checked:
+        check_machine(spec)
     spec_text = stored_spec_text(spec_text)  # the parsed spec keeps the real conninfos
     check_out(out)
     store = Store(out, create=True)
