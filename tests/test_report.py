@@ -320,3 +320,37 @@ def test_the_seed_presets_reference_gives_the_seeds_ratios() -> None:
     no_standby = ratios[("synchronous_commit on / off", (("batch", 1), ("standbys", 0)))]
     assert no_standby["seed"] == pytest.approx(220_000 / 300_000)
     assert len(seed["figures"]) == 7 and all(f["tps"] is None for f in seed["figures"])
+
+
+def test_the_cell_table_says_what_stopped_each_cell(workdir: Path) -> None:
+    """A cell that did not meet its target says what stopped it, as the Method section
+    and `results` do: the budget is not repeats_max, and a met target (or an observed
+    window's end) says nothing."""
+    import re
+
+    from syncrep_lab.report.html import render
+
+    folder = load("pg18-local-on", workdir)
+    for reasons, shown in ((("budget", "ci"), (" (budget)", "")),
+                           (("max", "window"), (" (max)", ""))):
+        db = _db(folder)
+        try:
+            for idx, reason in enumerate(reasons):
+                db.execute("update cells set stop_reason = ? where idx = ?", (reason, idx))
+            db.commit()
+            repeats = [int(r[0]) for r in db.execute("select repeats from cells order by idx")]
+        finally:
+            db.close()
+        page = render(report_data(folder))
+        table = page[page.index('id="results-table"'):]
+        table = table[:table.index("</table>")]
+        rows = re.findall(r"<tr><td class=\"num\">(\d+)</td>(.*?)</tr>", table, re.S)
+        # the fifth cell after the index: label, status, TPS, CI, repeats
+        got = [re.sub(r"<[^>]+>", "", re.findall(r"<td[^>]*>(.*?)</td>", rest, re.S)[4])
+               for _, rest in rows]
+        assert got == [f"{n}{note}" for n, note in zip(repeats, shown, strict=True)]
+        said = {"budget": "the budget", "max": "repeats_max"}[reasons[0]]
+        assert f'title="stopped by {said} before its interval met the target"' in table
+        assert f"{said} (wider than asked)" in page  # the Method section's words
+        res = cli_here("results", str(folder))
+        assert f"{repeats[0]}{shown[0]}" in res.stdout
