@@ -48,7 +48,9 @@ def test_wakeup_bound_on_18(workdir: Path) -> None:
     res = cli_here("results", str(run), "--json")
     assert res.returncode == 0, res.stderr
     rows = {r["label"]: r for r in json.loads(res.stdout)}
-    assert rows["sc=on"]["limit"].split(" ", 1)[0] in ("high", "medium")
+    lead = diagnosis.leading_verdict(rows["sc=on"]["verdicts"])
+    assert lead is not None
+    assert rows["sc=on"]["limit"] == f"{lead['mechanism']} ({lead['confidence']} confidence)"
     assert {v["mechanism"] for v in rows["sc=on"]["verdicts"]} == set(on)
 
 
@@ -152,3 +154,36 @@ def test_a_saturated_ssh_host_is_named_with_every_host_s_load() -> None:
     assert verdict.evidence["d_busy_cpus"] == 15.6 and verdict.evidence["s2_cpus"] == 16
     facts.hosts = {"d": ("client", 3.0, 16)}
     assert diagnosis.rule_host_saturated(facts) is None
+
+
+def test_a_verdict_reads_as_its_name_then_its_confidence(workdir: Path) -> None:
+    """The run's closing lines, `results` and `diagnose` say "the benchmark client is the
+    bottleneck (high confidence)", never "high the benchmark client is the bottleneck"."""
+    from rich.console import Console
+
+    from syncrep_lab.terminal.analysis import print_verdict_lines, print_verdicts
+
+    client = diagnosis.Verdict("the benchmark client is the bottleneck", "high",
+                               "backends wait for pgbench", {"share": 0.7},
+                               ["run pgbench elsewhere"]).json()
+    flush = diagnosis.Verdict("local WAL flush bound [x]", "medium", "flushing").json()
+    assert diagnosis.verdict_title(client) == ("the benchmark client is the bottleneck "
+                                               "(high confidence)")
+    console = Console(record=True, width=200, force_terminal=False)
+    print_verdict_lines([{"idx": 3, "label": "sc=on", "verdicts": [client, flush]}], console)
+    print_verdicts([client, flush], console)
+    assert console.export_text().splitlines() == [
+        "  cell 3 sc=on: the benchmark client is the bottleneck (high confidence)",
+        "  the benchmark client is the bottleneck (high confidence): backends wait for "
+        "pgbench",
+        "    evidence: share=0.7",
+        "    try: run pgbench elsewhere",
+        "  local WAL flush bound [x] (medium confidence): flushing",
+    ]
+    run = load("pg18-local-on", workdir)
+    res = cli_here("results", str(run))
+    assert res.returncode == 0, res.stderr
+    closing = res.stdout[res.stdout.index("what limits each cell"):]
+    assert "  cell 1 sc=on: commit-wait wake-up bound (high confidence)" in closing
+    res = cli_here("diagnose", str(run))
+    assert "  commit-wait wake-up bound (high confidence): walsender:b" in res.stdout

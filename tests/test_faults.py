@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ import pytest
 
 from syncrep_lab import procs
 from syncrep_lab.analysis.faults import run_faults
+from syncrep_lab.cluster.manifest import Manifest
 from syncrep_lab.experiment.spec import SpecError, parse_spec
 from syncrep_lab.report.model import report_data
 from syncrep_lab.store import DB_NAME
@@ -252,3 +254,49 @@ def test_a_standby_killed_twice_starts_again(cluster_dir: Path) -> None:
     finally:
         remove_cluster(cluster_dir)
     assert postmasters_in(cluster_dir) == []
+
+
+def test_the_fault_driver_gives_up_on_a_primary_that_stops_answering(
+        make_cluster: Callable[..., Manifest]) -> None:
+    """The driver's session on the primary lives as long as the repeat: each of its
+    statements is bounded, so a primary that stops answering (here its backend frozen)
+    ends the driver with that error instead of hanging it."""
+    import os
+    import signal
+
+    import psycopg
+
+    from syncrep_lab.experiment.faults import (
+        QUERY_SECONDS,
+        FaultContext,
+        FaultDriver,
+        Standbys,
+    )
+    from syncrep_lab.experiment.spec import FaultEvent, FaultScenario
+
+    manifest = make_cluster(standbys=0)
+    admin = manifest.admin_conninfo(manifest.primary)
+    ctx = FaultContext(manifest, admin, "on", "", 180000)
+    scenario = FaultScenario(events=[FaultEvent(at=3600, action="pause", target="b")])
+    driver = FaultDriver(scenario, ctx, Standbys(ctx))
+    driver.start()
+    frozen = None
+    try:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            deadline = time.monotonic() + 10
+            while frozen is None:
+                assert time.monotonic() < deadline, "the driver's session did not show"
+                row = conn.execute("select pid from pg_stat_activity where pid <> "
+                                   "pg_backend_pid() and query like '%pg_stat_replication%'"
+                                   ).fetchone()
+                frozen = int(row[0]) if row else None
+                time.sleep(0.05)
+        os.kill(frozen, signal.SIGSTOP)
+        driver.join(timeout=QUERY_SECONDS + 10)
+        assert not driver.is_alive()
+        assert [(r.kind, r.node) for r in driver.records] == [("error", "primary")]
+        assert "did not answer within" in driver.records[0].detail
+    finally:
+        if frozen is not None:
+            os.kill(frozen, signal.SIGCONT)
+        driver.stop()

@@ -329,3 +329,43 @@ def test_stacks_are_unwound_by_frame_pointers_on_a_build_that_keeps_them(
     probes = RepeatProbes(Probes.model_validate({"call_graph": asked}), [], 180000,
                           Path("/nonexistent"), 1.0, frame_pointers=frame_pointers)
     assert probes.call_graph() == used
+
+
+@pytest.fixture
+def zombie() -> Iterator[int]:
+    """A child that has exited and is not reaped (yet): a zombie, pid in /proc still."""
+    import subprocess
+
+    from syncrep_lab import procs
+
+    child = subprocess.Popen(["true"])
+    deadline = time.monotonic() + 10
+    while (fields := procs.stat_fields(child.pid)) is None or fields[procs.STATE] != "Z":
+        assert time.monotonic() < deadline, fields
+        time.sleep(0.01)
+    yield child.pid
+    child.wait()
+
+
+def test_a_zombie_counts_as_gone_and_a_live_process_as_alive(zombie: int) -> None:
+    """Every probe decides a pid is alive by procs.alive: a zombie has ended (its /proc
+    entry stays until its parent reaps it, for ever under an init that never does)."""
+    import os
+
+    from syncrep_lab.pg.roles import NodeProcess
+    from syncrep_lab.placement import numa
+    from syncrep_lab.probes import gprof
+
+    assert Path(f"/proc/{zombie}").exists()
+    live = os.getpid()
+    start = time.monotonic()
+    gprof._wait_gone([zombie], timeout=5)
+    assert time.monotonic() - start < 1
+    with pytest.raises(RuntimeError, match=f"walsenders \\[{live}\\] did not exit"):
+        gprof._wait_gone([zombie, live], timeout=0.1)
+    assert perfstat.attachable([NodeProcess("primary", zombie, "walwriter"),
+                                NodeProcess("primary", live, "checkpointer"),
+                                NodeProcess("primary", live, "backend")]) == [live]
+    with pytest.raises(numa.ProcessGone):
+        numa.numa_policy_of(zombie)
+    assert numa.numa_policy_of(live) != ""

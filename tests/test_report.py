@@ -320,3 +320,81 @@ def test_the_seed_presets_reference_gives_the_seeds_ratios() -> None:
     no_standby = ratios[("synchronous_commit on / off", (("batch", 1), ("standbys", 0)))]
     assert no_standby["seed"] == pytest.approx(220_000 / 300_000)
     assert len(seed["figures"]) == 7 and all(f["tps"] is None for f in seed["figures"])
+
+
+def test_the_cell_table_says_what_stopped_each_cell(workdir: Path) -> None:
+    """A cell that did not meet its target says what stopped it, as the Method section
+    and `results` do: the budget is not repeats_max, and a met target (or an observed
+    window's end) says nothing."""
+    import re
+
+    from syncrep_lab.report.html import render
+
+    folder = load("pg18-local-on", workdir)
+    for reasons, shown in ((("budget", "ci"), (" (budget)", "")),
+                           (("max", "window"), (" (max)", ""))):
+        db = _db(folder)
+        try:
+            for idx, reason in enumerate(reasons):
+                db.execute("update cells set stop_reason = ? where idx = ?", (reason, idx))
+            db.commit()
+            repeats = [int(r[0]) for r in db.execute("select repeats from cells order by idx")]
+        finally:
+            db.close()
+        page = render(report_data(folder))
+        table = page[page.index('id="results-table"'):]
+        table = table[:table.index("</table>")]
+        rows = re.findall(r"<tr><td class=\"num\">(\d+)</td>(.*?)</tr>", table, re.S)
+        # the fifth cell after the index: label, status, TPS, CI, repeats
+        got = [re.sub(r"<[^>]+>", "", re.findall(r"<td[^>]*>(.*?)</td>", rest, re.S)[4])
+               for _, rest in rows]
+        assert got == [f"{n}{note}" for n, note in zip(repeats, shown, strict=True)]
+        said = {"budget": "the budget", "max": "repeats_max"}[reasons[0]]
+        assert f'title="stopped by {said} before its interval met the target"' in table
+        assert f"{said} (wider than asked)" in page  # the Method section's words
+        res = cli_here("results", str(folder))
+        assert f"{repeats[0]}{shown[0]}" in res.stdout
+
+
+def _bound_colours(chart: dict[str, Any]) -> dict[str, str]:
+    """trace name -> its colour, in a bound chart."""
+    return {t["name"]: (t.get("marker") or t.get("line") or {})["color"]
+            for t in chart["figure"]["data"]}
+
+
+def test_a_resource_has_one_colour_in_every_bound_chart(stored: dict[str, Path]) -> None:
+    """pgbench or the backends are the same colour in each level's bound chart whatever
+    their place in it, and the measured throughput has a colour no resource has (it
+    was the level's: remote_write's orange was also the backends')."""
+    from syncrep_lab.report.charts import MEASURED_COLOUR, bound_levels, bounds
+
+    def pair(idx: int, level: str, clients: int, resources: list[str]
+             ) -> tuple[dict[str, Any], dict[str, Any]]:
+        cell = {"idx": idx, "label": f"cell {idx}", "axes": {},
+                "params": {"synchronous_commit": level, "clients": clients}}
+        found = [{"resource": r, "max_tps": 1000.0 * (k + 1), "low": 900.0 * (k + 1),
+                  "high": 1100.0 * (k + 1)} for k, r in enumerate(resources)]
+        return cell, {"idx": idx, "bounds": found, "measured_tps": 800.0}
+
+    charts = [
+        bounds("remote_write", [pair(0, "remote_write", 4, ["backends", "pgbench", "machine",
+                                                             "walsender:b"])]),
+        bounds("on", [pair(1, "on", 1, ["pgbench", "walsender:c", "walsender:b", "backends",
+                                        "b walreceiver", "walwriter"]),
+                      pair(2, "on", 8, ["machine", "pgbench", "walsender:b", "walsender:c",
+                                        "backends", "c walreceiver"])]),
+        bounds("local", [pair(3, "local", 2, ["clients", "walwriter", "pgbench"])]),
+    ]
+    data = report_data(stored["pg18-local-on"])
+    charts += [bounds(level, pairs) for level, pairs in
+               bound_levels(data["bounds"], data["cells"]).items()]
+    seen: dict[str, str] = {}
+    for chart in charts:
+        colours = _bound_colours(chart)
+        assert colours.pop("measured") == MEASURED_COLOUR
+        assert MEASURED_COLOUR not in colours.values()
+        for name, colour in colours.items():
+            assert seen.setdefault(name, colour) == colour, name
+        assert len(set(colours.values())) == len(colours), colours  # told apart in one
+    assert {"pgbench", "backends", "walsender:b", "walsender:c", "machine",
+            "b walreceiver", "c walreceiver"} <= set(seen)

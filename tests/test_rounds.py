@@ -153,3 +153,25 @@ def test_a_unit_s_rounds_are_numbered_from_its_base() -> None:
         rounds.members[0].values[r] = 100.0
         rounds.members[1].values[r] = 50.0 + r % 7
     assert rounds.done_rounds == 3 and rounds.next_round() is None  # repeats_max, from base
+
+
+def test_the_round_line_says_the_pilot_runs_until_it_is_complete() -> None:
+    """After round 2 of a 5-round pilot an interval from two rounds (t = 12.7) would
+    read hundreds of per cent wide: the line says the pilot runs instead."""
+    rounds = _rounds({0: {}, 1: {}}, base={0: None, 1: 0}, repeats_min=5)
+    lines = []
+    for k, (a, b) in enumerate([(100.0, 60.0), (101.0, 90.0), (99.0, 80.0), (100.0, 79.0),
+                                (100.5, 80.5)], start=1):
+        rounds.members[0].values[k], rounds.members[1].values[k] = a, b
+        lines.append(rounds.progress_line(k, 30.0))
+    for k, line in enumerate(lines[:4], start=1):
+        assert line == (f"round {k}: pilot round {k} of 5, no interval before the pilot is "
+                        "complete; 2 cells go on")
+        assert "±" not in line and "%" not in line
+    assert lines[4] is not None
+    assert lines[4].startswith("round 5: widest interval ±")
+    assert "(cell1 / cell0; target ±3 %); 2 cells go on, " in lines[4]
+    assert "more round" in lines[4] and "ETA" in lines[4]
+    done = _rounds({0: {1: 100.0, 2: 100.0}}, base={0: None}, repeats_min=2, repeats_max=2)
+    assert done.progress_line(2, 30.0) == ("round 2: widest interval ±0.0 % (cell0; "
+                                           "target ±3 %); done")

@@ -13,6 +13,9 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from syncrep_lab.cluster.manifest import Manifest
 from syncrep_lab.experiment.runner import start_run
@@ -268,8 +271,6 @@ def test_attach_leaves_the_cluster_as_it_was(workdir: Path,
 
 
 def test_preflight_refuses_what_is_not_here(workdir: Path, pg96: object) -> None:
-    import pytest
-
     from syncrep_lab.errors import UserError
 
     text = ONE + '\n[matrix]\npg = ["11"]\n'
@@ -294,3 +295,27 @@ def test_relative_out_folder(workdir: Path) -> None:
     res = subprocess.run([sys.executable, "-m", "syncrep_lab", "results"], cwd=workdir,
                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert res.returncode == 2 and "no run found" in res.stderr  # only ./syncrep-runs is looked in
+
+
+def test_a_run_checks_the_machine_once(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`run` checks the machine before its display starts and start_run does not check
+    it again: on a spec with SSH hosts or an attached cluster every check reaches them.
+    Counted through a step of check_machine that every built cluster's check takes."""
+    from syncrep_lab.experiment import checks
+
+    calls = []
+    placement = checks._check_placement
+
+    def counted(spec: Any) -> None:
+        calls.append(spec.name)
+        placement(spec)
+
+    monkeypatch.setattr(checks, "_check_placement", counted)
+    spec = workdir / "one.toml"
+    spec.write_text(ONE.replace("standbys = 2", "standbys = 1"))
+    res = cli_here("run", str(spec), "--out", str(workdir / "run"))
+    assert res.returncode == 0, res.stderr
+    assert calls == ["one"]
+    cell = _db(workdir / "run").execute("select * from cells").fetchone()
+    assert cell["status"] == "done", cell["error"]
+    assert postmasters_in(workdir) == []

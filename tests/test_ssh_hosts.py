@@ -399,3 +399,51 @@ def test_a_reaped_too_late_postmaster_s_lock_is_cleared(tmp_path: Path) -> None:
         os.waitpid(child, 0)
     lock.write_text(f"{os.getpid()}\n{tmp_path}\n")  # a live process
     assert clear().stdout.strip() == "" and lock.exists()
+
+
+def test_the_snapshot_scripts_read_proc_as_procs_does(tmp_path: Path) -> None:
+    """The /proc readers sent to a host take their fields from procs.py's table, and
+    run here, both variants give the figures the local reader gives for the same
+    process: one that used CPU itself and in a reaped child, then sleeps."""
+    import re
+
+    from syncrep_lab import procs
+    from syncrep_lab.hosts import remote as host_remote
+    from syncrep_lab.probes.tracker import read_sample
+
+    names = host_remote.SNAPSHOT_FIELDS
+    positions = [getattr(procs, name) for name in names]
+    assert re.findall(r"s\[(\d+)\]", host_remote._SNAPSHOT_PY) == [str(p) for p in positions]
+    assert re.findall(r'"\$\{(\d+)\}"', host_remote._SNAPSHOT_SH) == [str(p + 1)
+                                                                    for p in positions]
+    spin = "i=0; while [ $i -lt 300000 ]; do i=$((i + 1)); done"
+    busy = subprocess.Popen(["sh", "-c", f"{spin}; ( {spin} ); exec sleep 60"], cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 60
+        while Path(f"/proc/{busy.pid}/comm").read_text().strip() != "sleep":
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        fields = procs.stat_fields(busy.pid)
+        sample = read_sample(busy.pid)
+        assert fields is not None and sample is not None
+        assert sample.utime > 0 and sample.cutime > 0  # a field read from the wrong place shows
+        status = dict(line.split(":\t", 1) for line in
+                      Path(f"/proc/{busy.pid}/status").read_text().splitlines())
+        for prefer_python in (True, False):
+            command = host_remote.snapshot_command(str(tmp_path), prefer_python=prefer_python)
+            out = subprocess.run(["sh", "-c", *command[:1], "sh", *command[1:]],
+                                 capture_output=True, text=True, check=True, timeout=60).stdout
+            rows = host_remote.parse_snapshot(out)
+            assert [row["pid"] for row in rows] == [busy.pid], out
+            row = rows[0]
+            assert row["ppid"] == int(fields[procs.PPID]) == os.getpid()
+            assert (row["utime"], row["stime"], row["cutime"], row["cstime"]) == (
+                sample.utime, sample.stime, sample.cutime, sample.cstime)
+            assert (row["voluntary"], row["involuntary"]) == (sample.voluntary,
+                                                              sample.involuntary)
+            assert row["cpus_allowed_list"] == status["Cpus_allowed_list"].strip()
+            assert row["title"] == "sleep 60"
+            assert row["clk_tck"] == os.sysconf("SC_CLK_TCK")
+    finally:
+        busy.kill()
+        busy.wait()

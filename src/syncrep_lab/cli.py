@@ -333,7 +333,8 @@ def run(spec_file: Path | None, preset: str | None, out: Path | None, resume: bo
     given_out = out
     if out is None:
         out = RUNS_DIR / f"{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}"
-    # What start_run would refuse, refused before the display starts.
+    # What start_run would refuse, refused before the display starts (and for --check);
+    # start_run is told the machine is checked, so that hosts are reached once a run.
     from syncrep_lab.experiment.checks import check_machine, check_out
     from syncrep_lab.experiment.runner import start_run, stored_spec_text
 
@@ -346,7 +347,7 @@ def run(spec_file: Path | None, preset: str | None, out: Path | None, resume: bo
     from syncrep_lab.terminal.progress import RunDisplay
 
     with _resume_hint(out), RunDisplay(out) as display:
-        start_run(spec, text, spec_dir, out, display.events)
+        start_run(spec, text, spec_dir, out, display.events, machine_checked=True)
     _finish(out)
 
 

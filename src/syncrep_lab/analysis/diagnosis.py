@@ -419,6 +419,13 @@ def diagnose_facts(facts: CellFacts) -> list[Verdict]:
     return sorted(verdicts, key=lambda v: ORDER[v.confidence])
 
 
+def verdict_title(verdict: VerdictData) -> str:
+    """A verdict's name with its confidence, as it reads in a line: "the benchmark client
+    is the bottleneck (high confidence)" (the name is a phrase of its own, which the
+    confidence put before it would garble)."""
+    return f"{verdict['mechanism']} ({verdict['confidence']} confidence)"
+
+
 def leading_verdict(verdicts: list[VerdictData]) -> VerdictData | None:
     """The most confident verdict that is not 'unknown' (they come sorted)."""
     return next((v for v in verdicts if v["confidence"] != "unknown"), None)

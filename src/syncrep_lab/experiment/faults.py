@@ -37,11 +37,13 @@ from syncrep_lab.errors import UserError
 from syncrep_lab.experiment.spec import FaultEvent, FaultScenario
 from syncrep_lab.hosts import remote
 from syncrep_lab.hosts.ssh import SshHost
-from syncrep_lab.pg.admin import admin_connection, alter_system
+from syncrep_lab.pg.admin import admin_connection, admin_session, alter_system
+from syncrep_lab.pg.deadline import query_deadline
 from syncrep_lab.pg.replication import WAITING_LEVELS
 from syncrep_lab.runas import server_account
 
 POLL_S = 0.1
+QUERY_SECONDS = 5.0  # the most one of the driver's statements on the primary may take
 SYNC_STATES = ("sync", "quorum")
 START_TIMEOUT_S = 60.0
 
@@ -288,7 +290,9 @@ class FaultDriver(threading.Thread):
         if not self._client_started():
             return
         try:
-            with psycopg.connect(self.ctx.admin, autocommit=True, connect_timeout=5) as conn:
+            # Open for the whole repeat, so each statement is bounded instead of the block
+            # (a primary frozen or gone ends the driver instead of hanging it).
+            with admin_session(self.ctx.admin, statement_timeout_s=QUERY_SECONDS) as conn:
                 self._loop(conn)
         except psycopg.Error as exc:
             self._note("error", "primary", f"lost the primary: {str(exc).strip()}")
@@ -326,8 +330,9 @@ class FaultDriver(threading.Thread):
             self.stopping.wait(POLL_S)
 
     def _states(self, conn: psycopg.Connection[Any]) -> dict[str, str]:
-        rows = conn.execute("select application_name, sync_state from pg_stat_replication "
-                            "where state = 'streaming'").fetchall()
+        with query_deadline(conn, QUERY_SECONDS, "the primary"):
+            rows = conn.execute("select application_name, sync_state from pg_stat_replication "
+                                "where state = 'streaming'").fetchall()
         return {str(r[0]): str(r[1]) for r in rows}
 
     def _resolve(self, target: str, states: dict[str, str]) -> str | None:
@@ -341,7 +346,8 @@ class FaultDriver(threading.Thread):
         if event.action == "set":
             assert event.name is not None and event.value is not None
             try:
-                alter_system(conn, {event.name: event.value})
+                with query_deadline(conn, QUERY_SECONDS, "the primary"):
+                    alter_system(conn, {event.name: event.value})
                 self.changed_settings.add(event.name)
                 if event.name == "synchronous_standby_names":
                     self.sync_names = event.value
@@ -399,9 +405,10 @@ class FaultDriver(threading.Thread):
         self._note("stall", "primary", self.stalled)
         # Terminated while waiting, a backend's commit stays local and its client gets
         # an error: nothing is acknowledged that the standbys did not confirm.
-        conn.execute("select pg_terminate_backend(pid) from pg_stat_activity "
-                     "where application_name = %s and pid <> pg_backend_pid()",
-                     (self.ctx.pgbench_name,))
+        with query_deadline(conn, QUERY_SECONDS, "the primary"):
+            conn.execute("select pg_terminate_backend(pid) from pg_stat_activity "
+                         "where application_name = %s and pid <> pg_backend_pid()",
+                         (self.ctx.pgbench_name,))
 
     def stop(self) -> list[Record]:
         self.stopping.set()

@@ -61,6 +61,7 @@ class Rounds:
         self.base = base
         self.max_rounds = repeats_max
         self.pilot = min(max(2, repeats_min), repeats_max)
+        self.ci_target = ci_target
         self.half_width = math.log1p(ci_target)  # ±3 % as a log ratio
         self.confidence = confidence
 
@@ -174,6 +175,35 @@ class Rounds:
         what = "its TPS" if base is None else f"its ratio to {base.label}"
         return (f"the interval of {what} did not narrow: ±{100 * first:.1f} % after the "
                 f"{self.pilot} pilot rounds, ±{100 * now:.1f} % after {len(s)}")
+
+    def progress_line(self, round_no: int, per_round: float) -> str | None:
+        """What the run says after round ``round_no`` (counted from the unit's first):
+        during the pilot that it runs (an interval from its first rounds alone is
+        meaningless: from two, t's 12.7 makes it hundreds of per cent wide), then the
+        widest interval and how many more rounds the comparisons need (``per_round``
+        seconds each)."""
+        wanted = self.wanted()
+        going = "1 cell goes on" if len(wanted) == 1 else f"{len(wanted)} cells go on"
+        if wanted and round_no < self.pilot:
+            return (f"round {round_no}: pilot round {round_no} of {self.pilot}, no interval "
+                    f"before the pilot is complete; {going}")
+        widest = self.widest()
+        if widest is None:
+            return None
+        label, rel = widest
+        needs = [self.needed(self.members[i]) for i in wanted]
+        if not wanted or round_no >= self.max_rounds:
+            more = "done"
+        elif any(n is None for n in needs):
+            more = f"{going} (the pilot is not complete)"
+        else:
+            need = max(n for n in needs if n is not None)
+            left = min(need, self.max_rounds) - round_no
+            capped = " (capped by repeats_max)" if need > self.max_rounds else ""
+            more = (f"{going}, {left} more round{'s' if left != 1 else ''}"
+                    f"{capped}, ETA {left * per_round / 60:.1f} min")
+        return (f"round {round_no}: widest interval ±{100 * rel:.1f} % "
+                f"({label}; target ±{100 * self.ci_target:g} %); {more}")
 
     def widest(self) -> tuple[str, float] | None:
         """The comparison (or lone cell) whose interval is widest now: its label and

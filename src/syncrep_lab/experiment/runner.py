@@ -337,24 +337,9 @@ class Runner:
 
     def _say_round(self, rounds: Rounds, round_no: int, per_round: float) -> None:
         """The widest interval now, and how many more rounds the comparisons need."""
-        widest = rounds.widest()
-        if widest is None:
-            return
-        label, rel = widest
-        wanted = rounds.wanted()
-        needs = [rounds.needed(rounds.members[i]) for i in wanted]
-        if not wanted or round_no >= rounds.max_rounds:
-            more = "done"
-        elif any(n is None for n in needs):
-            more = f"{len(wanted)} cells go on (the pilot is not complete)"
-        else:
-            left = min(max(n for n in needs if n is not None), rounds.max_rounds) - round_no
-            capped = " (capped by repeats_max)" if max(
-                n for n in needs if n is not None) > rounds.max_rounds else ""
-            more = (f"{len(wanted)} cells go on, {left} more round{'s' if left != 1 else ''}"
-                    f"{capped}, ETA {left * per_round / 60:.1f} min")
-        self.events.message(f"round {round_no}: widest interval ±{100 * rel:.1f} % "
-                            f"({label}; target ±{100 * self.spec.run.ci_target:g} %); {more}")
+        line = rounds.progress_line(round_no, per_round)
+        if line is not None:
+            self.events.message(line)
 
     # --- shared by both orders -----------------------------------------------------------
 
@@ -555,10 +540,16 @@ def stored_spec_text(spec_text: str) -> str:
 
 
 def start_run(spec: Spec, spec_text: str, spec_dir: Path, out: Path,
-              events: Events | None = None) -> Path:
-    """A new run in ``out`` (which must not hold one already)."""
+              events: Events | None = None, *, machine_checked: bool = False) -> Path:
+    """A new run in ``out`` (which must not hold one already).
+
+    The machine (and every SSH host and attached server the spec names) is checked here
+    unless the caller did it already and says so with ``machine_checked``: the command
+    line does, before its display starts, and checking twice would reach every host and
+    the attached primary twice."""
     out = out.absolute()
-    check_machine(spec)
+    if not machine_checked:
+        check_machine(spec)
     spec_text = stored_spec_text(spec_text)  # the parsed spec keeps the real conninfos
     check_out(out)
     store = Store(out, create=True)

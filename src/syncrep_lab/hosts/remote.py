@@ -14,12 +14,14 @@ the CPU counters, and ``python3`` only to make :func:`proc_snapshot` faster.
 from __future__ import annotations
 
 import posixpath
+import re
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from syncrep_lab import procs
 from syncrep_lab.errors import ClusterFailure, UserError
 from syncrep_lab.hosts.ssh import ALIVE_SH, SshHost
 
@@ -35,7 +37,23 @@ START_TIMEOUT = 60.0
 # "P<tab>pid<tab>ppid<tab>utime<tab>stime<tab>cutime<tab>cstime<tab>voluntary
 # <tab>involuntary<tab>Cpus_allowed_list<tab>title". The title comes last, so
 # whatever it holds cannot shift the other fields.
-_SNAPSHOT_PY = r"""
+#
+# Where each figure is in /proc/PID/stat comes from procs.py's table, the one the local
+# readers use: ``@NAME@`` in the script text is procs.NAME, written as the script's
+# language reaches that field (after the command name, from 0).
+SNAPSHOT_FIELDS = ("PPID", "UTIME", "STIME", "CUTIME", "CSTIME")
+
+
+def _with_fields(script: str, reach: Callable[[int], str]) -> str:
+    """``script`` with every ``@NAME@`` replaced by ``reach(procs.NAME)``."""
+    def field(match: re.Match[str]) -> str:
+        assert match.group(1) in SNAPSHOT_FIELDS, match.group(1)
+        return reach(int(getattr(procs, match.group(1))))
+
+    return re.sub(r"@([A-Z]+)@", field, script)
+
+
+_SNAPSHOT_PY = _with_fields(r"""
 import os, sys
 want = os.path.realpath(sys.argv[1])
 out = ["T\t%d" % os.sysconf("SC_CLK_TCK")]
@@ -60,16 +78,18 @@ for p in os.listdir("/proc"):
         st[k] = v.strip()
     title = cmd.replace(b"\0", b" ").decode("utf-8", "replace")
     title = " ".join(title.split())
-    out.append("\t".join(["P", p, s[1], s[11], s[12], s[13], s[14],
+    out.append("\t".join(["P", p, s[@PPID@], s[@UTIME@], s[@STIME@],
+                          s[@CUTIME@], s[@CSTIME@],
                           st.get("voluntary_ctxt_switches", "0"),
                           st.get("nonvoluntary_ctxt_switches", "0"),
                           st.get("Cpus_allowed_list", ""), title]))
 print("\n".join(out))
-"""
+""", str)
 
 # The same in POSIX sh, for hosts without python3: slower (a few forks per
-# process on the host), same output.
-_SNAPSHOT_SH = r"""
+# process on the host), same output. `set -- $rest` makes the fields after the command
+# name the positional parameters: field N (from 0) is ${N+1}.
+_SNAPSHOT_SH = _with_fields(r"""
 tick=$(getconf CLK_TCK 2>/dev/null) || tick=100
 printf 'T\t%s\n' "$tick"
 want=$(cd -P -- "$1" 2>/dev/null && pwd -P) || exit 0
@@ -92,10 +112,10 @@ for d in /proc/[0-9]*; do
   done <<EOF
 $status
 EOF
-  printf 'P\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "${d#/proc/}" "$2" "${12}" "${13}" \
-    "${14}" "${15}" "$vol" "$invol" "$cpus" "$title"
+  printf 'P\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "${d#/proc/}" "@PPID@" "@UTIME@" \
+    "@STIME@" "@CUTIME@" "@CSTIME@" "$vol" "$invol" "$cpus" "$title"
 done
-"""
+""", lambda field: f"${{{field + 1}}}")
 
 _SNAPSHOT_DISPATCH = r"""
 if [ "$2" = python ] && command -v python3 >/dev/null 2>&1; then
@@ -118,12 +138,22 @@ def proc_snapshot(host: SshHost, data_dir: str, *,
     Only processes of the SSH account are visible, which is the account the
     server runs as.
     """
-    mode = "python" if prefer_python else "sh"
-    result = host.sh(_SNAPSHOT_DISPATCH, data_dir, mode, _SNAPSHOT_PY, _SNAPSHOT_SH,
+    result = host.sh(*snapshot_command(data_dir, prefer_python=prefer_python),
                      what=f"reading the processes of {data_dir}", timeout=60)
+    return parse_snapshot(result.stdout)
+
+
+def snapshot_command(data_dir: str, *, prefer_python: bool = True) -> tuple[str, ...]:
+    """The script of :func:`proc_snapshot` and its arguments, for ``sh -c``."""
+    mode = "python" if prefer_python else "sh"
+    return _SNAPSHOT_DISPATCH, data_dir, mode, _SNAPSHOT_PY, _SNAPSHOT_SH
+
+
+def parse_snapshot(text: str) -> list[dict[str, Any]]:
+    """The rows of :func:`proc_snapshot` from its script's output."""
     tick = 100
     rows: list[dict[str, Any]] = []
-    for line in result.stdout.splitlines():
+    for line in text.splitlines():
         fields = line.split("\t")
         if fields[0] == "T" and len(fields) == 2 and fields[1].strip().isdigit():
             tick = int(fields[1])

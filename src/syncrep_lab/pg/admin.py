@@ -12,6 +12,9 @@ tables, reading settings, a reload, ending its own sessions) goes through
 - the client-side deadline of :mod:`syncrep_lab.pg.deadline`, for a server that stops
   answering altogether.
 
+A session kept open beside a run (the fault driver's) is :func:`admin_session`: the same
+server-side bounds, and a deadline on each use instead of one on the whole block.
+
 The session commits with ``synchronous_commit = local``: the tool's own catalogue
 changes must never wait for a standby that stopped confirming.
 """
@@ -42,18 +45,31 @@ def admin_connection(conninfo: str, *, seconds: float = 30.0, lock_timeout_s: fl
     ``statement_timeout_s`` defaults to ``seconds``; ``lock_timeout_s`` is how long a
     statement may queue for a lock before it fails (``LockNotAvailable``)."""
     statement_s = seconds if statement_timeout_s is None else statement_timeout_s
+    # libpq reads connect_timeout in whole seconds, and treats less than 2 as 2
+    connect_s = max(2, min(CONNECT_SECONDS, math.ceil(seconds)))
+    with (admin_session(conninfo, lock_timeout_s=lock_timeout_s,
+                        statement_timeout_s=statement_s, connect_s=connect_s) as conn,
+          query_deadline(conn, seconds, what)):
+        yield conn
+
+
+@contextlib.contextmanager
+def admin_session(conninfo: str, *, lock_timeout_s: float = 5.0,
+                  statement_timeout_s: float = 30.0, connect_s: int = CONNECT_SECONDS
+                  ) -> Iterator[psycopg.Connection[Any]]:
+    """The connection of :func:`admin_connection` without its deadline on the whole
+    block, for a session kept open as long as something else runs (the fault driver's,
+    beside pgbench): the server bounds each statement, and the caller bounds each use
+    of the connection with :func:`~syncrep_lab.pg.deadline.query_deadline`."""
     # the conninfo's own options (a search_path, say) are kept; ours come after and win
     own = conninfo_to_dict(conninfo).get("options") or ""
     options = (f"{own} -c synchronous_commit=local -c lock_timeout={_ms(lock_timeout_s)} "
-               f"-c statement_timeout={_ms(statement_s)}").strip()
-    # libpq reads connect_timeout in whole seconds, and treats less than 2 as 2
-    connect_s = max(2, min(CONNECT_SECONDS, math.ceil(seconds)))
+               f"-c statement_timeout={_ms(statement_timeout_s)}").strip()
     # client_encoding: on a SQL_ASCII database psycopg would return text as bytes
     with psycopg.connect(conninfo, autocommit=True, connect_timeout=connect_s,
                          options=options, client_encoding="UTF8") as conn:
         try:
-            with query_deadline(conn, seconds, what):
-                yield conn
+            yield conn
         except BaseException as exc:
             if not isinstance(exc, psycopg.Error):
                 _abandon(conn)

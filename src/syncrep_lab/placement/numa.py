@@ -24,6 +24,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from syncrep_lab import procs
 from syncrep_lab.errors import UserError
 from syncrep_lab.placement.cpus import format_cpus, numa_nodes, parse_list, require_on_machine
 
@@ -163,12 +164,13 @@ def numa_policy_of(pid: int) -> str:
     without NUMA support, or another user's process without root).
     """
     try:
-        text = Path(f"/proc/{pid}/numa_maps").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        if not Path(f"/proc/{pid}").exists():
-            raise ProcessGone(pid) from None
-        return "unknown"
+        text: str | None = Path(f"/proc/{pid}/numa_maps").read_text()
     except OSError:
+        text = None
+    # Asked after the read: a zombie's numa_maps reads empty, which would say "default".
+    if not procs.alive(pid):
+        raise ProcessGone(pid)
+    if text is None:
         return "unknown"
     for line in text.splitlines():
         match = _POLICY_RE.match(line)

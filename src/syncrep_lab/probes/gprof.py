@@ -43,6 +43,7 @@ from pathlib import Path
 
 import psycopg
 
+from syncrep_lab import procs
 from syncrep_lab.pg.admin import admin_connection
 from syncrep_lab.store import GprofFunctionRow, GprofRoleRow
 
@@ -89,10 +90,11 @@ def _end_walsenders(admin: str) -> list[int]:
 
 
 def _wait_gone(pids: list[int], timeout: float = EXIT_TIMEOUT) -> None:
+    """Wait until every one of ``pids`` has ended (a zombie has: see procs.alive)."""
     deadline = time.monotonic() + timeout
     alive = list(pids)
     while alive:
-        alive = [p for p in alive if Path(f"/proc/{p}").exists()]
+        alive = [p for p in alive if procs.alive(p)]
         if alive and time.monotonic() > deadline:
             raise RuntimeError(f"walsenders {alive} did not exit within {timeout:g} s "
                                "of pg_terminate_backend: their profiles are missing")

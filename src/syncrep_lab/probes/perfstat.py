@@ -20,6 +20,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from syncrep_lab import procs
 from syncrep_lab.pg.roles import NodeProcess
 from syncrep_lab.probes.perfrun import PerfProcess, perf_reason, require_output
 from syncrep_lab.store import CostRow
@@ -73,8 +74,7 @@ class PerfStat:
         # perf refuses a pid that is gone by the time it attaches, so the list is
         # taken afresh for each attempt.
         for attempt in range(attempts):
-            pids = ",".join(str(p.pid) for p in self.processes
-                            if p.role != "backend" and Path(f"/proc/{p.pid}").exists())
+            pids = ",".join(str(pid) for pid in attachable(self.processes))
             self.perf = PerfProcess(
                 ["perf", "stat", "--per-thread", "-x", ",", "-o", str(self.out),
                  "-e", ",".join(events), "-p", pids], "perf stat")
@@ -90,6 +90,12 @@ class PerfStat:
             raise RuntimeError("perf stat was not started")
         require_output(self.out, "perf stat", self.perf.stop(timeout))
         return parse_perf_stat(self.out.read_text(errors="replace"))
+
+
+def attachable(processes: list[NodeProcess]) -> list[int]:
+    """The pids perf stat attaches to: every process of the nodes but the backends there
+    are now, and those still running (perf refuses one that is gone, a zombie too)."""
+    return [p.pid for p in processes if p.role != "backend" and procs.alive(p.pid)]
 
 
 def parse_perf_stat(text: str) -> dict[int, Counts]:

@@ -2,12 +2,15 @@
 page by plotly.js): one function per chart, each from the report's data.
 
 Conventions kept by every chart: a title, units on every axis, and one colour
-per ``synchronous_commit`` level throughout the page (``LEVEL_COLOURS``).
+per ``synchronous_commit`` level throughout the page (``LEVEL_COLOURS``). In the bound
+charts, one colour per resource in every chart (:func:`resource_colour`), and the
+measured throughput in one no resource has (``MEASURED_COLOUR``).
 A function returns None when its data are absent; the page then says why.
 """
 
 from __future__ import annotations
 
+import zlib
 from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
@@ -29,6 +32,52 @@ Chart = dict[str, Any]
 
 def _colour(level: str | None, i: int = 0) -> str:
     return LEVEL_COLOURS.get(level or "", PALETTE[i % len(PALETTE)])
+
+
+# The bound charts' colours. A resource (analysis/model.py's names: a role of the
+# primary or the client, "NODE ROLE" of a standby, "walsender:STANDBY", or a whole) has
+# its role's colour in every chart, a standby's a shade of it; the measured throughput
+# is black, which no resource is.
+MEASURED_COLOUR = "#000000"
+RESOURCE_COLOURS = {
+    "backends": "#4c78a8", "pgbench": "#e45756", "sysbench": "#ff9da6",
+    "walsender": "#f58518", "walwriter": "#54a24b", "walreceiver": "#72b7b2",
+    "startup": "#b279a2", "bgwriter": "#9d755d", "checkpointer": "#eeca3b",
+    "clients": "#bcbd22", "machine": "#8c8c8c", "servers' cores": "#17becf",
+}
+# an unknown resource's, picked by its name
+OTHER_RESOURCE_COLOURS = ("#637939", "#843c39", "#7b4173", "#3182bd", "#e6550d", "#31a354")
+# a standby's process: its role's colour darkened or lightened (by the standby's name)
+_SHADES = (("dark", 0.3), ("light", 0.35), ("light", 0.6))
+
+
+def _shade(colour: str, how: str, amount: float) -> str:
+    rgb = [int(colour[i:i + 2], 16) for i in (1, 3, 5)]
+    to = 0 if how == "dark" else 255
+    return "#" + "".join(f"{round(c + (to - c) * amount):02x}" for c in rgb)
+
+
+def _pick(name: str, count: int) -> int:
+    """A stable place among ``count`` for a name: b, c, d ... (the default standby
+    names) in turn, any other name by its checksum."""
+    if len(name) == 1 and name.islower():
+        return (ord(name) - ord("b")) % count
+    return zlib.crc32(name.encode()) % count
+
+
+def resource_colour(resource: str) -> str:
+    """The colour of a bound's resource, the same in every chart of the report."""
+    role, standby = resource, None
+    if ":" in resource:  # walsender:b, the primary's walsender serving b
+        role, standby = resource.split(":", 1)
+    elif " " in resource and resource not in RESOURCE_COLOURS:  # "b walreceiver"
+        standby, role = resource.split(" ", 1)
+    base = RESOURCE_COLOURS.get(role)
+    if base is None:
+        return OTHER_RESOURCE_COLOURS[_pick(resource, len(OTHER_RESOURCE_COLOURS))]
+    if standby is None:
+        return base
+    return _shade(base, *_SHADES[_pick(standby, len(_SHADES))])
 
 
 def _layout(title: str, x: str, y: str, **extra: Any) -> dict[str, Any]:
@@ -457,7 +506,6 @@ def bounds(level: str, pairs: list[tuple[dict[str, Any], dict[str, Any]]]) -> Ch
             if b["resource"] not in resources and (
                     len(resources) < BOUNDS_SHOWN or b["resource"].startswith("walsender")):
                 resources.append(b["resource"])
-    colours = [c for c in PALETTE if c != _colour(level)]
     clients = sorted({int(c["params"].get("clients") or 1) for c, _ in pairs})
     data: list[dict[str, Any]] = []
     title = f"{level}: measured throughput and the bounds (95 % CI)"
@@ -466,25 +514,25 @@ def bounds(level: str, pairs: list[tuple[dict[str, Any], dict[str, Any]]]) -> Ch
         x = [int(c["params"].get("clients") or 1) for c, _ in pairs]
         data.append({"type": "scatter", "mode": "lines+markers", "name": "measured", "x": x,
                      "y": [m["measured_tps"] for _, m in pairs],
-                     "line": {"color": _colour(level), "width": 3}})
-        for i, name in enumerate(resources):
+                     "line": {"color": MEASURED_COLOUR, "width": 3}})
+        for name in resources:
             ys = [next((b["max_tps"] for b in m["bounds"] if b["resource"] == name), None)
                   for _, m in pairs]
             data.append({"type": "scatter", "mode": "lines", "name": name, "x": x, "y": ys,
-                         "line": {"dash": "dash", "color": colours[i % len(colours)]}})
+                         "line": {"dash": "dash", "color": resource_colour(name)}})
         return _chart(f"bounds-{level}", data, _layout(
             title, "clients", "transactions per second",
             xaxis={"type": "log", "tickvals": clients}, yaxis={"type": "log"}))
     labels = [c["label"] for c, _ in pairs]
     data.append({"type": "bar", "name": "measured", "x": labels,
                  "y": [m["measured_tps"] for _, m in pairs],
-                 "marker": {"color": _colour(level)}})
-    for i, name in enumerate(resources):
+                 "marker": {"color": MEASURED_COLOUR}})
+    for name in resources:
         found = [next((b for b in m["bounds"] if b["resource"] == name), None)
                  for _, m in pairs]
         data.append({"type": "bar", "name": name, "x": labels,
                      "y": [b["max_tps"] if b else None for b in found],
-                     "marker": {"color": colours[i % len(colours)]},
+                     "marker": {"color": resource_colour(name)},
                      "error_y": {"type": "data", "symmetric": False, "visible": True,
                                  "array": [(b["high"] - b["max_tps"]) if b and b["high"]
                                            is not None and b["max_tps"] is not None else None

@@ -20,7 +20,7 @@ from typing import Any
 from syncrep_lab.analysis import model as bound_model
 from syncrep_lab.analysis.cells import cell_rows
 from syncrep_lab.analysis.costs import CellCosts, RunCellCosts, run_costs
-from syncrep_lab.analysis.diagnosis import diagnose_run, leading_verdict
+from syncrep_lab.analysis.diagnosis import diagnose_run, leading_verdict, verdict_title
 from syncrep_lab.analysis.faults import run_faults
 from syncrep_lab.analysis.scaling import Series, core_sweep, scaling
 from syncrep_lab.errors import UserError
@@ -76,7 +76,7 @@ def cell_summaries(folder: Path,
         row["ceiling"] = diagnosed[row["idx"]].get("ceiling") if row["idx"] in diagnosed \
             else None
         lead = leading_verdict(row["verdicts"])
-        row["limit"] = f"{lead['confidence']} {lead['mechanism']}" if lead else ""
+        row["limit"] = verdict_title(lead) if lead else ""
         row["top_cost"] = _top_cost(costs.get(row["idx"]))
     return rows
 

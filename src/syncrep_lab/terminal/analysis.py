@@ -151,18 +151,23 @@ def print_diagnosis(cells: list[CellDiagnosis], console: Console) -> None:
         print_verdicts(cell["verdicts"], console)
 
 
+def styled_verdict_title(v: VerdictData) -> str:
+    """:func:`~syncrep_lab.analysis.diagnosis.verdict_title` in rich markup, the
+    confidence in its colour."""
+    style = CONFIDENCE_STYLE[v["confidence"]]
+    return f"{escape(v['mechanism'])} [{style}]({escape(v['confidence'])} confidence)[/]"
+
+
 def print_verdicts(verdicts: list[VerdictData], console: Console) -> None:
     if not verdicts:
         console.print("  no rule fired: nothing here stands out as the limit")
     for v in verdicts:
-            style = CONFIDENCE_STYLE[v["confidence"]]
-            console.print(f"  [{style}]{v['confidence']}[/] {escape(v['mechanism'])}: "
-                          f"{escape(v['summary'])}", soft_wrap=True)
-            if v["evidence"]:
-                numbers = ", ".join(f"{k}={val}" for k, val in v["evidence"].items())
-                console.print(f"    evidence: {escape(numbers)}", soft_wrap=True)
-            for step in v["next_steps"]:
-                console.print(f"    try: {escape(step)}", soft_wrap=True)
+        console.print(f"  {styled_verdict_title(v)}: {escape(v['summary'])}", soft_wrap=True)
+        if v["evidence"]:
+            numbers = ", ".join(f"{k}={val}" for k, val in v["evidence"].items())
+            console.print(f"    evidence: {escape(numbers)}", soft_wrap=True)
+        for step in v["next_steps"]:
+            console.print(f"    try: {escape(step)}", soft_wrap=True)
 
 
 def print_verdict_lines(cells: list[dict[str, Any]], console: Console) -> None:
@@ -170,8 +175,7 @@ def print_verdict_lines(cells: list[dict[str, Any]], console: Console) -> None:
     for cell in cells:
         v = leading_verdict(cell["verdicts"])
         if v is not None:
-            style = CONFIDENCE_STYLE[v["confidence"]]
-            line = f"[{style}]{v['confidence']}[/] {escape(v['mechanism'])}"
+            line = styled_verdict_title(v)
         elif cell["verdicts"]:
             line = f"[dim]{escape(cell['verdicts'][0]['summary'])}[/]"
         else:
