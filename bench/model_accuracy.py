@@ -21,13 +21,11 @@ Target: within ±15 % where the binding resource is the same.
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 from syncrep_lab.analysis.model import (
     Interval,
@@ -38,7 +36,7 @@ from syncrep_lab.analysis.model import (
     series_index,
     usl,
 )
-from syncrep_lab.store import Store
+from syncrep_lab.store import Store, StoredCell
 
 CLIENTS = [1, 2, 4, 8, 16, 32, 64]
 
@@ -100,14 +98,14 @@ def main() -> None:
     store = Store(run_dir, create=False)
     try:
         run = store.run()
-        machine = json.loads(run["machine_json"])
-        cells = [c for c in store.cells(int(run["id"])) if c["status"] == "done"]
+        machine = run.machine
+        cells = [c for c in store.cells(run.id) if c.status == "done"]
         index = series_index(cells)
-        by_key: dict[tuple[str, int, int], Any] = {}
+        by_key: dict[tuple[str, int, int], StoredCell] = {}
         for c in cells:
-            p = json.loads(c["params_json"])
+            p = c.params
             by_key[(p["synchronous_commit"], int(p["cores"]), int(p["clients"]))] = c
-        tps = {k: [float(r["tps"]) for r in store.repeats(int(c["id"])) if not r["probed"]]
+        tps = {k: [float(r.tps) for r in store.repeats(c.id) if not r.probed]
                for k, c in by_key.items()}
         models = {k: cell_model(store, c, index, machine) for k, c in by_key.items()}
         within, total = 0, 0
@@ -146,18 +144,19 @@ def main() -> None:
         for level in ("local", "on"):
             for n in CLIENTS:
                 one, two = by_key.get((level, 1, n)), by_key.get((level, 2, n))
-                if one is None or two is None or not models[(level, 1, n)]["bounds"]:
+                if (one is None or two is None or two.tps_mean is None
+                        or not models[(level, 1, n)]["bounds"]):
                     continue
                 # the cores=1 cell's demands, recomputed for 2 CPUs
-                demands = cell_demands(store, int(one["id"]))
-                r1 = Interval(float(one["lat_mean_ms"]), float(one["lat_mean_ms"]),
-                              float(one["lat_mean_ms"])) if n == 1 else None
+                demands = cell_demands(store, one.id)
+                lat = one.lat_mean_ms
+                r1 = Interval(float(lat), float(lat), float(lat)) if n == 1 and lat else None
                 # the servers on both CPUs, pgbench beside them (as in the cores=2 cells)
                 hypo = bounds(demands, cpus=float(machine.get("cpus_usable") or 2),
                               clients=n, threads=1, r1_ms=r1, r1_source="", server_cores=2)
                 hypo = [b for b in hypo if b.kind != "clients" or n == 1]
                 predicted = hypo[0].max_tps.mean
-                measured = float(two["tps_mean"])
+                measured = float(two.tps_mean)
                 own = models[(level, 2, n)]
                 same = hypo[0].resource == own["binding"]
                 # a bound is a ceiling: it predicts throughput only where the cell reached

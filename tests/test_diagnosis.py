@@ -91,7 +91,7 @@ def test_without_perf_cpu_comes_from_proc(workdir: Path) -> None:
 def _facts(run: Path, label: str) -> diagnosis.CellFacts:
     store = Store(run, create=False)
     try:
-        cell = next(c for c in store.cells(int(store.run()["id"])) if c["label"] == label)
+        cell = next(c for c in store.cells(store.run().id) if c.label == label)
         return diagnosis.cell_facts(store, cell, 2)
     finally:
         store.close()

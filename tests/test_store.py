@@ -1,12 +1,27 @@
 """The store's row types against its schema: a field per column, in the table's order,
-so that a row built by name is written to the right column."""
+so that a row built by name is written to the right column; and the run, cell and
+repeat records (store/records.py) against theirs, read back as they were written."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import sqlite3
+from pathlib import Path
 
-from syncrep_lab.store import PROBE_TABLES, SCHEMA, ProbeRows, SampleRow
+from syncrep_lab.store import (
+    PROBE_TABLES,
+    SCHEMA,
+    ProbeRows,
+    SampleRow,
+    Store,
+    StoredCell,
+    StoredRepeat,
+    StoredRun,
+)
+from syncrep_lab.store.records import columns
+
+RECORDS = {"runs": StoredRun, "cells": StoredCell, "repeats": StoredRepeat}
 
 
 def _columns(db: sqlite3.Connection, table: str) -> tuple[str, ...]:
@@ -21,3 +36,61 @@ def test_row_types_are_the_tables_columns() -> None:
     for table, row_type in PROBE_TABLES.items():
         assert row_type._fields == _columns(db, table), table
     assert [f.name for f in dataclasses.fields(ProbeRows)] == list(PROBE_TABLES)
+
+
+def test_records_are_the_tables_columns() -> None:
+    """A column added to runs, cells or repeats is a field of its record, and a JSON
+    column the field named without ``_json``."""
+    db = sqlite3.connect(":memory:")
+    db.executescript(SCHEMA)
+    for table, record in RECORDS.items():
+        assert columns(record) == _columns(db, table), table
+        for f, column in zip(dataclasses.fields(record), columns(record), strict=True):
+            assert column in (f.name, f"{f.name}_json"), (table, f.name)
+
+
+def test_records_read_what_was_written(tmp_path: Path) -> None:
+    store = Store(tmp_path / "run", create=True)
+    try:
+        machine = {"cpu_count": 2, "hosts": {"b": {"cpus": 4}}}
+        run_id = store.create_run("r", "name = 'r'\n", machine, "1.2.3", seed=7,
+                                  order_mode="interleaved")
+        params = {"pg": None, "clients": 8, "synchronous_commit": "on"}
+        cell = store.ensure_cell(run_id, 0, "k", "sc=on", {"synchronous_commit": "on"},
+                                 params)
+        assert cell.notes == [] and cell.tps_mean is None and cell.repeats == 0
+        store.add_repeat(cell.id, {"n": 1, "started_at": "t0", "duration_s": 2.0,
+                                   "transactions": 20, "failed": 0, "tps": 10.0,
+                                   "histogram": b"\x01", "round": 3}, [])
+        store.update_cell(cell.id, status="done", tps_mean=10.0,
+                          notes_json=json.dumps(["a note"]))
+        run, [cell], [repeat] = store.run(), store.cells(run_id), store.repeats(cell.id)
+        assert (run.id, run.machine, run.seed, run.kind) == (run_id, machine, 7, "experiment")
+        assert (cell.params, cell.axes, cell.notes) == (params, {"synchronous_commit": "on"},
+                                                         ["a note"])
+        assert store.cell(cell.id) == cell
+        assert (repeat.round, repeat.probed, repeat.histogram) == (3, 0, b"\x01")
+        # every other field is its column's value as SQLite gives it (types included)
+        for table, record in ((("runs", run), ("cells", cell), ("repeats", repeat))):
+            row = store.db.execute(f"select * from {table}").fetchone()
+            for f, column in zip(dataclasses.fields(record), columns(type(record)),
+                                 strict=True):
+                if column == f.name:
+                    value = getattr(record, f.name)
+                    assert (value, type(value)) == (row[column], type(row[column])), column
+        assert isinstance(cell.tps_mean, float) and isinstance(repeat.transactions, int)
+    finally:
+        store.close()
+
+
+def test_a_machine_that_does_not_read_is_empty(tmp_path: Path) -> None:
+    """A store whose runs.machine_json was edited into something else still opens (what
+    compare always did): its machine is {}, its cells are there."""
+    store = Store(tmp_path / "run", create=True)
+    try:
+        run_id = store.create_run("r", "", {"cpu_count": 2}, "1")
+        for text in ("not json", "[1]", ""):
+            store.db.execute("update runs set machine_json = ?", (text,))
+            assert store.run(run_id).machine == {}
+    finally:
+        store.close()

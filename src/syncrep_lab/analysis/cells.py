@@ -6,7 +6,6 @@ can be shown again at any time after (or during) a run.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -24,13 +23,13 @@ def cell_rows(folder: Path) -> list[dict[str, Any]]:
         run = store.run()
         ratios = ratios_to_baseline(store, run)
         rows = []
-        for cell in store.cells(int(run["id"])):
-            row = {k: cell[k] for k in COLUMNS}
-            row["axes"] = json.loads(cell["axes_json"])
-            row["params"] = json.loads(cell["params_json"])
-            row["run"] = run["name"]
-            row["ratio_to_baseline"] = ratios.get(int(cell["idx"]))
-            row["notes"] = json.loads(cell["notes_json"]) if cell["notes_json"] else []
+        for cell in store.cells(run.id):
+            row = {k: getattr(cell, k) for k in COLUMNS}
+            row["axes"] = cell.axes
+            row["params"] = cell.params
+            row["run"] = run.name
+            row["ratio_to_baseline"] = ratios.get(cell.idx)
+            row["notes"] = cell.notes
             rows.append(row)
         return rows
     finally:

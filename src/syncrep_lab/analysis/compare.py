@@ -24,7 +24,7 @@ from typing import Any, TypedDict
 from syncrep_lab.analysis.costs import RoleValues, cluster_version, role_values
 from syncrep_lab.errors import UserError
 from syncrep_lab.measure.stats import mean_ci, ratio_ci, t_ppf, t_sf, welch_t
-from syncrep_lab.store import Store
+from syncrep_lab.store import Store, StoredRun
 
 ALPHA = 0.05
 TOP = 10
@@ -117,22 +117,14 @@ def comparable(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     return [f"{k}: {a.get(k)} vs {b.get(k)}" for k in keys if a.get(k) != b.get(k)]
 
 
-def _identity(store: Store, run: Any) -> dict[str, Any]:
+def _identity(store: Store, run: StoredRun) -> dict[str, Any]:
     try:
-        spec_name = tomllib.loads(run["spec_toml"] or "").get("name")
+        spec_name = tomllib.loads(run.spec_toml or "").get("name")
     except tomllib.TOMLDecodeError:
         spec_name = None  # the run's name is the spec's anyway; this only double-checks it
-    return {"folder": str(store.folder), "run": run["name"], "started_at": run["started_at"],
-            "finished_at": run["finished_at"], "status": run["status"], "spec": spec_name,
-            "tool_version": run["tool_version"]}
-
-
-def _machine(run: Any) -> dict[str, Any]:
-    try:
-        machine = json.loads(run["machine_json"] or "{}")
-    except json.JSONDecodeError:
-        return {}
-    return machine if isinstance(machine, dict) else {}
+    return {"folder": str(store.folder), "run": run.name, "started_at": run.started_at,
+            "finished_at": run.finished_at, "status": run.status, "spec": spec_name,
+            "tool_version": run.tool_version}
 
 
 def _cells(store: Store, run_id: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -140,10 +132,11 @@ def _cells(store: Store, run_id: int) -> tuple[list[dict[str, Any]], list[dict[s
     ran them), and the cells that are not done."""
     done, other = [], []
     for cell in store.cells(run_id):
-        entry = {"id": int(cell["id"]), "idx": cell["idx"], "label": cell["label"],
-                 "status": cell["status"], "axes": json.loads(cell["axes_json"]),
-                 "params": json.loads(cell["params_json"])}
-        if cell["status"] != "done":
+        # params a copy: ``pg`` is resolved below
+        entry: dict[str, Any] = {"id": cell.id, "idx": cell.idx, "label": cell.label,
+                                 "status": cell.status, "axes": cell.axes,
+                                 "params": dict(cell.params)}
+        if cell.status != "done":
             other.append({k: entry[k] for k in ("idx", "label", "status")})
             continue
         # pg None (the default installation) and pg "18" are the same server when
@@ -182,8 +175,8 @@ def _match_key(cell: dict[str, Any], axes: list[str]) -> str:
 
 
 def _measured(store: Store, cell_id: int) -> dict[str, list[float]]:
-    rows = [r for r in store.repeats(cell_id) if not r["probed"]]
-    return {column: [float(r[column]) for r in rows if r[column] is not None]
+    rows = [r for r in store.repeats(cell_id) if not r.probed]
+    return {column: [float(v) for r in rows if (v := getattr(r, column)) is not None]
             for _, column, _, _ in RUN_FIGURES}
 
 
@@ -256,13 +249,13 @@ def run_drift(store: Store, run_id: int) -> Drift | None:
     residuals: dict[int | None, list[float]] = defaultdict(list)
     pooled, df = 0.0, 0
     for cell in store.cells(run_id):
-        reps = [r for r in store.repeats(int(cell["id"])) if not r["probed"] and r["tps"] > 0]
+        reps = [r for r in store.repeats(cell.id) if not r.probed and r.tps > 0]
         if len(reps) < 2:
             continue
-        logs = [math.log(float(r["tps"])) for r in reps]
+        logs = [math.log(float(r.tps)) for r in reps]
         mean = sum(logs) / len(logs)
         for r, v in zip(reps, logs, strict=True):
-            residuals[r["round"]].append(v - mean)
+            residuals[r.round].append(v - mean)
         pooled += sum((v - mean) ** 2 for v in logs)
         df += len(logs) - 1
     effects = [sum(v) / len(v) for k, v in residuals.items() if k is not None and v]
@@ -365,8 +358,8 @@ def _one_liner(fig: FigureComparison) -> str:
 
 def _disturbed(store: Store, cell_id: int) -> tuple[int, int]:
     """(measured repeats something hit, measured repeats) of a cell."""
-    rows = [r for r in store.repeats(cell_id) if not r["probed"]]
-    return sum(1 for r in rows if r["disturbed"]), len(rows)
+    rows = [r for r in store.repeats(cell_id) if not r.probed]
+    return sum(1 for r in rows if r.disturbed), len(rows)
 
 
 def _pair(store_a: Store, store_b: Store, ca: dict[str, Any], cb: dict[str, Any],
@@ -415,22 +408,22 @@ def compare_runs(folder_a: Path, folder_b: Path, *, force: bool = False, top: in
 
 def _compare(store_a: Store, store_b: Store, *, force: bool, top: int) -> Comparison:
     run_a, run_b = store_a.run(), store_b.run()
-    differences = comparable(_machine(run_a), _machine(run_b))
+    differences = comparable(run_a.machine, run_b.machine)
     if differences and not force:
         raise UserError(
             f"{store_a.folder} and {store_b.folder} ran on different machines: "
             + "; ".join(differences),
             "compare runs made on one machine, or pass --force to compare them anyway "
             "(the differences are then shown as a warning)")
-    cells_a, not_done_a = _cells(store_a, int(run_a["id"]))
-    cells_b, not_done_b = _cells(store_b, int(run_b["id"]))
+    cells_a, not_done_a = _cells(store_a, run_a.id)
+    cells_b, not_done_b = _cells(store_b, run_b.id)
     dims = compared_dimensions(cells_a, cells_b)
     dim_names = {d["name"] for d in dims}
     axes = sorted({k for c in cells_a + cells_b for k in c["axes"]} - dim_names)
     by_key: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for cb in cells_b:
         by_key[_match_key(cb, axes)].append(cb)
-    drift_a, drift_b = run_drift(store_a, int(run_a["id"])), run_drift(store_b, int(run_b["id"]))
+    drift_a, drift_b = run_drift(store_a, run_a.id), run_drift(store_b, run_b.id)
     between = (drift_a, drift_b) if drift_a is not None and drift_b is not None else None
     pairs, unmatched_a = [], []
     for ca in cells_a:
@@ -451,7 +444,7 @@ def _compare(store_a: Store, store_b: Store, *, force: bool, top: int) -> Compar
                                     ("b", store_b, run_b, cells_b)):
         sides[name] = {**_identity(store, run),
                        "versions": sorted({c["version"] for c in cells if c["version"]}),
-                       "machine": _machine(run)}
+                       "machine": run.machine}
     for name, drift in (("a", drift_a), ("b", drift_b)):
         sides[name]["drift"] = (None if drift is None else
                                 {"sd": drift.sd, "df": drift.df, "source": drift.source})

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from syncrep_lab.measure.stats import mean_ci
-from syncrep_lab.store import Store, cluster_key_text, queries
+from syncrep_lab.store import Store, StoredCell, cluster_key_text, queries
 
 KEY_SYSCALLS = ("epoll_create1", "epoll_ctl", "epoll_wait", "epoll_pwait", "kill", "futex",
                 "read", "write", "sendto", "recvfrom", "fdatasync", "close")
@@ -146,10 +146,9 @@ def _ci(values: list[float]) -> MeanCI:
     return {"mean": ci.mean, "low": ci.low, "high": ci.high}
 
 
-def cluster_version(store: Store, cell: Any) -> str:
+def cluster_version(store: Store, cell: StoredCell) -> str:
     """The server version a cell ran on ('' when not recorded)."""
-    params = json.loads(cell["params_json"])
-    version = queries.cluster_version(store, cell["run_id"], cluster_key_text(params))
+    version = queries.cluster_version(store, cell.run_id, cluster_key_text(cell.params))
     return str(version) if version else ""
 
 
@@ -222,9 +221,9 @@ def _cell_repeats(store: Store, cell_id: int
                   ) -> tuple[dict[int, int], dict[int, float], set[int]]:
     """A cell's repeats: commits and TPS by repeat id, and the ids of the probed ones."""
     stored = store.repeats(cell_id)
-    return ({int(r["id"]): int(r["transactions"]) for r in stored},
-            {int(r["id"]): float(r["tps"]) for r in stored},
-            {int(r["id"]) for r in stored if r["probed"]})
+    return ({r.id: int(r.transactions) for r in stored},
+            {r.id: float(r.tps) for r in stored},
+            {r.id for r in stored if r.probed})
 
 
 def role_values(store: Store, cell_id: int) -> list[RoleValues]:
@@ -417,12 +416,12 @@ def run_costs(folder: Path) -> list[RunCellCosts]:
     try:
         run = store.run()
         out: list[RunCellCosts] = []
-        for cell in store.cells(int(run["id"])):
-            if cell["status"] != "done":
+        for cell in store.cells(run.id):
+            if cell.status != "done":
                 continue
             version = cluster_version(store, cell)
-            out.append({"idx": cell["idx"], "label": cell["label"], "version": version,
-                        "tps_mean": cell["tps_mean"], **cell_costs(store, int(cell["id"]))})
+            out.append({"idx": cell.idx, "label": cell.label, "version": version,
+                        "tps_mean": cell.tps_mean, **cell_costs(store, cell.id)})
         return out
     finally:
         store.close()

@@ -9,7 +9,6 @@ to each rule, so a reader can check a verdict by hand against ``costs``.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict
@@ -17,7 +16,7 @@ from typing import Any, NotRequired, TypedDict
 from syncrep_lab.analysis import model
 from syncrep_lab.analysis.costs import RoleCosts, cell_costs, cluster_version
 from syncrep_lab.pg.replication import WAITING_LEVELS
-from syncrep_lab.store import HostRepeatRow, Store, queries
+from syncrep_lab.store import HostRepeatRow, Store, StoredCell, queries
 
 SINGLE_PROCESS_ROLES = ("walwriter", "startup", "walreceiver", "checkpointer", "bgwriter")
 
@@ -431,9 +430,9 @@ def leading_verdict(verdicts: list[VerdictData]) -> VerdictData | None:
     return next((v for v in verdicts if v["confidence"] != "unknown"), None)
 
 
-def cell_facts(store: Store, cell: Any, cpus: int) -> CellFacts:
-    costs = cell_costs(store, int(cell["id"]))
-    params = json.loads(cell["params_json"])
+def cell_facts(store: Store, cell: StoredCell, cpus: int) -> CellFacts:
+    costs = cell_costs(store, cell.id)
+    params = cell.params
     perf = costs["probes"].get("perf", [])
     perf_missing = None if any(s == "ran" for s in perf) else ("; ".join(perf) or
                                                                "no perf data stored")
@@ -445,20 +444,20 @@ def cell_facts(store: Store, cell: Any, cpus: int) -> CellFacts:
                 for g in costs["flamegraphs"]},
         replication=costs["replication"],
         latency_ms=(float(lb["latency_ms"]) if lb else
-                    float(cell["lat_mean_ms"]) if cell["lat_mean_ms"] is not None else None),
+                    float(cell.lat_mean_ms) if cell.lat_mean_ms is not None else None),
         version=cluster_version(store, cell),
-        label=cell["label"], tps=float(cell["tps_mean"] or 0.0), clients=int(params["clients"]),
+        label=cell.label, tps=float(cell.tps_mean or 0.0), clients=int(params["clients"]),
         synchronous_commit=str(params["synchronous_commit"]), cpus=cpus,
         roles={(r["node"], r["role"]): r for r in costs["roles"]},
         waits={(w["node"], w["role"]): w["share"] for w in costs["waits"]},
         perf_missing=perf_missing,
-        hosts=_host_load(store, int(cell["id"])),
+        hosts=_host_load(store, cell.id),
     )
 
 
 def _host_load(store: Store, cell_id: int) -> dict[str, tuple[str, float, int]]:
     """Each SSH host's busy CPUs over the cell's measured repeats, on average."""
-    measured = [int(r["id"]) for r in store.repeats(cell_id) if not r["probed"]]
+    measured = [r.id for r in store.repeats(cell_id) if not r.probed]
     seen: dict[str, list[HostRepeatRow]] = {}
     for _, row in queries.host_repeats_of(store, measured):
         seen.setdefault(row.host, []).append(row)
@@ -474,8 +473,8 @@ def diagnose_run(folder: Path) -> list[CellDiagnosis]:
     store = Store(folder, create=False)
     try:
         run = store.run()
-        machine = json.loads(run["machine_json"])
-        if run["kind"] == "observe":
+        machine = run.machine
+        if run.kind == "observe":
             # a live cluster watched, no load run: its own rules (analysis/observe.py)
             from syncrep_lab.analysis.observe import observation
 
@@ -483,17 +482,17 @@ def diagnose_run(folder: Path) -> list[CellDiagnosis]:
                      "ceiling": None, "ceiling_errors": [], "verdicts": o["verdicts"],
                      "observation": o}
                     for o in (observation(store, c, machine)
-                              for c in store.cells(int(run["id"])) if c["status"] == "done")]
+                              for c in store.cells(run.id) if c.status == "done")]
         cpus = int(machine.get("cpus_usable") or machine.get("cpu_count") or 1)
         out: list[CellDiagnosis] = []
-        series = model.series_index(store.cells(int(run["id"])))
-        for cell in store.cells(int(run["id"])):
-            if cell["status"] != "done":
+        series = model.series_index(store.cells(run.id))
+        for cell in store.cells(run.id):
+            if cell.status != "done":
                 continue
             facts = cell_facts(store, cell, cpus)
             bound = model.cell_model(store, cell, series, machine)
             facts.bounds = bound["bounds"]
-            out.append({"idx": cell["idx"], "label": cell["label"], "tps_mean": facts.tps,
+            out.append({"idx": cell.idx, "label": cell.label, "tps_mean": facts.tps,
                         "ceiling": model.headline(bound),
                         "ceiling_errors": bound["errors"],
                         "verdicts": [v.json() for v in diagnose_facts(facts)]})

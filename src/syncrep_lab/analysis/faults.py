@@ -7,14 +7,13 @@ commit was found on every node afterwards. Pure functions over the store.
 
 from __future__ import annotations
 
-import json
 import statistics
 import tomllib
 from pathlib import Path
 from typing import Any
 
 from syncrep_lab.measure.histogram import LatencyHistogram
-from syncrep_lab.store import Store, queries
+from syncrep_lab.store import Store, StoredCell, queries
 
 RECOVERED = 0.9  # back to 90 % of the throughput before the event
 DETECT_WINDOW_S = 30.0
@@ -67,29 +66,29 @@ def _follow_up_time(records: list[dict[str, Any]], event: dict[str, Any]) -> flo
     return None
 
 
-def cell_faults(store: Store, cell: Any, scenario: dict[str, Any]) -> dict[str, Any]:
+def cell_faults(store: Store, cell: StoredCell, scenario: dict[str, Any]) -> dict[str, Any]:
     slow_ms = float(scenario.get("slow_commit_ms", 1000.0))
     repeats = []
-    for rep in store.repeats(int(cell["id"])):
-        records = [r._asdict() for r in queries.fault_events_of(store, rep["id"])]
-        samples = [(float(s.t_s), float(s.tps)) for s in queries.samples_of(store, rep["id"])]
+    for rep in store.repeats(cell.id):
+        records = [r._asdict() for r in queries.fault_events_of(store, rep.id)]
+        samples = [(float(s.t_s), float(s.tps)) for s in queries.samples_of(store, rep.id)]
         states = [r for r in records if r["kind"] == "state"]
         events = []
         for r in records:
             if r["kind"] != "fault" or r["detail"].split(" ")[0] in ("start", "continue"):
                 continue
             events.append({**r, **event_effects(r, states, samples, _follow_up_time(records, r))})
-        hist = LatencyHistogram.from_bytes(rep["histogram"])
-        durability = [d._asdict() for d in queries.durability_of(store, rep["id"])]
+        hist = LatencyHistogram.from_bytes(rep.histogram)
+        durability = [d._asdict() for d in queries.durability_of(store, rep.id)]
         repeats.append({
-            "n": rep["n"], "probed": bool(rep["probed"]), "events": events, "samples": samples,
-            "records": records, "transactions": rep["transactions"],
+            "n": rep.n, "probed": bool(rep.probed), "events": events, "samples": samples,
+            "records": records, "transactions": rep.transactions,
             "slow_commits": hist.count_at_least(int(slow_ms * 1000)),
             "durability": durability,
             "lost": [d for d in durability if not d["ok"]],
         })
-    return {"idx": cell["idx"], "label": cell["label"], "status": cell["status"],
-            "error": cell["error"], "scenario": scenario, "slow_commit_ms": slow_ms,
+    return {"idx": cell.idx, "label": cell.label, "status": cell.status,
+            "error": cell.error, "scenario": scenario, "slow_commit_ms": slow_ms,
             "repeats": repeats,
             "acknowledged_lost": any(r["lost"] for r in repeats)}
 
@@ -100,12 +99,12 @@ def run_faults(folder: Path) -> list[dict[str, Any]]:
     try:
         run = store.run()
         try:
-            scenarios = tomllib.loads(run["spec_toml"]).get("faults", {})
+            scenarios = tomllib.loads(run.spec_toml).get("faults", {})
         except tomllib.TOMLDecodeError:
             scenarios = {}
         out = []
-        for cell in store.cells(int(run["id"])):
-            name = json.loads(cell["params_json"]).get("faults")
+        for cell in store.cells(run.id):
+            name = cell.params.get("faults")
             if name:
                 out.append(cell_faults(store, cell, scenarios.get(name, {})))
         return out

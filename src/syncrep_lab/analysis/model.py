@@ -42,7 +42,7 @@ from typing import Any
 from syncrep_lab.analysis.costs import CPU_SOURCES, role_values
 from syncrep_lab.measure.stats import mean_ci
 from syncrep_lab.pg.roles import CLIENT_PROGRAMS
-from syncrep_lab.store import Store, queries
+from syncrep_lab.store import Store, StoredCell, queries
 
 # Roles that are one process each: each of them is a serial point.
 SINGLE = ("walsender", "walwriter", "walreceiver", "startup", "checkpointer", "bgwriter")
@@ -271,22 +271,22 @@ def cell_demands(store: Store, cell_id: int) -> Demands:
     return demands
 
 
-def cell_model(store: Store, cell: Any, by_series: dict[str, dict[int, Any]],
+def cell_model(store: Store, cell: StoredCell, by_series: dict[str, dict[int, StoredCell]],
                machine: dict[str, Any], *, cores: float | None = None,
                clients: int | None = None) -> dict[str, Any]:
-    params = json.loads(cell["params_json"])
+    params = cell.params
     n_clients = int(params.get("clients") or 1)
     threads = int(params.get("threads") or 1)
     cpus = float(machine.get("cpus_usable") or machine.get("cpu_count") or 1)
     server_cores = float(params["cores"]) if params.get("cores") is not None else None
-    demands = cell_demands(store, int(cell["id"]))
+    demands = cell_demands(store, cell.id)
     one = by_series[_series_key(params, "clients")].get(1)
-    if one is not None and one["lat_mean_ms"] is not None:
-        reps = [float(r["lat_mean_ms"]) for r in store.repeats(int(one["id"]))
-                if not r["probed"] and r["lat_mean_ms"] is not None]
-        r1 = _interval(reps) or Interval(float(one["lat_mean_ms"]), float(one["lat_mean_ms"]),
-                                         float(one["lat_mean_ms"]))
-        r1_source = f"the 1-client cell {one['idx']}'s mean latency"
+    if one is not None and one.lat_mean_ms is not None:
+        reps = [float(r.lat_mean_ms) for r in store.repeats(one.id)
+                if not r.probed and r.lat_mean_ms is not None]
+        r1 = _interval(reps) or Interval(float(one.lat_mean_ms), float(one.lat_mean_ms),
+                                         float(one.lat_mean_ms))
+        r1_source = f"the 1-client cell {one.idx}'s mean latency"
     elif demands:
         r1 = sum_intervals([d for d, _, _ in demands.values()])
         r1 = Interval(r1.mean / 1000, r1.low / 1000, r1.high / 1000)
@@ -295,7 +295,7 @@ def cell_model(store: Store, cell: Any, by_series: dict[str, dict[int, Any]],
         r1, r1_source = None, ""
     found = bounds(demands, cpus=cpus, clients=n_clients, threads=threads, r1_ms=r1,
                    r1_source=r1_source, server_cores=server_cores)
-    measured = float(cell["tps_mean"]) if cell["tps_mean"] is not None else None
+    measured = float(cell.tps_mean) if cell.tps_mean is not None else None
     errors = [f"measured {measured:,.0f} tps is above the {b.resource} bound "
               f"({b.max_tps.high:,.0f} at most): a modelling error (a demand overstated, "
               "or a process that is not one)"
@@ -306,7 +306,7 @@ def cell_model(store: Store, cell: Any, by_series: dict[str, dict[int, Any]],
     walsenders = [(role, d) for (node, role), (d, _, _) in demands.items()
                   if node == "primary" and role.startswith("walsender")]
     serial = [s for role, d in sorted(walsenders, key=lambda w: -w[1].mean)
-              if (s := _serial(store, int(cell["id"]), role, d)) is not None]
+              if (s := _serial(store, cell.id, role, d)) is not None]
     what_if = None
     if cores is not None or clients is not None:
         c = float(cores) if cores is not None else cpus
@@ -319,7 +319,7 @@ def cell_model(store: Store, cell: Any, by_series: dict[str, dict[int, Any]],
                    "binding": hypo[0].resource if hypo else None,
                    "max_tps": hypo[0].max_tps.json() if hypo else None}
     return {
-        "idx": int(cell["idx"]), "label": cell["label"], "measured_tps": measured,
+        "idx": cell.idx, "label": cell.label, "measured_tps": measured,
         "cpus": cpus, "clients": n_clients,
         "sources": {s: CPU_SOURCES[s] for s in sorted({s for _, s, _ in demands.values()})},
         "bounds": [b.json() for b in found],
@@ -371,13 +371,12 @@ def finite(value: Any) -> Any:
     return value
 
 
-def series_index(cells: list[Any]) -> dict[str, dict[int, Any]]:
+def series_index(cells: list[StoredCell]) -> dict[str, dict[int, StoredCell]]:
     """Done cells by their series (every parameter but clients), then by clients."""
-    out: dict[str, dict[int, Any]] = defaultdict(dict)
+    out: dict[str, dict[int, StoredCell]] = defaultdict(dict)
     for c in cells:
-        if c["status"] == "done":
-            params = json.loads(c["params_json"])
-            out[_series_key(params, "clients")][int(params.get("clients") or 1)] = c
+        if c.status == "done":
+            out[_series_key(c.params, "clients")][int(c.params.get("clients") or 1)] = c
     return out
 
 
@@ -390,12 +389,12 @@ def run_model(folder: Path, *, cell: int | None = None, cores: float | None = No
     store = Store(folder, create=False)
     try:
         run = store.run()
-        machine = json.loads(run["machine_json"])
-        cells = [c for c in store.cells(int(run["id"])) if c["status"] == "done"]
-        if cell is not None and not any(int(c["idx"]) == cell for c in cells):
+        machine = run.machine
+        cells = [c for c in store.cells(run.id) if c.status == "done"]
+        if cell is not None and not any(c.idx == cell for c in cells):
             from syncrep_lab.errors import UserError
 
-            done = ", ".join(str(c["idx"]) for c in cells) or "none"
+            done = ", ".join(str(c.idx) for c in cells) or "none"
             raise UserError(f"the run has no finished cell {cell}",
                             f"choose one of its finished cells ({done}), or leave --cell out")
         by_series = series_index(cells)
@@ -403,10 +402,10 @@ def run_model(folder: Path, *, cell: int | None = None, cores: float | None = No
                   for axis in ("clients", "cores")}
         models = []
         for c in cells:
-            if cell is not None and int(c["idx"]) != cell:
+            if cell is not None and c.idx != cell:
                 continue
             m = cell_model(store, c, by_series, machine, cores=cores, clients=clients)
-            params = json.loads(c["params_json"])
+            params = c.params
             if fits:
                 m["usl"] = fitted["clients"].get(_series_key(params, "clients")) or {
                     "fit": None,
@@ -419,14 +418,14 @@ def run_model(folder: Path, *, cell: int | None = None, cores: float | None = No
     return models
 
 
-def _fits(store: Store, cells: list[Any], axis: str) -> dict[str, dict[str, Any]]:
+def _fits(store: Store, cells: list[StoredCell], axis: str) -> dict[str, dict[str, Any]]:
     """The USL fit of each series that varies ``axis``, by series key."""
     series: dict[str, dict[float, list[float]]] = defaultdict(lambda: defaultdict(list))
     for c in cells:
-        params = json.loads(c["params_json"])
+        params = c.params
         if params.get(axis) is None:
             continue
         series[_series_key(params, axis)][float(params[axis])] += [
-            float(r["tps"]) for r in store.repeats(int(c["id"])) if not r["probed"]]
+            float(r.tps) for r in store.repeats(c.id) if not r.probed]
     return {key: {"axis": axis, **fit_usl(samples)} for key, samples in series.items()
             if len(samples) >= 2}

@@ -20,14 +20,13 @@ verdicts rest on instead.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from syncrep_lab.analysis import model
 from syncrep_lab.analysis.costs import cell_costs, cluster_version
 from syncrep_lab.analysis.diagnosis import LAG_OF_LEVEL, Verdict
 from syncrep_lab.pg.replication import WAITING_LEVELS
-from syncrep_lab.store import Store, queries
+from syncrep_lab.store import Store, StoredCell, queries
 
 WAIT_MOST = 0.5  # of the backends' in-transaction time: the wait is most of a commit
 WAIT_SOME = 0.1  # below this, synchronous replication is not what commits spend time on
@@ -65,13 +64,13 @@ def _state_changes(store: Store, cell_id: int) -> list[dict[str, Any]]:
     last: dict[str, str | None] = {}
     offset = 0.0
     for r in store.repeats(cell_id):
-        for s in queries.replication_samples_of(store, r["id"]):
+        for s in queries.replication_samples_of(store, r.id):
             before = last.get(s.standby)
             if before is not None and before != s.sync_state:
                 changes.append({"t_s": round(offset + float(s.t_s), 1), "standby": s.standby,
                                 "change": f"{before} -> {s.sync_state}"})
             last[s.standby] = s.sync_state
-        offset += float(r["duration_s"])
+        offset += float(r.duration_s)
     return changes
 
 
@@ -81,10 +80,10 @@ def _sync_standbys(replication: list[dict[str, Any]]) -> list[str]:
             if {"sync", "quorum"} & set(str(r.get("states") or "").split(","))]
 
 
-def observation(store: Store, cell: Any, machine: dict[str, Any]) -> dict[str, Any]:
+def observation(store: Store, cell: StoredCell, machine: dict[str, Any]) -> dict[str, Any]:
     """Every figure of the answer for one observe cell, and its verdicts."""
-    cell_id = int(cell["id"])
-    params = json.loads(cell["params_json"])
+    cell_id = cell.id
+    params = cell.params
     sums = _sums(store, cell_id)
     costs = cell_costs(store, cell_id)
     seconds = sums["seconds"] or 1e-9
@@ -112,11 +111,11 @@ def observation(store: Store, cell: Any, machine: dict[str, Any]) -> dict[str, A
     capacity = [b for b in built["bounds"] if b["kind"] != "clients"]
     lowest = capacity[0] if capacity else None
     out: dict[str, Any] = {
-        "idx": int(cell["idx"]), "label": cell["label"], "version": version,
+        "idx": cell.idx, "label": cell.label, "version": version,
         "synchronous_commit": params.get("synchronous_commit"),
         "synchronous_standby_names": params.get("synchronous_standby_names"),
         "seconds": sums["seconds"], "slices": sums["slices"],
-        "writes_per_s": rate, "writes_ci": [cell["tps_ci_low"], cell["tps_ci_high"]],
+        "writes_per_s": rate, "writes_ci": [cell.tps_ci_low, cell.tps_ci_high],
         "commits_per_s": sums["commits"] / seconds,
         "rollbacks_per_s": sums["rollbacks"] / seconds,
         "wal_mb_per_s": sums["wal_bytes"] / seconds / 1e6,
@@ -124,7 +123,7 @@ def observation(store: Store, cell: Any, machine: dict[str, Any]) -> dict[str, A
                               if sums["wal_records"] is not None else None),
         "sessions_max": sums["sessions_max"],
         "in_transaction_mean": sums["in_transaction_mean"],
-        "in_server_ms": cell["lat_mean_ms"],
+        "in_server_ms": cell.lat_mean_ms,
         "sync_wait_share": sync_share,
         "waiting_backends_mean": (sync_share * sums["in_transaction_mean"]
                                   if sync_share is not None else None),
@@ -138,7 +137,7 @@ def observation(store: Store, cell: Any, machine: dict[str, Any]) -> dict[str, A
         "own": {"cpu_share_of_core": (sums["own_cpu_ms"] / 1000.0 / seconds
                                       if sums["own_cpu_ms"] is not None else None),
                 "queries_per_s": sums["own_queries"] / seconds},
-        "notes": json.loads(cell["notes_json"] or "[]"),
+        "notes": cell.notes,
     }
     out["verdicts"] = [v.json() for v in verdicts(out)]
     return out
@@ -281,8 +280,7 @@ def run_observations(folder: Any) -> list[dict[str, Any]]:
     store = Store(folder, create=False)
     try:
         run = store.run()
-        machine = json.loads(run["machine_json"])
-        return [observation(store, c, machine) for c in store.cells(int(run["id"]))
-                if c["status"] == "done"]
+        return [observation(store, c, run.machine) for c in store.cells(run.id)
+                if c.status == "done"]
     finally:
         store.close()

@@ -11,13 +11,11 @@ Throughput is compared in rows per second (TPS × batch).
 
 from __future__ import annotations
 
-import json
-import sqlite3
 from typing import Any
 
 from syncrep_lab.measure.pairing import baselines, by_round, paired, rows_per_second
 from syncrep_lab.measure.stats import ratio_ci
-from syncrep_lab.store import Store, cluster_key_text, with_defaults
+from syncrep_lab.store import Store, StoredRepeat, StoredRun, cluster_key_text, with_defaults
 
 
 def stored_rules(spec_toml: str) -> tuple[list[dict[str, Any]], float]:
@@ -34,8 +32,8 @@ def stored_rules(spec_toml: str) -> tuple[list[dict[str, Any]], float]:
     return spec.compare.rules(spec.matrix), spec.run.confidence
 
 
-def _side_by_side(a: dict[str, Any], b: dict[str, Any], mine: list[Any], theirs: list[Any]
-                  ) -> bool:
+def _side_by_side(a: dict[str, Any], b: dict[str, Any], mine: list[StoredRepeat],
+                  theirs: list[StoredRepeat]) -> bool:
     """Whether two cells' rounds ran side by side: cells of one cluster always did;
     cells of two clusters did when the run held both up at once (their repeats then
     span the same stretch of time; clusters run one after another do not, and before
@@ -44,36 +42,36 @@ def _side_by_side(a: dict[str, Any], b: dict[str, Any], mine: list[Any], theirs:
         return True
     if not mine or not theirs:
         return False
-    span = [str(r["started_at"]) for r in mine]
-    other = [str(r["started_at"]) for r in theirs]
+    span = [str(r.started_at) for r in mine]
+    other = [str(r.started_at) for r in theirs]
     return max(min(span), min(other)) < min(max(span), max(other))
 
 
-def ratios_to_baseline(store: Store, run: sqlite3.Row) -> dict[int, dict[str, Any] | None]:
+def ratios_to_baseline(store: Store, run: StoredRun) -> dict[int, dict[str, Any] | None]:
     """cell idx -> ``{baseline, baseline_idx, mean, low, high, rounds, paired}``, or None
     (a baseline, a cell without one, or one that has no figures)."""
-    cells = [c for c in store.cells(int(run["id"]))]
-    params = {int(c["idx"]): json.loads(c["params_json"]) for c in cells}
-    by_idx = {int(c["idx"]): c for c in cells}
-    rules, confidence = stored_rules(str(run["spec_toml"]))
+    cells = store.cells(run.id)
+    params = {c.idx: c.params for c in cells}
+    by_idx = {c.idx: c for c in cells}
+    rules, confidence = stored_rules(str(run.spec_toml))
     base_of = baselines(sorted((i, with_defaults(p)) for i, p in params.items()), rules)
     out: dict[int, dict[str, Any] | None] = {}
     for idx, base in base_of.items():
         out[idx] = None
-        if base is None or by_idx[idx]["status"] != "done" or by_idx[base]["status"] != "done":
+        if base is None or by_idx[idx].status != "done" or by_idx[base].status != "done":
             continue
-        mine = [r for r in store.repeats(int(by_idx[idx]["id"])) if not r["probed"]]
-        theirs = [r for r in store.repeats(int(by_idx[base]["id"])) if not r["probed"]]
+        mine = [r for r in store.repeats(by_idx[idx].id) if not r.probed]
+        theirs = [r for r in store.repeats(by_idx[base].id) if not r.probed]
         pair = (paired(by_round(mine, params[idx]), by_round(theirs, params[base]),
                        confidence) if _side_by_side(params[idx], params[base], mine, theirs)
                 else None)
-        entry: dict[str, Any] = {"baseline": by_idx[base]["label"], "baseline_idx": base}
+        entry: dict[str, Any] = {"baseline": by_idx[base].label, "baseline_idx": base}
         if pair is not None and pair.rounds >= 2:
             entry.update(mean=pair.mean, low=pair.low, high=pair.high, rounds=pair.rounds,
                          paired=True)
         elif mine and theirs:
-            r = ratio_ci([rows_per_second(float(x["tps"]), params[idx]) for x in mine],
-                         [rows_per_second(float(x["tps"]), params[base]) for x in theirs],
+            r = ratio_ci([rows_per_second(float(x.tps), params[idx]) for x in mine],
+                         [rows_per_second(float(x.tps), params[base]) for x in theirs],
                          confidence)
             entry.update(mean=r.ratio, low=r.low, high=r.high, rounds=None, paired=False)
         else:

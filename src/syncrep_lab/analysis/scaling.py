@@ -11,13 +11,12 @@ except ``clients`` and ``synchronous_commit``, so a spec that also varies, say,
 from __future__ import annotations
 
 import itertools
-import json
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, TypedDict
 
 from syncrep_lab.measure.pairing import ratio_of
-from syncrep_lab.store import Store
+from syncrep_lab.store import Store, StoredCell
 
 KNEE_GAIN = 0.10  # less than 10 % more TPS for the next client count: the curve has flattened
 
@@ -80,16 +79,15 @@ def scaling(folder: Path) -> list[Series]:
         run = store.run()
         series: dict[str, dict[str, dict[int, dict[str, Any]]]] = defaultdict(
             lambda: defaultdict(dict))
-        for cell in store.cells(int(run["id"])):
-            if cell["status"] != "done":
+        for cell in store.cells(run.id):
+            if cell.status != "done":
                 continue
-            params = json.loads(cell["params_json"])
-            tps = [(r["round"], float(r["tps"])) for r in store.repeats(int(cell["id"]))
-                   if not r["probed"]]
-            series[_series_key(json.loads(cell["axes_json"]))][
+            params = cell.params
+            tps = [(r.round, float(r.tps)) for r in store.repeats(cell.id) if not r.probed]
+            series[_series_key(cell.axes)][
                 params["synchronous_commit"]][int(params["clients"])] = {
-                "tps": cell["tps_mean"], "tps_repeats": tps, "p99_ms": cell["lat_p99_ms"],
-                "mean_ms": cell["lat_mean_ms"]}
+                "tps": cell.tps_mean, "tps_repeats": tps, "p99_ms": cell.lat_p99_ms,
+                "mean_ms": cell.lat_mean_ms}
     finally:
         store.close()
     out: list[Series] = []
@@ -128,10 +126,10 @@ def core_sweep(folder: Path) -> list[CoreSweep]:
     store = Store(folder, create=False)
     try:
         run = store.run()
-        groups: dict[str, dict[int, Any]] = defaultdict(dict)
-        for cell in store.cells(int(run["id"])):
-            axes = json.loads(cell["axes_json"])
-            if cell["status"] != "done" or "cores" not in axes:
+        groups: dict[str, dict[int, StoredCell]] = defaultdict(dict)
+        for cell in store.cells(run.id):
+            axes = cell.axes
+            if cell.status != "done" or "cores" not in axes:
                 continue
             rest = {k: v for k, v in axes.items() if k != "cores"}
             key = ", ".join(f"{k}={v}" for k, v in sorted(rest.items())) or "all cells"
@@ -142,16 +140,17 @@ def core_sweep(folder: Path) -> list[CoreSweep]:
     for key, by_cores in sorted(groups.items()):
         if len(by_cores) < 2:
             continue  # one core count in this group: nothing to sweep
-        points = sorted((c, float(cell["tps_mean"])) for c, cell in by_cores.items())
+        points = sorted((c, float(cell.tps_mean)) for c, cell in by_cores.items()
+                        if cell.tps_mean is not None)
         best_cores, best_tps = max(points, key=lambda p: p[1])
         best = by_cores[best_cores]
-        worse_after = [c for c, _ in points if c > best_cores and by_cores[c]["tps_ci_high"]
-                       is not None and best["tps_ci_low"] is not None
-                       and float(by_cores[c]["tps_ci_high"]) < float(best["tps_ci_low"])]
+        worse_after = [c for c, _ in points if c > best_cores
+                       and (high := by_cores[c].tps_ci_high) is not None
+                       and best.tps_ci_low is not None and float(high) < float(best.tps_ci_low)]
         found = knee(points)
         out.append({"series": key,
-                    "points": [{"cores": c, "tps": t, "low": by_cores[c]["tps_ci_low"],
-                                "high": by_cores[c]["tps_ci_high"]} for c, t in points],
+                    "points": [{"cores": c, "tps": t, "low": by_cores[c].tps_ci_low,
+                                "high": by_cores[c].tps_ci_high} for c, t in points],
                     "knee": {"cores": found["clients"], "tps": found["tps"],
                              "gain_after": found["gain_after"]} if found else None,
                     "best": {"cores": best_cores, "tps": best_tps},

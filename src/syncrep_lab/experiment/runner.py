@@ -67,6 +67,8 @@ from syncrep_lab.pg.conninfo import (
 )
 from syncrep_lab.store import (
     Store,
+    StoredCell,
+    StoredRepeat,
     cluster_key_text,
     mark_run,
     now,
@@ -105,8 +107,8 @@ class Runner:
         self.pool = ClusterPool(self)
         run = store.run(run_id)
         # a run stored before rounds existed resumes as it began: one cell after another
-        self.order = str(run["order_mode"] or "blocked")
-        self.seed = int(run["seed"] or 0)
+        self.order = str(run.order_mode or "blocked")
+        self.seed = int(run.seed or 0)
         self._tables_made: set[int] = set()  # the cluster generations they were made in
         self._said: set[str] = set()
 
@@ -128,7 +130,7 @@ class Runner:
         plan = expand(self.spec, machine_metadata()["cpus_usable"] or 2)
         rows = {c.key: self.store.ensure_cell(self.run_id, c.index, c.key, c.label, c.axes,
                                               c.params()) for c in plan.cells}
-        done = sum(1 for r in rows.values() if r["status"] in ("done", "failed"))
+        done = sum(1 for r in rows.values() if r.status in ("done", "failed"))
         self.events.plan(plan, done)
         for message in plan.dropped:
             self.events.message(f"left out: {message}")
@@ -137,13 +139,13 @@ class Runner:
         # its own if the store is free (shutdown.py).
         folder, run_id = self.store.folder, self.run_id
         take_back = shutdown.at_force(lambda: mark_run(folder, run_id, "interrupted"))
-        todo = [c for c in plan.cells if rows[c.key]["status"] not in ("done", "failed")]
+        todo = [c for c in plan.cells if rows[c.key].status not in ("done", "failed")]
         try:
             if self.order == "blocked":
                 budget = self.spec.run.budget_seconds
                 started = time.monotonic()
                 for left, cell in zip(range(len(todo), 0, -1), todo, strict=True):
-                    self._run_cell(cell, int(rows[cell.key]["id"]),
+                    self._run_cell(cell, rows[cell.key].id,
                                    _share(budget, started, 1, left))
             else:
                 self._run_units(todo, plan.cells, rows)
@@ -210,7 +212,7 @@ class Runner:
     def _measure(self, cell: Cell, cell_id: int, budget: float | None) -> dict[str, Any]:
         run = self._cell_run(cell, cell_id)
         self._enter(run, fresh_tables=True)
-        tps = [float(r["tps"]) for r in self.store.repeats(cell_id) if not r["probed"]]
+        tps = [float(r.tps) for r in self.store.repeats(cell_id) if not r.probed]
         ctl = self.spec.run
         started, spent = time.monotonic(), False
         while len(tps) < ctl.repeats_max and not self._enough(tps):
@@ -236,14 +238,15 @@ class Runner:
 
     # --- cells in rounds (run.order = "interleaved") --------------------------------------
 
-    def _run_units(self, todo: list[Cell], every: list[Cell], rows: dict[str, Any]) -> None:
+    def _run_units(self, todo: list[Cell], every: list[Cell], rows: dict[str, StoredCell]
+                   ) -> None:
         """The cells in units of clusters held up together (experiment/clusters.py), each
         unit in rounds; the run's budget shared among the units by their cells."""
         groups = _by_cluster(todo)
         plan = units(self.spec, groups, self.order)
         if plan.said:
             self.events.message(plan.said)
-            if self.store.run(self.run_id)["order_note"] is None:  # resumed: as it began
+            if self.store.run(self.run_id).order_note is None:  # resumed: as it began
                 self.store.set_order_note(self.run_id, plan.said)
         budget = self.spec.run.budget_seconds
         started, left = time.monotonic(), len(todo)
@@ -258,7 +261,7 @@ class Runner:
             # of its first cluster in the plan, + 1), so that no analysis pairs repeats
             # of two units that ran at other times
             first = min(keys.index(g[0].cluster_key) for g in unit.groups)
-            self._run_group(cells, {c.key: int(rows[c.key]["id"]) for c in cells}, share,
+            self._run_group(cells, {c.key: rows[c.key].id for c in cells}, share,
                             base=first * ROUND_SPAN)
             left -= len(cells)
         self.pool.keep = set()
@@ -317,8 +320,8 @@ class Runner:
                     continue
                 try:
                     self._probed(run)
-                    measured = [float(r["tps"]) for r in self.store.repeats(run.cell_id)
-                                if not r["probed"]]
+                    measured = [float(r.tps) for r in self.store.repeats(run.cell_id)
+                                if not r.probed]
                     narrow = rounds.not_narrowing(member)
                     summary = self._summarise(run, measured, rounds.stop_reason(
                         member, budget_spent=spent), [narrow] if narrow else [])
@@ -331,7 +334,7 @@ class Runner:
             with shutdown.critical(), contextlib.suppress(UserError, sqlite3.Error, OSError):
                 for idx, run in runs.items():
                     if not rounds.members[idx].failed and self.store.cell(
-                            run.cell_id)["status"] == "running":
+                            run.cell_id).status == "running":
                         self.store.update_cell(run.cell_id, status="pending")
             raise
 
@@ -400,7 +403,7 @@ class Runner:
         """Probes cost throughput on a small machine (perf counting every traced system
         call, samplers polling every node), so the figures are measured without them and
         the probes get repeats of their own, kept apart."""
-        probed = sum(1 for r in self.store.repeats(run.cell_id) if r["probed"])
+        probed = sum(1 for r in self.store.repeats(run.cell_id) if r.probed)
         while probed < self.spec.probes.probed_repeats:
             self._enter(run)
             probed += 1
@@ -439,10 +442,10 @@ class Runner:
     def _summarise(self, run: CellRun, tps: list[float], stop_reason: str,
                    more_notes: list[str] | None = None) -> dict[str, Any]:
         cell_id = run.cell_id
-        repeats = [r for r in self.store.repeats(cell_id) if not r["probed"]]
+        repeats = [r for r in self.store.repeats(cell_id) if not r.probed]
         merged = LatencyHistogram()
         for r in repeats:
-            merged = merged + LatencyHistogram.from_bytes(r["histogram"])
+            merged = merged + LatencyHistogram.from_bytes(r.histogram)
         ctl = self.spec.run
         ci = mean_ci(tps, ctl.confidence)
         h = merged.summary()
@@ -455,8 +458,8 @@ class Runner:
             "status": "done", "repeats": len(tps), "stop_reason": stop_reason,
             "tps_mean": ci.mean, "tps_stdev": ci.stdev, "tps_ci_low": ci.low,
             "tps_ci_high": ci.high, "tps_ci_rel": ci.half_width_rel,
-            "transactions": sum(int(r["transactions"]) for r in repeats),
-            "failed": sum(int(r["failed"]) for r in repeats),
+            "transactions": sum(int(r.transactions) for r in repeats),
+            "failed": sum(int(r.failed) for r in repeats),
             **repeat_record.latency_fields(h),
         }
         self.store.update_cell(cell_id, **summary, histogram=merged.to_bytes(),
@@ -491,8 +494,7 @@ ROUND_SPAN = 10_000  # round numbers per unit (repeats_max is at most 1000)
 def _stored_base(store: Store, cell_ids: Any, planned: int) -> int:
     """The round base a unit's stored rounds have (a resumed run keeps its numbering),
     else the planned one."""
-    stored = [int(r["round"]) for i in cell_ids for r in store.repeats(i)
-              if r["round"] is not None]
+    stored = [int(r.round) for i in cell_ids for r in store.repeats(i) if r.round is not None]
     return (min(stored) - 1) // ROUND_SPAN * ROUND_SPAN if stored else planned
 
 
@@ -504,11 +506,11 @@ def _by_cluster(cells: list[Cell]) -> list[list[Cell]]:
     return list(groups.values())
 
 
-def reliability_notes(repeats: list[Any], confidence: float) -> list[str]:
+def reliability_notes(repeats: list[StoredRepeat], confidence: float) -> list[str]:
     """What says a cell's figures may not hold, one line each: a trend across its
     repeats, a first repeat unlike the others, repeats something else hit."""
     notes = []
-    tps = [float(r["tps"]) for r in sorted(repeats, key=lambda r: str(r["started_at"]))]
+    tps = [float(r.tps) for r in sorted(repeats, key=lambda r: str(r.started_at))]
     slope = trend(tps, confidence)
     if slope is not None and slope.significant and abs(slope.per_step_rel) * len(tps) > 0.05:
         notes.append(f"TPS drifted by {100 * slope.per_step_rel:+.1f} % per repeat "
@@ -521,7 +523,7 @@ def reliability_notes(repeats: list[Any], confidence: float) -> list[str]:
                 abs(tps[0] - rest.mean) > 0.05 * rest.mean:
             notes.append(f"the first repeat ({tps[0]:,.0f} tps) is unlike the others "
                          f"({rest.mean:,.0f} ± {rest.stdev:,.0f})")
-    hit = [f"{r['n']} ({r['disturbed']})" for r in repeats if r["disturbed"]]
+    hit = [f"{r.n} ({r.disturbed})" for r in repeats if r.disturbed]
     if hit:
         notes.append(f"repeat{'s' if len(hit) > 1 else ''} {', '.join(hit)} "
                      f"{'were' if len(hit) > 1 else 'was'} disturbed")
@@ -593,18 +595,18 @@ def resume_run(out: Path, events: Events | None = None, *, allow_alter: bool = F
     store = Store(out, create=False)
     try:
         run = store.run()
-        if run["status"] == "done":
+        if run.status == "done":
             events = events or Events()
             events.message(f"{out}: the run is complete; nothing to resume")
             return out
-        spec = _with_masked_passwords_dropped(parse_spec(run["spec_toml"], f"{out}/spec.toml",
+        spec = _with_masked_passwords_dropped(parse_spec(run.spec_toml, f"{out}/spec.toml",
                                                          allow_alter=allow_alter))
         if budget is not None:  # this invocation's, not stored
             spec = spec.model_copy(update={"run": spec.run.model_copy(
                 update={"budget": budget})})
         spec_dir_file = out / "spec-dir"
         spec_dir = Path(spec_dir_file.read_text().strip()) if spec_dir_file.exists() else out
-        Runner(store, spec, run["spec_toml"], spec_dir, int(run["id"]), events).execute()
+        Runner(store, spec, run.spec_toml, spec_dir, run.id, events).execute()
     finally:
         store.close()
     return out

@@ -20,9 +20,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from syncrep_lab.measure.stats import PairedRatio, paired_ratio, ratio_ci
+
+if TYPE_CHECKING:  # the store's type only: measure does not depend on the store
+    from syncrep_lab.store import StoredRepeat
 
 Rule = Mapping[str, Any]
 
@@ -67,11 +70,11 @@ def rows_per_second(tps: float, params: Mapping[str, Any]) -> float:
     return tps * int(params.get("batch") or 1)
 
 
-def by_round(repeats: Sequence[Any], params: Mapping[str, Any]
+def by_round(repeats: Sequence[StoredRepeat], params: Mapping[str, Any]
              ) -> dict[int, float]:
     """round -> rows/s of a cell's measured repeats that belong to a round."""
-    return {int(r["round"]): rows_per_second(float(r["tps"]), params) for r in repeats
-            if r["round"] is not None and not r["probed"]}
+    return {int(r.round): rows_per_second(float(r.tps), params) for r in repeats
+            if r.round is not None and not r.probed}
 
 
 def paired(cell: Mapping[int, float], base: Mapping[int, float], confidence: float

@@ -95,11 +95,11 @@ def _store_window(out: Path, fresh: bool, watched: Watched, label: str | None,
             run_id = store.create_run(KIND, description, machine, __version__, kind=KIND)
         else:
             run = store.run()
-            if run["kind"] != KIND:
-                raise UserError(f"{out} holds a run of kind {run['kind'] or 'experiment'}, "
+            if run.kind != KIND:
+                raise UserError(f"{out} holds a run of kind {run.kind or 'experiment'}, "
                                 "not an observation",
                                 "give observe an --out of its own (or of an earlier observe)")
-            run_id = int(run["id"])
+            run_id = run.id
         idx = len(store.cells(run_id)) + 1
         # each window its own "cluster": the settings read back may differ between them
         params = {**params, "window": idx, "settings": f"window {idx}"}
@@ -107,7 +107,7 @@ def _store_window(out: Path, fresh: bool, watched: Watched, label: str | None,
         store.add_cluster(run_id, key, version, "", nodes, settings)
         cell = store.ensure_cell(run_id, idx, f"window {idx}", label or f"window {idx}",
                                  {}, params)
-        cell_id = int(cell["id"])
+        cell_id = cell.id
         for n, s in enumerate(watched.slices, start=1):
             counts = s.counts(cpu_note)
             store.add_repeat(cell_id, _repeat(s, counts, n), s.per_second,
@@ -121,16 +121,16 @@ def _store_window(out: Path, fresh: bool, watched: Watched, label: str | None,
 
 def _summarise(store: Store, cell_id: int, watched: Watched, notes: list[str]) -> None:
     repeats = store.repeats(cell_id)
-    tps = [float(r["tps"]) for r in repeats]
-    in_server = [float(r["lat_mean_ms"]) for r in repeats if r["lat_mean_ms"] is not None]
+    tps = [float(r.tps) for r in repeats]
+    in_server = [float(r.lat_mean_ms) for r in repeats if r.lat_mean_ms is not None]
     fields: dict[str, Any] = {
         "status": "done" if repeats else "failed",
         "stop_reason": "window",  # an observation ends with its window, not a target
         "error": None if repeats else (watched.ended or "nothing was sampled"),
-        "transactions": sum(int(r["transactions"]) for r in repeats),
-        "failed": sum(int(r["failed"]) for r in repeats),
+        "transactions": sum(int(r.transactions) for r in repeats),
+        "failed": sum(int(r.failed) for r in repeats),
         "lat_mean_ms": statistics.fmean(in_server) if in_server else None,
-        "notes_json": json.dumps(notes), "started_at": repeats[0]["started_at"]
+        "notes_json": json.dumps(notes), "started_at": repeats[0].started_at
         if repeats else now(), "finished_at": now()}
     if len(tps) > 1:
         ci = mean_ci(tps)

@@ -28,7 +28,7 @@ from syncrep_lab.measure.pairing import ratio_of
 from syncrep_lab.pg.conninfo import mask_text
 from syncrep_lab.pg.replication import WAITING_LEVELS
 from syncrep_lab.pg.sync_names import SyncNamesError, expected_states, parse
-from syncrep_lab.store import CLUSTER_PARAMS, Store, queries
+from syncrep_lab.store import CLUSTER_PARAMS, Store, StoredCell, queries
 
 # Axes about where and how a cell ran, beside the sync level and the client count.
 SHAPE_AXES = ("clients", "synchronous_commit")
@@ -44,7 +44,7 @@ def _is_sync_cell(params: dict[str, Any]) -> bool:
 
 def _measured_tps(store: Store, cell_id: int) -> list[tuple[int | None, float]]:
     """(round, TPS) of a cell's measured repeats (round None: not interleaved)."""
-    return [(r["round"], float(r["tps"])) for r in store.repeats(cell_id) if not r["probed"]]
+    return [(r.round, float(r.tps)) for r in store.repeats(cell_id) if not r.probed]
 
 
 def _top_cost(cost: CellCosts | None) -> dict[str, Any] | None:
@@ -153,8 +153,7 @@ def _hosts(store: Store, run_id: int, machine: dict[str, Any]) -> list[dict[str,
     facts = machine.get("hosts") or {}
     if not facts:
         return []
-    repeats = [int(r["id"]) for c in store.cells(run_id) for r in store.repeats(int(c["id"]))
-               if not r["probed"]]
+    repeats = [r.id for c in store.cells(run_id) for r in store.repeats(c.id) if not r.probed]
     seen: dict[str, list[Any]] = {}
     for _, row in queries.host_repeats_of(store, repeats):
         seen.setdefault(row.host, []).append(row)
@@ -172,21 +171,21 @@ def _hosts(store: Store, run_id: int, machine: dict[str, Any]) -> list[dict[str,
     return out
 
 
-def _timeline(store: Store, cell: Any) -> dict[str, Any]:
+def _timeline(store: Store, cell: StoredCell) -> dict[str, Any]:
     """Per-second TPS and latency of every repeat, and the standbys' lags and sync
     states as sampled in the probed repeat."""
-    repeats = store.repeats(int(cell["id"]))
+    repeats = store.repeats(cell.id)
     series = []
     for r in repeats:
-        samples = queries.samples_of(store, r["id"])
-        series.append({"repeat": r["n"], "probed": bool(r["probed"]),
+        samples = queries.samples_of(store, r.id)
+        series.append({"repeat": r.n, "probed": bool(r.probed),
                        "t": [s.t_s for s in samples], "tps": [s.tps for s in samples],
                        "latency_ms": [s.latency_ms for s in samples]})
     lags: dict[str, dict[str, list[Any]]] = {}
     events = []
     # the repeats whose samplers ran: the probed ones, or an observe window's slices
-    probed = [int(r["id"]) for r in repeats if r["probed"]] or [
-        int(r["id"]) for r in repeats if queries.has_replication_samples(store, r["id"])]
+    probed = [r.id for r in repeats if r.probed] or [
+        r.id for r in repeats if queries.has_replication_samples(store, r.id)]
     if probed:
         last_state: dict[str, str | None] = {}
         for s in queries.replication_samples_of(store, probed[-1]):
@@ -203,7 +202,7 @@ def _timeline(store: Store, cell: Any) -> dict[str, Any]:
                                f"{before} -> {s.sync_state}"})
             last_state[s.standby] = s.sync_state
     missing = None if probed else "this cell ran no probed repeat, so no lags were sampled"
-    return {"idx": cell["idx"], "label": cell["label"], "repeats": series, "lags": lags,
+    return {"idx": cell.idx, "label": cell.label, "repeats": series, "lags": lags,
             "events": events, "lags_missing": missing,
             "backend_waits": _backend_waits(store, probed[-1]) if probed else {}}
 
@@ -387,8 +386,8 @@ def _method(store: Store, run_id: int, spec: dict[str, Any],
         if c["status"] != "done":
             continue
         reps = store.repeats(int(c["id"]))
-        measured = [float(r["tps"]) for r in reps if not r["probed"]]
-        probed = [float(r["tps"]) for r in reps if r["probed"]]
+        measured = [float(r.tps) for r in reps if not r.probed]
+        probed = [float(r.tps) for r in reps if r.probed]
         if measured and probed:
             overhead.append({"idx": c["idx"], "label": c["label"],
                              "ratio": statistics.fmean(probed) / statistics.fmean(measured)})
@@ -398,19 +397,18 @@ def _method(store: Store, run_id: int, spec: dict[str, Any],
              for c in cells for n in (c.get("notes") or [])]
     clusters = len({json.dumps([c["params"].get(k) for k in CLUSTER_PARAMS]) for c in cells})
     observed = []
-    if run["kind"] == "observe":
+    if run.kind == "observe":
         from syncrep_lab.analysis.observe import observation
 
-        machine = json.loads(run["machine_json"])
         observed = [{"idx": o["idx"], "label": o["label"], "seconds": o["seconds"],
                      "slices": o["slices"], "own": o["own"]}
-                    for o in (observation(store, c, machine) for c in store.cells(run_id)
-                              if c["status"] == "done")]
+                    for o in (observation(store, c, run.machine) for c in store.cells(run_id)
+                              if c.status == "done")]
     return {
-        "kind": run["kind"] or "experiment", "observe": spec.get("observe", {}),
+        "kind": run.kind or "experiment", "observe": spec.get("observe", {}),
         "observed": observed,
-        "order": run["order_mode"] or "blocked", "seed": run["seed"],
-        "order_note": run["order_note"],
+        "order": run.order_mode or "blocked", "seed": run.seed,
+        "order_note": run.order_note,
         "clusters": clusters, "budget": run_ctl.get("budget"),
         "comparisons": [{"idx": c["idx"], "label": c["label"], **c["ratio_to_baseline"]}
                         for c in cells if c.get("ratio_to_baseline")],
@@ -449,12 +447,12 @@ def report_data(folder: Path, cell: int | None = None) -> dict[str, Any]:
     store = Store(folder, create=False)
     try:
         run = store.run()
-        run_id = int(run["id"])
-        ids = {int(c["idx"]): int(c["id"]) for c in store.cells(run_id)}
+        run_id = run.id
+        ids = {c.idx: c.id for c in store.cells(run_id)}
         for c in cells:
             c["id"] = ids[int(c["idx"])]
         try:
-            spec = tomllib.loads(run["spec_toml"])
+            spec = tomllib.loads(run.spec_toml)
         except tomllib.TOMLDecodeError:
             spec = {}
         verdict = _verdict(cells, series)
@@ -468,13 +466,13 @@ def report_data(folder: Path, cell: int | None = None) -> dict[str, Any]:
         topology = _topology(store, run_id)
         data = {
             "folder": str(folder),
-            "run": {"name": run["name"], "started_at": run["started_at"],
-                    "finished_at": run["finished_at"], "status": run["status"],
-                    "tool_version": run["tool_version"],
+            "run": {"name": run.name, "started_at": run.started_at,
+                    "finished_at": run.finished_at, "status": run.status,
+                    "tool_version": run.tool_version,
                     "description": spec.get("description", "")},
-            "machine": json.loads(run["machine_json"]),
-            "hosts": _hosts(store, run_id, json.loads(run["machine_json"])),
-            "spec_toml": mask_text(run["spec_toml"]),  # stores before masking had them
+            "machine": run.machine,
+            "hosts": _hosts(store, run_id, run.machine),
+            "spec_toml": mask_text(run.spec_toml),  # stores before masking had them
             "topology": topology,
             "cells": cells,
             "verdict": verdict,
@@ -489,7 +487,7 @@ def report_data(folder: Path, cell: int | None = None) -> dict[str, Any]:
                                  if state in ("sync", "quorum")})},
             "placement": _placement_axes(cells),
             "cores": core_sweep(folder),
-            "placed": _placement_readback(store, cells, json.loads(run["machine_json"])),
+            "placed": _placement_readback(store, cells, run.machine),
             "seed": seed_side_by_side(spec, cells, lambda cell_id: _measured_tps(store, cell_id)),
             "method": _method(store, run_id, spec, cells),
             "faults": run_faults(folder),

@@ -1,7 +1,8 @@
 """The run store: one SQLite database per run folder (``db.py``), its schema and
-upgrades (``schema.py``), a named row type per table a repeat writes (``rows.py``), the
-key a cluster is stored under (``keys.py``) and the read queries the analysis and the
-report ask it (``queries.py``). docs/store.md documents the schema for users.
+upgrades (``schema.py``), the run, its cells and their repeats as read back
+(``records.py``), a named row type per table a repeat writes (``rows.py``), the key a
+cluster is stored under (``keys.py``) and the read queries the analysis and the report
+ask it (``queries.py``). docs/store.md documents the schema for users.
 """
 
 from syncrep_lab.store.db import (
@@ -20,6 +21,7 @@ from syncrep_lab.store.keys import (
     cluster_key_text,
     with_defaults,
 )
+from syncrep_lab.store.records import StoredCell, StoredRepeat, StoredRun
 from syncrep_lab.store.rows import (
     PROBE_TABLES,
     CostRow,
@@ -56,6 +58,7 @@ __all__ = [
     "InstanceResultRow", "LinkRow", "NumaPagesRow", "NumastatRow", "ObservedRow",
     "PlacementRow", "ProbeRow", "ProbeRows", "ProcCostRow", "ReplicationSample",
     "RunFolderUnwritable", "SampleRow", "SchedRoleRow", "StackFrameRow", "Store",
+    "StoredCell", "StoredRepeat", "StoredRun",
     "WaitRow", "WaitTimelineRow", "WakeupRow", "cluster_key_text", "folder_error",
     "mark_run", "now", "with_defaults",
 ]

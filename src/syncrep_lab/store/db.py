@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from syncrep_lab.errors import UserError
+from syncrep_lab.store.records import StoredCell, StoredRepeat, StoredRun
 from syncrep_lab.store.rows import PROBE_TABLES, ProbeRows, SampleRow
 from syncrep_lab.store.schema import SCHEMA, SCHEMA_VERSION, upgrade
 
@@ -236,14 +237,15 @@ class Store:
             assert cur.lastrowid is not None
             return cur.lastrowid
 
-    def run(self, run_id: int | None = None) -> sqlite3.Row:
+    def run(self, run_id: int | None = None) -> StoredRun:
+        """The run ``run_id``, or the last one stored."""
         if run_id is None:
             row = self.db.execute("select * from runs order by id desc limit 1").fetchone()
         else:
             row = self.db.execute("select * from runs where id = ?", (run_id,)).fetchone()
         if row is None:
             raise UserError(f"no run stored in {self.folder}", "start one with syncrep-lab run")
-        return row  # type: ignore[no-any-return]
+        return StoredRun.from_row(row)
 
     def set_order_note(self, run_id: int, note: str) -> None:
         with self.transaction() as db:
@@ -257,7 +259,8 @@ class Store:
     # --- cells --------------------------------------------------------------------
 
     def ensure_cell(self, run_id: int, idx: int, key: str, label: str, axes: dict[str, Any],
-                    params: dict[str, Any]) -> sqlite3.Row:
+                    params: dict[str, Any]) -> StoredCell:
+        """The run's cell ``key``, stored (pending) unless it already is."""
         with self.transaction() as db:
             db.execute(
                 "insert or ignore into cells(run_id, idx, key, label, axes_json, params_json, "
@@ -265,24 +268,28 @@ class Store:
                 (run_id, idx, key, label, json.dumps(axes), json.dumps(params)))
             row = db.execute("select * from cells where run_id = ? and key = ?",
                              (run_id, key)).fetchone()
-        return row  # type: ignore[no-any-return]
+        return StoredCell.from_row(row)
 
-    def cells(self, run_id: int) -> list[sqlite3.Row]:
-        return self.db.execute("select * from cells where run_id = ? order by idx",
-                               (run_id,)).fetchall()
+    def cells(self, run_id: int) -> list[StoredCell]:
+        """The run's cells, by index."""
+        return [StoredCell.from_row(r) for r in self.db.execute(
+            "select * from cells where run_id = ? order by idx", (run_id,))]
 
-    def cell(self, cell_id: int) -> sqlite3.Row:
-        return self.db.execute("select * from cells where id = ?",  # type: ignore[no-any-return]
-                               (cell_id,)).fetchone()
+    def cell(self, cell_id: int) -> StoredCell:
+        row = self.db.execute("select * from cells where id = ?", (cell_id,)).fetchone()
+        if row is None:
+            raise LookupError(f"no cell {cell_id} in the store of {self.folder}")
+        return StoredCell.from_row(row)
 
     def update_cell(self, cell_id: int, **fields: Any) -> None:
         names = ", ".join(f"{k} = ?" for k in fields)
         with self.transaction() as db:
             db.execute(f"update cells set {names} where id = ?", (*fields.values(), cell_id))
 
-    def repeats(self, cell_id: int) -> list[sqlite3.Row]:
-        return self.db.execute("select * from repeats where cell_id = ? order by n",
-                               (cell_id,)).fetchall()
+    def repeats(self, cell_id: int) -> list[StoredRepeat]:
+        """The cell's repeats (measured and probed), by number."""
+        return [StoredRepeat.from_row(r) for r in self.db.execute(
+            "select * from repeats where cell_id = ? order by n", (cell_id,))]
 
     def add_repeat(self, cell_id: int, values: dict[str, Any], samples: Sequence[SampleRow],
                    probe_rows: ProbeRows | None = None) -> int:
