@@ -23,12 +23,12 @@ from pathlib import Path
 from syncrep_lab.cluster import server
 from syncrep_lab.cluster.build import UpOptions, up
 from syncrep_lab.cluster.teardown import remove_cluster
-from syncrep_lab.experiment.spec import Workload
-from syncrep_lab.experiment.workload import prepare_tables, run_pgbench, script_text
 from syncrep_lab.pg.installations import resolve
+from syncrep_lab.plan.spec import Workload
 from syncrep_lab.probes import flamegraph
 from syncrep_lab.probes.session import walsenders
 from syncrep_lab.probes.tracker import ProcessTracker
+from syncrep_lab.run.workload import prepare_tables, run_pgbench, script_text
 
 
 def main() -> None:

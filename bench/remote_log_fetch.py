@@ -1,7 +1,7 @@
 """What bringing a client host's pgbench logs back costs, against parsing them there.
 
 A client on an SSH host writes pgbench's per-transaction logs there; the tool fetches
-them over SFTP and parses them here (experiment/remote_client.py). This times, on the
+them over SFTP and parses them here (run/remote_client.py). This times, on the
 tests' SSH host (sshd in a network namespace of this machine, tests/sshd.py; run as
 root), the fetch of a log of --transactions lines and its parse, interleaved over
 --times rounds; parsing on the host instead would cost the same parse on the host's CPU

@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from syncrep_lab.analysis.compare import compare_runs
-from syncrep_lab.experiment.spec import preset_text
 from syncrep_lab.measure.stats import welch_t
+from syncrep_lab.plan.spec import preset_text
 
 
 def run(spec_text: str, out: Path, budget: str | None) -> float:

@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from syncrep_lab.cluster.manifest import registered
-from syncrep_lab.experiment.runner import start_run
-from syncrep_lab.experiment.spec import parse_spec
+from syncrep_lab.plan.spec import parse_spec
+from syncrep_lab.run.runner import start_run
 from syncrep_lab.store import DB_NAME
 
 SPEC = """\

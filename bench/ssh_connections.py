@@ -75,7 +75,7 @@ def _runs(sshd: SshdHost, runs: int) -> None:
     """The run of SPEC ``runs`` times each way, interleaved: connections and seconds."""
     from tests.helpers import cli_here
 
-    from syncrep_lab.experiment import runner
+    from syncrep_lab.run import runner
 
     seen: dict[str, list[tuple[int, float]]] = {"kept": [], "fresh": []}
     for n in range(runs):

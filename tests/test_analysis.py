@@ -12,8 +12,8 @@ from pathlib import Path
 
 from syncrep_lab.analysis import scaling as scaling_module
 from syncrep_lab.analysis.scaling import knee, scaling
-from syncrep_lab.experiment.runner import start_run
-from syncrep_lab.experiment.spec import parse_spec
+from syncrep_lab.plan.spec import parse_spec
+from syncrep_lab.run.runner import start_run
 
 from .helpers import cli_here
 

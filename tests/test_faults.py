@@ -16,7 +16,7 @@ import pytest
 from syncrep_lab import procs
 from syncrep_lab.analysis.faults import run_faults
 from syncrep_lab.cluster.manifest import Manifest
-from syncrep_lab.experiment.spec import SpecError, parse_spec
+from syncrep_lab.plan.spec import SpecError, parse_spec
 from syncrep_lab.report.model import report_data
 from syncrep_lab.store import DB_NAME
 
@@ -233,7 +233,7 @@ def test_a_standby_killed_twice_starts_again(cluster_dir: Path) -> None:
     from syncrep_lab.cluster.build import UpOptions, up
     from syncrep_lab.cluster.ready import replication_rows
     from syncrep_lab.cluster.teardown import remove_cluster
-    from syncrep_lab.experiment.faults import FaultContext, Standbys
+    from syncrep_lab.run.faults import FaultContext, Standbys
 
     manifest = up(UpOptions(dir=cluster_dir, standbys=2))
     try:
@@ -266,13 +266,13 @@ def test_the_fault_driver_gives_up_on_a_primary_that_stops_answering(
 
     import psycopg
 
-    from syncrep_lab.experiment.faults import (
+    from syncrep_lab.plan.spec import FaultEvent, FaultScenario
+    from syncrep_lab.run.faults import (
         QUERY_SECONDS,
         FaultContext,
         FaultDriver,
         Standbys,
     )
-    from syncrep_lab.experiment.spec import FaultEvent, FaultScenario
 
     manifest = make_cluster(standbys=0)
     admin = manifest.admin_conninfo(manifest.primary)

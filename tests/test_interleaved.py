@@ -12,9 +12,9 @@ from pathlib import Path
 
 import psycopg
 
-from syncrep_lab.experiment.rounds import round_order
-from syncrep_lab.experiment.runner import start_run
-from syncrep_lab.experiment.spec import parse_spec
+from syncrep_lab.plan.spec import parse_spec
+from syncrep_lab.run.rounds import round_order
+from syncrep_lab.run.runner import start_run
 from syncrep_lab.store import cluster_key_text
 
 from .helpers import cli_here

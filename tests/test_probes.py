@@ -15,11 +15,11 @@ from syncrep_lab.analysis.costs import run_costs
 from syncrep_lab.cluster import server
 from syncrep_lab.cluster.manifest import Manifest
 from syncrep_lab.cluster.ready import replication_rows
-from syncrep_lab.experiment.runner import start_run
-from syncrep_lab.experiment.spec import Probes, parse_spec
 from syncrep_lab.pg.roles import node_processes, role_of_title
+from syncrep_lab.plan.spec import Probes, parse_spec
 from syncrep_lab.probes import flamegraph, perfstat, sched
 from syncrep_lab.probes.session import RepeatProbes, walsenders
+from syncrep_lab.run.runner import start_run
 
 from .helpers import cli_here, shared_tmp
 
@@ -279,9 +279,9 @@ def test_syscall_counts_match_an_independent_tracer(
     import signal
     import subprocess
 
-    from syncrep_lab.experiment.spec import Workload
-    from syncrep_lab.experiment.workload import prepare_tables, run_pgbench, script_text
     from syncrep_lab.pg.installations import resolve
+    from syncrep_lab.plan.spec import Workload
+    from syncrep_lab.run.workload import prepare_tables, run_pgbench, script_text
 
     assert shutil.which("strace"), "strace is installed by ./run setup"
     assert perfstat.unavailable_reason() is None, perfstat.unavailable_reason()

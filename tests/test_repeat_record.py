@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from syncrep_lab.experiment.repeat_record import Disturbance, build, summed_progress
-from syncrep_lab.experiment.workload import PgbenchRun
 from syncrep_lab.measure.histogram import LatencyHistogram
 from syncrep_lab.measure.pgbench_log import PgbenchSummary, ProgressSample, TransactionLogStats
+from syncrep_lab.run.repeat_record import Disturbance, build, summed_progress
+from syncrep_lab.run.workload import PgbenchRun
 
 
 def _stats(latencies_us: list[int], failed: int = 0) -> TransactionLogStats:

@@ -306,7 +306,7 @@ def test_the_seed_presets_reference_gives_the_seeds_ratios() -> None:
     against off (~0.73). No cell is matched here: only the seed's side is formed."""
     import tomllib
 
-    from syncrep_lab.experiment.spec import preset_text
+    from syncrep_lab.plan.spec import preset_text
     from syncrep_lab.report.model import seed_side_by_side
 
     spec = tomllib.loads(preset_text("seed"))

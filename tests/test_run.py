@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 
 from syncrep_lab.cluster.manifest import Manifest
-from syncrep_lab.experiment.runner import start_run
-from syncrep_lab.experiment.spec import parse_spec
 from syncrep_lab.measure.histogram import LatencyHistogram
 from syncrep_lab.pg import sync_names
+from syncrep_lab.plan.spec import parse_spec
+from syncrep_lab.run.runner import start_run
 
 from .helpers import cli, cli_here, postmasters_in
 
@@ -301,7 +301,7 @@ def test_a_run_checks_the_machine_once(workdir: Path, monkeypatch: pytest.Monkey
     """`run` checks the machine before its display starts and start_run does not check
     it again: on a spec with SSH hosts or an attached cluster every check reaches them.
     Counted through a step of check_machine that every built cluster's check takes."""
-    from syncrep_lab.experiment import checks
+    from syncrep_lab.run import preflight as checks
 
     calls = []
     placement = checks._check_placement

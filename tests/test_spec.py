@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from syncrep_lab.experiment.plan import expand
-from syncrep_lab.experiment.spec import SpecError, load_preset, parse_spec
+from syncrep_lab.plan.matrix import expand
+from syncrep_lab.plan.spec import SpecError, load_preset, parse_spec
 
 from .helpers import cli_here
 

@@ -25,16 +25,16 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from syncrep_lab.errors import UserError
-from syncrep_lab.experiment.checks import check_spec
-from syncrep_lab.experiment.plan import (
+from syncrep_lab.plan.checks import check_spec
+from syncrep_lab.plan.matrix import (
     AXES,
     DEFAULT_SETTINGS_SET,
     MAX_CELLS,
     Plan,
     expand,
 )
-from syncrep_lab.experiment.spec import SYNC_COMMIT_LEVELS, Spec, parse_spec
-from syncrep_lab.experiment.spec_hints import _is_model, _unwrap
+from syncrep_lab.plan.spec import SYNC_COMMIT_LEVELS, Spec, parse_spec
+from syncrep_lab.plan.spec_hints import _is_model, _unwrap
 
 BUDGET = settings(max_examples=300, deadline=None, database=None,
                   suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,

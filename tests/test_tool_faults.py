@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from syncrep_lab.cluster.manifest import Manifest
-from syncrep_lab.experiment.clusters import slot_dir
+from syncrep_lab.run.clusters import slot_dir
 from syncrep_lab.store import DB_NAME
 
 from .helpers import cli, cli_here, postmasters_in
@@ -311,9 +311,9 @@ def test_pgbench_that_overruns_is_killed(workdir: Path,
     (not a commit that waits), pgbench is killed after its bound, with a clear message."""
     from syncrep_lab.cluster import server
     from syncrep_lab.errors import UserError
-    from syncrep_lab.experiment.spec import Workload
-    from syncrep_lab.experiment.workload import prepare_tables, run_pgbench, script_text
     from syncrep_lab.pg.installations import resolve
+    from syncrep_lab.plan.spec import Workload
+    from syncrep_lab.run.workload import prepare_tables, run_pgbench, script_text
 
     manifest = make_cluster(dir=workdir / "c", standbys=1, sync="b")
     standby = manifest.node("b").data_dir(manifest.dir)

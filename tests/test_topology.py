@@ -279,10 +279,10 @@ link = ["LINK"]
 
 
 def _check_as_nobody(text: str) -> str:
-    """run's machine checks (checks.check_machine) in a child that gave up root."""
+    """run's machine checks (preflight.check_machine) in a child that gave up root."""
     from syncrep_lab.errors import UserError
-    from syncrep_lab.experiment.checks import check_machine
-    from syncrep_lab.experiment.spec import parse_spec
+    from syncrep_lab.plan.spec import parse_spec
+    from syncrep_lab.run.preflight import check_machine
 
     spec = parse_spec(text)
     read_end, write_end = os.pipe()

@@ -292,7 +292,7 @@ def _latest_run() -> Path:
 def run(spec_file: Path | None, preset: str | None, out: Path | None, resume: bool,
         check: bool, allow_alter: bool, budget: str | None) -> None:
     """Run an experiment: a TOML spec, or a preset (default: seed)."""
-    from syncrep_lab.experiment import spec as specs
+    from syncrep_lab.plan import spec as specs
 
     if budget is not None:
         try:
@@ -310,7 +310,7 @@ def run(spec_file: Path | None, preset: str | None, out: Path | None, resume: bo
             raise UserError(f"{out} holds no run to resume (no syncrep-lab.sqlite)",
                             "give the --out of a run that was started, or start one with: "
                             "syncrep-lab run SPEC --out FOLDER")
-        from syncrep_lab.experiment.runner import resume_run
+        from syncrep_lab.run.runner import resume_run
         from syncrep_lab.terminal.progress import RunDisplay
 
         with _resume_hint(out), RunDisplay(out) as display:
@@ -335,8 +335,8 @@ def run(spec_file: Path | None, preset: str | None, out: Path | None, resume: bo
         out = RUNS_DIR / f"{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     # What start_run would refuse, refused before the display starts (and for --check);
     # start_run is told the machine is checked, so that hosts are reached once a run.
-    from syncrep_lab.experiment.checks import check_machine, check_out
-    from syncrep_lab.experiment.runner import start_run, stored_spec_text
+    from syncrep_lab.run.preflight import check_machine, check_out
+    from syncrep_lab.run.runner import start_run, stored_spec_text
 
     check_machine(spec)
     stored_spec_text(text)
@@ -353,8 +353,8 @@ def run(spec_file: Path | None, preset: str | None, out: Path | None, resume: bo
 
 def _print_check(spec: Any, out_dir: Path | None) -> None:
     """`run --check`: the plan, as the run would execute it."""
-    from syncrep_lab.experiment.machine import machine_metadata
-    from syncrep_lab.experiment.plan import expand
+    from syncrep_lab.plan.matrix import expand
+    from syncrep_lab.run.machine import machine_metadata
 
     plan = expand(spec, machine_metadata()["cpus_usable"] or 2)
     clusters = len({c.cluster_key for c in plan.cells})
@@ -675,7 +675,7 @@ def clean(just_list: bool) -> None:
     """Stop and remove every cluster syncrep-lab made and did not take down, with its
     standbys on SSH hosts, network namespaces, links and cpusets; on attached clusters,
     end the sessions of runs that were killed and drop their tables."""
-    from syncrep_lab.experiment.attached import clean_visits, visit_records
+    from syncrep_lab.run.attached import clean_visits, visit_records
 
     if just_list:
         dirs = registered()

@@ -111,7 +111,7 @@ class Comparison(TypedDict):
 
 
 def comparable(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
-    """How two machines (experiment/machine.machine_metadata) differ in what matters for
+    """How two machines (run/machine.machine_metadata) differ in what matters for
     comparing figures."""
     keys = ("kernel", "cpu_model", "cpu_count", "cpus_usable", "memory_bytes", "arch")
     return [f"{k}: {a.get(k)} vs {b.get(k)}" for k in keys if a.get(k) != b.get(k)]
@@ -373,7 +373,7 @@ def _pair(store_a: Store, store_b: Store, ca: dict[str, Any], cb: dict[str, Any]
                in hit.items() if n]
     if caveats and any(f["significant"] for f in figures):
         # the tool saw something else on the machine in these repeats: a difference
-        # may be that, not the change (experiment/reset.py says what it counts)
+        # may be that, not the change (run/reset.py says what it counts)
         summary += (f" ({'; '.join(caveats)}: the difference may be what hit them; "
                     "syncrep-lab results lists what)")
     return {"key": {k: ca["params"].get(k) for k in axes},

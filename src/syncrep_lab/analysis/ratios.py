@@ -23,7 +23,7 @@ def stored_rules(spec_toml: str) -> tuple[list[dict[str, Any]], float]:
     longer parses: the run still has its figures). The rules are the spec's ``[compare]``
     over its matrix, so the spec's own parser reads it: the one import of the experiment
     package in the analysis, made only here."""
-    from syncrep_lab.experiment.spec import parse_spec
+    from syncrep_lab.plan.spec import parse_spec
 
     try:
         spec = parse_spec(spec_toml, "stored spec")

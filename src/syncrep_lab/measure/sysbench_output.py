@@ -3,7 +3,7 @@ a pgbench run gives: the per-second progress, the end-of-run summary and, instea
 per-transaction logs, the latency histogram sysbench prints.
 
 sysbench counts each call of the script's ``event()`` as one transaction; the scripts
-syncrep-lab writes (experiment/sysbench.py) make each event one committed transaction,
+syncrep-lab writes (run/sysbench.py) make each event one committed transaction,
 as pgbench's script is. Its histogram has 1,024 buckets spaced evenly on a log scale
 from 1 µs to 100 s, so a latency is known to within about 1.8 % (the bucket's width);
 the histogram here takes each bucket's count at its printed value, which sysbench rounds

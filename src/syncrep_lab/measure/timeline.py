@@ -9,8 +9,8 @@ second whose TPS fell line up.
 
 The client's start is known on its own clock: here, the moment it was spawned; on an SSH
 host, what the host's clock said just before the shell started it (the wrapper writes
-it, experiment/remote_client.py). A host's clock is not this machine's: its offset,
-measured over SSH at the start of the repeat (experiment/host_watch.py), is taken off
+it, run/remote_client.py). A host's clock is not this machine's: its offset,
+measured over SSH at the start of the repeat (run/host_watch.py), is taken off
 before the start is placed on this machine's timeline. Without that, a client host whose
 clock is ahead by seven seconds would put every fault seven seconds after the dip in
 throughput it caused. The offset's uncertainty (half the shortest SSH round trip, stored

@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from syncrep_lab.errors import UserError
-from syncrep_lab.experiment.machine import machine_metadata
 from syncrep_lab.observe.cpu import LocalCpu, NodeCpu, RemoteCpu, local_postmaster
 from syncrep_lab.observe.session import ObserverSession, ServerGone, open_session
 from syncrep_lab.observe.watch import Watch, Watched
 from syncrep_lab.pg.conninfo import mask_conninfo, mask_text, require_parses
+from syncrep_lab.run.machine import machine_metadata
 
 # Settings stored with the window (cell parameters), so that ``compare`` of two windows
 # names the ones that changed between them.
@@ -80,8 +80,8 @@ def check(opts: ObserveOptions) -> None:
 
 def host_of(opts: ObserveOptions) -> Any:
     """The SSH host ``--host`` names in ``--hosts``, connected (UserError if it cannot be)."""
-    from syncrep_lab.experiment.spec import Host
     from syncrep_lab.hosts.ssh import HostSpec, SshHost
+    from syncrep_lab.plan.spec import Host
 
     assert opts.host is not None and opts.hosts_file is not None
     try:

@@ -13,14 +13,15 @@ This package holds all of placement, named by what each module does:
     standby b, the walwriter, every new backend) to CPUs as they appear;
   - ``numa``: numactl memory policies and their read-back from ``numa_maps``;
 - ``layout``: one cluster's placement (cpusets, numactl, namespaces, pins) as saved in
-  its manifest, applied before the first server starts and undone after the last;
-- ``plan``: a spec's placement, cores, links and instances turned into each
-  instance's layout (the one module here that reads a spec);
-- ``watch``: during a run, pinning kept up and what the kernel gave each role read
-  back into the store.
+  its manifest, applied before the first server starts and undone after the last.
+
+This is a bottom layer: it knows processes, CPUs and namespaces, never a spec, a run or
+the store. A spec's placement turned into each instance's layout is
+``plan/placement.py``; during a run, pinning kept up and what the kernel gave each role
+read back into the store is ``run/placement_watch.py``.
 
 What the spec asks of this machine (its CPUs, writable cpusets, numactl) is checked
-with the rest of the spec in ``experiment/checks.py``.
+before anything is made, in ``run/preflight.py``.
 
 Everything that is set is read back from /proc or the cgroup files, because the
 kernel silently narrows requests (a CPU outside a process's cpuset, a node that

@@ -20,13 +20,21 @@ import contextlib
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from syncrep_lab import procs
 from syncrep_lab.errors import UserError
-
-if TYPE_CHECKING:
-    from syncrep_lab.placement.cgroups import JoinFn
+from syncrep_lab.network import netns
+from syncrep_lab.network.plan import NetworkPlan
+from syncrep_lab.placement.cgroups import (
+    CpusetGroup,
+    JoinFn,
+    cpuset_support,
+    leftover_runs,
+    remove_run,
+)
+from syncrep_lab.placement.cpus import format_cpus
+from syncrep_lab.placement.numa import numactl_args, numactl_prefix
 
 CLIENT = "client"  # the placement key and network endpoint of pgbench
 
@@ -43,7 +51,6 @@ class Launch:
     def prefix(self) -> list[str]:
         """What the server's argv is wrapped in: the namespace, then numactl (each execs
         the next, so the pid the tool spawned is the postmaster's)."""
-        from syncrep_lab.placement.numa import numactl_prefix
 
         out = ["ip", "netns", "exec", self.netns] if self.netns else []
         return out + numactl_prefix(self.numa)
@@ -53,8 +60,6 @@ class Launch:
         last word on its CPUs). There a node's ``cpus`` are its postmaster's CPU
         affinity, which every process it forks inherits; a cpuset would need root there
         (docs/decisions.md, "Nodes and the client on SSH hosts")."""
-        from syncrep_lab.placement.cpus import format_cpus
-        from syncrep_lab.placement.numa import numactl_args
 
         out = numactl_args(self.numa)
         return out + (["taskset", "-c", format_cpus(self.cpus)] if self.cpus else [])
@@ -64,7 +69,6 @@ class Launch:
         once the child has started)."""
         if self.cgroup is None:
             return None
-        from syncrep_lab.placement.cgroups import JoinFn
 
         return JoinFn(Path(self.cgroup) / "cgroup.procs")
 
@@ -99,9 +103,7 @@ class Layout:
     def launch(self, node: str) -> Launch:
         return self.nodes.get(node) or Launch()
 
-    def network_plan(self) -> Any:
-        from syncrep_lab.network.plan import NetworkPlan
-
+    def network_plan(self) -> NetworkPlan | None:
         return NetworkPlan.from_json(self.network) if self.network else None
 
     def address(self, of: str, seen_from: str) -> str | None:
@@ -132,7 +134,6 @@ class Layout:
 
 
 def _support() -> Any:
-    from syncrep_lab.placement.cgroups import cpuset_support
 
     support = cpuset_support()
     if support.reason is not None:
@@ -144,7 +145,6 @@ def _support() -> Any:
 
 def apply(layout: Layout) -> None:
     """Make the cpuset groups and the network; all or nothing."""
-    from syncrep_lab.placement.cgroups import CpusetGroup
 
     try:
         if layout.uses_cgroups:
@@ -163,7 +163,6 @@ def apply(layout: Layout) -> None:
                     CpusetGroup.create(support, layout.run_key, pin.group, pin.cpus)
         plan = layout.network_plan()
         if plan is not None:
-            from syncrep_lab.network import netns
 
             netns.create(plan)
     except BaseException:
@@ -177,14 +176,12 @@ def undo(layout: Layout) -> list[str]:
     problems = []
     plan = layout.network_plan() if layout.network else None
     if plan is not None:
-        from syncrep_lab.network import netns
 
         try:
             netns.destroy(plan)
         except Exception as exc:
             problems.append(f"network {plan.prefix}: {exc}")
     if layout.uses_cgroups:
-        from syncrep_lab.placement.cgroups import cpuset_support, remove_run
 
         support = cpuset_support()
         if support.root is not None:
@@ -200,14 +197,12 @@ def leftovers() -> list[str]:
     (a run killed between making them and recording them). Returns what was removed."""
     removed: list[str] = []
     with contextlib.suppress(Exception):
-        from syncrep_lab.network import netns
 
         names = netns.ours()
         if names:
             netns.destroy_namespaces(names)
             removed += [f"network namespace {n}" for n in names]
     with contextlib.suppress(Exception):
-        from syncrep_lab.placement.cgroups import cpuset_support, leftover_runs, remove_run
 
         support = cpuset_support()
         if support.root is not None:

@@ -39,7 +39,7 @@ from syncrep_lab.probes.session import walsenders as primary_walsenders
 from syncrep_lab.store import CostRow, NumaPagesRow, ProbeRow, ProbeRows, ProcCostRow
 
 if TYPE_CHECKING:  # the spec's types only: probes do not depend on the experiment
-    from syncrep_lab.experiment.spec import Probes
+    from syncrep_lab.plan.spec import Probes
 
 
 def postmaster_of(snapshot: list[dict[str, Any]]) -> dict[str, Any] | None:

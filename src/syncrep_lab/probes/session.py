@@ -45,7 +45,7 @@ from syncrep_lab.store import (
 )
 
 if TYPE_CHECKING:  # the spec's types only: probes do not depend on the experiment
-    from syncrep_lab.experiment.spec import Probes
+    from syncrep_lab.plan.spec import Probes
 
 
 class _Startable(Protocol):

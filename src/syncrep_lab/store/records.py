@@ -10,7 +10,7 @@ parses the store's JSON or indexes a row by a name mypy cannot check; every othe
 is SQLite's as it is (an integer column's int, a real column's float, null as None).
 :func:`columns` gives the table's columns a record reads, which tests/test_store.py
 holds against the schema. The names say *stored*: the repeat being measured is
-experiment/repeat_record.RepeatRecord, written by ``Store.add_repeat``.
+run/repeat_record.RepeatRecord, written by ``Store.add_repeat``.
 """
 
 from __future__ import annotations

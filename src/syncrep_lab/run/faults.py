@@ -34,12 +34,12 @@ from syncrep_lab.cluster import server
 from syncrep_lab.cluster.manifest import Manifest
 from syncrep_lab.cluster.ready import wait_ready
 from syncrep_lab.errors import UserError
-from syncrep_lab.experiment.spec import FaultEvent, FaultScenario
 from syncrep_lab.hosts import remote
 from syncrep_lab.hosts.ssh import SshHost
 from syncrep_lab.pg.admin import admin_connection, admin_session, alter_system
 from syncrep_lab.pg.deadline import query_deadline
 from syncrep_lab.pg.replication import WAITING_LEVELS
+from syncrep_lab.plan.spec import FaultEvent, FaultScenario
 from syncrep_lab.runas import server_account
 
 POLL_S = 0.1

@@ -13,7 +13,7 @@ workload's table, and the CPU other processes of the machine took (:class:`CpuLe
 the machine's busy time from /proc/stat, CPU steal included, minus the servers', the
 tool's and pgbench's). A repeat with any of them is flagged; the figures stay, and the
 terminal and the report say which repeats were hit. The insert table is created with
-autovacuum off (experiment/workload.py), so an autovacuum there is the exception (a
+autovacuum off (run/workload.py), so an autovacuum there is the exception (a
 wraparound vacuum) and is flagged as one.
 
 On an attached cluster ``CHECKPOINT`` needs a superuser or ``pg_checkpoint`` (15+);
@@ -31,9 +31,9 @@ from typing import Any
 import psycopg
 
 from syncrep_lab import procs
-from syncrep_lab.experiment.repeat_record import Disturbance
 from syncrep_lab.pg.admin import admin_connection
 from syncrep_lab.pg.conninfo import mask_text
+from syncrep_lab.run.repeat_record import Disturbance
 
 CATCH_UP_SECONDS = 10.0
 OTHER_CORES_FLAG = 0.25  # other processes' CPU during a repeat, in cores, that flags it

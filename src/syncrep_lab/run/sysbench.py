@@ -21,15 +21,15 @@ from typing import TYPE_CHECKING
 from psycopg.conninfo import conninfo_to_dict
 
 from syncrep_lab.errors import UserError
-from syncrep_lab.experiment.spec import Workload
-from syncrep_lab.experiment.workload import (
+from syncrep_lab.measure.pgbench_log import ProgressSample
+from syncrep_lab.plan.spec import Workload
+from syncrep_lab.run.workload import (
     SEED_TABLES,
     RunningPgbench,
     StallWatch,
     Tables,
     spawn_client,
 )
-from syncrep_lab.measure.pgbench_log import ProgressSample
 
 if TYPE_CHECKING:
     from syncrep_lab.placement.layout import Launch

@@ -28,15 +28,6 @@ from syncrep_lab.cluster.manifest import Manifest, load
 from syncrep_lab.cluster.ready import manifest_log_tail, wait_replication
 from syncrep_lab.cluster.teardown import remove_cluster
 from syncrep_lab.errors import UserError
-from syncrep_lab.experiment.plan import (
-    NO_LINK,
-    NO_PLACEMENT,
-    Cell,
-    settings_for,
-    standby_names,
-    uses_namespaces,
-)
-from syncrep_lab.experiment.spec import MAX_INSTANCES, Attach, Spec
 from syncrep_lab.pg import replication, sync_names
 from syncrep_lab.pg.admin import admin_connection, alter_system
 from syncrep_lab.pg.builds import build_at
@@ -44,12 +35,21 @@ from syncrep_lab.pg.conninfo import mask_conninfo, mask_text
 from syncrep_lab.pg.installations import resolve
 from syncrep_lab.pg.settings import profile_settings
 from syncrep_lab.pg.sync_names import check_sync
-from syncrep_lab.placement.watch import start_pinners
+from syncrep_lab.plan.matrix import (
+    NO_LINK,
+    NO_PLACEMENT,
+    Cell,
+    settings_for,
+    standby_names,
+    uses_namespaces,
+)
+from syncrep_lab.plan.spec import MAX_INSTANCES, Attach, Spec
 from syncrep_lab.probes.session import ProbeNode
+from syncrep_lab.run.placement_watch import start_pinners
 from syncrep_lab.store import cluster_key_text
 
 if TYPE_CHECKING:
-    from syncrep_lab.experiment.runner import Runner
+    from syncrep_lab.run.runner import Runner
 
 
 @dataclass
@@ -116,7 +116,7 @@ class ActiveCluster:
 
     def _build(self, cell: Cell) -> Target:
         """The cell's clusters: one per instance, each in its own layout."""
-        from syncrep_lab.placement.plan import layout_for
+        from syncrep_lab.plan.placement import layout_for
 
         spec = self.runner.spec
         topo = spec.topology
@@ -257,7 +257,7 @@ class ActiveCluster:
 
     def _leave_attached(self) -> None:
         """The run's sessions ended, its tables dropped, the setting put back (bounded;
-        experiment/attached.py); what could not be done is said, with how to finish."""
+        run/attached.py); what could not be done is said, with how to finish."""
         visit = self.runner.visit
         assert visit is not None
         report = visit.leave(self.sync)

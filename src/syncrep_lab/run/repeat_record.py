@@ -12,14 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from syncrep_lab.experiment.workload import PgbenchRun
 from syncrep_lab.measure.pgbench_log import TransactionLogStats
+from syncrep_lab.run.workload import PgbenchRun
 from syncrep_lab.store import InstanceResultRow, SampleRow
 
 
 @dataclass(frozen=True)
 class Disturbance:
-    """What was seen around a repeat (experiment/reset.py)."""
+    """What was seen around a repeat (run/reset.py)."""
 
     checkpoints: int | None = None
     autovacuums: int | None = None

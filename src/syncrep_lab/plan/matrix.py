@@ -22,7 +22,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from syncrep_lab.experiment.spec import Scalar, Spec
+from syncrep_lab.plan.spec import Scalar, Spec
 from syncrep_lab.store.keys import PARAM_DEFAULTS
 
 if TYPE_CHECKING:

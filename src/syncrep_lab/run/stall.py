@@ -24,7 +24,7 @@ CHECK_SECONDS = 5.0
 
 
 class SyncStallWatch:
-    """A :data:`~syncrep_lab.experiment.workload.StallWatch` for one primary."""
+    """A :data:`~syncrep_lab.run.workload.StallWatch` for one primary."""
 
     def __init__(self, admin: str, pgbench_name: str, stall_seconds: float,
                  version_num: int) -> None:

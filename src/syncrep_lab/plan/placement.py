@@ -1,20 +1,20 @@
 """From a spec's placement, cores, links and instances to each instance's layout
 (``placement/layout.py``). What they need of this machine is checked in
-``experiment/checks.py``, before anything is made."""
+``plan/checks.py``, before anything is made."""
 
 from __future__ import annotations
 
 import os
 
-from syncrep_lab.experiment.plan import (
+from syncrep_lab.placement.layout import CLIENT, Launch, Layout, Pin
+from syncrep_lab.plan.matrix import (
     NO_PLACEMENT,
     Cell,
     link_profiles,
     standby_names,
     uses_namespaces,
 )
-from syncrep_lab.experiment.spec import Spec
-from syncrep_lab.placement.layout import CLIENT, Launch, Layout, Pin
+from syncrep_lab.plan.spec import Spec
 
 
 def _split(cpus: list[int], instance: int, instances: int) -> list[int]:

@@ -9,11 +9,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from syncrep_lab.experiment import sysbench
-from syncrep_lab.experiment.clusters import Target
-from syncrep_lab.experiment.remote_client import RemoteRunningPgbench, start_remote_client
-from syncrep_lab.experiment.workload import PgbenchRun, RunningPgbench, StallWatch, start_pgbench
 from syncrep_lab.measure.pgbench_log import ProgressSample
+from syncrep_lab.run import sysbench
+from syncrep_lab.run.clusters import Target
+from syncrep_lab.run.remote_client import RemoteRunningPgbench, start_remote_client
+from syncrep_lab.run.workload import PgbenchRun, RunningPgbench, StallWatch, start_pgbench
 from syncrep_lab.store import ProcCostRow
 
 

@@ -21,16 +21,24 @@ from typing import TYPE_CHECKING, Any
 
 from syncrep_lab.cluster import server
 from syncrep_lab.cluster.manifest import Manifest, Node
+from syncrep_lab.cluster.remote_node import host_spec
 from syncrep_lab.errors import UserError
+from syncrep_lab.hosts import remote
+from syncrep_lab.hosts.ssh import SshHost
+from syncrep_lab.network.readback import readback
 from syncrep_lab.pg.roles import NodeProcess, node_processes, role_of_title
-from syncrep_lab.placement.pinning import PinRule
+from syncrep_lab.placement.cgroups import CpusetGroup, cpuset_support, placement_of
+from syncrep_lab.placement.cpus import format_cpus, parse_list
+from syncrep_lab.placement.numa import numastat
+from syncrep_lab.placement.pinning import PinRule, RolePinner
 from syncrep_lab.probes.recorder import Client, Ending
+from syncrep_lab.probes.remote import node_processes as remote_processes
 from syncrep_lab.probes.session import walsenders
 from syncrep_lab.store import LinkRow, NumastatRow, PlacementRow, ProbeRows
 
 if TYPE_CHECKING:
-    from syncrep_lab.experiment.clusters import Target
     from syncrep_lab.placement.pinning import RolePinner
+    from syncrep_lab.run.clusters import Target
 
 
 class Walsenders:
@@ -62,7 +70,6 @@ class HostPinner:
 
     def __init__(self, node: Node, rules: list[PinRule],
                  walsender_of: Callable[[int], str | None], interval: float = 0.5) -> None:
-        from syncrep_lab.cluster.remote_node import host_spec
 
         assert node.host is not None and node.remote_data is not None
         self.node, self.data, self.spec = node.name, node.remote_data, host_spec(node.host)
@@ -80,7 +87,6 @@ class HostPinner:
         self.thread.join(timeout)
 
     def _run(self) -> None:
-        from syncrep_lab.hosts.ssh import SshHost
 
         host = SshHost(self.spec)
         try:
@@ -96,9 +102,6 @@ class HostPinner:
 
     def poll(self, host: Any) -> list[tuple[int, str]]:
         """One pass: what was pinned now, (pid, CPUs)."""
-        from syncrep_lab.hosts import remote
-        from syncrep_lab.placement.cpus import format_cpus, parse_list
-        from syncrep_lab.probes.remote import node_processes as remote_processes
 
         snap = remote.proc_snapshot(host, self.data)
         senders = {int(p["pid"]): name for p in snap
@@ -127,8 +130,6 @@ class HostPinner:
 
 def start_pinners(manifest: Manifest) -> list[RolePinner | HostPinner]:
     """One pinner per node that has pin rules, started: here, or on its SSH host."""
-    from syncrep_lab.placement.cgroups import CpusetGroup, cpuset_support
-    from syncrep_lab.placement.pinning import RolePinner
 
     layout = manifest.placed()
     if layout is None or not layout.pins:
@@ -177,7 +178,6 @@ def _processes(target: Target, senders: dict[int, str]) -> list[NodeProcess]:
 
 
 def _here(target: Target, senders: dict[int, str]) -> list[Placed]:
-    from syncrep_lab.placement.cgroups import placement_of
 
     out = []
     for p in _processes(target, senders):
@@ -190,10 +190,6 @@ def _here(target: Target, senders: dict[int, str]) -> list[Placed]:
 
 def _on_hosts(target: Target, senders: dict[int, str]) -> list[Placed]:
     """The same of the target's nodes on SSH hosts, read there (two commands a node)."""
-    from syncrep_lab.cluster.remote_node import host_spec
-    from syncrep_lab.hosts import remote
-    from syncrep_lab.hosts.ssh import SshHost
-    from syncrep_lab.probes.remote import node_processes as remote_processes
 
     manifest = target.manifest
     out: list[Placed] = []
@@ -287,7 +283,6 @@ class PlacementReadBack:
 
 def link_rows(targets: list[Target]) -> list[LinkRow]:
     """(instance, a, b, profile, applied as JSON) of every emulated link."""
-    from syncrep_lab.network.readback import readback
 
     rows = []
     for target in targets:
@@ -305,7 +300,6 @@ def link_rows(targets: list[Target]) -> list[LinkRow]:
 
 def numastat_rows(targets: list[Target], phase: str) -> list[NumastatRow]:
     """(instance, node, phase, numa_node, MB) of each postmaster, from numastat -p."""
-    from syncrep_lab.placement.numa import numastat
 
     rows: list[NumastatRow] = []
     for target in targets:

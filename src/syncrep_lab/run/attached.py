@@ -4,9 +4,10 @@ The tool provisions nothing there, but it does open sessions, create its workloa
 tables and, with ``allow_alter``, change ``synchronous_standby_names``. Each of those
 is bounded and undone:
 
-- **Refused before anything starts** (:func:`check_serves`, called by ``checks.check_machine`` and
-  so by ``run --check``): a cell whose commits wait for a standby, on a primary that
-  cannot acknowledge them (:mod:`syncrep_lab.pg.replication` says why).
+- **Refused before anything starts** (:func:`check_serves`, called by
+  ``preflight.check_machine`` and so by ``run --check``): a cell whose commits wait
+  for a standby, on a primary that cannot acknowledge them
+  (:mod:`syncrep_lab.pg.replication` says why).
 - **Named**: every session of one invocation carries the application_name
   ``syncrep-lab TOKEN`` (pgbench's ``syncrep-lab TOKEN pgbench``), TOKEN random per
   invocation. That name, never a pid list or a user name, is what the tool ends:
@@ -41,11 +42,11 @@ from psycopg.conninfo import make_conninfo
 
 from syncrep_lab import paths, procs
 from syncrep_lab.errors import UserError
-from syncrep_lab.experiment.spec import Attach, Spec
-from syncrep_lab.experiment.workload import ATTACHED_TABLES, Tables, table_is_ours
 from syncrep_lab.pg import replication
 from syncrep_lab.pg.admin import admin_connection, alter_system
 from syncrep_lab.pg.conninfo import mask_conninfo, mask_text, without_masked_password
+from syncrep_lab.plan.spec import Attach, Spec
+from syncrep_lab.run.workload import ATTACHED_TABLES, Tables, table_is_ours
 
 APP_PREFIX = "syncrep-lab"
 # The whole cleanup of one server: the primary's (sessions, tables, the setting) and
@@ -71,7 +72,7 @@ def stamped(conninfo: str, application_name: str) -> str:
 def check_serves(spec: Spec) -> None:
     """Refuse a run whose cells wait for a standby that the attached primary cannot give
     (read-only: one short session, named ``syncrep-lab check``)."""
-    from syncrep_lab.experiment.plan import expand
+    from syncrep_lab.plan.matrix import expand
 
     attach = spec.topology.attach
     assert attach is not None

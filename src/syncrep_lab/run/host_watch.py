@@ -23,7 +23,7 @@ from syncrep_lab.store import HostRepeatRow, ProbeRows
 
 if TYPE_CHECKING:
     from syncrep_lab.cluster.manifest import Manifest
-    from syncrep_lab.experiment.spec import Spec
+    from syncrep_lab.plan.spec import Spec
 
 
 def host_roles(spec: Spec) -> dict[str, list[str]]:

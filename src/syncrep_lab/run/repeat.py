@@ -7,7 +7,7 @@ back only after every probe has stopped), the probes of the nodes here and on SS
 the hosts' clocks and CPUs, the untraced CPU of a measured repeat, and the placement
 read-back last, nearest the client. They stop in the reverse order, once the client has
 finished; an error or an interrupt aborts exactly those started. The repeat's figures
-are built from the client's output by experiment/repeat_record.py.
+are built from the client's output by run/repeat_record.py.
 """
 
 from __future__ import annotations
@@ -16,26 +16,26 @@ import shutil
 from typing import TYPE_CHECKING
 
 from syncrep_lab.errors import UserError
-from syncrep_lab.experiment import faults, repeat_record, reset
-from syncrep_lab.experiment.clients import finish_all, remote_client_costs, start_clients
-from syncrep_lab.experiment.clusters import Target
-from syncrep_lab.experiment.fault_run import FaultRun
-from syncrep_lab.experiment.host_watch import HostWatch
-from syncrep_lab.experiment.plan import NO_FAULTS, link_profiles
-from syncrep_lab.experiment.workload import PgbenchRun, RunningPgbench
 from syncrep_lab.hosts.ssh import HostSpec
 from syncrep_lab.measure.pgbench_log import TransactionLogStats, parse_transaction_logs
 from syncrep_lab.measure.timeline import Timeline
 from syncrep_lab.pg.builds import Build, build_at
-from syncrep_lab.placement.watch import PlacementReadBack
+from syncrep_lab.plan.matrix import NO_FAULTS, link_profiles
 from syncrep_lab.probes.gprof import GprofSetup
 from syncrep_lab.probes.recorder import Client, Ending, Recorder, Recording
 from syncrep_lab.probes.remote import HostProbes
 from syncrep_lab.probes.session import RepeatProbes, UntracedCpu
+from syncrep_lab.run import faults, repeat_record, reset
+from syncrep_lab.run.clients import finish_all, remote_client_costs, start_clients
+from syncrep_lab.run.clusters import Target
+from syncrep_lab.run.fault_run import FaultRun
+from syncrep_lab.run.host_watch import HostWatch
+from syncrep_lab.run.placement_watch import PlacementReadBack
+from syncrep_lab.run.workload import PgbenchRun, RunningPgbench
 from syncrep_lab.store import now
 
 if TYPE_CHECKING:
-    from syncrep_lab.experiment.runner import CellRun, Runner
+    from syncrep_lab.run.runner import CellRun, Runner
 
 
 class Repeat:

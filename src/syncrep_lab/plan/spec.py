@@ -122,7 +122,7 @@ class Workload(_Strict):
     warmup: Annotated[int, Field(ge=0, le=3600)] = 2
     synchronous_commit: SyncCommit = "on"
     keep_logs: bool = False
-    # the client: pgbench, or sysbench running the same workload (experiment/sysbench.py)
+    # the client: pgbench, or sysbench running the same workload (run/sysbench.py)
     driver: Driver = "pgbench"
 
 
@@ -130,7 +130,7 @@ FaultAction = Literal["stop", "kill", "restart", "start", "pause", "set", "link"
 
 
 class FaultEvent(_Strict):
-    """One timed event inside every repeat of a cell (see experiment/faults.py)."""
+    """One timed event inside every repeat of a cell (see run/faults.py)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
@@ -210,10 +210,10 @@ class RunControl(_Strict):
     confidence: Annotated[float, Field(gt=0.5, lt=1)] = 0.95
     ready_timeout: Annotated[float, Field(gt=0, le=3600)] = 60.0
     # no transaction for this long while pgbench's commits wait for a standby that cannot
-    # confirm them: the repeat stops and the cell fails with the cause (experiment/stall.py)
+    # confirm them: the repeat stops and the cell fails with the cause (run/stall.py)
     stall_seconds: Annotated[float, Field(gt=0, le=3600)] = 15.0
     # interleaved: the cells of one cluster run one repeat each per round, in an order
-    # shuffled per round (experiment/rounds.py); blocked: every repeat of a cell, then
+    # shuffled per round (run/rounds.py); blocked: every repeat of a cell, then
     # the next cell
     order: Literal["interleaved", "blocked"] = "interleaved"
     seed: Annotated[int, Field(ge=0)] | None = None  # the rounds' shuffles; None: drawn, stored
@@ -401,7 +401,7 @@ def parse_spec(text: str, source: str = "spec", *, allow_alter: bool = False) ->
             loc = tuple(p for p in error["loc"] if not str(p).startswith("function-"))
             msg = error["msg"].removeprefix("Value error, ")
             if error["type"] == "extra_forbidden":
-                from syncrep_lab.experiment.spec_hints import unknown_key_hint
+                from syncrep_lab.plan.spec_hints import unknown_key_hint
 
                 msg = "unknown key" + unknown_key_hint(Spec, loc)
             if len(loc) > 1 and loc[-1] in ("str", "int", "float", "bool"):
@@ -411,7 +411,7 @@ def parse_spec(text: str, source: str = "spec", *, allow_alter: bool = False) ->
                     continue
             problems.append((line_of(lines, loc), f"{_loc_text(loc)}: {msg}"))
         raise SpecError(source, problems) from None
-    from syncrep_lab.experiment.checks import check_spec
+    from syncrep_lab.plan.checks import check_spec
 
     combination_problems = check_spec(spec)
     if combination_problems:

@@ -15,12 +15,12 @@ import time
 from syncrep_lab import shutdown
 from syncrep_lab.cluster.ready import wait_replication
 from syncrep_lab.errors import UserError
-from syncrep_lab.experiment import faults
-from syncrep_lab.experiment.clusters import ActiveCluster
-from syncrep_lab.experiment.spec import FaultScenario
 from syncrep_lab.pg import sync_names
 from syncrep_lab.pg.sync_names import check_sync
+from syncrep_lab.plan.spec import FaultScenario
 from syncrep_lab.probes.recorder import Client, Ending
+from syncrep_lab.run import faults
+from syncrep_lab.run.clusters import ActiveCluster
 from syncrep_lab.store import DurabilityRow, FaultEventRow, ProbeRows
 
 STALL_FIX = ("give the scenario a standby that stays up, or 'for' to bring one back, or "

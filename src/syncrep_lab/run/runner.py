@@ -2,17 +2,17 @@
 
 The cells run in interleaved rounds (``run.order = "interleaved"``, the default:
 one repeat of every cell still needed per round, in a shuffled order,
-experiment/rounds.py), over units of clusters held up at once
-(experiment/clusters.py), or one cell after another (``blocked``). Before a cell's
+run/rounds.py), over units of clusters held up at once
+(run/clusters.py), or one cell after another (``blocked``). Before a cell's
 first repeat on a cluster: ``synchronous_standby_names`` by reload when the cell
 asks for another, the workload's tables, a warm-up that is not counted. Each
-repeat is experiment/repeat.py: from the same state (experiment/reset.py), its
-recorders around its client, its figures built by experiment/repeat_record.py. A
+repeat is run/repeat.py: from the same state (run/reset.py), its
+recorders around its client, its figures built by run/repeat_record.py. A
 cell that fails is recorded with its error and the run goes on with a fresh
 cluster. The tool's own cost per
 repeat is a few SQLite rows and a log parse after pgbench has exited, so nothing
 of it overlaps the measurement. What is checked before anything starts is in
-experiment/checks.py.
+plan/checks.py.
 """
 
 from __future__ import annotations
@@ -30,30 +30,6 @@ from typing import Any
 
 from syncrep_lab import __version__, shutdown
 from syncrep_lab.errors import Interrupted, UserError
-from syncrep_lab.experiment import faults, repeat_record, reset, sysbench
-from syncrep_lab.experiment.attached import APP_PREFIX, Visit, stamped
-from syncrep_lab.experiment.checks import check_machine, check_out
-from syncrep_lab.experiment.clients import ClientOptions, finish_all, start_clients
-from syncrep_lab.experiment.clusters import ActiveCluster, ClusterPool, Target, units
-from syncrep_lab.experiment.host_watch import host_facts
-from syncrep_lab.experiment.machine import machine_metadata
-from syncrep_lab.experiment.plan import (
-    NO_FAULTS,
-    Cell,
-    Plan,
-    expand,
-)
-from syncrep_lab.experiment.repeat import Repeat
-from syncrep_lab.experiment.rounds import Member, Rounds
-from syncrep_lab.experiment.spec import Spec, parse_spec
-from syncrep_lab.experiment.stall import SyncStallWatch
-from syncrep_lab.experiment.workload import (
-    ATTACHED_TABLES,
-    SEED_TABLES,
-    Tables,
-    prepare_tables,
-    script_text,
-)
 from syncrep_lab.hosts.ssh import kept_connections
 from syncrep_lab.measure.histogram import LatencyHistogram
 from syncrep_lab.measure.pairing import baselines, by_round, rows_per_second
@@ -64,6 +40,30 @@ from syncrep_lab.pg.builds import unfit_note
 from syncrep_lab.pg.conninfo import (
     mask_toml,
     without_masked_password,
+)
+from syncrep_lab.plan.matrix import (
+    NO_FAULTS,
+    Cell,
+    Plan,
+    expand,
+)
+from syncrep_lab.plan.spec import Spec, parse_spec
+from syncrep_lab.run import faults, repeat_record, reset, sysbench
+from syncrep_lab.run.attached import APP_PREFIX, Visit, stamped
+from syncrep_lab.run.clients import ClientOptions, finish_all, start_clients
+from syncrep_lab.run.clusters import ActiveCluster, ClusterPool, Target, units
+from syncrep_lab.run.host_watch import host_facts
+from syncrep_lab.run.machine import machine_metadata
+from syncrep_lab.run.preflight import check_machine, check_out
+from syncrep_lab.run.repeat import Repeat
+from syncrep_lab.run.rounds import Member, Rounds
+from syncrep_lab.run.stall import SyncStallWatch
+from syncrep_lab.run.workload import (
+    ATTACHED_TABLES,
+    SEED_TABLES,
+    Tables,
+    prepare_tables,
+    script_text,
 )
 from syncrep_lab.store import (
     Store,
@@ -99,7 +99,7 @@ class Runner:
         self.run_id = run_id
         self.events = events or Events()
         # Every session this invocation opens on a server carries this name (pgbench's
-        # with " pgbench" after it): what it ends, and only that (experiment/attached.py).
+        # with " pgbench" after it): what it ends, and only that (run/attached.py).
         self.application_name = f"{APP_PREFIX} {secrets.token_hex(4)}"
         attach = spec.topology.attach
         self.visit = (Visit(attach, store.folder, token=self.application_name.split()[1])
@@ -227,7 +227,7 @@ class Runner:
         return self._summarise(run, tps, reason)
 
     def _enough(self, tps: list[float]) -> bool:
-        """Stein's rule on the cell's own log TPS (see experiment/rounds.py)."""
+        """Stein's rule on the cell's own log TPS (see run/rounds.py)."""
         ctl = self.spec.run
         pilot = min(max(2, ctl.repeats_min), ctl.repeats_max)
         if len(tps) < max(2, pilot):
@@ -240,7 +240,7 @@ class Runner:
 
     def _run_units(self, todo: list[Cell], every: list[Cell], rows: dict[str, StoredCell]
                    ) -> None:
-        """The cells in units of clusters held up together (experiment/clusters.py), each
+        """The cells in units of clusters held up together (run/clusters.py), each
         unit in rounds; the run's budget shared among the units by their cells."""
         groups = _by_cluster(todo)
         plan = units(self.spec, groups, self.order)
@@ -269,7 +269,7 @@ class Runner:
     def _run_group(self, cells: list[Cell], ids: dict[str, int], budget: float | None,
                    base: int = 0) -> None:
         """Round after round, one repeat of every cell still needed, in an order shuffled
-        per round (experiment/rounds.py); then the probed repeats, cell by cell."""
+        per round (run/rounds.py); then the probed repeats, cell by cell."""
         by_index = {c.index: c for c in cells}
         runs = {c.index: self._cell_run(c, ids[c.key]) for c in cells}
         base_of = baselines([(c.index, with_defaults(c.params())) for c in cells],
@@ -412,7 +412,7 @@ class Runner:
             Repeat(self, run, probed=True).measure()
 
     def reset(self, cell: Cell) -> bool:
-        """Each repeat from the same state (experiment/reset.py); whether a standby was
+        """Each repeat from the same state (run/reset.py); whether a standby was
         still behind when it began."""
         behind = False
         table = self.tables.insert if self.spec.workload.kind == "insert" else None

@@ -26,12 +26,12 @@ from typing import Any
 
 from syncrep_lab.cluster.remote_node import host_spec, password
 from syncrep_lab.errors import UserError
-from syncrep_lab.experiment import sysbench
-from syncrep_lab.experiment.workload import RunningPgbench, StallWatch
 from syncrep_lab.hosts import remote
 from syncrep_lab.hosts.ssh import HostSpec, RemoteProcess, SshHost
 from syncrep_lab.measure.pgbench_log import ProgressSample
 from syncrep_lab.pg.conninfo import split_password
+from syncrep_lab.run import sysbench
+from syncrep_lab.run.workload import RunningPgbench, StallWatch
 
 LOG_LIMIT = 1 << 30  # a per-transaction log larger than this is refused
 # The host's clock just before the client starts (measure/timeline.py), its pid (for a
@@ -90,7 +90,7 @@ class RemoteRunningPgbench(RunningPgbench):
         return fetched
 
     def placement(self) -> dict[str, str]:
-        """What the host's kernel gave the client (placement/watch.py reads it mid-repeat);
+        """What the host's kernel gave the client (run/placement_watch.py reads it mid-repeat);
         UserError while it has no pid yet or once it is gone."""
         pid = self._text("client.pid").strip()
         got = remote.placement_of(self.ssh, [int(pid)]) if pid.isdigit() else {}

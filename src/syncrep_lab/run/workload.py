@@ -31,7 +31,6 @@ import psycopg
 
 from syncrep_lab import shutdown
 from syncrep_lab.errors import UserError
-from syncrep_lab.experiment.spec import Workload
 from syncrep_lab.measure import sysbench_output
 from syncrep_lab.measure.pgbench_log import (
     PgbenchSummary,
@@ -42,6 +41,7 @@ from syncrep_lab.measure.pgbench_log import (
 )
 from syncrep_lab.pg.admin import admin_connection
 from syncrep_lab.pg.conninfo import split_password
+from syncrep_lab.plan.spec import Workload
 from syncrep_lab.store import folder_error
 
 if TYPE_CHECKING:
@@ -110,7 +110,7 @@ def prepare_tables(conninfo: str, workload: Workload, tables: Tables = SEED_TABL
             if not mark or table_is_ours(conn, tables.insert):
                 conn.execute(f"drop table if exists {tables.insert}")
             # Autovacuum off on this table only: it is emptied before every repeat
-            # (experiment/reset.py), so a vacuum has nothing to reclaim, and the analyze
+            # (run/reset.py), so a vacuum has nothing to reclaim, and the analyze
             # or insert-triggered vacuum that ~100k rows in seconds would set off in
             # some repeats and not others would only add noise to the comparison.
             conn.execute(f"create table {tables.insert}(id serial primary key, info text, "
@@ -331,7 +331,7 @@ class RunningPgbench:
         """What the run holds besides the process (a remote one: its folder there)."""
 
     def placement(self) -> dict[str, Any]:
-        """What the kernel gave the client (placement/watch.py reads it mid-repeat; a
+        """What the kernel gave the client (run/placement_watch.py reads it mid-repeat; a
         remote client reads it on its host); OSError once it is gone."""
         from syncrep_lab.placement.cgroups import placement_of
 

@@ -1,1 +1,0 @@
-"""Experiments: specs, plans, the runner, the store and what is shown of results."""
