@@ -1,7 +1,8 @@
 """A run's cells as rows: the figures the ``cells`` table holds, with each cell's axes,
-parameters, notes and ratio to its baseline. ``results`` prints them (and exports them
-as JSON or CSV), the report's tables start from them; read from the store only, so they
-can be shown again at any time after (or during) a run.
+parameters, notes, ratio to its baseline and where its noise sits (``noise``).
+``results`` prints them (and exports them as JSON or CSV), the report's tables start
+from them; read from the store only, so they can be shown again at any time after (or
+during) a run.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from syncrep_lab.analysis.noise import cell_noise, noise_json
 from syncrep_lab.analysis.ratios import ratios_to_baseline
 from syncrep_lab.store import Store
 
@@ -30,6 +32,9 @@ def cell_rows(folder: Path) -> list[dict[str, Any]]:
             row["run"] = run.name
             row["ratio_to_baseline"] = ratios.get(cell.idx)
             row["notes"] = cell.notes
+            # an observe window's slices are consecutive, not repeats: no split
+            row["noise"] = (None if run.kind == "observe"
+                            else noise_json(cell_noise(store, cell)))
             rows.append(row)
         return rows
     finally:

@@ -23,7 +23,14 @@ from typing import Any, TypedDict
 
 from syncrep_lab.analysis.costs import RoleValues, cluster_version, role_values
 from syncrep_lab.errors import UserError
-from syncrep_lab.measure.stats import mean_ci, ratio_ci, t_ppf, t_sf, welch_t
+from syncrep_lab.measure.stats import (
+    detectable_effect,
+    mean_ci,
+    ratio_ci,
+    t_ppf,
+    t_sf,
+    welch_t,
+)
 from syncrep_lab.store import Store, StoredRun
 
 ALPHA = 0.05
@@ -59,6 +66,8 @@ class FigureComparison(TypedDict):
     ratio: float | None
     ratio_low: float | None
     ratio_high: float | None
+    # the smallest change of B/A, in percent, the test detects with 80 % power
+    detectable_pct: float | None
     test: dict[str, Any] | None  # t, df, p_value, significant (between_runs)
     significant: bool | None
     verdict: str
@@ -217,16 +226,21 @@ def compare_figure(name: str, unit: str, a: Sequence[float], b: Sequence[float],
     by (:func:`run_drift`); the interval and the test then hold it too."""
     side_a, side_b = _side(a), _side(b)
     ratio = low = high = None
+    se_rel: tuple[float, float] | None = None  # (se / ratio, df)
     if a and b and side_a["mean"]:
         r = ratio_ci(b, a)
         ratio, low, high = r.ratio, r.low, r.high
+        if r.se is not None and r.df is not None and r.ratio > 0:
+            se_rel = (r.se / r.ratio, r.df)
     test = _test(a, b)
     if between is not None and test is not None and ratio is not None:
         widened = _across_runs(a, b, between)
         if widened is not None:
-            low, high, test = widened
+            low, high, test, se_rel = widened
+    detectable = (None if se_rel is None else
+                  100 * detectable_effect(se_rel[0], se_rel[1], 1 - ALPHA))
     return {"figure": name, "unit": unit, "a": side_a, "b": side_b, "ratio": ratio,
-            "ratio_low": low, "ratio_high": high, "test": test,
+            "ratio_low": low, "ratio_high": high, "detectable_pct": detectable, "test": test,
             "significant": None if test is None else test["significant"],
             "verdict": _verdict(test, side_a["mean"], side_b["mean"], higher_is_better,
                                 side_a["n"], side_b["n"])}
@@ -270,10 +284,10 @@ def run_drift(store: Store, run_id: int) -> Drift | None:
 
 
 def _across_runs(a: Sequence[float], b: Sequence[float], between: tuple[Drift, Drift]
-                 ) -> tuple[float, float, dict[str, Any]] | None:
+                 ) -> tuple[float, float, dict[str, Any], tuple[float, float]] | None:
     """B/A's interval and test with both runs' drift added to the repeats' own spread:
     relative variance var(a)/(n·a²) + var(b)/(n·b²) + sd_a² + sd_b², degrees of freedom
-    by Welch–Satterthwaite over the four parts."""
+    by Welch–Satterthwaite over the four parts; and (relative se, df)."""
     na, nb = len(a), len(b)
     ma, mb = sum(a) / na, sum(b) / nb
     if na < 2 or nb < 2 or ma <= 0 or mb <= 0:
@@ -287,14 +301,15 @@ def _across_runs(a: Sequence[float], b: Sequence[float], between: tuple[Drift, D
         same = ratio == 1
         return ratio, ratio, {"t": None, "df": float(na + nb - 2),
                               "p_value": 1.0 if same else 0.0, "significant": not same,
-                              "between_runs": True}
+                              "between_runs": True}, (0.0, float(na + nb - 2))
     df = total ** 2 / sum(v * v / d for v, d in parts if d > 0)
     se = ratio * math.sqrt(total)
     t = (ratio - 1) / se
     half = t_ppf(1 - ALPHA / 2, df) * se
     p = 2 * t_sf(abs(t), df)
     return ratio - half, ratio + half, {"t": t, "df": df, "p_value": p,
-                                        "significant": p < ALPHA, "between_runs": True}
+                                        "significant": p < ALPHA, "between_runs": True}, \
+        (math.sqrt(total), df)
 
 
 def _score(kind: str, mean_a: float, mean_b: float) -> float:

@@ -6,7 +6,11 @@ baseline measured side by side), averaged on the log scale with a t interval
 rounds (cells of clusters run one after another, or a run made cell by cell) the ratio
 is that of their means with a delta-method interval, ``paired`` false: such an
 interval does not hold the drift between the two stretches of time, and says so.
-Throughput is compared in rows per second (TPS × batch).
+Throughput is compared in rows per second (TPS × batch). ``detectable_pct`` is the
+smallest change of the ratio, in percent, that a two-sided test at the run's confidence
+would see 4 times in 5 with this interval's standard error and degrees of freedom
+(:func:`syncrep_lab.measure.stats.detectable_effect`): an interval that holds 1 says
+nothing about changes smaller than that.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from syncrep_lab.measure.pairing import baselines, by_round, paired, rows_per_second
-from syncrep_lab.measure.stats import ratio_ci
+from syncrep_lab.measure.stats import detectable_effect, ratio_ci
 from syncrep_lab.store import Store, StoredRepeat, StoredRun, cluster_key_text, with_defaults
 
 
@@ -48,8 +52,9 @@ def _side_by_side(a: dict[str, Any], b: dict[str, Any], mine: list[StoredRepeat]
 
 
 def ratios_to_baseline(store: Store, run: StoredRun) -> dict[int, dict[str, Any] | None]:
-    """cell idx -> ``{baseline, baseline_idx, mean, low, high, rounds, paired}``, or None
-    (a baseline, a cell without one, or one that has no figures)."""
+    """cell idx -> ``{baseline, baseline_idx, mean, low, high, rounds, paired,
+    detectable_pct}``, or None (a baseline, a cell without one, or one that has no
+    figures)."""
     cells = store.cells(run.id)
     params = {c.idx: c.params for c in cells}
     by_idx = {c.idx: c for c in cells}
@@ -67,13 +72,18 @@ def ratios_to_baseline(store: Store, run: StoredRun) -> dict[int, dict[str, Any]
                 else None)
         entry: dict[str, Any] = {"baseline": by_idx[base].label, "baseline_idx": base}
         if pair is not None and pair.rounds >= 2:
+            se = pair.log_se  # of the log ratio: relative already
             entry.update(mean=pair.mean, low=pair.low, high=pair.high, rounds=pair.rounds,
-                         paired=True)
+                         paired=True,
+                         detectable_pct=None if se is None else
+                         100 * detectable_effect(se, pair.rounds - 1, confidence))
         elif mine and theirs:
             r = ratio_ci([rows_per_second(float(x.tps), params[idx]) for x in mine],
                          [rows_per_second(float(x.tps), params[base]) for x in theirs],
                          confidence)
-            entry.update(mean=r.ratio, low=r.low, high=r.high, rounds=None, paired=False)
+            entry.update(mean=r.ratio, low=r.low, high=r.high, rounds=None, paired=False,
+                         detectable_pct=None if r.se is None or r.df is None or r.ratio <= 0
+                         else 100 * detectable_effect(r.se / r.ratio, r.df, confidence))
         else:
             continue
         out[idx] = entry

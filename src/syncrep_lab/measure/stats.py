@@ -3,8 +3,9 @@
 This module owns how run-to-run variation is summarised and compared: a mean
 with its Student-t confidence interval (:func:`mean_ci`), the question "is that
 interval narrow enough yet" (:func:`ci_within`), Welch's unequal-variance t-test
-(:func:`welch_t`), and a confidence interval for a ratio of means
-(:func:`ratio_ci`). Benchmarks give a handful of runs, not thousands, so every
+(:func:`welch_t`), a confidence interval for a ratio of means
+(:func:`ratio_ci`), and the smallest change an interval lets a test see
+(:func:`detectable_effect`). Benchmarks give a handful of runs, not thousands, so every
 interval uses the t distribution rather than the normal one, and anything
 undefined for so few values (a spread from one run) is None rather than a
 made-up number.
@@ -21,8 +22,9 @@ from dataclasses import dataclass
 # scipy.stats (a second): every command that touches a store imports this module.
 from scipy.special import stdtr, stdtrit
 
-__all__ = ["MeanCI", "PairedRatio", "RatioCI", "Trend", "WelchResult", "ci_within", "mean_ci",
-           "paired_ratio", "ratio_ci", "stein_rounds", "t_ppf", "t_sf", "trend", "welch_t"]
+__all__ = ["MeanCI", "PairedRatio", "RatioCI", "Trend", "WelchResult", "ci_within",
+           "detectable_effect", "mean_ci", "paired_ratio", "ratio_ci", "stein_rounds", "t_ppf",
+           "t_sf", "trend", "welch_t"]
 
 
 def _check_confidence(confidence: float) -> None:
@@ -138,11 +140,14 @@ def welch_t(a: Sequence[float], b: Sequence[float], alpha: float = 0.05) -> Welc
 
 @dataclass(frozen=True)
 class RatioCI:
-    """mean(a) / mean(b) with a confidence interval (None when a sample has < 2 values)."""
+    """mean(a) / mean(b) with a confidence interval (None when a sample has < 2 values),
+    its standard error and Welch–Satterthwaite degrees of freedom (None likewise)."""
 
     ratio: float
     low: float | None
     high: float | None
+    se: float | None = None
+    df: float | None = None
 
 
 def ratio_ci(a: Sequence[float], b: Sequence[float], confidence: float = 0.95) -> RatioCI:
@@ -171,11 +176,37 @@ def ratio_ci(a: Sequence[float], b: Sequence[float], confidence: float = 0.95) -
     da = statistics.variance(xa) / (na * mean_b**2)
     db = ratio**2 * statistics.variance(xb) / (nb * mean_b**2)
     if da + db == 0:
-        return RatioCI(ratio=ratio, low=ratio, high=ratio)
+        return RatioCI(ratio=ratio, low=ratio, high=ratio, se=0.0, df=float(na + nb - 2))
     se = math.sqrt(da + db)
     df = (da + db) ** 2 / (da**2 / (na - 1) + db**2 / (nb - 1))
     half = _t_quantile(confidence, df) * se
-    return RatioCI(ratio=ratio, low=ratio - half, high=ratio + half)
+    return RatioCI(ratio=ratio, low=ratio - half, high=ratio + half, se=se, df=df)
+
+
+def detectable_effect(se: float, df: float, confidence: float = 0.95, power: float = 0.80
+                      ) -> float:
+    """The smallest true change a two-sided t test at ``confidence`` detects with
+    probability ``power``, for an estimate with standard error ``se`` on ``df`` degrees
+    of freedom: (t(1 - α/2, df) + t(power, df)) · se, in the units of ``se`` (for the
+    standard error of a log ratio, about the relative change: 0.05 is ±5 %).
+
+    The test rejects when |estimate| > t(1 - α/2) · se; a true change of that much plus
+    t(power) · se puts the estimate beyond it with probability ``power`` (the far tail
+    neglected, the se taken as known: the usual approximation, slightly optimistic for
+    few degrees of freedom). An interval that holds "no change" says little about a
+    change smaller than this: the run could not have seen it.
+
+    >>> round(detectable_effect(0.01, 9), 5)  # (2.26216 + 0.88340) · 0.01
+    0.03146
+    """
+    _check_confidence(confidence)
+    if not 0 < power < 1:
+        raise ValueError(f"power must be within (0, 1), got {power}")
+    if se < 0 or not math.isfinite(se):
+        raise ValueError(f"se must be finite and not negative, got {se}")
+    if not df > 0:
+        raise ValueError(f"df must be positive, got {df}")
+    return (_t_quantile(confidence, df) + t_ppf(power, df)) * se
 
 
 @dataclass(frozen=True)
@@ -189,6 +220,12 @@ class PairedRatio:
     low: float | None
     high: float | None
     log_sd: float | None  # the spread of the log ratios (ddof=1)
+
+    @property
+    def log_se(self) -> float | None:
+        """The standard error of the mean log ratio (on ``rounds - 1`` degrees of
+        freedom)."""
+        return None if self.log_sd is None else self.log_sd / math.sqrt(self.rounds)
 
     @property
     def half_width_rel(self) -> float | None:

@@ -22,6 +22,7 @@ from syncrep_lab.analysis.cells import cell_rows
 from syncrep_lab.analysis.costs import CellCosts, RunCellCosts, run_costs
 from syncrep_lab.analysis.diagnosis import diagnose_run, leading_verdict, verdict_title
 from syncrep_lab.analysis.faults import run_faults
+from syncrep_lab.analysis.noise import budget_sentences
 from syncrep_lab.analysis.scaling import Series, core_sweep, scaling
 from syncrep_lab.errors import UserError
 from syncrep_lab.measure.pairing import ratio_of
@@ -419,6 +420,10 @@ def _method(store: Store, run_id: int, spec: dict[str, Any],
         "duration_s": spec.get("workload", {}).get("duration"),
         "cells": [{"idx": c["idx"], "label": c["label"], "repeats": c["repeats"],
                    "stop_reason": c["stop_reason"], "ci_rel": c["tps_ci_rel"]} for c in cells],
+        # where each cell's noise sits (analysis/noise.py) and what it means for the budget
+        "noise": [{"idx": c["idx"], "label": c["label"], **c["noise"]} for c in cells
+                  if c["status"] == "done" and c.get("noise")],
+        "noise_budget": budget_sentences(cells),
         "probes": probes, "probe_tps_ratio": overhead,
         "probe_tps_ratio_median": (statistics.median(o["ratio"] for o in overhead)
                                    if overhead else None),

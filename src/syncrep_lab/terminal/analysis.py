@@ -232,6 +232,11 @@ def _ratio(fig: FigureComparison) -> str:
     return f"{fig['ratio']:.2f} [{fig['ratio_low']:.2f}, {fig['ratio_high']:.2f}]"
 
 
+def _detectable(fig: FigureComparison) -> str:
+    value = fig.get("detectable_pct")
+    return "-" if value is None else f"±{value:.1f} %"
+
+
 def _p(fig: FigureComparison) -> str:
     return "-" if fig["test"] is None else f"{fig['test']['p_value']:.3g}"
 
@@ -268,18 +273,25 @@ def print_compare(data: Comparison, console: Console) -> None:
                       f"tests of its figures: {'; '.join(drifts)}", soft_wrap=True)
     if data.get("advice"):
         console.print(f"[dim]{escape(data['advice'])}[/]", soft_wrap=True)
+    explained = False  # what "detects" means, said under the first table that has it
     for pair in data["pairs"]:
         table = Table(title=f"{escape(_key_text(pair['key']))}: A cell {pair['a']['idx']} "
                       f"{escape(pair['a']['label'])} vs B cell {pair['b']['idx']} "
                       f"{escape(pair['b']['label'])}", title_justify="left")
-        for col in ("figure", "A", "B", "B/A [95% CI]", "p", "verdict"):
+        for col in ("figure", "A", "B", "B/A [95% CI]", "detects", "p", "verdict"):
             table.add_column(col, justify="left" if col in ("figure", "verdict") else "right")
         for fig in pair["figures"]:
             unit = "" if fig["unit"] == "tps" else f" ({fig['unit']})"
             table.add_row(escape(fig["figure"] + unit), _value(fig["a"], fig["unit"]),
-                          _value(fig["b"], fig["unit"]), _ratio(fig), _p(fig),
-                          _styled_verdict(fig["verdict"]))
+                          _value(fig["b"], fig["unit"]), _ratio(fig), _detectable(fig),
+                          _p(fig), _styled_verdict(fig["verdict"]))
         console.print(table)
+        if not explained and any(fig.get("detectable_pct") is not None
+                                 for fig in pair["figures"]):
+            explained = True
+            console.print("  [dim]detects: the smallest change of B/A its test would find "
+                          "4 times in 5 (80 % power); below it, \"no significant "
+                          "difference\" says little[/]", soft_wrap=True)
         console.print(f"  [bold]{escape(pair['summary'])}[/]", soft_wrap=True)
         costs = pair["costs"]
         if not costs["top"]:

@@ -14,6 +14,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from syncrep_lab.analysis.cells import COLUMNS
+from syncrep_lab.analysis.noise import dominant_words, noise_lines
+from syncrep_lab.measure.variance import PARTS, NoiseSplit
 from syncrep_lab.terminal import make_console, number
 
 
@@ -66,6 +68,14 @@ def print_results(folder: Path, rows: list[dict[str, Any]],
                       *([top_cost_text(r.get("top_cost"))] if costs else []))
     console.print(table)
     print_ratio_legend(rows, console)
+    for r in rows:
+        line = no_difference_text(r.get("ratio_to_baseline"))
+        if line:
+            console.print(f"cell {r['idx']} {escape(r['label'])} ÷ "
+                          f"{escape(r['ratio_to_baseline']['baseline'])}: {line}",
+                          soft_wrap=True)
+    for who, split in noise_lines(rows):
+        console.print(noise_text(who, split), soft_wrap=True)
     maxed = sum(1 for r in rows if r["status"] == "done"
                  and r["stop_reason"] not in ("ci", "window"))
     if maxed:
@@ -86,6 +96,36 @@ def ratio_text(ratio: dict[str, Any] | None) -> str:
     interval = (f" ({ratio['low']:.2f}–{ratio['high']:.2f})"
                 if ratio.get("low") is not None and ratio.get("high") is not None else "")
     return f"{ratio['mean']:.3f}{interval}{'' if ratio.get('paired') else ' †'}"
+
+
+def no_difference_text(ratio: dict[str, Any] | None) -> str:
+    """'no difference larger than 4.1 % (interval 0.96–1.02); the smallest change this run
+    detects (80 % power): 5.0 %', for a ratio whose interval holds 1: "no difference" is
+    only as good as the interval is narrow. '' otherwise."""
+    if not ratio or ratio.get("low") is None or ratio.get("high") is None:
+        return ""
+    low, high = float(ratio["low"]), float(ratio["high"])
+    if not low <= 1 <= high:
+        return ""
+    text = (f"no difference larger than {100 * max(1 - low, high - 1):.1f} % "
+            f"(interval {low:.2f}–{high:.2f})")
+    if ratio.get("detectable_pct") is not None:
+        text += (f"; the smallest change this run detects (80 % power): "
+                 f"{ratio['detectable_pct']:.1f} %")
+    return text
+
+
+def noise_text(who: str, split: NoiseSplit) -> str:
+    """'noise per repeat: within 4.1 %, between 10.8 %, drift 2.0 % (cell 3, 10 repeats):
+    the state at a repeat's start dominates'."""
+    parts = [f"{name} {100 * value:.1f} %" for name in PARTS
+             if (value := split.part(name)) is not None]
+    text = (f"noise per repeat: {', '.join(parts) or 'not split'} ({who}, "
+            f"{split.repeats} repeat{'s' if split.repeats != 1 else ''})")
+    words = dominant_words(split)
+    if words:
+        return f"{text}: {words}"
+    return f"{text}; {split.note}" if split.note else text
 
 
 def print_ratio_legend(rows: list[dict[str, Any]], console: Console) -> None:

@@ -1,0 +1,107 @@
+"""Each cell's noise split into the seconds inside a repeat, the state at a repeat's
+start and the drift across rounds (:mod:`syncrep_lab.measure.variance`), read from the
+store: the measured repeats in the order they ran, each with its per-second samples.
+``results --json`` carries it per cell (``noise``), ``results`` and the run's end say
+where it sits, the report's Method gives the table and what it means for the budget.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from syncrep_lab.measure.variance import PARTS, NoiseSplit, Repeat, noise_split, pooled_split
+from syncrep_lab.store import Store, StoredCell, queries
+
+# What dominates, in words (a repeat's noise "sits" there), and what it means for a budget.
+WHERE = {"within": "the per-second noise inside a repeat",
+         "between": "the state at a repeat's start",
+         "drift": "the drift across rounds"}
+BUDGET = {
+    "within": "longer repeats: the seconds average out inside a repeat, and every repeat "
+              "costs a reset and a catch-up that a longer one spends measuring",
+    "between": "more, shorter repeats: only a new repeat draws a new start state, so "
+               "the interval narrows with the number of repeats, hardly with their length",
+    "drift": "more rounds, interleaved: a ratio within a round cancels the drift a cell "
+             "and its baseline share; longer repeats do not",
+}
+
+
+def cell_noise(store: Store, cell: StoredCell) -> NoiseSplit | None:
+    """The split of a cell's measured repeats (probed ones left out, as from every
+    figure), in the order they ran; None without any."""
+    measured = sorted((r for r in store.repeats(cell.id) if not r.probed),
+                      key=lambda r: (str(r.started_at), r.n))
+    if not measured:
+        return None
+    return noise_split([Repeat(float(r.tps), [float(s.tps) for s in
+                                              queries.samples_of(store, r.id)])
+                        for r in measured])
+
+
+def noise_json(split: NoiseSplit | None) -> dict[str, Any] | None:
+    """The ``noise`` object of a results row: each part as a fraction of the cell's
+    mean (the relative sd of one repeat's mean), what was used, what dominates."""
+    if split is None:
+        return None
+    return {"within": split.within, "between": split.between, "drift": split.drift,
+            "repeats": split.repeats, "seconds": split.seconds,
+            "seconds_per_repeat": split.seconds_per_repeat, "total": split.total,
+            "short_term": split.short_term, "lag1": split.lag1, "lag1_raw": split.lag1_raw,
+            "dominant": split.dominant, "between_p": split.between_p,
+            "drift_p": split.drift_p, "note": split.note}
+
+
+def _split(noise: dict[str, Any]) -> NoiseSplit:
+    return NoiseSplit(**{k: noise[k] for k in (
+        "repeats", "seconds", "seconds_per_repeat", *PARTS, "total", "short_term", "lag1",
+        "lag1_raw", "note", "between_p", "drift_p")})
+
+
+def dominant_words(split: NoiseSplit) -> str | None:
+    """'the state at a repeat's start dominates' (half of the variance or more) or
+    '... is the largest part', and when the repeats cannot tell that part from none
+    (p of 5 % or more), '... though 6 repeats cannot tell it from none'."""
+    if split.dominant is None:
+        return None
+    share = split.dominant_share or 0.0
+    words = f"{WHERE[split.dominant]} {'dominates' if share >= 0.5 else 'is the largest part'}"
+    if not split.dominant_told:
+        words += f", though {split.repeats} repeats cannot tell it from none"
+    return words
+
+
+def noise_lines(rows: Sequence[dict[str, Any]]) -> list[tuple[str, NoiseSplit]]:
+    """Where the run's noise sits, as (whose, split): one for the run when its cells
+    agree (their parts pooled: the same part dominates in each, or none can be split),
+    else one per cell."""
+    cells = [(r, _split(r["noise"])) for r in rows
+             if r["status"] == "done" and r.get("noise") and r["noise"]["repeats"]]
+    if not cells:
+        return []
+    if len(cells) > 1 and len({s.dominant for _, s in cells}) == 1:
+        pooled = pooled_split([s for _, s in cells])
+        if pooled is not None:
+            return [(f"{len(cells)} cells", pooled)]
+    return [(f"cell {r['idx']}", s) for r, s in cells]
+
+
+def budget_sentences(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """What dominates the noise and what that means for the budget: a sentence per
+    line of :func:`noise_lines` (the report's Method)."""
+    out = []
+    for who, split in noise_lines(rows):
+        if split.dominant is None:
+            known = f"; the within part is {100 * split.within:.1f} %" \
+                if split.within is not None else ""
+            out.append(f"{who[0].upper()}{who[1:]}: the noise is not split "
+                       f"({split.note or 'nothing to split'}){known}.")
+            continue
+        share = split.dominant_share or 0.0
+        advice = (f"for the budget that means {BUDGET[split.dominant]}"
+                  if split.dominant_told else
+                  "more repeats would say whether the budget should go to more repeats "
+                  "or longer ones")
+        out.append(f"{who[0].upper()}{who[1:]}: {dominant_words(split)} "
+                   f"({100 * share:.0f} % of a repeat's variance); {advice}.")
+    return out

@@ -1,0 +1,298 @@
+"""Where a cell's noise sits (measure/variance.py) and the smallest effect a run detects
+(measure/stats.detectable_effect): on values worked out by hand, on synthetic series
+whose parts are known, and as results, the report and compare show them on a store."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import random
+import statistics
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from syncrep_lab.analysis.cells import cell_rows
+from syncrep_lab.analysis.compare import compare_runs
+from syncrep_lab.analysis.noise import budget_sentences
+from syncrep_lab.measure.stats import detectable_effect, paired_ratio, ratio_ci, t_ppf
+from syncrep_lab.measure.variance import NoiseSplit, Repeat, noise_split, pooled_split
+from syncrep_lab.store import SampleRow, Store
+from syncrep_lab.terminal.results import no_difference_text, noise_text, print_results
+from tests.data.runs.refresh import load
+
+UP, DOWN, FLAT = [6.0, -6.0, -6.0, 6.0], [-6.0, 6.0, 6.0, -6.0], [0.0] * 4
+
+
+def _repeats(means: list[float], patterns: list[list[float]]) -> list[Repeat]:
+    return [Repeat(m, [m + x for x in p]) for m, p in zip(means, patterns, strict=True)]
+
+
+def test_a_split_worked_by_hand() -> None:
+    """Seconds ±6 around their repeat's mean, in patterns whose profile is 0 (every
+    position averages 0 over the repeats). Pooled over the 3 repeats, with each sum
+    divided by 1 - 1/3 for the profile taken out: Σ(x - x̄)² = 8·36·1.5 = 432,
+    Σ(x_t - x̄)(x_t+1 - x̄) = -2·36·1.5 = -108; for n = 4 the equations read
+    9a - 4.5b = 432 and -2.25a + 4.875b = -108, so a = 48, b = 0 and
+    within² = a/4 = 12 (independent seconds: the plain lag-1 correlation is -1/4)."""
+    drift = noise_split(_repeats([96, 100, 104], [UP, DOWN, FLAT]))
+    # S² = 16, Q = (4² + 4²) / (2·2) = 8: between² = max(0, 8 - 12) = 0, drift² = 8
+    assert (drift.repeats, drift.seconds, drift.seconds_per_repeat) == (3, 12, 4.0)
+    assert drift.lag1 == pytest.approx(0.0, abs=1e-12)
+    assert drift.lag1_raw == pytest.approx(-108 / 432)
+    assert drift.within == pytest.approx(math.sqrt(12) / 100)
+    assert drift.between == 0.0
+    assert drift.drift == pytest.approx(math.sqrt(8) / 100)
+    assert drift.total == pytest.approx(4 / 100)
+    assert drift.short_term == pytest.approx(math.sqrt(8) / 100)
+    assert drift.dominant == "within" and drift.note is None
+    # The same repeats in another order: S² = 64, Q = (8² + 16²) / 4 = 80, so no drift
+    # and between² = 80 - 12 = 68.
+    jumpy = noise_split(_repeats([100, 92, 108], [UP, DOWN, FLAT]))
+    assert jumpy.within == pytest.approx(math.sqrt(12) / 100)
+    assert jumpy.between == pytest.approx(math.sqrt(68) / 100)
+    assert jumpy.drift == 0.0
+    assert jumpy.dominant == "between"
+    assert jumpy.dominant_share == pytest.approx(68 / 80)
+
+
+def _synthetic(k: int, n: int, *, second_sd: float, between_sd: float,
+               drift_per_round: float = 0.0, first_second: float = 0.0,
+               seed: int = 1) -> list[Repeat]:
+    """k repeats of n seconds around 1000 TPS: each repeat's level drawn at its start
+    (relative sd ``between_sd``) plus a drift per round, its seconds independent
+    around it (relative sd ``second_sd``), the first second lower by ``first_second``
+    in every repeat."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(k):
+        level = 1000 * (1 + rng.gauss(0, between_sd) + drift_per_round * i)
+        xs = [level * (1 + rng.gauss(0, second_sd)) for _ in range(n)]
+        xs[0] -= 1000 * first_second
+        out.append(Repeat(statistics.fmean(xs), xs))
+    return out
+
+
+def test_a_known_start_state_is_recovered() -> None:
+    """Over 40 seeds the estimate of an 8 % start state ran from 6.0 to 10.1 %, the
+    drift (none) from 0 to 4 %: each part is a difference of noisy variances."""
+    split = noise_split(_synthetic(120, 5, second_sd=0.10, between_sd=0.08))
+    assert split.within == pytest.approx(0.10 / math.sqrt(5), rel=0.15)
+    assert split.between == pytest.approx(0.08, rel=0.25)
+    assert split.drift is not None and split.drift < 0.05
+    assert split.dominant == "between" and split.dominant_told
+    assert split.between_p is not None and split.between_p < 0.001
+
+
+def test_independent_seconds_leave_nothing_between_or_drifting() -> None:
+    split = noise_split(_synthetic(200, 5, second_sd=0.10, between_sd=0.0))
+    assert split.within == pytest.approx(0.10 / math.sqrt(5), rel=0.1)
+    assert split.between is not None and split.between < 0.02
+    assert split.drift is not None and split.drift < 0.02
+    assert split.dominant == "within"
+    assert split.between_p is not None and split.between_p > 0.05
+    assert split.drift_p is not None and split.drift_p > 0.05
+    # around its own 5-second mean, an independent second looks anticorrelated by -1/5;
+    # the moment equations take that bias out
+    assert split.lag1_raw == pytest.approx(-0.2, abs=0.03)
+    assert split.lag1 == pytest.approx(0.0, abs=0.05)
+
+
+def test_a_slow_drift_is_drift() -> None:
+    split = noise_split(_synthetic(30, 5, second_sd=0.05, between_sd=0.01,
+                                   drift_per_round=0.01))
+    # a straight line of 30 steps of 1 %: sd 0.01 · sd(0..29) = 8.8 %
+    assert split.drift == pytest.approx(0.01 * statistics.stdev(range(30)), rel=0.2)
+    assert split.dominant == "drift"
+    assert split.drift_p is not None and split.drift_p < 0.001
+
+
+def test_a_profile_every_repeat_shares_is_not_noise() -> None:
+    """A first second 30 % low in every repeat moves every repeat's mean alike: the
+    seconds' part is the same in TPS (relative to a mean 6 % lower)."""
+    flat_repeats = _synthetic(40, 5, second_sd=0.10, between_sd=0.05, seed=3)
+    ramp_repeats = _synthetic(40, 5, second_sd=0.10, between_sd=0.05, seed=3,
+                              first_second=0.3)
+    flat, ramp = noise_split(flat_repeats), noise_split(ramp_repeats)
+    assert flat.within is not None and ramp.within is not None
+    mean_flat = statistics.fmean(r.mean for r in flat_repeats)
+    mean_ramp = statistics.fmean(r.mean for r in ramp_repeats)
+    assert mean_ramp == pytest.approx(mean_flat - 60)
+    assert ramp.within * mean_ramp == pytest.approx(flat.within * mean_flat)
+
+
+def test_the_tests_hold_their_level() -> None:
+    """Without a start state or a drift, each part is called there in about 1 in 20
+    sets of 10 repeats (200 sets here: 10 expected; binomial sd 3)."""
+    splits = [noise_split(_synthetic(10, 5, second_sd=0.10, between_sd=0.0, seed=s))
+              for s in range(200)]
+    assert sum((s.between_p or 1) < 0.05 for s in splits) <= 18
+    assert sum((s.drift_p or 1) < 0.05 for s in splits) <= 18
+
+
+def test_few_repeats_missing_seconds_and_short_series() -> None:
+    two = noise_split(_repeats([96, 104], [UP, DOWN]))
+    assert two.within is not None and two.between is None and two.drift is None
+    assert two.total == pytest.approx(statistics.stdev([96, 104]) / 100)
+    assert two.note == "between and drift need 3 repeats or more" and two.dominant is None
+    blind = noise_split([Repeat(m) for m in (96, 100, 104)])
+    assert (blind.within, blind.between, blind.seconds) == (None, None, 0)
+    assert blind.drift == pytest.approx(math.sqrt(8) / 100)
+    assert blind.note == "no per-second samples, so no within part"
+    assert noise_split([]).note == "no measured repeat with a positive mean"
+    # non-finite seconds are left out, and skip_first drops the first ones
+    holed = noise_split([Repeat(100, [90, math.nan, 110, 100]) for _ in range(3)],
+                        skip_first=1)
+    assert holed.seconds == 6 and holed.seconds_per_repeat == 2.0
+    # series of 2 seconds say nothing about the correlation: b = 0
+    pairs = noise_split(_repeats([95, 105, 100], [[5, -5], [-5, 5], [0, 0]]))
+    assert pairs.lag1 == 0.0
+    with pytest.raises(ValueError):
+        noise_split([], skip_first=-1)
+
+
+def test_pooled_split_weights_by_repeats() -> None:
+    a = NoiseSplit(3, 15, 5.0, 0.04, 0.10, 0.0, 0.11, 0.10, 0.0, -0.2, None)
+    b = NoiseSplit(5, 25, 5.0, 0.06, 0.05, 0.02, 0.08, 0.08, 0.1, -0.1, None)
+    pooled = pooled_split([a, b])
+    assert pooled is not None and (pooled.repeats, pooled.seconds) == (8, 40)
+    # weights 2 and 4: √((2·0.04² + 4·0.06²)/6)
+    assert pooled.within == pytest.approx(math.sqrt((2 * 0.04**2 + 4 * 0.06**2) / 6))
+    assert pooled.lag1 == pytest.approx((2 * 0.0 + 4 * 0.1) / 6)
+    assert pooled_split([]) is None
+
+
+def test_detectable_effect_by_hand() -> None:
+    # (t(0.975, 9) + t(0.80, 9)) · se = (2.262157 + 0.883404) · 0.02
+    assert detectable_effect(0.02, 9) == pytest.approx((2.262157 + 0.883404) * 0.02,
+                                                      rel=1e-5)
+    # a normal test's 2.8 se with many degrees of freedom
+    assert detectable_effect(1.0, 1e6) == pytest.approx(1.959964 + 0.841621, rel=1e-5)
+    assert detectable_effect(0.02, 9, 0.90, 0.5) == pytest.approx(t_ppf(0.95, 9) * 0.02)
+    for bad in ({"se": -1.0, "df": 3.0}, {"se": 1.0, "df": 0.0},
+                {"se": 1.0, "df": 3.0, "power": 1.0}):
+        with pytest.raises(ValueError):
+            detectable_effect(**bad)
+    r = ratio_ci([110, 120, 100], [100, 100, 100, 100])
+    assert r.se is not None and r.df is not None
+    assert r.high == pytest.approx(r.ratio + t_ppf(0.975, r.df) * r.se)
+    p = paired_ratio([110, 240, 300], [100, 200, 300])
+    assert p.log_sd is not None and p.log_se == pytest.approx(p.log_sd / math.sqrt(3))
+
+
+SPEC = """\
+name = "noise"
+
+[workload]
+clients = 4
+duration = 5
+
+[matrix]
+synchronous_commit = ["local", "on"]
+"""
+
+
+def _store_run(folder: Path) -> tuple[Path, dict[str, list[Repeat]]]:
+    """A store with two cells measured in 6 interleaved rounds, seconds known."""
+    store = Store(folder, create=True)
+    written: dict[str, list[Repeat]] = {}
+    try:
+        run_id = store.create_run("noise", SPEC, {}, "test", seed=1, order_mode="interleaved")
+        rng = random.Random(5)
+        cells = []
+        for idx, sync in enumerate(("local", "on")):
+            params = {"synchronous_commit": sync, "clients": 4}
+            cells.append(store.ensure_cell(run_id, idx, sync, f"sc={sync}",
+                                           {"synchronous_commit": sync}, params))
+        for rnd in range(1, 7):
+            for cell, base in zip(cells, (1000.0, 800.0), strict=True):
+                level = base * (1 + rng.gauss(0, 0.08))
+                seconds = [level * (1 + rng.gauss(0, 0.05)) for _ in range(5)]
+                tps = statistics.fmean(seconds)
+                written.setdefault(cell.label, []).append(Repeat(tps, seconds))
+                store.add_repeat(cell.id, {
+                    "n": rnd, "started_at": f"2026-01-01T00:{rnd:02d}:0{cell.idx}",
+                    "duration_s": 5.0, "transactions": int(5 * tps), "failed": 0, "tps": tps,
+                    "histogram": b"", "round": rnd, "position": cell.idx},
+                    [SampleRow(float(t + 1), x, 1.0, None, 0) for t, x in enumerate(seconds)])
+        for cell in cells:
+            store.update_cell(cell.id, status="done", repeats=6, stop_reason="ci")
+    finally:
+        store.close()
+    return folder, written
+
+
+def test_rows_carry_the_noise_and_the_detectable_change(tmp_path: Path) -> None:
+    folder, written = _store_run(tmp_path / "run")
+    rows = {r["label"]: r for r in cell_rows(folder)}
+    for label, repeats in written.items():
+        noise = rows[label]["noise"]
+        expected = noise_split(repeats)
+        assert set(noise) == {"within", "between", "drift", "repeats", "seconds",
+                              "seconds_per_repeat", "total", "short_term", "lag1",
+                              "lag1_raw", "dominant", "between_p", "drift_p", "note"}
+        assert (noise["repeats"], noise["seconds"]) == (6, 30)
+        for part in ("within", "between", "drift"):
+            assert noise[part] == pytest.approx(getattr(expected, part))
+        json.dumps(noise)  # plain JSON
+    ratio = rows["sc=on"]["ratio_to_baseline"]
+    logs = [math.log(a.mean / b.mean) for a, b in zip(written["sc=on"], written["sc=local"],
+                                                      strict=True)]
+    se = statistics.stdev(logs) / math.sqrt(6)
+    assert ratio["paired"] and ratio["detectable_pct"] == pytest.approx(
+        100 * (t_ppf(0.975, 5) + t_ppf(0.8, 5)) * se)
+
+
+def test_the_results_text_says_where_the_noise_sits(tmp_path: Path) -> None:
+    folder, _ = _store_run(tmp_path / "run")
+    rows = cell_rows(folder)
+    out = io.StringIO()
+    print_results(folder, rows, Console(file=out, width=300, highlight=False))
+    text = out.getvalue()
+    lines = [line for line in text.splitlines() if line.startswith("noise per repeat:")]
+    assert lines, text
+    assert all("within" in line and "between" in line and "drift" in line for line in lines)
+    assert any("(2 cells, 12 repeats)" in line or "(cell " in line for line in lines)
+    assert budget_sentences(rows)  # the report's sentence on the budget
+
+
+def test_the_text_lines_by_hand() -> None:
+    split = NoiseSplit(10, 50, 5.0, 0.041, 0.108, 0.020, 0.118, 0.11, 0.0, -0.19, None,
+                       between_p=0.001, drift_p=0.4)
+    assert noise_text("cell 3", split) == (
+        "noise per repeat: within 4.1 %, between 10.8 %, drift 2.0 % (cell 3, 10 repeats): "
+        "the state at a repeat's start dominates")
+    even = NoiseSplit(4, 20, 5.0, 0.05, 0.06, 0.05, 0.09, 0.08, 0.0, -0.2, None,
+                      between_p=0.3, drift_p=0.3)
+    assert noise_text("2 cells", even).endswith(
+        ": the state at a repeat's start is the largest part, though 4 repeats cannot "
+        "tell it from none")
+    assert no_difference_text({"mean": 0.99, "low": 0.95, "high": 1.03,
+                               "detectable_pct": 5.04}) == (
+        "no difference larger than 5.0 % (interval 0.95–1.03); the smallest change this "
+        "run detects (80 % power): 5.0 %")
+    assert no_difference_text({"mean": 0.8, "low": 0.75, "high": 0.85}) == ""
+    assert no_difference_text({"mean": 0.8, "low": None, "high": None}) == ""
+
+
+def test_stored_runs_show_noise_and_detectable(workdir: Path) -> None:
+    run = load("pg18-local-on", workdir)
+    rows = {r["label"]: r for r in cell_rows(run)}
+    noise = rows["sc=on"]["noise"]
+    assert noise["repeats"] == 2 and noise["between"] is None and noise["within"] > 0
+    ratio = rows["sc=on"]["ratio_to_baseline"]
+    assert not ratio["paired"] and ratio["detectable_pct"] > 0
+    other = load("pg96-on", workdir)
+    data = compare_runs(other, run, force=True)
+    tps = data["pairs"][0]["figures"][0]
+    assert tps["figure"] == "TPS" and tps["detectable_pct"] is not None
+    # with each run's drift in it: the interval's half width is t(0.975) se, the
+    # detectable change (t(0.975) + t(0.8)) se
+    assert tps["test"] is not None and tps["ratio"] is not None
+    assert tps["ratio_high"] is not None and tps["ratio_low"] is not None
+    df = tps["test"]["df"]
+    half = (tps["ratio_high"] - tps["ratio_low"]) / 2 / tps["ratio"]
+    assert tps["detectable_pct"] == pytest.approx(
+        100 * half * (t_ppf(0.975, df) + t_ppf(0.8, df)) / t_ppf(0.975, df))
