@@ -101,7 +101,7 @@ from dataclasses import dataclass
 # scipy.special, not scipy.stats: this module is imported by every read of a store
 from scipy.special import fdtrc, ndtr
 
-__all__ = ["PARTS", "NoiseSplit", "Repeat", "noise_split", "pooled_split"]
+__all__ = ["PARTS", "NoiseSplit", "Repeat", "noise_split", "pooled_split", "within_variance"]
 
 PARTS = ("within", "between", "drift")
 RHO_LIMIT = 0.5  # |lag-1 correlation| an MA(1) series can have
@@ -138,6 +138,7 @@ class NoiseSplit:
     note: str | None
     between_p: float | None = None
     drift_p: float | None = None
+    within_df: float | None = None  # the degrees of freedom within² rests on (jackknife)
 
     def part(self, name: str) -> float | None:
         value: float | None = getattr(self, name)
@@ -230,6 +231,14 @@ def _within(series: list[list[float]]) -> tuple[float, float, float, float | Non
     return max(var, 0.0), a, b, raw
 
 
+def within_variance(series: Sequence[Sequence[float]]) -> float | None:
+    """The variance of a repeat's mean (in TPS², not relative) that the per-second
+    ``series`` of the repeats predict (step 1 and 2 of the module's docstring); None
+    without a series of 2 seconds or more."""
+    found = _within([_finite(x) for x in series if x])
+    return None if found is None else found[0]
+
+
 def _within_df(series: list[list[float]], var: float) -> float | None:
     """The degrees of freedom the within variance rests on, from its jackknife variance
     over the repeats (estimating the correlation of the seconds costs most of those the
@@ -292,7 +301,7 @@ def noise_split(repeats: Sequence[Repeat], skip_first: int = 0) -> NoiseSplit:
                  float(fdtrc(nu, df_within, q / center**2 / within**2)))
     return NoiseSplit(k, seconds, per_repeat, within, between, drift, total,
                       math.sqrt(q) / center, lag1, raw, "; ".join(notes) or None,
-                      between_p=between_p, drift_p=drift_p)
+                      between_p=between_p, drift_p=drift_p, within_df=df_within)
 
 
 def pooled_split(splits: Sequence[NoiseSplit]) -> NoiseSplit | None:
