@@ -250,6 +250,7 @@ def _recorded(manifest: Manifest, out: Path, level: str, clients: int = 12
     assert recorder.pid in _tracers_of_mine()
     run = _pgbench(manifest, level, clients)
     rows = recorder.stop()
+    assert rows.probes == [ProbeRow("anatomy", "ran", None)], rows.probes
     assert _tracers_of_mine() == [] and recorder.pid is None
     assert _uprobe_events() == events  # perf-event uprobes: none in tracefs, ever
     assert not any(anatomy.tracers_dir().glob("*.json"))
@@ -261,7 +262,6 @@ def _recorded(manifest: Manifest, out: Path, level: str, clients: int = 12
 def test_every_synchronous_commit_is_timed_and_its_wait_split(
         cluster: Manifest, tmp_path: Path) -> None:
     rows, run, _ = _recorded(cluster, tmp_path / "out", "on")
-    assert rows.probes == [ProbeRow("anatomy", "ran", None)]
     transactions = run.summary.transactions
     assert transactions is not None and transactions > 1000, run.stdout
     backend = _by_component(rows.anatomy)
@@ -390,6 +390,7 @@ def test_a_killed_tool_takes_bpftrace_with_it_and_clean_ends_a_leftover(
     home = shared_tmp("srl-anatomy-home-")
     env = {**os.environ, "SYNCREP_LAB_HOME": str(home)}
     events = _uprobe_events()
+    started: list[tuple[int, str | None]] = []  # the bpftraces, ended whatever happens
     try:
         pid = _postmaster(cluster)
         child = subprocess.Popen(
@@ -399,21 +400,22 @@ def test_a_killed_tool_takes_bpftrace_with_it_and_clean_ends_a_leftover(
         line = child.stdout.readline().split()
         assert line[1:] == ["ran"], line
         tracer = int(line[0])
-        start = procs.start_time(tracer)
+        started.append((tracer, procs.start_time(tracer)))
         records = home / "state" / "tracers"
         assert (records / f"{tracer}.json").is_file()
         child.kill()
         child.wait(timeout=10)
-        assert _gone(tracer, start), "bpftrace outlived the tool killed with SIGKILL"
+        assert _gone(*started[0]), "bpftrace outlived the tool killed with SIGKILL"
         assert _uprobe_events() == events
         # a leftover: bpftrace without the death signal, its owner a process now gone
         program = tmp_path / "leftover.bt"
         program.write_text(anatomy.program(f"/proc/{pid}/exe", [pid]))
         leftover = subprocess.Popen(["bpftrace", str(program)], stdout=subprocess.DEVNULL,
                                     stderr=subprocess.DEVNULL, process_group=0)
+        started.append((leftover.pid, procs.start_time(leftover.pid)))
         owner = child.pid  # reaped above; and a start time no process of that pid has
         (records / f"{leftover.pid}.json").write_text(
-            f'{{"pid": {leftover.pid}, "start": "{procs.start_time(leftover.pid)}", '
+            f'{{"pid": {leftover.pid}, "start": "{started[1][1]}", '
             f'"owner": {{"pid": {owner}, "start": "1"}}}}')
         done = cli("clean", env=env)
         assert done.returncode == 0, done.stderr
@@ -424,6 +426,9 @@ def test_a_killed_tool_takes_bpftrace_with_it_and_clean_ends_a_leftover(
         again = cli("clean", env=env)
         assert "nothing to clean" in again.stdout, again.stdout
     finally:
+        for tracer_pid, start in started:
+            if procs.is_running(tracer_pid, start):
+                os.kill(tracer_pid, signal.SIGKILL)
         shutil.rmtree(home, ignore_errors=True)
 
 

@@ -316,8 +316,9 @@ def program(binary: str, postmasters: Sequence[int], exclude: Sequence[int] = ()
     signals = " || ".join(f"args->sig == {s}" for s in LATCH_SIGNALS)
     return f"""// The commit anatomy probe of syncrep-lab (probes/anatomy.py): durations in ns.
 // Temporary, per process: @flush, @wait (entry times), @kill_at and @kill_rel (the kill
-// for a waiting backend and the start of the release that sent it), @rel, @rel_end and
-// @freed (a walsender's release under way, its last end, its waiters signalled).
+// for a waiting backend and the start of the release that sent it), @done (when its last
+// wait returned), @rel, @rel_end and @freed (a walsender's release under way, its last
+// end, its waiters signalled).
 
 uprobe:{b}:XLogFlush /{backend}/ {{ @flush[pid] = nsecs; }}
 
@@ -345,6 +346,7 @@ uretprobe:{b}:SyncRepWaitForLSN /@wait[pid]/ {{
         {aggregate("unsignalled", "$now - $entry")}
     }}
     delete(@wait[pid]); delete(@kill_at[pid]); delete(@kill_rel[pid]);
+    @done[pid] = $now;
 }}
 
 uprobe:{b}:SyncRepReleaseWaiters /{ours}/ {{
@@ -364,7 +366,10 @@ uretprobe:{b}:SyncRepReleaseWaiters /@rel[pid]/ {{
 
 tracepoint:syscalls:sys_enter_kill /@rel[pid]/ {{
     $target = (uint64)args->pid;
-    if (({signals}) && @wait[$target]) {{
+    // A release that began before the target's last wait returned freed that wait: its
+    // kill, late (the walsender preempted between setting the latch and the system
+    // call), must not be taken for the wake-up of the wait the backend is in now.
+    if (({signals}) && @wait[$target] && @rel[pid] > @done[$target]) {{
         if (@kill_at[$target] == 0) {{
             @kill_at[$target] = nsecs; @kill_rel[$target] = @rel[pid];
         }}
@@ -373,7 +378,7 @@ tracepoint:syscalls:sys_enter_kill /@rel[pid]/ {{
 }}
 
 END {{
-    clear(@flush); clear(@wait); clear(@kill_at); clear(@kill_rel);
+    clear(@flush); clear(@wait); clear(@kill_at); clear(@kill_rel); clear(@done);
     clear(@rel); clear(@rel_end); clear(@freed);
 }}
 """
