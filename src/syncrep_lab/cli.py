@@ -674,7 +674,9 @@ def compare_cmd(run_a: Path, run_b: Path, force: bool, top: int, as_json: bool,
 def clean(just_list: bool) -> None:
     """Stop and remove every cluster syncrep-lab made and did not take down, with its
     standbys on SSH hosts, network namespaces, links and cpusets; on attached clusters,
-    end the sessions of runs that were killed and drop their tables."""
+    end the sessions of runs that were killed and drop their tables; end a bpftrace of
+    the commit anatomy probe whose run was killed."""
+    from syncrep_lab.probes.anatomy import clean_tracers, leftover_tracers
     from syncrep_lab.run.attached import clean_visits, visit_records
 
     if just_list:
@@ -684,9 +686,17 @@ def clean(just_list: bool) -> None:
         records = visit_records()
         for path in records:
             out.print(f"{path} (a run on an attached cluster)")
-        if not dirs and not records:
+        tracers = leftover_tracers()
+        for path in tracers:
+            out.print(f"{path} (a bpftrace of the commit anatomy probe, ended if its run "
+                      "is gone)")
+        if not dirs and not records and not tracers:
             out.print("nothing to clean")
         return
+    # First: a tracer left running holds uprobes on the servers about to be stopped.
+    ended = clean_tracers()
+    for what in ended:
+        out.print(f"ended {what}: the run that started it is gone")
     reports, leftovers = clean_all()
     for r in reports:
         out.print(f"removed {r.dir} ({len(r.stopped)} servers stopped)")
@@ -705,7 +715,7 @@ def clean(just_list: bool) -> None:
                   soft_wrap=True)
         for line in v.lines:
             (out if v.done else err).print(f"  {escape(line)}", soft_wrap=True)
-    if not reports and not leftovers and not visits:
+    if not reports and not leftovers and not visits and not ended:
         out.print("nothing to clean")
     if unfinished:
         raise UserError("some of what killed runs left on attached clusters is still there",

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import struct
 import zlib
+from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
@@ -271,6 +272,41 @@ class LatencyHistogram:
             )
         )
         return _HEAD.pack(_MAGIC, _FORMAT_VERSION) + zlib.compress(body, 6)
+
+    @classmethod
+    def from_buckets(cls, buckets: Mapping[int, int], *, total: int, low: int | None,
+                     high: int | None) -> LatencyHistogram:
+        """A histogram from counts already bucketed in this scheme elsewhere (a bucket's
+        index -> how many values it holds), with the exact ``total``, smallest
+        (``low``) and largest (``high``) value kept beside them: what an aggregation
+        computed in the kernel (probes/anatomy.py) hands over. The count is the
+        buckets' sum. ValueError when they cannot describe one set of values (an index
+        out of range, a negative count, extremes outside the buckets that are filled).
+
+        >>> h = LatencyHistogram.from_buckets({5: 2, 129: 1}, total=140, low=5, high=130)
+        >>> h.count, h.total, h.min, h.max
+        (3, 140, 5, 130)
+        """
+        result = cls()
+        for index, n in buckets.items():
+            if not 0 <= index < _SIZE or n < 0:
+                raise ValueError(f"bucket {index} with {n} values is not of this scheme")
+            result._counts[index] += n
+        result._count = int(result._counts.sum())
+        if result._count == 0:
+            if total or low is not None or high is not None:
+                raise ValueError("no values, yet a total or extremes")
+            return result
+        filled = np.flatnonzero(result._counts)
+        if (low is None or high is None or not 0 <= low <= high
+                or _index_of(min(low, MAX_VALUE)) != filled[0]
+                or _index_of(min(high, MAX_VALUE)) != filled[-1]
+                or not low * result._count <= total <= high * result._count):
+            raise ValueError(f"extremes {low}..{high} and total {total} do not fit the "
+                             "buckets")
+        result._total = total
+        result._min, result._max = low, high
+        return result
 
     @classmethod
     def from_bytes(cls, data: bytes) -> LatencyHistogram:

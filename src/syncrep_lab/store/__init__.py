@@ -24,6 +24,7 @@ from syncrep_lab.store.keys import (
 from syncrep_lab.store.records import StoredCell, StoredRepeat, StoredRun
 from syncrep_lab.store.rows import (
     PROBE_TABLES,
+    AnatomyRow,
     CostRow,
     DurabilityRow,
     FaultEventRow,
@@ -53,7 +54,8 @@ from syncrep_lab.store.schema import SCHEMA, SCHEMA_VERSION
 __all__ = [
     "CLUSTER_PARAMS", "DB_NAME", "FOLDER_ERRNOS", "PARAM_DEFAULTS", "PLACEMENT_PARAMS",
     "PROBE_TABLES", "SCHEMA",
-    "SCHEMA_VERSION", "CostRow", "DurabilityRow", "FaultEventRow", "FlameGraphRow",
+    "SCHEMA_VERSION", "AnatomyRow", "CostRow", "DurabilityRow", "FaultEventRow",
+    "FlameGraphRow",
     "GprofFunctionRow", "GprofRoleRow", "HostRepeatRow",
     "InstanceResultRow", "LinkRow", "NumaPagesRow", "NumastatRow", "ObservedRow",
     "PlacementRow", "ProbeRow", "ProbeRows", "ProcCostRow", "ReplicationSample",

@@ -30,7 +30,7 @@ class SampleRow(NamedTuple):
 class ProbeRow(NamedTuple):
     """``probes``: whether each probe ran in a repeat, and why not."""
 
-    probe: str  # perf | activity | proc | flamegraphs | sched
+    probe: str  # perf | activity | proc | flamegraphs | sched | gprof | anatomy
     status: str  # ran | skipped | failed
     reason: str | None
 
@@ -258,6 +258,22 @@ class HostRepeatRow(NamedTuple):
     cpus: int
 
 
+class AnatomyRow(NamedTuple):
+    """``anatomy``: the commit anatomy probe's aggregate of one component (probes/
+    anatomy.py), for the backends or one walsender. Nanoseconds, but ``waiters_freed``
+    (waiters a release signalled)."""
+
+    who: str  # backend | walsender:NAME (the standby it serves)
+    component: str  # local_flush | commit_wait | standby_wait | wakeup_queue | run_queue
+    # | unsignalled (backend); release | release_gap | waiters_freed (walsender)
+    # the column's name; it hides tuple.count, which nothing calls on a row
+    count: int  # type: ignore[assignment]
+    total: float  # exact sum, ns
+    min: float  # ns
+    max: float  # ns
+    histogram: bytes  # LatencyHistogram.to_bytes() of the values in ns
+
+
 # table -> its row type; the order is the order add_repeat writes them in
 PROBE_TABLES: dict[str, type[NamedTuple]] = {
     "probes": ProbeRow, "costs": CostRow, "waits": WaitRow,
@@ -268,6 +284,7 @@ PROBE_TABLES: dict[str, type[NamedTuple]] = {
     "instance_results": InstanceResultRow, "placement": PlacementRow, "links": LinkRow,
     "numastat": NumastatRow, "observed": ObservedRow, "gprof_roles": GprofRoleRow,
     "gprof_functions": GprofFunctionRow, "host_repeats": HostRepeatRow,
+    "anatomy": AnatomyRow,
 }
 
 
@@ -298,6 +315,7 @@ class ProbeRows:
     gprof_roles: list[GprofRoleRow] = field(default_factory=list)
     gprof_functions: list[GprofFunctionRow] = field(default_factory=list)
     host_repeats: list[HostRepeatRow] = field(default_factory=list)
+    anatomy: list[AnatomyRow] = field(default_factory=list)
 
     def tables(self) -> Iterator[tuple[str, list[NamedTuple]]]:
         """(table, rows) of every table that has rows."""

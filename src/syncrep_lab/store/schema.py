@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 SCHEMA = """
 create table if not exists meta (key text primary key, value text not null);
@@ -90,7 +90,8 @@ create table if not exists samples (
 create index if not exists samples_by_repeat on samples(repeat_id);
 create table if not exists probes (
     repeat_id integer not null references repeats(id),
-    probe text not null,             -- perf | activity | proc | flamegraphs | sched
+    probe text not null,             -- perf | activity | proc | flamegraphs | sched | gprof
+                                     -- | anatomy
     status text not null,            -- ran | skipped | failed
     reason text
 );
@@ -219,6 +220,17 @@ create table if not exists host_repeats (   -- each SSH host of the cluster, per
     busy_cpus real,                  -- CPUs it kept busy during the repeat, on average
     cpus integer not null
 );
+create table if not exists anatomy (   -- the commit anatomy probe: bpftrace's aggregates
+    repeat_id integer not null references repeats(id),
+    who text not null,               -- backend | walsender:NAME (the standby it serves)
+    component text not null,         -- local_flush, commit_wait, standby_wait, wakeup_queue,
+                                     -- run_queue, unsignalled; release, release_gap,
+                                     -- waiters_freed
+    count integer not null,
+    total real not null,             -- ns (waiters_freed: waiters), exact
+    min real not null, max real not null,   -- ns (waiters_freed: waiters)
+    histogram blob not null          -- a LatencyHistogram of the values, in ns
+);
 create view if not exists cell_results as
     select r.name as run, c.idx, c.label, c.status, c.repeats, c.stop_reason,
            c.tps_mean, c.tps_ci_low, c.tps_ci_high, c.tps_ci_rel,
@@ -237,7 +249,7 @@ NEW_COLUMNS = (  # 6 -> 7, 7 -> 8 (runs.order_note), 8 -> 9 (runs.kind), 9 -> 10
 
 
 def upgrade(db: sqlite3.Connection, version: int) -> None:
-    """Bring a store of an earlier ``version`` (1 to 10) to SCHEMA_VERSION, in place.
+    """Bring a store of an earlier ``version`` (1 to 11) to SCHEMA_VERSION, in place.
 
     1 -> 2 added the first probe tables and repeats.probed; 2 -> 3 the tables of /proc,
     NUMA, flame graphs and the scheduler trace; 3 -> 4 the wait timeline; 4 -> 5 fault
@@ -246,7 +258,7 @@ def upgrade(db: sqlite3.Connection, version: int) -> None:
     repeat (new columns); 7 -> 8 the run's note on which clusters were held up together;
     8 -> 9 the run's kind and the observed table (syncrep-lab observe); 9 -> 10 the
     gprof tables of profiling builds and the build a cluster ran on; 10 -> 11 the SSH
-    hosts' clocks and busy CPUs per repeat.
+    hosts' clocks and busy CPUs per repeat; 11 -> 12 the commit anatomy probe's table.
     """
     db.executescript(SCHEMA)
     if version == 1:

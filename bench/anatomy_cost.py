@@ -1,0 +1,171 @@
+"""What the commit anatomy probe costs the commits it times: pgbench's TPS with and
+without the probe (probes/anatomy.py) around it, on the seed's shape (a primary and
+standbys b and c, '1(b,c)', synchronous_commit = on, insert-only), paired and
+interleaved.
+
+Each round runs pgbench twice, once bare and once with the recorder started before it
+and stopped after it (a probed repeat's window), in an order drawn per round; the ratio
+with / without of each round is one paired value. Printed: the median of those ratios
+with a distribution-free 95 % interval (order statistics of the rounds: with 6 rounds,
+their smallest and largest), the geometric mean with a Student-t interval (log scale),
+bpftrace's own CPU (utime + stime from /proc: its start-up, compiling the program, and
+the window, per commit: the BPF programs run in the traced processes, not in bpftrace),
+and, with kernel.bpf_stats_enabled turned on for the run and put back after, the time
+the BPF programs themselves ran per commit (the rest of the cost is the breakpoints:
+trapping, and stepping over the probed instruction).
+
+    .venv/bin/python bench/anatomy_cost.py [--rounds 6] [--duration 4] [--clients 32]
+        [--pg 18] [--seed 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import random
+import shutil
+import statistics
+import tempfile
+from pathlib import Path
+
+from scipy import stats as scipy_stats
+
+from syncrep_lab import shutdown
+from syncrep_lab.cluster import server
+from syncrep_lab.cluster.build import UpOptions, up
+from syncrep_lab.cluster.teardown import remove_cluster
+from syncrep_lab.measure.stats import paired_ratio
+from syncrep_lab.pg.installations import resolve
+from syncrep_lab.plan.spec import Workload
+from syncrep_lab.probes import anatomy
+from syncrep_lab.run.workload import prepare_tables, run_pgbench, script_text
+
+BPF_STATS = Path("/proc/sys/kernel/bpf_stats_enabled")
+
+
+def median_interval(values: list[float], confidence: float = 0.95) -> tuple[float, float]:
+    """A distribution-free interval for the median: the order statistics (k, n + 1 - k),
+    k as large as keeps the binomial coverage P(k <= B <= n - k), B ~ Bin(n, 1/2), at
+    least ``confidence`` (k = 1, the extremes, when no k does: fewer than 6 values)."""
+    ordered = sorted(values)
+    n = len(ordered)
+
+    def coverage(k: int) -> float:
+        return float(scipy_stats.binom.cdf(n - k, n, 0.5) - scipy_stats.binom.cdf(k - 1, n, 0.5))
+
+    k = 1
+    while k + 1 <= (n + 1) // 2 and coverage(k + 1) >= confidence:
+        k += 1
+    return ordered[k - 1], ordered[n - k]
+
+
+def bpf_run_ns(pid: int) -> int:
+    """The run time the kernel counted for the BPF programs bpftrace ``pid`` holds (0 when
+    kernel.bpf_stats_enabled is off)."""
+    total = 0
+    fds = Path(f"/proc/{pid}/fd")
+    for fd in fds.iterdir():
+        try:
+            if os.readlink(fd) != "anon_inode:bpf-prog":
+                continue
+            for line in Path(f"/proc/{pid}/fdinfo/{fd.name}").read_text().splitlines():
+                if line.startswith("run_time_ns:"):
+                    total += int(line.split()[1])
+        except OSError:
+            continue
+    return total
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=6)
+    ap.add_argument("--duration", type=int, default=4)
+    ap.add_argument("--clients", type=int, default=32)
+    ap.add_argument("--pg", default=None, help="installation (default: the embedded 18)")
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
+    shutdown.install()
+    root = Path(tempfile.mkdtemp(prefix="srl-anatomy-cost-", dir="/tmp"))
+    root.chmod(0o755)
+    stats_before = BPF_STATS.read_text().strip() if BPF_STATS.exists() else None
+    manifest = None
+    try:
+        manifest = up(UpOptions(dir=root / "c", pg=args.pg))
+        primary = manifest.primary
+        prepare_tables(manifest.admin_conninfo(primary), Workload())
+        script = root / "insert.sql"
+        script.write_text(script_text(Workload(), 1, root))
+        postmaster = server.postmaster_pid(primary.data_dir(manifest.dir))
+        assert postmaster is not None
+        binary = Path(f"/proc/{postmaster}/exe")
+        reason = anatomy.unavailable_reason(binary)
+        if reason is not None:
+            raise SystemExit(f"the probe cannot run here: {reason}")
+        if stats_before is not None:
+            BPF_STATS.write_text("1")
+        pgbench = resolve(manifest.bin_dir).program("pgbench")
+        rng = random.Random(args.seed)
+        tps: dict[str, list[float]] = {"bare": [], "probed": []}
+        startup_cpu: list[float] = []
+        window_cpu_per_commit: list[float] = []
+        bpf_per_commit: list[float] = []
+        timed: list[float] = []
+        for n in range(1, args.rounds + 1):
+            order = ["bare", "probed"]
+            rng.shuffle(order)
+            for kind in order:
+                recorder = None
+                if kind == "probed":
+                    recorder = anatomy.CommitAnatomy(binary, [postmaster], root / f"a{n}",
+                                                     [manifest.admin_conninfo(primary)])
+                    recorder.start()
+                    if recorder.status[0] != "ran":
+                        raise SystemExit(f"the probe did not start: {recorder.status}")
+                run = run_pgbench(pgbench, manifest.conninfo(primary), script,
+                                  clients=args.clients, threads=2, duration=args.duration,
+                                  synchronous_commit="on")
+                assert run.summary.tps is not None and run.summary.transactions
+                tps[kind].append(run.summary.tps)
+                if recorder is not None:
+                    assert recorder.pid is not None and recorder.ready_cpu_s is not None
+                    cpu = recorder.cpu_seconds() or 0.0
+                    bpf_ns = bpf_run_ns(recorder.pid)
+                    rows = recorder.stop()
+                    commits = next((r.count for r in rows.anatomy
+                                    if (r.who, r.component) == ("backend", "commit_wait")), 0)
+                    timed.append(commits / run.summary.transactions)
+                    startup_cpu.append(recorder.ready_cpu_s)
+                    window_cpu_per_commit.append((cpu - recorder.ready_cpu_s)
+                                                 / run.summary.transactions)
+                    bpf_per_commit.append(bpf_ns / run.summary.transactions)
+            print(f"round {n}: bare {tps['bare'][-1]:,.0f} tps, probed "
+                  f"{tps['probed'][-1]:,.0f} tps ({' then '.join(order)})", flush=True)
+        ratios = [p / b for p, b in zip(tps["probed"], tps["bare"], strict=True)]
+        low, high = median_interval(ratios)
+        geo = paired_ratio(tps["probed"], tps["bare"])
+        version = resolve(manifest.bin_dir).version
+        print(f"\nPostgreSQL {version}, {args.clients} clients, {args.duration} s a run, "
+              f"{args.rounds} rounds")
+        print(f"median TPS bare {statistics.median(tps['bare']):,.0f}, probed "
+              f"{statistics.median(tps['probed']):,.0f}")
+        print(f"probed / bare: median {statistics.median(ratios):.3f} (95 % interval "
+              f"{low:.3f} - {high:.3f}); geometric mean {geo.mean:.3f} (95 % CI "
+              f"{geo.low or math.nan:.3f} - {geo.high or math.nan:.3f})")
+        print(f"commits timed / pgbench's transactions: median {statistics.median(timed):.3f}")
+        print(f"bpftrace's CPU: start-up (compile, attach) median "
+              f"{statistics.median(startup_cpu):.2f} s; during the window "
+              f"{1e6 * statistics.median(window_cpu_per_commit):.3f} µs per commit")
+        if stats_before is not None:
+            print(f"the BPF programs' own run time: median "
+                  f"{statistics.median(bpf_per_commit) / 1e3:.2f} µs per commit")
+    finally:
+        if stats_before is not None:
+            BPF_STATS.write_text(stats_before)
+        if manifest is not None:
+            remove_cluster(manifest.dir)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

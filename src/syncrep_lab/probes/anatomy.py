@@ -1,0 +1,712 @@
+"""The commit anatomy probe: every synchronous commit of the primary timed from inside
+the server, by bpftrace, with only aggregates brought out of the kernel.
+
+A committing backend flushes its WAL (``XLogFlush``: its own write and fsync, or the
+wait for another backend's that covers it: group commit), then sleeps in
+``SyncRepWaitForLSN`` until a walsender, having heard from its standby, runs
+``SyncRepReleaseWaiters``: that frees every waiter whose commit the standbys now hold
+and sets each one's latch, a ``kill`` (SIGUSR1 up to PostgreSQL 13, SIGURG from 14)
+when the waiter sleeps. Uprobes on those three functions of the server binary, and the
+``kill`` system call's tracepoint, split each commit wait into:
+
+- ``standby_wait``: from the wait's start to the start of the release that freed it
+  (the standby's round trip as the backend sees it, and the walsender's way to it);
+- ``wakeup_queue``: from that release's start to the ``kill`` for this backend (its
+  place in the walsender's loop over the waiters it frees);
+- ``run_queue``: from the ``kill`` to the wait's return (the wake-up, then waiting for a
+  core, then the few instructions to the return);
+- ``unsignalled``: a whole wait that ended with no ``kill`` for it: the walsender freed
+  it while it was not asleep yet (PostgreSQL 14+'s SetLatch sends no signal then, nor
+  any version's when the latch is already set), or the LSN was already confirmed.
+
+These four partition ``commit_wait`` (each wait is in exactly one of the last or the
+first three), so their totals add up to its total. A release that began before the
+backend's wait did (the standby confirmed the WAL before the backend got to wait for
+it) counts from the wait's start: ``standby_wait`` is then 0, never negative. Per
+walsender, ``release`` is one SyncRepReleaseWaiters call (its lock wait included),
+``release_gap`` the time from the end of one to the start of the next (the walsender's
+loop: the standby's replies as it sees them), ``waiters_freed`` the waiters it signalled
+(a count, not nanoseconds). ``local_flush`` is every XLogFlush of the backends.
+
+Only the cluster's own processes count: a uprobe traps in every process running the
+binary, other clusters' servers of the same installation too, so each probe is
+filtered in the kernel on the parent (a backend's and a walsender's is the primary's
+postmaster) before anything else. The processes the postmaster already had when the
+probe started (checkpointer, background writer, walwriter, io workers, the tool's own
+sessions) are left out of the backends' figures: their XLogFlush calls write out
+buffers, they are not commits; the workload's backends are born after the probe starts.
+
+Each duration goes, in the kernel, into per-CPU maps: a count and an exact sum, the
+minimum, the maximum, and a log-linear histogram in :class:`LatencyHistogram`'s bucket
+scheme (values under 128 a bucket each, then 64 per power of two), so that the
+histogram rebuilt here is exactly the one Python would have made from the values, in
+nanoseconds. Nothing is written per event; bpftrace prints its maps as JSON once, when
+it is stopped.
+
+A commit whose session does not ask for a standby (``synchronous_commit`` local or
+off) still calls SyncRepWaitForLSN, which returns at once: the probe reads the session's
+level at the call (the variable, from the process's memory) and counts no wait.
+
+What the probe costs is its traps: a uprobe is a breakpoint, a uretprobe a second one
+on the return, so each commit pays two pairs (XLogFlush, SyncRepWaitForLSN) and each
+walsender reply one (both walsenders: the one that is not synchronous enters the
+function too, and frees nothing). The figures hold part of that cost: under about 1 µs a
+pair where the function begins with an instruction the kernel emulates (``push %rbp``:
+Debian's builds, any build with frame pointers), about 10 µs where it must be stepped
+out of line (the embedded PostgreSQL 18's first instruction reads memory), on this VM.
+
+bpftrace runs in a process group of its own with PR_SET_PDEATHSIG (SIGKILL), started
+from the main thread as pgbench and perf are: it never outlives the tool, even one
+killed with SIGKILL. Its uprobes are perf events (the kernel's uprobe PMU, not entries
+in tracefs's ``uprobe_events``), which go with the process: a killed bpftrace leaves
+nothing attached. Its pid and its owner's are recorded in the state dir while it runs,
+and ``syncrep-lab clean`` ends one whose owner is gone, a second line behind the death
+signal.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import platform
+import shutil
+import signal
+import struct
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from syncrep_lab import paths, procs, shutdown
+from syncrep_lab.measure.histogram import MAX_VALUE, LatencyHistogram
+from syncrep_lab.probes.recorder import Ending
+from syncrep_lab.store import AnatomyRow, ProbeRow, ProbeRows
+
+PROBE = "anatomy"
+SYMBOLS = ("SyncRepWaitForLSN", "SyncRepReleaseWaiters", "XLogFlush")
+LEVEL = "synchronous_commit"  # the session's level: read to skip commits not waiting
+LATCH_SIGNALS = (10, 23)  # SIGUSR1 (latches up to PostgreSQL 13), SIGURG (14 and later)
+BACKEND_COMPONENTS = ("local_flush", "commit_wait", "standby_wait", "wakeup_queue",
+                      "run_queue", "unsignalled")
+WALSENDER_COMPONENTS = ("release", "release_gap", "waiters_freed")
+COMPONENTS = BACKEND_COMPONENTS + WALSENDER_COMPONENTS
+TRACEFS = (Path("/sys/kernel/tracing"), Path("/sys/kernel/debug/tracing"))
+UPROBE_PMU = Path("/sys/bus/event_source/devices/uprobe/type")
+BTF = Path("/sys/kernel/btf/vmlinux")
+LOCKDOWN = Path("/sys/kernel/security/lockdown")
+# bpftrace prints this (on stderr in 0.17, on stdout later) once every probe is attached:
+# the marker its own runtime tests wait for. "Attaching N probes..." comes before the
+# attaching, and BEGIN runs before the other probes are attached, so neither says ready.
+ATTACHED = "__BPFTRACE_NOTIFY_PROBES_ATTACHED"
+BUCKETS = 2496  # LatencyHistogram's buckets: the most keys one histogram can have
+ATTACH_SECONDS = 60.0  # compiling the program and attaching: about a second here
+STOP_SECONDS = 30.0
+_CAP_SYS_ADMIN, _CAP_PERFMON, _CAP_BPF = 21, 38, 39
+
+
+# -- can it run here ------------------------------------------------------------------
+
+
+def elf_symbols(binary: Path, wanted: Sequence[str]) -> dict[str, tuple[int, int]]:
+    """Which of ``wanted`` the ELF file ``binary`` defines, in its dynamic symbol table
+    (or, failing that, its full one): name -> (value: the address it is linked at, type:
+    2 for a function, 1 for data). OSError when the file cannot be read, ValueError when
+    it is not an ELF file."""
+    want = set(wanted)
+    found: dict[str, tuple[int, int]] = {}
+    with binary.open("rb") as f:
+        head = f.read(64)
+        if len(head) < 52 or head[:4] != b"\x7fELF" or head[4] not in (1, 2) \
+                or head[5] not in (1, 2):
+            raise ValueError(f"{binary} is not an ELF file")
+        wide, order = head[4] == 2, "<" if head[5] == 1 else ">"
+        if wide:
+            shoff, = struct.unpack_from(order + "Q", head, 0x28)
+            shentsize, shnum = struct.unpack_from(order + "HH", head, 0x3A)
+            section = struct.Struct(order + "IIQQQQIIQQ")
+            symbol = struct.Struct(order + "IBBHQQ")
+        else:
+            shoff, = struct.unpack_from(order + "I", head, 0x20)
+            shentsize, shnum = struct.unpack_from(order + "HH", head, 0x2E)
+            section = struct.Struct(order + "IIIIIIIIII")
+            symbol = struct.Struct(order + "IIIBBH")
+        f.seek(shoff)
+        table = f.read(shentsize * shnum)
+        if shentsize < section.size or len(table) < shentsize * shnum:
+            raise ValueError(f"{binary}: truncated ELF section headers")
+        # (type, offset, size, link) of each section: the same places in both classes
+        spans = [(h[1], h[4], h[5], h[6])
+                 for h in (section.unpack_from(table, i * shentsize) for i in range(shnum))]
+        for kind in (11, 2):  # SHT_DYNSYM first, then SHT_SYMTAB
+            for sh_type, offset, size, link in spans:
+                if sh_type != kind or not 0 <= link < len(spans):
+                    continue
+                f.seek(offset)
+                symbols = f.read(size)
+                f.seek(spans[link][1])
+                names = f.read(spans[link][2])
+                for at in range(0, len(symbols) - symbol.size + 1, symbol.size):
+                    fields = symbol.unpack_from(symbols, at)
+                    name_at, info, shndx, value = (
+                        (fields[0], fields[1], fields[3], fields[4]) if wide
+                        else (fields[0], fields[3], fields[5], fields[1]))
+                    if shndx == 0 or info & 0xF not in (1, 2):  # undefined; not FUNC/OBJECT
+                        continue
+                    name = names[name_at:names.find(b"\0", name_at)].decode(errors="replace")
+                    if name in want and name not in found:
+                        found[name] = (value, info & 0xF)
+            if set(found) == want:
+                break
+    return found
+
+
+def _capabilities() -> int:
+    """This process's effective capabilities, as the kernel's bit mask."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("CapEff:"):
+                return int(line.split()[1], 16)
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def _kernel_config(option: str) -> bool | None:
+    """Whether the running kernel was built with ``option`` (None: no config to read)."""
+    import gzip
+
+    release = os.uname().release
+    for path in (Path("/proc/config.gz"), Path(f"/boot/config-{release}")):
+        try:
+            text = (gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz"
+                    else path.read_text())
+        except OSError:
+            continue
+        return f"{option}=y" in text.splitlines()
+    return None
+
+
+def _tracefs() -> Path | None:
+    return next((p for p in TRACEFS if (p / "uprobe_events").exists()), None)
+
+
+def unavailable_reason(binary: Path) -> str | None:
+    """None when the probe can run here on the server ``binary``, else why not, with the
+    fix. Checked, not guessed: the program on PATH, this process's privileges, the
+    kernel's uprobe support and type information, the binary's symbols."""
+    if shutil.which("bpftrace") is None:
+        return ("bpftrace is not installed (fix: apt-get install bpftrace, which "
+                "./run setup does)")
+    if os.geteuid() != 0:
+        caps = _capabilities()
+        if not (caps >> _CAP_BPF & 1 and caps >> _CAP_PERFMON & 1):
+            return ("loading BPF programs and attaching uprobes needs root (or CAP_BPF and "
+                    "CAP_PERFMON), and this process has neither (fix: run syncrep-lab as "
+                    "root)")
+        return ("bpftrace refuses any user but root, even one with CAP_BPF and CAP_PERFMON "
+                "(fix: run syncrep-lab as root)")
+    caps = _capabilities()
+    if not ((caps >> _CAP_BPF & 1 or caps >> _CAP_SYS_ADMIN & 1)
+            and (caps >> _CAP_PERFMON & 1 or caps >> _CAP_SYS_ADMIN & 1)):
+        return ("root here lacks CAP_BPF and CAP_PERFMON (and CAP_SYS_ADMIN), as in a "
+                "container that drops them: BPF programs cannot be loaded (fix: give the "
+                "container CAP_BPF and CAP_PERFMON, or run it privileged)")
+    tracefs = _tracefs()
+    if tracefs is None:
+        if _kernel_config("CONFIG_UPROBE_EVENTS") is False:
+            return ("this kernel was built without uprobes (CONFIG_UPROBE_EVENTS is not "
+                    "set): the probe needs a kernel with them")
+        return ("no uprobe_events under /sys/kernel/tracing or /sys/kernel/debug/tracing: "
+                "tracefs is not mounted or the kernel has no uprobes (fix: as root, mount "
+                "-t tracefs nodev /sys/kernel/tracing, which ./run setup does)")
+    if not UPROBE_PMU.exists():
+        return ("the kernel has no uprobe perf events (/sys/bus/event_source/devices/"
+                "uprobe: Linux 4.17 or later): bpftrace would fall back to tracefs "
+                "uprobe_events, which a killed bpftrace leaves behind")
+    if not (tracefs / "events" / "syscalls" / "sys_enter_kill").is_dir():
+        return ("the kernel has no syscall tracepoints (no events/syscalls/sys_enter_kill "
+                f"under {tracefs}: CONFIG_FTRACE_SYSCALLS): the probe needs them to see "
+                "the walsender's kill")
+    if not BTF.exists():
+        return ("the kernel has no BTF type information (/sys/kernel/btf/vmlinux, "
+                "CONFIG_DEBUG_INFO_BTF): bpftrace needs it to read a process's parent")
+    with contextlib.suppress(OSError):
+        if "[confidentiality]" in LOCKDOWN.read_text():
+            return ("the kernel is locked down (confidentiality): BPF programs may not read "
+                    "kernel memory (fix: boot without lockdown=confidentiality)")
+    try:
+        found = elf_symbols(binary, SYMBOLS)
+    except (OSError, ValueError) as exc:
+        return f"cannot read the server binary's symbols: {exc}"
+    missing = [s for s in SYMBOLS if found.get(s, (0, 0))[1] != 2]
+    if missing:
+        return (f"the server binary {binary} has no symbol {', '.join(missing)} (a "
+                "stripped or unusual build; fix: a build from `syncrep-lab pg build` has "
+                "them, as do the embedded, fetched and Debian packages)")
+    return None
+
+
+# -- the program ----------------------------------------------------------------------
+
+
+def aggregate(component: str, value: str) -> str:
+    """bpftrace statements adding ``value`` to ``component``'s aggregates: the backends'
+    together (keyed 0), a walsender's by its pid. The bucket is LatencyHistogram's: the
+    value's bit length L by halving (no loops: the verifier prefers straight code), then
+    the shift s = max(L - 7, 0) and the index 64 s + (value >> s)."""
+    walsender = component in WALSENDER_COMPONENTS
+    who = "pid" if walsender else "(uint64)0"  # one key type in @sum, @min and @max
+    index = f"{'pid, ' if walsender else ''}$s * 64 + ($v >> $s)"
+    return f"""
+    $v = {value};
+    if ($v > {MAX_VALUE}) {{ $v = {MAX_VALUE}; }}
+    $t = $v; $l = (uint64)0;
+    if ($t >= 4294967296) {{ $l = $l + 32; $t = $t >> 32; }}
+    if ($t >= 65536) {{ $l = $l + 16; $t = $t >> 16; }}
+    if ($t >= 256) {{ $l = $l + 8; $t = $t >> 8; }}
+    if ($t >= 16) {{ $l = $l + 4; $t = $t >> 4; }}
+    if ($t >= 4) {{ $l = $l + 2; $t = $t >> 2; }}
+    if ($t >= 2) {{ $l = $l + 1; $t = $t >> 1; }}
+    $l = $l + $t;
+    $s = $l > 7 ? $l - 7 : (uint64)0;
+    @h_{component}[{index}] = count();
+    @sum[{COMPONENTS.index(component)}, {who}] = sum($v);
+    @min[{COMPONENTS.index(component)}, {who}] = min($v);
+    @max[{COMPONENTS.index(component)}, {who}] = max($v);"""
+
+
+def level_check(symbols: Mapping[str, tuple[int, int]]) -> str | None:
+    """The bpftrace expression, at SyncRepWaitForLSN's entry, that is true when the
+    backend's commit asks for a standby (PostgreSQL's SyncRepRequested(): the session's
+    ``synchronous_commit`` above ``local``; the enum is the same from 9.6 to 18). Under
+    ``local`` PostgreSQL still calls the function, which returns at once: not a commit
+    wait. The variable is read from the process's memory: where the binary is loaded (a
+    position-independent one anywhere) is the probed address less the function's linked
+    one. None (every call counted) when the binary does not export the variable or the
+    machine's register for the probed address is not known here."""
+    register = {"x86_64": "ip", "aarch64": "pc"}.get(platform.machine())
+    entry, variable = symbols.get("SyncRepWaitForLSN"), symbols.get("synchronous_commit")
+    if register is None or entry is None or variable is None or variable[1] != 1:
+        return None
+    return f'*uptr((int32 *)(reg("{register}") - {entry[0]} + {variable[0]})) > 1'
+
+
+def program(binary: str, postmasters: Sequence[int], exclude: Sequence[int] = (),
+            requested: str | None = None) -> str:
+    """The bpftrace program for the primaries whose postmasters are ``postmasters``,
+    running ``binary`` (a path bpftrace can open: the primary's /proc/PID/exe); the
+    processes ``exclude`` (the postmasters' children when it starts) are no backends;
+    ``requested`` (:func:`level_check`) tells a commit that waits for a standby.
+
+    >>> text = program("/proc/42/exe", [42], [43])
+    >>> 'uprobe:"/proc/42/exe":SyncRepWaitForLSN' in text
+    True
+    >>> "curtask->real_parent->tgid == 42 && pid != 43" in text
+    True
+    """
+    if not postmasters or any(c in binary for c in '"\n'):
+        raise ValueError(f"no postmaster, or a binary path bpftrace cannot take: {binary!r}")
+    ours = " || ".join(f"curtask->real_parent->tgid == {int(p)}" for p in postmasters)
+    ours = f"({ours})" if len(postmasters) > 1 else ours
+    backend = ours + "".join(f" && pid != {int(p)}" for p in exclude)
+    b = f'"{binary}"'
+    signals = " || ".join(f"args->sig == {s}" for s in LATCH_SIGNALS)
+    return f"""// The commit anatomy probe of syncrep-lab (probes/anatomy.py): durations in ns.
+// Temporary, per process: @flush, @wait (entry times), @kill_at and @kill_rel (the kill
+// for a waiting backend and the start of the release that sent it), @done (when its last
+// wait returned), @rel, @rel_end and @freed (a walsender's release under way, its last
+// end, its waiters signalled).
+
+uprobe:{b}:XLogFlush /{backend}/ {{ @flush[pid] = nsecs; }}
+
+uretprobe:{b}:XLogFlush /@flush[pid]/ {{
+    {aggregate("local_flush", "nsecs - @flush[pid]")}
+    delete(@flush[pid]);
+}}
+
+uprobe:{b}:SyncRepWaitForLSN /{backend}/ {{
+    // a wait left by an error (a cancel) never returned: its kill is not this one's
+    delete(@kill_at[pid]); delete(@kill_rel[pid]);
+    if ({requested or "1"}) {{ @wait[pid] = nsecs; }} else {{ delete(@wait[pid]); }}
+}}
+
+uretprobe:{b}:SyncRepWaitForLSN /@wait[pid]/ {{
+    $now = nsecs; $entry = @wait[pid]; $kill = @kill_at[pid];
+    {aggregate("commit_wait", "$now - $entry")}
+    if ($kill) {{
+        $rel = @kill_rel[pid];
+        if ($rel < $entry) {{ $rel = $entry; }}
+        {aggregate("standby_wait", "$rel - $entry")}
+        {aggregate("wakeup_queue", "$kill - $rel")}
+        {aggregate("run_queue", "$now - $kill")}
+    }} else {{
+        {aggregate("unsignalled", "$now - $entry")}
+    }}
+    delete(@wait[pid]); delete(@kill_at[pid]); delete(@kill_rel[pid]);
+    @done[pid] = $now;
+}}
+
+uprobe:{b}:SyncRepReleaseWaiters /{ours}/ {{
+    $now = nsecs; $end = @rel_end[pid];
+    @rel[pid] = $now; @freed[pid] = 0;
+    if ($end) {{
+        {aggregate("release_gap", "$now - $end")}
+    }}
+}}
+
+uretprobe:{b}:SyncRepReleaseWaiters /@rel[pid]/ {{
+    $now = nsecs;
+    {aggregate("release", "$now - @rel[pid]")}
+    {aggregate("waiters_freed", "@freed[pid]")}
+    @rel_end[pid] = $now; delete(@rel[pid]); delete(@freed[pid]);
+}}
+
+tracepoint:syscalls:sys_enter_kill /@rel[pid]/ {{
+    $target = (uint64)args->pid;
+    // A release that began before the target's last wait returned freed that wait: its
+    // kill, late (the walsender preempted between setting the latch and the system
+    // call), must not be taken for the wake-up of the wait the backend is in now.
+    if (({signals}) && @wait[$target] && @rel[pid] > @done[$target]) {{
+        if (@kill_at[$target] == 0) {{
+            @kill_at[$target] = nsecs; @kill_rel[$target] = @rel[pid];
+        }}
+        @freed[pid] = @freed[pid] + 1;
+    }}
+}}
+
+END {{
+    clear(@flush); clear(@wait); clear(@kill_at); clear(@kill_rel); clear(@done);
+    clear(@rel); clear(@rel_end); clear(@freed);
+}}
+"""
+
+
+def map_keys(walsenders: int) -> int:
+    """The keys every map may hold (bpftrace's BPFTRACE_MAP_KEYS_MAX): a walsender
+    component's histogram holds up to BUCKETS per walsender, and a map that is full
+    drops what does not fit without a word."""
+    return BUCKETS * (max(walsenders, 1) + 1)
+
+
+# -- what it printed ------------------------------------------------------------------
+
+
+def parse_output(text: str) -> dict[tuple[str, int], LatencyHistogram]:
+    """(component, walsender pid; 0 for the backends) -> its histogram, from what
+    bpftrace printed with ``-f json``: one JSON object a line, the maps among them.
+    Lines that are not JSON (none are expected) are passed over.
+
+    >>> text = '''{"type": "attached_probes", "data": {"probes": 7}}
+    ...
+    ... {"type": "map", "data": {"@h_commit_wait": {"5": 2, "129": 1}}}
+    ... {"type": "map", "data": {"@h_waiters_freed": {"77,1": 3}}}
+    ... {"type": "map", "data": {"@max": {"1,0": 130, "8,77": 1}}}
+    ... {"type": "map", "data": {"@min": {"1,0": 5, "8,77": 1}}}
+    ... {"type": "map", "data": {"@sum": {"1,0": 140, "8,77": 3}}}'''
+    >>> found = parse_output(text)
+    >>> sorted(found)
+    [('commit_wait', 0), ('waiters_freed', 77)]
+    >>> h = found[("commit_wait", 0)]
+    >>> h.count, h.total, h.min, h.max
+    (3, 140, 5, 130)
+    """
+    maps: dict[str, dict[str, int]] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and entry.get("type") == "map":
+            for name, values in entry.get("data", {}).items():
+                if isinstance(values, dict):
+                    maps[name] = {str(k): int(v) for k, v in values.items()}
+    buckets: dict[tuple[str, int], dict[int, int]] = {}
+    for component in COMPONENTS:
+        for key, n in maps.get(f"@h_{component}", {}).items():
+            parts = [int(p) for p in key.split(",")]
+            who, index = (parts[0], parts[1]) if len(parts) == 2 else (0, parts[0])
+            into = buckets.setdefault((component, who), {})
+            into[index] = into.get(index, 0) + n
+    found = {}
+    for (component, who), counts in sorted(buckets.items()):
+        key = f"{COMPONENTS.index(component)},{who}"
+        found[(component, who)] = LatencyHistogram.from_buckets(
+            counts, total=maps.get("@sum", {}).get(key, 0),
+            low=maps.get("@min", {}).get(key), high=maps.get("@max", {}).get(key))
+    return found
+
+
+def anatomy_rows(found: Mapping[tuple[str, int], LatencyHistogram],
+                 names: Mapping[int, str]) -> list[AnatomyRow]:
+    """The ``anatomy`` rows: the backends', then each walsender's, named by the standby it
+    serves (``names``: pid -> standby; one not found is ``walsender:pid N``)."""
+    rows = []
+    for (component, who), h in sorted(found.items(),
+                                       key=lambda kv: (kv[0][1] != 0, kv[0][1],
+                                                       COMPONENTS.index(kv[0][0]))):
+        if h.count == 0:
+            continue
+        label = ("backend" if who == 0
+                 else f"walsender:{names[who]}" if who in names else f"walsender:pid {who}")
+        assert h.min is not None and h.max is not None
+        rows.append(AnatomyRow(label, component, h.count, float(h.total), float(h.min),
+                               float(h.max), h.to_bytes()))
+    return rows
+
+
+# -- leftovers ------------------------------------------------------------------------
+
+
+def tracers_dir() -> Path:
+    """Where a running bpftrace of ours is recorded: its pid and start time, its owner's."""
+    return paths.state_dir() / "tracers"
+
+
+def _record_tracer(pid: int) -> Path | None:
+    record = {"pid": pid, "start": procs.start_time(pid),
+              "owner": {"pid": os.getpid(), "start": procs.start_time(os.getpid())}}
+    path = tracers_dir() / f"{pid}.json"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(record))
+    except OSError:  # no state dir to write to: PR_SET_PDEATHSIG still ends it
+        return None
+    return path
+
+
+def leftover_tracers() -> list[Path]:
+    folder = tracers_dir()
+    return sorted(folder.glob("*.json")) if folder.is_dir() else []
+
+
+def _comm(pid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return None
+
+
+def clean_tracers(wait: float = 5.0) -> list[str]:
+    """End every bpftrace of ours whose owner no longer runs (a tool killed before it
+    could stop it); a live run's is left alone. Returns what was ended."""
+    ended = []
+    for path in leftover_tracers():
+        try:
+            data = json.loads(path.read_text())
+            pid, start = int(data["pid"]), data["start"]
+            owner = data["owner"]
+        except (OSError, ValueError, KeyError, TypeError):
+            path.unlink(missing_ok=True)  # not a record this version can act on
+            continue
+        if procs.is_running(int(owner["pid"]), owner.get("start")):
+            continue
+        if procs.is_running(pid, start) and _comm(pid) == "bpftrace":
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+            deadline = time.monotonic() + wait
+            while procs.is_running(pid, start) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            ended.append(f"bpftrace (pid {pid}) of the commit anatomy probe")
+        path.unlink(missing_ok=True)
+    return ended
+
+
+# -- the recorder ---------------------------------------------------------------------
+
+
+def _excerpt(text: str, limit: int = 400) -> str:
+    """What bpftrace said, without the noise: 0.17 raises RLIMIT_MEMLOCK and, where it
+    may not (root without CAP_SYS_RESOURCE, as in many containers), says so as an ERROR
+    and goes on (since Linux 5.11 BPF memory is charged to the cgroup, not that limit);
+    and the marker of attachment."""
+    kept = [line.strip() for line in text.splitlines()
+            if line.strip() and "RLIMIT_MEMLOCK" not in line and ATTACHED not in line]
+    return " / ".join(kept)[:limit]
+
+
+@dataclass
+class _Running:
+    proc: subprocess.Popen[bytes]
+    out: IO[bytes]
+    err: IO[bytes]
+    record: Path | None
+
+
+class CommitAnatomy:
+    """The commit anatomy probe of one repeat; a recorder (probes/recorder.py).
+
+    ``binary``: the server binary to put the uprobes on, as bpftrace opens it (the
+    primary's ``/proc/PID/exe``); ``postmasters``: the primaries' postmaster pids;
+    ``out_dir``: where the program and what bpftrace printed are kept;
+    ``admins``: the primaries' connections, to name each walsender by its standby.
+    It never fails the repeat: what it could not do is its ``probes`` row (skipped, with
+    the reason and fix, or failed, with what bpftrace said)."""
+
+    def __init__(self, binary: Path, postmasters: Sequence[int], out_dir: Path,
+                 admins: Sequence[str] = ()) -> None:
+        self.binary = binary
+        self.postmasters = list(postmasters)
+        self.out_dir = out_dir
+        self.admins = list(admins)
+        self.status: tuple[str, str | None] = ("skipped", "not started")
+        self.running: _Running | None = None
+        self.names: dict[int, str] = {}
+        self.ready_cpu_s: float | None = None  # bpftrace's CPU once attached
+
+    @property
+    def program_path(self) -> Path:
+        return self.out_dir / "anatomy.bt"
+
+    @property
+    def output_path(self) -> Path:
+        return self.out_dir / "anatomy.json"
+
+    @property
+    def stderr_path(self) -> Path:
+        return self.out_dir / "anatomy.err"
+
+    @property
+    def pid(self) -> int | None:
+        return self.running.proc.pid if self.running is not None else None
+
+    def _walsenders(self) -> dict[int, str]:
+        from syncrep_lab.probes.session import walsenders
+
+        names: dict[int, str] = {}
+        for admin in self.admins:
+            names.update(walsenders(admin))
+        return names
+
+    def start(self) -> None:
+        reason = unavailable_reason(self.binary)
+        if reason is None and not all(procs.alive(p) for p in self.postmasters):
+            reason = "the primary's postmaster is not running on this machine"
+        if reason is not None:
+            self.status = ("skipped", reason)
+            return
+        try:
+            self._spawn()
+            self.status = ("ran", None)
+        except (OSError, RuntimeError, ValueError) as exc:
+            self.status = ("failed", str(exc))
+
+    def _spawn(self) -> None:
+        self.names = self._walsenders()
+        exclude = sorted({c for p in self.postmasters for c in procs.children(p)})
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        requested = level_check(elf_symbols(self.binary, (*SYMBOLS, LEVEL)))
+        self.program_path.write_text(program(str(self.binary), self.postmasters, exclude,
+                                             requested))
+        env = {**os.environ, ATTACHED: "1",
+               "BPFTRACE_MAP_KEYS_MAX": str(map_keys(len(self.names) or 2))}
+        # Files, not pipes: nobody reads them while it runs, and a bpftrace whose reader
+        # is gone must not die of SIGPIPE (it is killed by PR_SET_PDEATHSIG instead).
+        out = self.output_path.open("w+b")
+        err = self.stderr_path.open("w+b")
+        try:
+            proc = subprocess.Popen(
+                ["bpftrace", "-f", "json", str(self.program_path)], stdin=subprocess.DEVNULL,
+                stdout=out, stderr=err, env=env, process_group=0,
+                preexec_fn=shutdown.die_with_parent(signal.SIGKILL))
+        except OSError:
+            out.close()
+            err.close()
+            raise
+        shutdown.track(proc)
+        self.running = _Running(proc, out, err, _record_tracer(proc.pid))
+        deadline = time.monotonic() + ATTACH_SECONDS
+        while True:
+            said = self._said()
+            if ATTACHED in said:
+                break
+            if proc.poll() is not None or time.monotonic() > deadline:
+                gone = proc.poll() is not None
+                self.abort()
+                raise RuntimeError(
+                    ("bpftrace exited before attaching: " if gone else
+                     f"bpftrace did not attach within {ATTACH_SECONDS:g} s: ")
+                    + (_excerpt(said) or "it said nothing"))
+            time.sleep(0.02)
+        self.ready_cpu_s = self.cpu_seconds()
+
+    def _said(self) -> str:
+        """Everything bpftrace has printed so far, stdout and stderr."""
+        if self.running is None:
+            return ""
+        return (self.stderr_path.read_text(errors="replace")
+                + self.output_path.read_text(errors="replace"))
+
+    def cpu_seconds(self) -> float | None:
+        """bpftrace's own CPU so far (user + system; the BPF programs run in the traced
+        processes and count there, not here)."""
+        if self.running is None:
+            return None
+        fields = procs.stat_fields(self.running.proc.pid)
+        if fields is None:
+            return None
+        return (int(fields[procs.UTIME]) + int(fields[procs.STIME])) / os.sysconf("SC_CLK_TCK")
+
+    def stop(self, ending: Ending | None = None) -> ProbeRows:
+        """SIGINT, bpftrace prints its maps and exits; the ``anatomy`` rows and the
+        ``probes`` row. Interrupted (shutdown requested): killed, nothing kept."""
+        rows = ProbeRows()
+        running = self.running
+        if running is not None:
+            if shutdown.requested() is not None:
+                self.abort()
+                self.status = ("failed", "interrupted")
+            else:
+                try:
+                    rows.anatomy = self._finish(running)
+                except (OSError, RuntimeError, ValueError) as exc:
+                    self.abort()
+                    self.status = ("failed", str(exc))
+        rows.probes.append(ProbeRow(PROBE, *self.status))
+        return rows
+
+    def _finish(self, running: _Running) -> list[AnatomyRow]:
+        proc = running.proc
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=STOP_SECONDS)
+        except subprocess.TimeoutExpired:
+            raise RuntimeError(f"bpftrace did not stop within {STOP_SECONDS:g} s of "
+                               "SIGINT") from None
+        self._forget()
+        text = self.output_path.read_text(errors="replace")
+        if proc.returncode != 0:
+            raise RuntimeError(f"bpftrace failed (exit status {proc.returncode}): "
+                               + (_excerpt(self.stderr_path.read_text(errors="replace"))
+                                  or "it said nothing"))
+        names = {**self.names, **self._walsenders()}
+        return anatomy_rows(parse_output(text), names)
+
+    def abort(self) -> None:
+        """Kill bpftrace at once (its probes go with it); keep nothing."""
+        running = self.running
+        if running is None:
+            return
+        if running.proc.returncode is None:  # not reaped: the group is still its own
+            with contextlib.suppress(OSError):
+                os.killpg(running.proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            running.proc.wait(timeout=5)
+        self._forget()
+
+    def _forget(self) -> None:
+        running = self.running
+        if running is None:
+            return
+        shutdown.untrack(running.proc)
+        running.out.close()
+        running.err.close()
+        if running.record is not None and running.proc.returncode is not None:
+            running.record.unlink(missing_ok=True)
+        self.running = None
