@@ -37,9 +37,6 @@ from syncrep_lab.store import AnatomyRow, ProbeRow, ProbeRows, Store
 
 from .helpers import cli, shared_tmp
 
-root_only = pytest.mark.skipif(os.geteuid() != 0, reason="bpftrace needs root")
-needs_bpftrace = pytest.mark.skipif(shutil.which("bpftrace") is None,
-                                    reason="bpftrace is installed by ./run setup")
 UPROBE_EVENTS = Path("/sys/kernel/tracing/uprobe_events")
 
 
@@ -96,8 +93,6 @@ def _renamed(source: Path, target: Path, symbol: str) -> Path:
     return target
 
 
-@root_only
-@needs_bpftrace
 def test_a_binary_without_the_symbols_is_skipped_naming_them(tmp_path: Path) -> None:
     postgres = resolve("18").program("postgres")
     assert anatomy.unavailable_reason(postgres) is None
@@ -118,7 +113,6 @@ def test_a_binary_without_the_symbols_is_skipped_naming_them(tmp_path: Path) -> 
     assert reason is not None and "cannot read" in reason, reason
 
 
-@needs_bpftrace
 def test_without_bpftrace_it_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")
     reason = anatomy.unavailable_reason(Path("/bin/true"))
@@ -147,8 +141,6 @@ def _reason_as_nobody(binary: Path) -> str:
     return message
 
 
-@root_only
-@needs_bpftrace
 def test_without_root_it_is_skipped_naming_the_privileges() -> None:
     reason = _reason_as_nobody(resolve("18").program("postgres"))
     assert "needs root (or CAP_BPF and CAP_PERFMON)" in reason, reason
@@ -162,8 +154,6 @@ VALUES = (0, 1, 2, 63, 127, 128, 129, 255, 256, 1000, 4095, 4096, 123_456, 2**32
           2**32 + 12_345, 2**43 + 5, 2**44 - 1, 2**44, 2**50)
 
 
-@root_only
-@needs_bpftrace
 def test_the_kernels_buckets_are_the_histograms(tmp_path: Path) -> None:
     """The statements the probe aggregates with, run in a BEGIN block on known values,
     give exactly the histogram LatencyHistogram.record makes of them (clamped alike)."""
@@ -257,8 +247,6 @@ def _recorded(manifest: Manifest, out: Path, level: str, clients: int = 12
     return rows, run, recorder
 
 
-@root_only
-@needs_bpftrace
 def test_every_synchronous_commit_is_timed_and_its_wait_split(
         cluster: Manifest, tmp_path: Path) -> None:
     rows, run, _ = _recorded(cluster, tmp_path / "out", "on")
@@ -305,8 +293,6 @@ def test_every_synchronous_commit_is_timed_and_its_wait_split(
         store.close()
 
 
-@root_only
-@needs_bpftrace
 def test_local_commits_do_not_wait(cluster: Manifest, tmp_path: Path) -> None:
     """Under synchronous_commit = local PostgreSQL still calls SyncRepWaitForLSN, which
     returns at once: the probe reads the session's level and counts no wait."""
@@ -318,8 +304,6 @@ def test_local_commits_do_not_wait(cluster: Manifest, tmp_path: Path) -> None:
     assert abs(backend["local_flush"].count - transactions) <= 0.05 * transactions
 
 
-@root_only
-@needs_bpftrace
 def test_another_cluster_of_the_same_binary_is_not_counted(
         cluster: Manifest, workdir_module: Path, tmp_path: Path) -> None:
     other = _cluster(workdir_module / "other")
@@ -345,8 +329,6 @@ def test_another_cluster_of_the_same_binary_is_not_counted(
 # --- nothing left behind ------------------------------------------------------------
 
 
-@root_only
-@needs_bpftrace
 def test_an_abort_leaves_nothing_attached(cluster: Manifest, tmp_path: Path) -> None:
     events = _uprobe_events()
     recorder = _recorder(cluster, tmp_path / "out")
@@ -380,8 +362,6 @@ def _gone(pid: int, start: str | None, seconds: float = 10) -> bool:
     return True
 
 
-@root_only
-@needs_bpftrace
 def test_a_killed_tool_takes_bpftrace_with_it_and_clean_ends_a_leftover(
         cluster: Manifest, tmp_path: Path) -> None:
     """kill -9 of the process that started the recorder: PR_SET_PDEATHSIG ends bpftrace,
@@ -435,8 +415,6 @@ def test_a_killed_tool_takes_bpftrace_with_it_and_clean_ends_a_leftover(
 # --- PostgreSQL 9.6: latches signalled with SIGUSR1 -----------------------------------
 
 
-@root_only
-@needs_bpftrace
 @pytest.mark.slow
 def test_on_96_the_walsenders_sigusr1_is_seen(
         pg96: object, make_cluster: Callable[..., Manifest], tmp_path: Path) -> None:

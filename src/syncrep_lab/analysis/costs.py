@@ -17,6 +17,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, TypedDict
 
+from syncrep_lab.analysis.anatomy import Anatomy, cell_anatomy
 from syncrep_lab.measure.stats import mean_ci
 from syncrep_lab.store import Store, StoredCell, cluster_key_text, queries
 
@@ -127,6 +128,7 @@ class CellCosts(TypedDict):
     flamegraphs: list[FlameGraph]
     numa: list[dict[str, Any]]  # store.queries.NumaPagesMean's fields
     gprof: list[GprofProfile]
+    anatomy: Anatomy | None  # where a commit's time goes (analysis/anatomy.py)
     probes: dict[str, list[str]]  # probe -> its outcomes ('ran', 'skipped: why', ...)
 
 
@@ -280,6 +282,8 @@ def cell_costs(store: Store, cell_id: int) -> CellCosts:
             "flamegraphs": _flamegraphs(store, list(repeats)),
             "numa": _numa(store, list(repeats)),
             "gprof": _gprof(store, repeats, roles),
+            "anatomy": cell_anatomy(store, {r: repeats[r] for r in probed},
+                                    int(store.cell(cell_id).params.get("clients") or 0)),
             "probes": {k: sorted(v) for k, v in probe_status.items()}}
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, NotRequired, TypedDict
 
 from syncrep_lab.analysis import model
+from syncrep_lab.analysis.anatomy import Anatomy, growth_sentence, share_of_commit
 from syncrep_lab.analysis.costs import RoleCosts, cell_costs, cluster_version
 from syncrep_lab.pg.replication import WAITING_LEVELS
 from syncrep_lab.store import HostRepeatRow, Store, StoredCell, queries
@@ -55,6 +56,8 @@ class CellDiagnosis(TypedDict):
     ceiling: str | None  # the model's headline
     ceiling_errors: list[str]
     verdicts: list[VerdictData]
+    # which part of a commit grows with clients, against the same cell at fewer clients
+    anatomy: NotRequired[str | None]
     observation: NotRequired[dict[str, Any]]
 
 
@@ -81,6 +84,7 @@ class CellFacts:
     bounds: list[dict[str, Any]] = field(default_factory=list)
     # SSH host -> what runs there, the CPUs it kept busy on average, its CPUs
     hosts: dict[str, tuple[str, float, int]] = field(default_factory=dict)
+    anatomy: Anatomy | None = None  # where a commit's time goes (analysis/anatomy.py)
 
     def bound(self, resource: str) -> dict[str, Any] | None:
         return next((b for b in self.bounds if b["resource"] == resource), None)
@@ -155,6 +159,12 @@ def _wake_evidence(facts: CellFacts, sender: str, evidence: dict[str, float | st
     runq = facts.sched("primary", "backend", "runq_us_per_commit")
     if runq is not None:
         evidence["backend_run_queue_us_per_commit"] = round(runq, 1)
+    if facts.anatomy is not None:
+        queue = share_of_commit(facts.anatomy, "wakeup_queue")
+        if queue is not None:
+            evidence["wakeup_queue_share_of_commit"] = round(queue, 3)
+            said.append(f"the commit anatomy puts {100 * queue:.0f} % of a commit in the "
+                        "wake-up queue")
     return ("; " + "; ".join(said)) if said else ""
 
 
@@ -452,7 +462,25 @@ def cell_facts(store: Store, cell: StoredCell, cpus: int) -> CellFacts:
         waits={(w["node"], w["role"]): w["share"] for w in costs["waits"]},
         perf_missing=perf_missing,
         hosts=_host_load(store, cell.id),
+        anatomy=costs["anatomy"],
     )
+
+
+def _anatomy_growth(this: tuple[StoredCell, Anatomy],
+                    cells: list[tuple[StoredCell, Anatomy]]) -> str | None:
+    """Which part of this cell's commit grew against the same cell (every parameter
+    but the clients) at its fewest clients."""
+    cell, anatomy = this
+
+    def others(c: StoredCell) -> dict[str, Any]:
+        return {k: v for k, v in c.params.items() if k != "clients"}
+
+    clients = int(cell.params.get("clients") or 0)
+    fewer = [(int(c.params.get("clients") or 0), a) for c, a in cells
+             if others(c) == others(cell) and int(c.params.get("clients") or 0) < clients]
+    if not fewer:
+        return None
+    return growth_sentence(min(fewer, key=lambda ca: ca[0]), (clients, anatomy))
 
 
 def _host_load(store: Store, cell_id: int) -> dict[str, tuple[str, float, int]]:
@@ -486,16 +514,22 @@ def diagnose_run(folder: Path) -> list[CellDiagnosis]:
         cpus = int(machine.get("cpus_usable") or machine.get("cpu_count") or 1)
         out: list[CellDiagnosis] = []
         series = model.series_index(store.cells(run.id))
+        anatomies: dict[int, tuple[StoredCell, Anatomy]] = {}
         for cell in store.cells(run.id):
             if cell.status != "done":
                 continue
             facts = cell_facts(store, cell, cpus)
             bound = model.cell_model(store, cell, series, machine)
             facts.bounds = bound["bounds"]
+            if facts.anatomy is not None:
+                anatomies[cell.idx] = (cell, facts.anatomy)
             out.append({"idx": cell.idx, "label": cell.label, "tps_mean": facts.tps,
                         "ceiling": model.headline(bound),
                         "ceiling_errors": bound["errors"],
                         "verdicts": [v.json() for v in diagnose_facts(facts)]})
+        for d in out:
+            if d["idx"] in anatomies:
+                d["anatomy"] = _anatomy_growth(anatomies[d["idx"]], list(anatomies.values()))
         return out
     finally:
         store.close()

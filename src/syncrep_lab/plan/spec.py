@@ -201,6 +201,8 @@ class Probes(_Strict):
     sched_seconds: Annotated[float, Field(gt=0, le=60)] = 3.0  # of each probed repeat
     # calls and time per function per role, on a profiling build (probes/gprof.py)
     gprof: bool = True
+    # every synchronous commit timed from uprobes, split into its parts (probes/anatomy.py)
+    anatomy: bool = True
 
 
 class RunControl(_Strict):

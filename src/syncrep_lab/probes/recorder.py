@@ -30,7 +30,7 @@ from types import TracebackType
 from typing import Any, Protocol
 
 from syncrep_lab.measure.timeline import Timeline
-from syncrep_lab.store import ProbeRows
+from syncrep_lab.store import ProbeRow, ProbeRows
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +64,23 @@ class Recorder(Protocol):
     def stop(self, ending: Ending) -> ProbeRows: ...
 
     def abort(self) -> None: ...
+
+
+class Skipped:
+    """A probe that will not run in this repeat, and why: a recorder that records only
+    its ``probes`` row."""
+
+    def __init__(self, probe: str, reason: str) -> None:
+        self.probe, self.reason = probe, reason
+
+    def start(self) -> None:
+        pass
+
+    def stop(self, ending: Ending) -> ProbeRows:
+        return ProbeRows(probes=[ProbeRow(self.probe, "skipped", self.reason)])
+
+    def abort(self) -> None:
+        pass
 
 
 class Recording:

@@ -369,6 +369,35 @@ def latency_breakdown(cost: dict[str, Any] | None) -> Chart | None:
         yaxis={"rangemode": "normal"}))
 
 
+ANATOMY_PARTS = (("local_flush", "local WAL flush"), ("standby_wait", "waiting for the standby"),
+                 ("wakeup_queue", "wake-up queue"), ("run_queue", "run queue"),
+                 ("unsignalled", "released before it slept"))
+
+
+def commit_anatomy(costs: list[dict[str, Any]]) -> Chart | None:
+    """Where a commit's time goes, per cell with a commit anatomy: the local flush and
+    the commit wait's parts, µs per commit, stacked."""
+    cells = [c for c in costs if c.get("anatomy")]
+    if not cells:
+        return None
+    labels = [f"{c['idx']}: {c['label']}" for c in cells]
+    data = []
+    for i, (key, name) in enumerate(ANATOMY_PARTS):
+        values = []
+        for c in cells:
+            found = {p["component"]: p for p in c["anatomy"]["components"]}
+            values.append((found[key]["us_per_commit"]["mean"] or 0.0) if key in found else 0.0)
+        if any(values):
+            data.append({"type": "bar", "orientation": "h", "name": name, "y": labels,
+                         "x": values, "marker": {"color": PALETTE[i % len(PALETTE)]}})
+    if not data:
+        return None
+    return _chart("anatomy", data, _layout(
+        "Where a commit's time goes (commit anatomy of the probed repeats, µs per commit)",
+        "µs per commit", "cell", barmode="stack", height=max(300, 40 * len(cells) + 150),
+        yaxis={"rangemode": "normal", "autorange": "reversed"}))
+
+
 def _per_role(costs: list[dict[str, Any]], figure: str, chart_id: str, title: str,
               y_title: str) -> Chart | None:
     """A per-commit figure of every node and role that matters at the chart's scale,
@@ -558,6 +587,7 @@ def all_charts(data: dict[str, Any]) -> dict[str, Chart]:
         "timeline_waits": timeline_waits(data["timeline"]),
         "waits": waits(chosen),
         "breakdown": latency_breakdown(chosen),
+        "anatomy": commit_anatomy(data["costs"]),
         "cpu": cpu_per_commit(data["costs"]),
         "switches": context_switches(data["costs"]),
         "syscalls": syscalls(chosen),

@@ -3,8 +3,9 @@ figures stored the moment it ends.
 
 The recorders (probes/recorder.py) are chosen here, in the order they start: the fault
 run first (it counts rows and sets the level before anything else, and puts the cluster
-back only after every probe has stopped), the probes of the nodes here and on SSH hosts,
-the hosts' clocks and CPUs, the untraced CPU of a measured repeat, and the placement
+back only after every probe has stopped), the probes of the nodes here, the commit
+anatomy (after them: the gprof probe restarts the walsenders it names), the probes on SSH
+hosts, the hosts' clocks and CPUs, the untraced CPU of a measured repeat, and the placement
 read-back last, nearest the client. They stop in the reverse order, once the client has
 finished; an error or an interrupt aborts exactly those started. The repeat's figures
 are built from the client's output by run/repeat_record.py.
@@ -13,16 +14,20 @@ are built from the client's output by run/repeat_record.py.
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from syncrep_lab.cluster import server
 from syncrep_lab.errors import UserError
 from syncrep_lab.hosts.ssh import HostSpec
 from syncrep_lab.measure.pgbench_log import TransactionLogStats, parse_transaction_logs
 from syncrep_lab.measure.timeline import Timeline
 from syncrep_lab.pg.builds import Build, build_at
 from syncrep_lab.plan.matrix import NO_FAULTS, link_profiles
+from syncrep_lab.probes.anatomy import PROBE as ANATOMY
+from syncrep_lab.probes.anatomy import CommitAnatomy
 from syncrep_lab.probes.gprof import GprofSetup
-from syncrep_lab.probes.recorder import Client, Ending, Recorder, Recording
+from syncrep_lab.probes.recorder import Client, Ending, Recorder, Recording, Skipped
 from syncrep_lab.probes.remote import HostProbes
 from syncrep_lab.probes.session import RepeatProbes, UntracedCpu
 from syncrep_lab.run import faults, repeat_record, reset
@@ -99,6 +104,7 @@ class Repeat:
                 spec.probes, target.nodes, target.version_num, self.dir, duration,
                 self._profiling(built), here=self.here,
                 frame_pointers=built is not None and built.flavor == "frame-pointers"))
+            chosen.append(self._anatomy())
             on_hosts = _host_nodes(target)
             chosen.append(HostProbes(on_hosts, spec.probes, duration, self.dir,
                                      target.admin, self.here) if on_hosts else None)
@@ -121,6 +127,20 @@ class Repeat:
                 say=lambda text: runner.events.message(
                     f"{cell.label}: in repeat {self.run.n}, {text}")))
         return [r for r in chosen if r is not None]
+
+    def _anatomy(self) -> Recorder:
+        """The commit anatomy of the primaries on this machine (probes/anatomy.py)."""
+        if not self.runner.spec.probes.anatomy:
+            return Skipped(ANATOMY, "turned off in the spec ([probes] anatomy)")
+        primaries = [(t.admin, n.data_dir) for t in self.targets for n in t.nodes
+                     if n.primary and n.data_dir is not None]
+        pids = [pid for _, data_dir in primaries
+                if (pid := server.postmaster_pid(data_dir)) is not None]
+        if not pids:
+            return Skipped(ANATOMY, "the primary is not on this machine: the commit "
+                                    "anatomy puts its probes on the primary's processes")
+        return CommitAnatomy(Path(f"/proc/{pids[0]}/exe"), pids, self.dir,
+                             [admin for admin, _ in primaries])
 
     def _finished(self, running: list[RunningPgbench]) -> list[PgbenchRun]:
         """The clients' runs, once all have ended, their output kept beside the repeat.

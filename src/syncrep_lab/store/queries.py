@@ -17,6 +17,7 @@ from typing import NamedTuple, TypeVar
 
 from syncrep_lab.store.db import Store
 from syncrep_lab.store.rows import (
+    AnatomyRow,
     CostRow,
     DurabilityRow,
     FaultEventRow,
@@ -179,6 +180,11 @@ def probe_counts(store: Store, run_id: int) -> list[ProbeCount]:
 
 def costs_of(store: Store, repeat_ids: Collection[int]) -> list[tuple[int, CostRow]]:
     return _of_repeats(store, "costs", CostRow, repeat_ids)
+
+
+def anatomy_of(store: Store, repeat_ids: Collection[int]) -> list[tuple[int, AnatomyRow]]:
+    """The commit anatomy's aggregates of these repeats (probes/anatomy.py)."""
+    return _of_repeats(store, "anatomy", AnatomyRow, repeat_ids)
 
 
 def proc_costs_of(store: Store, repeat_ids: Collection[int]

@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from syncrep_lab.analysis.anatomy import PART_NAMES, WAIT_PARTS, Anatomy
 from syncrep_lab.analysis.compare import Comparison, FigureComparison
 from syncrep_lab.analysis.costs import KEY_SYSCALLS, GprofProfile, MeanCI, RunCellCosts
 from syncrep_lab.analysis.diagnosis import CellDiagnosis, VerdictData, leading_verdict
@@ -91,6 +92,10 @@ def print_costs(cells: list[RunCellCosts], console: Console) -> None:
                           + (f"; {top}" if hottest else ""), soft_wrap=True)
         for profile in cell.get("gprof", []):
             console.print(_gprof_line(profile), soft_wrap=True)
+        anatomy = cell.get("anatomy")
+        if anatomy:
+            for line in anatomy_lines(anatomy):
+                console.print(escape(line), soft_wrap=True)
         lb = cell.get("latency_breakdown")
         if lb:
             standby_wait = (f"{lb['sync_wait_ms']:.2f} ms" if not
@@ -115,6 +120,46 @@ def print_costs(cells: list[RunCellCosts], console: Console) -> None:
             top = ", ".join(f"{k} {100 * v:.0f} %" for k, v in list(w["share"].items())[:4])
             console.print(f"  {w['node']} {escape(w['role'])} waits: {escape(top)}",
                           soft_wrap=True)
+
+
+def anatomy_lines(a: Anatomy) -> list[str]:
+    """A cell's commit anatomy in words: each component per commit, the commit wait's
+    parts with their shares, the sync walsender's releases, and the two ceilings."""
+    by_name = {c["component"]: c for c in a["components"]}
+
+    def us(name: str) -> str:
+        c = by_name[name]
+        return f"{PART_NAMES[name]} {_fmt(c['us_per_commit'], 1)} µs"
+
+    head = f"  where a commit's time goes ({a['commits']:,} commits traced, per commit):"
+    parts = [us(n) for n in ("local_flush", "commit_wait") if n in by_name]
+    split = [f"{us(n)} ({100 * (by_name[n]['share_of_wait'] or 0):.0f} %)"
+             for n in WAIT_PARTS if n in by_name]
+    lines = [head + " " + "; ".join(parts) + (" = " + " + ".join(split) if split else "")]
+    for r in a["releases"]:
+        if not r["releases"]:
+            continue
+        # no colon right after the name: rich reads ":b:" as an emoji code
+        if not r["per_waiter_us"]:
+            lines.append(f"  {r['walsender']} made {r['releases']:,} releases and freed no "
+                         "waiter")
+            continue
+        lines.append(
+            f"  {r['walsender']} made {r['releases']:,} releases, "
+            f"{r['waiters_per_release'] or 0:.1f} waiters freed each, "
+            f"{r['release_us'] or 0:.1f} µs per release ({r['per_waiter_us']:.2f} µs per "
+            f"waiter), {r['gap_us'] or 0:,.0f} µs between releases "
+            f"(p99 {r['gap_p99_us'] or 0:,.0f} µs)")
+    bounds = []
+    if a["little_bound_tps"]:
+        bounds.append(f"{a['little_bound_tps']:,.0f} tps at this concurrency if only the "
+                      "flush and the wait remained (Little's law)")
+    if a["release_bound_tps"]:
+        bounds.append(f"{a['release_bound_tps']:,.0f} tps where the walsender's serial "
+                      "release binds")
+    if bounds:
+        lines.append("  wait-bound ceilings: " + "; ".join(bounds))
+    return lines
 
 
 def _gprof_line(g: GprofProfile) -> str:
@@ -148,6 +193,9 @@ def print_diagnosis(cells: list[CellDiagnosis], console: Console) -> None:
             console.print(f"  ceiling: {escape(ceiling)} (syncrep-lab model)", soft_wrap=True)
         for error in cell.get("ceiling_errors") or []:
             console.print(f"  [red]model error[/red]: {escape(error)}", soft_wrap=True)
+        grown = cell.get("anatomy")
+        if grown:
+            console.print(f"  commit anatomy: {escape(grown)}", soft_wrap=True)
         print_verdicts(cell["verdicts"], console)
 
 
