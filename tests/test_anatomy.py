@@ -25,6 +25,7 @@ from syncrep_lab.measure.histogram import LatencyHistogram
 from syncrep_lab.pg.installations import resolve
 from syncrep_lab.plan.spec import Workload
 from syncrep_lab.probes import anatomy
+from syncrep_lab.probes.activity import ActivitySampler
 from syncrep_lab.probes.anatomy import CommitAnatomy
 from syncrep_lab.run.workload import (
     PgbenchRun,
@@ -293,6 +294,33 @@ def test_every_synchronous_commit_is_timed_and_its_wait_split(
         store.close()
 
 
+def test_the_wait_agrees_with_the_wait_event_sampler(cluster: Manifest,
+                                                    tmp_path: Path) -> None:
+    """Little's law in one window: commits a second times the mean commit wait is the
+    mean number of backends waiting at once, so over the window the backends' summed
+    commit waits are what the wait-event sampler saw of them in IPC:SyncRep, each
+    sample standing for one tick's time."""
+    admin = cluster.admin_conninfo(cluster.primary)
+    sampler = ActivitySampler([("primary", admin, True)], {}, hz=20.0, replication_hz=0.0,
+                              version_num=180000)
+    recorder = _recorder(cluster, tmp_path / "out")
+    recorder.start()
+    sampler.start()
+    sampler.connected.wait(timeout=15)
+    try:
+        _pgbench(cluster, "on", clients=12, duration=4)
+    finally:
+        sampled = sampler.stop()["primary"]
+        window = time.monotonic() - sampler.started
+        rows = recorder.stop()
+    waited_s = _by_component(rows.anatomy)["commit_wait"].total / 1e9
+    in_syncrep = sum(n for (role, wtype, event), n in sampled.waits.items()
+                     if role == "backend" and (wtype, event) == ("IPC", "SyncRep"))
+    assert sampled.ticks > 20
+    seen_s = in_syncrep * window / sampled.ticks
+    assert waited_s == pytest.approx(seen_s, rel=0.15), (waited_s, seen_s)
+
+
 def test_local_commits_do_not_wait(cluster: Manifest, tmp_path: Path) -> None:
     """Under synchronous_commit = local PostgreSQL still calls SyncRepWaitForLSN, which
     returns at once: the probe reads the session's level and counts no wait."""
@@ -345,6 +373,7 @@ def test_an_abort_leaves_nothing_attached(cluster: Manifest, tmp_path: Path) -> 
 CHILD = """
 import sys, time
 from pathlib import Path
+from syncrep_lab.probes.activity import ActivitySampler
 from syncrep_lab.probes.anatomy import CommitAnatomy
 recorder = CommitAnatomy(Path(sys.argv[1]), [int(sys.argv[2])], Path(sys.argv[3]))
 recorder.start()

@@ -1,7 +1,9 @@
 """The commit anatomy in a run (probes/anatomy.py recorded by run/repeat.py, read by
 analysis/anatomy.py): a probed repeat times every commit, the parts add up, the whole
-stays below what pgbench measured, Little's law holds against the wait-event sampler,
-and `costs`, `diagnose` and the report show it."""
+stays below what pgbench measured in that repeat (the anatomy has a repeat of its own:
+its traps would weigh on the other probes' figures), and `costs`, `diagnose` and the
+report show it. Little's law against the wait-event sampler, which needs both in one
+window, is tests/test_anatomy.py's."""
 
 from __future__ import annotations
 
@@ -53,11 +55,11 @@ def test_every_commit_of_the_probed_repeat_is_timed_and_the_parts_add_up(
     db = sqlite3.connect(anatomy_run / "syncrep-lab.sqlite")
     probed = {idx: (tx, lat, dur) for idx, tx, lat, dur in db.execute(
         "select c.idx, r.transactions, r.lat_mean_ms, r.duration_s from repeats r "
-        "join cells c on c.id = r.cell_id where r.probed = 1")}
+        "join cells c on c.id = r.cell_id where r.probed = 2")}  # the anatomy's repeat
     for cell in costs:
         a = cell["anatomy"]
         assert a is not None, cell["probes"].get("anatomy")
-        transactions, latency_ms, seconds = probed[cell["idx"]]
+        transactions, latency_ms, _ = probed[cell["idx"]]
         parts = {c["component"]: c for c in a["components"]}
         wait = parts["commit_wait"]
         # every commit waited once, and was timed once
@@ -68,14 +70,6 @@ def test_every_commit_of_the_probed_repeat_is_timed_and_the_parts_add_up(
         in_server_ms = (parts["local_flush"]["us_per_commit"]["mean"]
                         + wait["us_per_commit"]["mean"]) / 1000.0
         assert 0 < in_server_ms < latency_ms, (in_server_ms, latency_ms)
-        # Little's law: commits a second times each one's wait = backends waiting at once,
-        # which the wait-event sampler counts as the share of the clients' samples in
-        # SyncRep (18 shows that wait event)
-        clients = int(cell["label"].rsplit("c=", 1)[1])
-        waiting = wait["us_per_commit"]["mean"] / 1e6 * transactions / seconds
-        shares = {(w["node"], w["role"]): w["share"] for w in cell["waits"]}
-        sampled = shares[("primary", "backend")].get("IPC:SyncRep", 0.0) * clients
-        assert waiting == pytest.approx(sampled, rel=0.15), (waiting, sampled)
         # the sync walsender freed the waiters; the potential one none
         by = {r["walsender"]: r for r in a["releases"]}
         assert by["walsender:b"]["waiters_per_release"] > 0

@@ -155,8 +155,10 @@ def test_killed_run_resumes(workdir: Path) -> None:
     cells = db.execute("select * from cells order by idx").fetchall()
     assert [c["status"] for c in cells] == ["done"] * 3
     after = {(r["cell_id"], r["n"]): r["id"] for r in db.execute("select * from repeats")}
-    assert len(after) == 9  # 2 measured + 1 probed per cell: nothing lost, none twice
+    # 2 measured + 1 probed + 1 commit anatomy per cell: nothing lost, none twice
+    assert len(after) == 12
     assert db.execute("select count(*) from repeats where probed = 0").fetchone()[0] == 6
+    assert db.execute("select count(*) from repeats where probed = 2").fetchone()[0] == 3
     assert all(after[k] == v for k, v in before.items())
     assert db.execute("select status from runs").fetchone()[0] == "done"
     assert postmasters_in(workdir) == []

@@ -29,7 +29,7 @@ from syncrep_lab.measure.pairing import ratio_of
 from syncrep_lab.pg.conninfo import mask_text
 from syncrep_lab.pg.replication import WAITING_LEVELS
 from syncrep_lab.pg.sync_names import SyncNamesError, expected_states, parse
-from syncrep_lab.store import CLUSTER_PARAMS, Store, StoredCell, queries
+from syncrep_lab.store import CLUSTER_PARAMS, PROBED, Store, StoredCell, queries
 
 # Axes about where and how a cell ran, beside the sync level and the client count.
 SHAPE_AXES = ("clients", "synchronous_commit")
@@ -185,7 +185,7 @@ def _timeline(store: Store, cell: StoredCell) -> dict[str, Any]:
     lags: dict[str, dict[str, list[Any]]] = {}
     events = []
     # the repeats whose samplers ran: the probed ones, or an observe window's slices
-    probed = [r.id for r in repeats if r.probed] or [
+    probed = [r.id for r in repeats if r.probed == PROBED] or [
         r.id for r in repeats if queries.has_replication_samples(store, r.id)]
     if probed:
         last_state: dict[str, str | None] = {}

@@ -24,7 +24,7 @@ from syncrep_lab.measure.pgbench_log import TransactionLogStats, parse_transacti
 from syncrep_lab.measure.timeline import Timeline
 from syncrep_lab.pg.builds import Build, build_at
 from syncrep_lab.plan.matrix import NO_FAULTS, link_profiles
-from syncrep_lab.probes.anatomy import PROBE as ANATOMY
+from syncrep_lab.probes.anatomy import PROBE as ANATOMY_PROBE
 from syncrep_lab.probes.anatomy import CommitAnatomy
 from syncrep_lab.probes.gprof import GprofSetup
 from syncrep_lab.probes.recorder import Client, Ending, Recorder, Recording, Skipped
@@ -37,7 +37,7 @@ from syncrep_lab.run.fault_run import FaultRun
 from syncrep_lab.run.host_watch import HostWatch
 from syncrep_lab.run.placement_watch import PlacementReadBack
 from syncrep_lab.run.workload import PgbenchRun, RunningPgbench
-from syncrep_lab.store import now
+from syncrep_lab.store import ANATOMY, MEASURED, now
 
 if TYPE_CHECKING:
     from syncrep_lab.run.runner import CellRun, Runner
@@ -46,9 +46,12 @@ if TYPE_CHECKING:
 class Repeat:
     """Repeat ``run.n`` of a cell, on the runner's active cluster."""
 
-    def __init__(self, runner: Runner, run: CellRun, *, probed: bool,
+    def __init__(self, runner: Runner, run: CellRun, *, kind: int,
                  round_no: int | None = None, position: int | None = None) -> None:
-        self.runner, self.run, self.cell, self.probed = runner, run, run.cell, probed
+        """``kind``: MEASURED, PROBED (the probes) or ANATOMY (the commit anatomy alone),
+        as stored in ``repeats.probed``."""
+        self.runner, self.run, self.cell, self.kind = runner, run, run.cell, kind
+        self.probed = kind != MEASURED
         self.round_no, self.position = round_no, position
         target = runner.cluster.target
         assert target is not None
@@ -83,7 +86,7 @@ class Repeat:
         rows.proc_costs += remote_client_costs(running, self.cell.driver)
         record = repeat_record.build(
             runs, self._logs_of(runs), [t.instance for t in self.targets], n=self.run.n,
-            probed=self.probed, started_at=started, round_no=self.round_no,
+            probed=self.kind, started_at=started, round_no=self.round_no,
             position=self.position, seen=watch.seen(),
             stdout_path=f"{self.here}/{self.cell.driver}.stdout",
             stderr_path=f"{self.here}/{self.cell.driver}.stderr")
@@ -98,13 +101,17 @@ class Repeat:
         chosen: list[Recorder | None] = []
         if cell.faults != NO_FAULTS:
             chosen.append(self._fault_run())
+        if self.kind == ANATOMY:
+            return [r for r in (*chosen, self._anatomy()) if r is not None]
         if self.probed:
             built = build_at(target.manifest.bin_dir) if target.manifest is not None else None
             chosen.append(RepeatProbes(
                 spec.probes, target.nodes, target.version_num, self.dir, duration,
                 self._profiling(built), here=self.here,
                 frame_pointers=built is not None and built.flavor == "frame-pointers"))
-            chosen.append(self._anatomy())
+            if not spec.probes.anatomy:
+                chosen.append(Skipped(ANATOMY_PROBE, "turned off in the spec ([probes] "
+                                                     "anatomy)"))
             on_hosts = _host_nodes(target)
             chosen.append(HostProbes(on_hosts, spec.probes, duration, self.dir,
                                      target.admin, self.here) if on_hosts else None)
@@ -130,14 +137,12 @@ class Repeat:
 
     def _anatomy(self) -> Recorder:
         """The commit anatomy of the primaries on this machine (probes/anatomy.py)."""
-        if not self.runner.spec.probes.anatomy:
-            return Skipped(ANATOMY, "turned off in the spec ([probes] anatomy)")
         primaries = [(t.admin, n.data_dir) for t in self.targets for n in t.nodes
                      if n.primary and n.data_dir is not None]
         pids = [pid for _, data_dir in primaries
                 if (pid := server.postmaster_pid(data_dir)) is not None]
         if not pids:
-            return Skipped(ANATOMY, "the primary is not on this machine: the commit "
+            return Skipped(ANATOMY_PROBE, "the primary is not on this machine: the commit "
                                     "anatomy puts its probes on the primary's processes")
         return CommitAnatomy(Path(f"/proc/{pids[0]}/exe"), pids, self.dir,
                              [admin for admin, _ in primaries])

@@ -41,7 +41,7 @@ class RepeatRecord:
 
 
 def build(runs: list[PgbenchRun], per_instance: list[TransactionLogStats],
-          instances: list[int], *, n: int, probed: bool, started_at: str,
+          instances: list[int], *, n: int, probed: int, started_at: str,
           round_no: int | None, position: int | None, seen: Disturbance,
           stdout_path: str, stderr_path: str) -> RepeatRecord:
     """The record of one repeat: ``runs[i]`` is the pgbench of instance ``instances[i]``
@@ -53,7 +53,7 @@ def build(runs: list[PgbenchRun], per_instance: list[TransactionLogStats],
         stats = stats + more
     h = stats.histogram.summary()
     values: dict[str, Any] = {
-        "n": n, "probed": int(probed), "started_at": started_at,
+        "n": n, "probed": probed, "started_at": started_at,
         "round": round_no, "position": position, "checkpoints": seen.checkpoints,
         "autovacuums": seen.autovacuums, "other_cpu": seen.other_cpu,
         "disturbed": seen.disturbed,

@@ -66,6 +66,9 @@ from syncrep_lab.run.workload import (
     script_text,
 )
 from syncrep_lab.store import (
+    ANATOMY,
+    MEASURED,
+    PROBED,
     Store,
     StoredCell,
     StoredRepeat,
@@ -397,19 +400,30 @@ class Runner:
     def _measured(self, run: CellRun, round_no: int | None, position: int | None) -> float:
         self._enter(run)
         run.n += 1
-        return Repeat(self, run, probed=False, round_no=round_no, position=position).measure()
+        return Repeat(self, run, kind=MEASURED, round_no=round_no,
+                      position=position).measure()
 
     def _probed(self, run: CellRun) -> None:
         """Probes cost throughput on a small machine (perf counting every traced system
         call, samplers polling every node), so the figures are measured without them and
         the probes get repeats of their own, kept apart."""
-        probed = sum(1 for r in self.store.repeats(run.cell_id) if r.probed)
+        stored = [r.probed for r in self.store.repeats(run.cell_id)]
+        probed = stored.count(PROBED)
         while probed < self.spec.probes.probed_repeats:
             self._enter(run)
             probed += 1
             run.n += 1
             self.events.phase(run.cell, f"probed repeat {probed}")
-            Repeat(self, run, probed=True).measure()
+            Repeat(self, run, kind=PROBED).measure()
+        # The commit anatomy's traps cost a quarter of the throughput where the kernel
+        # steps them out of line (docs/decisions.md): a repeat of its own, so no other
+        # probe's figure carries them.
+        if (self.spec.probes.anatomy and self.spec.probes.probed_repeats > 0
+                and ANATOMY not in stored):
+            self._enter(run)
+            run.n += 1
+            self.events.phase(run.cell, "commit anatomy")
+            Repeat(self, run, kind=ANATOMY).measure()
 
     def reset(self, cell: Cell) -> bool:
         """Each repeat from the same state (run/reset.py); whether a standby was

@@ -118,6 +118,9 @@ class StoredCell:
                    notes=json.loads(notes) if notes else [])
 
 
+MEASURED, PROBED, ANATOMY = 0, 1, 2  # repeats.probed: what ran beside the client
+
+
 @dataclass(frozen=True)
 class StoredRepeat:
     """``repeats``: one pgbench (or sysbench) run of a cell, or an observe slice."""
@@ -125,7 +128,7 @@ class StoredRepeat:
     id: int
     cell_id: int
     n: int
-    probed: int  # 1: probes ran; kept out of the cell's figures
+    probed: int  # PROBED: probes ran; ANATOMY: the commit anatomy alone; kept out of figures
     started_at: str
     duration_s: float
     transactions: int

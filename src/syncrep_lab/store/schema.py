@@ -62,7 +62,8 @@ create table if not exists repeats (
     id integer primary key,
     cell_id integer not null references cells(id),
     n integer not null,
-    probed integer not null default 0,  -- 1: probes ran; kept out of the cell's figures
+    probed integer not null default 0,  -- 1: probes ran, 2: the commit anatomy alone;
+                                        -- either is kept out of the cell's figures
     started_at text not null,
     duration_s real not null,
     transactions integer not null,   -- from the per-transaction logs
