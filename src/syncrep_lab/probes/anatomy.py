@@ -50,7 +50,7 @@ level at the call (the variable, from the process's memory) and counts no wait.
 What the probe costs is its traps: a uprobe is a breakpoint, a uretprobe a second one
 on the return, so each commit pays two pairs (XLogFlush, SyncRepWaitForLSN) and each
 walsender reply one (both walsenders: the one that is not synchronous enters the
-function too, and frees nothing). The figures hold part of that cost: under about 1 µs a
+function too, and frees nothing). The figures hold part of that cost: 1 to 1.5 µs a
 pair where the function begins with an instruction the kernel emulates (``push %rbp``:
 Debian's builds, any build with frame pointers), about 10 µs where it must be stepped
 out of line (the embedded PostgreSQL 18's first instruction reads memory), on this VM.
