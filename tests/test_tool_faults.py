@@ -240,7 +240,8 @@ def test_signal_at_every_stage(workdir: Path, stage: str, signum: int) -> None:
     assert run.stored("select status from runs") == [("done",)]
     assert run.stored("select status from cells") == [("done",)]
     final = run.stored("select id, cell_id, n, probed from repeats order by n")
-    assert [r[3] for r in final] == [0, 1]  # one measured, one probed
+    # one measured, one probed, one for the commit anatomy
+    assert [r[3] for r in final] == [0, 1, 2]
     assert set(before) <= {r[:3] for r in final}
     nothing_left(out, {})
 

@@ -3,12 +3,13 @@ figures stored the moment it ends.
 
 The recorders (probes/recorder.py) are chosen here, in the order they start: the fault
 run first (it counts rows and sets the level before anything else, and puts the cluster
-back only after every probe has stopped), the probes of the nodes here, the commit
-anatomy (after them: the gprof probe restarts the walsenders it names), the probes on SSH
-hosts, the hosts' clocks and CPUs, the untraced CPU of a measured repeat, and the placement
-read-back last, nearest the client. They stop in the reverse order, once the client has
-finished; an error or an interrupt aborts exactly those started. The repeat's figures
-are built from the client's output by run/repeat_record.py.
+back only after every probe has stopped), then in a probed repeat the probes of the
+nodes here and on SSH hosts, or in the commit anatomy's repeat that probe alone (its
+traps would weigh on every other probe's figure), the hosts' clocks and CPUs, the
+untraced CPU of a measured repeat, and the placement read-back last, nearest the client.
+They stop in the reverse order, once the client has finished; an error or an interrupt
+aborts exactly those started. The repeat's figures are built from the client's output by
+run/repeat_record.py.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from syncrep_lab.run.fault_run import FaultRun
 from syncrep_lab.run.host_watch import HostWatch
 from syncrep_lab.run.placement_watch import PlacementReadBack
 from syncrep_lab.run.workload import PgbenchRun, RunningPgbench
-from syncrep_lab.store import ANATOMY, MEASURED, now
+from syncrep_lab.store import ANATOMY, MEASURED, PROBED, now
 
 if TYPE_CHECKING:
     from syncrep_lab.run.runner import CellRun, Runner
@@ -101,9 +102,9 @@ class Repeat:
         chosen: list[Recorder | None] = []
         if cell.faults != NO_FAULTS:
             chosen.append(self._fault_run())
-        if self.kind == ANATOMY:
-            return [r for r in (*chosen, self._anatomy()) if r is not None]
-        if self.probed:
+        if self.kind == ANATOMY:  # alone: its traps would weigh on the probes' figures
+            chosen.append(self._anatomy())
+        if self.kind == PROBED:
             built = build_at(target.manifest.bin_dir) if target.manifest is not None else None
             chosen.append(RepeatProbes(
                 spec.probes, target.nodes, target.version_num, self.dir, duration,
