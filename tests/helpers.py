@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -96,3 +97,30 @@ def cli_here(*args: str, env: dict[str, str] | None = None
         code = 1
     return subprocess.CompletedProcess(["syncrep-lab", *args], code or 0, stdout.getvalue(),
                                        stderr.getvalue())
+
+
+def as_nobody(what: Callable[[], str],
+              answers: tuple[type[BaseException], ...] = ()) -> str:
+    """What ``what`` returns when run in a child that gave up root (uid and gid 65534,
+    no groups); an exception of ``answers`` comes back as its text, any other as
+    "crashed: ..."."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: no pytest from here on, only os._exit
+        os.close(read_end)
+        try:
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(65534)
+            message = what()
+        except answers as exc:
+            message = str(exc)
+        except BaseException as exc:
+            message = f"crashed: {exc!r}"
+        os.write(write_end, message.encode())
+        os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as fh:
+        message = fh.read().decode()
+    os.waitpid(pid, 0)
+    return message

@@ -36,7 +36,7 @@ from syncrep_lab.run.workload import (
 )
 from syncrep_lab.store import AnatomyRow, ProbeRow, ProbeRows, Store
 
-from .helpers import cli, shared_tmp
+from .helpers import as_nobody, cli, shared_tmp
 
 UPROBE_EVENTS = Path("/sys/kernel/tracing/uprobe_events")
 
@@ -122,24 +122,7 @@ def test_without_bpftrace_it_says_how_to_install_it(monkeypatch: pytest.MonkeyPa
 
 def _reason_as_nobody(binary: Path) -> str:
     """unavailable_reason in a child that gave up root."""
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: no pytest from here on, only os._exit
-        os.close(read_end)
-        try:
-            os.setgroups([])
-            os.setgid(65534)
-            os.setuid(65534)
-            message = anatomy.unavailable_reason(binary) or "available"
-        except BaseException as exc:
-            message = f"crashed: {exc!r}"
-        os.write(write_end, message.encode())
-        os._exit(0)
-    os.close(write_end)
-    with os.fdopen(read_end, "rb") as fh:
-        message = fh.read().decode()
-    os.waitpid(pid, 0)
-    return message
+    return as_nobody(lambda: anatomy.unavailable_reason(binary) or "available")
 
 
 def test_without_root_it_is_skipped_naming_the_privileges() -> None:

@@ -21,7 +21,7 @@ import pytest
 from syncrep_lab.placement.cpus import machine_cpus
 from syncrep_lab.store import DB_NAME
 
-from .helpers import cli, cli_here, live_processes, postmasters_in
+from .helpers import as_nobody, cli, cli_here, live_processes, postmasters_in
 
 CPUSET_ROOT = Path("/sys/fs/cgroup/cpuset/syncrep-lab")
 
@@ -285,30 +285,14 @@ def _check_as_nobody(text: str) -> str:
     from syncrep_lab.run.preflight import check_machine
 
     spec = parse_spec(text)
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: no pytest from here on, only os._exit
-        os.close(read_end)
-        try:
-            os.setgroups([])
-            os.setgid(65534)
-            os.setuid(65534)
-            check_machine(spec)
-            message = "accepted"
-        except UserError as exc:
-            message = str(exc)
-        except BaseException as exc:
-            message = f"crashed: {exc!r}"
-        os.write(write_end, message.encode())
-        os._exit(0)
-    os.close(write_end)
-    with os.fdopen(read_end, "rb") as fh:
-        message = fh.read().decode()
-    os.waitpid(pid, 0)
-    return message
+
+    def check() -> str:
+        check_machine(spec)
+        return "accepted"
+
+    return as_nobody(check, (UserError,))
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="gives up root in a child: needs it first")
 def test_what_needs_root_is_refused_up_front_without_it() -> None:
     cpusets = _check_as_nobody(NOT_ROOT.replace("LINK", "none"))
     assert cpusets.startswith("the spec places processes in cpusets"), cpusets
