@@ -632,12 +632,13 @@ class RemotePerfStat(RemotePerfRun):
 
 class RemoteRecording(RemotePerfRun):
     """``perf record -a`` of every CPU of a host (``args``: what it samples or traces),
-    ``perf script`` run there on it; ``what`` names its files (``BASE.WHAT.data``)."""
+    ``perf script`` run there on it with ``script_args``; ``what`` names its files
+    (``BASE.WHAT.data``)."""
 
     def __init__(self, host: SshHost, access: PerfAccess, base: str, what: str,
-                 args: list[str], seconds: float, fields: str) -> None:
+                 args: list[str], seconds: float, script_args: list[str]) -> None:
         self.data, self.script = f"{base}.{what}.data", f"{base}.{what}.txt"
-        self.fields = fields
+        self.script_args = script_args
         super().__init__(host, access, base, what,
                          ["record", "-a", *args, "-o", self.data, "--", "sleep",
                           f"{seconds:g}"])
@@ -648,8 +649,9 @@ class RemoteRecording(RemotePerfRun):
         try:
             self.interrupt()
             prefix = " ".join(self.access.prefix)
-            self.host.sh(f'{prefix} perf script -F "$1" -i "$2" > "$3" 2>/dev/null',
-                         self.fields, self.data, self.script, what="perf script",
+            self.host.sh(f'data="$1" text="$2"; shift 2; '
+                         f'{prefix} perf script -i "$data" "$@" > "$text" 2>/dev/null',
+                         self.data, self.script, *self.script_args, what="perf script",
                          timeout=600)
             return self.host.get_bytes(self.script, limit)
         finally:

@@ -83,6 +83,12 @@ class OnCpuRecorder:
 
 # what perf script prints of each sample: what folding needs, here or on a host
 SCRIPT_FIELDS = "comm,pid,tid,cpu,time,period,event,ip,sym,dso"
+# --no-inline: the frames are the functions of the binaries' symbol tables. Asked for
+# inlined frames, perf runs addr2line on every address of every library with debug
+# information (libc's here): 8 times the time, for frames inside libc's own wrappers
+# (``__GI_kill (inlined)`` under ``kill``) and never a PostgreSQL one, whose binaries
+# carry no DWARF (docs/decisions.md).
+SCRIPT_ARGS = ["-F", SCRIPT_FIELDS, "--no-inline"]
 
 
 def _collapse_tool() -> str:
@@ -111,7 +117,7 @@ def collapse(perf_data: Path, timeout: float = 300) -> list[str]:
     """``perf script`` piped into ``inferno-collapse-perf --pid``: folded lines."""
     collapse_tool = _collapse_tool()
     script = subprocess.Popen(
-        ["perf", "script", "-F", SCRIPT_FIELDS, "-i", str(perf_data)],
+        ["perf", "script", *SCRIPT_ARGS, "-i", str(perf_data)],
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     try:
         folded = subprocess.run([collapse_tool, "--pid", "--all"], stdin=script.stdout,

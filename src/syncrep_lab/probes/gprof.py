@@ -24,9 +24,11 @@ taken off each profile of the node (calls and time, never below zero).
 
 The processes that live on (checkpointer, walwriter, startup) write a profile only at
 shutdown, so they are not in the table; their CPU is in the other probes. Each role's
-``gmon.out`` files are summed (``gprof -s``), then read as a flat profile, which is
-kept as text beside the repeat (as gprof printed it, the baseline not taken off) and
-stored, less the baseline (the functions with calls or time left).
+``gmon.out`` files are read together, as their sum, into a flat profile, which is kept
+as text beside the repeat (as gprof printed it, the baseline not taken off) and stored,
+less the baseline (the functions with calls or time left). gprof's own ``-s`` (a
+``gmon.sum`` written first) printed the same profile 14 times slower: 21 s for a
+role of 9 processes, against 1.5 s read together.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,7 +50,7 @@ from syncrep_lab import procs
 from syncrep_lab.pg.admin import admin_connection
 from syncrep_lab.store import GprofFunctionRow, GprofRoleRow
 
-GPROF_TIMEOUT = 120.0  # one role's summing and flat profile
+GPROF_TIMEOUT = 120.0  # one role's flat profile
 EXIT_TIMEOUT = 15.0  # for a terminated walsender to exit and write its profile
 
 
@@ -142,21 +145,32 @@ class GprofProbe:
         baseline_pid = _idle_backend(node)
         folder = node.data_dir / "gprof"
         groups: dict[str, list[Path]] = defaultdict(list)
-        baseline: dict[str, tuple[int | None, float]] = {}
+        baseline_gmon: Path | None = None
         for gmon in sorted(folder.glob("*/gmon.out")) if folder.is_dir() else []:
             pid = gmon.parent.name
             if pid == str(baseline_pid):
-                text = flat_profile(self.setup.postgres, [gmon])
-                (self.out_dir / f"{node.name}-baseline.txt").write_text(text)
-                baseline = {f: (calls, self_s) for f, calls, self_s in parse_flat(text)}
+                baseline_gmon = gmon
                 continue
             known = role_of(int(pid)) if pid.isdigit() else None
             if known is None or known[0] != node.name:
                 result.unknown += 1
             else:
                 groups[known[1]].append(gmon)
-        for role, files in sorted(groups.items()):
-            text = flat_profile(self.setup.postgres, files)
+        roles = sorted(groups)
+        # gprof spends its time reading the binary's symbols, once per call and on one
+        # CPU: the roles' profiles are read side by side, as many as there are CPUs.
+        jobs = [[baseline_gmon]] if baseline_gmon is not None else []
+        jobs += [groups[role] for role in roles]
+        with ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
+            texts = list(pool.map(lambda files: flat_profile(self.setup.postgres, files),
+                                  jobs))
+        baseline: dict[str, tuple[int | None, float]] = {}
+        if baseline_gmon is not None:
+            text = texts.pop(0)
+            (self.out_dir / f"{node.name}-baseline.txt").write_text(text)
+            baseline = {f: (calls, self_s) for f, calls, self_s in parse_flat(text)}
+        for role, text in zip(roles, texts, strict=True):
+            files = groups[role]
             name = f"{node.name}-{role.replace(':', '-')}.txt"
             (self.out_dir / name).write_text(text)
             functions = less_baseline(parse_flat(text), baseline, len(files))
@@ -205,14 +219,10 @@ def less_baseline(functions: list[tuple[str, int | None, float]],
 
 
 def flat_profile(postgres: Path, files: list[Path]) -> str:
-    """gprof's flat profile of ``files`` summed (the brief form, no call graph)."""
+    """gprof's flat profile of ``files`` summed (the brief form, no call graph): given
+    several profile files, gprof reads them as their sum."""
     with tempfile.TemporaryDirectory(prefix="syncrep-gprof-") as tmp:
-        gmon = files[0]
-        if len(files) > 1:
-            # -s writes the sum as gmon.sum into the working directory
-            _gprof(["-s", str(postgres), *map(str, files)], tmp)
-            gmon = Path(tmp) / "gmon.sum"
-        return _gprof(["-b", "-p", str(postgres), str(gmon)], tmp)
+        return _gprof(["-b", "-p", str(postgres), *map(str, files)], tmp)
 
 
 def _gprof(args: list[str], cwd: str) -> str:

@@ -274,7 +274,7 @@ class RemoteOnCpu(_PerHost):
     def _recording(self, host: SshHost, access: PerfAccess, base: str) -> RemoteRecording:
         return RemoteRecording(host, access, base, "oncpu",
                                ["--call-graph", "dwarf", "-F", str(self.hz)],
-                               self.seconds + 61, flamegraph.SCRIPT_FIELDS)
+                               self.seconds + 61, flamegraph.SCRIPT_ARGS)
 
     def _read(self, host: str, text: Path, roles: dict[int, tuple[str, str]]) -> None:
         made = flamegraph.graphs_of(
@@ -300,7 +300,7 @@ class RemoteSched(_PerHost):
 
     def _recording(self, host: SshHost, access: PerfAccess, base: str) -> RemoteRecording:
         return RemoteRecording(host, access, base, "sched", ["-e", sched.TRACEPOINTS],
-                               self.seconds, sched.SCRIPT_FIELDS)
+                               self.seconds, sched.SCRIPT_ARGS)
 
     def _read(self, host: str, text: Path, roles: dict[int, tuple[str, str]]) -> None:
         with text.open(errors="replace") as lines:

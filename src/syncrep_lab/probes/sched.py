@@ -45,6 +45,7 @@ EVENTS = (Path("/sys/kernel/tracing/events/sched"),
           Path("/sys/kernel/debug/tracing/events/sched"))
 TRACEPOINTS = "sched:sched_switch,sched:sched_waking"
 SCRIPT_FIELDS = "comm,pid,tid,cpu,time,event,trace"
+SCRIPT_ARGS = ["-F", SCRIPT_FIELDS]
 
 Roles = Callable[[int], tuple[str, str] | None]
 
@@ -259,7 +260,7 @@ def parse(perf_data: Path, roles: Roles, timeout: float = 120) -> SchedResult:
     """Read a recording through ``perf script``, streamed line by line, and analyse it."""
     with tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(
-            ["perf", "script", "-F", SCRIPT_FIELDS, "-i", str(perf_data)],
+            ["perf", "script", *SCRIPT_ARGS, "-i", str(perf_data)],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err,
             text=True, errors="replace", bufsize=1 << 20)
         expired = threading.Event()
