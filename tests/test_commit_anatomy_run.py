@@ -21,7 +21,7 @@ name = "anatomy"
 standbys = 2
 
 [workload]
-duration = 4
+duration = 2
 warmup = 1
 
 [matrix]

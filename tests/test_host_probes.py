@@ -52,6 +52,8 @@ repeats_max = 1
 [probes]
 flame_hz = 997
 sched_seconds = 2
+# the commit anatomy (a repeat of its own) is tests/test_commit_anatomy_run.py's
+anatomy = false
 """)
     res = cli("run", str(workdir / "spec.toml"), "--out", str(workdir / "run"), timeout=300)
     assert res.returncode == 0, res.stdout + res.stderr + host.sshd_log()

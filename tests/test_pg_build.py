@@ -141,6 +141,7 @@ repeats_max = 1
 [probes]
 flamegraphs = false
 sched = false
+anatomy = false
 """
 
 

@@ -118,6 +118,8 @@ repeats_max = 1
 # A 2 s repeat gives the walsender only a few dozen stack samples at the default
 # 99 Hz; ten times that makes the stack assertions below hold every time.
 flame_hz = 997
+# the commit anatomy (a repeat of its own) is tests/test_commit_anatomy_run.py's
+anatomy = false
 """
 
 

@@ -31,7 +31,9 @@ def far() -> Iterator[SshdHost]:
 
 
 def _spec(host: SshdHost, known_hosts: str | None = None,
-          placed: str = 'sync = "c"\nclone = "basebackup"\nhosts = { c = "far" }') -> str:
+          placed: str = 'sync = "c"\nclone = "basebackup"\nhosts = { c = "far" }',
+          anatomy: bool = False) -> str:
+    """The commit anatomy is off (its own repeat) but where a test reads it."""
     return f"""\
 name = "remote"
 
@@ -55,6 +57,7 @@ probed_repeats = 1
 perf = false
 flamegraphs = false
 sched = false
+anatomy = {str(anatomy).lower()}
 """
 
 
@@ -195,7 +198,7 @@ def test_the_primary_on_an_ssh_host_streams_to_standbys_here(workdir: Path,
     the veth, pgbench here against it: b is the sync one, and the primary's CPU per role
     (its walsenders named by standby) comes back from the host."""
     db = _done_run(workdir, far, _spec(far, placed='sync = "1(b,c)"\nclone = "basebackup"\n'
-                                                   'hosts = { primary = "far" }'))
+                                                   'hosts = { primary = "far" }', anatomy=True))
     states = {r["standby"]: r["sync_state"] for r in db.execute(
         "select standby, sync_state from replication_samples")}
     assert states.get("b") == "sync" and states.get("c") == "potential", states
@@ -204,6 +207,13 @@ def test_the_primary_on_an_ssh_host_streams_to_standbys_here(workdir: Path,
     assert "walsender:b" in remote, remote
     settings = json.loads(db.execute("select settings_json from clusters").fetchone()[0])
     assert settings["primary"]["synchronous_standby_names"]["setting"] == "FIRST 1 (b, c)"
+    # the commit anatomy traces the primary's processes: with the primary on the host it
+    # cannot run, and the probed repeat says why instead of a repeat spent on nothing
+    assert [r["probed"] for r in db.execute("select probed from repeats order by n")] == [0, 1]
+    said = db.execute("select status, reason from probes where probe = 'anatomy'").fetchall()
+    assert [tuple(r) for r in said] == [
+        ("skipped", "the primary is not on this machine: the commit anatomy puts its "
+                    "probes on the primary's processes")]
     assert list(Path(far.data_root).iterdir()) == []
     assert far.running("postgres") == []
 

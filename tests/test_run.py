@@ -53,8 +53,9 @@ def _db(out: Path) -> sqlite3.Connection:
 
 
 # No probe output is read below, only that the probed repeats are apart: the probes
-# that take seconds to fold (stacks, scheduler) are left out.
-QUIET = SMALL + "\n[probes]\nflamegraphs = false\nsched = false\n"
+# that take seconds to fold (stacks, scheduler) are left out, and the commit anatomy,
+# which takes a repeat of its own (test_killed_run_resumes keeps it).
+QUIET = SMALL + "\n[probes]\nflamegraphs = false\nsched = false\nanatomy = false\n"
 
 
 def test_small_run_agrees_with_pgbench(workdir: Path) -> None:

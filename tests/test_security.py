@@ -231,6 +231,7 @@ probed_repeats = 1
 perf = false
 flamegraphs = false
 sched = false
+anatomy = false
 """)
         out = workdir / "runs with space" / "é ü 名前"
         check = cli_here("run", str(spec), "--out", str(out), "--check")

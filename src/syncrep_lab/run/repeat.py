@@ -15,6 +15,7 @@ run/repeat_record.py.
 from __future__ import annotations
 
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,7 +27,7 @@ from syncrep_lab.measure.timeline import Timeline
 from syncrep_lab.pg.builds import Build, build_at
 from syncrep_lab.plan.matrix import NO_FAULTS, link_profiles
 from syncrep_lab.probes.anatomy import PROBE as ANATOMY_PROBE
-from syncrep_lab.probes.anatomy import CommitAnatomy
+from syncrep_lab.probes.anatomy import CommitAnatomy, unavailable_reason
 from syncrep_lab.probes.gprof import GprofSetup
 from syncrep_lab.probes.recorder import Client, Ending, Recorder, Recording, Skipped
 from syncrep_lab.probes.remote import HostProbes
@@ -110,9 +111,12 @@ class Repeat:
                 spec.probes, target.nodes, target.version_num, self.dir, duration,
                 self._profiling(built), here=self.here,
                 frame_pointers=built is not None and built.flavor == "frame-pointers"))
+            # where the anatomy gets no repeat of its own, this one says why
             if not spec.probes.anatomy:
                 chosen.append(Skipped(ANATOMY_PROBE, "turned off in the spec ([probes] "
                                                      "anatomy)"))
+            elif (reason := anatomy_unavailable(self.targets)) is not None:
+                chosen.append(Skipped(ANATOMY_PROBE, reason))
             on_hosts = _host_nodes(target)
             chosen.append(HostProbes(on_hosts, spec.probes, duration, self.dir,
                                      target.admin, self.here) if on_hosts else None)
@@ -138,15 +142,12 @@ class Repeat:
 
     def _anatomy(self) -> Recorder:
         """The commit anatomy of the primaries on this machine (probes/anatomy.py)."""
-        primaries = [(t.admin, n.data_dir) for t in self.targets for n in t.nodes
-                     if n.primary and n.data_dir is not None]
-        pids = [pid for _, data_dir in primaries
-                if (pid := server.postmaster_pid(data_dir)) is not None]
-        if not pids:
-            return Skipped(ANATOMY_PROBE, "the primary is not on this machine: the commit "
-                                    "anatomy puts its probes on the primary's processes")
-        return CommitAnatomy(Path(f"/proc/{pids[0]}/exe"), pids, self.dir,
-                             [admin for admin, _ in primaries])
+        primaries = _local_primaries(self.targets)
+        reason = anatomy_unavailable(self.targets)
+        if reason is not None:
+            return Skipped(ANATOMY_PROBE, reason)
+        return CommitAnatomy(_binary(primaries), [pid for pid, _ in primaries], self.dir,
+                             [admin for _, admin in primaries])
 
     def _finished(self, running: list[RunningPgbench]) -> list[PgbenchRun]:
         """The clients' runs, once all have ended, their output kept beside the repeat.
@@ -222,3 +223,28 @@ def _host_nodes(target: Target) -> dict[str, tuple[HostSpec, str]]:
             {n.name: (remote_node.host_spec(n.host), n.remote_data) for n in manifest.nodes
              if n.host is not None and n.remote_data is not None})
 
+
+def _local_primaries(targets: Sequence[Target]) -> list[tuple[int, str]]:
+    """(postmaster pid, admin connection) of each primary running on this machine."""
+    out = []
+    for t in targets:
+        for n in t.nodes:
+            if n.primary and n.data_dir is not None:
+                pid = server.postmaster_pid(n.data_dir)
+                if pid is not None:
+                    out.append((pid, t.admin))
+    return out
+
+
+def _binary(primaries: Sequence[tuple[int, str]]) -> Path:
+    return Path(f"/proc/{primaries[0][0]}/exe")  # the server binary, as bpftrace opens it
+
+
+def anatomy_unavailable(targets: Sequence[Target]) -> str | None:
+    """Why the commit anatomy cannot run on these targets (with the fix), or None: asked
+    before its repeat is spent, so a cell that cannot have it spends none."""
+    primaries = _local_primaries(targets)
+    if not primaries:
+        return ("the primary is not on this machine: the commit anatomy puts its probes on "
+                "the primary's processes")
+    return unavailable_reason(_binary(primaries))

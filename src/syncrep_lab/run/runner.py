@@ -55,7 +55,7 @@ from syncrep_lab.run.clusters import ActiveCluster, ClusterPool, Target, units
 from syncrep_lab.run.host_watch import host_facts
 from syncrep_lab.run.machine import machine_metadata
 from syncrep_lab.run.preflight import check_machine, check_out
-from syncrep_lab.run.repeat import Repeat
+from syncrep_lab.run.repeat import Repeat, anatomy_unavailable
 from syncrep_lab.run.rounds import Member, Rounds
 from syncrep_lab.run.stall import SyncStallWatch
 from syncrep_lab.run.workload import (
@@ -417,9 +417,11 @@ class Runner:
             Repeat(self, run, kind=PROBED).measure()
         # The commit anatomy's traps cost a quarter of the throughput where the kernel
         # steps them out of line (docs/decisions.md): a repeat of its own, so no other
-        # probe's figure carries them.
+        # probe's figure carries them. Where it cannot run, the probed repeat said why.
+        target = self.cluster.target
         if (self.spec.probes.anatomy and self.spec.probes.probed_repeats > 0
-                and ANATOMY not in stored):
+                and ANATOMY not in stored and target is not None
+                and anatomy_unavailable(self.cluster.targets or [target]) is None):
             self._enter(run)
             run.n += 1
             self.events.phase(run.cell, "commit anatomy")
