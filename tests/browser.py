@@ -310,3 +310,47 @@ def _kill_processes_using(temp_dir: Path, wait: float = 3.0) -> None:
     end = time.monotonic() + wait
     while browser_pids(temp_dir) and time.monotonic() < end:
         time.sleep(0.05)
+
+
+# --- a report page, as a reader sees it ---------------------------------------------
+
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+
+# What the page looks like to a reader once its scripts ran: every chart slot, how
+# many of them plotly drew (an SVG with at least one trace in it), the section
+# titles, and the flame graphs that decoded as images.
+PAGE_STATE = """(() => {
+  const slots = [...document.querySelectorAll('div.chart[data-chart]')];
+  const drawn = slots.filter(d => d.classList.contains('js-plotly-plot')
+      && d.querySelector('.main-svg')
+      && d.querySelectorAll('.scatterlayer .trace, .barlayer .trace').length > 0);
+  return {
+    slots: slots.map(d => d.dataset.chart),
+    drawn: drawn.map(d => d.dataset.chart),
+    specified: Object.keys(JSON.parse(document.getElementById('chart-data').textContent)),
+    sections: [...document.querySelectorAll('main section h2')].map(h => h.textContent.trim()),
+    flames: [...document.querySelectorAll('.flame img')].map(i => i.naturalWidth),
+    text: document.body.innerText,
+  };
+})()"""
+
+SECTIONS = ("1. Verdict", "2. Setup", "3. Throughput and latency", "4. Timeline",
+            "5. Cost per commit", "6. Axes", "7. The seed", "8. Method")
+
+
+def check_report_page(page_path: Path, name: str) -> dict[str, Any]:
+    """A report opened in chromium: no error, every chart drawn, every section there,
+    a screenshot kept in test-artifacts/; what the page showed (``PAGE_STATE``)."""
+    page = open_page(page_path, ARTIFACTS / f"report-{name}.png", evaluate=PAGE_STATE,
+                     wait_for="document.querySelectorAll('div.chart.js-plotly-plot').length > 0"
+                              " || document.querySelectorAll('div.chart').length === 0",
+                     timeout=90)
+    assert page.problems == [], page.problems
+    state: dict[str, Any] = page.value
+    assert state["slots"], "the page has no chart at all"
+    assert sorted(state["drawn"]) == sorted(state["slots"]), "some charts did not render"
+    assert sorted(state["slots"]) == sorted(state["specified"])
+    for title in SECTIONS:
+        assert any(s.startswith(title) for s in state["sections"]), title
+    assert page.screenshot is not None and page.screenshot.stat().st_size > 20_000
+    return state

@@ -15,6 +15,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from syncrep_lab.run.clusters import slot_dir
+
 
 def shared_tmp(prefix: str) -> Path:
     """A directory under /tmp that the unprivileged server account can reach."""
@@ -124,3 +126,64 @@ def as_nobody(what: Callable[[], str],
         message = fh.read().decode()
     os.waitpid(pid, 0)
     return message
+
+
+# --- processes a run started ---------------------------------------------------
+
+
+def processes() -> dict[int, tuple[int, str]]:
+    """pid -> (parent pid, command line) of every process."""
+    table = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+        except (OSError, UnicodeDecodeError):
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if fields[0] == "Z":
+            continue
+        table[int(entry.name)] = (int(fields[1]), cmdline)
+    return table
+
+
+def descendants(root: int) -> dict[int, str]:
+    """Every process below ``root``: pid -> command line."""
+    table = processes()
+    found: dict[int, str] = {}
+    frontier = [root]
+    while frontier:
+        parent = frontier.pop()
+        for pid, (ppid, cmdline) in table.items():
+            if ppid == parent and pid not in found:
+                found[pid] = cmdline
+                frontier.append(pid)
+    return found
+
+
+def still_alive(snapshot: dict[int, str]) -> list[str]:
+    """Processes of the snapshot that still run (same pid, same command line)."""
+    table = processes()
+    return [f"{pid} {cmd}" for pid, cmd in snapshot.items()
+            if pid in table and table[pid][1] == cmd]
+
+
+def mentioning(text: str) -> list[str]:
+    """Processes whose command line names ``text`` (pgbench and perf name the run folder)."""
+    me = os.getpid()
+    return [f"{pid} {cmd}" for pid, (_, cmd) in processes().items()
+            if text in cmd and pid != me and "pytest" not in cmd]
+
+
+def wait_until(check: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def run_cluster_dir(out: Path) -> Path:
+    """Where a run builds its (first) cluster."""
+    return slot_dir(out.absolute(), 0)

@@ -13,9 +13,7 @@ from pathlib import Path
 import pytest
 
 from . import browser
-from .browser import BrowserTimeout, BrowserUnavailable, open_page
-
-ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
+from .browser import ARTIFACTS, BrowserTimeout, BrowserUnavailable, open_page
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

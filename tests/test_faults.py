@@ -19,6 +19,7 @@ from syncrep_lab.cluster.manifest import Manifest
 from syncrep_lab.plan.spec import SpecError, parse_spec
 from syncrep_lab.report.model import report_data
 from syncrep_lab.store import DB_NAME
+from tests.browser import check_report_page
 
 from .helpers import cli, cli_here, postmasters_in
 
@@ -174,9 +175,8 @@ def test_faults_command_and_report(fault_run: dict[str, Any]) -> None:
     assert json.loads(res.stdout) == json.loads(json.dumps(run_faults(fault_run["out"])))
     text = cli_here("faults", str(fault_run["out"])).stdout
     assert "b: sync -> gone" in text and "rows found/expected" in text
-    from tests.test_report import _check_in_browser
 
-    state = _check_in_browser(fault_run["out"] / "report.html", "faults")
+    state = check_report_page(fault_run["out"] / "report.html", "faults")
     assert {"faults-0", "faults-1", "faults-2"} <= set(state["drawn"])
     assert "Every acknowledged commit was found" in state["text"]
     assert "commits could not be acknowledged" in state["text"]

@@ -20,35 +20,12 @@ from syncrep_lab.analysis.diagnosis import diagnose_run, leading_verdict
 from syncrep_lab.probes import flamegraph
 from syncrep_lab.report.model import report_data
 from syncrep_lab.store import DB_NAME
-from tests.browser import open_page
+from tests.browser import ARTIFACTS, PAGE_STATE, check_report_page, open_page
 from tests.data.runs.refresh import load
 
 from .helpers import cli, cli_here
 
-ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 FIXTURES = ("pg18-local-on", "pg96-on", "pg18-proc-only")
-
-# What the page looks like to a reader once its scripts ran: every chart slot, how
-# many of them plotly drew (an SVG with at least one trace in it), the section
-# titles, and the flame graphs that decoded as images.
-PAGE_STATE = """(() => {
-  const slots = [...document.querySelectorAll('div.chart[data-chart]')];
-  const drawn = slots.filter(d => d.classList.contains('js-plotly-plot')
-      && d.querySelector('.main-svg')
-      && d.querySelectorAll('.scatterlayer .trace, .barlayer .trace').length > 0);
-  return {
-    slots: slots.map(d => d.dataset.chart),
-    drawn: drawn.map(d => d.dataset.chart),
-    specified: Object.keys(JSON.parse(document.getElementById('chart-data').textContent)),
-    sections: [...document.querySelectorAll('main section h2')].map(h => h.textContent.trim()),
-    flames: [...document.querySelectorAll('.flame img')].map(i => i.naturalWidth),
-    text: document.body.innerText,
-  };
-})()"""
-
-SECTIONS = ("1. Verdict", "2. Setup", "3. Throughput and latency", "4. Timeline",
-            "5. Cost per commit", "6. Axes", "7. The seed", "8. Method")
-
 
 @pytest.fixture(scope="module")
 def stored(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
@@ -60,22 +37,6 @@ def _db(folder: Path) -> sqlite3.Connection:
     db = sqlite3.connect(folder / DB_NAME)
     db.row_factory = sqlite3.Row
     return db
-
-
-def _check_in_browser(page_path: Path, name: str) -> dict[str, Any]:
-    page = open_page(page_path, ARTIFACTS / f"report-{name}.png", evaluate=PAGE_STATE,
-                     wait_for="document.querySelectorAll('div.chart.js-plotly-plot').length > 0"
-                              " || document.querySelectorAll('div.chart').length === 0",
-                     timeout=90)
-    assert page.problems == [], page.problems
-    state: dict[str, Any] = page.value
-    assert state["slots"], "the page has no chart at all"
-    assert sorted(state["drawn"]) == sorted(state["slots"]), "some charts did not render"
-    assert sorted(state["slots"]) == sorted(state["specified"])
-    for title in SECTIONS:
-        assert any(s.startswith(title) for s in state["sections"]), title
-    assert page.screenshot is not None and page.screenshot.stat().st_size > 20_000
-    return state
 
 
 def test_report_data_agree_with_the_store(stored: dict[str, Path]) -> None:
@@ -170,7 +131,7 @@ def test_stored_run_report_renders_in_chromium(stored: dict[str, Path], name: st
     assert res.returncode == 0, res.stderr
     page_path = folder / "report.html"
     assert str(page_path) in res.stdout.replace("\n", "")
-    state = _check_in_browser(page_path, name)
+    state = check_report_page(page_path, name)
     # The sync story's charts are there whenever their data are.
     assert {"throughput", "latency", "timeline_tps"} <= set(state["drawn"])
     if name == "pg18-proc-only":
@@ -268,7 +229,7 @@ def test_a_run_ends_with_its_report(workdir: Path) -> None:
     finally:
         db.close()
     assert [a["axis"] for a in data["placement"]["axes"]] == ["batch"]
-    state = _check_in_browser(page_path, "e2e")
+    state = check_report_page(page_path, "e2e")
     assert {"seed", "axis-batch", "timeline_lags", "timeline_waits"} <= set(state["drawn"])
     # The backends' wait kinds second by second add up to the backends sampled.
     waits = data["timeline"]["backend_waits"]

@@ -21,10 +21,19 @@ from pathlib import Path
 import pytest
 
 from syncrep_lab.cluster.manifest import Manifest
-from syncrep_lab.run.clusters import slot_dir
 from syncrep_lab.store import DB_NAME
 
-from .helpers import cli, cli_here, postmasters_in
+from .helpers import (
+    cli,
+    cli_here,
+    descendants,
+    mentioning,
+    postmasters_in,
+    processes,
+    run_cluster_dir,
+    still_alive,
+    wait_until,
+)
 
 SPEC = """\
 name = "faults"
@@ -50,68 +59,7 @@ flamegraphs = false
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="mounts need root")
 
 
-# --- processes --------------------------------------------------------------------
-
-
-def _processes() -> dict[int, tuple[int, str]]:
-    """pid -> (parent pid, command line) of every process."""
-    table = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
-        except (OSError, UnicodeDecodeError):
-            continue
-        fields = stat.rsplit(")", 1)[1].split()
-        if fields[0] == "Z":
-            continue
-        table[int(entry.name)] = (int(fields[1]), cmdline)
-    return table
-
-
-def descendants(root: int) -> dict[int, str]:
-    """Every process below ``root``: pid -> command line."""
-    table = _processes()
-    found: dict[int, str] = {}
-    frontier = [root]
-    while frontier:
-        parent = frontier.pop()
-        for pid, (ppid, cmdline) in table.items():
-            if ppid == parent and pid not in found:
-                found[pid] = cmdline
-                frontier.append(pid)
-    return found
-
-
-def still_alive(snapshot: dict[int, str]) -> list[str]:
-    """Processes of the snapshot that still run (same pid, same command line)."""
-    table = _processes()
-    return [f"{pid} {cmd}" for pid, cmd in snapshot.items()
-            if pid in table and table[pid][1] == cmd]
-
-
-def mentioning(text: str) -> list[str]:
-    """Processes whose command line names ``text`` (pgbench and perf name the run folder)."""
-    me = os.getpid()
-    return [f"{pid} {cmd}" for pid, (_, cmd) in _processes().items()
-            if text in cmd and pid != me and "pytest" not in cmd]
-
-
-def wait_until(check: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-
-
 # --- runs -------------------------------------------------------------------------
-
-
-def run_cluster_dir(out: Path) -> Path:
-    """Where a run builds its (first) cluster."""
-    return slot_dir(out.absolute(), 0)
 
 
 class Run:
@@ -350,7 +298,7 @@ def test_perf_that_does_not_stop_is_killed_with_its_workload(workdir: Path) -> N
     with pytest.raises(RuntimeError, match="did not stop within 1 s"):
         perf.stop(timeout=1)
     assert time.monotonic() - started < 8
-    left = [pid for pid in _processes() if _pgid(pid) == group]
+    left = [pid for pid in processes() if _pgid(pid) == group]
     assert left == []  # perf and its sleep
 
 
