@@ -143,9 +143,8 @@ class Repeat:
     def _anatomy(self) -> Recorder:
         """The commit anatomy of the primaries on this machine (probes/anatomy.py)."""
         primaries = _local_primaries(self.targets)
-        reason = anatomy_unavailable(self.targets)
-        if reason is not None:
-            return Skipped(ANATOMY_PROBE, reason)
+        if not primaries:  # the rest of anatomy_unavailable is the probe's own start()
+            return Skipped(ANATOMY_PROBE, NOT_HERE)
         return CommitAnatomy(_binary(primaries), [pid for pid, _ in primaries], self.dir,
                              [admin for _, admin in primaries])
 
@@ -224,6 +223,10 @@ def _host_nodes(target: Target) -> dict[str, tuple[HostSpec, str]]:
              if n.host is not None and n.remote_data is not None})
 
 
+NOT_HERE = ("the primary is not on this machine: the commit anatomy puts its probes on the "
+            "primary's processes")
+
+
 def _local_primaries(targets: Sequence[Target]) -> list[tuple[int, str]]:
     """(postmaster pid, admin connection) of each primary running on this machine."""
     out = []
@@ -244,7 +247,4 @@ def anatomy_unavailable(targets: Sequence[Target]) -> str | None:
     """Why the commit anatomy cannot run on these targets (with the fix), or None: asked
     before its repeat is spent, so a cell that cannot have it spends none."""
     primaries = _local_primaries(targets)
-    if not primaries:
-        return ("the primary is not on this machine: the commit anatomy puts its probes on "
-                "the primary's processes")
-    return unavailable_reason(_binary(primaries))
+    return NOT_HERE if not primaries else unavailable_reason(_binary(primaries))
