@@ -22,9 +22,6 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 from syncrep_lab.analysis.model import (
@@ -37,6 +34,7 @@ from syncrep_lab.analysis.model import (
     usl,
 )
 from syncrep_lab.store import Store, StoredCell
+from timed_run import timed_run
 
 CLIENTS = [1, 2, 4, 8, 16, 32, 64]
 
@@ -69,14 +67,7 @@ probed_repeats = 0
 
 
 def measure(out: Path, duration: int, repeats: int) -> float:
-    spec_file = out.with_suffix(".toml")
-    spec_file.write_text(spec(duration, repeats))
-    started = time.monotonic()
-    res = subprocess.run([sys.executable, "-m", "syncrep_lab", "run", str(spec_file), "--out",
-                          str(out)], stdin=subprocess.DEVNULL, check=False)
-    if res.returncode != 0:
-        raise SystemExit(f"the run failed (exit {res.returncode})")
-    return time.monotonic() - started
+    return timed_run(spec(duration, repeats), out)
 
 
 def _err(predicted: float, measured: float) -> str:

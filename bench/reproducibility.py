@@ -23,7 +23,6 @@ import json
 import shutil
 import subprocess
 import sys
-import time
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -31,20 +30,11 @@ from typing import Any
 from syncrep_lab.analysis.compare import compare_runs
 from syncrep_lab.measure.stats import welch_t
 from syncrep_lab.plan.spec import preset_text
+from timed_run import timed_run
 
 
 def run(spec_text: str, out: Path, budget: str | None) -> float:
-    spec = out.with_suffix(".toml")
-    spec.write_text(spec_text)
-    started = time.monotonic()
-    argv = [sys.executable, "-m", "syncrep_lab", "run", str(spec), "--out", str(out)]
-    if budget:
-        argv += ["--budget", budget]
-    res = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL,
-                         check=False)
-    if res.returncode != 0:
-        raise SystemExit(f"{out}: exit {res.returncode}\n{res.stderr[-2000:]}")
-    return time.monotonic() - started
+    return timed_run(spec_text, out, *(["--budget", budget] if budget else []), capture=True)
 
 
 def ratios(out: Path) -> dict[str, dict[str, Any]]:

@@ -30,13 +30,13 @@ import shutil
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from scipy.special import chdtri
 
 from syncrep_lab.measure.variance import PARTS, Repeat, noise_split, within_variance
 from syncrep_lab.store import Store, queries
+from timed_run import timed_run
 
 SPEC = """\
 # bench/variance.py: the seed's shape, one sync level and its baseline
@@ -68,14 +68,7 @@ probed_repeats = 0
 def make_run(out: Path, rounds: int, budget: str) -> float:
     shutil.rmtree(out, ignore_errors=True)
     out.parent.mkdir(parents=True, exist_ok=True)
-    spec = out.with_suffix(".toml")
-    spec.write_text(SPEC.format(rounds=rounds, budget=budget))
-    started = time.monotonic()
-    res = subprocess.run([sys.executable, "-m", "syncrep_lab", "run", str(spec), "--out",
-                          str(out)], stdin=subprocess.DEVNULL, check=False)
-    if res.returncode != 0:
-        raise SystemExit(f"the run failed (exit {res.returncode}); its store is in {out}")
-    return time.monotonic() - started
+    return timed_run(SPEC.format(rounds=rounds, budget=budget), out)
 
 
 def repeats_of(out: Path) -> dict[str, list[Repeat]]:
