@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,8 @@ import pytest
 from syncrep_lab.analysis import diagnosis
 from syncrep_lab.analysis.costs import run_costs
 from syncrep_lab.analysis.diagnosis import diagnose_run
+from syncrep_lab.analysis.evidence import Reach, RepeatWaits, share_figure
+from syncrep_lab.measure.stats import share_interval
 from syncrep_lab.store import Store
 
 from .data.runs.refresh import load
@@ -50,7 +53,8 @@ def test_wakeup_bound_on_18(workdir: Path) -> None:
     rows = {r["label"]: r for r in json.loads(res.stdout)}
     lead = diagnosis.leading_verdict(rows["sc=on"]["verdicts"])
     assert lead is not None
-    assert rows["sc=on"]["limit"] == f"{lead['mechanism']} ({lead['confidence']} confidence)"
+    assert rows["sc=on"]["limit"].startswith(diagnosis.verdict_title(lead))
+    assert rows["sc=on"]["limit"] == diagnosis.leading_title(rows["sc=on"]["verdicts"])
     assert {v["mechanism"] for v in rows["sc=on"]["verdicts"]} == set(on)
 
 
@@ -187,3 +191,83 @@ def test_a_verdict_reads_as_its_name_then_its_confidence(workdir: Path) -> None:
     assert "  cell 1 sc=on: commit-wait wake-up bound (high confidence)" in closing
     res = cli_here("diagnose", str(run))
     assert "  commit-wait wake-up bound (high confidence): walsender:b" in res.stdout
+    # an evidence figure with an interval is printed with it
+    assert re.search(r"backend_syncrep_share=0\.\d+ \[0\.\d+, 0\.\d+\]", res.stdout)
+
+
+def _with_share(facts: diagnosis.CellFacts, event: str, shares: list[float],
+                ticks: int = 120, backends: int = 8) -> diagnosis.CellFacts:
+    """The cell's facts with its backends' samples replaced: one sampled repeat per
+    share, ``ticks`` ticks of ``backends`` backends each."""
+    repeats = []
+    for share in shares:
+        hits = round(share * ticks * backends)
+        repeats.append(RepeatWaits({event: hits, "CPU:running": ticks * backends - hits},
+                                   ticks))
+    total = sum(r.samples for r in repeats)
+    hits = sum(r.events[event] for r in repeats)
+    waits = {**facts.waits, ("primary", "backend"): {event: hits / total,
+                                                     "CPU:running": 1 - hits / total}}
+    return dataclasses.replace(facts, waits=waits,
+                               wait_repeats={**facts.wait_repeats,
+                                             ("primary", "backend"): repeats})
+
+
+def test_a_share_either_side_of_a_threshold_gives_the_same_leading_verdict(
+        workdir: Path) -> None:
+    """Stock against a patch that changes nothing: one probed repeat each, 29 % and 37 %
+    of the backends' samples in SyncRep, either side of the rule's 30 %. On the points
+    the two cells got different leading verdicts; on the intervals both reach "high",
+    both read "medium–high", and both lead with the same verdict."""
+    facts = _facts(load("pg18-local-on", workdir), "sc=on")
+    cells = [_with_share(facts, "IPC:SyncRep", [share]) for share in (0.29, 0.37)]
+    wake = [diagnosis.rule_wakeup_bound(c) for c in cells]
+    assert [w.confidence for w in wake if w] == ["medium", "high"]
+    json_ = [w.json() for w in wake if w]
+    assert [v["confidence_range"] for v in json_] == [["medium", "high"]] * 2
+    assert [diagnosis.verdict_title(v) for v in json_] == [
+        "commit-wait wake-up bound (medium–high confidence)"] * 2
+    low, high = json_[0]["intervals"]["backend_syncrep_share"]
+    assert low < 0.29 < 0.3 < high
+    leads = [diagnosis.leading_verdict([v.json() for v in diagnosis.diagnose_facts(c)])
+             for c in cells]
+    assert [lead["mechanism"] for lead in leads if lead] == ["commit-wait wake-up bound"] * 2
+
+
+def test_a_rule_fires_on_its_interval_and_a_tie_is_said(workdir: Path) -> None:
+    facts = _facts(load("pg18-local-on", workdir), "sc=on")
+    # 22 % of 120 ticks: the point is under the flush rule's 25 %, the interval is not
+    near = diagnosis.rule_local_flush(_with_share(facts, "IO:WalSync", [0.22]))
+    assert near is not None and near.confidence == "low"
+    assert near.json()["confidence_range"] == ["low", "medium"]
+    # 10 % of 2,000 ticks: the whole interval is under it
+    assert diagnosis.rule_local_flush(_with_share(facts, "IO:WalSync", [0.10],
+                                                  ticks=2000)) is None
+    # the client rule certainly high (80 % of 2,000 ticks) and a wake-up verdict that
+    # only reaches medium: no tie; one that reaches high: said beside it
+    client = diagnosis.Verdict("the benchmark client is the bottleneck", "high", "x").json()
+    wake = diagnosis.Verdict("commit-wait wake-up bound", "medium", "y",
+                             reach=Reach("low", "medium", "medium")).json()
+    assert diagnosis.leading_title([client, wake]) == (
+        "the benchmark client is the bottleneck (high confidence)")
+    wake_high = diagnosis.Verdict("commit-wait wake-up bound", "medium", "y",
+                                  reach=Reach("medium", "medium", "high")).json()
+    verdicts = sorted([wake_high, client], key=lambda v: v["confidence"] != "high")
+    assert diagnosis.leading_title(verdicts) == (
+        "the benchmark client is the bottleneck (high confidence), as likely at this "
+        "precision: commit-wait wake-up bound (medium–high confidence)")
+
+
+def test_a_share_over_several_repeats_is_as_wide_as_their_spread() -> None:
+    """Two sampled repeats that disagree (10 % and 60 %) give an interval at least as
+    wide as the t interval of their two shares, wider than the ticks alone say."""
+    repeats = [RepeatWaits({"IPC:SyncRep": 10, "CPU:running": 90}, 100),
+               RepeatWaits({"IPC:SyncRep": 60, "CPU:running": 40}, 100)]
+    both = share_figure(repeats, ["IPC:SyncRep"])
+    assert both is not None and both.point == pytest.approx(0.35)
+    ticks_alone = share_interval(0.35, 200)
+    assert both.low < ticks_alone[0] and both.high > ticks_alone[1]
+    assert both.low == 0.0 and both.high == 1.0  # 2 values: t(1 df) = 12.7
+    same = share_figure([repeats[0], repeats[0]], ["IPC:SyncRep"])
+    assert same is not None and same.low == pytest.approx(share_interval(0.1, 200)[0])
+    assert share_figure([], ["IPC:SyncRep"]) is None

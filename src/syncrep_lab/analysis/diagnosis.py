@@ -5,6 +5,10 @@ Every verdict carries its confidence (high, medium, low) and its evidence as
 numbers; a rule whose evidence is missing (a probe skipped here) says so
 instead of guessing. The thresholds are deliberately plain and written next
 to each rule, so a reader can check a verdict by hand against ``costs``.
+The figures the thresholds read carry their intervals (analysis/evidence.py): a
+rule fires where its evidence's interval reaches the threshold, its confidence is a
+range where the interval spans one, and verdicts rank on the highest level they
+reach, so noise near a threshold makes a range or a tie, not a different verdict.
 """
 
 from __future__ import annotations
@@ -16,6 +20,16 @@ from typing import Any, NotRequired, TypedDict
 from syncrep_lab.analysis import model
 from syncrep_lab.analysis.anatomy import Anatomy, growth_sentence, share_of_commit
 from syncrep_lab.analysis.costs import RoleCosts, cell_costs, cluster_version
+from syncrep_lab.analysis.evidence import (
+    LEVELS,
+    Figure,
+    Reach,
+    RepeatWaits,
+    busy_spread,
+    graded,
+    share_figure,
+    wait_samples,
+)
 from syncrep_lab.pg.replication import WAITING_LEVELS
 from syncrep_lab.store import HostRepeatRow, Store, StoredCell, queries
 
@@ -26,9 +40,12 @@ class VerdictData(TypedDict):
     """A verdict as the commands print it (``--json``) and the report reads it."""
 
     mechanism: str
-    confidence: str
+    confidence: str  # the level at the evidence's point estimates
+    # the levels at the unfavourable and the favourable end of the evidence's intervals
+    confidence_range: list[str]
     summary: str
     evidence: dict[str, float | str]
+    intervals: dict[str, list[float]]  # an evidence figure -> [low, high]
     next_steps: list[str]
 
 
@@ -39,10 +56,23 @@ class Verdict:
     summary: str
     evidence: dict[str, float | str] = field(default_factory=dict)
     next_steps: list[str] = field(default_factory=list)
+    reach: Reach | None = None  # None: the evidence has no interval
+    intervals: dict[str, Figure] = field(default_factory=dict)
+
+    @classmethod
+    def graded(cls, mechanism: str, reach: Reach, summary: str,
+               evidence: dict[str, float | str], next_steps: list[str],
+               intervals: dict[str, Figure]) -> Verdict:
+        return cls(mechanism, reach.point, summary, evidence, next_steps, reach,
+                   {k: f for k, f in intervals.items() if f.known})
 
     def json(self) -> VerdictData:
+        reach = self.reach or Reach(self.confidence, self.confidence, self.confidence)
         return {"mechanism": self.mechanism, "confidence": self.confidence,
+                "confidence_range": [reach.worst, reach.best],
                 "summary": self.summary, "evidence": dict(self.evidence),
+                "intervals": {k: [round(f.low, 3), round(f.high, 3)]
+                              for k, f in self.intervals.items()},
                 "next_steps": list(self.next_steps)}
 
 
@@ -85,6 +115,10 @@ class CellFacts:
     # SSH host -> what runs there, the CPUs it kept busy on average, its CPUs
     hosts: dict[str, tuple[str, float, int]] = field(default_factory=dict)
     anatomy: Anatomy | None = None  # where a commit's time goes (analysis/anatomy.py)
+    # the sampled repeats' wait samples, for the shares' intervals (analysis/evidence.py)
+    wait_repeats: dict[tuple[str, str], list[RepeatWaits]] = field(default_factory=dict)
+    # the relative half width of the busy CPUs over the measured repeats
+    busy_spread: float | None = None
 
     def bound(self, resource: str) -> dict[str, Any] | None:
         return next((b for b in self.bounds if b["resource"] == resource), None)
@@ -127,9 +161,34 @@ class CellFacts:
         shares = self.waits.get((node, role), {})
         return sum(v for k, v in shares.items() if k in events)
 
+    def wait_figure(self, node: str, role: str, *events: str) -> Figure:
+        """:meth:`wait_share` with its interval."""
+        figure = share_figure(self.wait_repeats.get((node, role), []), events)
+        return figure or Figure.exact(self.wait_share(node, role, *events))
+
+    def syscall_figure(self, node: str, role: str, name: str) -> Figure:
+        r = self.roles.get((node, role))
+        ci = r["syscalls_per_commit"].get(name) if r else None
+        return _figure(ci, self.syscall(node, role, name))
+
+    def cores_figure(self, node: str, role: str) -> Figure:
+        """:meth:`cores` with its interval over the repeats."""
+        r = self.roles.get((node, role))
+        return _figure(r["cpu_us_per_commit"] if r else None, 0.0).scaled(self.tps / 1e6)
+
     def cores(self, node: str, role: str) -> float:
         """Cores a role keeps busy: CPU per commit times commits per second."""
         return self.cpu_us(node, role) * self.tps / 1e6
+
+
+def _figure(ci: Any, point: float) -> Figure:
+    """A figure from a mean and its interval over the repeats (costs' ``MeanCI``)."""
+    if ci is None or ci.get("mean") is None:
+        return Figure.exact(point)
+    mean = float(ci["mean"])
+    if ci.get("low") is None or ci.get("high") is None:
+        return Figure.exact(mean)
+    return Figure(mean, max(0.0, float(ci["low"])), float(ci["high"]))
 
 
 def _sync_walsender(facts: CellFacts) -> str | None:
@@ -178,34 +237,46 @@ def rule_wakeup_bound(facts: CellFacts) -> Verdict | None:
     sender = _sync_walsender(facts)
     if sender is None:
         return None
-    kills = facts.syscall("primary", sender, "kill")
+    kills = facts.syscall_figure("primary", sender, "kill")
     sender_cores = facts.cores("primary", sender)
-    # ~1 kill per commit means one wake-up per committing backend; a third of
-    # the backends' samples in SyncRep means that wait is a large part of a commit.
-    if kills < 0.5:
-        return None
-    evidence: dict[str, float | str] = {"kill_per_commit": round(kills, 3),
+    evidence: dict[str, float | str] = {"kill_per_commit": round(kills.point, 3),
                                         "walsender_cores_busy": round(sender_cores, 3)}
+    intervals = {"kill_per_commit": kills}
     if facts.has_syncrep_wait_event:
-        share = facts.wait_share("primary", "backend", "IPC:SyncRep")
-        evidence["backend_syncrep_share"] = round(share, 3)
-        confidence = "high" if kills >= 0.8 and share >= 0.3 else ("medium" if share >= 0.15
-                                                                     else "low")
-        waited = f"backends spend {100 * share:.0f} % of their samples waiting in SyncRep"
+        share = facts.wait_figure("primary", "backend", "IPC:SyncRep")
+        evidence["backend_syncrep_share"] = round(share.point, 3)
+        intervals["backend_syncrep_share"] = share
+        reach = graded(_wakeup_grade, kills, share)
+        waited = f"backends spend {share.pct()} of their samples waiting in SyncRep"
     else:
-        confidence = "medium" if kills >= 0.8 else "low"
+        reach = graded(lambda k: _wakeup_grade(k, None), kills)
         waited = (f"PostgreSQL {facts.version} shows no wait event for it, so the share of "
                   "time spent waiting is not measured")
+    if reach is None:
+        return None
     extra = _wake_evidence(facts, sender, evidence)
-    return Verdict(
-        name, confidence,
-        f"{sender} on the primary sends {kills:.2f} wake-up signals per commit; {waited}"
-        + extra,
+    return Verdict.graded(
+        name, reach,
+        f"{sender} on the primary sends {kills.point:.2f} wake-up signals per commit; "
+        f"{waited}" + extra,
         evidence,
         ["more rows per commit (the batch axis) amortises each wake-up",
          f"give {sender} a core of its own (cpuset/pinning, as the seed did)",
          "compare synchronous_commit=local to see the price of the wait"],
+        intervals,
     )
+
+
+def _wakeup_grade(kills: float, share: float | None) -> str | None:
+    """~1 kill per commit means one wake-up per committing backend; a third of the
+    backends' samples in SyncRep means that wait is a large part of a commit (None: a
+    server with no wait event for it, graded on the signals alone)."""
+    if kills < 0.5:
+        return None
+    if share is None:
+        return "medium" if kills >= 0.8 else "low"
+    return "high" if kills >= 0.8 and share >= 0.3 else ("medium" if share >= 0.15
+                                                         else "low")
 
 
 def rule_epoll_setup(facts: CellFacts) -> Verdict | None:
@@ -241,9 +312,12 @@ def rule_cpu_saturated(facts: CellFacts) -> Verdict | None:
         binds = bool(facts.bounds) and facts.bounds[0]["resource"] == "machine"
     else:
         fraction, binds = (used + client) / max(facts.cpus, 1), True
-    if fraction < 0.6:
+    spread = facts.busy_spread or 0.0
+    figure = Figure(fraction, fraction * max(0.0, 1 - spread), fraction * (1 + spread))
+    reach = graded(lambda f: None if f < 0.6 else ("high" if f >= 0.85 and binds
+                                                   else "medium"), figure)
+    if reach is None:
         return None
-    confidence = "high" if fraction >= 0.85 and binds else "medium"
     evidence: dict[str, float | str] = {"cores_busy": round(used, 3), "cpus": facts.cpus,
                                         "fraction": round(fraction, 3)}
     if machine is not None:
@@ -256,15 +330,16 @@ def rule_cpu_saturated(facts: CellFacts) -> Verdict | None:
         evidence["run_queue_share_of_latency"] = round(runq / 1e3 / facts.latency_ms, 3)
         queued = (f"; a woken backend waits {runq:.0f} µs per commit for a core "
                   f"({100 * runq / 1e3 / facts.latency_ms:.0f} % of the commit latency)")
-    return Verdict(
-        name, confidence,
+    return Verdict.graded(
+        name, reach,
         f"PostgreSQL's processes keep {used:.2f} of {facts.cpus} CPUs busy "
-        f"({100 * fraction:.0f} %), "
+        f"({figure.pct()}), "
         + (f"and pgbench {client:.2f} more" if client else "before counting pgbench itself")
         + queued,
         evidence,
         ["more clients will not raise throughput here; fewer may lower latency",
          "run pgbench (the client) on other cores or another host"],
+        {"fraction": figure},
     )
 
 
@@ -291,56 +366,68 @@ def rule_single_process(facts: CellFacts) -> Verdict | None:
     name = "one process saturates its core"
     if not facts.cpu_known:
         return None
-    busiest = max(((facts.cores(n, r), n, r) for (n, r) in facts.roles
+    busiest = max(((facts.cores_figure(n, r).high, n, r) for (n, r) in facts.roles
                    if r.startswith("walsender") or r in SINGLE_PROCESS_ROLES),
                   default=None)
-    if busiest is None or busiest[0] < 0.7:
+    if busiest is None:
         return None
-    cores, node, role = busiest
-    evidence: dict[str, float | str] = {"node": node, "role": role,
-                                        "cores_busy": round(cores, 3)}
+    _, node, role = busiest
+    cores = facts.cores_figure(node, role)
     # the model's bound of this process (1 / its CPU per commit) says the same as its
     # busy share; whether it binds is the model's: another bound may be lower
     own = facts.bound(role if node == "primary" else f"{node} {role}")
     binds = own is None or (bool(facts.bounds) and facts.bounds[0] is own)
+    reach = graded(lambda c: None if c < 0.7 else ("high" if c >= 0.9 and binds
+                                                   else "medium"), cores)
+    if reach is None:
+        return None
+    evidence: dict[str, float | str] = {"node": node, "role": role,
+                                        "cores_busy": round(cores.point, 3)}
     if own is not None and own["max_tps"]:
         evidence["bound_tps"] = round(float(own["max_tps"]))
-    return Verdict(
-        name, "high" if cores >= 0.9 and binds else "medium",
-        f"{role} on {node} alone keeps {cores:.2f} of a core busy: it cannot go faster",
+    interval = f" ({cores.low:.2f}–{cores.high:.2f})" if cores.known else ""
+    return Verdict.graded(
+        name, reach,
+        f"{role} on {node} alone keeps {cores.point:.2f}{interval} of a core busy: it "
+        "cannot go faster",
         evidence,
         [f"give {role} a core of its own, and check what it spends it on (flame graph)"],
+        {"cores_busy": cores},
     )
 
 
 def rule_local_flush(facts: CellFacts) -> Verdict | None:
     name = "local WAL flush bound"
-    share = facts.wait_share("primary", "backend", "IO:WalSync", "LWLock:WALWrite",
-                             "LWLockNamed:WALWriteLock", "IO:WALSync")
-    if share < 0.25:
+    share = facts.wait_figure("primary", "backend", "IO:WalSync", "LWLock:WALWrite",
+                              "LWLockNamed:WALWriteLock", "IO:WALSync")
+    reach = graded(lambda s: None if s < 0.25 else ("high" if s >= 0.45 else "medium"), share)
+    if reach is None:
         return None
-    return Verdict(
-        name, "high" if share >= 0.45 else "medium",
-        f"backends spend {100 * share:.0f} % of their samples flushing WAL or waiting "
+    return Verdict.graded(
+        name, reach,
+        f"backends spend {share.pct()} of their samples flushing WAL or waiting "
         "for the WAL write lock",
-        {"backend_wal_flush_share": round(share, 3)},
+        {"backend_wal_flush_share": round(share.point, 3)},
         ["synchronous_commit=local vs off shows the price of the local flush",
          "commit_delay/commit_siblings group flushes; faster WAL storage helps"],
+        {"backend_wal_flush_share": share},
     )
 
 
 def rule_client_bound(facts: CellFacts) -> Verdict | None:
     name = "the benchmark client is the bottleneck"
-    share = facts.wait_share("primary", "backend", "Client:ClientRead", "Client:idle")
-    if share < 0.4:
+    share = facts.wait_figure("primary", "backend", "Client:ClientRead", "Client:idle")
+    reach = graded(lambda s: None if s < 0.4 else ("medium" if s < 0.6 else "high"), share)
+    if reach is None:
         return None
-    return Verdict(
-        name, "medium" if share < 0.6 else "high",
-        f"backends spend {100 * share:.0f} % of their samples waiting for pgbench to send "
+    return Verdict.graded(
+        name, reach,
+        f"backends spend {share.pct()} of their samples waiting for pgbench to send "
         "the next statement",
-        {"backend_client_wait_share": round(share, 3), "clients": facts.clients},
+        {"backend_client_wait_share": round(share.point, 3), "clients": facts.clients},
         ["pgbench shares the machine's cores: give it its own, or use fewer threads",
          "figures here describe client plus server, not the server alone"],
+        {"backend_client_wait_share": share},
     )
 
 
@@ -421,27 +508,69 @@ RULES = (rule_wakeup_bound, rule_epoll_setup, rule_cpu_saturated, rule_host_satu
          rule_single_process, rule_local_flush, rule_standby_or_network, rule_client_bound,
          rule_too_many_clients)
 ORDER = {"high": 0, "medium": 1, "low": 2, "unknown": 3}
+assert set(LEVELS) < set(ORDER)
+
+
+def _rank(v: Verdict) -> tuple[int, int, int]:
+    """Highest reachable level first, then the point's, then the unfavourable end's."""
+    reach = v.reach or Reach(v.confidence, v.confidence, v.confidence)
+    return ORDER[reach.best], ORDER[reach.point], ORDER[reach.worst]
 
 
 def diagnose_facts(facts: CellFacts) -> list[Verdict]:
     verdicts = [v for rule in RULES if (v := rule(facts)) is not None]
-    return sorted(verdicts, key=lambda v: ORDER[v.confidence])
+    return sorted(verdicts, key=_rank)
+
+
+def confidence_text(verdict: VerdictData) -> str:
+    """"high", or "medium–high" where the evidence's interval spans a threshold."""
+    worst, best = verdict.get("confidence_range") or [verdict["confidence"]] * 2
+    return best if worst == best else f"{worst}–{best}"
 
 
 def verdict_title(verdict: VerdictData) -> str:
     """A verdict's name with its confidence, as it reads in a line: "the benchmark client
     is the bottleneck (high confidence)" (the name is a phrase of its own, which the
     confidence put before it would garble)."""
-    return f"{verdict['mechanism']} ({verdict['confidence']} confidence)"
+    return f"{verdict['mechanism']} ({confidence_text(verdict)} confidence)"
 
 
 def leading_verdict(verdicts: list[VerdictData]) -> VerdictData | None:
-    """The most confident verdict that is not 'unknown' (they come sorted)."""
+    """The most confident verdict that is not 'unknown' (they come sorted: on the
+    highest level their evidence reaches)."""
     return next((v for v in verdicts if v["confidence"] != "unknown"), None)
+
+
+def _best(verdict: VerdictData) -> str:
+    return (verdict.get("confidence_range") or [verdict["confidence"]] * 2)[1]
+
+
+def tied_with_lead(verdicts: list[VerdictData]) -> list[VerdictData]:
+    """The other verdicts whose evidence reaches the leading verdict's highest level:
+    at this precision either may be the limit, and the closing lines say so rather
+    than let the noise pick one."""
+    lead = leading_verdict(verdicts)
+    if lead is None:
+        return []
+    return [v for v in verdicts if v is not lead and v["confidence"] != "unknown"
+            and _best(v) == _best(lead)]
+
+
+def leading_title(verdicts: list[VerdictData]) -> str:
+    """The leading verdict's title, and the verdicts tied with it: "CPU saturation (high
+    confidence), as likely at this precision: commit-wait wake-up bound (medium–high
+    confidence)"; "" with no verdict."""
+    lead = leading_verdict(verdicts)
+    if lead is None:
+        return ""
+    tied = tied_with_lead(verdicts)
+    return verdict_title(lead) + (", as likely at this precision: "
+                                  + "; ".join(verdict_title(v) for v in tied) if tied else "")
 
 
 def cell_facts(store: Store, cell: StoredCell, cpus: int) -> CellFacts:
     costs = cell_costs(store, cell.id)
+    repeats = store.repeats(cell.id)
     params = cell.params
     perf = costs["probes"].get("perf", [])
     perf_missing = None if any(s == "ran" for s in perf) else ("; ".join(perf) or
@@ -463,6 +592,9 @@ def cell_facts(store: Store, cell: StoredCell, cpus: int) -> CellFacts:
         perf_missing=perf_missing,
         hosts=_host_load(store, cell.id),
         anatomy=costs["anatomy"],
+        wait_repeats=wait_samples(store, [r.id for r in repeats if r.probed]),
+        busy_spread=busy_spread(store, {r.id: (int(r.transactions), float(r.tps))
+                                        for r in repeats if not r.probed}),
     )
 
 

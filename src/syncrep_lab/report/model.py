@@ -20,7 +20,14 @@ from typing import Any
 from syncrep_lab.analysis import model as bound_model
 from syncrep_lab.analysis.cells import cell_rows
 from syncrep_lab.analysis.costs import CellCosts, RunCellCosts, run_costs
-from syncrep_lab.analysis.diagnosis import diagnose_run, leading_verdict, verdict_title
+from syncrep_lab.analysis.diagnosis import (
+    confidence_text,
+    diagnose_run,
+    leading_title,
+    leading_verdict,
+    tied_with_lead,
+    verdict_title,
+)
 from syncrep_lab.analysis.faults import run_faults
 from syncrep_lab.analysis.noise import budget_sentences
 from syncrep_lab.analysis.scaling import Series, core_sweep, scaling
@@ -76,8 +83,7 @@ def cell_summaries(folder: Path,
         row["verdicts"] = diagnosed[row["idx"]]["verdicts"] if row["idx"] in diagnosed else []
         row["ceiling"] = diagnosed[row["idx"]].get("ceiling") if row["idx"] in diagnosed \
             else None
-        lead = leading_verdict(row["verdicts"])
-        row["limit"] = verdict_title(lead) if lead else ""
+        row["limit"] = leading_title(row["verdicts"])
         row["top_cost"] = _top_cost(costs.get(row["idx"]))
     return rows
 
@@ -101,6 +107,9 @@ def _verdict(cells: list[dict[str, Any]], series: list[Series]) -> dict[str, Any
                  "ci_low": best["tps_ci_low"], "ci_high": best["tps_ci_high"],
                  "p99_ms": best["lat_p99_ms"], "synchronous": bool(sync)},
         "limit": lead,
+        "limit_confidence": confidence_text(lead) if lead else "",
+        # verdicts whose evidence reaches the same level: the noise cannot tell them apart
+        "tied": [verdict_title(t) for t in tied_with_lead(best["verdicts"])],
         "ceiling": best.get("ceiling"),
         "next_steps": lead["next_steps"] if lead else [],
     }

@@ -34,6 +34,7 @@ from syncrep_lab.store.rows import (
     SampleRow,
     SchedRoleRow,
     StackFrameRow,
+    WaitRow,
     WaitTimelineRow,
     WakeupRow,
 )
@@ -210,6 +211,12 @@ class WaitTotal:
     wait_type: str
     wait_event: str
     samples: int
+
+
+def waits_of(store: Store, repeat_ids: Collection[int]) -> list[tuple[int, WaitRow]]:
+    """Every wait event sampled in these repeats, per repeat (the sampler's ticks with
+    it, for an interval on a share: analysis/evidence.py)."""
+    return _of_repeats(store, "waits", WaitRow, repeat_ids)
 
 
 def wait_totals(store: Store, repeat_ids: Collection[int]) -> list[WaitTotal]:

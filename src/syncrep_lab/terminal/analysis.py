@@ -11,7 +11,13 @@ from rich.table import Table
 from syncrep_lab.analysis.anatomy import PART_NAMES, WAIT_PARTS, Anatomy
 from syncrep_lab.analysis.compare import Comparison, FigureComparison
 from syncrep_lab.analysis.costs import KEY_SYSCALLS, GprofProfile, MeanCI, RunCellCosts
-from syncrep_lab.analysis.diagnosis import CellDiagnosis, VerdictData, leading_verdict
+from syncrep_lab.analysis.diagnosis import (
+    CellDiagnosis,
+    VerdictData,
+    confidence_text,
+    leading_verdict,
+    tied_with_lead,
+)
 from syncrep_lab.analysis.scaling import Series
 from syncrep_lab.pg.replication import level_rank
 from syncrep_lab.terminal import number
@@ -203,7 +209,7 @@ def styled_verdict_title(v: VerdictData) -> str:
     """:func:`~syncrep_lab.analysis.diagnosis.verdict_title` in rich markup, the
     confidence in its colour."""
     style = CONFIDENCE_STYLE[v["confidence"]]
-    return f"{escape(v['mechanism'])} [{style}]({escape(v['confidence'])} confidence)[/]"
+    return f"{escape(v['mechanism'])} [{style}]({escape(confidence_text(v))} confidence)[/]"
 
 
 def print_verdicts(verdicts: list[VerdictData], console: Console) -> None:
@@ -212,7 +218,10 @@ def print_verdicts(verdicts: list[VerdictData], console: Console) -> None:
     for v in verdicts:
         console.print(f"  {styled_verdict_title(v)}: {escape(v['summary'])}", soft_wrap=True)
         if v["evidence"]:
-            numbers = ", ".join(f"{k}={val}" for k, val in v["evidence"].items())
+            numbers = ", ".join(f"{k}={val}" + (f" [{v['intervals'][k][0]}, "
+                                                 f"{v['intervals'][k][1]}]"
+                                                 if k in v.get("intervals", {}) else "")
+                                for k, val in v["evidence"].items())
             console.print(f"    evidence: {escape(numbers)}", soft_wrap=True)
         for step in v["next_steps"]:
             console.print(f"    try: {escape(step)}", soft_wrap=True)
@@ -223,7 +232,10 @@ def print_verdict_lines(cells: list[dict[str, Any]], console: Console) -> None:
     for cell in cells:
         v = leading_verdict(cell["verdicts"])
         if v is not None:
-            line = styled_verdict_title(v)
+            tied = tied_with_lead(cell["verdicts"])
+            line = styled_verdict_title(v) + (
+                ", as likely at this precision: "
+                + "; ".join(styled_verdict_title(t) for t in tied) if tied else "")
         elif cell["verdicts"]:
             line = f"[dim]{escape(cell['verdicts'][0]['summary'])}[/]"
         else:
