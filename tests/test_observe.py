@@ -158,7 +158,7 @@ def test_walsender_cost_within_a_runs_costs(
     spec = tmp_path / "spec.toml"
     spec.write_text('name = "obs-cost"\n[topology]\npg = "18"\nstandbys = 2\n'
                     'sync = "1(b,c)"\n[workload]\nkind = "insert"\nclients = 4\nthreads = 2\n'
-                    'duration = 5\nwarmup = 1\n[run]\nrepeats_min = 3\nrepeats_max = 3\n'
+                    'duration = 3\nwarmup = 1\n[run]\nrepeats_min = 3\nrepeats_max = 3\n'
                     '[probes]\nprobed_repeats = 0\n')
     run = cli("run", str(spec), "--out", str(tmp_path / "run"), timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
@@ -166,9 +166,9 @@ def test_walsender_cost_within_a_runs_costs(
     ran = next(r for r in costs["roles"]
                if r["node"] == "primary" and r["role"] == "walsender:b")
     where, conninfo = cluster
-    bench = _pgbench(pg18, conninfo, 12, tmp_path / "w.sql")
+    bench = _pgbench(pg18, conninfo, 10, tmp_path / "w.sql")
     time.sleep(2)
-    res, _, _ = _observe("--dir", str(where), "--seconds", "8", "--slice", "2",
+    res, _, _ = _observe("--dir", str(where), "--seconds", "6", "--slice", "2",
                          "--out", str(tmp_path / "obs"), "--json")
     bench.communicate(timeout=60)
     assert res.returncode == 0, res.stdout + res.stderr
@@ -263,6 +263,21 @@ def test_interrupt_keeps_the_window(cluster: tuple[Path, str], tmp_path: Path) -
     _, stderr = proc.communicate(timeout=30)
     assert proc.returncode == 128 + signal.SIGINT, stderr
     assert (out / "syncrep-lab.sqlite").is_file()
+    # A window cut short can hold one slice: a walsender's CPU per write without an
+    # interval, or without a bound. It is printed without them (it was a traceback).
+    from rich.console import Console
+
+    from syncrep_lab.analysis.observe import run_observations
+    from syncrep_lab.terminal.analysis import print_observation
+
+    (window,) = run_observations(out)
+    window["walsenders"] = [{"standby": "b", "cpu_us_per_commit": {
+        "mean": 31.5, "low": None, "high": None}, "cores_busy": 0.12, "max_tps": None,
+        "headroom": None}]
+    console = Console(record=True, width=200, force_terminal=False)
+    print_observation([window], console)
+    assert "  walsender for b: 31.5 µs CPU per write, 0.12 of a core busy\n" in \
+        console.export_text()
 
 
 def test_cpu_per_role_over_ssh(pg18: Installation, tmp_path: Path) -> None:

@@ -519,11 +519,17 @@ def print_observation(windows: list[dict[str, Any]], console: Console) -> None:
         for w in o["walsenders"]:
             if w["cores_busy"] is None:
                 continue
-            cpu = w["cpu_us_per_commit"]
-            console.print(f"  walsender for {escape(w['standby'])}: {cpu['mean']:,.1f} µs CPU "
-                          f"per write [{cpu['low']:,.1f}, {cpu['high']:,.1f}], "
-                          f"{w['cores_busy']:.2f} of a core busy; alone it would bind at "
-                          f"~{_tps(w['max_tps'])} tps", soft_wrap=True)
+            # a window cut short may have one slice (no interval) or no write (no CPU
+            # per write): what is not known is left out, not formatted
+            cpu = w["cpu_us_per_commit"] or {}
+            per_write = (f"{cpu['mean']:,.1f} µs CPU per write"
+                         + (f" [{cpu['low']:,.1f}, {cpu['high']:,.1f}]"
+                            if cpu.get("low") is not None and cpu.get("high") is not None
+                            else "") + ", " if cpu.get("mean") is not None else "")
+            bound = (f"; alone it would bind at ~{_tps(w['max_tps'])} tps"
+                     if w.get("max_tps") else "")
+            console.print(f"  walsender for {escape(w['standby'])}: {per_write}"
+                          f"{w['cores_busy']:.2f} of a core busy{bound}", soft_wrap=True)
         for r in o["replication"]:
             lags = ", ".join(f"{k} {r[f'{k}_ms']:.2f} ms" for k in ("write", "flush", "replay")
                              if r.get(f"{k}_ms") is not None)
