@@ -30,10 +30,10 @@ name = "faults"
 standbys = 2
 
 [workload]
-# the last event ends 4 s in (a standby back after 2 s); a second after it is enough
+# the last event ends 3 s in (a standby back after 1.5 s); a second after it is enough
 # for the repeat to see the recovery
 clients = 4
-duration = 5
+duration = 4
 warmup = 1
 
 [matrix]
@@ -47,14 +47,14 @@ repeats_max = 1
 probed_repeats = 0
 
 [faults.kill-sync]
-events = [{ at = 2, action = "kill", target = "sync", for = 2 }]
+events = [{ at = 1.5, action = "kill", target = "sync", for = 1.5 }]
 
 [faults.pause-sync]
 slow_commit_ms = 500
-events = [{ at = 2, action = "pause", target = "sync", for = 2 }]
+events = [{ at = 1.5, action = "pause", target = "sync", for = 1.5 }]
 
 [faults.switch]
-events = [{ at = 2, action = "set", name = "synchronous_standby_names", value = "c" }]
+events = [{ at = 1.5, action = "set", name = "synchronous_standby_names", value = "c" }]
 
 [faults.lose-all]
 stall_seconds = 2
@@ -117,7 +117,7 @@ def test_killing_the_sync_standby_hands_over_to_the_potential_one(
     # With '1(b,c)' the potential standby becomes sync once b's walsender is gone ...
     assert ("c", "potential -> sync") in states
     assert kill["detect_s"] is not None and kill["detect_s"] < 3.0
-    # ... and b is started again: 2 s later within the repeat, or, on a machine too
+    # ... and b is started again: 1.5 s later within the repeat, or, on a machine too
     # slow for that, right after it; the cell only ends done once b streams as sync.
     started = [r for r in repeat["records"] if r["node"] in ("b", "-")
                and (r["detail"] == "start" or r["detail"] == "started b")]

@@ -182,6 +182,8 @@ repeats_max = 2
 
 [probes]
 sched = false
+# the report's commit anatomy is tests/test_commit_anatomy_run.py's (a repeat of its own)
+anatomy = false
 
 [reference]
 source = "figures made up for this test"
