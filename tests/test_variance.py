@@ -4,6 +4,7 @@ whose parts are known, and as results, the report and compare show them on a sto
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import math
@@ -16,9 +17,16 @@ from rich.console import Console
 
 from syncrep_lab.analysis.cells import cell_rows
 from syncrep_lab.analysis.compare import compare_runs
-from syncrep_lab.analysis.noise import budget_sentences
+from syncrep_lab.analysis.noise import budget_sentences, repeat_overhead
 from syncrep_lab.measure.stats import detectable_effect, paired_ratio, ratio_ci, t_ppf
-from syncrep_lab.measure.variance import NoiseSplit, Repeat, noise_split, pooled_split
+from syncrep_lab.measure.variance import (
+    MIN_REPEAT_S,
+    NoiseSplit,
+    Repeat,
+    noise_split,
+    pooled_split,
+    repeat_length,
+)
 from syncrep_lab.store import SampleRow, Store
 from syncrep_lab.terminal.results import no_difference_text, noise_text, print_results
 from tests.data.runs.refresh import load
@@ -232,7 +240,8 @@ def test_rows_carry_the_noise_and_the_detectable_change(tmp_path: Path) -> None:
         expected = noise_split(repeats)
         assert set(noise) == {"within", "between", "drift", "repeats", "seconds",
                               "seconds_per_repeat", "total", "short_term", "lag1",
-                              "lag1_raw", "dominant", "between_p", "drift_p", "note"}
+                              "lag1_raw", "dominant", "between_p", "drift_p", "note",
+                              "repeat_overhead_s", "best_seconds", "time_at_best"}
         assert (noise["repeats"], noise["seconds"]) == (6, 30)
         for part in ("within", "between", "drift"):
             assert noise[part] == pytest.approx(getattr(expected, part))
@@ -296,3 +305,68 @@ def test_stored_runs_show_noise_and_detectable(workdir: Path) -> None:
     half = (tps["ratio_high"] - tps["ratio_low"]) / 2 / tps["ratio"]
     assert tps["detectable_pct"] == pytest.approx(
         100 * half * (t_ppf(0.975, df) + t_ppf(0.8, df)) / t_ppf(0.975, df))
+
+
+def _cost(split: NoiseSplit, length: float) -> float:
+    """The variance of a mean over a fixed time, up to the time: (between² + σ₁²/L)(L + c)."""
+    assert split.within is not None and split.between is not None
+    assert split.seconds_per_repeat is not None and split.overhead_s is not None
+    per_second = split.within ** 2 * split.seconds_per_repeat
+    return (split.between ** 2 + per_second / length) * (length + split.overhead_s)
+
+
+def test_the_repeat_length_that_narrows_an_interval_fastest() -> None:
+    """Long repeats where the seconds are the noise and a repeat is dear, short ones
+    where the start state is; the length found is the least of the cost around it."""
+    dear = NoiseSplit(9, 90, 10.0, 0.02, 0.05, 0.0, None, None, None, None, None,
+                      overhead_s=10.0)
+    length = repeat_length(dear)
+    assert length is not None and length.best_s is not None
+    assert length.best_s == pytest.approx(4.0)
+    for other in (3.2, 3.9, 4.1, 5.0, 10.0, 30.0):
+        assert _cost(dear, length.best_s) <= _cost(dear, other)
+    assert length.time_ratio == pytest.approx(_cost(dear, 4.0) / _cost(dear, 10.0))
+    # 0.84 of the time: not worth a line (a fifth of the time or more is)
+    assert "would reach the same interval" not in noise_text("cell 0", dear)
+    cheap = dataclasses.replace(dear, overhead_s=0.1, between=0.10)
+    fast = repeat_length(cheap)
+    assert fast is not None and fast.best_s == MIN_REPEAT_S  # never under 3 s
+    assert fast.time_ratio == pytest.approx(_cost(cheap, 3.0) / _cost(cheap, 10.0))
+    assert noise_text("cell 0", cheap).endswith(
+        f"; repeats of 3 s would reach the same interval in {fast.time_ratio:.2f} of the "
+        "time (a repeat costs 0.1 s beside its 10 measured)")
+    # no start state measured: longer is better, towards L / (L + c) of the time
+    flat = dataclasses.replace(dear, between=0.0, seconds_per_repeat=2.0, overhead_s=8.0)
+    longer = repeat_length(flat)
+    assert longer is not None and longer.best_s is None
+    assert longer.time_ratio == pytest.approx(2.0 / 10.0)
+    assert "longer repeats would reach the same interval" in noise_text("cell 0", flat)
+    assert repeat_length(dataclasses.replace(dear, between=None)) is None
+    assert repeat_length(dataclasses.replace(dear, overhead_s=None)) is None
+
+
+def test_a_repeat_s_cost_is_read_from_when_the_repeats_ran(workdir: Path) -> None:
+    """The gap from one repeat's end to the next one's start, by hand from the stored
+    run, against what results carries."""
+    import sqlite3
+    from datetime import datetime
+
+    run = load("pg18-local-on", workdir)
+    db = sqlite3.connect(run / "syncrep-lab.sqlite")
+    try:
+        rows = db.execute("select started_at, duration_s, probed from repeats "
+                          "order by started_at").fetchall()
+    finally:
+        db.close()
+    starts = [datetime.fromisoformat(r[0]) for r in rows]
+    gaps = [(starts[i + 1] - starts[i]).total_seconds() - rows[i][1]
+            for i in range(len(rows) - 1) if not rows[i][2]]
+    gaps = [g for g in gaps if 0 <= g <= 600]
+    assert gaps
+    store = Store(run, create=False)
+    try:
+        overhead = repeat_overhead(store, store.run().id)
+    finally:
+        store.close()
+    assert overhead == pytest.approx(statistics.median(gaps))
+    assert {r["noise"]["repeat_overhead_s"] for r in cell_rows(run)} == {overhead}

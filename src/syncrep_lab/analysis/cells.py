@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from syncrep_lab.analysis.noise import cell_noise, noise_json
+from syncrep_lab.analysis.noise import cell_noise, noise_json, repeat_overhead
 from syncrep_lab.analysis.ratios import ratios_to_baseline
 from syncrep_lab.store import Store
 
@@ -24,6 +24,7 @@ def cell_rows(folder: Path) -> list[dict[str, Any]]:
     try:
         run = store.run()
         ratios = ratios_to_baseline(store, run)
+        overhead = None if run.kind == "observe" else repeat_overhead(store, run.id)
         rows = []
         for cell in store.cells(run.id):
             row = {k: getattr(cell, k) for k in COLUMNS}
@@ -34,7 +35,7 @@ def cell_rows(folder: Path) -> list[dict[str, Any]]:
             row["notes"] = cell.notes
             # an observe window's slices are consecutive, not repeats: no split
             row["noise"] = (None if run.kind == "observe"
-                            else noise_json(cell_noise(store, cell)))
+                            else noise_json(cell_noise(store, cell, overhead)))
             rows.append(row)
         return rows
     finally:

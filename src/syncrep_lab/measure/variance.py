@@ -101,7 +101,8 @@ from dataclasses import dataclass
 # scipy.special, not scipy.stats: this module is imported by every read of a store
 from scipy.special import fdtrc, ndtr
 
-__all__ = ["PARTS", "NoiseSplit", "Repeat", "noise_split", "pooled_split", "within_variance"]
+__all__ = ["PARTS", "NoiseSplit", "Repeat", "RepeatLength", "noise_split", "pooled_split",
+           "repeat_length", "within_variance"]
 
 PARTS = ("within", "between", "drift")
 RHO_LIMIT = 0.5  # |lag-1 correlation| an MA(1) series can have
@@ -139,6 +140,8 @@ class NoiseSplit:
     between_p: float | None = None
     drift_p: float | None = None
     within_df: float | None = None  # the degrees of freedom within² rests on (jackknife)
+    # what a repeat costs beside its measured seconds (the run's, analysis/noise.py)
+    overhead_s: float | None = None
 
     def part(self, name: str) -> float | None:
         value: float | None = getattr(self, name)
@@ -336,4 +339,55 @@ def pooled_split(splits: Sequence[NoiseSplit]) -> NoiseSplit | None:
         within=pool("within"), between=pool("between"), drift=pool("drift"),
         total=pool("total"), short_term=pool("short_term"), lag1=mean("lag1"),
         lag1_raw=mean("lag1_raw"), note=next((s.note for s in splits if s.note), None),
-        between_p=largest("between_p"), drift_p=largest("drift_p"))
+        between_p=largest("between_p"), drift_p=largest("drift_p"),
+        overhead_s=mean("overhead_s"))
+
+
+# The shortest repeat advised: a repeat's first second carries the clients' start (the
+# profile measure/variance.py takes out of the noise is still in the mean), and below
+# 3 s it would be a third of every mean and more.
+MIN_REPEAT_S = 3.0
+
+
+@dataclass(frozen=True)
+class RepeatLength:
+    """The repeat length that narrows an interval fastest for the time spent, against
+    the length run (:func:`repeat_length`). ``best_s`` None: no start-state part was
+    measured, so longer is better as far as the budget goes. ``time_ratio``: the time
+    repeats of ``best_s`` (or of any length, when None: the limit) need for the same
+    interval, over the time repeats of ``now_s`` need."""
+
+    now_s: float
+    overhead_s: float
+    best_s: float | None
+    time_ratio: float
+
+
+def repeat_length(split: NoiseSplit) -> RepeatLength | None:
+    """The classic allocation of two-stage sampling, for a budget of time: a repeat of
+    L measured seconds costs L + c (``overhead_s``: the reset, the recorders, storing
+    it) and its mean varies by between² + σ₁²/L, σ₁² = within² · L_now the variance of
+    one second's mean (the lag-1 correlation folded in). k = T / (L + c) repeats in a
+    time T give the mean a variance of (between² + σ₁²/L)(L + c) / T, least at
+    L* = σ₁ · √c / between: long repeats where the seconds are the noise and a repeat
+    is dear, short ones where the start state is; not under :data:`MIN_REPEAT_S`. None
+    where a part is not known.
+
+    >>> r = repeat_length(NoiseSplit(9, 90, 10.0, 0.02, 0.05, 0.0, None, None, None, None,
+    ...                              None, overhead_s=10.0))
+    >>> round(r.best_s, 2), round(r.time_ratio, 2)
+    (4.0, 0.84)
+    """
+    now, c = split.seconds_per_repeat, split.overhead_s
+    if split.within is None or split.between is None or not now or c is None or c < 0:
+        return None
+    per_second = split.within ** 2 * now
+    start = split.between ** 2
+
+    def cost(length: float) -> float:
+        return (start + per_second / length) * (length + c)
+
+    if start <= 0:  # the cost falls towards per_second as L grows: no best length
+        return RepeatLength(now, c, None, per_second / cost(now) if cost(now) else 1.0)
+    best = max(MIN_REPEAT_S, math.sqrt(per_second * c / start))
+    return RepeatLength(now, c, best, cost(best) / cost(now))

@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from syncrep_lab.analysis.cells import COLUMNS
-from syncrep_lab.analysis.noise import dominant_words, noise_lines
+from syncrep_lab.analysis.noise import dominant_words, length_advice, noise_lines
 from syncrep_lab.measure.variance import PARTS, NoiseSplit
 from syncrep_lab.terminal import make_console, number
 
@@ -123,9 +123,9 @@ def noise_text(who: str, split: NoiseSplit) -> str:
     text = (f"noise per repeat: {', '.join(parts) or 'not split'} ({who}, "
             f"{split.repeats} repeat{'s' if split.repeats != 1 else ''})")
     words = dominant_words(split)
-    if words:
-        return f"{text}: {words}"
-    return f"{text}; {split.note}" if split.note else text
+    text = f"{text}: {words}" if words else (f"{text}; {split.note}" if split.note else text)
+    length = length_advice(split)
+    return f"{text}; {length}" if length else text
 
 
 def print_ratio_legend(rows: list[dict[str, Any]], console: Console) -> None:
