@@ -21,7 +21,6 @@ from syncrep_lab.analysis import model
 from syncrep_lab.analysis.anatomy import Anatomy, growth_sentence, share_of_commit
 from syncrep_lab.analysis.costs import RoleCosts, cell_costs, cluster_version
 from syncrep_lab.analysis.evidence import (
-    LEVELS,
     Figure,
     Reach,
     RepeatWaits,
@@ -508,7 +507,6 @@ RULES = (rule_wakeup_bound, rule_epoll_setup, rule_cpu_saturated, rule_host_satu
          rule_single_process, rule_local_flush, rule_standby_or_network, rule_client_bound,
          rule_too_many_clients)
 ORDER = {"high": 0, "medium": 1, "low": 2, "unknown": 3}
-assert set(LEVELS) < set(ORDER)
 
 
 def _rank(v: Verdict) -> tuple[int, int, int]:
@@ -522,9 +520,14 @@ def diagnose_facts(facts: CellFacts) -> list[Verdict]:
     return sorted(verdicts, key=_rank)
 
 
+def _levels(verdict: VerdictData) -> list[str]:
+    """[worst, best]: the levels at the two ends of the evidence's intervals."""
+    return verdict.get("confidence_range") or [verdict["confidence"]] * 2
+
+
 def confidence_text(verdict: VerdictData) -> str:
     """"high", or "medium–high" where the evidence's interval spans a threshold."""
-    worst, best = verdict.get("confidence_range") or [verdict["confidence"]] * 2
+    worst, best = _levels(verdict)
     return best if worst == best else f"{worst}–{best}"
 
 
@@ -541,10 +544,6 @@ def leading_verdict(verdicts: list[VerdictData]) -> VerdictData | None:
     return next((v for v in verdicts if v["confidence"] != "unknown"), None)
 
 
-def _best(verdict: VerdictData) -> str:
-    return (verdict.get("confidence_range") or [verdict["confidence"]] * 2)[1]
-
-
 def tied_with_lead(verdicts: list[VerdictData]) -> list[VerdictData]:
     """The other verdicts whose evidence reaches the leading verdict's highest level:
     at this precision either may be the limit, and the closing lines say so rather
@@ -553,7 +552,7 @@ def tied_with_lead(verdicts: list[VerdictData]) -> list[VerdictData]:
     if lead is None:
         return []
     return [v for v in verdicts if v is not lead and v["confidence"] != "unknown"
-            and _best(v) == _best(lead)]
+            and _levels(v)[1] == _levels(lead)[1]]
 
 
 def leading_title(verdicts: list[VerdictData]) -> str:

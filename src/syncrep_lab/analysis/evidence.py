@@ -33,8 +33,6 @@ from dataclasses import dataclass, field
 from syncrep_lab.measure.stats import mean_ci, share_interval
 from syncrep_lab.store import Store, queries
 
-LEVELS = ("low", "medium", "high")  # worst first
-
 
 @dataclass(frozen=True)
 class Figure:
