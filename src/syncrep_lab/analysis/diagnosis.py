@@ -13,6 +13,7 @@ reach, so noise near a threshold makes a range or a tie, not a different verdict
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict
@@ -555,16 +556,17 @@ def tied_with_lead(verdicts: list[VerdictData]) -> list[VerdictData]:
             and _levels(v)[1] == _levels(lead)[1]]
 
 
-def leading_title(verdicts: list[VerdictData]) -> str:
+def leading_title(verdicts: list[VerdictData],
+                  title: Callable[[VerdictData], str] = verdict_title) -> str:
     """The leading verdict's title, and the verdicts tied with it: "CPU saturation (high
     confidence), as likely at this precision: commit-wait wake-up bound (medium–high
-    confidence)"; "" with no verdict."""
+    confidence)"; "" with no verdict. ``title`` writes each (the terminal's in colour)."""
     lead = leading_verdict(verdicts)
     if lead is None:
         return ""
     tied = tied_with_lead(verdicts)
-    return verdict_title(lead) + (", as likely at this precision: "
-                                  + "; ".join(verdict_title(v) for v in tied) if tied else "")
+    return title(lead) + (", as likely at this precision: "
+                          + "; ".join(title(v) for v in tied) if tied else "")
 
 
 def cell_facts(store: Store, cell: StoredCell, cpus: int) -> CellFacts:

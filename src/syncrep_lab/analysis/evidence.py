@@ -71,10 +71,6 @@ class Reach:
     point: str
     best: str
 
-    @property
-    def spans(self) -> bool:
-        return self.worst != self.best
-
 
 def graded(grade: Callable[..., str | None], *figures: Figure) -> Reach | None:
     """``grade`` (a rule's thresholds: a level, or None where the rule does not fire;

@@ -15,8 +15,7 @@ from syncrep_lab.analysis.diagnosis import (
     CellDiagnosis,
     VerdictData,
     confidence_text,
-    leading_verdict,
-    tied_with_lead,
+    leading_title,
 )
 from syncrep_lab.analysis.scaling import Series
 from syncrep_lab.pg.replication import level_rank
@@ -230,16 +229,10 @@ def print_verdicts(verdicts: list[VerdictData], console: Console) -> None:
 def print_verdict_lines(cells: list[dict[str, Any]], console: Console) -> None:
     """One line per cell: its most confident verdict (the full story: diagnose)."""
     for cell in cells:
-        v = leading_verdict(cell["verdicts"])
-        if v is not None:
-            tied = tied_with_lead(cell["verdicts"])
-            line = styled_verdict_title(v) + (
-                ", as likely at this precision: "
-                + "; ".join(styled_verdict_title(t) for t in tied) if tied else "")
-        elif cell["verdicts"]:
-            line = f"[dim]{escape(cell['verdicts'][0]['summary'])}[/]"
-        else:
-            line = "no rule fired"
+        line = leading_title(cell["verdicts"], styled_verdict_title)
+        if not line:
+            line = (f"[dim]{escape(cell['verdicts'][0]['summary'])}[/]" if cell["verdicts"]
+                    else "no rule fired")
         console.print(f"  cell {cell['idx']} {escape(cell['label'])}: {line}", soft_wrap=True)
 
 
