@@ -22,7 +22,7 @@ standbys = 2
 
 [workload]
 duration = 2
-warmup = 1
+warmup = 0
 
 [matrix]
 synchronous_commit = ["on"]

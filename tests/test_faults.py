@@ -34,7 +34,7 @@ standbys = 2
 # for the repeat to see the recovery
 clients = 4
 duration = 4
-warmup = 1
+warmup = 0
 
 [matrix]
 faults = ["kill-sync", "pause-sync", "switch", "lose-all", "none"]

@@ -101,7 +101,7 @@ standbys = 2
 [workload]
 clients = 4
 duration = 2
-warmup = 1
+warmup = 0
 
 [matrix]
 # 18 under local and on (the costs' sync story), and 9.6 under on (the diagnosis's

@@ -32,8 +32,10 @@ def far() -> Iterator[SshdHost]:
 
 def _spec(host: SshdHost, known_hosts: str | None = None,
           placed: str = 'sync = "c"\nclone = "basebackup"\nhosts = { c = "far" }',
-          anatomy: bool = False) -> str:
-    """The commit anatomy is off (its own repeat) but where a test reads it."""
+          probed: bool = False, anatomy: bool = False) -> str:
+    """One measured repeat; the probed repeat (the standbys' sync states are sampled
+    there) and the commit anatomy (a repeat of its own after it) only where a test
+    reads them."""
     return f"""\
 name = "remote"
 
@@ -53,7 +55,7 @@ repeats_min = 1
 repeats_max = 1
 
 [probes]
-probed_repeats = 1
+probed_repeats = {int(probed or anatomy)}
 perf = false
 flamegraphs = false
 sched = false
@@ -76,7 +78,7 @@ def _done_run(workdir: Path, far: SshdHost, spec_text: str) -> sqlite3.Connectio
 
 
 def test_a_standby_on_an_ssh_host_is_the_sync_one(workdir: Path, far: SshdHost) -> None:
-    db = _done_run(workdir, far, _spec(far))
+    db = _done_run(workdir, far, _spec(far, probed=True))
     states = {r["standby"]: r["sync_state"] for r in db.execute(
         "select standby, sync_state from replication_samples")}
     assert states.get("c") == "sync" and states.get("b") == "async", states
@@ -236,7 +238,7 @@ def test_primary_standby_and_client_on_one_host(workdir: Path, far: SshdHost) ->
     primary there, the one here from the host's address, pgbench runs there."""
     db = _done_run(workdir, far, _spec(far, placed='sync = "c"\nclone = "basebackup"\n'
                                                    'hosts = { primary = "far", c = "far", '
-                                                   'client = "far" }'))
+                                                   'client = "far" }', probed=True))
     states = {r["standby"]: r["sync_state"] for r in db.execute(
         "select standby, sync_state from replication_samples")}
     assert states.get("c") == "sync" and states.get("b") == "async", states

@@ -26,7 +26,7 @@ standbys = 2
 [workload]
 clients = 6
 duration = 3
-warmup = 1
+warmup = 0
 
 [matrix]
 driver = ["pgbench", "sysbench"]
