@@ -50,7 +50,7 @@ profile = "seed"
 kind = "insert"
 clients = 64
 duration = 5
-warmup = 2
+warmup = {warmup}
 
 [matrix]
 synchronous_commit = ["local", "on"]
@@ -59,16 +59,19 @@ synchronous_commit = ["local", "on"]
 repeats_min = {rounds}
 repeats_max = {rounds}
 budget = "{budget}"
+reset = "{reset}"
 
 [probes]
 probed_repeats = 0
 """
 
 
-def make_run(out: Path, rounds: int, budget: str) -> float:
+def make_run(out: Path, rounds: int, budget: str, reset: str = "full", warmup: int = 2,
+             capture: bool = False) -> float:
     shutil.rmtree(out, ignore_errors=True)
     out.parent.mkdir(parents=True, exist_ok=True)
-    return timed_run(SPEC.format(rounds=rounds, budget=budget), out)
+    return timed_run(SPEC.format(rounds=rounds, budget=budget, reset=reset, warmup=warmup),
+                     out, capture=capture)
 
 
 def repeats_of(out: Path) -> dict[str, list[Repeat]]:

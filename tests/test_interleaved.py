@@ -8,10 +8,12 @@ import json
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psycopg
 
+from syncrep_lab.cluster.manifest import Manifest
 from syncrep_lab.plan.spec import parse_spec
 from syncrep_lab.run.rounds import round_order
 from syncrep_lab.run.runner import start_run
@@ -196,3 +198,41 @@ def test_the_budget_ends_both_orders_after_two_rounds(workdir: Path) -> None:
         cells = _db(out).execute("select * from cells order by idx").fetchall()
         assert [(c["status"], c["repeats"], c["stop_reason"]) for c in cells] == [
             ("done", 2, "budget"), ("done", 2, "budget")], (order, [dict(c) for c in cells])
+
+
+def test_the_reset_modes_do_what_they_say(make_cluster: Callable[..., Manifest]) -> None:
+    """run.reset: "none" keeps the table as the repeat left it, "no-checkpoint" empties it
+    without a checkpoint, "full" empties it and checkpoints the primary and the standby
+    (a restartpoint there); every mode waits for the standby."""
+    from syncrep_lab.run import reset
+
+    manifest = make_cluster(standbys=1, sync="b")
+    admin = manifest.admin_conninfo(manifest.primary)
+    standby = manifest.admin_conninfo(manifest.node("b"))
+
+    def requested(conninfo: str, column: str) -> int:
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            row = conn.execute(f"select {column} from pg_stat_checkpointer").fetchone()
+            assert row is not None
+            return int(row[0])
+
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute("create table t (id bigint generated always as identity, v int)")
+
+        def left_after(mode: str) -> tuple[int, int, int]:
+            """Rows left and checkpoints requested on the primary and the standby."""
+            conn.execute("insert into t (v) select g from generate_series(1, 100) g")
+            before = requested(admin, "num_requested"), requested(standby, "restartpoints_req")
+            done = reset.reset(admin, [standby], "t", conn.info.server_version, mode)
+            assert done.behind is False and done.notes == []
+            row = conn.execute("select count(*) from t").fetchone()
+            assert row is not None
+            return (int(row[0]), requested(admin, "num_requested") - before[0],
+                    requested(standby, "restartpoints_req") - before[1])
+
+        assert left_after("none") == (100, 0, 0)
+        assert left_after("no-checkpoint") == (0, 0, 0)
+        assert left_after("full") == (0, 1, 1)
+        # the identity starts again where the table was emptied
+        row = conn.execute("insert into t (v) values (1) returning id").fetchone()
+        assert row is not None and row[0] == 1

@@ -205,6 +205,9 @@ class Probes(_Strict):
     anatomy: bool = True
 
 
+ResetMode = Literal["full", "no-checkpoint", "none"]
+
+
 class RunControl(_Strict):
     repeats_min: Annotated[int, Field(ge=1, le=1000)] = 3
     repeats_max: Annotated[int, Field(ge=1, le=1000)] = 10
@@ -214,6 +217,10 @@ class RunControl(_Strict):
     # no transaction for this long while pgbench's commits wait for a standby that cannot
     # confirm them: the repeat stops and the cell fails with the cause (run/stall.py)
     stall_seconds: Annotated[float, Field(gt=0, le=3600)] = 15.0
+    # before each repeat (run/reset.py): "full" empties the insert table and checkpoints
+    # every node; "no-checkpoint" only empties the table; "none" does neither. All three
+    # wait for the standbys to replay what the last repeat wrote.
+    reset: ResetMode = "full"
     # interleaved: the cells of one cluster run one repeat each per round, in an order
     # shuffled per round (run/rounds.py); blocked: every repeat of a cell, then
     # the next cell

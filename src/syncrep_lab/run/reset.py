@@ -5,7 +5,10 @@ Before each measured repeat (:func:`reset`): the insert workload's table is empt
 than one that grew by every repeat before it), a ``CHECKPOINT`` is taken on the
 primary and then on each standby syncrep-lab can reach (so no checkpoint is owed from
 the previous repeat's WAL), and the run waits until every streaming standby has
-replayed up to the primary's position. Lookup and script workloads keep their tables.
+replayed up to the primary's position. The spec's ``run.reset`` can leave out the
+checkpoints ("no-checkpoint") or the emptying too ("none"): the modes for finding out
+what the start state does to the noise (bench/repeat_state.py). Lookup and script
+workloads keep their tables.
 
 Around it: the checkpoints that began during the repeat (from ``pg_stat_checkpointer``
 on 17+, ``pg_stat_bgwriter`` before), the autovacuum and autoanalyze runs on the
@@ -33,6 +36,7 @@ import psycopg
 from syncrep_lab import procs
 from syncrep_lab.pg.admin import admin_connection
 from syncrep_lab.pg.conninfo import mask_text
+from syncrep_lab.plan.spec import ResetMode
 from syncrep_lab.run.repeat_record import Disturbance
 
 CATCH_UP_SECONDS = 10.0
@@ -51,25 +55,29 @@ class ResetResult:
     behind: bool  # a standby had not replayed up to the primary in time
 
 
-def reset(primary: str, standbys: list[str], insert_table: str | None, version_num: int
-          ) -> ResetResult:
-    """Empty the insert table, checkpoint everywhere, wait for the standbys."""
+def reset(primary: str, standbys: list[str], insert_table: str | None, version_num: int,
+          mode: ResetMode = "full") -> ResetResult:
+    """Empty the insert table, checkpoint everywhere, wait for the standbys; ``mode``
+    (the spec's ``run.reset``) "no-checkpoint" leaves the checkpoints out, "none" the
+    table too. The wait for the standbys is in every mode: it changes no state, only
+    keeps the last repeat's WAL out of this one."""
     notes: list[str] = []
     with admin_connection(primary, seconds=60, lock_timeout_s=10, what="the primary") as conn:
-        if insert_table is not None:
+        if insert_table is not None and mode != "none":
             conn.execute(f"truncate table {insert_table} restart identity")
-        try:
-            conn.execute("checkpoint")
-        except psycopg.errors.InsufficientPrivilege:
-            notes.append("no CHECKPOINT before each repeat: the role may not (it needs "
-                         "superuser or pg_checkpoint)")
+        if mode == "full":
+            try:
+                conn.execute("checkpoint")
+            except psycopg.errors.InsufficientPrivilege:
+                notes.append("no CHECKPOINT before each repeat: the role may not (it needs "
+                             "superuser or pg_checkpoint)")
         lsn_fn = "pg_current_wal_lsn()" if version_num >= 100000 else \
             "pg_current_xlog_location()"
         row = conn.execute(f"select {lsn_fn}::text").fetchone()
         assert row is not None
         target = str(row[0])
         behind = not _caught_up(conn, target, version_num)
-    for conninfo in standbys:
+    for conninfo in standbys if mode == "full" else []:
         try:
             with admin_connection(conninfo, seconds=30, what="a standby") as sconn:
                 sconn.execute("checkpoint")  # a restartpoint

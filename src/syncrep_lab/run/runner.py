@@ -435,7 +435,8 @@ class Runner:
         for target in self.cluster.targets or ([self.cluster.target] if self.cluster.target
                                                else []):
             standbys = [n.admin for n in target.nodes if not n.primary]
-            done = reset.reset(target.admin, standbys, table, target.version_num)
+            done = reset.reset(target.admin, standbys, table, target.version_num,
+                               self.spec.run.reset)
             behind = behind or done.behind
             for note in done.notes:
                 if note not in self._said:
