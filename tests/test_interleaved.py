@@ -14,7 +14,7 @@ from pathlib import Path
 import psycopg
 
 from syncrep_lab.cluster.manifest import Manifest
-from syncrep_lab.plan.spec import parse_spec
+from syncrep_lab.plan.spec import ResetMode, parse_spec
 from syncrep_lab.run.rounds import round_order
 from syncrep_lab.run.runner import start_run
 from syncrep_lab.store import cluster_key_text
@@ -219,7 +219,7 @@ def test_the_reset_modes_do_what_they_say(make_cluster: Callable[..., Manifest])
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute("create table t (id bigint generated always as identity, v int)")
 
-        def left_after(mode: str) -> tuple[int, int, int]:
+        def left_after(mode: ResetMode) -> tuple[int, int, int]:
             """Rows left and checkpoints requested on the primary and the standby."""
             conn.execute("insert into t (v) select g from generate_series(1, 100) g")
             before = requested(admin, "num_requested"), requested(standby, "restartpoints_req")
