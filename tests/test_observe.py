@@ -60,6 +60,13 @@ def _pgbench(pg18: Installation, conninfo: str, seconds: int, script: Path,
         env={**os.environ, "PGOPTIONS": f"-c synchronous_commit={level}"})
 
 
+def _ended(bench: subprocess.Popen[str]) -> str:
+    """pgbench's output so far, ended now: its -T only has to outlast the window, and the
+    seconds after it are nobody's (its progress lines are written as they come)."""
+    bench.terminate()
+    return bench.communicate(timeout=60)[0]
+
+
 def _progress(text: str, start: float, end: float) -> float:
     """pgbench's mean TPS over the seconds that ended within [start, end] (epoch)."""
     rates = [float(line.split()[3]) for line in text.splitlines()
@@ -93,11 +100,11 @@ def test_observe_reads_the_load_it_did_not_start(
     where, conninfo = cluster
     before = _server_state(conninfo)
     out = tmp_path / "obs"
-    bench = _pgbench(pg18, conninfo, 14, tmp_path / "w.sql")
-    time.sleep(3)
-    res, began, ended = _observe("--dir", str(where), "--seconds", "8", "--slice", "4",
+    bench = _pgbench(pg18, conninfo, 12, tmp_path / "w.sql")
+    time.sleep(2)
+    res, began, ended = _observe("--dir", str(where), "--seconds", "6", "--slice", "3",
                                  "--out", str(out), "--label", "on", "--json")
-    text, _ = bench.communicate(timeout=60)
+    text = _ended(bench)
     assert res.returncode == 0, res.stdout + res.stderr
     window = json.loads(res.stdout)["windows"][0]
     pgbench_tps = _progress(text, began, ended)
@@ -117,11 +124,11 @@ def test_observe_reads_the_load_it_did_not_start(
     assert _server_state(conninfo) == before
 
     # another window: synchronous_commit = local in pgbench's sessions
-    bench = _pgbench(pg18, conninfo, 10, tmp_path / "w.sql", level="local")
+    bench = _pgbench(pg18, conninfo, 8, tmp_path / "w.sql", level="local")
     time.sleep(2)
-    res, _, _ = _observe("--dir", str(where), "--seconds", "5", "--slice", "5",
+    res, _, _ = _observe("--dir", str(where), "--seconds", "3", "--slice", "3",
                          "--out", str(tmp_path / "local"), "--label", "local", "--json")
-    bench.communicate(timeout=60)
+    _ended(bench)
     assert res.returncode == 0, res.stdout + res.stderr
     local = json.loads(res.stdout)["windows"][0]
     assert local["sync_wait_share"] < 0.02, local["backend_waits"]
@@ -170,7 +177,7 @@ def test_walsender_cost_within_a_runs_costs(
     time.sleep(2)
     res, _, _ = _observe("--dir", str(where), "--seconds", "6", "--slice", "2",
                          "--out", str(tmp_path / "obs"), "--json")
-    bench.communicate(timeout=60)
+    _ended(bench)
     assert res.returncode == 0, res.stdout + res.stderr
     seen = next(w for w in json.loads(res.stdout)["windows"][0]["walsenders"]
                 if w["standby"] == "b")["cpu_us_per_commit"]
@@ -310,7 +317,7 @@ def test_cpu_per_role_over_ssh(pg18: Installation, tmp_path: Path) -> None:
             res, _, _ = _observe(conninfo, "--host", "far", "--hosts", str(hosts),
                                  "--seconds", "5", "--slice", "5", "--out",
                                  str(tmp_path / "obs"), "--json")
-            bench.communicate(timeout=60)
+            _ended(bench)
             assert res.returncode == 0, res.stdout + res.stderr + far.sshd_log()
             window = json.loads(res.stdout)["windows"][0]
             assert window["cpu_note"] is None
@@ -344,7 +351,7 @@ def test_on_9_6_what_is_missing_is_said(pg96: Installation, pg18: Installation,
         time.sleep(2)
         res, _, _ = _observe("--dir", str(where), "--seconds", "4", "--slice", "2",
                              "--out", str(tmp_path / "obs"), "--json")
-        bench.communicate(timeout=60)
+        _ended(bench)
     finally:
         cli("cluster", "down", "--dir", str(where))
     assert res.returncode == 0, res.stdout + res.stderr
