@@ -17,8 +17,14 @@ from rich.console import Console
 
 from syncrep_lab.analysis.cells import cell_rows
 from syncrep_lab.analysis.compare import compare_runs
-from syncrep_lab.analysis.noise import budget_sentences, repeat_overhead
-from syncrep_lab.measure.stats import detectable_effect, paired_ratio, ratio_ci, t_ppf
+from syncrep_lab.analysis.noise import budget_sentences, repeat_overhead, target_text
+from syncrep_lab.measure.stats import (
+    detectable_effect,
+    paired_ratio,
+    ratio_ci,
+    rounds_for,
+    t_ppf,
+)
 from syncrep_lab.measure.variance import (
     MIN_REPEAT_S,
     NoiseSplit,
@@ -252,6 +258,10 @@ def test_rows_carry_the_noise_and_the_detectable_change(tmp_path: Path) -> None:
     se = statistics.stdev(logs) / math.sqrt(6)
     assert ratio["paired"] and ratio["detectable_pct"] == pytest.approx(
         100 * (t_ppf(0.975, 5) + t_ppf(0.8, 5)) * se)
+    # what the default ±3 % would take at this spread, and a round's time (a minute)
+    assert ratio["spread_pct"] == pytest.approx(100 * statistics.stdev(logs))
+    assert ratio["rounds_for_target"] == rounds_for(statistics.stdev(logs), math.log1p(0.03))
+    assert ratio["rounds_for_target"] > 6 and ratio["round_s"] == 60.0
 
 
 def test_the_results_text_says_where_the_noise_sits(tmp_path: Path) -> None:
@@ -265,6 +275,12 @@ def test_the_results_text_says_where_the_noise_sits(tmp_path: Path) -> None:
     assert all("within" in line and "between" in line and "drift" in line for line in lines)
     assert any("(2 cells, 12 repeats)" in line or "(cell " in line for line in lines)
     assert budget_sentences(rows)  # the report's sentence on the budget
+    needed = next(r["ratio_to_baseline"]["rounds_for_target"] for r in rows
+                  if r["ratio_to_baseline"])
+    said = [line for line in text.splitlines() if "short of ±3 %" in line]
+    assert len(said) == 1 and said[0].startswith("cell 1 sc=on ÷ sc=local: ±"), text
+    assert said[0].endswith(f"±3 % needs about {needed} rounds ({needed:.0f} min at this "
+                            "run's 60 s a round)"), said
 
 
 def test_the_text_lines_by_hand() -> None:
@@ -284,6 +300,30 @@ def test_the_text_lines_by_hand() -> None:
         "run detects (80 % power): 5.0 %")
     assert no_difference_text({"mean": 0.8, "low": 0.75, "high": 0.85}) == ""
     assert no_difference_text({"mean": 0.8, "low": None, "high": None}) == ""
+    short = {"paired": True, "mean": 1.0, "low": 0.92, "high": 1.08, "rounds": 10,
+             "target_pct": 3.0, "spread_pct": 11.2, "rounds_for_target": 56, "round_s": 30.0}
+    assert target_text(short) == (
+        "±8.0 % after 10 rounds, short of ±3 %: the rounds' ratios spread by 11.2 %, so "
+        "±3 % needs about 56 rounds (28 min at this run's 30 s a round)")
+    assert target_text({**short, "rounds_for_target": None}).endswith(
+        "so ±3 % is out of reach of more rounds")
+    assert target_text({**short, "low": 0.98, "high": 1.02}) == ""  # within its target
+    assert target_text({**short, "paired": False}) == ""  # its interval is another kind
+
+
+def test_rounds_for_a_target() -> None:
+    """The fewest rounds whose t interval is within the target at a spread: that many
+    are enough and one fewer is not."""
+    for sd, half in ((0.10, 0.03), (0.05, 0.03), (0.2, 0.01), (0.03, 0.03)):
+        n = rounds_for(sd, half)
+        assert n is not None
+        assert t_ppf(0.975, n - 1) * sd / math.sqrt(n) <= half
+        assert n == 2 or t_ppf(0.975, n - 2) * sd / math.sqrt(n - 1) > half
+    assert rounds_for(0.0, 0.03) == 2
+    assert rounds_for(10.0, 0.001) is None  # past any count a run could make
+    for bad in ((-0.1, 0.03), (0.1, 0.0), (math.nan, 0.03)):
+        with pytest.raises(ValueError):
+            rounds_for(*bad)
 
 
 def test_stored_runs_show_noise_and_detectable(workdir: Path) -> None:

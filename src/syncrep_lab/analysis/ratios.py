@@ -11,29 +11,54 @@ smallest change of the ratio, in percent, that a two-sided test at the run's con
 would see 4 times in 5 with this interval's standard error and degrees of freedom
 (:func:`syncrep_lab.measure.stats.detectable_effect`): an interval that holds 1 says
 nothing about changes smaller than that.
+
+A paired ratio also says what its target would take: ``rounds_for_target``, the rounds
+the spread of its per-round ratios (``spread_pct``, the sd of their logs) asks for to
+reach the run's ``ci_target`` (``target_pct``)
+(:func:`syncrep_lab.measure.stats.rounds_for`; None past any reasonable count), and
+``round_s``, the seconds one round took for this cell (the mean gap between its
+successive repeats' starts: its own repeat, its round's other cells, the resets), so
+"±3 % needs about 46 rounds, 25 minutes at this pace" can be said where a run stopped
+short of its target.
 """
 
 from __future__ import annotations
 
+import itertools
+import math
+import statistics
+from datetime import datetime
 from typing import Any
 
+from syncrep_lab.analysis.noise import RESUMED_GAP_S
 from syncrep_lab.measure.pairing import baselines, by_round, paired, rows_per_second
-from syncrep_lab.measure.stats import detectable_effect, ratio_ci
+from syncrep_lab.measure.stats import detectable_effect, ratio_ci, rounds_for
 from syncrep_lab.store import Store, StoredRepeat, StoredRun, cluster_key_text, with_defaults
 
 
-def stored_rules(spec_toml: str) -> tuple[list[dict[str, Any]], float]:
-    """The baseline rules and the confidence of a stored spec (none and 0.95 when it no
-    longer parses: the run still has its figures). The rules are the spec's ``[compare]``
-    over its matrix, so the spec's own parser reads it: the one import of the experiment
-    package in the analysis, made only here."""
+def stored_rules(spec_toml: str) -> tuple[list[dict[str, Any]], float, float | None]:
+    """The baseline rules, the confidence and the interval target of a stored spec (none,
+    0.95 and None when it no longer parses: the run still has its figures). The rules
+    are the spec's ``[compare]`` over its matrix, so the spec's own parser reads it: the
+    one import of the experiment package in the analysis, made only here."""
     from syncrep_lab.plan.spec import parse_spec
 
     try:
         spec = parse_spec(spec_toml, "stored spec")
     except Exception:  # a spec of another version
-        return [], 0.95
-    return spec.compare.rules(spec.matrix), spec.run.confidence
+        return [], 0.95, None
+    return spec.compare.rules(spec.matrix), spec.run.confidence, spec.run.ci_target
+
+
+def round_seconds(repeats: list[StoredRepeat]) -> float | None:
+    """The mean gap between a cell's successive measured repeats' starts: one round of
+    the run, as this cell saw it (gaps of a resume left out). The mean, not the median:
+    the rounds are shuffled, so a cell last in one round and first in the next has a
+    short gap and the reverse a long one; their mean is the round. None below 2."""
+    starts = sorted(datetime.fromisoformat(str(r.started_at)) for r in repeats)
+    gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(starts)]
+    gaps = [g for g in gaps if 0 < g <= RESUMED_GAP_S]
+    return statistics.fmean(gaps) if gaps else None
 
 
 def _side_by_side(a: dict[str, Any], b: dict[str, Any], mine: list[StoredRepeat],
@@ -53,12 +78,13 @@ def _side_by_side(a: dict[str, Any], b: dict[str, Any], mine: list[StoredRepeat]
 
 def ratios_to_baseline(store: Store, run: StoredRun) -> dict[int, dict[str, Any] | None]:
     """cell idx -> ``{baseline, baseline_idx, mean, low, high, rounds, paired,
-    detectable_pct}``, or None (a baseline, a cell without one, or one that has no
+    detectable_pct}`` (paired: also ``spread_pct``, ``target_pct``, ``rounds_for_target``
+    and ``round_s``), or None (a baseline, a cell without one, or one that has no
     figures)."""
     cells = store.cells(run.id)
     params = {c.idx: c.params for c in cells}
     by_idx = {c.idx: c for c in cells}
-    rules, confidence = stored_rules(str(run.spec_toml))
+    rules, confidence, target = stored_rules(str(run.spec_toml))
     base_of = baselines(sorted((i, with_defaults(p)) for i, p in params.items()), rules)
     out: dict[int, dict[str, Any] | None] = {}
     for idx, base in base_of.items():
@@ -76,7 +102,12 @@ def ratios_to_baseline(store: Store, run: StoredRun) -> dict[int, dict[str, Any]
             entry.update(mean=pair.mean, low=pair.low, high=pair.high, rounds=pair.rounds,
                          paired=True,
                          detectable_pct=None if se is None else
-                         100 * detectable_effect(se, pair.rounds - 1, confidence))
+                         100 * detectable_effect(se, pair.rounds - 1, confidence),
+                         spread_pct=None if pair.log_sd is None else 100 * pair.log_sd,
+                         target_pct=None if target is None else 100 * target,
+                         rounds_for_target=None if pair.log_sd is None or target is None
+                         else rounds_for(pair.log_sd, math.log1p(target), confidence),
+                         round_s=round_seconds(mine))
         elif mine and theirs:
             r = ratio_ci([rows_per_second(float(x.tps), params[idx]) for x in mine],
                          [rows_per_second(float(x.tps), params[base]) for x in theirs],

@@ -20,11 +20,11 @@ from dataclasses import dataclass
 
 # Student's t through scipy.special (a quarter of a second to import) rather than
 # scipy.stats (a second): every command that touches a store imports this module.
-from scipy.special import stdtr, stdtrit
+from scipy.special import ndtri, stdtr, stdtrit
 
 __all__ = ["MeanCI", "PairedRatio", "RatioCI", "Trend", "WelchResult", "ci_within",
-           "detectable_effect", "mean_ci", "paired_ratio", "ratio_ci", "share_interval",
-           "stein_rounds", "t_ppf", "t_sf", "trend", "welch_t"]
+           "detectable_effect", "mean_ci", "paired_ratio", "ratio_ci", "rounds_for",
+           "share_interval", "stein_rounds", "t_ppf", "t_sf", "trend", "welch_t"]
 
 
 def _check_confidence(confidence: float) -> None:
@@ -300,6 +300,34 @@ def stein_rounds(pilot: Sequence[float], half_width: float, confidence: float = 
         raise ValueError("stein_rounds: half_width must be positive")
     s0 = statistics.stdev(data)
     return max(n0, math.ceil((_t_quantile(confidence, n0 - 1) * s0 / half_width) ** 2))
+
+
+ROUNDS_FOR_LIMIT = 100_000  # beyond this, "more rounds" is no answer: None
+
+
+def rounds_for(sd: float, half_width: float, confidence: float = 0.95) -> int | None:
+    """The fewest values whose mean has a ±``half_width`` t interval when they spread by
+    ``sd``: the least n ≥ 2 with t(n-1) · sd / √n ≤ half_width, the degrees of freedom
+    growing with n (unlike Stein's N, which keeps its pilot's). What a series seen so
+    far asks for, not a promise: ``sd`` is itself an estimate. None beyond
+    ROUNDS_FOR_LIMIT.
+
+    >>> rounds_for(0.10, 0.03)  # z alone would say 43; t(n-1) asks for a few more
+    46
+    >>> rounds_for(0.01, 0.03)
+    3
+    """
+    _check_confidence(confidence)
+    if sd < 0 or not math.isfinite(sd) or half_width <= 0:
+        raise ValueError(f"rounds_for: sd {sd} and half_width {half_width} do not make "
+                         "a target")
+    z = float(ndtri(0.5 + confidence / 2))
+    n = max(2, math.ceil((z * sd / half_width) ** 2))  # t > z: never fewer than this
+    while n <= ROUNDS_FOR_LIMIT:
+        if _t_quantile(confidence, n - 1) * sd / math.sqrt(n) <= half_width:
+            return n
+        n += 1
+    return None
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from syncrep_lab.analysis.diagnosis import (
     verdict_title,
 )
 from syncrep_lab.analysis.faults import run_faults
-from syncrep_lab.analysis.noise import budget_sentences
+from syncrep_lab.analysis.noise import budget_sentences, target_text
 from syncrep_lab.analysis.scaling import Series, core_sweep, scaling
 from syncrep_lab.errors import UserError
 from syncrep_lab.measure.pairing import ratio_of
@@ -434,6 +434,10 @@ def _method(store: Store, run_id: int, spec: dict[str, Any],
         "noise": [{"idx": c["idx"], "label": c["label"], **c["noise"]} for c in cells
                   if c["status"] == "done" and c.get("noise")],
         "noise_budget": budget_sentences(cells),
+        # a ratio short of its target: the rounds its spread asks for, at this run's pace
+        "short_of_target": [f"Cell {c['idx']} {c['label']} ÷ {c['ratio_to_baseline']['baseline']}"
+                            f": {text}." for c in cells
+                            if (text := target_text(c.get("ratio_to_baseline")))],
         "probes": probes, "probe_tps_ratio": overhead,
         "probe_tps_ratio_median": (statistics.median(o["ratio"] for o in overhead)
                                    if overhead else None),

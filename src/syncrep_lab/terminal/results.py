@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from syncrep_lab.analysis.cells import COLUMNS
-from syncrep_lab.analysis.noise import dominant_words, length_advice, noise_lines
+from syncrep_lab.analysis.noise import dominant_words, length_advice, noise_lines, target_text
 from syncrep_lab.measure.variance import PARTS, NoiseSplit
 from syncrep_lab.terminal import make_console, number
 
@@ -82,6 +82,11 @@ def print_results(folder: Path, rows: list[dict[str, Any]],
         console.print(f"[yellow]{maxed} cell(s) stopped (repeats_max or the budget) before "
                       "their comparison met the confidence target: their intervals are "
                       "wider than asked ('(max)', '(budget)').[/]")
+    for r in rows:
+        if line := target_text(r.get("ratio_to_baseline")):
+            console.print(f"cell {r['idx']} {escape(r['label'])} ÷ "
+                          f"{escape(r['ratio_to_baseline']['baseline'])}: {line}",
+                          soft_wrap=True)
     for r in rows:
         for note in r.get("notes") or []:
             console.print(f"[yellow]cell {r['idx']} {escape(r['label'])}:[/] {escape(note)}",
