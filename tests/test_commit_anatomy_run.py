@@ -67,6 +67,16 @@ def test_every_commit_of_the_probed_repeat_is_timed_and_the_parts_add_up(
         split = sum(parts[p]["us_per_commit"]["mean"] for p in
                     ("standby_wait", "wakeup_queue", "run_queue", "unsignalled") if p in parts)
         assert split == pytest.approx(wait["us_per_commit"]["mean"], rel=0.01)
+        # each part's distribution holds every event, and its median's bin holds p50
+        for part in parts.values():
+            bins = part["distribution"]
+            assert sum(n for _, _, n in bins) == part["events"]
+            below = 0
+            for low, high, n in bins:
+                below += n
+                if below >= part["events"] / 2:
+                    assert low * 0.98 <= part["p50_us"] <= high * 1.02, (part, low, high)
+                    break
         in_server_ms = (parts["local_flush"]["us_per_commit"]["mean"]
                         + wait["us_per_commit"]["mean"]) / 1000.0
         assert 0 < in_server_ms < latency_ms, (in_server_ms, latency_ms)
@@ -85,4 +95,8 @@ def test_costs_diagnose_and_the_report_show_it(anatomy_run: Path) -> None:
     assert many["anatomy"] and "% of a commit at 16 clients" in many["anatomy"]
     assert "commit anatomy:" in cli_here("diagnose", str(anatomy_run)).stdout
     page = anatomy_run / "report.html"
-    assert 'id="chart-anatomy"' in page.read_text()
+    html = page.read_text()
+    assert 'id="chart-anatomy"' in html
+    # the parts against clients (4 and 16 at `on`), and the chosen cell's distributions
+    assert 'id="chart-anatomy-clients-on"' in html
+    assert 'id="chart-anatomy-histograms"' in html

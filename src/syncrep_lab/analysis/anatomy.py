@@ -41,6 +41,7 @@ BACKEND_COMPONENTS = ("local_flush", "commit_wait", "standby_wait", "wakeup_queu
                       "run_queue", "unsignalled")
 WAIT_PARTS = ("standby_wait", "wakeup_queue", "run_queue", "unsignalled")
 WALSENDER_COMPONENTS = ("release", "release_gap", "waiters_freed")
+DISTRIBUTION_BINS = 4  # per power of two: the report's histograms
 
 
 class Interval(TypedDict):
@@ -59,6 +60,8 @@ class Component(TypedDict):
     mean_us: float | None  # per event
     p50_us: float | None
     p99_us: float | None
+    # per event, for a chart: [low µs, high µs, events] at DISTRIBUTION_BINS per octave
+    distribution: list[tuple[float, float, int]]
 
 
 class Releases(TypedDict):
@@ -128,7 +131,9 @@ def cell_anatomy(store: Store, commits: dict[int, int], clients: int) -> Anatomy
                               if name in WAIT_PARTS and wait_total > 0 else None),
             "events": events[key],
             "mean_us": _us(totals[key] / events[key]) if events[key] else None,
-            "p50_us": _us(h.percentile(50)), "p99_us": _us(h.percentile(99))})
+            "p50_us": _us(h.percentile(50)), "p99_us": _us(h.percentile(99)),
+            "distribution": [(low / 1000.0, high / 1000.0, n)
+                             for low, high, n in h.bins(DISTRIBUTION_BINS)]})
     releases: list[Releases] = []
     for who in sorted({w for w, _ in events if w.startswith("walsender")}):
         n = events.get((who, "release"), 0)

@@ -240,6 +240,31 @@ class LatencyHistogram:
             return 0
         return int(self._counts[index:].sum())
 
+    def bins(self, per_octave: int = 4) -> list[tuple[float, float, int]]:
+        """The counts gathered into ``per_octave`` bins per power of two, for a chart:
+        (low, high, count), the bin from 2**(k / per_octave) up to 2**((k + 1) /
+        per_octave), the empty bins left out. A bucket goes whole into the bin of its
+        lower bound (0 into the first), so a bin's count is off by at most a bucket's
+        width (1/64 of its value) at its edges, and exact below 128.
+
+        >>> h = LatencyHistogram()
+        >>> for v in (1, 1, 3, 100, 130, 1000): h.record(v)
+        >>> h.bins(1)
+        [(1.0, 2.0, 2), (2.0, 4.0, 1), (64.0, 128.0, 1), (128.0, 256.0, 1), (512.0, 1024.0, 1)]
+        >>> sum(c for _, _, c in h.bins(4)) == h.count
+        True
+        """
+        if per_octave < 1:
+            raise ValueError(f"per_octave must be at least 1, got {per_octave}")
+        nonzero = np.flatnonzero(self._counts)
+        lows = np.maximum(_LOWS[nonzero], 1).astype(np.float64)
+        keys = np.floor(np.log2(lows) * per_octave).astype(np.int64)
+        counts: dict[int, int] = {}
+        for key, index in zip(keys.tolist(), nonzero.tolist(), strict=True):
+            counts[key] = counts.get(key, 0) + int(self._counts[index])
+        return [(2.0 ** (k / per_octave), 2.0 ** ((k + 1) / per_octave), n)
+                for k, n in sorted(counts.items())]
+
     def summary(self) -> dict[str, float | int | None]:
         """count, mean, p50/p90/p99/p99.9, max and min, all in µs."""
         return {

@@ -10,6 +10,7 @@ A function returns None when its data are absent; the page then says why.
 
 from __future__ import annotations
 
+import math
 import zlib
 from collections import defaultdict
 from collections.abc import Mapping
@@ -398,6 +399,101 @@ def commit_anatomy(costs: list[dict[str, Any]]) -> Chart | None:
         yaxis={"rangemode": "normal", "autorange": "reversed"}))
 
 
+def _anatomy_parts(cost: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {p["component"]: p for p in cost["anatomy"]["components"]}
+
+
+def anatomy_against_clients(cells: list[dict[str, Any]], costs: list[dict[str, Any]]
+                            ) -> dict[str, Chart]:
+    """Per sync level with the anatomy at two client counts or more: each part of a
+    commit (µs per commit, its 95 % interval over the anatomy's repeats where there are
+    two) against clients, a line per part (and per series where the run has several);
+    the part that grows is the one that sets the ceiling."""
+    by_idx = {c["idx"]: c for c in cells}
+    groups: dict[str, dict[str, list[tuple[int, dict[str, dict[str, Any]]]]]] = \
+        defaultdict(lambda: defaultdict(list))
+    for cost in costs:
+        cell = by_idx.get(cost["idx"])
+        if not cost.get("anatomy") or cell is None or "clients" not in cell["params"]:
+            continue
+        level = str(cell["params"].get("synchronous_commit"))
+        groups[level][_series_of(cell)].append((int(cell["params"]["clients"]),
+                                                _anatomy_parts(cost)))
+    charts: dict[str, Chart] = {}
+    for level in sorted(groups, key=level_rank):
+        series = groups[level]
+        if not any(len({n for n, _ in points}) > 1 for points in series.values()):
+            continue
+        data = []
+        for s_i, (name, points) in enumerate(sorted(series.items())):
+            points.sort(key=lambda p: p[0])
+            for i, (key, label) in enumerate(ANATOMY_PARTS):
+                found = [(n, parts[key]["us_per_commit"]) for n, parts in points
+                         if key in parts]
+                if not any(v["mean"] for _, v in found):
+                    continue
+                data.append({
+                    "type": "scatter", "mode": "lines+markers",
+                    "name": label + (f" ({name})" if name else ""),
+                    "x": [n for n, _ in found], "y": [v["mean"] for _, v in found],
+                    "line": {"color": PALETTE[i % len(PALETTE)],
+                             "dash": ("solid", "dash", "dot", "dashdot")[s_i % 4]},
+                    "error_y": {"type": "data", "symmetric": False, "visible": True,
+                                "array": [v["high"] - v["mean"] if v["high"] is not None
+                                          and v["mean"] is not None else None
+                                          for _, v in found],
+                                "arrayminus": [v["mean"] - v["low"] if v["low"] is not None
+                                               and v["mean"] is not None else None
+                                               for _, v in found]}})
+        if data:
+            charts[f"anatomy-clients-{level}"] = _chart(
+                f"anatomy-clients-{level}", data, _layout(
+                    f"synchronous_commit = {level}: each part of a commit against clients "
+                    "(commit anatomy, µs per commit)", "clients", "µs per commit"))
+    return charts
+
+
+def _bins_per_octave(bins: list[list[float]] | list[tuple[float, float, int]]) -> int:
+    """How many bins an octave holds in a distribution of (low, high, n) bins."""
+    low, high = bins[0][0], bins[0][1]
+    return max(round(1.0 / math.log2(high / low)), 1)
+
+
+def anatomy_histograms(cost: dict[str, Any] | None) -> Chart | None:
+    """The chosen cell's distribution of each part of a commit, per event: the share of
+    events in each quarter-octave bin, on a log axis (a part's mean can hide two modes:
+    most waits released at once and a tail that waited a round trip)."""
+    if not cost or not cost.get("anatomy"):
+        return None
+    parts = _anatomy_parts(cost)
+    data = []
+    for i, (key, label) in enumerate(ANATOMY_PARTS):
+        bins = parts.get(key, {}).get("distribution") or []
+        events = sum(n for _, _, n in bins)
+        if not events:
+            continue
+        # under a microsecond (a wait whose release had begun: 0) is one figure in the
+        # legend, not decades of empty axis; the empty bins between are drawn as 0
+        under = sum(n for _, high, n in bins if high <= 1.0)
+        per = _bins_per_octave(bins)
+        counts = {round(math.log2(low) * per): n for low, high, n in bins if high > 1.0}
+        if not counts:
+            continue
+        keys = range(min(counts), max(counts) + 1)
+        name = f"{label} ({events:,} events" + (
+            f", {under:,} under 1 µs)" if under else ")")
+        data.append({"type": "scatter", "mode": "lines",
+                     "line": {"shape": "hvh", "color": PALETTE[i]}, "name": name,
+                     "x": [2.0 ** ((k + 0.5) / per) for k in keys],
+                     "y": [100.0 * counts.get(k, 0) / events for k in keys]})
+    if not data:
+        return None
+    return _chart("anatomy-histograms", data, _layout(
+        f"Cell {cost['idx']}: how long each part of a commit took, per event (commit "
+        "anatomy; share of the part's events per quarter octave)", "µs per event (log)",
+        "share of events (%)", xaxis={"type": "log"}))
+
+
 def _per_role(costs: list[dict[str, Any]], figure: str, chart_id: str, title: str,
               y_title: str) -> Chart | None:
     """A per-commit figure of every node and role that matters at the chart's scale,
@@ -588,6 +684,7 @@ def all_charts(data: dict[str, Any]) -> dict[str, Chart]:
         "waits": waits(chosen),
         "breakdown": latency_breakdown(chosen),
         "anatomy": commit_anatomy(data["costs"]),
+        "anatomy-histograms": anatomy_histograms(chosen),
         "cpu": cpu_per_commit(data["costs"]),
         "switches": context_switches(data["costs"]),
         "syscalls": syscalls(chosen),
@@ -595,6 +692,7 @@ def all_charts(data: dict[str, Any]) -> dict[str, Chart]:
     }
     for level, pairs in bound_levels(data["bounds"], data["cells"]).items():
         charts[f"bounds-{level}"] = bounds(level, pairs)
+    charts.update(anatomy_against_clients(data["cells"], data["costs"]))
     for chart in placement(data["placement"]):
         charts[chart["id"]] = chart
     for n, cell in enumerate(data.get("faults", [])):
