@@ -2,7 +2,9 @@
 analysis/anatomy.py): a probed repeat times every commit, the parts add up, the whole
 stays below what pgbench measured in that repeat (the anatomy has a repeat of its own:
 its traps would weigh on the other probes' figures), and `costs`, `diagnose` and the
-report show it. Little's law against the wait-event sampler, which needs both in one
+report show it; each part of a cell against its baseline's (results --json) and against
+another run's (compare), B/A over two anatomy repeats a side, checked by hand on the
+stored rows. Little's law against the wait-event sampler, which needs both in one
 window, is tests/test_anatomy.py's."""
 
 from __future__ import annotations
@@ -26,15 +28,19 @@ warmup = 0
 
 [matrix]
 synchronous_commit = ["on"]
-clients = [4, 16]
+clients = [8, 16]
 
 [run]
 repeats_min = 1
 repeats_max = 1
 
+[compare]
+baseline = { clients = 8 }
+
 [probes]
 flamegraphs = false
 sched = false
+anatomy_repeats = 2
 """
 
 
@@ -53,13 +59,14 @@ def test_every_commit_of_the_probed_repeat_is_timed_and_the_parts_add_up(
 
     costs = json.loads(cli_here("costs", str(anatomy_run), "--json").stdout)
     db = sqlite3.connect(anatomy_run / "syncrep-lab.sqlite")
-    probed = {idx: (tx, lat, dur) for idx, tx, lat, dur in db.execute(
-        "select c.idx, r.transactions, r.lat_mean_ms, r.duration_s from repeats r "
-        "join cells c on c.id = r.cell_id where r.probed = 2")}  # the anatomy's repeat
+    probed = {idx: (tx, lat) for idx, tx, lat in db.execute(
+        "select c.idx, sum(r.transactions), max(r.lat_mean_ms) from repeats r "
+        "join cells c on c.id = r.cell_id where r.probed = 2 "  # the anatomy's repeats
+        "group by c.idx")}
     for cell in costs:
         a = cell["anatomy"]
         assert a is not None, cell["probes"].get("anatomy")
-        transactions, latency_ms, _ = probed[cell["idx"]]
+        transactions, latency_ms = probed[cell["idx"]]
         parts = {c["component"]: c for c in a["components"]}
         wait = parts["commit_wait"]
         # every commit waited once, and was timed once
@@ -97,6 +104,134 @@ def test_costs_diagnose_and_the_report_show_it(anatomy_run: Path) -> None:
     page = anatomy_run / "report.html"
     html = page.read_text()
     assert 'id="chart-anatomy"' in html
-    # the parts against clients (4 and 16 at `on`), and the chosen cell's distributions
+    # the parts against clients (8 and 16 at `on`), and the chosen cell's distributions
     assert 'id="chart-anatomy-clients-on"' in html
     assert 'id="chart-anatomy-histograms"' in html
+
+
+def _per_repeat(run: Path, label: str) -> dict[str, list[float]]:
+    """A cell's anatomy figures per anatomy repeat, from the stored rows by hand: each
+    backend component in µs per commit, walsender:b's µs per freed waiter."""
+    import sqlite3
+
+    db = sqlite3.connect(run / "syncrep-lab.sqlite")
+    rows = db.execute(
+        "select r.n, r.transactions, a.who, a.component, a.total from anatomy a "
+        "join repeats r on r.id = a.repeat_id join cells c on c.id = r.cell_id "
+        "where c.label = ? order by r.n", (label,)).fetchall()
+    out: dict[str, dict[int, float]] = {}
+    for n, transactions, who, component, total in rows:
+        if who == "backend":
+            out.setdefault(component, {})[n] = total / 1000 / transactions
+    released = {n: total for n, _, who, component, total in rows
+                if who == "walsender:b" and component == "release"}
+    freed = {n: total for n, _, who, component, total in rows
+             if who == "walsender:b" and component == "waiters_freed"}
+    out["per_waiter_us"] = {n: released[n] / 1000 / freed[n] for n in freed if freed[n]}
+    return {k: [v[n] for n in sorted(v)] for k, v in out.items()}
+
+
+def test_each_part_against_the_baseline_cell_is_b_over_a_with_welch_on_the_logs(
+        anatomy_run: Path) -> None:
+    import math
+    import statistics
+
+    from scipy import stats
+
+    rows = json.loads(cli_here("results", str(anatomy_run), "--json").stdout)
+    few, many = (next(r for r in rows if r["label"].endswith(f"c={c}")) for c in (8, 16))
+    assert few["anatomy_to_baseline"] is None  # the baseline itself
+    cmp = many["anatomy_to_baseline"]
+    assert cmp["baseline"] == few["label"] and cmp["repeats"] == {"a": 2, "b": 2}
+    # one measured repeat a cell: the run has no drift to add
+    assert "drift" not in cmp["interval"] and "geometric means" in cmp["interval"]
+    base, cell = _per_repeat(anatomy_run, few["label"]), _per_repeat(anatomy_run, many["label"])
+    by = {(f["who"], f["key"]): f for f in cmp["figures"]}
+    checked = 0
+    for (who, key), hand_key in ([(("backend", c), c) for c in ("local_flush", "commit_wait",
+                                                                 "standby_wait",
+                                                                 "wakeup_queue", "run_queue")]
+                                 + [(("walsender:b", "per_waiter_us"), "per_waiter_us")]):
+        va, vb = base[hand_key], cell[hand_key]
+        assert len(va) == len(vb) == 2
+        fig = by[(who, key)]
+        # B is the cell, A its baseline: a swapped direction fails here
+        assert fig["a"]["mean"] == pytest.approx(statistics.fmean(va))
+        assert fig["b"]["mean"] == pytest.approx(statistics.fmean(vb))
+        la, lb = [math.log(v) for v in va], [math.log(v) for v in vb]
+        assert fig["ratio"] == pytest.approx(math.exp(statistics.fmean(lb)
+                                                      - statistics.fmean(la)))
+        welch = stats.ttest_ind(lb, la, equal_var=False)
+        ci = welch.confidence_interval(0.95)
+        assert fig["ratio_low"] == pytest.approx(math.exp(ci.low), rel=1e-6)
+        assert fig["ratio_high"] == pytest.approx(math.exp(ci.high), rel=1e-6)
+        assert fig["test"]["p_value"] == pytest.approx(welch.pvalue, rel=1e-6)
+        assert fig["significant"] == (welch.pvalue < 0.05)
+        assert (fig["figure"] in " ".join(cmp["changed"])) == fig["significant"]
+        checked += 1
+    assert checked == 6
+    # the results text has a line for the cell only where a part moved beyond its interval
+    text = cli_here("results", str(anatomy_run)).stdout
+    assert (f"÷ {few['label']}, commit anatomy:" in text) == bool(cmp["changed"])
+
+
+def test_one_repeat_a_side_gives_the_ratio_alone(anatomy_run: Path) -> None:
+    from syncrep_lab.analysis.anatomy import AnatomyValues, anatomy_values
+    from syncrep_lab.analysis.compare import ONE_REPEAT, anatomy_comparison
+    from syncrep_lab.store import Store
+
+    store = Store(anatomy_run, create=False)
+    try:
+        a, b = (anatomy_values(store, c.id) for c in store.cells(store.run().id))
+    finally:
+        store.close()
+    assert a is not None and b is not None
+
+    def first(v: AnatomyValues) -> AnatomyValues:
+        return AnatomyValues(1, {k: x[:1] for k, x in v.backend.items()},
+                             {w: {k: x[:1] for k, x in f.items()}
+                              for w, f in v.walsenders.items()})
+
+    cmp = anatomy_comparison(first(a), first(b), None)
+    assert cmp is not None and cmp["figures"] and not cmp["changed"]
+    for fig in cmp["figures"]:
+        assert fig["verdict"] == ONE_REPEAT and fig["ratio_low"] is None
+        if fig["who"] == "backend":
+            key = fig["key"]
+            assert fig["ratio"] == pytest.approx(b.backend[key][0] / a.backend[key][0])
+    assert "no interval" in cmp["interval"] and "anatomy_repeats" in cmp["interval"]
+    assert ONE_REPEAT in cmp["summary"]
+    # one side without an anatomy: said, nothing compared
+    missing = anatomy_comparison(None, b, None, missing_a="skipped: no bpftrace")
+    assert missing is not None and missing["figures"] == []
+    assert missing["missing"] == "A has no commit anatomy (skipped: no bpftrace)"
+
+
+def test_compare_sets_each_part_of_b_against_a(anatomy_run: Path, workdir: Path) -> None:
+    from .data.runs.refresh import load
+
+    same = json.loads(cli_here("compare", str(anatomy_run), str(anatomy_run),
+                               "--json").stdout)
+    assert len(same["pairs"]) == 2
+    for pair in same["pairs"]:
+        figures = pair["anatomy"]["figures"]
+        assert {f["key"] for f in figures} >= {"commit_wait", "wakeup_queue",
+                                               "per_waiter_us", "waiters_per_release"}
+        for f in figures:
+            assert f["ratio"] == pytest.approx(1.0)
+            assert f["ratio_low"] <= 1 <= f["ratio_high"], f
+            assert f["verdict"] == "no significant difference"
+    text = cli_here("compare", str(anatomy_run), str(anatomy_run)).stdout
+    assert "where a commit's time moved (A: 2, B: 2 anatomy repeats)" in text
+    assert "wake-up queue" in text and "walsender:b µs per freed waiter" in text
+    # a stored run from before the probe: A has none, said, and no traceback
+    old = load("pg18-proc-only", workdir)
+    res = cli_here("compare", str(old), str(anatomy_run), "--force")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "A has no commit anatomy (not recorded in its probed repeats): nothing to " \
+           "compare" in res.stdout
+    data = json.loads(cli_here("compare", str(old), str(anatomy_run), "--force",
+                               "--json").stdout)
+    [pair] = data["pairs"]
+    assert pair["anatomy"]["missing"].startswith("A has no commit anatomy")
+    assert pair["anatomy"]["repeats"] == {"a": 0, "b": 2}

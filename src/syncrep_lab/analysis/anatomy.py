@@ -26,11 +26,15 @@ The ceilings (the model's shape, not a forecast):
 - **the serial release**: the walsender frees waiters one at a time, each costing the
   release time over the waiters it freed; however many wait, it frees no more than one
   per that cost.
+
+For comparisons between cells (analysis/compare.py) the same figures one value per
+anatomy repeat (:func:`anatomy_values`), and why a cell has none (:func:`why_no_anatomy`).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import TypedDict
 
 from syncrep_lab.measure.histogram import LatencyHistogram
@@ -156,6 +160,56 @@ def cell_anatomy(store: Store, commits: dict[int, int], clients: int) -> Anatomy
         "little_bound_tps": (clients * all_commits / in_server if in_server > 0 else None),
         "release_bound_tps": (1e6 / busiest["per_waiter_us"]
                               if busiest is not None and busiest["per_waiter_us"] else None)}
+
+
+@dataclass(frozen=True)
+class AnatomyValues:
+    """A cell's anatomy figures one value per anatomy repeat, for comparisons between
+    cells (analysis/compare.py): the spread between repeats is what an interval can
+    stand on (docs/decisions.md, "Ratios of the commit anatomy")."""
+
+    repeats: int  # the repeats with an anatomy
+    backend: dict[str, list[float]]  # component -> µs per commit, one per repeat
+    # walsender:NAME -> per_waiter_us | waiters_per_release -> one per repeat in which it
+    # released (per_waiter_us: in which it freed a waiter)
+    walsenders: dict[str, dict[str, list[float]]]
+
+
+def anatomy_values(store: Store, cell_id: int) -> AnatomyValues | None:
+    """The per-repeat figures of a cell's anatomy repeats; None when it has none."""
+    commits = {r.id: int(r.transactions) for r in store.repeats(cell_id) if r.probed}
+    rows = queries.anatomy_of(store, commits)
+    if not rows:
+        return None
+    measured = sorted({repeat_id for repeat_id, _ in rows})
+    total: dict[tuple[str, str], dict[int, float]] = defaultdict(dict)
+    count: dict[tuple[str, str], dict[int, int]] = defaultdict(dict)
+    for repeat_id, row in rows:
+        total[(row.who, row.component)][repeat_id] = float(row.total)
+        count[(row.who, row.component)][repeat_id] = int(row.count)
+    backend = {name: [total[("backend", name)].get(r, 0.0) / 1000.0 / commits[r]
+                      for r in measured if commits[r] > 0]
+               for name in BACKEND_COMPONENTS if ("backend", name) in total}
+    walsenders: dict[str, dict[str, list[float]]] = {}
+    for who in sorted({w for w, _ in total if w.startswith("walsender")}):
+        spent, freed = total[(who, "release")], total[(who, "waiters_freed")]
+        releases = count[(who, "release")]
+        walsenders[who] = {
+            "per_waiter_us": [spent.get(r, 0.0) / 1000.0 / freed[r] for r in measured
+                              if freed.get(r)],
+            "waiters_per_release": [freed.get(r, 0.0) / releases[r] for r in measured
+                                    if releases.get(r)]}
+    return AnatomyValues(len(measured), backend, walsenders)
+
+
+def why_no_anatomy(store: Store, cell_id: int) -> str:
+    """Why a cell has no anatomy: what its probed repeats stored for the probe."""
+    repeats = [r.id for r in store.repeats(cell_id) if r.probed]
+    reasons = sorted({f"{p.status}: {p.reason}" if p.reason else p.status
+                      for _, p in queries.probes_of(store, repeats)
+                      if p.probe == "anatomy" and p.status != "ran"})
+    return "; ".join(reasons) if reasons else ("no probed repeat" if not repeats
+                                               else "not recorded in its probed repeats")
 
 
 def share_of_commit(a: Anatomy, component: str) -> float | None:

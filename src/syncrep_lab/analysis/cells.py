@@ -1,5 +1,6 @@
 """A run's cells as rows: the figures the ``cells`` table holds, with each cell's axes,
-parameters, notes, ratio to its baseline and where its noise sits (``noise``).
+parameters, notes, ratio to its baseline, its commit anatomy against its baseline's
+(``anatomy_to_baseline``) and where its noise sits (``noise``).
 ``results`` prints them (and exports them as JSON or CSV), the report's tables start
 from them; read from the store only, so they can be shown again at any time after (or
 during) a run.
@@ -11,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from syncrep_lab.analysis.noise import cell_noise, noise_json, repeat_overhead
-from syncrep_lab.analysis.ratios import ratios_to_baseline
+from syncrep_lab.analysis.ratios import anatomy_to_baseline, ratios_to_baseline
 from syncrep_lab.store import Store
 
 COLUMNS = ("idx", "label", "status", "repeats", "stop_reason", "tps_mean", "tps_ci_low",
@@ -24,6 +25,7 @@ def cell_rows(folder: Path) -> list[dict[str, Any]]:
     try:
         run = store.run()
         ratios = ratios_to_baseline(store, run)
+        anatomies = anatomy_to_baseline(store, run)
         overhead = None if run.kind == "observe" else repeat_overhead(store, run.id)
         rows = []
         for cell in store.cells(run.id):
@@ -32,6 +34,7 @@ def cell_rows(folder: Path) -> list[dict[str, Any]]:
             row["params"] = cell.params
             row["run"] = run.name
             row["ratio_to_baseline"] = ratios.get(cell.idx)
+            row["anatomy_to_baseline"] = anatomies.get(cell.idx)
             row["notes"] = cell.notes
             # an observe window's slices are consecutive, not repeats: no split
             row["noise"] = (None if run.kind == "observe"

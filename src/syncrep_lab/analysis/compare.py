@@ -1,7 +1,9 @@
 """A/B comparison of two runs: which cells correspond, how their TPS and latency
-differ (ratio with a confidence interval, Welch's t-test), and which per-commit
-costs changed most. Pure functions over the two stores: nothing here runs
-anything, and everything returned is plain JSON-able data.
+differ (ratio with a confidence interval, Welch's t-test), which per-commit
+costs changed most, and where a commit's time moved (each part of the commit anatomy,
+B/A over the anatomy repeats; also used within a run against a cell's baseline). Pure
+functions over the two stores: nothing here runs anything, and everything returned is
+plain JSON-able data.
 
 Cells are matched by their axes. The *compared dimensions* are the parameters
 that are constant within each run and differ between them (the server version,
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 import tomllib
 from collections import defaultdict
 from collections.abc import Sequence
@@ -21,6 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypedDict
 
+from syncrep_lab.analysis.anatomy import (
+    PART_NAMES,
+    AnatomyValues,
+    anatomy_values,
+    why_no_anatomy,
+)
 from syncrep_lab.analysis.costs import RoleValues, cluster_version, role_values
 from syncrep_lab.errors import UserError
 from syncrep_lab.measure.stats import (
@@ -91,6 +100,27 @@ class CostChanges(TypedDict):
     notes: list[str]
 
 
+class AnatomyFigure(FigureComparison):
+    """One figure of the commit anatomy, A against B (:func:`anatomy_comparison`)."""
+
+    who: str  # backend | walsender:NAME
+    key: str  # a backend component, or per_waiter_us | waiters_per_release
+
+
+class AnatomyComparison(TypedDict):
+    """Where a commit's time moved between two cells: each component of the anatomy
+    and each walsender's releases, B/A, over the anatomy repeats of each side."""
+
+    repeats: dict[str, int]  # anatomy repeats of a side (0: it has none)
+    missing: str | None  # the side without an anatomy and why; nothing compared then
+    interval: str  # how the intervals were made, or why there are none
+    figures: list[AnatomyFigure]
+    only_in_a: list[str]  # components measured on one side only
+    only_in_b: list[str]
+    changed: list[str]  # "wake-up queue -35 % [-41, -28]", for each significant figure
+    summary: str
+
+
 class Pair(TypedDict):
     """A cell of A and its match in B."""
 
@@ -101,6 +131,7 @@ class Pair(TypedDict):
     figures: list[FigureComparison]  # RUN_FIGURES, in order
     summary: str
     costs: CostChanges
+    anatomy: AnatomyComparison | None  # None: neither cell has one
 
 
 class Comparison(TypedDict):
@@ -360,6 +391,133 @@ def cost_changes(a: list[RoleValues], b: list[RoleValues], top: int = TOP
             "roles_only_in_b": only_b, "notes": notes}
 
 
+ONE_REPEAT = "one repeat: no interval"
+RELEASE_FIGURES = (("per_waiter_us", "µs per freed waiter", "µs per waiter"),
+                   ("waiters_per_release", "waiters per release", "waiters"))
+
+
+def anatomy_comparison(a: AnatomyValues | None, b: AnatomyValues | None,
+                       between: tuple[Drift, Drift] | None, *, missing_a: str = "",
+                       missing_b: str = "", names: tuple[str, str] = ("A", "B")
+                       ) -> AnatomyComparison | None:
+    """Each anatomy figure of B against A: the backends' components in µs per commit,
+    each walsender's µs per freed waiter and waiters per release. Over the anatomy
+    repeats, on the log scale (:func:`log_ratio_figure`; ``between``: the drift of the
+    stretches of time the two sides come from, as for TPS); with one repeat on a side
+    the ratio stands alone: the events inside a repeat are no sample of what the next
+    repeat gives (docs/decisions.md, "Ratios of the commit anatomy"). None when neither
+    side has an anatomy; ``missing_a``/``missing_b``: why a side has none; ``names``: how
+    the sides are called in what is said."""
+    if a is None and b is None:
+        return None
+    repeats = {"a": 0 if a is None else a.repeats, "b": 0 if b is None else b.repeats}
+    if a is None or b is None:
+        side, why = (names[0], missing_a) if a is None else (names[1], missing_b)
+        text = f"{side} has no commit anatomy" + (f" ({why})" if why else "")
+        return {"repeats": repeats, "missing": text, "interval": "", "figures": [],
+                "only_in_a": [], "only_in_b": [], "changed": [],
+                "summary": f"{text}: nothing to compare"}
+    figures: list[AnatomyFigure] = []
+    pairs: list[tuple[str, str, str, str, list[float], list[float]]] = [
+        ("backend", name, PART_NAMES[name], "µs per commit", a.backend[name], b.backend[name])
+        for name in a.backend.keys() & b.backend.keys()]
+    for who in sorted(a.walsenders.keys() & b.walsenders.keys()):
+        pairs += [(who, key, f"{who} {label}", unit, a.walsenders[who][key],
+                   b.walsenders[who][key]) for key, label, unit in RELEASE_FIGURES]
+    order = {name: i for i, name in enumerate(PART_NAMES)}
+    pairs.sort(key=lambda p: (p[0] != "backend", order.get(p[1], 0), p[0], p[1]))
+    for who, key, name, unit, va, vb in pairs:
+        if not va or not vb or (not any(va) and not any(vb)):
+            continue  # never happened on either side (the potential standby's releases)
+        figures.append({**log_ratio_figure(name, unit, va, vb, between), "who": who,
+                        "key": key})
+    changed = [f"{f['figure']} {_pct(f['ratio'])} [{_pct(f['ratio_low'], '')}, "
+               f"{_pct(f['ratio_high'], '')}]" for f in figures
+               if f["significant"] and f["ratio"] is not None
+               and f["ratio_low"] is not None and f["ratio_high"] is not None]
+    only_a = sorted(PART_NAMES[n] for n in a.backend.keys() - b.backend.keys())
+    only_b = sorted(PART_NAMES[n] for n in b.backend.keys() - a.backend.keys())
+    if min(repeats.values()) < 2:
+        interval = (f"{repeats['a']} vs {repeats['b']} anatomy repeats: the ratios have no "
+                    "interval (a repeat's events are no sample of the next repeat; "
+                    "[probes] anatomy_repeats = 3 or more gives one)")
+        summary = f"commit anatomy: {ONE_REPEAT} ({repeats['a']} vs {repeats['b']} repeats)"
+    else:
+        interval = (f"{repeats['a']} vs {repeats['b']} anatomy repeats: B/A is the ratio "
+                    "of the geometric means over the repeats, its 95 % interval and "
+                    "Welch's test on the log scale"
+                    + (", the drift of the stretches of time they come from added"
+                       if between is not None else ""))
+        tested = sum(1 for f in figures if f["test"] is not None)
+        summary = ("commit anatomy: " + "; ".join(changed) + (
+            "; the rest not significant" if len(changed) < tested else "")
+            if changed else f"commit anatomy: no figure changed beyond its interval "
+                            f"({tested} compared)")
+    return {"repeats": repeats, "missing": None, "interval": interval, "figures": figures,
+            "only_in_a": only_a, "only_in_b": only_b, "changed": changed,
+            "summary": summary}
+
+
+def log_ratio_figure(name: str, unit: str, a: Sequence[float], b: Sequence[float],
+                     between: tuple[Drift, Drift] | None) -> FigureComparison:
+    """B/A of a figure whose repeats spread by tens of percent (a part of the commit
+    anatomy): the ratio of the geometric means, Welch's t on the logs, its interval
+    exp(d ± t·se) (never below 0, as wide on each side as the spread is relative);
+    ``between``: each side's drift, added to the variance of the log ratio as
+    :func:`_across_runs` adds it. With one repeat on a side, or a repeat in which the
+    figure was 0 (no log), the ratio stands alone."""
+    side_a, side_b = _side(a), _side(b)
+    positive = all(v > 0 for v in (*a, *b))
+    ratio = (math.exp(statistics.fmean(math.log(v) for v in b)
+                      - statistics.fmean(math.log(v) for v in a)) if positive and a and b
+             else side_b["mean"] / side_a["mean"] if side_a["mean"] else None)
+    low = high = detectable = None
+    test: dict[str, Any] | None = None
+    if positive and len(a) >= 2 and len(b) >= 2 and ratio is not None:
+        parts = [(statistics.variance([math.log(v) for v in values]) / len(values),
+                  len(values) - 1) for values in (a, b)]
+        parts += [(d.sd ** 2, d.df) for d in between or ()]
+        total = sum(v for v, _ in parts)
+        log = math.log(ratio)
+        if total == 0:  # no spread anywhere: the answer is exact
+            low = high = ratio
+            test = {"t": None, "df": float(len(a) + len(b) - 2),
+                    "p_value": 1.0 if log == 0 else 0.0, "significant": log != 0,
+                    "log_scale": True}
+        else:
+            df = total ** 2 / sum(v * v / k for v, k in parts if k > 0)
+            se = math.sqrt(total)
+            half = t_ppf(1 - ALPHA / 2, df) * se
+            p = 2 * t_sf(abs(log) / se, df)
+            low, high = math.exp(log - half), math.exp(log + half)
+            detectable = 100 * detectable_effect(se, df, 1 - ALPHA)
+            test = {"t": log / se, "df": df, "p_value": p, "significant": p < ALPHA,
+                    "log_scale": True}
+    verdict = (_verdict(test, 1.0, ratio, None, len(a), len(b)) if test is not None
+               else ONE_REPEAT if min(len(a), len(b)) == 1
+               else "no interval (a repeat without it)")
+    return {"figure": name, "unit": unit, "a": side_a, "b": side_b, "ratio": ratio,
+            "ratio_low": low, "ratio_high": high, "detectable_pct": detectable,
+            "test": test, "significant": None if test is None else test["significant"],
+            "verdict": verdict}
+
+
+def _pct(ratio: float | None, unit: str = " %") -> str:
+    """B/A as a signed change: 0.65 -> '-35 %'."""
+    return "?" if ratio is None else f"{100 * (ratio - 1):+.0f}{unit}"
+
+
+def cell_anatomy_comparison(store_a: Store, cell_a: int, store_b: Store, cell_b: int,
+                            between: tuple[Drift, Drift] | None,
+                            names: tuple[str, str] = ("A", "B")
+                            ) -> AnatomyComparison | None:
+    """:func:`anatomy_comparison` of two stored cells (one store twice within a run)."""
+    a, b = anatomy_values(store_a, cell_a), anatomy_values(store_b, cell_b)
+    return anatomy_comparison(
+        a, b, between, missing_a=why_no_anatomy(store_a, cell_a) if a is None else "",
+        missing_b=why_no_anatomy(store_b, cell_b) if b is None else "", names=names)
+
+
 def _one_liner(fig: FigureComparison) -> str:
     """hyperfine's way of putting it: 'B is 1.52 ± 0.10 times A's TPS'."""
     if fig["ratio"] is None:
@@ -397,7 +555,9 @@ def _pair(store_a: Store, store_b: Store, ca: dict[str, Any], cb: dict[str, Any]
             "disturbed": {k: {"repeats": n, "of": total} for k, (n, total) in hit.items()},
             "figures": figures, "summary": summary,
             "costs": cost_changes(role_values(store_a, ca["id"]),
-                                  role_values(store_b, cb["id"]), top)}
+                                  role_values(store_b, cb["id"]), top),
+            "anatomy": cell_anatomy_comparison(store_a, ca["id"], store_b, cb["id"],
+                                               between)}
 
 
 def compare_runs(folder_a: Path, folder_b: Path, *, force: bool = False, top: int = TOP

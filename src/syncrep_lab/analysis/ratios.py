@@ -20,6 +20,12 @@ reach the run's ``ci_target`` (``target_pct``)
 successive repeats' starts: its own repeat, its round's other cells, the resets), so
 "±3 % needs about 46 rounds, 25 minutes at this pace" can be said where a run stopped
 short of its target.
+
+Where a cell and its baseline both have a commit anatomy, :func:`anatomy_to_baseline`
+sets each of its figures against the baseline's (analysis/compare.py's
+:func:`~syncrep_lab.analysis.compare.anatomy_comparison`, the cell as B): the anatomy
+repeats come after a cell's rounds, one cell after another, so they are never paired
+within rounds, and the run's drift is added to each side's spread.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ import statistics
 from datetime import datetime
 from typing import Any
 
+from syncrep_lab.analysis.compare import AnatomyComparison, cell_anatomy_comparison, run_drift
 from syncrep_lab.analysis.noise import RESUMED_GAP_S
 from syncrep_lab.measure.pairing import baselines, by_round, paired, rows_per_second
 from syncrep_lab.measure.stats import detectable_effect, ratio_ci, rounds_for
@@ -120,3 +127,26 @@ def ratios_to_baseline(store: Store, run: StoredRun) -> dict[int, dict[str, Any]
         out[idx] = entry
     return out
 
+
+
+def anatomy_to_baseline(store: Store, run: StoredRun) -> dict[int, dict[str, Any] | None]:
+    """cell idx -> ``{baseline, baseline_idx}`` and the cell's commit anatomy against
+    its baseline's (:class:`~syncrep_lab.analysis.compare.AnatomyComparison`: the
+    baseline is A, the cell B), or None (a baseline, a cell without one, neither with an
+    anatomy)."""
+    cells = store.cells(run.id)
+    by_idx = {c.idx: c for c in cells}
+    rules, _, _ = stored_rules(str(run.spec_toml))
+    base_of = baselines(sorted((c.idx, with_defaults(c.params)) for c in cells), rules)
+    drift = run_drift(store, run.id)
+    out: dict[int, dict[str, Any] | None] = {}
+    for idx, base in base_of.items():
+        out[idx] = None
+        if base is None or by_idx[idx].status != "done" or by_idx[base].status != "done":
+            continue
+        found: AnatomyComparison | None = cell_anatomy_comparison(
+            store, by_idx[base].id, store, by_idx[idx].id,
+            None if drift is None else (drift, drift), names=("the baseline", "the cell"))
+        if found is not None:
+            out[idx] = {"baseline": by_idx[base].label, "baseline_idx": base, **found}
+    return out

@@ -203,6 +203,9 @@ class Probes(_Strict):
     gprof: bool = True
     # every synchronous commit timed from uprobes, split into its parts (probes/anatomy.py)
     anatomy: bool = True
+    # its repeats per cell, after the probed ones: from 2, its figures and their ratios
+    # (compare, results --json) get an interval over repeats; one repeat gives none
+    anatomy_repeats: Annotated[int, Field(ge=1, le=20)] = 1
 
 
 ResetMode = Literal["full", "no-checkpoint", "none"]

@@ -418,14 +418,21 @@ class Runner:
         # The commit anatomy's traps cost a quarter of the throughput where the kernel
         # steps them out of line (docs/decisions.md): a repeat of its own, so no other
         # probe's figure carries them. Where it cannot run, the probed repeat said why.
+        # anatomy_repeats of them (1 by default): from 2 its figures' ratios get an
+        # interval over repeats (docs/decisions.md, "Ratios of the commit anatomy").
         target = self.cluster.target
+        wanted = self.spec.probes.anatomy_repeats
+        anatomies = stored.count(ANATOMY)
         if (self.spec.probes.anatomy and self.spec.probes.probed_repeats > 0
-                and ANATOMY not in stored and target is not None
+                and anatomies < wanted and target is not None
                 and anatomy_unavailable(self.cluster.targets or [target]) is None):
-            self._enter(run)
-            run.n += 1
-            self.events.phase(run.cell, "commit anatomy")
-            Repeat(self, run, kind=ANATOMY).measure()
+            while anatomies < wanted:
+                self._enter(run)
+                anatomies += 1
+                run.n += 1
+                self.events.phase(run.cell, "commit anatomy" if wanted == 1
+                                  else f"commit anatomy {anatomies}")
+                Repeat(self, run, kind=ANATOMY).measure()
 
     def reset(self, cell: Cell) -> bool:
         """Each repeat from the same state (run/reset.py); whether a standby was

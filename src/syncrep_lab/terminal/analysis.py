@@ -9,7 +9,12 @@ from rich.markup import escape
 from rich.table import Table
 
 from syncrep_lab.analysis.anatomy import PART_NAMES, WAIT_PARTS, Anatomy
-from syncrep_lab.analysis.compare import Comparison, FigureComparison
+from syncrep_lab.analysis.compare import (
+    ONE_REPEAT,
+    AnatomyComparison,
+    Comparison,
+    FigureComparison,
+)
 from syncrep_lab.analysis.costs import KEY_SYSCALLS, GprofProfile, MeanCI, RunCellCosts
 from syncrep_lab.analysis.diagnosis import (
     CellDiagnosis,
@@ -295,7 +300,8 @@ def _p(fig: FigureComparison) -> str:
 
 
 def _styled_verdict(verdict: str) -> str:
-    style = VERDICT_STYLE.get(verdict, "dim" if verdict.startswith("too few") else "")
+    style = VERDICT_STYLE.get(verdict, "dim" if verdict.startswith("too few")
+                              or verdict == ONE_REPEAT else "")
     return f"[{style}]{escape(verdict)}[/]" if style else escape(verdict)
 
 
@@ -346,6 +352,8 @@ def print_compare(data: Comparison, console: Console) -> None:
                           "4 times in 5 (80 % power); below it, \"no significant "
                           "difference\" says little[/]", soft_wrap=True)
         console.print(f"  [bold]{escape(pair['summary'])}[/]", soft_wrap=True)
+        if (anatomy := pair.get("anatomy")) is not None:
+            print_anatomy_comparison(anatomy, console)
         costs = pair["costs"]
         if not costs["top"]:
             console.print("  no per-commit cost changed" if costs["compared"] else
@@ -382,6 +390,37 @@ def print_compare(data: Comparison, console: Console) -> None:
                           soft_wrap=True)
     if not data["pairs"]:
         console.print("[yellow]no cell of A matches one of B: nothing to compare[/]")
+
+
+def _amount(value: float | None) -> str:
+    """µs or waiters, to a precision that suits their size."""
+    if value is None:
+        return "-"
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.1f}" if abs(value) >= 10 \
+        else f"{value:.2f}"
+
+
+def print_anatomy_comparison(cmp: AnatomyComparison, console: Console,
+                             a: str = "A", b: str = "B") -> None:
+    """Where a commit's time moved: each anatomy figure of ``b`` against ``a``."""
+    if cmp["missing"] or not cmp["figures"]:
+        console.print(f"  [dim]{escape(cmp['summary'])}[/]", soft_wrap=True)
+        return
+    table = Table(title=f"where a commit's time moved ({a}: {cmp['repeats']['a']}, {b}: "
+                  f"{cmp['repeats']['b']} anatomy repeats)", title_justify="left")
+    for col in ("part", "unit", a, b, f"{b}/{a} [95% CI]", "verdict"):
+        table.add_column(col, justify="left" if col in ("part", "unit", "verdict")
+                         else "right")
+    for f in cmp["figures"]:
+        table.add_row(escape(f["figure"]), escape(f["unit"]), _amount(f["a"]["mean"]),
+                      _amount(f["b"]["mean"]), _ratio(f), _styled_verdict(f["verdict"]))
+    console.print(table)
+    for side, parts in ((a, cmp["only_in_a"]), (b, cmp["only_in_b"])):
+        if parts:
+            console.print(f"  [dim]measured in {side} only: {escape(', '.join(parts))}[/]",
+                          soft_wrap=True)
+    console.print(f"  [dim]{escape(cmp['interval'])}[/]", soft_wrap=True)
+    console.print(f"  [bold]{escape(cmp['summary'])}[/]", soft_wrap=True)
 
 
 def print_faults(cells: list[dict[str, Any]], console: Console) -> None:

@@ -74,6 +74,13 @@ def print_results(folder: Path, rows: list[dict[str, Any]],
             console.print(f"cell {r['idx']} {escape(r['label'])} ÷ "
                           f"{escape(r['ratio_to_baseline']['baseline'])}: {line}",
                           soft_wrap=True)
+    for r in rows:
+        # only where a part of the commit moved beyond its interval: the table in
+        # results --json and compare has every figure
+        if (anatomy := r.get("anatomy_to_baseline")) and anatomy["changed"]:
+            console.print(f"cell {r['idx']} {escape(r['label'])} ÷ "
+                          f"{escape(anatomy['baseline'])}, commit anatomy: "
+                          f"{escape('; '.join(anatomy['changed']))}", soft_wrap=True)
     for who, split in noise_lines(rows):
         console.print(noise_text(who, split), soft_wrap=True)
     maxed = sum(1 for r in rows if r["status"] == "done"
