@@ -1,18 +1,28 @@
 """How well the bottleneck model predicts what it did not see.
 
 One interleaved run: clients 1, 2, 4, 8, 16, 32, 64 × synchronous_commit local, on ×
-cores 1, 2 (the servers confined to the first N CPUs; pgbench runs beside them), probes
-off (the model reads CPU per commit from the measured repeats, nothing traced). Then:
+cores 1, 2 (the servers confined to the first N CPUs; pgbench runs beside them). CPU per
+commit comes from the measured repeats (nothing traced); each cell also has one probed
+repeat with every probe off but the commit anatomy, which runs in a repeat of its own
+after it and gives the wait bounds (analysis/model.py: Little's law, the serial
+release). Then:
 
 1. Clients: the Universal Scalability Law fitted on clients ≤ 8 of each (level, cores)
-   series predicts TPS at 16, 32 and 64; and the bounds of the 8-client cell
-   (min of N / R₁ and the lowest capacity bound, with that cell's demands) predict it
-   too. Each prediction's error against the measured mean.
-2. Cores: the bounds from the cores = 1 cells' demands, recomputed for 2 CPUs, predict
-   the cores = 2 cells' TPS at the same clients; the error, and whether the binding
-   resource on 2 cores is the one the model names.
+   series predicts TPS at 16, 32 and 64; so do the CPU bounds of the 8-client cell
+   (min of N / R₁ and the lowest capacity bound, with that cell's demands), its wait
+   bounds (Little's law at N with the commit's time in the server as at 8, the serial
+   release as at 8) and the lowest of both. Each prediction's error against the
+   measured mean; where the wait bounds miss by more than 15 %, which part of the
+   commit they missed: the time in the server at N against at 8, part by part (µs per
+   commit at each cell's measured pace), and the part of a client's time outside it.
+2. Cores: the bounds from the cores = 1 cells, recomputed for 2 CPUs (the wait bounds do
+   not move with cores), predict the cores = 2 cells' TPS at the same clients; the
+   error, whether the binding resource on 2 cores is the one the model names, and where
+   the wait bounds miss, the part of the commit that changed.
 
-Target: within ±15 % where the binding resource is the same.
+Target: within ±15 %. Counted: the CPU bounds where the binding resource is the same
+(and, for cores, reached); the wait bounds and the lowest of both wherever the cells
+have an anatomy.
 
     .venv/bin/python bench/model_accuracy.py [--out /tmp/model-acc] [--duration 3]
         [--repeats 3] [--reuse]
@@ -23,7 +33,9 @@ from __future__ import annotations
 import argparse
 import shutil
 from pathlib import Path
+from typing import Any
 
+from syncrep_lab.analysis.anatomy import PART_NAMES
 from syncrep_lab.analysis.model import (
     Interval,
     bounds,
@@ -61,8 +73,16 @@ repeats_min = {repeats}
 repeats_max = {repeats}
 seed = 5
 
-[probes]
-probed_repeats = 0
+[probes]  # one probed repeat, every probe off: the commit anatomy runs in one of its own after it
+probed_repeats = 1
+perf = false
+wait_events_hz = 0
+replication_hz = 0
+numa = false
+flamegraphs = false
+sched = false
+gprof = false
+anatomy = true
 """
 
 
@@ -72,6 +92,65 @@ def measure(out: Path, duration: int, repeats: int) -> float:
 
 def _err(predicted: float, measured: float) -> str:
     return f"{100 * (predicted / measured - 1):+.1f} %"
+
+
+def _within(predicted: float, measured: float) -> bool:
+    return abs(predicted / measured - 1) <= 0.15
+
+
+def _wait(model: dict[str, Any], law: str) -> dict[str, Any] | None:
+    return next((b for b in model["wait_bounds"] if b["law"] == law), None)
+
+
+def wait_prediction(model: dict[str, Any], clients: int) -> tuple[float, str] | None:
+    """The wait bounds of ``model``'s cell at ``clients``: Little's law with the commit's
+    time in the server as there, the serial release as there; the lower, and which."""
+    little, release = _wait(model, "little"), _wait(model, "release")
+    if little is None:
+        return None
+    options = [(little["max_tps"] * clients / little["clients"], "Little's law")]
+    if release is not None and release["max_tps"]:
+        options.append((release["max_tps"], "serial release"))
+    return min(options)
+
+
+def missed(source: dict[str, Any], target: dict[str, Any], law: str) -> str:
+    """Which part of the commit a wait bound from ``source``'s cell missed at
+    ``target``'s: the time in the server part by part, the part of a client's time
+    outside it, and for the release its cost per waiter."""
+    a, b = _wait(source, "little"), _wait(target, "little")
+    if a is None or b is None:
+        return "the predicted cell has no anatomy"
+    if law == "serial release":
+        ra, rb = _wait(source, "release"), _wait(target, "release")
+        if ra is None or rb is None:
+            return "the predicted cell's walsender freed no waiter"
+        return (f"the release per waiter {ra['demand_us_per_commit']:,.1f} -> "
+                f"{rb['demand_us_per_commit']:,.1f} µs ({ra['waiters_per_release'] or 0:.1f} "
+                f"-> {rb['waiters_per_release'] or 0:.1f} waiters per release)")
+    pa, pb = a["parts_us"], b["parts_us"]
+    moved = sorted(((pb.get(k, 0.0) - pa.get(k, 0.0), k) for k in {*pa, *pb}),
+                   key=lambda dk: -abs(dk[0]))
+    parts = ", ".join(f"{PART_NAMES[k]} {d:+,.0f}" for d, k in moved[:3])
+    return (f"in the server {a['demand_us_per_commit']:,.0f} -> "
+            f"{b['demand_us_per_commit']:,.0f} µs per commit ({parts} µs); outside it "
+            f"{100 * (1 - a['share']):.0f} -> {100 * (1 - b['share']):.0f} % of a client's "
+            "time")
+
+
+class Tally:
+    """Predictions within ±15 % of the measured mean, out of those counted."""
+
+    def __init__(self) -> None:
+        self.within = 0
+        self.total = 0
+
+    def add(self, predicted: float, measured: float) -> None:
+        self.total += 1
+        self.within += _within(predicted, measured)
+
+    def __str__(self) -> str:
+        return f"{self.within} of {self.total}"
 
 
 def main() -> None:
@@ -99,7 +178,7 @@ def main() -> None:
         tps = {k: [float(r.tps) for r in store.repeats(c.id) if not r.probed]
                for k, c in by_key.items()}
         models = {k: cell_model(store, c, index, machine) for k, c in by_key.items()}
-        within, total = 0, 0
+        cpu, wait, both = Tally(), Tally(), Tally()
         print("\n1. clients: fitted on clients <= 8, predicted at 16, 32, 64")
         for level in ("local", "on"):
             for cores in (1, 2):
@@ -116,22 +195,39 @@ def main() -> None:
                         predicted = float(usl(n, fit["lambda"]["value"], fit["sigma"]["value"],
                                               fit["kappa"]["value"]))
                         line += f"; USL {predicted:8,.0f} ({_err(predicted, measured)})"
+                    by_cpu = None
                     if eight is not None and eight["bounds"]:
                         capacity = [b for b in eight["bounds"] if b["kind"] != "clients"]
                         clients_b = next((b for b in eight["bounds"] if b["kind"] == "clients"),
                                          None)
                         cap = capacity[0]["max_tps"] if capacity else float("inf")
                         by_clients = (clients_b["max_tps"] * n / 8) if clients_b else float("inf")
-                        predicted = min(cap, by_clients)
-                        same = models[key]["binding"] == (capacity[0]["resource"]
-                                                          if cap <= by_clients else "clients")
-                        line += (f"; bounds {predicted:8,.0f} ({_err(predicted, measured)}, "
+                        by_cpu = min(cap, by_clients)
+                        # the CPU bounds' own binding (models[key]["binding"] may be a wait
+                        # bound): the lowest of the CPU and clients bounds
+                        own = models[key]["bounds"][0]["resource"] if models[key]["bounds"] \
+                            else None
+                        same = own == (capacity[0]["resource"] if cap <= by_clients
+                                       else "clients")
+                        line += (f"; CPU bounds {by_cpu:8,.0f} ({_err(by_cpu, measured)}, "
                                  f"binding {'same' if same else 'differs'})")
                         if same:
-                            total += 1
-                            within += abs(predicted / measured - 1) <= 0.15
+                            cpu.add(by_cpu, measured)
+                    by_wait = wait_prediction(eight, n) if eight is not None else None
+                    if by_wait is not None:
+                        line += (f"; wait {by_wait[0]:8,.0f} ({_err(by_wait[0], measured)}, "
+                                 f"{by_wait[1]})")
+                        wait.add(by_wait[0], measured)
+                        if by_cpu is not None:
+                            lowest = min(by_cpu, by_wait[0])
+                            line += f"; both {lowest:8,.0f} ({_err(lowest, measured)})"
+                            both.add(lowest, measured)
                     print(line)
-        print("\n2. cores: the cores=1 demands on 2 CPUs against the cores=2 cells")
+                    if by_wait is not None and eight is not None and not _within(by_wait[0],
+                                                                                  measured):
+                        print(f"      the wait bounds missed: "
+                              f"{missed(eight, models[key], by_wait[1])}")
+        print("\n2. cores: the cores=1 cells' bounds on 2 CPUs against the cores=2 cells")
         for level in ("local", "on"):
             for n in CLIENTS:
                 one, two = by_key.get((level, 1, n)), by_key.get((level, 2, n))
@@ -149,19 +245,36 @@ def main() -> None:
                 predicted = hypo[0].max_tps.mean
                 measured = float(two.tps_mean)
                 own = models[(level, 2, n)]
-                same = hypo[0].resource == own["binding"]
+                own_cpu = own["bounds"][0] if own["bounds"] else None
+                same = own_cpu is not None and hypo[0].resource == own_cpu["resource"]
                 # a bound is a ceiling: it predicts throughput only where the cell reached
                 # it (80 % of its own binding bound); below, latency limits it
-                saturated = bool(own["bounds"]) and measured >= 0.8 * own["bounds"][0]["max_tps"]
-                print(f"  {level:>5} clients={n:>2}: cores=2 measured {measured:8,.0f}; "
-                      f"predicted {predicted:8,.0f} ({_err(predicted, measured)}), "
-                      f"{hypo[0].resource} binds (measured cell: {own['binding']}"
-                      f"{'' if saturated else ', not saturated'})")
+                saturated = own_cpu is not None and measured >= 0.8 * own_cpu["max_tps"]
+                line = (f"  {level:>5} clients={n:>2}: cores=2 measured {measured:8,.0f}; "
+                        f"CPU bounds {predicted:8,.0f} ({_err(predicted, measured)}), "
+                        f"{hypo[0].resource} binds (measured cell: "
+                        f"{own_cpu['resource'] if own_cpu else None}"
+                        f"{'' if saturated else ', not saturated'})")
                 if same and saturated:
-                    total += 1
-                    within += abs(predicted / measured - 1) <= 0.15
-        print(f"\nwithin ±15 % where the binding resource is the same (and, for cores, "
-              f"reached): {within} of {total}")
+                    cpu.add(predicted, measured)
+                # the wait bounds do not move with cores: the cores=1 cell's, as they are
+                by_wait = wait_prediction(models[(level, 1, n)], n)
+                if by_wait is not None:
+                    lowest = min(predicted, by_wait[0])
+                    line += (f"; wait {by_wait[0]:8,.0f} ({_err(by_wait[0], measured)}, "
+                             f"{by_wait[1]}); both {lowest:8,.0f} ({_err(lowest, measured)})")
+                    wait.add(by_wait[0], measured)
+                    both.add(lowest, measured)
+                print(line)
+                if by_wait is not None and not _within(by_wait[0], measured):
+                    print(f"      the wait bounds missed: "
+                          f"{missed(models[(level, 1, n)], own, by_wait[1])}")
+        print("\nwithin ±15 %:")
+        print(f"  CPU bounds, where the binding resource is the same (and, for cores, "
+              f"reached): {cpu}")
+        print(f"  wait bounds (Little's law as at 8 clients or 1 core, the serial release): "
+              f"{wait}")
+        print(f"  the lowest of both: {both}")
     finally:
         store.close()
 

@@ -235,3 +235,61 @@ def test_compare_sets_each_part_of_b_against_a(anatomy_run: Path, workdir: Path)
     [pair] = data["pairs"]
     assert pair["anatomy"]["missing"].startswith("A has no commit anatomy")
     assert pair["anatomy"]["repeats"] == {"a": 0, "b": 2}
+
+
+def test_the_model_s_wait_bounds_are_the_anatomy_s_ceilings_at_the_measured_pace(
+        anatomy_run: Path) -> None:
+    """`model --json`: Little's law and the serial release by hand from the stored anatomy
+    (the traced repeat's shares of time, carried to the measured repeats' TPS), what binds
+    is the lowest of every bound and the headline names it, and on 64 cores with 64
+    clients the release stays while Little's law scales with the clients."""
+    import sqlite3
+
+    costs = {c["idx"]: c["anatomy"] for c in json.loads(
+        cli_here("costs", str(anatomy_run), "--json").stdout)}
+    res = cli_here("model", str(anatomy_run), "--json", "--cores", "64", "--clients", "64")
+    assert res.returncode == 0, res.stderr
+    models = {m["idx"]: m for m in json.loads(res.stdout)}
+    db = sqlite3.connect(anatomy_run / "syncrep-lab.sqlite")
+    traced_tps = dict(db.execute(  # the mean over the anatomy's repeats
+        "select c.idx, avg(r.tps) from repeats r join cells c on c.id = r.cell_id "
+        "where r.probed = 2 group by c.idx"))
+    measured = {idx: (tps, clients) for idx, tps, clients in db.execute(
+        "select idx, tps_mean, json_extract(params_json, '$.clients') from cells")}
+    ceilings = {d["idx"]: d["ceiling"] for d in json.loads(
+        cli_here("diagnose", str(anatomy_run), "--json").stdout)}
+    for idx, m in models.items():
+        a, (x, n) = costs[idx], measured[idx]
+        parts = {c["component"]: c["us_per_commit"]["mean"] for c in a["components"]}
+        in_server_us = parts["local_flush"] + parts["commit_wait"]
+        share = in_server_us * traced_tps[idx] / n / 1e6  # of a client's time, traced
+        busiest = max((r for r in a["releases"] if r["per_waiter_us"]),
+                      key=lambda r: r["releases"])
+        releasing = busiest["per_waiter_us"] * traced_tps[idx] / 1e6  # of a second
+        waits = {b["law"]: b for b in m["wait_bounds"]}
+        assert set(waits) == {"little", "release"} and m["wait_missing"] is None
+        little, release = waits["little"], waits["release"]
+        assert 0 < share < 1 and little["share"] == pytest.approx(share, rel=1e-6)
+        assert little["max_tps"] == pytest.approx(x / share, rel=1e-6)
+        assert little["demand_us_per_commit"] == pytest.approx(share * n * 1e6 / x, rel=1e-6)
+        assert release["max_tps"] == pytest.approx(x / releasing, rel=1e-6)
+        assert release["walsender"] == busiest["walsender"] == "walsender:b"
+        # the anatomy's own ceilings, as `costs` has them: the same but for the weighting
+        # of its two repeats (pooled over their commits there, a mean of the repeats here)
+        assert little["as_traced_tps"] == pytest.approx(a["little_bound_tps"], rel=0.03)
+        assert release["as_traced_tps"] == pytest.approx(a["release_bound_tps"], rel=0.03)
+        assert x <= little["max_tps"]  # Little's law: the commit's time is more than that
+        every = [*m["bounds"], *m["wait_bounds"]]
+        lowest = min(every, key=lambda b: b["max_tps"] or float("inf"))
+        assert (m["binding"], m["binding_kind"]) == (lowest["resource"], lowest["kind"])
+        # the headline's first clause is what binds (the next says what cores would not raise)
+        binds = ceilings[idx].split(";")[0]
+        named = "Little's law" if lowest.get("law") == "little" else "serial release"
+        assert (named in binds) == (lowest["kind"] == "wait"), ceilings[idx]
+        there = {b["law"]: b for b in m["what_if"]["wait_bounds"]}
+        assert there["release"]["max_tps"] == pytest.approx(release["max_tps"])
+        assert there["little"]["max_tps"] == pytest.approx(little["max_tps"] * 64 / n)
+    text = cli_here("model", str(anatomy_run), "--cores", "64").stdout
+    assert "flush and wait" in text and "wait bounds from the commit anatomy" in text
+    assert "does not shrink with cores" in text
+    assert 'id="wait-bounds"' in (anatomy_run / "report.html").read_text()

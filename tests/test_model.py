@@ -12,7 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from syncrep_lab.analysis.model import Interval, bounds, fit_usl, run_model, usl
+from syncrep_lab.analysis.model import (
+    Interval,
+    Traced,
+    bounds,
+    fit_usl,
+    headline,
+    run_model,
+    usl,
+    wait_bounds,
+)
 from syncrep_lab.store import DB_NAME
 from tests.data.runs.refresh import load
 
@@ -195,3 +204,95 @@ def test_the_report_shows_what_the_reference_machine_s_cores_would_allow(
     assert row["binding"] != "machine"  # 64 cores: a process binds
     on = next(c for c in run_model(folder, cores=64) if c["idx"] == 1)
     assert row["max_tps"]["mean"] == pytest.approx(on["what_if"]["max_tps"]["mean"])
+
+
+def _traced() -> Traced:
+    """10 clients traced at 500 tps, 3 ms of local flush and 5 ms of commit wait per
+    commit; walsender:b 100 µs per waiter freed."""
+    def part(name: str, us: float) -> dict[str, object]:
+        return {"component": name, "us_per_commit": {"mean": us, "low": None, "high": None}}
+    anatomy = {"commits": 1000, "components": [part("local_flush", 3000.0),
+                                               part("commit_wait", 5000.0),
+                                               part("standby_wait", 4000.0),
+                                               part("wakeup_queue", 1000.0)],
+               "releases": [], "little_bound_tps": None, "release_bound_tps": None}
+    return Traced(anatomy, 1, 500.0, 10, _point(8000.0),  # type: ignore[arg-type]
+                  _point(8000.0 * 500.0 / 10 / 1e6), "walsender:b", 2.0, 100.0,
+                  100.0 * 500.0 / 1e6)
+
+
+def test_wait_bounds_carry_the_traced_shares_to_the_measured_pace() -> None:
+    # traced: a client spends 8 ms of its 20 ms (10 clients / 500 tps) in the flush and
+    # the wait, s = 0.4; the walsender releases 500 waiters/s at 100 µs: u = 0.05
+    measured = Interval(1000.0, 900.0, 1100.0)
+    found = {b.law: b for b in wait_bounds(_traced(), measured)}
+    little, release = found["little"], found["release"]
+    assert little.kind == release.kind == "wait"
+    assert (little.max_tps.low, little.max_tps.mean, little.max_tps.high) == pytest.approx(
+        (900 / 0.4, 1000 / 0.4, 1100 / 0.4))  # X / s
+    assert little.demand_us is not None
+    assert little.demand_us.mean == pytest.approx(0.4 * 10 / 1000 * 1e6)  # R = s·N / X
+    assert little.json()["as_traced_tps"] == pytest.approx(10 / 8000e-6)  # costs' figure
+    assert little.json()["parts_us"]["local_flush"] == pytest.approx(3000 * 500 / 1000)
+    assert (release.max_tps.low, release.max_tps.mean, release.max_tps.high) == pytest.approx(
+        (900 / 0.05, 1000 / 0.05, 1100 / 0.05))  # X / u
+    assert release.json()["as_traced_tps"] == pytest.approx(1e6 / 100)
+    # another machine's 64 clients: R as at 10 (4 ms), the release as here
+    there = {b.law: b for b in wait_bounds(_traced(), measured, at_clients=64)}
+    assert there["little"].max_tps.mean == pytest.approx(64 / 4000e-6)
+    assert there["release"].max_tps.mean == pytest.approx(release.max_tps.mean)
+    assert wait_bounds(_traced(), _point(0.0)) == []
+
+
+def test_the_headline_says_when_a_wait_bound_binds() -> None:
+    measured = Interval(1000.0, 900.0, 1100.0)
+    waits = [b.json() for b in wait_bounds(_traced(), measured)]
+    machine = {"resource": "machine", "kind": "machine", "max_tps": 4000.0}
+    model = {"bounds": [machine], "wait_bounds": waits, "cpus": 2.0,
+             "binding": "flush and wait", "beyond_cores": "serial release"}
+    said = headline(model)
+    assert said is not None and said.startswith(
+        "here the commit's local flush and wait (Little's law: 10 clients, 4.00 ms each in "
+        "the server) binds at ~2,500 tps, below every CPU bound (the lowest: machine at "
+        "~4,000)")
+    assert "walsender:b's serial release (a waiter per 50.0 µs) would bind at ~20k" in said
+    model.update(binding="machine", beyond_cores="flush and wait")
+    said = headline(model)
+    assert said is not None and said.startswith("here the 2 CPUs bind at ~4,000 tps")
+
+
+def test_a_run_without_an_anatomy_has_no_wait_bound(stored: Path) -> None:
+    on = next(c for c in run_model(stored, cores=64) if c["idx"] == 1)
+    assert on["wait_bounds"] == [] and on["what_if"]["wait_bounds"] == []
+    assert "no commit anatomy" in on["wait_missing"]
+    assert on["binding_kind"] == "machine"
+    res = cli_here("model", str(stored), "--cores", "64")
+    assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr
+    assert "no wait bounds: no commit anatomy" in res.stdout
+    assert "flush and wait" not in res.stdout and "serial release" not in res.stdout
+    cells = json.loads(cli_here("model", str(stored), "--json").stdout)
+    assert all(c["wait_bounds"] == [] for c in cells)
+
+
+def test_the_report_shows_the_wait_bounds_of_a_cell_that_has_them(stored: Path) -> None:
+    """The wait-bound table, the dotted lines and the reference machine's column, from
+    the stored run's data with a commit anatomy's bounds set in: one cell with both, one
+    (a level that waits for no standby) with Little's law alone."""
+    from syncrep_lab.report.charts import all_charts
+    from syncrep_lab.report.html import render
+    from syncrep_lab.report.model import report_data
+
+    data = report_data(stored)
+    waits = [b.json() for b in wait_bounds(_traced(), Interval(1000.0, 900.0, 1100.0))]
+    local = {**waits[0], "parts_us": {"local_flush": 1500.0}}
+    for m in data["bounds"]:
+        m["wait_bounds"] = waits if m["label"] == "sc=on" else [local]
+    page = render(data)
+    assert page.count('id="wait-bounds"') == 1
+    table = page[page.index('id="wait-bounds"'):]
+    table = table[:table.index("</table>")]
+    assert "2,500 (2,250 – 2,750)" in table and "20,000 (18,000 – 22,000)" in table
+    assert table.count("<tr>") == 1 + len(data["bounds"])
+    drawn = [t for c in all_charts(data).values() if c["id"].startswith("bounds-")
+             for t in c["figure"]["data"] if t["name"] == "flush and wait (wait)"]
+    assert drawn and all(t.get("line", {}).get("dash", "dot") == "dot" for t in drawn)

@@ -23,6 +23,25 @@ limit. For the sync walsender, its CPU per commit times the share of its on-CPU 
 spent releasing waiters (SyncRepReleaseWaiters in its flame graph) is a lower bound on
 how long it holds SyncRepLock per commit: the serial part of the commit path.
 
+Beside those CPU bounds, two **wait bounds** (kind ``wait``) where the cell has a commit
+anatomy (analysis/anatomy.py, its traced repeat):
+
+- **Little's law at this concurrency** (``flush and wait``): N clients, each spending
+  at least R per commit in the local flush and the commit wait, cannot pass N / R;
+- **the serial release** (``serial release``): the sync walsender frees waiters one at a
+  time, at c = its release time over the waiters it freed; at most 1 / c a second.
+
+The traced repeat's traps slow its commits (docs/decisions.md, "The commit anatomy
+probe"), so its durations are not those of the measured repeats. What the model takes
+from it are shares of time: s, the part of each client's time spent in the flush and
+the wait (R × the traced TPS / N), and u, the part of a second the walsender spent
+releasing (c × the traced TPS). Assuming both shares hold in the measured repeats,
+R = s · N / X and c = u / X, X the measured TPS, whose 95 % interval gives the bounds'
+(the anatomy has one traced repeat: its own figures have none). On another machine
+(``--cores``, ``--clients``): c stays (one process's serial cost per waiter does not
+shrink with cores), R stays as measured at this concurrency (N' / R at N' clients). The
+shape, not a forecast (docs/decisions.md, "The wait bounds").
+
 The Universal Scalability Law, X(N) = λN / (1 + σ(N − 1) + κN(N − 1)), is fitted to
 TPS against clients (and against cores where a run varies them), with bootstrap
 intervals over the repeats. Everything here reads the store; nothing runs.
@@ -35,10 +54,11 @@ import math
 import random
 import warnings
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from syncrep_lab.analysis.anatomy import WAIT_PARTS, Anatomy, cell_anatomy
 from syncrep_lab.analysis.costs import CPU_SOURCES, role_values
 from syncrep_lab.measure.stats import mean_ci
 from syncrep_lab.pg.roles import CLIENT_PROGRAMS
@@ -48,6 +68,10 @@ from syncrep_lab.store import Store, StoredCell, queries
 SINGLE = ("walsender", "walwriter", "walreceiver", "startup", "checkpointer", "bgwriter")
 POOLS = ("backend", *CLIENT_PROGRAMS)
 RELEASE_FRAME = "SyncRepReleaseWaiters"
+# the wait bounds' resources (kind "wait"), the same name in every cell
+LITTLE = "flush and wait"
+RELEASE = "serial release"
+ANATOMY_PROBE = "anatomy"  # probes/anatomy.py's name in the probes table
 USL_MIN_POINTS = 3  # distinct x values a fit needs (three parameters)
 BOOTSTRAP = 200
 
@@ -80,6 +104,18 @@ class Bound:
                 "demand_high": self.demand_us.high if self.demand_us else None,
                 "capacity": self.capacity, "max_tps": self.max_tps.mean,
                 "low": self.max_tps.low, "high": self.max_tps.high, "source": self.source}
+
+
+@dataclass(frozen=True)
+class WaitBound(Bound):
+    """A ceiling the commit's waiting sets (kind ``wait``), from the commit anatomy:
+    ``law`` little or release, ``detail`` how it was reached (in ``json``)."""
+
+    law: str = ""
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    def json(self) -> dict[str, Any]:
+        return {**super().json(), "law": self.law, **self.detail}
 
 
 # (node, role) -> (µs per commit, where it comes from, processes)
@@ -165,6 +201,127 @@ def bounds(demands: Demands, *, cpus: float,
     if r1_ms is not None:
         out.append(clients_bound(clients, r1_ms, r1_source))
     return sorted(out, key=lambda b: b.max_tps.mean)
+
+
+# --- the wait bounds -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Traced:
+    """A cell's commit anatomy (its traced repeat) as the wait bounds read it."""
+
+    anatomy: Anatomy
+    repeats: int  # the traced repeats
+    tps: float  # their mean TPS (slowed by the probe's traps)
+    clients: int
+    in_server_us: Interval  # the local flush and the commit wait per commit, as traced
+    server_share: Interval  # s: of each client's time, the part in the flush and the wait
+    walsender: str | None  # the walsender that freed the waiters (the most releases)
+    waiters_per_release: float | None
+    per_waiter_us: float | None  # its release time over the waiters freed, as traced
+    release_share: float | None  # u: the part of a second it spent releasing
+
+
+def _anatomy_interval(value: dict[str, Any]) -> Interval | None:
+    """analysis/anatomy.py's interval (low and high None with one traced repeat)."""
+    mean = value.get("mean")
+    if mean is None:
+        return None
+    low, high = value.get("low"), value.get("high")
+    return Interval(float(mean), float(mean if low is None else max(0.0, low)),
+                    float(mean if high is None else high))
+
+
+def traced_commit(store: Store, cell: StoredCell) -> tuple[Traced | None, str | None]:
+    """The commit anatomy of ``cell`` for the wait bounds, or None and why there is none."""
+    probed = {r.id: r for r in store.repeats(cell.id) if r.probed}
+    clients = int(cell.params.get("clients") or 0)
+    rows = queries.anatomy_of(store, list(probed)) if probed else []
+    traced = sorted({repeat_id for repeat_id, _ in rows})
+    anatomy = (cell_anatomy(store, {r: int(probed[r].transactions) for r in traced}, clients)
+               if traced else None)
+    if anatomy is None:
+        reasons = sorted({p.reason for _, p in queries.probes_of(store, list(probed))
+                          if p.probe == ANATOMY_PROBE and p.status != "ran" and p.reason})
+        return None, ("no commit anatomy: " + "; ".join(reasons) if reasons else
+                      "no commit anatomy in this cell (it runs in a repeat of its own after "
+                      "a probed one: [probes] anatomy, probed_repeats >= 1, root and bpftrace)")
+    tps = sum(float(probed[r].tps) for r in traced) / len(traced)
+    parts = {c["component"]: _anatomy_interval(dict(c["us_per_commit"]))
+             for c in anatomy["components"]}
+    in_server = [v for k, v in parts.items() if k in ("local_flush", "commit_wait") and v]
+    if not in_server or clients <= 0 or tps <= 0:
+        return None, "the commit anatomy timed no commit in this cell"
+    r = sum_intervals(in_server)
+    share = Interval(*(x * tps / clients / 1e6 for x in (r.mean, r.low, r.high)))
+    busiest = max((w for w in anatomy["releases"] if w["per_waiter_us"]),
+                  key=lambda w: w["releases"], default=None)
+    per_waiter = float(busiest["per_waiter_us"] or 0) if busiest is not None else None
+    return Traced(anatomy, len(traced), tps, clients, r, share,
+                  busiest["walsender"] if busiest is not None else None,
+                  busiest["waiters_per_release"] if busiest is not None else None, per_waiter,
+                  per_waiter * tps / 1e6 if per_waiter else None), None
+
+
+def _wait_bound(resource: str, law: str, demand_us: Interval, capacity: float, source: str,
+                detail: dict[str, Any]) -> WaitBound:
+    b = capacity_bound(resource, "wait", demand_us, capacity, source)
+    return WaitBound(b.resource, b.kind, b.demand_us, b.capacity, b.max_tps, b.source,
+                     law, detail)
+
+
+def wait_bounds(t: Traced, measured: Interval, *,
+                at_clients: int | None = None) -> list[WaitBound]:
+    """The Little's-law and serial-release bounds of a traced cell whose measured repeats
+    ran at ``measured`` TPS: its shares of time (s, u) kept, its durations those of the
+    measured repeats (R = s·N/X, c = u/X, the interval from X's); ``at_clients``: N' / R
+    with R as at the cell's own N (another machine's client count)."""
+    if measured.mean <= 0:
+        return []
+    n = t.clients if at_clients is None else at_clients
+    scale = measured.mean / t.tps  # the measured repeats' pace over the traced one's
+
+    def per_commit(share: Interval, times: float) -> Interval:
+        """share × times / X, in µs: the higher X, the shorter."""
+        def us(sh: float, x: float) -> float:
+            return math.inf if x <= 0 else sh * times * 1e6 / x
+        return Interval(us(share.mean, measured.mean), us(share.low, measured.high),
+                        us(share.high, measured.low))
+
+    s = t.server_share
+    parts = {c["component"]: float(c["us_per_commit"]["mean"] or 0.0) / scale
+             for c in t.anatomy["components"]
+             if c["component"] in ("local_flush", *WAIT_PARTS)}
+    at = "" if n == t.clients else f", R as at {t.clients} clients"
+    out = [_wait_bound(
+        LITTLE, "little", per_commit(s, t.clients), float(n),
+        f"commit anatomy: {100 * s.mean:.0f} % of a client's time in the local flush and the "
+        f"commit wait, at the measured {measured.mean:,.0f} tps{at}",
+        {"clients": n, "at_clients": t.clients, "share": s.mean, "share_low": s.low,
+         "share_high": s.high, "traced_tps": t.tps, "scale": scale,
+         "as_traced_tps": n * 1e6 / t.in_server_us.mean, "traced_repeats": t.repeats,
+         "traced_commits": t.anatomy["commits"], "parts_us": parts})]
+    if t.per_waiter_us and t.release_share:
+        u = Interval(t.release_share, t.release_share, t.release_share)
+        out.append(_wait_bound(
+            RELEASE, "release", per_commit(u, 1.0), 1.0,
+            f"commit anatomy: {t.walsender} releasing {100 * u.mean:.1f} % of the time, one "
+            f"waiter at a time, at the measured {measured.mean:,.0f} tps",
+            {"walsender": t.walsender, "waiters_per_release": t.waiters_per_release,
+             "at_clients": t.clients, "share": u.mean, "traced_tps": t.tps, "scale": scale,
+             "per_waiter_us_as_traced": t.per_waiter_us,
+             "as_traced_tps": 1e6 / t.per_waiter_us, "traced_repeats": t.repeats}))
+    return out
+
+
+def _measured(cell: StoredCell) -> Interval | None:
+    """The cell's TPS over its measured repeats with its 95 % interval."""
+    if cell.tps_mean is None:
+        return None
+    mean = float(cell.tps_mean)
+    low = mean if cell.tps_ci_low is None else max(0.0, float(cell.tps_ci_low))
+    high = mean if cell.tps_ci_high is None else float(cell.tps_ci_high)
+    return Interval(mean, low, high)
 
 
 # --- the Universal Scalability Law ---------------------------------------------------------
@@ -296,11 +453,22 @@ def cell_model(store: Store, cell: StoredCell, by_series: dict[str, dict[int, St
     found = bounds(demands, cpus=cpus, clients=n_clients, threads=threads, r1_ms=r1,
                    r1_source=r1_source, server_cores=server_cores)
     measured = float(cell.tps_mean) if cell.tps_mean is not None else None
+    x = _measured(cell)
+    traced, wait_missing = traced_commit(store, cell)
+    waits = wait_bounds(traced, x) if traced is not None and x is not None else []
+    if traced is not None and x is None:
+        wait_missing = "the cell has no measured throughput to carry the anatomy's shares to"
+    every = sorted([*found, *waits], key=lambda b: b.max_tps.mean)
     errors = [f"measured {measured:,.0f} tps is above the {b.resource} bound "
-              f"({b.max_tps.high:,.0f} at most): a modelling error (a demand overstated, "
-              "or a process that is not one)"
-              for b in found if measured is not None and measured > b.max_tps.high * 1.0001]
-    capacity = [b for b in found if b.kind != "clients"]
+              f"({b.max_tps.high:,.0f} at most): a modelling error ("
+              + ("the traced repeat's shares of time do not hold in the measured ones"
+                 if b.kind == "wait" else "a demand overstated, or a process that is not one")
+              + ")"
+              for b in every if measured is not None and measured > b.max_tps.high * 1.0001]
+    # the highest rate whatever the clients: the CPU capacities and the serial release
+    # (Little's law depends on the clients, as the clients bound does)
+    capacity = [b for b in every if b.kind not in ("clients", "wait")
+                or (isinstance(b, WaitBound) and b.law == "release")]
     x_max = capacity[0].max_tps.mean if capacity else None
     knee = (r1.mean / 1000.0 * x_max) if (r1 is not None and x_max is not None) else None
     walsenders = [(role, d) for (node, role), (d, _, _) in demands.items()
@@ -315,19 +483,32 @@ def cell_model(store: Store, cell: StoredCell, by_series: dict[str, dict[int, St
         # on C cores the servers are no longer confined: a machine of C CPUs
         hypo = bounds(demands, cpus=c, clients=n, threads=min(threads, n), r1_ms=r1_at,
                       r1_source=r1_source)
+        # the wait bounds there: the release's cost per waiter as here, the commit's time
+        # in the server as at this cell's clients (docs/decisions.md, "The wait bounds")
+        hypo_waits = (wait_bounds(traced, x, at_clients=n)
+                      if traced is not None and x is not None else [])
+        lowest = sorted([*hypo, *hypo_waits], key=lambda b: b.max_tps.mean)
         what_if = {"cores": c, "clients": n, "bounds": [b.json() for b in hypo],
-                   "binding": hypo[0].resource if hypo else None,
-                   "max_tps": hypo[0].max_tps.json() if hypo else None}
+                   "wait_bounds": [b.json() for b in hypo_waits],
+                   "binding": lowest[0].resource if lowest else None,
+                   "binding_kind": lowest[0].kind if lowest else None,
+                   "max_tps": lowest[0].max_tps.json() if lowest else None}
     return {
         "idx": cell.idx, "label": cell.label, "measured_tps": measured,
         "cpus": cpus, "clients": n_clients,
         "sources": {s: CPU_SOURCES[s] for s in sorted({s for _, s, _ in demands.values()})},
         "bounds": [b.json() for b in found],
-        "binding": found[0].resource if found else None,
-        "next": found[1].resource if len(found) > 1 else None,
-        # what more cores would not raise: the lowest serial point (or the clients)
-        "beyond_cores": next((b.resource for b in found if b.kind in ("process", "clients")
-                              and b.resource != (found[0].resource if found else None)),
+        # the commit anatomy's ceilings (kind "wait"), beside the CPU bounds
+        "wait_bounds": [b.json() for b in waits],
+        "wait_missing": wait_missing,
+        # the lowest of every bound, CPU and wait
+        "binding": every[0].resource if every else None,
+        "binding_kind": every[0].kind if every else None,
+        "next": every[1].resource if len(every) > 1 else None,
+        # what more cores would not raise: the lowest serial point, the clients or the wait
+        "beyond_cores": next((b.resource for b in every
+                              if b.kind in ("process", "clients", "wait")
+                              and b.resource != (every[0].resource if every else None)),
                              None),
         "knee_clients": knee, "knee_from": r1_source if knee is not None else None,
         "serial": serial, "errors": errors, "what_if": what_if,
@@ -336,20 +517,47 @@ def cell_model(store: Store, cell: StoredCell, by_series: dict[str, dict[int, St
     }
 
 
+def wait_name(b: dict[str, Any]) -> str:
+    """A wait bound in words: what sets it."""
+    if b.get("law") == "release":
+        return (f"{b['walsender']}'s serial release (a waiter per "
+                f"{b['demand_us_per_commit']:,.1f} µs)")
+    n = b["clients"]
+    # a level that waits for no standby (local): the flush alone
+    what = "local flush and wait" if set(b.get("parts_us") or {}) - {"local_flush"} \
+        else "local flush"
+    return (f"the commit's {what} (Little's law: {n} client"
+            f"{'' if n == 1 else 's'}, {b['demand_us_per_commit'] / 1000:,.2f} ms each in "
+            "the server)")
+
+
 def headline(model: dict[str, Any]) -> str | None:
-    """One sentence: the bound that binds here, and the one more cores would not raise."""
-    by = {b["resource"]: b for b in model["bounds"]}
+    """One sentence: the bound that binds here (a CPU bound or a wait bound), and the one
+    more cores would not raise."""
+    every = [*model["bounds"], *model.get("wait_bounds", [])]
+    by = {b["resource"]: b for b in every}
     binding = by.get(model["binding"] or "")
     if binding is None:
         return None
-    what = (f"the {model['cpus']:g} CPUs" if binding["kind"] == "machine"
-            else f"{binding['resource']}" + (" (one process)" if binding["kind"] == "process"
-                                              else ""))
-    text = f"here {what} bind at ~{round_tps(binding['max_tps'])} tps"
+    if binding["kind"] == "wait":
+        what = wait_name(binding)
+    else:
+        what = (f"the {model['cpus']:g} CPUs" if binding["kind"] == "machine"
+                else f"{binding['resource']}" + (" (one process)"
+                                                 if binding["kind"] == "process" else ""))
+    text = f"here {what} bind{'s' if binding['kind'] == 'wait' else ''} at " \
+           f"~{round_tps(binding['max_tps'])} tps"
+    cpu = [b for b in model["bounds"] if b["kind"] != "clients"]
+    if binding["kind"] == "wait" and cpu:
+        text += (f", below every CPU bound (the lowest: {cpu[0]['resource']} at "
+                 f"~{round_tps(cpu[0]['max_tps'])})")
     beyond = by.get(model["beyond_cores"] or "")
     if beyond is not None:
-        alone = "alone " if beyond["kind"] == "process" else ""
-        text += (f"; {beyond['resource']} {alone}would bind at ~{round_tps(beyond['max_tps'])} "
+        if beyond["kind"] == "wait":
+            name = wait_name(beyond)
+        else:
+            name = beyond["resource"] + (" alone" if beyond["kind"] == "process" else "")
+        text += (f"; {name} would bind at ~{round_tps(beyond['max_tps'])} "
                  "tps on a machine with enough cores")
     return text
 

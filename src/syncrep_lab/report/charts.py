@@ -45,6 +45,8 @@ RESOURCE_COLOURS = {
     "walsender": "#f58518", "walwriter": "#54a24b", "walreceiver": "#72b7b2",
     "startup": "#b279a2", "bgwriter": "#9d755d", "checkpointer": "#eeca3b",
     "clients": "#bcbd22", "machine": "#8c8c8c", "servers' cores": "#17becf",
+    # the wait bounds (kind "wait", analysis/model.py), drawn dotted
+    "flush and wait": "#c51b7d", "serial release": "#7570b3",
 }
 # an unknown resource's, picked by its name
 OTHER_RESOURCE_COLOURS = ("#637939", "#843c39", "#7b4173", "#3182bd", "#e6550d", "#31a354")
@@ -617,20 +619,29 @@ def bound_levels(models: list[dict[str, Any]], cells: list[dict[str, Any]]
     out: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = defaultdict(list)
     for m in models:
         cell = by_idx.get(m["idx"])
-        if cell is not None and m["bounds"] and m["measured_tps"] is not None:
+        if (cell is not None and (m["bounds"] or m.get("wait_bounds"))
+                and m["measured_tps"] is not None):
             out[str(cell["params"].get("synchronous_commit"))].append((cell, m))
     return dict(sorted(out.items(), key=lambda kv: level_rank(kv[0])))
 
 
+def _every_bound(m: dict[str, Any]) -> list[dict[str, Any]]:
+    """A model's CPU bounds and wait bounds together."""
+    return [*m["bounds"], *(m.get("wait_bounds") or [])]
+
+
 def bounds(level: str, pairs: list[tuple[dict[str, Any], dict[str, Any]]]) -> Chart:
     """The classic bound chart of one level: measured TPS against clients with each
-    of the lowest bounds as a line; at one client count, bars per cell."""
+    of the lowest bounds as a line (the wait bounds dotted); at one client count, bars
+    per cell."""
     resources: list[str] = []
     for _, m in pairs:  # the lowest few, and the walsenders' wherever they are
         for b in m["bounds"]:
             if b["resource"] not in resources and (
                     len(resources) < BOUNDS_SHOWN or b["resource"].startswith("walsender")):
                 resources.append(b["resource"])
+    waits = sorted({b["resource"] for _, m in pairs for b in m.get("wait_bounds") or []})
+    resources += waits
     clients = sorted({int(c["params"].get("clients") or 1) for c, _ in pairs})
     data: list[dict[str, Any]] = []
     title = f"{level}: measured throughput and the bounds (95 % CI)"
@@ -641,10 +652,12 @@ def bounds(level: str, pairs: list[tuple[dict[str, Any], dict[str, Any]]]) -> Ch
                      "y": [m["measured_tps"] for _, m in pairs],
                      "line": {"color": MEASURED_COLOUR, "width": 3}})
         for name in resources:
-            ys = [next((b["max_tps"] for b in m["bounds"] if b["resource"] == name), None)
+            ys = [next((b["max_tps"] for b in _every_bound(m) if b["resource"] == name), None)
                   for _, m in pairs]
-            data.append({"type": "scatter", "mode": "lines", "name": name, "x": x, "y": ys,
-                         "line": {"dash": "dash", "color": resource_colour(name)}})
+            data.append({"type": "scatter", "mode": "lines", "x": x, "y": ys,
+                         "name": name + (" (wait)" if name in waits else ""),
+                         "line": {"dash": "dot" if name in waits else "dash",
+                                  "color": resource_colour(name)}})
         return _chart(f"bounds-{level}", data, _layout(
             title, "clients", "transactions per second",
             xaxis={"type": "log", "tickvals": clients}, yaxis={"type": "log"}))
@@ -653,9 +666,10 @@ def bounds(level: str, pairs: list[tuple[dict[str, Any], dict[str, Any]]]) -> Ch
                  "y": [m["measured_tps"] for _, m in pairs],
                  "marker": {"color": MEASURED_COLOUR}})
     for name in resources:
-        found = [next((b for b in m["bounds"] if b["resource"] == name), None)
+        found = [next((b for b in _every_bound(m) if b["resource"] == name), None)
                  for _, m in pairs]
-        data.append({"type": "bar", "name": name, "x": labels,
+        data.append({"type": "bar", "name": name + (" (wait)" if name in waits else ""),
+                     "x": labels,
                      "y": [b["max_tps"] if b else None for b in found],
                      "marker": {"color": resource_colour(name)},
                      "error_y": {"type": "data", "symmetric": False, "visible": True,

@@ -545,5 +545,10 @@ def _seed_machine(folder: Path, spec: dict[str, Any], seed: dict[str, Any]
             continue
         rows.append({"where": fig["where"], "seed_tps": fig["seed_tps"], "idx": fig["idx"],
                      "here_tps": m["measured_tps"], "binding_here": m["binding"],
-                     "binding": w["binding"], "max_tps": bound_model.finite(w["max_tps"])})
+                     "binding": w["binding"], "binding_kind": w["binding_kind"],
+                     "max_tps": bound_model.finite(w["max_tps"]),
+                     # the commit anatomy's ceilings there (analysis/model.py: the release's
+                     # cost per waiter as here, the time in the server as at this cell's
+                     # clients)
+                     "wait": bound_model.finite(w["wait_bounds"])})
     return {"cores": cores, "rows": rows} if rows else None

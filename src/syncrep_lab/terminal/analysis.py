@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from rich.console import Console
@@ -22,6 +23,7 @@ from syncrep_lab.analysis.diagnosis import (
     confidence_text,
     leading_title,
 )
+from syncrep_lab.analysis.model import headline
 from syncrep_lab.analysis.scaling import Series
 from syncrep_lab.pg.replication import level_rank
 from syncrep_lab.terminal import number
@@ -473,7 +475,8 @@ def print_model(cells: list[dict[str, Any]], console: Console) -> None:
         measured = cell["measured_tps"]
         head = (f"cell {cell['idx']} {escape(cell['label'])}: {_tps(measured)} tps measured, "
                 f"{cell['clients']} clients on {cell['cpus']:g} CPUs")
-        if cell["missing"]:
+        waits = cell.get("wait_bounds") or []
+        if cell["missing"] and not waits:
             console.print(f"{head}: {escape(cell['missing'])}", soft_wrap=True)
             continue
         table = Table(title=head + " - the bounds, lowest first (95 % CI)",
@@ -481,15 +484,22 @@ def print_model(cells: list[dict[str, Any]], console: Console) -> None:
         for col in ("resource", "kind", "µs / commit", "max tps", "from"):
             table.add_column(col, justify="left" if col in ("resource", "kind", "from")
                              else "right")
-        for b in cell["bounds"]:
+        every = sorted([*cell["bounds"], *waits],
+                       key=lambda b: math.inf if b["max_tps"] is None else b["max_tps"])
+        for b in every:
             demand = ("-" if b["demand_us_per_commit"] is None else
-                      f"{b['demand_us_per_commit']:,.1f} [{b['demand_low']:,.1f}, "
-                      f"{b['demand_high']:,.1f}]")
+                      f"{b['demand_us_per_commit']:,.1f} [{_us(b['demand_low'])}, "
+                      f"{_us(b['demand_high'])}]")
             mark = " ← binds" if b["resource"] == cell["binding"] else ""
             table.add_row(escape(b["resource"]) + mark, b["kind"], demand,
                           f"{_tps(b['max_tps'])} [{_tps(b['low'])}, {_tps(b['high'])}]",
                           escape(b["source"]))
         console.print(table)
+        said = headline(cell)
+        if said:
+            console.print(f"  {escape(said)}", soft_wrap=True)
+        for line in _wait_lines(cell):
+            console.print(line, soft_wrap=True, markup=False)
         for error in cell["errors"]:
             console.print(f"  [red]model error[/red]: {escape(error)}", soft_wrap=True)
         if cell["knee_clients"] is not None:
@@ -506,6 +516,10 @@ def print_model(cells: list[dict[str, Any]], console: Console) -> None:
                           f"measured: {escape(w['binding'])} binds at "
                           f"{_tps(w['max_tps']['mean'])} tps [{_tps(w['max_tps']['low'])}, "
                           f"{_tps(w['max_tps']['high'])}]", soft_wrap=True)
+            there = [_wait_there(b) for b in w.get("wait_bounds") or []]
+            if there:
+                console.print("  the wait bounds there: " + "; ".join(there), soft_wrap=True,
+                              markup=False)
         for key in ("usl", "usl_cores"):
             fit = cell.get(key)
             if not fit:
@@ -525,6 +539,48 @@ def print_model(cells: list[dict[str, Any]], console: Console) -> None:
         console.print("Demands are CPU per commit as measured; they fall as more commits "
                       "share a WAL flush at higher load, so a bound on another machine is "
                       "a ceiling for the shape, not a forecast.", soft_wrap=True)
+    if any(c.get("wait_bounds") for c in cells):
+        console.print("Wait bounds keep the traced repeat's shares of time (its traps slow "
+                      "every duration) and take the durations from the measured throughput. "
+                      "On another machine the release's cost per waiter stays (one process, "
+                      "one waiter at a time) and the commit's time in the server stays as "
+                      "measured at the cell's clients, though it grows with the waiters and "
+                      "its run-queue part may shrink with cores: the shape, not a forecast.",
+                      soft_wrap=True)
+
+
+def _us(value: float | None) -> str:
+    return "∞" if value is None or value == math.inf else f"{value:,.1f}"
+
+
+def _wait_lines(cell: dict[str, Any]) -> list[str]:
+    """How the wait bounds were reached, or why the cell has none."""
+    waits = {b["law"]: b for b in cell.get("wait_bounds") or []}
+    little = waits.get("little")
+    if little is None:
+        missing = cell.get("wait_missing")
+        return [f"  no wait bounds: {missing}"] if missing else []
+    traced = ", ".join(f"{b['resource']} {_tps(b['as_traced_tps'])} tps"
+                       for b in waits.values())
+    lines = [f"  wait bounds from the commit anatomy ({little['traced_commits']:,} commits "
+             f"traced at {little['traced_tps']:,.0f} tps, {little['scale']:.2f}x slower than "
+             "the measured repeats: the probe's traps), its shares of time carried to the "
+             f"measured pace; as traced {traced} (as costs shows)"]
+    parts = little.get("parts_us") or {}
+    if parts:
+        lines.append("  per commit in the server at the measured pace: " + ", ".join(
+            f"{PART_NAMES[k]} {v:,.0f} µs" for k, v in parts.items()))
+    return lines
+
+
+def _wait_there(b: dict[str, Any]) -> str:
+    if b.get("law") == "release":
+        return (f"{b['resource']} {_tps(b['max_tps'])} tps [{_tps(b['low'])}, "
+                f"{_tps(b['high'])}] (its cost per waiter does not shrink with cores; "
+                f"measured at {b['waiters_per_release'] or 0:.1f} waiters per release, it "
+                "falls where a release frees more)")
+    return (f"{b['resource']} {_tps(b['max_tps'])} tps [{_tps(b['low'])}, {_tps(b['high'])}] "
+            f"({b['clients']} clients over the time in the server as at {b['at_clients']})")
 
 
 def print_observation(windows: list[dict[str, Any]], console: Console) -> None:
