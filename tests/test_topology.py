@@ -182,6 +182,68 @@ def test_an_emulated_link_delays_on_but_not_local(workdir: Path) -> None:
     assert _left_by(workdir / "run") == {"namespaces": [], "cpusets": []}
 
 
+LINKED_ANATOMY = """\
+name = "linked-anatomy"
+
+[topology]
+standbys = 1
+sync = "b"
+
+[network]
+namespaces = true
+
+[links.far]
+delay_ms = 2
+
+[matrix]
+link = ["none", "far"]
+synchronous_commit = ["on"]
+
+[workload]
+clients = 2
+duration = 2
+warmup = 0
+
+[run]
+repeats_min = 1
+repeats_max = 1
+
+[probes]
+flamegraphs = false
+sched = false
+"""
+
+
+def test_a_longer_link_lengthens_only_the_wait_for_the_standby(workdir: Path) -> None:
+    """The commit anatomy's physics: 2 ms each way between the primary and its sync
+    standby adds a round trip (4 ms) to each commit's wait for the standby and to
+    nothing else: the local flush, the wake-up queue and the run queue stay as they were."""
+    _run(workdir, LINKED_ANATOMY)
+    costs = json.loads(cli_here("costs", str(workdir / "run"), "--json").stdout)
+    parts = {}
+    for cell in costs:
+        assert cell["anatomy"], cell["probes"]
+        link = "far" if "far" in cell["label"] else "none"
+        parts[link] = {c["component"]: c for c in cell["anatomy"]["components"]}
+    round_trip_us = 2 * 2 * 1000.0
+
+    def per_commit(link: str, part: str) -> float:
+        found = parts[link].get(part)
+        return float(found["us_per_commit"]["mean"]) if found else 0.0
+
+    # a wait the release freed before it slept is in "unsignalled" whole: the standby's
+    # round trip is in the two together
+    waited = {link: per_commit(link, "standby_wait") + per_commit(link, "unsignalled")
+              for link in parts}
+    assert waited["far"] - waited["none"] >= 0.8 * round_trip_us, (waited, parts)
+    assert waited["far"] - waited["none"] <= 1.5 * round_trip_us, (waited, parts)
+    assert parts["far"]["standby_wait"]["p50_us"] >= 0.8 * round_trip_us, parts["far"]
+    for part in ("local_flush", "wakeup_queue", "run_queue"):
+        moved = per_commit("far", part) - per_commit("none", part)
+        assert abs(moved) < 0.15 * round_trip_us, (part, moved, parts)
+    assert _left_by(workdir / "run") == {"namespaces": [], "cpusets": []}
+
+
 INSTANCES = """\
 name = "instances"
 
