@@ -118,8 +118,6 @@ repeats_max = 1
 # A 2 s repeat gives the walsender only a few dozen stack samples at the default
 # 99 Hz; ten times that makes the stack assertions below hold every time.
 flame_hz = 997
-# the commit anatomy (a repeat of its own) is tests/test_commit_anatomy_run.py's
-anatomy = false
 """
 
 
@@ -262,6 +260,33 @@ def test_diagnosis_names_the_mechanism(probed_run: Path) -> None:
     res = cli_here("diagnose", str(out))
     assert res.returncode == 0, res.stderr
     assert "commit-wait wake-up bound" in res.stdout
+
+
+def test_the_commit_anatomy_of_9_6_and_18_side_by_side(probed_run: Path) -> None:
+    """The seed's contrast at the same load: on 9.6 (SIGUSR1) and 18 (SIGURG) alike, a
+    release wakes its waiters one latch at a time, so each commit that slept is woken by
+    a kill of its own, and the walsender's release costs time per waiter freed; under
+    `local` the commits ask for no standby and no wait is counted."""
+    cells = _by_cell(run_costs(probed_run))
+    for key in ("9.6 on", "18 on"):
+        a = cells[key]["anatomy"]
+        assert a is not None, cells[key]["probes"].get("anatomy")
+        parts = {c["component"]: c for c in a["components"]}
+        assert {"local_flush", "commit_wait", "standby_wait", "wakeup_queue",
+                "run_queue"} <= set(parts), (key, set(parts))
+        sync = next(r for r in a["releases"] if r["walsender"] == "walsender:b")
+        freed = sync["waiters_per_release"] * sync["releases"]
+        woken = parts["run_queue"]["events"]  # waits ended by a kill from a release
+        assert woken > 0.3 * parts["commit_wait"]["events"], (key, parts)
+        # one kill per waiter: every woken wait was one freed waiter's signal (a waiter
+        # freed while it was not asleep yet is freed without one)
+        assert woken <= freed <= 1.05 * parts["commit_wait"]["events"], (key, woken, freed)
+        assert sync["per_waiter_us"] > 0
+    assert "commit_wait" not in {c["component"] for c in
+                                 (cells["18 local"]["anatomy"] or {"components": []})[
+                                     "components"]}
+    text = cli_here("costs", str(probed_run)).stdout
+    assert text.count("where a commit's time goes") >= 2
 
 
 def _strace_counts(text: str) -> dict[str, int]:
