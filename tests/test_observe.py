@@ -3,12 +3,14 @@ itself beside it (observe starts no load): the figures it reads from the servers
 pgbench's own, the SyncRep share under on and local, the walsender's CPU per commit
 against a run's ``costs`` of the same cell, and what a production DBA needs to trust it
 with: a role without pg_monitor refused, a primary that stops mid-window, nothing changed
-on the server."""
+on the server; and with --anatomy, the commit anatomy of a window over a pool's backends,
+refused without root, detached on SIGTERM and cleaned after kill -9."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import sqlite3
@@ -16,15 +18,18 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 
 import psycopg
 import pytest
 
+from syncrep_lab import procs
 from syncrep_lab.cluster.manifest import load
 from syncrep_lab.pg.installations import Installation
+from syncrep_lab.probes import anatomy
 
-from .helpers import cli, cli_here, shared_tmp
+from .helpers import as_nobody, cli, cli_here, mentioning, shared_tmp, wait_until
 
 WORKLOAD = "insert into obs_rows(v) values (1);\n"
 
@@ -51,11 +56,14 @@ def cluster() -> Iterator[tuple[Path, str]]:
 
 
 def _pgbench(pg18: Installation, conninfo: str, seconds: int, script: Path,
-             level: str = "on", clients: int = 4) -> subprocess.Popen[str]:
+             level: str = "on", clients: int = 4, log: Path | None = None
+             ) -> subprocess.Popen[str]:
+    """pgbench beside the observer; ``log``: the prefix of its per-transaction logs."""
     script.write_text(WORKLOAD)
+    logs = ["-l", f"--log-prefix={log}"] if log is not None else []
     return subprocess.Popen(
         [str(pg18.program("pgbench")), "-n", "-c", str(clients), "-j", "2", "-T", str(seconds),
-         "-P", "1", "--progress-timestamp", "-f", str(script), conninfo],
+         "-P", "1", "--progress-timestamp", *logs, "-f", str(script), conninfo],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         env={**os.environ, "PGOPTIONS": f"-c synchronous_commit={level}"})
 
@@ -235,7 +243,222 @@ def test_a_primary_that_stops_ends_the_window_with_what_was_gathered(
     assert any("ended early" in n for n in window["notes"])
 
 
+# --- the commit anatomy (--anatomy) ---------------------------------------------------
+
+
+UPROBE_EVENTS = Path("/sys/kernel/tracing/uprobe_events")
+
+
+def _uprobe_events() -> str:
+    return UPROBE_EVENTS.read_text() if UPROBE_EVENTS.exists() else ""
+
+
+def _window_bounds(out: Path) -> tuple[float, float, list[tuple[int, int]]]:
+    """The first window's start and end (epoch s), and each slice's written transactions
+    and traced commit waits."""
+    db = sqlite3.connect(out / "syncrep-lab.sqlite")
+    rows = db.execute(
+        "select r.started_at, r.duration_s, r.transactions, (select a.count from anatomy a "
+        "where a.repeat_id = r.id and a.who = 'backend' and a.component = 'commit_wait') "
+        "from repeats r join cells c on c.id = r.cell_id where c.idx = 1 order by r.n"
+    ).fetchall()
+    db.close()
+    start = datetime.fromisoformat(rows[0][0]).timestamp()
+    return (start, start + sum(float(r[1]) for r in rows),
+            [(int(r[2]), int(r[3] or 0)) for r in rows])
+
+
+def _completed(prefix: Path, start: float, end: float) -> int:
+    """pgbench's transactions that completed within [start, end) (its -l logs: a line is
+    client, transaction, latency, script, epoch s, µs of the completion)."""
+    count = 0
+    for log in prefix.parent.glob(f"{prefix.name}.*"):
+        for line in log.read_text().splitlines():
+            fields = line.split()
+            if len(fields) < 6:
+                continue  # the last line, cut short when pgbench was ended
+            at = int(fields[4]) + int(fields[5]) / 1e6
+            count += start <= at < end
+    return count
+
+
+def test_anatomy_of_a_window_over_a_pool(cluster: tuple[Path, str], pg18: Installation,
+                                         tmp_path: Path) -> None:
+    """--anatomy over a load whose backends are older than the window (pgbench's
+    connections opened before it, as a pool's): every commit of the window is timed, by
+    slice, the parts add up, costs and diagnose show it with the wait-bound ceilings,
+    and nothing stays attached."""
+    where, conninfo = cluster
+    events = _uprobe_events()
+    out = tmp_path / "obs"
+    bench = _pgbench(pg18, conninfo, 40, tmp_path / "w.sql", log=tmp_path / "tx")
+    try:
+        time.sleep(1.5)
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            pool = {int(pid) for (pid,) in conn.execute(
+                "select pid from pg_stat_activity where application_name = 'pgbench'")}
+            aux = {int(pid) for (pid,) in conn.execute(
+                "select pid from pg_stat_activity where backend_type in "
+                "('checkpointer', 'background writer', 'walwriter', 'walsender')")}
+        assert len(pool) == 4 and len(aux) >= 4, (pool, aux)
+        res, _, _ = _observe("--dir", str(where), "--seconds", "4", "--slice", "2",
+                             "--anatomy", "--out", str(out), "--json")
+    finally:
+        _ended(bench)
+    assert res.returncode == 0, res.stdout + res.stderr
+    # said before attaching: the binary's other servers pay the trap too
+    assert "for this window only (4 s)" in res.stderr, res.stderr
+    assert "every other server of the same binary on this machine" in res.stderr
+    # nothing attached once it has returned
+    assert mentioning(f"{anatomy.tracers_dir()}/{anatomy.WORK_PREFIX}") == []
+    assert _uprobe_events() == events
+    # the pool's backends are counted, the auxiliary processes left out (the program kept)
+    program = (out / "anatomy-window-1.bt").read_text()
+    flush_probe = next(line for line in program.splitlines()
+                       if line.startswith("uprobe:") and ":XLogFlush " in line)
+    excluded = {int(pid) for pid in re.findall(r"pid != (\d+)", flush_probe)}
+    assert not pool & excluded and aux <= excluded, (pool, aux, excluded)
+    # Every commit the window saw was timed. Per slice against the server's own count of
+    # written transactions over the same bounds (the snapshot is waited for, then the
+    # counters read); over the window against pgbench's transactions that completed
+    # between its recorded start and end. 3 %: at each edge the 4 commits in flight and
+    # the milliseconds between the snapshot's last map and the counters, at ~1,500
+    # commits/s; seen within 1.1 % a slice and 0.6 % a window in 10 windows under a load
+    # average of 19 on this 2-core machine.
+    start, end, slices = _window_bounds(out)
+    assert len(slices) == 2, (slices, json.loads(res.stdout)["notes"])
+    for written, traced in slices:
+        assert written > 1000 and abs(traced - written) <= 0.03 * written, (
+            slices, json.loads(res.stdout)["notes"])
+    completed = _completed(tmp_path / "tx", start, end)
+    traced_all = sum(traced for _, traced in slices)
+    assert abs(traced_all - completed) <= 0.03 * completed, (traced_all, completed, slices,
+                                                             start, end)
+    # costs: the parts add up, per commit with an interval over the slices; the ceilings
+    costs = json.loads(cli_here("costs", str(out), "--json").stdout)[0]
+    a = costs["anatomy"]
+    assert a is not None, (costs["probes"], json.loads(res.stdout)["notes"])
+    assert costs["probes"]["anatomy"] == ["ran"]
+    parts = {c["component"]: c for c in a["components"]}
+    wait = parts["commit_wait"]
+    assert wait["events"] == traced_all
+    split = sum(parts[p]["us_per_commit"]["mean"] for p in
+                ("standby_wait", "wakeup_queue", "run_queue", "unsignalled") if p in parts)
+    assert split == pytest.approx(wait["us_per_commit"]["mean"], rel=0.01)
+    assert wait["us_per_commit"]["low"] is not None and wait["us_per_commit"]["high"] is not None
+    assert abs(parts["local_flush"]["events"] - traced_all) <= 0.05 * traced_all
+    assert a["little_bound_tps"] and a["release_bound_tps"], a
+    by = {r["walsender"]: r for r in a["releases"]}
+    assert by["walsender:b"]["waiters_per_release"] > 0
+    text = cli_here("costs", str(out)).stdout
+    assert "where a commit's time goes" in text and "wait-bound ceilings" in text
+    diagnosed = cli_here("diagnose", str(out), "--json")
+    assert diagnosed.returncode == 0, diagnosed.stderr
+    assert "waiting for a standby" in json.loads(diagnosed.stdout)[0]["anatomy"]
+    assert "commit anatomy: " in cli_here("diagnose", str(out)).stdout
+    window = json.loads(res.stdout)["windows"][0]
+    assert window["anatomy"]["commits"] == sum(written for written, _ in slices)
+    assert any("its traps weigh on this window" in n for n in window["notes"])
+
+
+def test_anatomy_without_root_is_refused_with_the_fix(cluster: tuple[Path, str]) -> None:
+    """The checks observe --anatomy makes before its first sample, run by an account
+    without root (uid and gid nobody, in a child of this process, on the observer's
+    session opened before: the server's socket is its owner's alone): the reason and
+    the fix, as the command prints them."""
+    from syncrep_lab.errors import UserError
+    from syncrep_lab.observe.anatomy import prerequisites
+    from syncrep_lab.observe.session import open_session
+
+    _, conninfo = cluster
+    session = open_session("primary", conninfo, primary=True)
+    try:
+        as_root = prerequisites(session)  # the same checks pass as root
+        said = as_nobody(lambda: str(prerequisites(session)), answers=(UserError,))
+    finally:
+        session.close()
+    assert said.startswith("--anatomy: loading BPF programs and attaching uprobes needs "
+                           "root (or CAP_BPF and CAP_PERFMON)"), said
+    assert said.endswith("\n  fix: run syncrep-lab as root"), said
+    assert as_root[1] == Path(f"/proc/{as_root[0]}/exe")
+
+
+def _tracer(records: Path, timeout: float = 60) -> tuple[int, str | None]:
+    """The bpftrace an observe started, once recorded (pid, start time)."""
+    wait_until(lambda: any(records.glob("*.json")), timeout, "the probe's record")
+    data = json.loads(next(records.glob("*.json")).read_text())
+    return int(data["pid"]), data["start"]
+
+
+def test_anatomy_detached_on_sigterm_and_cleaned_after_kill_9(
+        cluster: tuple[Path, str], pg18: Installation, tmp_path: Path) -> None:
+    """SIGTERM mid-window: bpftrace ends at once, the slice done keeps its anatomy.
+    kill -9: bpftrace dies with the observer (PR_SET_PDEATHSIG), and ``clean`` finds the
+    record and the files it left (a home of the test's own: nobody else's records)."""
+    _, conninfo = cluster
+    home = shared_tmp("srl-obs-home-")
+    env = {**os.environ, "SYNCREP_LAB_HOME": str(home)}
+    records = home / "state" / "tracers"
+    events = _uprobe_events()
+    bench = _pgbench(pg18, conninfo, 60, tmp_path / "w.sql")
+    started: list[tuple[int, str | None]] = []
+    try:
+        term = tmp_path / "term"
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "syncrep_lab", "observe", conninfo, "--anatomy",
+             "--seconds", "60", "--slice", "1", "--out", str(term), "--json"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        started.append(_tracer(records))
+        # a slice stored: the third snapshot (the second slice's end) printed, so the
+        # first slice was closed after the second (its files are in records)
+        wait_until(lambda: any('"@zz_snapshot": 3}' in p.read_text()
+                               for p in records.glob("anatomy-*/anatomy.json")), 60,
+                   "a slice of the window")
+        proc.send_signal(signal.SIGTERM)
+        stdout, stderr = proc.communicate(timeout=60)
+        assert proc.returncode == 128 + signal.SIGTERM, stderr
+        assert not procs.is_running(*started[0])
+        assert list(records.iterdir()) == []  # its record and its files: gone
+        assert _uprobe_events() == events
+        done = json.loads(stdout)
+        assert done["ended"] == "interrupted by SIGTERM"
+        db = sqlite3.connect(term / "syncrep-lab.sqlite")
+        kept = db.execute("select count(*) from anatomy a join probes p on p.repeat_id = "
+                          "a.repeat_id and p.probe = 'anatomy' and p.status = 'ran' where "
+                          "a.who = 'backend' and a.component = 'commit_wait'").fetchone()
+        db.close()
+        assert kept[0] >= 1, done["notes"]  # the slice done, with its commit waits
+
+        killed = subprocess.Popen(
+            [sys.executable, "-m", "syncrep_lab", "observe", conninfo, "--anatomy",
+             "--seconds", "60", "--out", str(tmp_path / "killed"), "--json"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+        started.append(_tracer(records))  # recorded before it attaches: killed meanwhile
+        killed.kill()
+        killed.wait(timeout=10)
+        wait_until(lambda: not procs.is_running(*started[1]), 10,
+                   "bpftrace to die with the observer")
+        assert _uprobe_events() == events
+        listed = cli_here("clean", "--list", env=env).stdout
+        assert "a bpftrace of the commit anatomy probe" in listed, listed
+        assert "the commit anatomy's files of an observe" in listed, listed
+        cleaned = cli_here("clean", env=env)
+        assert cleaned.returncode == 0, cleaned.stderr
+        assert "the commit anatomy's files of an observe that is gone" in cleaned.stdout
+        assert list(records.iterdir()) == []
+        assert "nothing to clean" in cli_here("clean", env=env).stdout
+    finally:
+        _ended(bench)
+        for pid, start in started:
+            if procs.is_running(pid, start):
+                os.kill(pid, signal.SIGKILL)
+        shutil.rmtree(home, ignore_errors=True)
+
+
 @pytest.mark.parametrize(("args", "said"), [
+    (["--anatomy", "--host", "db1", "--hosts", "h.toml"],
+     "the commit anatomy needs the primary's machine: run observe --anatomy there"),
+    (["--anatomy", "--seconds", "7200"], "--anatomy for 7200 s"),
     (["--seconds", "0"], "--seconds 0 is out of range"),
     (["--hz", "500"], "--hz 500 is out of range"),
     (["--standby", "nonsense"], "is not NAME=CONNINFO"),

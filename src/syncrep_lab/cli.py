@@ -554,11 +554,15 @@ def model_cmd(run_dir: Path | None, only_cell: int | None, cores: float | None,
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
               help="Folder to store it in (an earlier observe's: a new window there).")
 @click.option("--label", default=None, help="A name for this window, e.g. 'before'.")
+@click.option("--anatomy", is_flag=True,
+              help="Also time every commit inside the primary (bpftrace uprobes, for the "
+                   "window only): root, on the primary's machine; every server of its binary "
+                   "here pays the traps while attached.")
 @click.option("--json", "as_json", is_flag=True)
 def observe_cmd(conninfo: str | None, cluster_dir: Path | None, standbys: tuple[str, ...],
                 seconds: float, hz: float, slice_seconds: int, host: str | None,
                 hosts_file: Path | None, out_dir: Path | None, label: str | None,
-                as_json: bool) -> None:
+                anatomy: bool, as_json: bool) -> None:
     """Watch a running cluster, read-only and without load: is synchronous replication
     what limits its commits, and how much headroom is left. Needs pg_monitor."""
     from syncrep_lab.observe.command import ObserveOptions, observe, parse_standby
@@ -577,7 +581,9 @@ def observe_cmd(conninfo: str | None, cluster_dir: Path | None, standbys: tuple[
     if not as_json:
         out.print(f"observing for {seconds:g} s at {hz:g} Hz (read-only, no load) ...")
     done = observe(ObserveOptions(conninfo, given, seconds, hz, slice_seconds, host,
-                                  hosts_file, folder, label))
+                                  hosts_file, folder, label, anatomy),
+                   say=lambda text: (err if as_json else out).print(escape(text),
+                                                                    soft_wrap=True))
     # the analysis (scipy) is imported after the window, not during it
     from syncrep_lab.analysis.observe import run_observations
     from syncrep_lab.terminal.analysis import print_observation
@@ -675,8 +681,13 @@ def clean(just_list: bool) -> None:
     """Stop and remove every cluster syncrep-lab made and did not take down, with its
     standbys on SSH hosts, network namespaces, links and cpusets; on attached clusters,
     end the sessions of runs that were killed and drop their tables; end a bpftrace of
-    the commit anatomy probe whose run was killed."""
-    from syncrep_lab.probes.anatomy import clean_tracers, leftover_tracers
+    the commit anatomy probe whose run or observe was killed, and remove its files."""
+    from syncrep_lab.probes.anatomy import (
+        clean_tracers,
+        clean_work_dirs,
+        leftover_tracers,
+        leftover_work_dirs,
+    )
     from syncrep_lab.run.attached import clean_visits, visit_records
 
     if just_list:
@@ -688,15 +699,22 @@ def clean(just_list: bool) -> None:
             out.print(f"{path} (a run on an attached cluster)")
         tracers = leftover_tracers()
         for path in tracers:
-            out.print(f"{path} (a bpftrace of the commit anatomy probe, ended if its run "
-                      "is gone)")
-        if not dirs and not records and not tracers:
+            out.print(f"{path} (a bpftrace of the commit anatomy probe, ended if the run "
+                      "or observe that started it is gone)")
+        work = leftover_work_dirs()
+        for path in work:
+            out.print(f"{path} (the commit anatomy's files of an observe, removed if it is "
+                      "gone)")
+        if not dirs and not records and not tracers and not work:
             out.print("nothing to clean")
         return
     # First: a tracer left running holds uprobes on the servers about to be stopped.
     ended = clean_tracers()
     for what in ended:
-        out.print(f"ended {what}: the run that started it is gone")
+        out.print(f"ended {what}: the run or observe that started it is gone")
+    removed = clean_work_dirs()
+    for path in removed:
+        out.print(f"removed {path} (the commit anatomy's files of an observe that is gone)")
     reports, leftovers = clean_all()
     for r in reports:
         out.print(f"removed {r.dir} ({len(r.stopped)} servers stopped)")
@@ -715,7 +733,7 @@ def clean(just_list: bool) -> None:
                   soft_wrap=True)
         for line in v.lines:
             (out if v.done else err).print(f"  {escape(line)}", soft_wrap=True)
-    if not reports and not leftovers and not visits and not ended:
+    if not reports and not leftovers and not visits and not ended and not removed:
         out.print("nothing to clean")
     if unfinished:
         raise UserError("some of what killed runs left on attached clusters is still there",

@@ -1,7 +1,7 @@
 """Where a synchronous commit's time goes, per cell, from the commit anatomy probe
-(probes/anatomy.py) of its probed repeats: each component per commit with its share of
-the commit wait, its distribution per event, the sync walsender's releases, and the two
-ceilings the waiting itself sets.
+(probes/anatomy.py) of its probed repeats (an observe window's: of its slices): each
+component per commit with its share of the commit wait, its distribution per event, the
+sync walsender's releases, and the two ceilings the waiting itself sets.
 
 The components of a backend's commit:
 
@@ -58,7 +58,7 @@ class Component(TypedDict):
     """One component of a backend's commit."""
 
     component: str
-    us_per_commit: Interval  # over the probed repeats
+    us_per_commit: Interval  # over the repeats traced (an observe window's slices)
     share_of_wait: float | None  # of commit_wait's time (its parts only)
     events: int  # how many times it happened
     mean_us: float | None  # per event
@@ -83,7 +83,7 @@ class Releases(TypedDict):
 class Anatomy(TypedDict):
     """A cell's commit anatomy (``costs --json``: ``anatomy``; None: not measured)."""
 
-    commits: int  # the probed repeats' transactions
+    commits: int  # the traced repeats' transactions (observe: that wrote)
     components: list[Component]
     releases: list[Releases]
     little_bound_tps: float | None
@@ -102,8 +102,9 @@ def _interval(values: list[float]) -> Interval:
 
 
 def cell_anatomy(store: Store, commits: dict[int, int], clients: int) -> Anatomy | None:
-    """The anatomy of the probed repeats in ``commits`` (repeat id -> transactions);
-    None when none of them has one."""
+    """The anatomy of the repeats in ``commits`` (repeat id -> transactions) that have
+    one (a run's probed repeat of its own, the slices of an ``observe --anatomy``
+    window); None when none of them has one."""
     rows = queries.anatomy_of(store, commits)
     if not rows:
         return None
@@ -219,6 +220,31 @@ def share_of_commit(a: Anatomy, component: str) -> float | None:
     whole = (found.get("local_flush") or 0.0) + (found.get("commit_wait") or 0.0)
     value = found.get(component)
     return None if value is None or whole <= 0 else value / whole
+
+
+def in_words(a: Anatomy) -> str | None:
+    """A commit's parts and the wait-bound ceilings in one sentence (``diagnose`` of an
+    observe window); None without a commit wait."""
+    found = {c["component"]: c for c in a["components"]}
+    wait = found.get("commit_wait")
+    if wait is None or wait["us_per_commit"]["mean"] is None:
+        return None
+    flush = found.get("local_flush")
+    said = ((f"{flush['us_per_commit']['mean']:,.0f} µs flushing WAL and "
+             if flush is not None and flush["us_per_commit"]["mean"] is not None else "")
+            + f"{wait['us_per_commit']['mean']:,.0f} µs waiting for a standby")
+    parts = [f"{100 * share:.0f} % {PART_NAMES[p]}" for p in WAIT_PARTS
+             if p in found and (share := found[p]["share_of_wait"])]
+    sentence = f"a written transaction's commit spends {said}" + (
+        f" ({', '.join(parts)})" if parts else "")
+    bounds = []
+    if a["little_bound_tps"]:
+        bounds.append(f"~{a['little_bound_tps']:,.0f} tps at this concurrency (Little's law)")
+    if a["release_bound_tps"]:
+        bounds.append(f"~{a['release_bound_tps']:,.0f} tps where the walsender's serial "
+                      "release binds")
+    return sentence + ("; the wait alone caps commits at " + ", ".join(bounds)
+                       if bounds else "")
 
 
 def growth_sentence(low: tuple[int, Anatomy], high: tuple[int, Anatomy]) -> str | None:

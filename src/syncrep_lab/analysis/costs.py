@@ -282,7 +282,9 @@ def cell_costs(store: Store, cell_id: int) -> CellCosts:
             "flamegraphs": _flamegraphs(store, list(repeats)),
             "numa": _numa(store, list(repeats)),
             "gprof": _gprof(store, repeats, roles),
-            "anatomy": cell_anatomy(store, {r: repeats[r] for r in probed},
+            # the repeats that have one: a run's anatomy repeat, an observe window's
+            # slices (measured, not probed: the window is all there is)
+            "anatomy": cell_anatomy(store, repeats,
                                     int(store.cell(cell_id).params.get("clients") or 0)),
             "probes": {k: sorted(v) for k, v in probe_status.items()}}
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, NotRequired, TypedDict
 
 from syncrep_lab.analysis import model
-from syncrep_lab.analysis.anatomy import Anatomy, growth_sentence, share_of_commit
+from syncrep_lab.analysis.anatomy import Anatomy, growth_sentence, in_words, share_of_commit
 from syncrep_lab.analysis.costs import RoleCosts, cell_costs, cluster_version
 from syncrep_lab.analysis.evidence import (
     Figure,
@@ -641,7 +641,8 @@ def diagnose_run(folder: Path) -> list[CellDiagnosis]:
 
             return [{"idx": o["idx"], "label": o["label"], "tps_mean": o["writes_per_s"],
                      "ceiling": None, "ceiling_errors": [], "verdicts": o["verdicts"],
-                     "observation": o}
+                     "observation": o,
+                     "anatomy": in_words(o["anatomy"]) if o["anatomy"] else None}
                     for o in (observation(store, c, machine)
                               for c in store.cells(run.id) if c.status == "done")]
         cpus = int(machine.get("cpus_usable") or machine.get("cpu_count") or 1)

@@ -10,7 +10,9 @@ rows mean), so ``observe``, ``diagnose`` and the report give the same answer:
   it keeps busy now, and the rate at which it alone would be busy all the time (the
   bottleneck model's bound, analysis/model.py): the headroom is that over today's rate;
 - **the standbys**: sync states, flush and replay lags;
-- **the observer's own cost**: its backend's CPU and its statements per second.
+- **the observer's own cost**: its backend's CPU and its statements per second;
+- **the commit anatomy** (``observe --anatomy``): where a written transaction's commit
+  time goes inside the primary, and the wait-bound ceilings (analysis/anatomy.py).
 
 The verdicts use the diagnosis's shape (analysis/diagnosis.Verdict) and thresholds
 written next to each rule. What the evidence lacks (no CPU access, 9.6 without the
@@ -23,6 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 from syncrep_lab.analysis import model
+from syncrep_lab.analysis.anatomy import share_of_commit
 from syncrep_lab.analysis.costs import cell_costs, cluster_version
 from syncrep_lab.analysis.diagnosis import LAG_OF_LEVEL, Verdict
 from syncrep_lab.pg.replication import WAITING_LEVELS
@@ -138,6 +141,7 @@ def observation(store: Store, cell: StoredCell, machine: dict[str, Any]) -> dict
                                       if sums["own_cpu_ms"] is not None else None),
                 "queries_per_s": sums["own_queries"] / seconds},
         "notes": cell.notes,
+        "anatomy": costs["anatomy"],
     }
     out["verdicts"] = [v.json() for v in verdicts(out)]
     return out
@@ -177,6 +181,12 @@ def verdicts(o: dict[str, Any]) -> list[Verdict]:
                          "walsender_cores_busy": round(busiest["cores_busy"], 3),
                          "walsender_cpu_us_per_commit":
                              round(float(busiest["cpu_us_per_commit"]["mean"]), 2)})
+    anatomy = o.get("anatomy")
+    if anatomy is not None:
+        for part in ("standby_wait", "wakeup_queue", "run_queue"):
+            part_share = share_of_commit(anatomy, part)
+            if part_share is not None:
+                evidence[f"{part}_share_of_commit"] = round(part_share, 3)
     lag = _sync_lag(o, level)
     if lag is not None:
         evidence[f"{LAG_OF_LEVEL.get(level, 'flush_ms')[:-3]}_lag_ms"] = round(lag, 3)

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["MAX_VALUE", "LatencyHistogram"]
+__all__ = ["MAX_VALUE", "LatencyHistogram", "bucket_range"]
 
 _SUB_BITS = 6  # 64 sub-buckets per power of two: bucket width <= 1/64 of its lower bound
 _SUB = 1 << _SUB_BITS
@@ -51,6 +51,17 @@ def _bucket_bounds() -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
 _LOWS, _WIDTHS = _bucket_bounds()
 # Midpoint of the integers a bucket holds; for the exact buckets this is the value itself.
 _MIDS: npt.NDArray[np.float64] = _LOWS + (_WIDTHS - 1) / 2.0
+
+
+def bucket_range(index: int) -> tuple[int, int]:
+    """The smallest and the largest value bucket ``index`` holds.
+
+    >>> bucket_range(5), bucket_range(128), bucket_range(129)
+    ((5, 5), (128, 129), (130, 131))
+    """
+    if not 0 <= index < _SIZE:
+        raise ValueError(f"bucket {index} is not of this scheme")
+    return int(_LOWS[index]), int(_LOWS[index] + _WIDTHS[index] - 1)
 
 
 def _index_of(value: int) -> int:

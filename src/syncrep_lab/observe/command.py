@@ -7,11 +7,19 @@ from __future__ import annotations
 import contextlib
 import json
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from syncrep_lab.errors import UserError
+from syncrep_lab.observe.anatomy import MAX_SECONDS as ANATOMY_SECONDS
+from syncrep_lab.observe.anatomy import (
+    NOT_HERE_FIX,
+    WindowAnatomy,
+    prerequisites,
+    warning,
+)
 from syncrep_lab.observe.cpu import LocalCpu, NodeCpu, RemoteCpu, local_postmaster
 from syncrep_lab.observe.session import ObserverSession, ServerGone, open_session
 from syncrep_lab.observe.watch import Watch, Watched
@@ -39,6 +47,7 @@ class ObserveOptions:
     hosts_file: Path | None = None
     out: Path = Path("observe")
     label: str | None = None
+    anatomy: bool = False  # the commit anatomy probe on the primary (observe/anatomy.py)
 
 
 def parse_standby(text: str) -> tuple[str, str]:
@@ -72,6 +81,15 @@ def check(opts: ObserveOptions) -> None:
                             "name the standby as its application_name")
     if opts.out.exists() and not opts.out.is_dir():
         raise UserError(f"--out {opts.out} is a file", "give a folder for the observation")
+    if opts.anatomy and opts.host is not None:
+        raise UserError(f"--anatomy with --host {opts.host}: the primary runs on another "
+                        "machine, and the commit anatomy puts uprobes on the primary's own "
+                        "processes", NOT_HERE_FIX)
+    if opts.anatomy and opts.seconds > ANATOMY_SECONDS:
+        raise UserError(f"--anatomy for {opts.seconds:g} s: the commit anatomy is attached "
+                        f"for at most {ANATOMY_SECONDS:g} s (its traps weigh on every commit "
+                        "of the server while it is)",
+                        f"give --seconds {ANATOMY_SECONDS:g} or less with --anatomy")
     if opts.host is not None and opts.hosts_file is None:
         raise UserError(f"--host {opts.host} needs the file that describes it",
                         "add --hosts FILE: a TOML file (a spec will do) with [hosts."
@@ -156,14 +174,19 @@ def _server_facts(primary: ObserverSession) -> ServerFacts:
     return ServerFacts(str(version), primary.version_num, watched, non_default, int(standbys))
 
 
-def observe(opts: ObserveOptions) -> dict[str, Any]:
-    """Watch the cluster for ``opts.seconds`` and store the window; what happened."""
+def observe(opts: ObserveOptions, say: Callable[[str], None] = lambda _: None
+            ) -> dict[str, Any]:
+    """Watch the cluster for ``opts.seconds`` and store the window; what happened.
+    ``say``: what the user must read before anything is attached."""
     check(opts)
     sessions: list[ObserverSession] = []
     readers: dict[str, NodeCpu] = {}
+    anatomy: WindowAnatomy | None = None
     try:
         primary = open_session("primary", opts.primary, primary=True)
         sessions.append(primary)
+        # checked first, so that what it lacks is said before anything else is done
+        prepared = prerequisites(primary) if opts.anatomy else None
         standbys = []
         for name, conninfo in opts.standbys.items():
             standbys.append(open_session(name, conninfo, primary=False))
@@ -187,22 +210,33 @@ def observe(opts: ObserveOptions) -> dict[str, Any]:
         if unknown:
             notes.append(f"not in pg_stat_replication as application_name: "
                          f"{', '.join(unknown)} (their walsenders are not named after them)")
+        if prepared is not None:
+            postmaster, binary = prepared
+            say(warning(binary, postmaster, opts.seconds))
+            anatomy = WindowAnatomy(primary, postmaster, binary, lambda: watch.seen)
+            anatomy.start()
+            watch.mark = anatomy.mark
         watched_out = watch.run(opts.seconds)
+        if anatomy is not None:
+            notes += anatomy.end(watched_out, watch.seen)
     except ServerGone as exc:
         raise UserError(f"the server stopped answering before the observation began: {exc}",
                         "check that it is up, then observe again") from None
     finally:
+        if anatomy is not None:
+            anatomy.close()  # killed if it still runs: nothing stays attached
         for reader_ in readers.values():
             with contextlib.suppress(Exception):
                 reader_.close()
         for session in sessions:
             session.close()
-    return _store(opts, watched_out, facts, machine, notes + watched_out.notes, cpu_note)
+    return _store(opts, watched_out, facts, machine, notes + watched_out.notes, cpu_note,
+                  anatomy.program if anatomy is not None else None)
 
 
 def _store(opts: ObserveOptions, watched: Watched, facts: ServerFacts,
-           machine: dict[str, Any], notes: list[str], cpu_note: str | None
-           ) -> dict[str, Any]:
+           machine: dict[str, Any], notes: list[str], cpu_note: str | None,
+           program: str | None = None) -> dict[str, Any]:
     if not watched.slices:
         raise UserError(f"nothing was gathered: {watched.ended or 'no full second sampled'}",
                         "observe for longer, with the servers up")
@@ -218,13 +252,16 @@ def _store(opts: ObserveOptions, watched: Watched, facts: ServerFacts,
               "standbys": facts.streaming,
               "clients": max(1, max(s.sessions_max for s in watched.slices)),
               **facts.watched, "sync": facts.watched.get("synchronous_standby_names") or "",
-              "hz": opts.hz, "slice_seconds": opts.slice_seconds}
+              "hz": opts.hz, "slice_seconds": opts.slice_seconds,
+              # its traps weigh on the window: compare names it between two windows
+              **({"anatomy": "on"} if opts.anatomy else {})}
     description = "\n".join([
         'name = "observe"', "[observe]",
         f"primary = {json.dumps(mask_conninfo(opts.primary))}",
         f"seconds = {opts.seconds:g}", f"hz = {opts.hz:g}",
         f"slice_seconds = {opts.slice_seconds}",
         *([f"host = {json.dumps(opts.host)}"] if opts.host else []),
+        *(["anatomy = true"] if opts.anatomy else []),
         "[observe.standbys]",
         *(f"{name} = {json.dumps(mask_conninfo(c))}" for name, c in opts.standbys.items()),
         ""])
@@ -234,6 +271,6 @@ def _store(opts: ObserveOptions, watched: Watched, facts: ServerFacts,
                                description=description, machine=machine,
                                version=facts.version, nodes=nodes,
                                settings={"primary": facts.settings}, notes=notes,
-                               cpu_note=cpu_note)
+                               cpu_note=cpu_note, program=program)
     return {"out": str(opts.out), "cell": idx, "slices": stored, "ended": watched.ended,
             "signum": watched.signum, "notes": notes}

@@ -13,7 +13,10 @@ What each stored figure means here (docs/store.md says it for every column):
 - ``samples`` holds the written transactions per second;
 - ``waits``, ``wait_timeline``, ``replication_samples`` and ``proc_costs`` are those of a
   probed repeat, from the sampling; ``observed`` holds the counters and the observer's
-  own cost.
+  own cost;
+- with ``--anatomy``, ``anatomy`` holds the commit anatomy of the slice (the difference of
+  the probe's snapshots at its start and end, observe/anatomy.py) and ``probes`` its row:
+  per written transaction, as in a run's repeat per pgbench transaction.
 """
 
 from __future__ import annotations
@@ -52,6 +55,8 @@ def _slice_rows(s: Slice, counts: ObservedRow) -> ProbeRows:
         replication_samples=s.replication,
         proc_costs=s.proc_rows,
         observed=[counts],
+        anatomy=s.anatomy,
+        probes=[s.anatomy_probe] if s.anatomy_probe is not None else [],
     )
 
 
@@ -69,15 +74,17 @@ def _repeat(s: Slice, counts: ObservedRow, n: int) -> dict[str, Any]:
 def store_window(out: Path, watched: Watched, *, label: str | None, params: dict[str, Any],
                  description: str, machine: dict[str, Any], version: str,
                  nodes: list[dict[str, Any]], settings: dict[str, Any],
-                 notes: list[str], cpu_note: str | None) -> tuple[int, int]:
+                 notes: list[str], cpu_note: str | None,
+                 program: str | None = None) -> tuple[int, int]:
     """Store one window in the run folder ``out`` (created, or the observe run already
-    there: the window becomes its next cell). Returns (cell idx, slices stored)."""
+    there: the window becomes its next cell). ``program``: the commit anatomy's, kept
+    beside the store as ``anatomy-window-IDX.bt``. Returns (cell idx, slices stored)."""
     fresh = not (out / "syncrep-lab.sqlite").exists()
     made = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     try:
         return _store_window(out, fresh, watched, label, params, description, machine,
-                             version, nodes, settings, notes, cpu_note)
+                             version, nodes, settings, notes, cpu_note, program)
     except BaseException:
         if made:  # nothing half-written is left behind
             shutil.rmtree(out, ignore_errors=True)
@@ -87,7 +94,8 @@ def store_window(out: Path, watched: Watched, *, label: str | None, params: dict
 def _store_window(out: Path, fresh: bool, watched: Watched, label: str | None,
                   params: dict[str, Any], description: str, machine: dict[str, Any],
                   version: str, nodes: list[dict[str, Any]], settings: dict[str, Any],
-                  notes: list[str], cpu_note: str | None) -> tuple[int, int]:
+                  notes: list[str], cpu_note: str | None, program: str | None
+                  ) -> tuple[int, int]:
     store = Store(out, create=fresh)
     try:
         if fresh:
@@ -112,6 +120,11 @@ def _store_window(out: Path, fresh: bool, watched: Watched, label: str | None,
             counts = s.counts(cpu_note)
             store.add_repeat(cell_id, _repeat(s, counts, n), s.per_second,
                              _slice_rows(s, counts))
+        if program is not None:
+            name = f"anatomy-window-{idx}.bt"
+            (out / name).write_text(program)
+            notes = [*notes, f"the commit anatomy's program, as attached: {name} beside the "
+                     "store"]
         _summarise(store, cell_id, watched, notes)
         store.set_run_status(run_id, "done")
         return idx, len(watched.slices)

@@ -16,7 +16,11 @@ over repeats. What a slice counts:
   own session never;
 - **pg_stat_replication**: each standby's sync state, lags and flush distance;
 - **CPU per role** from /proc (observe/cpu.py), where the server's processes are
-  reachable.
+  reachable;
+- with ``--anatomy``, a numbered snapshot of the commit anatomy probe's aggregates
+  (observe/anatomy.py) just before the counters that open the window and end each slice
+  are read: the snapshot is waited for (a few ms, up to ~0.1 s on a loaded machine; the
+  sampling pauses meanwhile), so that a slice's anatomy spans the slice's own counters.
 
 A server that stops answering ends the observation: what was gathered until then is
 kept (the slice in progress too, when it is at least a second long), and the reason is
@@ -28,13 +32,22 @@ from __future__ import annotations
 import signal
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 
 from syncrep_lab.errors import Interrupted, UserError
 from syncrep_lab.observe.cpu import NodeCpu
 from syncrep_lab.observe.session import ObserverSession, ServerGone
 from syncrep_lab.probes.activity import replication_sql
-from syncrep_lab.store import ObservedRow, ProcCostRow, ReplicationSample, SampleRow, now
+from syncrep_lab.store import (
+    AnatomyRow,
+    ObservedRow,
+    ProbeRow,
+    ProcCostRow,
+    ReplicationSample,
+    SampleRow,
+)
 
 BACKEND_TYPES = {"client backend": "backend", "walsender": "walsender",
                  "walreceiver": "walreceiver", "startup": "startup", "walwriter": "walwriter",
@@ -88,6 +101,12 @@ class Slice:
     in_transaction: int = 0  # summed over the primary's ticks
     proc_rows: list[ProcCostRow] = field(default_factory=list)
     own_cpu_ms: float | None = None
+    # the commit anatomy's snapshots at the slice's start and end (None: none taken), and
+    # what they gave (observe/anatomy.py fills these once the window is over)
+    anatomy_from: int | None = None
+    anatomy_to: int | None = None
+    anatomy: list[AnatomyRow] = field(default_factory=list)
+    anatomy_probe: ProbeRow | None = None
 
     def counts(self, cpu_note: str | None = None) -> ObservedRow:
         """The slice's ``observed`` row (``cpu_note``: why CPU per role is missing)."""
@@ -123,6 +142,9 @@ class Watch:
         self.slice_seconds = slice_seconds
         self.cpu = cpu
         self.walsenders: dict[int, str] = {}  # pid -> the standby it serves
+        self.seen: dict[int, str] = {}  # every walsender seen in the window, and its standby
+        # the commit anatomy's snapshot, taken where a slice begins and ends (--anatomy)
+        self.mark: Callable[[], int | None] | None = None
         v = primary.version_num
         self.sql = {"activity": activity_sql(v), "replication": replication_sql(v),
                     "counters": counters_sql(v)}
@@ -141,6 +163,7 @@ class Watch:
     def replication(self, slice_: Slice | None, t_s: float) -> None:
         rows = self.primary.query(self.sql["replication"])
         self.walsenders = {int(r[0]): str(r[1]) for r in rows}
+        self.seen.update(self.walsenders)
         if slice_ is not None:
             slice_.replication += [ReplicationSample(round(t_s, 3), str(r[1]), str(r[2]), r[3],
                                                      r[4], r[5], r[6]) for r in rows]
@@ -177,8 +200,15 @@ class Watch:
             slice_.sessions_max = max(slice_.sessions_max, sessions)
             slice_.in_transaction += in_tx
 
-    def _new_slice(self, first: Counters) -> Slice:
-        return Slice(now(), first.at, first)
+    def _new_slice(self, first: Counters, mark: int | None) -> Slice:
+        # started when its first counters were read, not now: closing the slice before
+        # (reading CPU per role) takes tens of ms
+        began = datetime.now(UTC) - timedelta(seconds=time.monotonic() - first.at)
+        return Slice(began.isoformat(timespec="milliseconds"), first.at, first,
+                     anatomy_from=mark)
+
+    def _mark(self) -> int | None:
+        return self.mark() if self.mark is not None else None
 
     def _close(self, slice_: Slice, last: Counters) -> None:
         slice_.last = last
@@ -196,9 +226,10 @@ class Watch:
         ended: str | None = None
         signum: int | None = None
         self.replication(None, 0.0)
+        first = self._mark()
         previous = self.counters()
         t0 = previous.at
-        current = self._new_slice(previous)
+        current = self._new_slice(previous, first)
         next_tick, next_second, next_cut = t0, t0 + 1.0, t0 + self.slice_seconds
         try:
             while time.monotonic() - t0 < seconds:
@@ -207,6 +238,8 @@ class Watch:
                     self._tick(current, int(now - current.start), now - t0)
                     next_tick = max(next_tick + self.period, now)  # behind: no catching up
                 if now >= next_second:
+                    cutting = time.monotonic() >= next_cut - 0.25
+                    mark = self._mark() if cutting else None
                     counters = self.counters()
                     dt = counters.at - previous.at
                     if dt > 0:
@@ -215,13 +248,16 @@ class Watch:
                             (counters.xmax - previous.xmax) / dt, None, None, 0))
                     previous = counters
                     next_second += 1.0
-                    if counters.at >= next_cut - 0.25:
+                    if cutting:
+                        current.anatomy_to = mark
                         self._close(current, counters)
                         slices.append(current)
-                        current = self._new_slice(counters)
+                        current = self._new_slice(counters, mark)
                         next_cut += self.slice_seconds
                 time.sleep(max(0.0, min(next_tick, next_second) - time.monotonic()))
+            last = self._mark()
             previous = self.counters()
+            current.anatomy_to = last  # a slice ended early (a server gone, a signal): none
         except ServerGone as exc:
             ended = f"the primary stopped answering after {time.monotonic() - t0:.1f} s: {exc}"
         except Interrupted as exc:

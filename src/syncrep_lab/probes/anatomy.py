@@ -35,13 +35,23 @@ postmaster) before anything else. The processes the postmaster already had when 
 probe started (checkpointer, background writer, walwriter, io workers, the tool's own
 sessions) are left out of the backends' figures: their XLogFlush calls write out
 buffers, they are not commits; the workload's backends are born after the probe starts.
+(On a cluster the tool did not start, whose backends may be older than the probe, the
+caller says which to leave out: observe/anatomy.py.)
 
 Each duration goes, in the kernel, into per-CPU maps: a count and an exact sum, the
 minimum, the maximum, and a log-linear histogram in :class:`LatencyHistogram`'s bucket
 scheme (values under 128 a bucket each, then 64 per power of two), so that the
 histogram rebuilt here is exactly the one Python would have made from the values, in
 nanoseconds. Nothing is written per event; bpftrace prints its maps as JSON once, when
-it is stopped.
+it is stopped. Where a window is cut into slices (``observe --anatomy``), the program
+also takes snapshots: a ``kill(self, 0)`` of this process (a system call that delivers
+nothing) passes the ``kill`` tracepoint, whose probe numbers the snapshot
+(``@zz_snapshot``) and asks bpftrace to print the aggregates, that number last; bpftrace
+prints them as soon as it reads the request, and a slice's aggregates are the
+difference of two prints (:func:`between`). Only the aggregates are printed: a print
+of every map (bpftrace's SIGUSR1) reads the per-process scratch maps too, whose keys
+the probes delete as it reads them, and bpftrace abandons such a print ("failed to
+look up elem").
 
 A commit whose session does not ask for a standby (``synchronous_commit`` local or
 off) still calls SyncRepWaitForLSN, which returns at once: the probe reads the session's
@@ -61,7 +71,7 @@ killed with SIGKILL. Its uprobes are perf events (the kernel's uprobe PMU, not e
 in tracefs's ``uprobe_events``), which go with the process: a killed bpftrace leaves
 nothing attached. Its pid and its owner's are recorded in the state dir while it runs,
 and ``syncrep-lab clean`` ends one whose owner is gone, a second line behind the death
-signal.
+signal; it also removes the folder of files (:func:`work_dir`) of an owner gone.
 """
 
 from __future__ import annotations
@@ -74,14 +84,15 @@ import shutil
 import signal
 import struct
 import subprocess
+import tempfile
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from syncrep_lab import paths, procs, shutdown
-from syncrep_lab.measure.histogram import MAX_VALUE, LatencyHistogram
+from syncrep_lab.measure.histogram import MAX_VALUE, LatencyHistogram, bucket_range
 from syncrep_lab.probes.recorder import Ending
 from syncrep_lab.store import AnatomyRow, ProbeRow, ProbeRows
 
@@ -103,6 +114,11 @@ LOCKDOWN = Path("/sys/kernel/security/lockdown")
 ATTACHED = "__BPFTRACE_NOTIFY_PROBES_ATTACHED"
 BUCKETS = 2496  # LatencyHistogram's buckets: the most keys one histogram can have
 ATTACH_SECONDS = 60.0  # compiling the program and attaching: about a second here
+# The map whose value numbers a snapshot: printed last, it ends each print (and its name
+# sorts last, so it ends the print at exit too).
+SNAPSHOT = "zz_snapshot"
+SNAPSHOT_SECONDS = 2.0  # the longest wait for a print asked for (the sampling waits)
+COUNTS = 100  # @sum[COUNTS + component, who]: the events, where snapshots are taken
 # What bpftrace does after SIGINT (print its maps, detach its uprobes) takes about a
 # second here. On a loaded 2-core VM with other bpftrace sessions attaching to the same
 # binary (bpftrace seen in uninterruptible sleep meanwhile: removing a uprobe rewrites
@@ -258,11 +274,13 @@ def unavailable_reason(binary: Path) -> str | None:
 # -- the program ----------------------------------------------------------------------
 
 
-def aggregate(component: str, value: str) -> str:
+def aggregate(component: str, value: str, counted: bool = False) -> str:
     """bpftrace statements adding ``value`` to ``component``'s aggregates: the backends'
     together (keyed 0), a walsender's by its pid. The bucket is LatencyHistogram's: the
     value's bit length L by halving (no loops: the verifier prefers straight code), then
-    the shift s = max(L - 7, 0) and the index 64 s + (value >> s)."""
+    the shift s = max(L - 7, 0) and the index 64 s + (value >> s). ``counted``: the
+    events are also counted in ``@sum`` (component + :data:`COUNTS`), beside their sum, for
+    snapshots (:class:`Part`)."""
     walsender = component in WALSENDER_COMPONENTS
     who = "pid" if walsender else "(uint64)0"  # one key type in @sum, @min and @max
     index = f"{'pid, ' if walsender else ''}$s * 64 + ($v >> $s)"
@@ -281,7 +299,8 @@ def aggregate(component: str, value: str) -> str:
     @h_{component}[{index}] = count();
     @sum[{COMPONENTS.index(component)}, {who}] = sum($v);
     @min[{COMPONENTS.index(component)}, {who}] = min($v);
-    @max[{COMPONENTS.index(component)}, {who}] = max($v);"""
+    @max[{COMPONENTS.index(component)}, {who}] = max($v);""" + (f"""
+    @sum[{COUNTS + COMPONENTS.index(component)}, {who}] = sum((uint64)1);""" if counted else "")
 
 
 def level_check(symbols: Mapping[str, tuple[int, int]]) -> str | None:
@@ -301,17 +320,20 @@ def level_check(symbols: Mapping[str, tuple[int, int]]) -> str | None:
 
 
 def program(binary: str, postmasters: Sequence[int], exclude: Sequence[int] = (),
-            requested: str | None = None) -> str:
+            requested: str | None = None, snapshots_by: int | None = None) -> str:
     """The bpftrace program for the primaries whose postmasters are ``postmasters``,
     running ``binary`` (a path bpftrace can open: the primary's /proc/PID/exe); the
     processes ``exclude`` (the postmasters' children when it starts) are no backends;
-    ``requested`` (:func:`level_check`) tells a commit that waits for a standby.
+    ``requested`` (:func:`level_check`) tells a commit that waits for a standby;
+    ``snapshots_by``: the process whose ``kill(itself, 0)`` takes a snapshot.
 
     >>> text = program("/proc/42/exe", [42], [43])
     >>> 'uprobe:"/proc/42/exe":SyncRepWaitForLSN' in text
     True
     >>> "curtask->real_parent->tgid == 42 && pid != 43" in text
     True
+    >>> "@zz_snapshot" in text, "args->sig == 0" in program("/x", [42], [], None, 7)
+    (False, True)
     """
     if not postmasters or any(c in binary for c in '"\n'):
         raise ValueError(f"no postmaster, or a binary path bpftrace cannot take: {binary!r}")
@@ -319,7 +341,24 @@ def program(binary: str, postmasters: Sequence[int], exclude: Sequence[int] = ()
     ours = f"({ours})" if len(postmasters) > 1 else ours
     backend = ours + "".join(f" && pid != {int(p)}" for p in exclude)
     b = f'"{binary}"'
+
+    def agg(component: str, value: str) -> str:
+        return aggregate(component, value, counted=snapshots_by is not None)
+
     signals = " || ".join(f"args->sig == {s}" for s in LATCH_SIGNALS)
+    by = int(snapshots_by or 0)
+    prints = " ".join(f"print(@{m});" for m in (*(f"h_{c}" for c in COMPONENTS), "min", "max",
+                                                 "sum", SNAPSHOT))
+    numbered = "" if snapshots_by is None else f"""
+// Snapshots: kill(itself, 0) by the observer (pid {by}) numbers one and asks bpftrace to
+// print the aggregates, the number last (the module's text says why not SIGUSR1).
+BEGIN {{ @{SNAPSHOT} = 0; }}
+
+tracepoint:syscalls:sys_enter_kill /pid == {by} && args->pid == {by} && args->sig == 0/ {{
+    @{SNAPSHOT} = @{SNAPSHOT} + 1;
+    {prints}
+}}
+"""
     return f"""// The commit anatomy probe of syncrep-lab (probes/anatomy.py): durations in ns.
 // Temporary, per process: @flush, @wait (entry times), @kill_at and @kill_rel (the kill
 // for a waiting backend and the start of the release that sent it), @done (when its last
@@ -329,7 +368,7 @@ def program(binary: str, postmasters: Sequence[int], exclude: Sequence[int] = ()
 uprobe:{b}:XLogFlush /{backend}/ {{ @flush[pid] = nsecs; }}
 
 uretprobe:{b}:XLogFlush /@flush[pid]/ {{
-    {aggregate("local_flush", "nsecs - @flush[pid]")}
+    {agg("local_flush", "nsecs - @flush[pid]")}
     delete(@flush[pid]);
 }}
 
@@ -341,15 +380,15 @@ uprobe:{b}:SyncRepWaitForLSN /{backend}/ {{
 
 uretprobe:{b}:SyncRepWaitForLSN /@wait[pid]/ {{
     $now = nsecs; $entry = @wait[pid]; $kill = @kill_at[pid];
-    {aggregate("commit_wait", "$now - $entry")}
+    {agg("commit_wait", "$now - $entry")}
     if ($kill) {{
         $rel = @kill_rel[pid];
         if ($rel < $entry) {{ $rel = $entry; }}
-        {aggregate("standby_wait", "$rel - $entry")}
-        {aggregate("wakeup_queue", "$kill - $rel")}
-        {aggregate("run_queue", "$now - $kill")}
+        {agg("standby_wait", "$rel - $entry")}
+        {agg("wakeup_queue", "$kill - $rel")}
+        {agg("run_queue", "$now - $kill")}
     }} else {{
-        {aggregate("unsignalled", "$now - $entry")}
+        {agg("unsignalled", "$now - $entry")}
     }}
     delete(@wait[pid]); delete(@kill_at[pid]); delete(@kill_rel[pid]);
     @done[pid] = $now;
@@ -359,14 +398,14 @@ uprobe:{b}:SyncRepReleaseWaiters /{ours}/ {{
     $now = nsecs; $end = @rel_end[pid];
     @rel[pid] = $now; @freed[pid] = 0;
     if ($end) {{
-        {aggregate("release_gap", "$now - $end")}
+        {agg("release_gap", "$now - $end")}
     }}
 }}
 
 uretprobe:{b}:SyncRepReleaseWaiters /@rel[pid]/ {{
     $now = nsecs;
-    {aggregate("release", "$now - @rel[pid]")}
-    {aggregate("waiters_freed", "@freed[pid]")}
+    {agg("release", "$now - @rel[pid]")}
+    {agg("waiters_freed", "@freed[pid]")}
     @rel_end[pid] = $now; delete(@rel[pid]); delete(@freed[pid]);
 }}
 
@@ -387,7 +426,7 @@ END {{
     clear(@flush); clear(@wait); clear(@kill_at); clear(@kill_rel); clear(@done);
     clear(@rel); clear(@rel_end); clear(@freed);
 }}
-"""
+{numbered}"""
 
 
 def map_keys(walsenders: int) -> int:
@@ -400,10 +439,58 @@ def map_keys(walsenders: int) -> int:
 # -- what it printed ------------------------------------------------------------------
 
 
+Maps = dict[str, dict[str, int]]  # a print's maps: name -> key -> value
+
+
+def _map_lines(text: str) -> Iterator[tuple[str, Any]]:
+    """(map name, its data) of every map bpftrace printed with ``-f json``, in order: one
+    JSON object a line. Lines that are not JSON (none are expected) are passed over."""
+    for line in text.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and entry.get("type") == "map":
+            data = entry.get("data")
+            if isinstance(data, dict):
+                yield from data.items()
+
+
+@dataclass
+class _Aggregate:
+    """One component's aggregates as a print gave them: bucket index -> count, the exact
+    sum, the extremes (None where the print had none)."""
+
+    buckets: dict[int, int] = field(default_factory=dict)
+    total: int = 0
+    low: int | None = None
+    high: int | None = None
+    count: int | None = None  # the events as @sum counts them (snapshots only)
+
+
+def _aggregates(maps: Maps) -> dict[tuple[str, int], _Aggregate]:
+    """(component, walsender pid; 0 for the backends) -> its aggregates."""
+    found: dict[tuple[str, int], _Aggregate] = {}
+    for component in COMPONENTS:
+        for key, n in maps.get(f"@h_{component}", {}).items():
+            parts = [int(p) for p in key.split(",")]
+            who, index = (parts[0], parts[1]) if len(parts) == 2 else (0, parts[0])
+            into = found.setdefault((component, who), _Aggregate()).buckets
+            into[index] = into.get(index, 0) + n
+    for (component, who), agg in found.items():
+        key = f"{COMPONENTS.index(component)},{who}"
+        agg.total = maps.get("@sum", {}).get(key, 0)
+        agg.low, agg.high = maps.get("@min", {}).get(key), maps.get("@max", {}).get(key)
+        agg.count = maps.get("@sum", {}).get(f"{COUNTS + COMPONENTS.index(component)},{who}")
+    return found
+
+
 def parse_output(text: str) -> dict[tuple[str, int], LatencyHistogram]:
     """(component, walsender pid; 0 for the backends) -> its histogram, from what
-    bpftrace printed with ``-f json``: one JSON object a line, the maps among them.
-    Lines that are not JSON (none are expected) are passed over.
+    bpftrace printed with ``-f json`` (the last print of each map).
 
     >>> text = '''{"type": "attached_probes", "data": {"probes": 7}}
     ...
@@ -419,33 +506,116 @@ def parse_output(text: str) -> dict[tuple[str, int], LatencyHistogram]:
     >>> h.count, h.total, h.min, h.max
     (3, 140, 5, 130)
     """
-    maps: dict[str, dict[str, int]] = {}
-    for line in text.splitlines():
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(entry, dict) and entry.get("type") == "map":
-            for name, values in entry.get("data", {}).items():
-                if isinstance(values, dict):
-                    maps[name] = {str(k): int(v) for k, v in values.items()}
-    buckets: dict[tuple[str, int], dict[int, int]] = {}
-    for component in COMPONENTS:
-        for key, n in maps.get(f"@h_{component}", {}).items():
-            parts = [int(p) for p in key.split(",")]
-            who, index = (parts[0], parts[1]) if len(parts) == 2 else (0, parts[0])
-            into = buckets.setdefault((component, who), {})
-            into[index] = into.get(index, 0) + n
-    found = {}
-    for (component, who), counts in sorted(buckets.items()):
-        key = f"{COMPONENTS.index(component)},{who}"
-        found[(component, who)] = LatencyHistogram.from_buckets(
-            counts, total=maps.get("@sum", {}).get(key, 0),
-            low=maps.get("@min", {}).get(key), high=maps.get("@max", {}).get(key))
+    maps: Maps = {}
+    for name, values in _map_lines(text):
+        if isinstance(values, dict):
+            maps[name] = {str(k): int(v) for k, v in values.items()}
+    return {key: LatencyHistogram.from_buckets(agg.buckets, total=agg.total, low=agg.low,
+                                               high=agg.high)
+            for key, agg in sorted(_aggregates(maps).items())}
+
+
+def snapshots(text: str) -> dict[int, Maps]:
+    """The numbered prints in what bpftrace printed (see the module's text): number ->
+    its maps. A print cut short (bpftrace killed while printing) has no number yet and is
+    left out; the print at exit repeats the last number and is left out too.
+
+    >>> text = '''{"type": "map", "data": {"@h_commit_wait": {"5": 2}}}
+    ... {"type": "map", "data": {"@zz_snapshot": 1}}
+    ... {"type": "map", "data": {"@h_commit_wait": {"5": 3}}}
+    ... {"type": "map", "data": {"@zz_snapshot": 2}}
+    ... {"type": "map", "data": {"@h_commit_wait": {"5": 4}}}
+    ... {"type": "map", "data": {"@zz_snapshot": 2}}
+    ... {"type": "map", "data": {"@h_commit_wait": {"5": 9}}}'''
+    >>> {n: m["@h_commit_wait"]["5"] for n, m in snapshots(text).items()}
+    {1: 2, 2: 3}
+    """
+    found: dict[int, Maps] = {}
+    current: Maps = {}
+    for name, values in _map_lines(text):
+        if name == f"@{SNAPSHOT}":
+            found.setdefault(int(values), current)
+            current = {}
+        elif isinstance(values, dict):
+            current[name] = {str(k): int(v) for k, v in values.items()}
     return found
+
+
+@dataclass
+class Part:
+    """A component's aggregates between two prints. A print reads one map after another
+    while the probes go on, in the order the snapshot's probe asks: the histograms first
+    (most of the print), ``@sum`` last but one, just before the snapshot's number. So
+    ``count`` and ``total`` come from ``@sum`` (counts beside sums, one map read), the
+    closest to the snapshot's moment, and the histogram, read earlier, gives the shape
+    (percentiles): its count may differ from ``count`` by the events of those
+    milliseconds."""
+
+    histogram: LatencyHistogram
+    count: int
+    total: int
+
+
+def between(before: Maps | None, after: Maps) -> dict[tuple[str, int], Part]:
+    """What was aggregated between two prints (``before`` None: since the start): the
+    differences of buckets, sums and counts (:class:`Part`). A print gives the extremes
+    since the start, so a part's minimum (maximum) is exact where it fell in it, else
+    its bucket's bound (within 1/64); the histogram's total is kept within what its
+    count and extremes allow.
+
+    >>> one = {"@h_commit_wait": {"5": 2}, "@sum": {"1,0": 10, "101,0": 2},
+    ...        "@min": {"1,0": 5}, "@max": {"1,0": 5}}
+    >>> two = {"@h_commit_wait": {"5": 2, "228": 3}, "@sum": {"1,0": 1213, "101,0": 5},
+    ...        "@min": {"1,0": 5}, "@max": {"1,0": 402}}
+    >>> part = between(one, two)[("commit_wait", 0)]
+    >>> h = part.histogram
+    >>> part.count, part.total, h.count, h.total, h.min, h.max
+    (3, 1203, 3, 1203, 400, 402)
+    """
+    old = _aggregates(before or {})
+    found: dict[tuple[str, int], Part] = {}
+    for key, agg in sorted(_aggregates(after).items()):
+        prior = old.get(key) or _Aggregate(count=0)
+        delta = {i: n - prior.buckets.get(i, 0) for i, n in agg.buckets.items()
+                 if n > prior.buckets.get(i, 0)}
+        if not delta:
+            continue
+        n = sum(delta.values())
+        first, last = bucket_range(min(delta)), bucket_range(max(delta))
+        low = (agg.low if agg.low is not None
+               and (prior.low is None or agg.low < prior.low) else first[0])
+        high = (agg.high if agg.high is not None
+                and (prior.high is None or agg.high > prior.high) else last[1])
+        low, high = min(max(low, first[0]), first[1]), min(max(high, last[0]), last[1])
+        total = agg.total - prior.total
+        counted = (agg.count - prior.count if agg.count is not None
+                   and prior.count is not None else n)
+        histogram = LatencyHistogram.from_buckets(
+            delta, total=min(max(total, low * n), high * n), low=low, high=high)
+        found[key] = Part(histogram, max(counted, 0), max(total, 0))
+    return found
+
+
+def _who(who: int, names: Mapping[int, str]) -> str:
+    return ("backend" if who == 0
+            else f"walsender:{names[who]}" if who in names else f"walsender:pid {who}")
+
+
+def slice_rows(parts: Mapping[tuple[str, int], Part],
+               names: Mapping[int, str]) -> list[AnatomyRow]:
+    """The ``anatomy`` rows of a slice (:func:`between`), as :func:`anatomy_rows` orders
+    and names them; ``count`` and ``total`` are the part's own (see :class:`Part`)."""
+    rows = []
+    for (component, who), part in sorted(parts.items(),
+                                         key=lambda kv: (kv[0][1] != 0, kv[0][1],
+                                                         COMPONENTS.index(kv[0][0]))):
+        h = part.histogram
+        if part.count == 0 or h.count == 0:
+            continue
+        assert h.min is not None and h.max is not None
+        rows.append(AnatomyRow(_who(who, names), component, part.count, float(part.total),
+                               float(h.min), float(h.max), h.to_bytes()))
+    return rows
 
 
 def anatomy_rows(found: Mapping[tuple[str, int], LatencyHistogram],
@@ -458,10 +628,8 @@ def anatomy_rows(found: Mapping[tuple[str, int], LatencyHistogram],
                                                        COMPONENTS.index(kv[0][0]))):
         if h.count == 0:
             continue
-        label = ("backend" if who == 0
-                 else f"walsender:{names[who]}" if who in names else f"walsender:pid {who}")
         assert h.min is not None and h.max is not None
-        rows.append(AnatomyRow(label, component, h.count, float(h.total), float(h.min),
+        rows.append(AnatomyRow(_who(who, names), component, h.count, float(h.total), float(h.min),
                                float(h.max), h.to_bytes()))
     return rows
 
@@ -523,6 +691,47 @@ def clean_tracers(wait: float = 5.0) -> list[str]:
     return ended
 
 
+WORK_PREFIX = "anatomy-"  # a probe's own folder among the records: tracers/anatomy-XXXX
+OWNER = "owner.json"
+
+
+def work_dir() -> Path:
+    """A folder for the probe's files where no run folder holds them (``observe``: the
+    program, what bpftrace prints), among the records with its owner's pid, so that
+    ``clean`` removes one whose owner was killed; a temporary folder where the state
+    dir cannot be written."""
+    try:
+        base = tracers_dir()
+        base.mkdir(parents=True, exist_ok=True)
+        path = Path(tempfile.mkdtemp(prefix=WORK_PREFIX, dir=base))
+        (path / OWNER).write_text(json.dumps({"pid": os.getpid(),
+                                              "start": procs.start_time(os.getpid())}))
+    except OSError:
+        return Path(tempfile.mkdtemp(prefix="syncrep-lab-anatomy-"))
+    return path
+
+
+def leftover_work_dirs() -> list[Path]:
+    folder = tracers_dir()
+    return sorted(p for p in folder.glob(f"{WORK_PREFIX}*") if p.is_dir()) \
+        if folder.is_dir() else []
+
+
+def clean_work_dirs() -> list[Path]:
+    """Remove the probe's folders whose owner no longer runs; those removed."""
+    removed = []
+    for path in leftover_work_dirs():
+        try:
+            owner = json.loads((path / OWNER).read_text())
+            running = procs.is_running(int(owner["pid"]), owner.get("start"))
+        except (OSError, ValueError, KeyError, TypeError):
+            running = False  # no owner to wait for
+        if not running:
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
+
+
 # -- the recorder ---------------------------------------------------------------------
 
 
@@ -552,17 +761,29 @@ class CommitAnatomy:
     ``out_dir``: where the program and what bpftrace printed are kept;
     ``admins``: the primaries' connections, to name each walsender by its standby.
     It never fails the repeat: what it could not do is its ``probes`` row (skipped, with
-    the reason and fix, or failed, with what bpftrace said)."""
+    the reason and fix, or failed, with what bpftrace said).
+
+    Where the caller knows better than the defaults (``observe --anatomy``): ``exclude``
+    gives, when the probe starts, the processes that are no backends (default: every
+    child the postmasters have then); ``names`` the walsenders' standbys (default: read
+    through ``admins``); ``snapshots`` numbers the prints :meth:`mark` asks for."""
 
     def __init__(self, binary: Path, postmasters: Sequence[int], out_dir: Path,
-                 admins: Sequence[str] = ()) -> None:
+                 admins: Sequence[str] = (), *,
+                 exclude: Callable[[], Iterable[int]] | None = None,
+                 names: Callable[[], Mapping[int, str]] | None = None,
+                 snapshots: bool = False) -> None:
         self.binary = binary
         self.postmasters = list(postmasters)
         self.out_dir = out_dir
         self.admins = list(admins)
+        self.exclude, self.names_of, self.snapshots = exclude, names, snapshots
         self.status: tuple[str, str | None] = ("skipped", "not started")
         self.running: _Running | None = None
         self.names: dict[int, str] = {}
+        self.excluded: list[int] = []  # the processes left out of the backends' figures
+        self.marks = 0  # snapshots asked for
+        self._scanned, self._tail = 0, b""  # how far the output was searched for a print
         self.ready_cpu_s: float | None = None  # bpftrace's CPU once attached
 
     @property
@@ -584,6 +805,8 @@ class CommitAnatomy:
     def _walsenders(self) -> dict[int, str]:
         from syncrep_lab.probes.session import walsenders
 
+        if self.names_of is not None:
+            return dict(self.names_of())
         names: dict[int, str] = {}
         for admin in self.admins:
             names.update(walsenders(admin))
@@ -604,11 +827,14 @@ class CommitAnatomy:
 
     def _spawn(self) -> None:
         self.names = self._walsenders()
-        exclude = sorted({c for p in self.postmasters for c in procs.children(p)})
+        exclude = sorted(set(self.exclude()) if self.exclude is not None else
+                         {c for p in self.postmasters for c in procs.children(p)})
+        self.excluded = exclude
         self.out_dir.mkdir(parents=True, exist_ok=True)
         requested = level_check(elf_symbols(self.binary, (*SYMBOLS, LEVEL)))
-        self.program_path.write_text(program(str(self.binary), self.postmasters, exclude,
-                                             requested))
+        self.program_path.write_text(program(
+            str(self.binary), self.postmasters, exclude, requested,
+            snapshots_by=os.getpid() if self.snapshots else None))
         env = {**os.environ, ATTACHED: "1",
                "BPFTRACE_MAP_KEYS_MAX": str(map_keys(len(self.names) or 2))}
         # Files, not pipes: nobody reads them while it runs, and a bpftrace whose reader
@@ -641,6 +867,13 @@ class CommitAnatomy:
             time.sleep(0.02)
         self.ready_cpu_s = self.cpu_seconds()
 
+    def said_excerpt(self) -> str:
+        """What bpftrace said on stderr, without the noise (see :func:`_excerpt`)."""
+        try:
+            return _excerpt(self.stderr_path.read_text(errors="replace"))
+        except OSError:
+            return ""
+
     def _said(self) -> str:
         """Everything bpftrace has printed so far, stdout and stderr."""
         if self.running is None:
@@ -657,6 +890,72 @@ class CommitAnatomy:
         if fields is None:
             return None
         return (int(fields[procs.UTIME]) + int(fields[procs.STIME])) / os.sysconf("SC_CLK_TCK")
+
+    def mark(self) -> int | None:
+        """Ask for a numbered print of the aggregates (``kill(self, 0)``: see the module's
+        text); its number, or None when bpftrace does not run."""
+        running = self.running
+        if running is None or running.proc.poll() is not None:
+            return None
+        os.kill(os.getpid(), 0)
+        self.marks += 1
+        return self.marks
+
+    def snapshot(self, timeout: float = SNAPSHOT_SECONDS) -> int | None:
+        """A numbered print of the aggregates as they are now: asked for and waited for,
+        so that what the caller reads next is read at the same moment (bpftrace prints
+        when it reads the request, and until then the aggregates go on growing: the
+        print, not the request, is the snapshot's moment). Its number; None when
+        bpftrace does not run or did not print within ``timeout``."""
+        number = self.mark()
+        running = self.running
+        if number is None or running is None:
+            return None
+        ends = f'"@{SNAPSHOT}": {number}}}'.encode()
+        deadline = time.monotonic() + timeout
+        while not self._printed_since(ends):
+            if running.proc.poll() is not None or time.monotonic() > deadline:
+                return None
+            time.sleep(0.002)
+        return number
+
+    def _printed_since(self, marker: bytes) -> bool:
+        """Whether ``marker`` is in what bpftrace printed since the last look (only the
+        new bytes are read: the prints of a long window add up to megabytes)."""
+        try:
+            with self.output_path.open("rb") as f:
+                f.seek(self._scanned)
+                new = f.read()
+        except OSError:
+            return False
+        seen = self._tail + new
+        self._scanned += len(new)
+        self._tail = seen[-len(marker):]
+        return marker in seen
+
+    def printed(self) -> str:
+        """Everything bpftrace printed on stdout so far."""
+        try:
+            return self.output_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def end(self, last: int | None, wait: float = 10.0) -> str:
+        """Once print ``last`` is out (waiting up to ``wait`` s for it; None, or a stop
+        asked for by a signal: at once), kill bpftrace, and return everything it printed.
+        Nothing more is needed of it, and its uprobes are perf events that go with it
+        (SIGINT would make it print its maps once more and exit a second later)."""
+        running = self.running
+        try:
+            ends = f'"@{SNAPSHOT}": {last}}}'  # how print ``last`` ends (-f json)
+            deadline = time.monotonic() + wait
+            while (running is not None and last is not None and shutdown.requested() is None
+                   and running.proc.poll() is None and time.monotonic() < deadline
+                   and ends not in self.printed()):
+                time.sleep(0.02)
+        finally:
+            self.abort()
+        return self.printed()
 
     def stop(self, ending: Ending | None = None) -> ProbeRows:
         """SIGINT, bpftrace prints its maps and exits; the ``anatomy`` rows and the

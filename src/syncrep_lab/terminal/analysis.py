@@ -147,7 +147,8 @@ def anatomy_lines(a: Anatomy) -> list[str]:
     parts = [us(n) for n in ("local_flush", "commit_wait") if n in by_name]
     split = [f"{us(n)} ({100 * (by_name[n]['share_of_wait'] or 0):.0f} %)"
              for n in WAIT_PARTS if n in by_name]
-    lines = [head + " " + "; ".join(parts) + (" = " + " + ".join(split) if split else "")]
+    lines = [head + " " + "; ".join(parts) + (" = " + " + ".join(split) if split else "")
+             if parts else head.removesuffix(", per commit):") + "): no commit flushed or waited"]
     for r in a["releases"]:
         if not r["releases"]:
             continue
@@ -635,6 +636,9 @@ def print_observation(windows: list[dict[str, Any]], console: Console) -> None:
                 is not None else "CPU not measured")
         console.print(f"  the observer's own cost: {cost}, {own['queries_per_s']:.1f} "
                       "read-only statements/s", soft_wrap=True)
+        if o.get("anatomy"):
+            for line in anatomy_lines(o["anatomy"]):
+                console.print(escape(line), soft_wrap=True)
         for note in o["notes"]:
             console.print(f"  [yellow]note[/]: {escape(note)}", soft_wrap=True)
         print_verdicts(o["verdicts"], console)
