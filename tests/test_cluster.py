@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -171,17 +173,38 @@ def test_keep_data_then_down(cluster_dir: Path) -> None:
     assert not cluster_dir.exists()
 
 
-def test_clean_removes_forgotten_clusters(workdir: Path) -> None:
-    dirs = [workdir / "x", workdir / "y"]
-    for d in dirs:
-        up(UpOptions(dir=d, standbys=1, sync="b"))
-    assert postmasters_in(workdir)
-    res = cli_here("clean", "--list")
-    assert all(str(d) in res.stdout for d in dirs)
-    res = cli("clean")
+def test_clean_removes_forgotten_clusters_and_leaves_a_live_run_s(workdir: Path) -> None:
+    """A cluster whose maker is gone (``cluster up``, whose command has ended; a killed
+    run) is removed; one whose maker still runs (a run going on in another terminal) is
+    left alone, with the reason, until that process is gone."""
+    forgotten = workdir / "x"
+    res = cli("cluster", "up", "--dir", str(forgotten), "--standbys", "1")
     assert res.returncode == 0, res.stderr
+    live = workdir / "y"
+    maker = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\n"
+         "from pathlib import Path\n"
+         "from syncrep_lab.cluster.build import UpOptions, up\n"
+         f"up(UpOptions(dir=Path({str(live)!r}), standbys=0))\n"
+         "print('up', flush=True)\n"
+         "time.sleep(600)\n"],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
+    try:
+        assert maker.stdout is not None and maker.stdout.readline().strip() == "up"
+        res = cli_here("clean", "--list")
+        assert str(forgotten) in res.stdout
+        assert f"left alone: {live} (its run, pid {maker.pid}, is still going)" in res.stdout
+        res = cli("clean")
+        assert res.returncode == 0, res.stderr
+        assert f"removed {forgotten}" in res.stdout and not forgotten.exists()
+        assert f"left alone: {live}" in res.stdout, res.stdout
+        assert postmasters_in(live) and (live / "primary").is_dir()
+    finally:
+        maker.kill()
+        maker.wait()
+    res = cli("clean")  # its maker killed: a leftover now
+    assert res.returncode == 0 and f"removed {live}" in res.stdout, res.stdout
     assert postmasters_in(workdir) == []
-    assert not any(d.exists() for d in dirs)
     assert cli("clean").stdout.strip() == "nothing to clean"
 
 

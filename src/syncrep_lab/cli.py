@@ -29,6 +29,7 @@ from rich.table import Table
 from syncrep_lab import __version__, paths, shutdown
 from syncrep_lab.cluster.manifest import load, registered
 from syncrep_lab.cluster.teardown import clean as clean_all
+from syncrep_lab.cluster.teardown import in_use as clusters_in_use
 from syncrep_lab.cluster.teardown import remove_cluster
 from syncrep_lab.errors import Interrupted, UserError
 from syncrep_lab.pg import fetch as pg_fetch
@@ -690,10 +691,13 @@ def clean(just_list: bool) -> None:
     )
     from syncrep_lab.run.attached import clean_visits, visit_records
 
+    busy = clusters_in_use()
     if just_list:
-        dirs = registered()
+        dirs = [d for d in registered() if d not in busy]
         for d in dirs:
             out.print(str(d))
+        for d, pid in busy.items():
+            out.print(f"left alone: {d} (its run, pid {pid}, is still going)")
         records = visit_records()
         for path in records:
             out.print(f"{path} (a run on an attached cluster)")
@@ -706,7 +710,7 @@ def clean(just_list: bool) -> None:
             out.print(f"{path} (the commit anatomy's files of an observe, removed if it is "
                       "gone)")
         if not dirs and not records and not tracers and not work:
-            out.print("nothing to clean")
+            out.print("nothing else to clean" if busy else "nothing to clean")
         return
     # First: a tracer left running holds uprobes on the servers about to be stopped.
     ended = clean_tracers()
@@ -715,6 +719,9 @@ def clean(just_list: bool) -> None:
     removed = clean_work_dirs()
     for path in removed:
         out.print(f"removed {path} (the commit anatomy's files of an observe that is gone)")
+    for d, pid in busy.items():
+        out.print(f"left alone: {d} (its run, pid {pid}, is still going; stop that run "
+                  f"first, or syncrep-lab cluster down --dir {d})", soft_wrap=True)
     reports, leftovers = clean_all()
     for r in reports:
         out.print(f"removed {r.dir} ({len(r.stopped)} servers stopped)")
@@ -734,7 +741,7 @@ def clean(just_list: bool) -> None:
         for line in v.lines:
             (out if v.done else err).print(f"  {escape(line)}", soft_wrap=True)
     if not reports and not leftovers and not visits and not ended and not removed:
-        out.print("nothing to clean")
+        out.print("nothing else to clean" if busy else "nothing to clean")
     if unfinished:
         raise UserError("some of what killed runs left on attached clusters is still there",
                         "see above; syncrep-lab clean tries again")

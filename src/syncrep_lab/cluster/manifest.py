@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from syncrep_lab import paths, shutdown
+from syncrep_lab import paths, procs, shutdown
 
 if TYPE_CHECKING:
     from syncrep_lab.placement.layout import Launch, Layout
@@ -167,10 +167,17 @@ def _registry() -> Path:
 
 
 def register(cluster_dir: Path) -> None:
+    """Record the cluster for ``clean``, with the process that made it (its pid and start
+    time, so that a reused pid is not taken for it): ``clean`` leaves a cluster alone while
+    that process runs (a run going on in another terminal), and removes it once it is gone
+    (a killed run; ``cluster up``, whose command ends when the cluster is up)."""
     reg = _registry()
     reg.mkdir(parents=True, exist_ok=True)
     key = hashlib.sha256(str(cluster_dir.resolve()).encode()).hexdigest()[:16]
-    (reg / f"{key}.json").write_text(json.dumps({"dir": str(cluster_dir.resolve())}))
+    pid = os.getpid()
+    (reg / f"{key}.json").write_text(json.dumps({
+        "dir": str(cluster_dir.resolve()), "owner": pid,
+        "owner_start": procs.start_time(pid)}))
     shutdown.own_cluster(cluster_dir)  # a second Ctrl-C kills its servers at once
 
 
@@ -178,6 +185,21 @@ def unregister(cluster_dir: Path) -> None:
     key = hashlib.sha256(str(cluster_dir.resolve()).encode()).hexdigest()[:16]
     (_registry() / f"{key}.json").unlink(missing_ok=True)
     shutdown.disown_cluster(cluster_dir)
+
+
+def live_owner(cluster_dir: Path) -> int | None:
+    """The pid of the process that made the cluster in ``cluster_dir``, while it still runs
+    and is not this one; None when it is gone, unknown (a record from before owners were
+    kept) or this process."""
+    key = hashlib.sha256(str(cluster_dir.resolve()).encode()).hexdigest()[:16]
+    try:
+        record = json.loads((_registry() / f"{key}.json").read_text())
+        pid, start = int(record["owner"]), record.get("owner_start")
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if pid == os.getpid() or not procs.is_running(pid, start):
+        return None
+    return pid
 
 
 def registered() -> list[Path]:

@@ -18,7 +18,7 @@ from typing import Any
 
 from syncrep_lab import shutdown
 from syncrep_lab.cluster import server
-from syncrep_lab.cluster.manifest import MANIFEST, load, registered, unregister
+from syncrep_lab.cluster.manifest import MANIFEST, live_owner, load, registered, unregister
 from syncrep_lab.errors import UserError
 from syncrep_lab.placement import layout as placing
 
@@ -149,14 +149,28 @@ def remove_cluster(
     return DownReport(cluster_dir, stopped, killed, True, time.monotonic() - started)
 
 
+def in_use() -> dict[Path, int]:
+    """The registered clusters whose maker still runs (a run in another terminal): cluster
+    folder -> that process's pid. ``clean`` leaves them alone."""
+    found = {}
+    for cluster_dir in registered():
+        pid = live_owner(cluster_dir)
+        if pid is not None:
+            found[cluster_dir] = pid
+    return found
+
+
 def clean() -> tuple[list[DownReport], list[str]]:
-    """Remove every cluster this user's syncrep-lab created and did not take down, then
-    namespaces and cpuset groups of the tool that no cluster recorded (a run killed
-    between making them and saving its manifest)."""
+    """Remove every cluster this user's syncrep-lab created and did not take down, but
+    those whose maker still runs (:func:`in_use`), then namespaces and cpuset groups of
+    the tool that no cluster recorded (a run killed between making them and saving its
+    manifest)."""
     reports = []
     for cluster_dir in registered():
         if load(cluster_dir) is None:
             unregister(cluster_dir)
+            continue
+        if live_owner(cluster_dir) is not None:
             continue
         reports.append(remove_cluster(cluster_dir))
     leftovers = placing.leftovers() if os.geteuid() == 0 else []
