@@ -3,19 +3,23 @@ without the probe (probes/anatomy.py) around it, on the seed's shape (a primary 
 standbys b and c, '1(b,c)', synchronous_commit = on, insert-only), paired and
 interleaved.
 
-Each round runs pgbench twice, once bare and once with the recorder started before it
-and stopped after it (a probed repeat's window), in an order drawn per round; the ratio
-with / without of each round is one paired value. Printed: the median of those ratios
-with a distribution-free 95 % interval (order statistics of the rounds: with 6 rounds,
-their smallest and largest), the geometric mean with a Student-t interval (log scale),
-bpftrace's own CPU (utime + stime from /proc: its start-up, compiling the program, and
-the window, per commit: the BPF programs run in the traced processes, not in bpftrace),
-and, with kernel.bpf_stats_enabled turned on for the run and put back after, the time
-the BPF programs themselves ran per commit (the rest of the cost is the breakpoints:
-trapping, and stepping over the probed instruction).
+Each round runs pgbench once bare and once per probe placement asked (``--places``:
+``emulated``, the probes where the tool puts them, on each function's first instruction
+the kernel emulates, probes/uprobe_points.py; ``entry``, all on the functions' first
+instructions, as before), each with the recorder started before it and stopped after it
+(a probed repeat's window), in an order drawn per round; the ratio probed / bare of each
+round is one paired value. Printed per placement: where the probes went, the median of
+those ratios with a distribution-free 95 % interval (order statistics of the rounds:
+with 6 rounds, their smallest and largest), the geometric mean with a Student-t interval
+(log scale), bpftrace's own CPU (utime + stime from /proc: its start-up, compiling the
+program, and the window, per commit: the BPF programs run in the traced processes, not
+in bpftrace), and, with kernel.bpf_stats_enabled turned on for the run and put back
+after, the time the BPF programs themselves ran per commit (the rest of the cost is the
+breakpoints: trapping, and stepping over the probed instruction where it is not
+emulated).
 
     .venv/bin/python bench/anatomy_cost.py [--rounds 6] [--duration 4] [--clients 32]
-        [--pg 18] [--seed 1]
+        [--pg 18] [--seed 1] [--places emulated,entry]
 """
 
 from __future__ import annotations
@@ -84,7 +88,13 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=32)
     ap.add_argument("--pg", default=None, help="installation (default: the embedded 18)")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--places", default="emulated",
+                    help="probe placements to measure, comma-separated: emulated, entry")
     args = ap.parse_args()
+    places = args.places.split(",")
+    if not places or set(places) - {"emulated", "entry"} or len(set(places)) < len(places):
+        raise SystemExit(f"--places {args.places}: give emulated, entry or both, "
+                         "comma-separated")
     shutdown.install()
     root = Path(tempfile.mkdtemp(prefix="srl-anatomy-cost-", dir="/tmp"))
     root.chmod(0o755)
@@ -106,22 +116,25 @@ def main() -> None:
             BPF_STATS.write_text("1")
         pgbench = resolve(manifest.bin_dir).program("pgbench")
         rng = random.Random(args.seed)
-        tps: dict[str, list[float]] = {"bare": [], "probed": []}
-        startup_cpu: list[float] = []
-        window_cpu_per_commit: list[float] = []
-        bpf_per_commit: list[float] = []
-        timed: list[float] = []
+        tps: dict[str, list[float]] = {k: [] for k in ("bare", *places)}
+        startup_cpu: dict[str, list[float]] = {k: [] for k in places}
+        window_cpu_per_commit: dict[str, list[float]] = {k: [] for k in places}
+        bpf_per_commit: dict[str, list[float]] = {k: [] for k in places}
+        timed: dict[str, list[float]] = {k: [] for k in places}
+        where: dict[str, dict[str, int]] = {}
         for n in range(1, args.rounds + 1):
-            order = ["bare", "probed"]
+            order = ["bare", *places]
             rng.shuffle(order)
             for kind in order:
                 recorder = None
-                if kind == "probed":
-                    recorder = anatomy.CommitAnatomy(binary, [postmaster], root / f"a{n}",
-                                                     [manifest.admin_conninfo(primary)])
+                if kind != "bare":
+                    recorder = anatomy.CommitAnatomy(
+                        binary, [postmaster], root / f"a{n}-{kind}",
+                        [manifest.admin_conninfo(primary)], at_entry=kind == "entry")
                     recorder.start()
                     if recorder.status[0] != "ran":
                         raise SystemExit(f"the probe did not start: {recorder.status}")
+                    where[kind] = recorder.offsets
                 run = run_pgbench(pgbench, manifest.conninfo(primary), script,
                                   clients=args.clients, threads=2, duration=args.duration,
                                   synchronous_commit="on")
@@ -134,31 +147,34 @@ def main() -> None:
                     rows = recorder.stop()
                     commits = next((r.count for r in rows.anatomy
                                     if (r.who, r.component) == ("backend", "commit_wait")), 0)
-                    timed.append(commits / run.summary.transactions)
-                    startup_cpu.append(recorder.ready_cpu_s)
-                    window_cpu_per_commit.append((cpu - recorder.ready_cpu_s)
-                                                 / run.summary.transactions)
-                    bpf_per_commit.append(bpf_ns / run.summary.transactions)
-            print(f"round {n}: bare {tps['bare'][-1]:,.0f} tps, probed "
-                  f"{tps['probed'][-1]:,.0f} tps ({' then '.join(order)})", flush=True)
-        ratios = [p / b for p, b in zip(tps["probed"], tps["bare"], strict=True)]
-        low, high = median_interval(ratios)
-        geo = paired_ratio(tps["probed"], tps["bare"])
+                    timed[kind].append(commits / run.summary.transactions)
+                    startup_cpu[kind].append(recorder.ready_cpu_s)
+                    window_cpu_per_commit[kind].append((cpu - recorder.ready_cpu_s)
+                                                       / run.summary.transactions)
+                    bpf_per_commit[kind].append(bpf_ns / run.summary.transactions)
+            print(f"round {n}: " + ", ".join(f"{k} {tps[k][-1]:,.0f} tps" for k in order),
+                  flush=True)
         version = resolve(manifest.bin_dir).version
         print(f"\nPostgreSQL {version}, {args.clients} clients, {args.duration} s a run, "
-              f"{args.rounds} rounds")
-        print(f"median TPS bare {statistics.median(tps['bare']):,.0f}, probed "
-              f"{statistics.median(tps['probed']):,.0f}")
-        print(f"probed / bare: median {statistics.median(ratios):.3f} (95 % interval "
-              f"{low:.3f} - {high:.3f}); geometric mean {geo.mean:.3f} (95 % CI "
-              f"{geo.low or math.nan:.3f} - {geo.high or math.nan:.3f})")
-        print(f"commits timed / pgbench's transactions: median {statistics.median(timed):.3f}")
-        print(f"bpftrace's CPU: start-up (compile, attach) median "
-              f"{statistics.median(startup_cpu):.2f} s; during the window "
-              f"{1e6 * statistics.median(window_cpu_per_commit):.3f} µs per commit")
-        if stats_before is not None:
-            print(f"the BPF programs' own run time: median "
-                  f"{statistics.median(bpf_per_commit) / 1e3:.2f} µs per commit")
+              f"{args.rounds} rounds; median TPS bare {statistics.median(tps['bare']):,.0f}")
+        for kind in places:
+            ratios = [p / b for p, b in zip(tps[kind], tps["bare"], strict=True)]
+            low, high = median_interval(ratios)
+            geo = paired_ratio(tps[kind], tps["bare"])
+            at = ", ".join(f"{f}+{k}" for f, k in where[kind].items())
+            print(f"\n{kind}: probes at {at}")
+            print(f"  median TPS probed {statistics.median(tps[kind]):,.0f}")
+            print(f"  probed / bare: median {statistics.median(ratios):.3f} (95 % interval "
+                  f"{low:.3f} - {high:.3f}); geometric mean {geo.mean:.3f} (95 % CI "
+                  f"{geo.low or math.nan:.3f} - {geo.high or math.nan:.3f})")
+            print(f"  commits timed / pgbench's transactions: median "
+                  f"{statistics.median(timed[kind]):.3f}")
+            print(f"  bpftrace's CPU: start-up (compile, attach) median "
+                  f"{statistics.median(startup_cpu[kind]):.2f} s; during the window "
+                  f"{1e6 * statistics.median(window_cpu_per_commit[kind]):.3f} µs per commit")
+            if stats_before is not None:
+                print(f"  the BPF programs' own run time: median "
+                      f"{statistics.median(bpf_per_commit[kind]) / 1e3:.2f} µs per commit")
     finally:
         if stats_before is not None:
             BPF_STATS.write_text(stats_before)

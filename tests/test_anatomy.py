@@ -26,9 +26,10 @@ from syncrep_lab.cluster.teardown import remove_cluster
 from syncrep_lab.measure.histogram import LatencyHistogram
 from syncrep_lab.pg.installations import resolve
 from syncrep_lab.plan.spec import Workload
-from syncrep_lab.probes import anatomy
+from syncrep_lab.probes import anatomy, uprobe_points
 from syncrep_lab.probes.activity import ActivitySampler
 from syncrep_lab.probes.anatomy import CommitAnatomy
+from syncrep_lab.probes.uprobe_points import file_offsets, probe_offsets
 from syncrep_lab.run.workload import (
     PgbenchRun,
     prepare_tables,
@@ -224,6 +225,12 @@ def _recorded(manifest: Manifest, out: Path, level: str, clients: int = 12
     recorder.start()
     assert recorder.status == ("ran", None), recorder.status
     assert recorder.pid in _tracers_of_mine()
+    # each function's entry and return probes where the decoder put them (on the
+    # embedded 18, past its first loads), as the kernel has them
+    assert recorder.offsets == probe_offsets(recorder.binary, anatomy.SYMBOLS)
+    places = file_offsets(recorder.binary, recorder.offsets)
+    assert uprobe_points.attached_uprobes(recorder.pid) == sorted(
+        (ret, at) for at in places.values() for ret in (False, True))
     run = _pgbench(manifest, level, clients)
     rows = recorder.stop()
     assert rows.probes == [ProbeRow("anatomy", "ran", None)], rows.probes
@@ -376,6 +383,7 @@ import sys, time
 from pathlib import Path
 from syncrep_lab.probes.activity import ActivitySampler
 from syncrep_lab.probes.anatomy import CommitAnatomy
+from syncrep_lab.probes.uprobe_points import file_offsets, probe_offsets
 recorder = CommitAnatomy(Path(sys.argv[1]), [int(sys.argv[2])], Path(sys.argv[3]))
 recorder.start()
 print(recorder.pid, recorder.status[0], flush=True)
