@@ -122,6 +122,7 @@ def main() -> None:
         bpf_per_commit: dict[str, list[float]] = {k: [] for k in places}
         timed: dict[str, list[float]] = {k: [] for k in places}
         where: dict[str, dict[str, int]] = {}
+        fallbacks: dict[str, list[str]] = {k: [] for k in places}
         for n in range(1, args.rounds + 1):
             order = ["bare", *places]
             rng.shuffle(order)
@@ -134,7 +135,10 @@ def main() -> None:
                     recorder.start()
                     if recorder.status[0] != "ran":
                         raise SystemExit(f"the probe did not start: {recorder.status}")
-                    where[kind] = recorder.offsets
+                    if recorder.fallback is None:
+                        where[kind] = recorder.offsets
+                    else:  # the recorder fell back to the first instructions
+                        fallbacks[kind].append(recorder.fallback)
                 run = run_pgbench(pgbench, manifest.conninfo(primary), script,
                                   clients=args.clients, threads=2, duration=args.duration,
                                   synchronous_commit="on")
@@ -161,8 +165,11 @@ def main() -> None:
             ratios = [p / b for p, b in zip(tps[kind], tps["bare"], strict=True)]
             low, high = median_interval(ratios)
             geo = paired_ratio(tps[kind], tps["bare"])
-            at = ", ".join(f"{f}+{k}" for f, k in where[kind].items())
-            print(f"\n{kind}: probes at {at}")
+            at = ", ".join(f"{f}+{k}" for f, k in where.get(kind, {}).items())
+            print(f"\n{kind}: probes at {at or 'the first instructions'}")
+            if fallbacks[kind]:
+                print(f"  {len(fallbacks[kind])} of {args.rounds} windows fell back to the "
+                      f"first instructions: {fallbacks[kind][0][:200]}")
             print(f"  median TPS probed {statistics.median(tps[kind]):,.0f}")
             print(f"  probed / bare: median {statistics.median(ratios):.3f} (95 % interval "
                   f"{low:.3f} - {high:.3f}); geometric mean {geo.mean:.3f} (95 % CI "

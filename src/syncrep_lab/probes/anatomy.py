@@ -509,6 +509,10 @@ class _NotWhereAsked(Exception):
     """bpftrace attached fewer uprobes than asked, all where asked."""
 
 
+class _Misplaced(RuntimeError):
+    """bpftrace attached a uprobe where none was asked for."""
+
+
 @dataclass
 class _Running:
     proc: subprocess.Popen[bytes]
@@ -540,8 +544,10 @@ class CommitAnatomy:
         self.running: _Running | None = None
         self.names: dict[int, str] = {}
         self.ready_cpu_s: float | None = None  # bpftrace's CPU once attached
-        # where each function's probes went, bytes from its start (once started)
+        # where each function's probes went, bytes from its start (once started), and
+        # why they are on the first instructions when the decoder chose others
         self.offsets: dict[str, int] = {}
+        self.fallback: str | None = None
 
     @property
     def program_path(self) -> Path:
@@ -596,8 +602,13 @@ class CommitAnatomy:
             try:
                 self._launch(exclude, symbols, offsets)
                 return
-            except _NotWhereAsked:
-                pass  # this bcc did not read the aliases: on the first instructions
+            except _Misplaced:
+                raise
+            except (_NotWhereAsked, RuntimeError) as exc:
+                # a bcc that does not read the aliases; or bpftrace could not resolve one
+                # (seen once in some 50 starts, under heavy load): as before, on the
+                # first instructions
+                self.fallback = str(exc)
         self._launch(exclude, symbols, {})
 
     def _launch(self, exclude: Sequence[int], symbols: Mapping[str, tuple[int, int]],
@@ -663,8 +674,8 @@ class CommitAnatomy:
         self.abort()
         if found is None or set(found) < set(wanted):
             raise _NotWhereAsked(f"uprobes at {found}, asked {wanted}")
-        raise RuntimeError(f"bpftrace put uprobes at file offsets {found}, not at "
-                           f"{wanted} as asked: stopped")
+        raise _Misplaced(f"bpftrace put uprobes at file offsets {found}, not at "
+                         f"{wanted} as asked: stopped")
 
     def _said(self) -> str:
         """Everything bpftrace has printed so far, stdout and stderr."""
