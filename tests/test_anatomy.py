@@ -26,9 +26,10 @@ from syncrep_lab.cluster.teardown import remove_cluster
 from syncrep_lab.measure.histogram import LatencyHistogram
 from syncrep_lab.pg.installations import resolve
 from syncrep_lab.plan.spec import Workload
-from syncrep_lab.probes import anatomy
+from syncrep_lab.probes import anatomy, uprobe_points
 from syncrep_lab.probes.activity import ActivitySampler
 from syncrep_lab.probes.anatomy import CommitAnatomy
+from syncrep_lab.probes.uprobe_points import file_offsets, probe_offsets
 from syncrep_lab.run.workload import (
     PgbenchRun,
     prepare_tables,
@@ -224,6 +225,12 @@ def _recorded(manifest: Manifest, out: Path, level: str, clients: int = 12
     recorder.start()
     assert recorder.status == ("ran", None), recorder.status
     assert recorder.pid in _tracers_of_mine()
+    # each function's entry and return probes where the decoder put them (on the
+    # embedded 18, past its first loads), as the kernel has them
+    assert recorder.offsets == probe_offsets(recorder.binary, anatomy.SYMBOLS)
+    places = file_offsets(recorder.binary, recorder.offsets)
+    assert uprobe_points.attached_uprobes(recorder.pid) == sorted(
+        (ret, at) for at in places.values() for ret in (False, True))
     run = _pgbench(manifest, level, clients)
     rows = recorder.stop()
     assert rows.probes == [ProbeRow("anatomy", "ran", None)], rows.probes
@@ -322,6 +329,37 @@ def test_the_wait_agrees_with_the_wait_event_sampler(cluster: Manifest,
         (waited_s, seen_s, sampling)
 
 
+def test_aliases_bcc_does_not_take_leave_the_probes_on_the_first_instructions(
+        cluster: Manifest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A debug file bcc ignores (its build ID not the binary's): bpftrace attaches no
+    probe at the aliases, the recorder sees it from the kernel's list and starts again
+    with every probe on its function's first instruction."""
+    real = uprobe_points.alias_elf
+
+    def foreign(binary: Path, offsets: dict[str, int]) -> bytes:
+        data = bytearray(real(binary, offsets))
+        note = uprobe_points.ElfFile(binary).section(".note.gnu.build-id")
+        assert note is not None
+        at = bytes(data).index(note)
+        data[at + 16:at + len(note)] = bytes(len(note) - 16)  # another build ID
+        return bytes(data)
+
+    monkeypatch.setattr(anatomy, "alias_elf", foreign)
+    recorder = _recorder(cluster, tmp_path / "out")
+    assert any(probe_offsets(recorder.binary, anatomy.SYMBOLS).values())
+    recorder.start()
+    try:
+        assert recorder.status == ("ran", None), recorder.status
+        assert recorder.offsets == dict.fromkeys(anatomy.SYMBOLS, 0)
+        assert recorder.fallback is not None and recorder.pid is not None
+        entries = file_offsets(recorder.binary, recorder.offsets)
+        assert uprobe_points.attached_uprobes(recorder.pid) == sorted(
+            (ret, at) for at in entries.values() for ret in (False, True))
+    finally:
+        rows = recorder.stop()
+    assert rows.probes == [ProbeRow("anatomy", "ran", None)]
+
+
 def test_local_commits_do_not_wait(cluster: Manifest, tmp_path: Path) -> None:
     """Under synchronous_commit = local PostgreSQL still calls SyncRepWaitForLSN, which
     returns at once: the probe reads the session's level and counts no wait."""
@@ -376,6 +414,7 @@ import sys, time
 from pathlib import Path
 from syncrep_lab.probes.activity import ActivitySampler
 from syncrep_lab.probes.anatomy import CommitAnatomy
+from syncrep_lab.probes.uprobe_points import file_offsets, probe_offsets
 recorder = CommitAnatomy(Path(sys.argv[1]), [int(sys.argv[2])], Path(sys.argv[3]))
 recorder.start()
 print(recorder.pid, recorder.status[0], flush=True)

@@ -57,13 +57,22 @@ A commit whose session does not ask for a standby (``synchronous_commit`` local 
 off) still calls SyncRepWaitForLSN, which returns at once: the probe reads the session's
 level at the call (the variable, from the process's memory) and counts no wait.
 
-What the probe costs is its traps: a uprobe is a breakpoint, a uretprobe a second one
-on the return, so each commit pays two pairs (XLogFlush, SyncRepWaitForLSN) and each
-walsender reply one (both walsenders: the one that is not synchronous enters the
-function too, and frees nothing). The figures hold part of that cost: 1 to 1.5 µs a
-pair where the function begins with an instruction the kernel emulates (``push %rbp``:
-Debian's builds, any build with frame pointers), about 10 µs where it must be stepped
-out of line (the embedded PostgreSQL 18's first instruction reads memory), on this VM.
+What the probe costs is its traps and its programs. A uprobe is a breakpoint, a
+uretprobe a second one on the return, so each commit pays two pairs (XLogFlush,
+SyncRepWaitForLSN) and each walsender reply one (both walsenders: the one that is not
+synchronous enters the function too, and frees nothing). A breakpoint costs 1 to 1.5 µs
+on this VM where the kernel emulates the instruction under it, about 10 µs where it
+must step it out of line (a VM exit). The probes therefore sit on each function's first
+instruction the kernel emulates, entry and return alike (probes/uprobe_points.py: read
+from the binary's bytes, and checked against where the kernel says they are once
+attached): Debian's builds and any with frame pointers begin with ``push %rbp``, already
+emulated; the embedded PostgreSQL 18 (no frame pointers) begins each function with
+loads and tests, and its probes go to the first conditional jump or push a few bytes
+in. What remains, on both builds, is about 20 µs of the servers' CPU per commit: some
+8 µs of BPF (the aggregation's map updates), the emulated traps and the ``kill``
+tracepoint; about 10 % of TPS on the seed's insert-only workload at 32 clients on this
+2-core VM, where it was 25 % on the embedded 18 while its probes were stepped
+(docs/benchmarks.md, bench/anatomy_cost.py). The figures hold part of that cost.
 
 bpftrace runs in a process group of its own with PR_SET_PDEATHSIG (SIGKILL), started
 from the main thread as pgbench and perf are: it never outlives the tool, even one
@@ -82,7 +91,6 @@ import os
 import platform
 import shutil
 import signal
-import struct
 import subprocess
 import tempfile
 import time
@@ -94,6 +102,14 @@ from typing import IO, Any
 from syncrep_lab import paths, procs, shutdown
 from syncrep_lab.measure.histogram import MAX_VALUE, LatencyHistogram, bucket_range
 from syncrep_lab.probes.recorder import Ending
+from syncrep_lab.probes.uprobe_points import (
+    alias_elf,
+    alias_name,
+    attached_uprobes,
+    elf_symbols,
+    file_offsets,
+    probe_offsets,
+)
 from syncrep_lab.store import AnatomyRow, ProbeRow, ProbeRows
 
 PROBE = "anatomy"
@@ -130,59 +146,6 @@ _CAP_SYS_ADMIN, _CAP_PERFMON, _CAP_BPF = 21, 38, 39
 
 
 # -- can it run here ------------------------------------------------------------------
-
-
-def elf_symbols(binary: Path, wanted: Sequence[str]) -> dict[str, tuple[int, int]]:
-    """Which of ``wanted`` the ELF file ``binary`` defines, in its dynamic symbol table
-    (or, failing that, its full one): name -> (value: the address it is linked at, type:
-    2 for a function, 1 for data). OSError when the file cannot be read, ValueError when
-    it is not an ELF file."""
-    want = set(wanted)
-    found: dict[str, tuple[int, int]] = {}
-    with binary.open("rb") as f:
-        head = f.read(64)
-        if len(head) < 52 or head[:4] != b"\x7fELF" or head[4] not in (1, 2) \
-                or head[5] not in (1, 2):
-            raise ValueError(f"{binary} is not an ELF file")
-        wide, order = head[4] == 2, "<" if head[5] == 1 else ">"
-        if wide:
-            shoff, = struct.unpack_from(order + "Q", head, 0x28)
-            shentsize, shnum = struct.unpack_from(order + "HH", head, 0x3A)
-            section = struct.Struct(order + "IIQQQQIIQQ")
-            symbol = struct.Struct(order + "IBBHQQ")
-        else:
-            shoff, = struct.unpack_from(order + "I", head, 0x20)
-            shentsize, shnum = struct.unpack_from(order + "HH", head, 0x2E)
-            section = struct.Struct(order + "IIIIIIIIII")
-            symbol = struct.Struct(order + "IIIBBH")
-        f.seek(shoff)
-        table = f.read(shentsize * shnum)
-        if shentsize < section.size or len(table) < shentsize * shnum:
-            raise ValueError(f"{binary}: truncated ELF section headers")
-        # (type, offset, size, link) of each section: the same places in both classes
-        spans = [(h[1], h[4], h[5], h[6])
-                 for h in (section.unpack_from(table, i * shentsize) for i in range(shnum))]
-        for kind in (11, 2):  # SHT_DYNSYM first, then SHT_SYMTAB
-            for sh_type, offset, size, link in spans:
-                if sh_type != kind or not 0 <= link < len(spans):
-                    continue
-                f.seek(offset)
-                symbols = f.read(size)
-                f.seek(spans[link][1])
-                names = f.read(spans[link][2])
-                for at in range(0, len(symbols) - symbol.size + 1, symbol.size):
-                    fields = symbol.unpack_from(symbols, at)
-                    name_at, info, shndx, value = (
-                        (fields[0], fields[1], fields[3], fields[4]) if wide
-                        else (fields[0], fields[3], fields[5], fields[1]))
-                    if shndx == 0 or info & 0xF not in (1, 2):  # undefined; not FUNC/OBJECT
-                        continue
-                    name = names[name_at:names.find(b"\0", name_at)].decode(errors="replace")
-                    if name in want and name not in found:
-                        found[name] = (value, info & 0xF)
-            if set(found) == want:
-                break
-    return found
 
 
 def _capabilities() -> int:
@@ -303,29 +266,35 @@ def aggregate(component: str, value: str, counted: bool = False) -> str:
     @sum[{COUNTS + COMPONENTS.index(component)}, {who}] = sum((uint64)1);""" if counted else "")
 
 
-def level_check(symbols: Mapping[str, tuple[int, int]]) -> str | None:
-    """The bpftrace expression, at SyncRepWaitForLSN's entry, that is true when the
+def level_check(symbols: Mapping[str, tuple[int, int]], offset: int = 0) -> str | None:
+    """The bpftrace expression, at SyncRepWaitForLSN's probe, that is true when the
     backend's commit asks for a standby (PostgreSQL's SyncRepRequested(): the session's
     ``synchronous_commit`` above ``local``; the enum is the same from 9.6 to 18). Under
     ``local`` PostgreSQL still calls the function, which returns at once: not a commit
     wait. The variable is read from the process's memory: where the binary is loaded (a
-    position-independent one anywhere) is the probed address less the function's linked
-    one. None (every call counted) when the binary does not export the variable or the
-    machine's register for the probed address is not known here."""
+    position-independent one anywhere) is the probed address less the linked one (the
+    function's plus ``offset``, where the probe sits in it). None (every call counted)
+    when the binary does not export the variable or the machine's register for the
+    probed address is not known here."""
     register = {"x86_64": "ip", "aarch64": "pc"}.get(platform.machine())
     entry, variable = symbols.get("SyncRepWaitForLSN"), symbols.get("synchronous_commit")
     if register is None or entry is None or variable is None or variable[1] != 1:
         return None
-    return f'*uptr((int32 *)(reg("{register}") - {entry[0]} + {variable[0]})) > 1'
+    return (f'*uptr((int32 *)(reg("{register}") - {entry[0] + offset} + '
+            f'{variable[0]})) > 1')
 
 
 def program(binary: str, postmasters: Sequence[int], exclude: Sequence[int] = (),
-            requested: str | None = None, snapshots_by: int | None = None) -> str:
+            requested: str | None = None, snapshots_by: int | None = None,
+            offsets: Mapping[str, int] | None = None) -> str:
     """The bpftrace program for the primaries whose postmasters are ``postmasters``,
     running ``binary`` (a path bpftrace can open: the primary's /proc/PID/exe); the
     processes ``exclude`` (the postmasters' children when it starts) are no backends;
     ``requested`` (:func:`level_check`) tells a commit that waits for a standby;
-    ``snapshots_by``: the process whose ``kill(itself, 0)`` takes a snapshot.
+    ``snapshots_by``: the process whose ``kill(itself, 0)`` takes a snapshot;
+    ``offsets``: where in each function its probes go (uprobe_points.probe_offsets; a
+    function not in it, or at 0, on its first instruction), named by the symbols
+    :func:`alias_symbols` defines.
 
     >>> text = program("/proc/42/exe", [42], [43])
     >>> 'uprobe:"/proc/42/exe":SyncRepWaitForLSN' in text
@@ -334,6 +303,9 @@ def program(binary: str, postmasters: Sequence[int], exclude: Sequence[int] = ()
     True
     >>> "@zz_snapshot" in text, "args->sig == 0" in program("/x", [42], [], None, 7)
     (False, True)
+    >>> text = program("/proc/42/exe", [42], offsets={"SyncRepWaitForLSN": 8})
+    >>> 'uretprobe:"/proc/42/exe":SyncRepWaitForLSN__at_8 ' in text
+    True
     """
     if not postmasters or any(c in binary for c in '"\n'):
         raise ValueError(f"no postmaster, or a binary path bpftrace cannot take: {binary!r}")
@@ -359,26 +331,32 @@ tracepoint:syscalls:sys_enter_kill /pid == {by} && args->pid == {by} && args->si
     {prints}
 }}
 """
+    at = {f: (offsets or {}).get(f, 0) for f in SYMBOLS}
+    flush, wait, release = (alias_name(f, at[f]) if at[f] else f
+                            for f in ("XLogFlush", "SyncRepWaitForLSN",
+                                      "SyncRepReleaseWaiters"))
+    where = ", ".join(f"{f}+{at[f]}" for f in SYMBOLS)
     return f"""// The commit anatomy probe of syncrep-lab (probes/anatomy.py): durations in ns.
 // Temporary, per process: @flush, @wait (entry times), @kill_at and @kill_rel (the kill
 // for a waiting backend and the start of the release that sent it), @done (when its last
 // wait returned), @rel, @rel_end and @freed (a walsender's release under way, its last
-// end, its waiters signalled).
+// end, its waiters signalled). Each function's entry and return probes sit at: {where}
+// (bytes from its start: the first instruction the kernel emulates, probes/uprobe_points.py).
 
-uprobe:{b}:XLogFlush /{backend}/ {{ @flush[pid] = nsecs; }}
+uprobe:{b}:{flush} /{backend}/ {{ @flush[pid] = nsecs; }}
 
-uretprobe:{b}:XLogFlush /@flush[pid]/ {{
+uretprobe:{b}:{flush} /@flush[pid]/ {{
     {agg("local_flush", "nsecs - @flush[pid]")}
     delete(@flush[pid]);
 }}
 
-uprobe:{b}:SyncRepWaitForLSN /{backend}/ {{
+uprobe:{b}:{wait} /{backend}/ {{
     // a wait left by an error (a cancel) never returned: its kill is not this one's
     delete(@kill_at[pid]); delete(@kill_rel[pid]);
     if ({requested or "1"}) {{ @wait[pid] = nsecs; }} else {{ delete(@wait[pid]); }}
 }}
 
-uretprobe:{b}:SyncRepWaitForLSN /@wait[pid]/ {{
+uretprobe:{b}:{wait} /@wait[pid]/ {{
     $now = nsecs; $entry = @wait[pid]; $kill = @kill_at[pid];
     {agg("commit_wait", "$now - $entry")}
     if ($kill) {{
@@ -394,7 +372,7 @@ uretprobe:{b}:SyncRepWaitForLSN /@wait[pid]/ {{
     @done[pid] = $now;
 }}
 
-uprobe:{b}:SyncRepReleaseWaiters /{ours}/ {{
+uprobe:{b}:{release} /{ours}/ {{
     $now = nsecs; $end = @rel_end[pid];
     @rel[pid] = $now; @freed[pid] = 0;
     if ($end) {{
@@ -402,7 +380,7 @@ uprobe:{b}:SyncRepReleaseWaiters /{ours}/ {{
     }}
 }}
 
-uretprobe:{b}:SyncRepReleaseWaiters /@rel[pid]/ {{
+uretprobe:{b}:{release} /@rel[pid]/ {{
     $now = nsecs;
     {agg("release", "$now - @rel[pid]")}
     {agg("waiters_freed", "@freed[pid]")}
@@ -745,6 +723,14 @@ def _excerpt(text: str, limit: int = 400) -> str:
     return " / ".join(kept)[:limit]
 
 
+class _NotWhereAsked(Exception):
+    """bpftrace attached fewer uprobes than asked, all where asked."""
+
+
+class _Misplaced(RuntimeError):
+    """bpftrace attached a uprobe where none was asked for."""
+
+
 @dataclass
 class _Running:
     proc: subprocess.Popen[bytes]
@@ -759,7 +745,9 @@ class CommitAnatomy:
     ``binary``: the server binary to put the uprobes on, as bpftrace opens it (the
     primary's ``/proc/PID/exe``); ``postmasters``: the primaries' postmaster pids;
     ``out_dir``: where the program and what bpftrace printed are kept;
-    ``admins``: the primaries' connections, to name each walsender by its standby.
+    ``admins``: the primaries' connections, to name each walsender by its standby;
+    ``at_entry``: every probe on its function's first instruction, as before the probes
+    moved to the first emulated one (bench/anatomy_cost.py measures both).
     It never fails the repeat: what it could not do is its ``probes`` row (skipped, with
     the reason and fix, or failed, with what bpftrace said).
 
@@ -772,12 +760,13 @@ class CommitAnatomy:
                  admins: Sequence[str] = (), *,
                  exclude: Callable[[], Iterable[int]] | None = None,
                  names: Callable[[], Mapping[int, str]] | None = None,
-                 snapshots: bool = False) -> None:
+                 snapshots: bool = False, at_entry: bool = False) -> None:
         self.binary = binary
         self.postmasters = list(postmasters)
         self.out_dir = out_dir
         self.admins = list(admins)
         self.exclude, self.names_of, self.snapshots = exclude, names, snapshots
+        self.at_entry = at_entry
         self.status: tuple[str, str | None] = ("skipped", "not started")
         self.running: _Running | None = None
         self.names: dict[int, str] = {}
@@ -785,6 +774,10 @@ class CommitAnatomy:
         self.marks = 0  # snapshots asked for
         self._scanned, self._tail = 0, b""  # how far the output was searched for a print
         self.ready_cpu_s: float | None = None  # bpftrace's CPU once attached
+        # where each function's probes went, bytes from its start (once started), and
+        # why they are on the first instructions when the decoder chose others
+        self.offsets: dict[str, int] = {}
+        self.fallback: str | None = None
 
     @property
     def program_path(self) -> Path:
@@ -797,6 +790,11 @@ class CommitAnatomy:
     @property
     def stderr_path(self) -> Path:
         return self.out_dir / "anatomy.err"
+
+    @property
+    def symfs_path(self) -> Path:
+        """BCC_SYMFS for bpftrace: the symbols naming the probes' places."""
+        return self.out_dir / "anatomy-symfs"
 
     @property
     def pid(self) -> int | None:
@@ -831,12 +829,39 @@ class CommitAnatomy:
                          {c for p in self.postmasters for c in procs.children(p)})
         self.excluded = exclude
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        requested = level_check(elf_symbols(self.binary, (*SYMBOLS, LEVEL)))
-        self.program_path.write_text(program(
-            str(self.binary), self.postmasters, exclude, requested,
-            snapshots_by=os.getpid() if self.snapshots else None))
+        symbols = elf_symbols(self.binary, (*SYMBOLS, LEVEL))
+        offsets = {} if self.at_entry else {
+            f: k for f, k in probe_offsets(self.binary, SYMBOLS).items() if k}
+        if offsets:
+            try:
+                self._launch(exclude, symbols, offsets)
+                return
+            except _Misplaced:
+                raise
+            except (_NotWhereAsked, RuntimeError) as exc:
+                # a bcc that does not read the aliases; or bpftrace could not resolve one
+                # (seen once in some 50 starts, under heavy load): as before, on the
+                # first instructions
+                self.fallback = str(exc)
+        self._launch(exclude, symbols, {})
+
+    def _launch(self, exclude: Sequence[int], symbols: Mapping[str, tuple[int, int]],
+                offsets: Mapping[str, int]) -> None:
+        """Start bpftrace with the probes ``offsets`` bytes into their functions (the
+        others on their first instruction) and wait until they are attached."""
         env = {**os.environ, ATTACHED: "1",
                "BPFTRACE_MAP_KEYS_MAX": str(map_keys(len(self.names) or 2))}
+        if offsets:
+            # bcc reads a binary's symbols from $BCC_SYMFS/<its path> first, where its
+            # build ID matches: there, and only for this bpftrace, the aliases
+            debug = self.symfs_path / str(self.binary).lstrip("/")
+            debug.parent.mkdir(parents=True, exist_ok=True)
+            debug.write_bytes(alias_elf(self.binary, offsets))
+            env["BCC_SYMFS"] = str(self.symfs_path)
+        requested = level_check(symbols, offsets.get("SyncRepWaitForLSN", 0))
+        self.program_path.write_text(program(
+            str(self.binary), self.postmasters, exclude, requested,
+            snapshots_by=os.getpid() if self.snapshots else None, offsets=offsets))
         # Files, not pipes: nobody reads them while it runs, and a bpftrace whose reader
         # is gone must not die of SIGPIPE (it is killed by PR_SET_PDEATHSIG instead).
         out = self.output_path.open("w+b")
@@ -865,6 +890,9 @@ class CommitAnatomy:
                      f"bpftrace did not attach within {ATTACH_SECONDS:g} s: ")
                     + (_excerpt(said) or "it said nothing"))
             time.sleep(0.02)
+        if offsets:
+            self._check_places(proc.pid, offsets)
+        self.offsets = {f: offsets.get(f, 0) for f in SYMBOLS}
         self.ready_cpu_s = self.cpu_seconds()
 
     def said_excerpt(self) -> str:
@@ -873,6 +901,23 @@ class CommitAnatomy:
             return _excerpt(self.stderr_path.read_text(errors="replace"))
         except OSError:
             return ""
+
+    def _check_places(self, pid: int, offsets: Mapping[str, int]) -> None:
+        """The kernel's word on where bpftrace put the uprobes, against where they were
+        asked for: every function's entry and return probe at its offset. Fewer than
+        asked (a bcc that does not read the aliases leaves a probe on an unknown symbol
+        out without a word): killed, to start again on the first instructions; one
+        anywhere else: killed, and the probe fails."""
+        places = file_offsets(self.binary, {f: offsets.get(f, 0) for f in SYMBOLS})
+        wanted = sorted((ret, at) for at in places.values() for ret in (False, True))
+        found = attached_uprobes(pid)
+        if found == wanted:
+            return
+        self.abort()
+        if found is None or set(found) < set(wanted):
+            raise _NotWhereAsked(f"uprobes at {found}, asked {wanted}")
+        raise _Misplaced(f"bpftrace put uprobes at file offsets {found}, not at "
+                         f"{wanted} as asked: stopped")
 
     def _said(self) -> str:
         """Everything bpftrace has printed so far, stdout and stderr."""
