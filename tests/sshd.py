@@ -56,6 +56,7 @@ class SshdHost:
     log: Path
     process: subprocess.Popen[bytes] | None = None
     links: list[str] = field(default_factory=list)
+    own_pids: bool = False  # sshd under `unshare --pid --fork`, in a PID namespace
 
     def spec(self, **changes: Any) -> HostSpec:
         base = HostSpec(name="remote", address=self.address, port=self.port, user=self.user,
@@ -161,7 +162,11 @@ def _namespace_pids(namespace: str) -> list[int]:
 def stop(host: SshdHost) -> None:
     """Kill sshd and everything else in the namespace, then remove it. Safe to repeat."""
     if host.process is not None and host.process.poll() is None:
-        host.process.terminate()
+        if host.own_pids:  # unshare ignores SIGTERM while it waits: sshd is in its group
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(host.process.pid, signal.SIGTERM)
+        else:
+            host.process.terminate()
         try:
             host.process.wait(5)
         except subprocess.TimeoutExpired:
@@ -181,23 +186,48 @@ def stop(host: SshdHost) -> None:
         raise RuntimeError(f"processes survived in {host.namespace}: {pids}")
 
 
+def _mount_tracefs(host: SshdHost) -> None:
+    """tracefs at /sys/kernel/tracing in sshd's mount namespace, as a machine's init mounts
+    it: `ip netns exec` gives sshd a fresh /sys without it (bpftrace would find no
+    tracepoints there; perf mounts it itself). That namespace goes with sshd."""
+    assert host.process is not None
+    pid = host.process.pid  # ip netns exec execs sshd (or unshare): its mount namespace
+    if _run("nsenter", "-t", str(pid), "-m", "sh", "-c",
+            "grep -q ' /sys/kernel/tracing tracefs ' /proc/self/mounts", check=False
+            ).returncode != 0:
+        _run("nsenter", "-t", str(pid), "-m", "mount", "-t", "tracefs", "nodev",
+             "/sys/kernel/tracing")
+
+
 @contextlib.contextmanager
-def perf_through_sudo() -> Iterator[None]:
-    """The test account may run perf (and nothing else) as root with ``sudo -n``, as a
-    host's admin would grant it; the grant is removed afterwards."""
+def _through_sudo(program: str, tags: str = "NOPASSWD:") -> Iterator[None]:
+    """The test account may run ``program`` (and nothing else) as root with ``sudo -n``,
+    as a host's admin would grant it; the grant is removed afterwards."""
     if shutil.which("sudo") is None or shutil.which("visudo") is None:
-        pytest.skip("perf through sudo needs sudo (./run setup installs it for the tests)")
-    perf = shutil.which("perf")
-    if perf is None:
-        pytest.skip("perf through sudo needs perf")
-    grant = Path(f"/etc/sudoers.d/srl-tests-perf-{os.getpid()}")
-    grant.write_text(f"{USER} ALL=(root) NOPASSWD: {perf}\n")
+        pytest.skip(f"{program} through sudo needs sudo (./run setup installs it for the "
+                    "tests)")
+    path = shutil.which(program)
+    if path is None:
+        pytest.skip(f"{program} through sudo needs {program}")
+    grant = Path(f"/etc/sudoers.d/srl-tests-{program}-{os.getpid()}")
+    grant.write_text(f"{USER} ALL=(root) {tags} {path}\n")
     grant.chmod(0o440)
     try:
         _run("visudo", "-c", "-f", str(grant))
         yield
     finally:
         grant.unlink(missing_ok=True)
+
+
+def perf_through_sudo() -> contextlib.AbstractContextManager[None]:
+    """perf as root with ``sudo -n`` for the test account (the probes on a host)."""
+    return _through_sudo("perf")
+
+
+def bpftrace_through_sudo(setenv: bool = True) -> contextlib.AbstractContextManager[None]:
+    """bpftrace as root with ``sudo -n`` for the test account (the commit anatomy on a
+    host), with the SETENV the probe's grant needs, or (``setenv=False``) without."""
+    return _through_sudo("bpftrace", "NOPASSWD:SETENV:" if setenv else "NOPASSWD:")
 
 
 @dataclass(frozen=True)
@@ -247,7 +277,10 @@ def clock_ahead(seconds: int) -> dict[str, str]:
 
 @contextlib.contextmanager
 def running_sshd(bridge: Bridge | None = None, index: int = 0,
-                 session_env: dict[str, str] | None = None) -> Iterator[SshdHost]:
+                 session_env: dict[str, str] | None = None,
+                 own_pids: bool = False) -> Iterator[SshdHost]:
+    """sshd in a network namespace of its own; ``own_pids``: in a PID namespace of its
+    own too, as in a container (its /proc shows that namespace's pids)."""
     if os.geteuid() != 0:
         pytest.skip("the sshd harness needs root (network namespaces, a test account)")
     for program in (SSHD, "ssh-keygen", "ip", "useradd"):
@@ -256,7 +289,8 @@ def running_sshd(bridge: Bridge | None = None, index: int = 0,
     account = _test_account()
     workdir = Path(tempfile.mkdtemp(prefix="srl-sshd-", dir="/tmp"))
     workdir.chmod(0o755)  # the test account must reach its data_root below
-    tag = f"{os.getpid()}" + (f"x{index}" if bridge is not None else "")
+    tag = (f"{os.getpid()}" + (f"x{index}" if bridge is not None else "")
+           + ("p" if own_pids else ""))
     if bridge is None:
         n = _free_subnet()
         address, gateway = f"10.214.{n}.2", f"10.214.{n}.1"
@@ -267,6 +301,7 @@ def running_sshd(bridge: Bridge | None = None, index: int = 0,
         port=PORT, user=USER, key=str(workdir / "client_key"),
         known_hosts=str(workdir / "known_hosts"), host_key_line="",
         data_root=str(workdir / "data"), workdir=workdir, log=workdir / "sshd.log",
+        own_pids=own_pids,
     )
     outer, inner = f"srlo{tag}"[:15], f"srli{tag}"[:15]
     try:
@@ -326,10 +361,13 @@ def running_sshd(bridge: Bridge | None = None, index: int = 0,
         _run(SSHD, "-t", "-f", str(config))
         with host.log.open("wb") as log:
             host.process = subprocess.Popen(
-                ["ip", "netns", "exec", host.namespace, SSHD, "-D", "-e", "-f", str(config)],
+                ["ip", "netns", "exec", host.namespace,
+                 *(["unshare", "--pid", "--fork", "--mount-proc"] if own_pids else []),
+                 SSHD, "-D", "-e", "-f", str(config)],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 start_new_session=True)
         _wait_for_banner(host)
+        _mount_tracefs(host)
         yield host
     finally:
         stop(host)

@@ -1,7 +1,8 @@
 """perf on an SSH host: a standby there whose account may run perf through ``sudo -n``
 gets its system calls counted, its stacks drawn and its scheduling traced per role, as
 a local node's are; without the grant the probes are skipped with the reason, and the
-run goes on."""
+run goes on; so is the commit anatomy of a primary there, which bpftrace would trace
+(tests/test_remote_standby.py traces one)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from syncrep_lab.probes import perfstat
 from syncrep_lab.store import DB_NAME
 
 from .helpers import cli
-from .sshd import SshdHost, perf_through_sudo, running_sshd
+from .sshd import SshdHost, bpftrace_through_sudo, perf_through_sudo, running_sshd
 
 BIN_15 = "/usr/lib/postgresql/15/bin"
 
@@ -27,7 +28,8 @@ def probed() -> Iterator[SshdHost]:
         yield host
 
 
-def _run(workdir: Path, host: SshdHost, sudo: bool, duration: int = 3) -> sqlite3.Connection:
+def _run(workdir: Path, host: SshdHost, sudo: bool, duration: int = 3,
+         placed: str = 'hosts = { c = "far" }', anatomy: bool = False) -> sqlite3.Connection:
     table = host.hosts_table("far", BIN_15) + f"sudo = {'true' if sudo else 'false'}\n"
     (workdir / "spec.toml").write_text(f"""\
 name = "host-probes"
@@ -37,7 +39,7 @@ pg = "15"
 standbys = 2
 sync = "c"
 clone = "basebackup"
-hosts = {{ c = "far" }}
+{placed}
 
 {table}
 [workload]
@@ -53,7 +55,7 @@ repeats_max = 1
 flame_hz = 997
 sched_seconds = 2
 # the commit anatomy (a repeat of its own) is tests/test_commit_anatomy_run.py's
-anatomy = false
+anatomy = {'true' if anatomy else 'false'}
 """)
     res = cli("run", str(workdir / "spec.toml"), "--out", str(workdir / "run"), timeout=300)
     assert res.returncode == 0, res.stdout + res.stderr + host.sshd_log()
@@ -108,12 +110,74 @@ def test_perf_counts_a_remote_standby_s_system_calls(workdir: Path, probed: Sshd
 
 def test_a_host_that_may_not_run_perf_is_skipped_with_the_reason(workdir: Path,
                                                                  probed: SshdHost) -> None:
-    db = _run(workdir, probed, sudo=False, duration=1)  # what is skipped, not what ran
+    """The primary there too, and the commit anatomy asked for: skipped, said in the
+    probed repeat, and no repeat spent on it."""
+    db = _run(workdir, probed, sudo=False, duration=1,  # what is skipped, not what ran
+              placed='hosts = { primary = "far", c = "far" }', anatomy=True)
     status = {r["probe"]: (r["status"], r["reason"]) for r in db.execute(
         "select probe, status, reason from probes")}
     assert status["perf on c"][0] == "skipped"
     assert "no sudo = true" in status["perf on c"][1]
     assert status["flamegraphs on far"][0] == "skipped"
     assert status["sched on far"][0] == "skipped"
+    assert status["anatomy"] == ("skipped", (
+        f"the account {probed.user} on far is not root and [hosts.far] has no sudo = true: "
+        "bpftrace needs root there (fix: sudo = true with the grant "
+        f"`{probed.user} ALL=(root) NOPASSWD:SETENV: /usr/bin/bpftrace` on far, or log in "
+        "as root)")), status
+    assert [r[0] for r in db.execute("select probed from repeats order by n")] == [0, 1]
     assert db.execute("select count(*) from costs where node = 'c'").fetchone()[0] == 0
     assert db.execute("select status from cells").fetchone()[0] == "done"
+
+
+def test_sudo_without_the_grant_the_anatomy_needs_says_which(probed: SshdHost) -> None:
+    """The check on a host whose sudo -n may run perf, not bpftrace; then bpftrace
+    without SETENV: each says the grant it needs."""
+    from syncrep_lab.hosts.ssh import SshHost
+    from syncrep_lab.probes import host_anatomy
+
+    with SshHost(probed.spec(name="far", sudo=True)) as host:
+        # pid 1: the trial fails before the binary's symbols are read
+        refused = host_anatomy._check(host, 1).reason
+        with bpftrace_through_sudo(setenv=False):
+            settings = host_anatomy._check(host, 1).reason
+    assert refused is not None and settings is not None
+    grant = f"`{probed.user} ALL=(root) NOPASSWD:SETENV: /usr/bin/bpftrace`"
+    assert refused == (f"the account {probed.user} may not run bpftrace with sudo -n on far "
+                       f"(fix: the grant {grant} there)")
+    assert settings.startswith("sudo -n on far runs bpftrace but will not pass it its "
+                               "settings"), settings
+    assert "SETENV" in settings and grant in settings
+
+
+def test_the_server_binary_s_symbols_are_read_on_the_host_as_here(probed: SshdHost) -> None:
+    """By the host's python3, and from a copy where it has none: what elf_symbols reads
+    here in the same file."""
+    from syncrep_lab.hosts.ssh import SshHost
+    from syncrep_lab.probes.anatomy import LEVEL, SYMBOLS
+    from syncrep_lab.probes.host_anatomy import host_symbols
+    from syncrep_lab.probes.uprobe_points import elf_symbols
+
+    binary = f"{BIN_15}/postgres"
+    here = elf_symbols(Path(binary), (*SYMBOLS, LEVEL))
+    assert {s: here[s][1] for s in SYMBOLS} == dict.fromkeys(SYMBOLS, 2)
+    with SshHost(probed.spec()) as host:
+        assert host_symbols(host, binary) == here
+        assert host_symbols(host, binary, python=False) == here
+        missing = f"{probed.data_root}/none"
+        with pytest.raises(ValueError, match="No such file"):
+            host_symbols(host, missing)
+
+
+def test_a_host_with_pids_of_its_own_is_refused_with_the_reason() -> None:
+    """A host in a PID namespace of its own: the kernel's pids, which the program filters
+    on, are not the postmaster's pid there; the check says so instead of a probe that
+    would count nothing."""
+    from syncrep_lab.hosts.ssh import SshHost
+    from syncrep_lab.probes import host_anatomy
+
+    with running_sshd(own_pids=True) as boxed, bpftrace_through_sudo(), \
+            SshHost(boxed.spec(name="box", sudo=True)) as host:
+        reason = host_anatomy._check(host, 1).reason
+    assert reason is not None and reason.startswith(
+        "box runs in a PID namespace of its own (a container)"), reason

@@ -5,6 +5,7 @@ client on that host: pgbench runs there against the primary here."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -19,7 +20,7 @@ import pytest
 from syncrep_lab.store import DB_NAME
 
 from .helpers import cli, cli_here
-from .sshd import SshdHost, running_sshd
+from .sshd import SshdHost, bpftrace_through_sudo, running_sshd
 
 BIN_15 = "/usr/lib/postgresql/15/bin"
 
@@ -32,10 +33,10 @@ def far() -> Iterator[SshdHost]:
 
 def _spec(host: SshdHost, known_hosts: str | None = None,
           placed: str = 'sync = "c"\nclone = "basebackup"\nhosts = { c = "far" }',
-          probed: bool = False, anatomy: bool = False) -> str:
+          probed: bool = False, anatomy: bool = False, sudo: bool = False) -> str:
     """One measured repeat; the probed repeat (the standbys' sync states are sampled
     there) and the commit anatomy (a repeat of its own after it) only where a test
-    reads them."""
+    reads them; ``sudo``: the account runs bpftrace with sudo -n on the host."""
     return f"""\
 name = "remote"
 
@@ -44,7 +45,7 @@ pg = "15"
 standbys = 2
 {placed}
 
-{host.hosts_table("far", BIN_15, known_hosts)}
+{host.hosts_table("far", BIN_15, known_hosts)}{"sudo = true" if sudo else ""}
 [workload]
 clients = 2
 duration = 3
@@ -171,28 +172,45 @@ def test_the_client_on_an_ssh_host_runs_pgbench_there(workdir: Path, far: SshdHo
 def test_a_killed_tool_leaves_nothing_on_the_host(workdir: Path, far: SshdHost,
                                                  placed: str) -> None:
     """The tool killed with SIGKILL while pgbench runs on the host: pgbench ends with its
-    SSH channel, and `clean` stops the nodes there and removes every folder it made."""
+    SSH channel, and `clean` stops the nodes there and removes every folder it made. With
+    the primary there, the kill comes in the commit anatomy's repeat, while bpftrace
+    traces the primary there: it ends with its watchdog's channel too."""
     spec = workdir / "spec.toml"
-    spec.write_text(_spec(far, placed=placed).replace("duration = 3", "duration = 60"))
-    tool = subprocess.Popen([sys.executable, "-m", "syncrep_lab", "run", str(spec), "--out",
-                             str(workdir / "run")], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    tracing = "primary" in placed
+    text = _spec(far, placed=placed, anatomy=tracing, sudo=tracing)
+    # the anatomy's repeat comes after a measured and a probed one: short ones
+    spec.write_text(text.replace("duration = 3", "duration = 2" if tracing
+                                 else "duration = 60"))
+
     def load() -> list[int]:
         """The host's pgbench running the load: not the `pgbench --version` the host
-        probe runs there first (seen, then gone, it made this test fail once)."""
+        probe runs first (seen, then gone, it made this test fail once)."""
         return [pid for pid in far.running("pgbench", wait=0)
                 if b"--version" not in _cmdline(pid)]
 
-    try:
-        deadline = time.monotonic() + 120
-        while not load() and time.monotonic() < deadline:
-            assert tool.poll() is None, "the run ended before its pgbench started"
-            time.sleep(0.2)
-        assert load(), "pgbench never ran on the host"
-    finally:
-        tool.kill()
-        tool.wait()
-    assert far.running("pgbench", wait=15) == [], "pgbench outlived the tool's channel"
+    def tracer() -> list[int]:
+        """The anatomy's bpftrace on the host: not the one-line trial of its check."""
+        return [pid for pid in far.running("bpftrace", wait=0)
+                if b".anatomy.bt" in _cmdline(pid)]
+
+    with bpftrace_through_sudo() if tracing else contextlib.nullcontext():
+        tool = subprocess.Popen([sys.executable, "-m", "syncrep_lab", "run", str(spec),
+                                 "--out", str(workdir / "run")], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 180
+            while not (load() and (tracer() or not tracing)) \
+                    and time.monotonic() < deadline:
+                assert tool.poll() is None, "the run ended before its pgbench started"
+                time.sleep(0.2)
+            assert load(), "pgbench never ran on the host"
+            assert tracer() or not tracing, "bpftrace never traced on the host"
+        finally:
+            tool.kill()
+            tool.wait()
+        assert far.running("pgbench", wait=15) == [], "pgbench outlived the tool's channel"
+        assert far.running("bpftrace", wait=15) == [], "bpftrace outlived the tool"
+        assert far.running("sudo", wait=5) == []
     cleaned = cli("clean", timeout=120)
     assert cleaned.returncode == 0, cleaned.stdout + cleaned.stderr
     left = sorted(str(p) for p in Path(far.data_root).rglob("*"))
@@ -211,9 +229,12 @@ def test_the_primary_on_an_ssh_host_streams_to_standbys_here(workdir: Path,
                                                              far: SshdHost) -> None:
     """The primary made on the host with initdb, the standbys here base backups of it over
     the veth, pgbench here against it: b is the sync one, and the primary's CPU per role
-    (its walsenders named by standby) comes back from the host."""
-    db = _done_run(workdir, far, _spec(far, placed='sync = "1(b,c)"\nclone = "basebackup"\n'
-                                                   'hosts = { primary = "far" }', anatomy=True))
+    (its walsenders named by standby) comes back from the host. Its commit anatomy is
+    traced there, by bpftrace through sudo -n, and read here."""
+    with bpftrace_through_sudo():
+        db = _done_run(workdir, far, _spec(far, placed='sync = "1(b,c)"\nclone = '
+                                                       '"basebackup"\nhosts = { primary = '
+                                                       '"far" }', anatomy=True, sudo=True))
     states = {r["standby"]: r["sync_state"] for r in db.execute(
         "select standby, sync_state from replication_samples")}
     assert states.get("b") == "sync" and states.get("c") == "potential", states
@@ -222,13 +243,32 @@ def test_the_primary_on_an_ssh_host_streams_to_standbys_here(workdir: Path,
     assert "walsender:b" in remote, remote
     settings = json.loads(db.execute("select settings_json from clusters").fetchone()[0])
     assert settings["primary"]["synchronous_standby_names"]["setting"] == "FIRST 1 (b, c)"
-    # the commit anatomy traces the primary's processes: with the primary on the host it
-    # cannot run, and the probed repeat says why instead of a repeat spent on nothing
-    assert [r["probed"] for r in db.execute("select probed from repeats order by n")] == [0, 1]
-    said = db.execute("select status, reason from probes where probe = 'anatomy'").fetchall()
-    assert [tuple(r) for r in said] == [
-        ("skipped", "the primary is not on this machine: the commit anatomy puts its "
-                    "probes on the primary's processes")]
+    # the commit anatomy, in a repeat of its own after the probed one, ran on the host
+    said = [tuple(r) for r in db.execute(
+        "select status, reason from probes where probe = 'anatomy'")]
+    assert said == [("ran", None)]
+    assert [r["probed"] for r in db.execute("select probed from repeats order by n")] == [
+        0, 1, 2]
+    repeat = db.execute("select id, transactions from repeats where probed = 2").fetchone()
+    parts = {(r["who"], r["component"]): r for r in db.execute(
+        "select who, component, count, total from anatomy where repeat_id = ?",
+        (repeat["id"],))}
+    # every commit of that repeat waited once and was timed once, on the host
+    wait = parts[("backend", "commit_wait")]
+    assert abs(wait["count"] - repeat["transactions"]) <= max(2, 0.03 * repeat["transactions"])
+    split = sum(parts[("backend", c)]["total"] for c in
+                ("standby_wait", "wakeup_queue", "run_queue", "unsignalled")
+                if ("backend", c) in parts)
+    assert split == pytest.approx(wait["total"], rel=1e-6)
+    assert parts[("backend", "local_flush")]["count"] >= wait["count"]
+    # the sync walsender freed the waiters, one kill each; the potential one none
+    assert parts[("walsender:b", "waiters_freed")]["total"] > 0
+    assert ("walsender:c", "waiters_freed") not in parts \
+        or parts[("walsender:c", "waiters_freed")]["total"] == 0
+    costs = json.loads(cli_here("costs", str(workdir / "run"), "--json").stdout)
+    assert costs[0]["anatomy"] is not None
+    # nothing of it is left on the host
+    assert far.running("bpftrace") == [] and far.running("sudo") == []
     assert list(Path(far.data_root).iterdir()) == []
     assert far.running("postgres") == []
 

@@ -8,7 +8,9 @@ is a network round trip) and each one is bounded.
 What the host needs: a POSIX ``sh`` with ``cat``, ``kill``, ``rm`` and
 ``readlink`` (any Linux has them), ``setsid`` (util-linux; without it the
 server still starts, just without a session of its own), Linux ``/proc`` for
-the CPU counters, and ``python3`` only to make :func:`proc_snapshot` faster.
+the CPU counters, and ``python3`` only to make :func:`proc_snapshot` faster (and to
+read the server binary's symbols there for the commit anatomy, probes/host_anatomy.py,
+which otherwise copies the binary).
 """
 
 from __future__ import annotations
@@ -338,6 +340,13 @@ def wait_node_gone(host: SshHost, data_dir: str, timeout: float) -> bool:
     result = host.sh(script, data_dir, steps, what=f"waiting for {data_dir} to be free",
                      timeout=timeout + 15, check=False)
     return result.returncode == 0
+
+
+def postmaster_pid(host: SshHost, data_dir: str) -> int | None:
+    """The pid of the postmaster running in ``data_dir``, as the host sees it (its
+    postmaster.pid there); None when none runs."""
+    pid = _postmaster_pid(host, data_dir)
+    return pid if pid is not None and host.alive(pid) else None
 
 
 def running(host: SshHost, data_dir: str) -> bool:

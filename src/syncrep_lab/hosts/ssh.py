@@ -552,12 +552,13 @@ class SshHost:
             raise self._failed(what, program, result)
         return result
 
-    def start(self, argv: list[str]) -> RemoteProcess:
+    def start(self, argv: list[str], *, keep_stdin: bool = False) -> RemoteProcess:
         """Start ``argv`` on the host and return at once: its output arrives line by line
-        while it runs (:class:`RemoteProcess`)."""
+        while it runs (:class:`RemoteProcess`); with ``keep_stdin`` its stdin stays open
+        for :meth:`RemoteProcess.send` until the channel closes."""
         if not argv:
             raise ValueError("start() needs a command")
-        return RemoteProcess(self, shlex.join(argv))
+        return RemoteProcess(self, shlex.join(argv), keep_stdin=keep_stdin)
 
     # files
 
@@ -747,6 +748,17 @@ class _Lines:
         while (line := self._queue.get()) is not None:
             yield line
 
+    def next(self, timeout: float) -> str | None:
+        """The next line, or None once the stream has ended; TimeoutError when none came
+        within ``timeout`` seconds."""
+        try:
+            line = self._queue.get(timeout=timeout)
+        except queue.Empty:
+            raise TimeoutError from None
+        if line is None:
+            self._queue.put(None)  # ended: so it stays for the next reader
+        return line
+
 
 class RemoteProcess:
     """A command running on a host, with what a reader of a local ``subprocess.Popen``
@@ -761,12 +773,14 @@ class RemoteProcess:
 
     pid = -1  # not a local process: nothing here may signal or reap it by pid
 
-    def __init__(self, host: SshHost, command: str) -> None:
+    def __init__(self, host: SshHost, command: str, *, keep_stdin: bool = False) -> None:
         self.args = command
         self.host_name = host.spec.name
         self.stdout, self.stderr = _Lines(), _Lines()
         self.returncode: int | None = None
         self._process: asyncssh.SSHClientProcess[str] | None = None
+        self._keep_stdin = keep_stdin
+        self._closed = False  # close() was asked, maybe before the channel opened
         conn = host._connection()
         self._loop = _event_loop()
         self._future = asyncio.run_coroutine_threadsafe(self._run(conn), self._loop)
@@ -774,9 +788,12 @@ class RemoteProcess:
     async def _run(self, conn: asyncssh.SSHClientConnection) -> None:
         code = 255
         try:
-            process = await conn.create_process(self.args, encoding="utf-8", errors="replace",
-                                                stdin=asyncssh.DEVNULL)
+            process = await conn.create_process(
+                self.args, encoding="utf-8", errors="replace",
+                stdin=asyncssh.PIPE if self._keep_stdin else asyncssh.DEVNULL)
             self._process = process
+            if self._closed:
+                process.close()
 
             async def pump(stream: asyncssh.SSHReader[str], lines: _Lines) -> None:
                 async for line in stream:
@@ -814,6 +831,30 @@ class RemoteProcess:
                 with contextlib.suppress(OSError, asyncssh.Error):
                     process.send_signal("KILL")
                 process.close()
+
+        if not self._future.done():
+            self._loop.call_soon_threadsafe(go)
+
+    def send(self, text: str) -> None:
+        """Write ``text`` to the command's stdin (started with ``keep_stdin``); nothing
+        when the channel has gone."""
+        def go() -> None:
+            process = self._process
+            if process is not None:
+                with contextlib.suppress(OSError, asyncssh.Error):
+                    process.stdin.write(text)
+
+        if not self._future.done():
+            self._loop.call_soon_threadsafe(go)
+
+    def close(self) -> None:
+        """Close the channel without a signal: the command reads the end of its stdin,
+        as it does when the tool or its connection is gone."""
+        self._closed = True
+
+        def go() -> None:
+            if self._process is not None:
+                self._process.close()
 
         if not self._future.done():
             self._loop.call_soon_threadsafe(go)

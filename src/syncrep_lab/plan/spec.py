@@ -107,7 +107,8 @@ class Host(_Strict):
     bin_dir: str
     data_root: str = "/var/tmp/syncrep-lab"
     connect_timeout: Annotated[float, Field(gt=0, le=300)] = 10.0
-    # the account may run perf through `sudo -n` (no password): the probes run there
+    # the account may run perf and bpftrace (the commit anatomy) through `sudo -n` (no
+    # password): the probes run there
     sudo: bool = False
 
 

@@ -29,6 +29,7 @@ from syncrep_lab.plan.matrix import NO_FAULTS, link_profiles
 from syncrep_lab.probes.anatomy import PROBE as ANATOMY_PROBE
 from syncrep_lab.probes.anatomy import CommitAnatomy, unavailable_reason
 from syncrep_lab.probes.gprof import GprofSetup
+from syncrep_lab.probes.host_anatomy import HostAnatomy, unavailable_on_host
 from syncrep_lab.probes.recorder import Client, Ending, Recorder, Recording, Skipped
 from syncrep_lab.probes.remote import HostProbes
 from syncrep_lab.probes.session import RepeatProbes, UntracedCpu
@@ -141,12 +142,18 @@ class Repeat:
         return [r for r in chosen if r is not None]
 
     def _anatomy(self) -> Recorder:
-        """The commit anatomy of the primaries on this machine (probes/anatomy.py)."""
+        """The commit anatomy of the primaries on this machine (probes/anatomy.py), or of
+        the primary on an SSH host, run there (probes/host_anatomy.py)."""
         primaries = _local_primaries(self.targets)
-        if not primaries:  # the rest of anatomy_unavailable is the probe's own start()
-            return Skipped(ANATOMY_PROBE, NOT_HERE)
-        return CommitAnatomy(_binary(primaries), [pid for pid, _ in primaries], self.dir,
-                             [admin for _, admin in primaries])
+        if primaries:  # the rest of anatomy_unavailable is the probe's own start()
+            return CommitAnatomy(_binary(primaries), [pid for pid, _ in primaries],
+                                 self.dir, [admin for _, admin in primaries])
+        on_host = _host_primary(self.targets)
+        if on_host is not None:
+            spec, data_dir, admin = on_host
+            return HostAnatomy(spec, data_dir, admin, self.dir,
+                               self.runner.spec.workload.duration)
+        return Skipped(ANATOMY_PROBE, NOT_HERE)
 
     def _finished(self, running: list[RunningPgbench]) -> list[PgbenchRun]:
         """The clients' runs, once all have ended, their output kept beside the repeat.
@@ -223,8 +230,8 @@ def _host_nodes(target: Target) -> dict[str, tuple[HostSpec, str]]:
              if n.host is not None and n.remote_data is not None})
 
 
-NOT_HERE = ("the primary is not on this machine: the commit anatomy puts its probes on the "
-            "primary's processes")
+NOT_HERE = ("the primary is neither on this machine nor on an SSH host of the spec: the "
+            "commit anatomy puts its probes on the primary's processes")
 
 
 def _local_primaries(targets: Sequence[Target]) -> list[tuple[int, str]]:
@@ -239,6 +246,21 @@ def _local_primaries(targets: Sequence[Target]) -> list[tuple[int, str]]:
     return out
 
 
+def _host_primary(targets: Sequence[Target]) -> tuple[HostSpec, str, str] | None:
+    """The primary on an SSH host (its host, its data dir there, the tool's connection
+    to it): a cluster with nodes on hosts is one instance."""
+    from syncrep_lab.cluster import remote_node
+
+    for t in targets:
+        manifest = t.manifest
+        if manifest is None:
+            continue
+        node = manifest.primary
+        if node.host is not None and node.remote_data is not None:
+            return remote_node.host_spec(node.host), node.remote_data, t.admin
+    return None
+
+
 def _binary(primaries: Sequence[tuple[int, str]]) -> Path:
     return Path(f"/proc/{primaries[0][0]}/exe")  # the server binary, as bpftrace opens it
 
@@ -247,4 +269,9 @@ def anatomy_unavailable(targets: Sequence[Target]) -> str | None:
     """Why the commit anatomy cannot run on these targets (with the fix), or None: asked
     before its repeat is spent, so a cell that cannot have it spends none."""
     primaries = _local_primaries(targets)
-    return NOT_HERE if not primaries else unavailable_reason(_binary(primaries))
+    if primaries:
+        return unavailable_reason(_binary(primaries))
+    on_host = _host_primary(targets)
+    if on_host is not None:
+        return unavailable_on_host(*on_host[:2])
+    return NOT_HERE
