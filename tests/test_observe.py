@@ -314,8 +314,9 @@ def test_anatomy_of_a_window_over_a_pool(cluster: tuple[Path, str], pg18: Instal
     assert _uprobe_events() == events
     # the pool's backends are counted, the auxiliary processes left out (the program kept)
     program = (out / "anatomy-window-1.bt").read_text()
-    flush_probe = next(line for line in program.splitlines()
-                       if line.startswith("uprobe:") and ":XLogFlush " in line)
+    flush_probe = next(line for line in program.splitlines()  # at its entry or past it
+                       if line.startswith("uprobe:")
+                       and re.search(r":XLogFlush(__at_\d+)? ", line))
     excluded = {int(pid) for pid in re.findall(r"pid != (\d+)", flush_probe)}
     assert not pool & excluded and aux <= excluded, (pool, aux, excluded)
     # Every commit the window saw was timed. Per slice against the server's own count of
