@@ -86,6 +86,26 @@ def test_an_output_folder_holding_a_run_is_not_overwritten(workdir: Path) -> Non
     assert res.returncode == 2 and "holds no ab run to finish" in res.stderr
 
 
+@pytest.mark.parametrize(("patch", "needles"), [
+    ("does_not_apply.patch", ["does_not_apply.patch does not apply", "Hunk #1 FAILED"]),
+    ("does_not_compile.patch", ["make failed", "the compiler's errors:",
+                                "syncrep.c:184:24: error: expected"]),
+])
+def test_a_patch_that_does_not_apply_or_compile_is_refused_and_nothing_is_cached(
+        patch: str, needles: list[str], workdir: Path) -> None:
+    """Stock comes from the suite's cache; the patched build fails at once (the patch)
+    or in a few seconds (make recompiles the one file), and leaves no build and no run."""
+    before = {b.name for b in list_builds()}
+    res = cli_here("ab", "18", "--patch", str(PATCHES / patch), "--out",
+                   str(workdir / "ab"))
+    assert res.returncode == 2, res.stdout + res.stderr
+    for needle in needles:
+        assert needle in res.stderr, res.stderr
+    assert "nothing was" in res.stderr and "Traceback" not in res.stderr
+    assert {b.name for b in list_builds()} == before
+    assert not (workdir / "ab").exists()
+
+
 SMALL = """\
 name = "ab-small"
 

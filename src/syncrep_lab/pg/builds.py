@@ -421,6 +421,7 @@ def _tail(output: bytes, lines: int = 6) -> str:
 
 def _run(argv: list[str], tree: Path, what: str, log: Path, timeout: float = 3600) -> None:
     with open(log, "ab") as fh:
+        start = fh.tell()  # the log holds earlier builds' output too
         fh.write(f"\n$ {' '.join(argv)}\n".encode())
         fh.flush()
         try:
@@ -431,9 +432,16 @@ def _run(argv: list[str], tree: Path, what: str, log: Path, timeout: float = 360
                             "look at the log; a smaller --jobs may help on a small "
                             "machine") from None
     if res.returncode != 0:
-        tail = log.read_text(errors="replace").strip().splitlines()[-8:]
-        raise UserError(f"{what} failed (exit {res.returncode}); the end of {log}:\n    "
-                        + "\n    ".join(tail),
+        with open(log, "rb") as fh:
+            fh.seek(start)
+            lines = fh.read().decode(errors="replace").strip().splitlines()
+        # make -j goes on with its other jobs after a compiler's error: the error is
+        # named first, whatever the log's last lines are
+        errors = [ln for ln in lines if ": error: " in ln or ": fatal error: " in ln][:5]
+        said = ("the compiler's errors:\n    " + "\n    ".join(errors) + "\n  "
+                if errors else "")
+        raise UserError(f"{what} failed (exit {res.returncode}); {said}the end of {log}:"
+                        "\n    " + "\n    ".join(lines[-8:]),
                         "fix what the log names (a missing -dev package, a patch that does "
                         "not compile); nothing was cached")
 
