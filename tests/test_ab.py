@@ -20,6 +20,9 @@ from typing import Any
 
 import pytest
 
+from syncrep_lab import paths
+from syncrep_lab.errors import UserError
+from syncrep_lab.patch_ab import sources
 from syncrep_lab.pg.builds import list_builds
 from syncrep_lab.terminal.ab import WIDTH
 
@@ -212,3 +215,38 @@ def test_a_known_cost_in_the_wait_is_found_and_the_control_holds(root: Path) -> 
     assert wait["patched"] >= 1000 and wait["patched"] > wait["stock"], wait
     summary = " ".join((root / "sleep" / "summary.txt").read_text().split())
     assert "slower" in summary and "commit wait" in summary
+
+
+def test_a_git_base_is_its_commit_exported_once(tmp_path: Path) -> None:
+    """--base COMMIT: the commit's files as a tarball in the builds cache (what pg build
+    then builds as stock), made once per commit; a name git does not know is refused."""
+    import subprocess
+    import tarfile
+
+    tree = tmp_path / "postgresql"
+    (tree / "src" / "backend").mkdir(parents=True)
+    (tree / "configure").write_text("# stock\n")
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(tree), "-c", "user.name=t", "-c",
+                               "user.email=t@t", *args], check=True, capture_output=True,
+                              text=True).stdout.strip()
+
+    git("init", "-q")
+    git("add", "-A")
+    git("commit", "-q", "-m", "stock")
+    (tree / "configure").write_text("# patched, not committed\n")
+    said: list[str] = []
+    tarball, sha = sources.export_commit(tree, "HEAD", said.append)
+    assert sha == git("rev-parse", "HEAD") and tarball.is_relative_to(paths.builds_dir())
+    with tarfile.open(tarball) as tar:
+        member = tar.extractfile(f"postgresql-{sha[:12]}/configure")
+        assert member is not None and member.read() == b"# stock\n"
+    assert said == [f"exporting commit {sha[:12]} of {tree}"]
+    again, _ = sources.export_commit(tree, sha[:8], said.append)
+    assert again == tarball and len(said) == 1  # found, not made again
+    tarball.unlink()
+    with pytest.raises(UserError, match="--base nosuch: not a commit of"):
+        sources.export_commit(tree, "nosuch", said.append)
+    res = cli_here("ab", str(tree), "--base", "nosuch")
+    assert res.returncode == 2 and "git -C" in res.stderr and "Traceback" not in res.stderr
