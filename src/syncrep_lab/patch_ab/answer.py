@@ -27,17 +27,18 @@ from typing import Any
 
 from syncrep_lab.analysis.anatomy import cell_anatomy
 from syncrep_lab.analysis.compare import compare_figure, cost_changes
-from syncrep_lab.analysis.costs import cluster_version, role_values, untraced_cpu
+from syncrep_lab.analysis.costs import cell_costs, cluster_version, role_values, untraced_cpu
 from syncrep_lab.analysis.model import finite, run_model
 from syncrep_lab.analysis.ratios import ratios_to_baseline
 from syncrep_lab.measure.pairing import ratio_of
 from syncrep_lab.patch_ab.flamediff import cell_diffs, mark_moved
 from syncrep_lab.patch_ab.spec import CONTROL_LEVELS, REFERENCE_CORES
 from syncrep_lab.plan.spec import parse_spec
-from syncrep_lab.store import Store, StoredCell
+from syncrep_lab.store import Store, StoredCell, queries
 
 SYSCALL_FLOOR = 0.05  # calls per commit: below this on both sides, a call is not shown
 MOVED = 8  # costs that moved, kept per cell
+GPROF_FUNCTIONS = 8  # per role, the most called on either side
 ROLE_ORDER = ("backend", "walsender", "walwriter", "walreceiver", "startup", "pgbench")
 
 
@@ -121,6 +122,13 @@ def _costs(store: Store, stock: StoredCell, patched: StoredCell, confidence: flo
     return roles, moved, changes["notes"]
 
 
+def _cpu_means(roles: list[dict[str, Any]]
+               ) -> dict[tuple[str, str], tuple[float | None, float | None]]:
+    return {(r["node"], r["role"]): (r["cpu_us"]["stock"]["mean"],
+                                     r["cpu_us"]["patched"]["mean"])
+            for r in roles if r["cpu_us"] is not None}
+
+
 def _anatomy(store: Store, cell: StoredCell) -> dict[str, Any] | None:
     commits = {r.id: int(r.transactions) for r in store.repeats(cell.id) if r.probed}
     found = cell_anatomy(store, commits, int(cell.params.get("clients") or 0))
@@ -134,6 +142,29 @@ def _anatomy(store: Store, cell: StoredCell) -> dict[str, Any] | None:
             "releases": busiest,
             "little_bound_tps": found["little_bound_tps"],
             "release_bound_tps": found["release_bound_tps"]}
+
+
+def _gprof(store: Store, stock: StoredCell, patched: StoredCell
+           ) -> list[dict[str, Any]] | None:
+    """Per role both sides profiled (a profiling build): the functions called most per
+    commit on either side, stock against patched (gprof's exact counts); None where
+    neither side ran gprof."""
+    probed = [r.id for c in (stock, patched) for r in store.repeats(c.id) if r.probed]
+    if not probed or not queries.gprof_of(store, probed)[0]:
+        return None
+    ga = {(g["node"], g["role"]): g for g in cell_costs(store, stock.id)["gprof"]}
+    gb = {(g["node"], g["role"]): g for g in cell_costs(store, patched.id)["gprof"]}
+    out = []
+    for key in sorted(ga.keys() & gb.keys()):
+        calls_a = {f["function"]: f["calls_per_commit"] for f in ga[key]["functions"]}
+        calls_b = {f["function"]: f["calls_per_commit"] for f in gb[key]["functions"]}
+        names = sorted(calls_a.keys() | calls_b.keys(),
+                       key=lambda fn: -max(calls_a.get(fn) or 0.0, calls_b.get(fn) or 0.0))
+        out.append({"node": key[0], "role": key[1],
+                    "functions": [{"function": fn, "stock": calls_a.get(fn),
+                                   "patched": calls_b.get(fn)}
+                                  for fn in names[:GPROF_FUNCTIONS]]})
+    return out
 
 
 def _sync_walsender(model: dict[str, Any], anatomy: dict[str, Any] | None) -> str | None:
@@ -260,10 +291,12 @@ def read_answer(folder: Path, stock_name: str, patched_name: str, diffs: Path
                 roles, moved, notes = _costs(store, stock, cell, spec.run.confidence)
                 anatomy = {"stock": _anatomy(store, stock), "patched": _anatomy(store, cell)}
                 entry.update(roles=roles, moved=moved, cost_notes=notes, anatomy=anatomy,
+                             gprof=_gprof(store, stock, cell),
                              flame=cell_diffs(store, stock.id, cell.id,
                                               spec.probes.flame_hz,
                                               diffs / f"{level}-{clients}",
-                                              f"{level}, {clients} clients"),
+                                              f"{level}, {clients} clients",
+                                              _cpu_means(roles)),
                              model=_model(models.get(stock.idx), models.get(cell.idx),
                                           anatomy["stock"], roles, cores))
             out_cells.append(entry)

@@ -1,20 +1,24 @@
 """Differential flame graphs of a cell's stock and patched sides, per role, and the
-frames whose time per commit moved beyond the sampling noise.
+frames whose share of the role's CPU moved beyond the sampling noise.
 
 Each side's folded stacks are its last probed repeat's (probes/flamegraph.py writes one
-file per node and role, in µs of CPU). Both are put per commit (ns per commit, so a
-side that committed more is not wider for it) before ``inferno-diff-folded``: the graph
-is as wide as patched, red where a frame's time per commit grew, blue where it shrank.
+file per node and role, in µs of CPU). ``inferno-diff-folded --normalize`` scales
+stock's to patched's total: the graph is as wide as patched, red where a frame takes a
+larger share of the role's CPU than in stock, blue where a smaller one. Shares, not
+time per commit: a machine too busy for perf loses samples (a recording of 66 samples
+where 990 were due was seen here, with the probes' neighbours at 20 runnable
+processes), which would read as CPU per commit that fell. How much CPU a role takes per
+commit is the measured repeats' /proc figure with its interval (answer.py); a frame's
+"ns per commit" is its share times that.
 
 Whether a frame moved: perf samples every CPU at ``flame_hz``, so a frame's time is a
-count of samples, each one period long. If its time per commit were the same on both
-sides, its samples on the stock side would be binomial over the two sides' samples with
-the share stock's commits are of both; a frame is said to have moved where that count
-is further from its expectation than a two-sided test at 95 % allows, Bonferroni-
-corrected over every frame tested in the answer, all cells and roles (so an A/A says
-nothing moved 19 times in 20). This is the sampling noise of the two recordings only:
-a frame's drift between repeats is not in it (the per-role CPU with its interval over
-the measured repeats is).
+count of samples. If its share of the role were the same on both sides, its samples on
+the stock side would be binomial over its samples on both, with the share stock's
+samples of the role are of both; a frame moved where that count is further from its
+expectation than a two-sided test at 95 % allows, Bonferroni-corrected over every frame
+tested in the answer, all cells and roles (so an A/A says nothing moved 19 times in
+20). That is the sampling noise of the two recordings only: a frame's drift between
+repeats is not in it.
 """
 
 from __future__ import annotations
@@ -63,90 +67,94 @@ def _read(path: Path) -> Counter[str]:
     return stacks
 
 
-def _per_commit(stacks: Counter[str], commits: int) -> list[str]:
-    """µs per repeat -> ns per commit, as folded lines."""
-    lines = []
-    for stack, us in stacks.items():
-        ns = round(us * 1000 / commits)
-        if ns > 0:
-            lines.append(f"{stack} {ns}")
-    return lines
-
-
 def _inclusive(stacks: Counter[str]) -> Counter[str]:
     out: Counter[str] = Counter()
     for stack, us in stacks.items():
         for frame in set(stack.split(";")[1:]):  # the first is the role
-            if frame not in ROOT_FRAMES:
+            # libc's entry points carry their symbol version (__libc_start_main@@GLIBC_2.34)
+            if frame.split("@@")[0] not in ROOT_FRAMES:
                 out[frame] += us
     return out
 
 
-def frame_tests(a: Counter[str], b: Counter[str], commits_a: int, commits_b: int,
-                period_us: float) -> list[dict[str, Any]]:
-    """Each frame seen often enough on the two sides (folded stacks in µs): its time
-    per commit on each and ``z``, how far patched's samples are from what the same
-    time per commit would give, in standard deviations (positive: patched more)."""
+def frame_tests(a: Counter[str], b: Counter[str], period_us: float,
+                cpu_us: tuple[float | None, float | None] = (None, None)
+                ) -> list[dict[str, Any]]:
+    """Each frame seen often enough on the two sides (folded stacks in µs): its share
+    of the role's recorded CPU on each, ``z`` (how far patched's samples of it are from
+    what the same share would give, in standard deviations; positive: patched more),
+    and, given each side's CPU µs per commit of the role, its ns per commit."""
     inc_a, inc_b = _inclusive(a), _inclusive(b)
-    share = commits_a / (commits_a + commits_b)
+    total_a, total_b = sum(a.values()), sum(b.values())
+    if total_a <= 0 or total_b <= 0:
+        return []
+    p = total_a / (total_a + total_b)
     out: list[dict[str, Any]] = []
     for frame in sorted(inc_a.keys() | inc_b.keys()):
         na = inc_a[frame] / period_us
         n = na + inc_b[frame] / period_us
         if n < MIN_SAMPLES:
             continue
-        z = (na - n * share) / math.sqrt(n * share * (1 - share))
-        us_a, us_b = inc_a[frame] / commits_a, inc_b[frame] / commits_b
-        out.append({"frame": frame, "stock_ns_per_commit": 1000 * us_a,
-                    "patched_ns_per_commit": 1000 * us_b,
-                    "change_ns_per_commit": 1000 * (us_b - us_a), "z": -z})
+        z = (na - n * p) / math.sqrt(n * p * (1 - p))
+        share_a, share_b = inc_a[frame] / total_a, inc_b[frame] / total_b
+        out.append({"frame": frame, "stock_share": share_a, "patched_share": share_b,
+                    "stock_ns_per_commit": None if cpu_us[0] is None
+                    else 1000 * share_a * cpu_us[0],
+                    "patched_ns_per_commit": None if cpu_us[1] is None
+                    else 1000 * share_b * cpu_us[1],
+                    "z": -z})
     return out
 
 
 def mark_moved(graphs: list[dict[str, Any]]) -> float | None:
     """Every graph's ``moved`` (its frames beyond the sampling noise, the largest change
-    first, at most SHOWN) and ``moved_count``, Bonferroni over every frame of
+    of share first, at most SHOWN) and ``moved_count``, Bonferroni over every frame of
     ``graphs``; its ``tests`` are dropped. Returns the |z| a frame had to pass."""
     tested = sum(len(g["tests"]) for g in graphs)
     z_crit = NormalDist().inv_cdf(1 - ALPHA / (2 * tested)) if tested else None
     for g in graphs:
         moved = [t for t in g.pop("tests") if z_crit is not None and abs(t["z"]) >= z_crit]
-        moved.sort(key=lambda f: -abs(f["change_ns_per_commit"]))
+        moved.sort(key=lambda f: -abs(f["patched_share"] - f["stock_share"]))
         g.update(moved=moved[:SHOWN], moved_count=len(moved))
     return z_crit
 
 
 def cell_diffs(store: Store, stock_cell: int, patched_cell: int, hz: int, into: Path,
-               label: str) -> list[dict[str, Any]]:
+               label: str, cpu_us: dict[tuple[str, str], tuple[float | None, float | None]]
+               ) -> list[dict[str, Any]]:
     """Per role both sides have: the differential flame graph (written into ``into``)
     and its frames' tests (``tests``, for :func:`mark_moved`); an empty list where either
-    side has no flame graphs."""
+    side has no flame graphs. ``cpu_us``: each role's CPU µs per commit, stock and
+    patched (the measured repeats')."""
     a, b = _sides(store, stock_cell), _sides(store, patched_cell)
     period_us = 1e6 / hz
     out: list[dict[str, Any]] = []
     for node, role in sorted(a.keys() & b.keys()):
         sa, sb = a[(node, role)], b[(node, role)]
-        if sa.commits <= 0 or sb.commits <= 0 or not sa.folded.exists() \
-                or not sb.folded.exists():
+        if not sa.folded.exists() or not sb.folded.exists():
             continue
         stacks_a, stacks_b = _read(sa.folded), _read(sb.folded)
         into.mkdir(parents=True, exist_ok=True)
         name = f"{node}-{role}".replace(":", "_").replace("/", "_")
-        before, after = into / f"{name}.stock.folded", into / f"{name}.patched.folded"
-        before.write_text("\n".join(_per_commit(stacks_a, sa.commits)) + "\n")
-        after.write_text("\n".join(_per_commit(stacks_b, sb.commits)) + "\n")
         svg = into / f"{name}.diff.svg"
-        entry: dict[str, Any] = {"node": node, "role": role, "svg": str(svg),
-                                 "stock_us_per_commit": sum(stacks_a.values()) / sa.commits,
-                                 "patched_us_per_commit": sum(stacks_b.values()) / sb.commits}
+        entry: dict[str, Any] = {
+            "node": node, "role": role, "svg": str(svg),
+            "samples": {"stock": round(sum(stacks_a.values()) / period_us),
+                        "patched": round(sum(stacks_b.values()) / period_us)}}
         try:
-            render_diff(before, after, svg, f"{role} on {node}: patched against stock",
-                        f"{label}; red: more time per commit than stock, blue: less",
-                        "ns per commit")
+            render_diff(sa.folded, sb.folded, svg,
+                        f"{role} on {node}: patched against stock",
+                        f"{label}; red: a larger share of the role's CPU than in stock, "
+                        "blue: a smaller one", "µs")
         except (RuntimeError, OSError) as exc:
             entry["svg"] = None
             entry["svg_error"] = str(exc)
-        tests = frame_tests(stacks_a, stacks_b, sa.commits, sb.commits, period_us)
+        # The client is the same program on both sides, and its stacks are the ones
+        # DWARF unwinding cuts short (pgbench's threads: how many reach threadRun
+        # changed fivefold between two recordings of one program): drawn, not tested.
+        tests = ([] if node == "client" else
+                 frame_tests(stacks_a, stacks_b, period_us,
+                             cpu_us.get((node, role), (None, None))))
         entry.update(frames_tested=len(tests), tests=tests)
         out.append(entry)
     return out

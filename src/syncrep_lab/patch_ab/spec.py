@@ -28,7 +28,7 @@ from syncrep_lab.plan.spec import Spec, load_spec, parse_spec
 LEVELS = ("on", "remote_write", "local")  # the last: the control
 CONTROL_LEVELS = ("local", "off")  # levels whose commits never reach the wait
 DEFAULT_CLIENTS = (8, 64)
-DEFAULT_BUDGET = "10m"
+DEFAULT_BUDGET = "8m"
 REFERENCE_CORES = 64  # the seed's primary
 
 

@@ -262,13 +262,14 @@ def graphs_of(folded_lines: list[str], out_dir: Path,
 
 def render_diff(before: Path, after: Path, svg: Path, title: str, subtitle: str,
                 countname: str, timeout: float = 120) -> None:
-    """A differential flame graph of two folded files (``inferno-diff-folded``): frames
-    as wide as in ``after``, red where they grew since ``before``, blue where they
-    shrank."""
+    """A differential flame graph of two folded files (``inferno-diff-folded
+    --normalize``: ``before`` scaled to ``after``'s total): frames as wide as in
+    ``after``, red where their share grew since ``before``, blue where it shrank."""
     differ, tool = inferno("inferno-diff-folded"), inferno("inferno-flamegraph")
     if differ is None or tool is None:
         raise RuntimeError("inferno-diff-folded or inferno-flamegraph is not installed")
-    diffed = subprocess.run([differ, str(before), str(after)], capture_output=True,
+    diffed = subprocess.run([differ, "--normalize", str(before), str(after)],
+                            capture_output=True,
                             timeout=timeout, check=False)
     if diffed.returncode != 0:
         raise RuntimeError("inferno-diff-folded failed: "

@@ -70,6 +70,12 @@ def ratio_lines(ab: dict[str, Any]) -> list[str]:
         lines.append(f"{_level(c):<18}{c['clients']:>7}  "
                      f"{(f'{mean:.3f}' if mean is not None else '-'):>5}  {interval:<12} "
                      f"{seen:>9}  {verdict}")
+    missing = [c for c in ab["cells"] if c["verdict"] == "not measured"]
+    for c in missing:
+        failed = [side for side, status in c["status"].items() if status != "done"]
+        lines += wrap(f"{c['level']} at {c['clients']} clients: not measured, the "
+                      f"{' and '.join(failed)} cell {' and '.join(c['status'][f] for f in failed)}"
+                      f" (syncrep-lab results {ab['run']} says why).")
     lines += wrap("'no change': none larger than 'could see' (the change this run "
                   "would have detected 4 times in 5); 'ctl': the control, whose "
                   "commits return before the wait.")
@@ -143,21 +149,44 @@ def _anatomy_lines(cell: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _gprof_lines(cell: dict[str, Any]) -> list[str]:
+    """gprof's calls per commit of the commit path's roles (a profiling build)."""
+    sync = (cell.get("model") or {}).get("walsender")
+    lines = []
+    for g in cell.get("gprof") or []:
+        if g["node"] != "primary" or g["role"] not in ("backend", sync):
+            continue
+        lines.append(f"  gprof, calls per commit in {g['role']} (exact counts):")
+        for f in g["functions"]:
+            lines.append(f"    {f['function'][:36]:<36} {_num(f['stock'], 2):>9} -> "
+                         f"{_num(f['patched'], 2):>9}")
+    return lines
+
+
 def _flame_lines(cell: dict[str, Any]) -> list[str]:
     graphs = cell.get("flame") or []
     if not graphs:
         return ["  flame graphs: none on one side (probes off, or perf missing)"]
     moved = [g for g in graphs if g["moved"]]
-    tested = sum(g["frames_tested"] for g in graphs)
+    tested = [g for g in graphs if g["frames_tested"]]
+    frames = sum(g["frames_tested"] for g in tested)
+    samples = (sum(g["samples"]["stock"] for g in tested),
+               sum(g["samples"]["patched"] for g in tested))
     if not moved:
-        return wrap(f"flame graphs: no frame moved beyond the sampling noise ({tested} "
-                    f"frames over {len(graphs)} roles)", "    ", "  ")
-    lines = ["  flame graphs, frames that moved (ns per commit):"]
+        return wrap(f"flame graphs: no frame's share of its role moved beyond the "
+                    f"sampling noise ({frames} frames of {len(tested)} "
+                    f"role{'s' if len(tested) != 1 else ''}, "
+                    f"{samples[0]:,} and {samples[1]:,} samples)", "    ", "  ")
+    lines = ["  flame graphs, frames whose share of the role moved:"]
     for g in moved:
         for f in g["moved"]:
             who = f"{g['role']} {f['frame']}"
-            lines.append(f"    {who[:38]:<38} {f['stock_ns_per_commit']:>8,.0f} -> "
-                         f"{f['patched_ns_per_commit']:>8,.0f}")
+            ns = ""
+            if f["stock_ns_per_commit"] is not None and f["patched_ns_per_commit"] is not None:
+                ns = (f" ({f['stock_ns_per_commit']:,.0f} -> "
+                      f"{f['patched_ns_per_commit']:,.0f} ns)")
+            lines.append(f"    {who[:34]:<34} {100 * f['stock_share']:>5.1f} -> "
+                         f"{100 * f['patched_share']:>5.1f} %{ns}")
     return lines
 
 
@@ -227,9 +256,10 @@ def summary_lines(answer: dict[str, Any]) -> list[str]:
     for side in answer["bases"]:
         ab = side["answer"]
         version = side["stock"]["version"]
-        lines += wrap(f"syncrep-lab ab: PostgreSQL {version}, stock against patched "
-                      f"({', '.join(p['name'] for p in side['patches']) or 'as it is'})")
-        lines.append("=" * min(WIDTH, len(lines[-1])))
+        title = f"PostgreSQL {version}: stock against patched (syncrep-lab ab)"
+        lines += [title, "=" * len(title)]
+        names = ", ".join(p["name"] for p in side["patches"]) or "none (the tree as it is)"
+        lines += wrap(f"patches: {names}")
         minutes = (ab["seconds"] or 0) / 60
         budget = f", budget {ab['budget']}" if ab["budget"] else ""
         stopped = ", ".join(ab["stop_reasons"]) or "-"
@@ -252,6 +282,7 @@ def summary_lines(answer: dict[str, Any]) -> list[str]:
             lines += _cpu_lines(cell)
             lines += _syscall_lines(cell)
             lines += _anatomy_lines(cell)
+            lines += _gprof_lines(cell)
             lines += _flame_lines(cell)
         models = [c for c in ab["cells"] if not c["control"] and c.get("model")]
         if models:
