@@ -250,3 +250,18 @@ def test_a_git_base_is_its_commit_exported_once(tmp_path: Path) -> None:
         sources.export_commit(tree, "nosuch", said.append)
     res = cli_here("ab", str(tree), "--base", "nosuch")
     assert res.returncode == 2 and "git -C" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_patches_go_to_the_bases_they_name(tmp_path: Path) -> None:
+    """--patch VERSION=FILE to that base (a release of that major too), a bare FILE to
+    every base, each base's patches in the order given."""
+    one, two = tmp_path / "one.patch", tmp_path / "a=b.patch"
+    one.write_text("")
+    two.write_text("--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n")
+    request = sources.parse_request(["15.18", "18"], [f"15={one}", str(two), f"18={one}"],
+                                    None)
+    assert [p.name for p in request.patches["15.18"]] == ["one.patch", "a=b.patch"]
+    assert [p.name for p in request.patches["18"]] == ["a=b.patch", "one.patch"]
+    assert [p.changes for p in request.patches["18"]] == [True, False]
+    with pytest.raises(UserError, match="no patch for 18"):
+        sources.parse_request(["15", "18"], [f"15={one}"], None)
