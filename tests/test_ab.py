@@ -1,13 +1,14 @@
 """``syncrep-lab ab``: a patch judged against its stock build in one command.
 
 The bad-input tests run in this process and build nothing. The runs use the builds
-the suite keeps in its cache (tests/test_pg_build.py makes ``pg18-stock``; the 1 ms
-patch is built on the same tree once, about a minute, then found in the cache), on a
+the suite keeps in its cache (tests/test_pg_build.py makes ``pg18-stock``; the 5 ms
+patch is built on the same tree once, under a minute, then found in the cache), on a
 matrix cut to what the assertions read: ``on`` and the control ``local`` at 4 clients,
-repeats of 2 s without fsync (a commit is then a fraction of a millisecond, and the
-disk's noise, which other tenants of a shared machine make, is out of it). The
-intervals are at 99 %: every interval an A/A asserts holds 1 fails 1 run in 100 by
-design, not 1 in 20.
+3 rounds of 2 s repeats without fsync (a commit is then a fraction of a millisecond,
+and the disk's noise, which other tenants of a shared machine make, is out of it). The
+intervals are at 99 %: every interval asserted to hold 1 fails 1 run in 100 by design,
+not 1 in 20; the known cost is large enough (5 ms a commit) to be seen through them on a
+machine whose rounds swing twofold.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from .helpers import cli, cli_here, shared_tmp
 
 PATCHES = Path(__file__).parent / "data" / "patches"
 EMPTY = PATCHES / "empty.patch"
-SLEEP = PATCHES / "syncrep_sleep_1ms.patch"
+SLEEP = PATCHES / "syncrep_sleep_5ms.patch"
 
 
 def _spec(tmp: Path, text: str, name: str = "spec.toml") -> Path:
@@ -162,7 +163,7 @@ def test_a_patch_that_changes_nothing_is_an_a_a(root: Path) -> None:
     """The same bytes on both sides (an empty patch: stock's installation copied, no
     build): every ratio's interval holds 1, the control holds, the differential flame
     graphs show no frame beyond the sampling noise."""
-    answer = _ab(root, EMPTY, "anatomy = false", "aa", rounds=4)
+    answer = _ab(root, EMPTY, "anatomy = false", "aa", rounds=3)
     side = answer["bases"][0]
     assert side["patched"]["copy_of"] == side["stock"]["name"]
     assert side["patched"]["seconds"] == 0.0 and "A/A" in side["note"]
@@ -172,7 +173,7 @@ def test_a_patch_that_changes_nothing_is_an_a_a(root: Path) -> None:
                                                                ("local", True)]
     for cell in ab["cells"]:
         r = cell["ratio"]
-        assert r["paired"] and r["rounds"] == 4
+        assert r["paired"] and r["rounds"] == 3
         assert r["low"] <= 1 <= r["high"], cell
         assert cell["verdict"] == "no change" and r["detectable_pct"] > 0
         assert {"primary", "b", "c"} <= {role["node"] for role in cell["roles"]}
@@ -180,8 +181,8 @@ def test_a_patch_that_changes_nothing_is_an_a_a(root: Path) -> None:
                        and x["node"] == "primary")
         # CPU per commit paired by round, like the ratio (its interval is not asserted:
         # with a dozen roles a cell, one of them misses 1 by chance in most A/As)
-        assert backend["cpu_us"]["stock"]["n"] == 4
-        assert backend["cpu_us"]["paired_rounds"] == 4
+        assert backend["cpu_us"]["stock"]["n"] == 3
+        assert backend["cpu_us"]["paired_rounds"] == 3
         assert backend["cpu_us"]["low"] < backend["cpu_us"]["ratio"] < backend["cpu_us"]["high"]
         graphs = {(g["node"], g["role"]): g for g in cell["flame"]}
         assert ("primary", "walsender:b") in graphs and ("primary", "backend") in graphs
@@ -196,25 +197,21 @@ def test_a_patch_that_changes_nothing_is_an_a_a(root: Path) -> None:
 
 
 def test_a_known_cost_in_the_wait_is_found_and_the_control_holds(root: Path) -> None:
-    """1 ms asleep at the start of every commit's wait for a standby (after the return
-    of a level that does not wait): on is clearly slower, local is not, and the commit
-    anatomy puts the time in the commit wait."""
-    answer = _ab(root, SLEEP, "perf = false\nflamegraphs = false", "sleep", rounds=5)
+    """5 ms asleep at the start of every commit's wait for a standby (after the return
+    of a level that does not wait): on is clearly slower, local is not. No probed
+    repeats: the ratios are what is asserted."""
+    answer = _ab(root, SLEEP, "probed_repeats = 0", "sleep", rounds=3)
     side = answer["bases"][0]
     assert side["patched"]["patches"][0]["name"] == SLEEP.name
     assert side["patched"]["name"] != side["stock"]["name"]
     cells = {c["level"]: c for c in side["answer"]["cells"]}
     on, local = cells["on"], cells["local"]
-    assert on["verdict"] == "slower" and on["ratio"]["high"] < 0.9, on["ratio"]
+    assert on["verdict"] == "slower" and on["ratio"]["high"] < 0.8, on["ratio"]
     assert local["ratio"]["low"] <= 1 <= local["ratio"]["high"], local["ratio"]
     assert side["answer"]["control"]["held"] is True
-    wait = {k: v["components"]["commit_wait"]["us_per_commit"]["mean"]
-            for k, v in on["anatomy"].items()}
-    # the sleep is inside the wait (the standby's reply may come during it, so the rest
-    # of the wait shrinks): at least 1 ms of every patched commit's wait
-    assert wait["patched"] >= 1000 and wait["patched"] > wait["stock"], wait
+    assert on["anatomy"] == {"stock": None, "patched": None} and on["flame"] == []
     summary = " ".join((root / "sleep" / "summary.txt").read_text().split())
-    assert "slower" in summary and "commit wait" in summary
+    assert "slower" in summary and "flame graphs: none on one side" in summary
 
 
 def test_a_git_base_is_its_commit_exported_once(tmp_path: Path) -> None:

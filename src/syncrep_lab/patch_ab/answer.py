@@ -302,6 +302,10 @@ def read_answer(folder: Path, stock_name: str, patched_name: str, diffs: Path
             out_cells.append(entry)
         out_cells.sort(key=lambda c: (c["control"], _level_rank(c["level"]), c["clients"]))
         z_crit = mark_moved([g for c in out_cells for g in c.get("flame") or []])
+        # the walsender that releases the waiters, as the cells that wait found it (a
+        # control cell's commits never wait: nothing there tells the two apart)
+        named = [c["model"]["walsender"] for c in out_cells
+                 if not c["control"] and c.get("model")]
         repeats = [r for c in cells for r in store.repeats(c.id)]
         rounds = max((int(r.round) for r in repeats if r.round is not None), default=0)
         found: dict[str, Any] = finite({
@@ -315,6 +319,7 @@ def read_answer(folder: Path, stock_name: str, patched_name: str, diffs: Path
             "stop_reasons": sorted({str(c.stop_reason) for c in cells if c.stop_reason}),
             "machine": run.machine, "versions": versions, "reference_cores": cores,
             "flame_z": z_crit, "flame_hz": spec.probes.flame_hz,
+            "sync_walsender": max(sorted(set(named)), key=named.count) if named else None,
             "cells": out_cells, "control": control(out_cells)})
         return found
     finally:

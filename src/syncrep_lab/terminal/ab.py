@@ -98,10 +98,9 @@ def _cpu_lines(cell: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _syscall_lines(cell: dict[str, Any]) -> list[str]:
+def _syscall_lines(cell: dict[str, Any], sync: str | None) -> list[str]:
     """The commit path's roles (the primary's backends and its sync walsender): each
     system call per commit on both sides."""
-    sync = (cell.get("model") or {}).get("walsender")
     roles = [r for r in cell.get("roles") or [] if r["node"] == "primary" and (
         r["role"] == "backend" or r["role"] == sync
         or (sync is None and r["role"].startswith("walsender")))]
@@ -149,9 +148,8 @@ def _anatomy_lines(cell: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _gprof_lines(cell: dict[str, Any]) -> list[str]:
+def _gprof_lines(cell: dict[str, Any], sync: str | None) -> list[str]:
     """gprof's calls per commit of the commit path's roles (a profiling build)."""
-    sync = (cell.get("model") or {}).get("walsender")
     lines = []
     for g in cell.get("gprof") or []:
         if g["node"] != "primary" or g["role"] not in ("backend", sync):
@@ -280,9 +278,11 @@ def summary_lines(answer: dict[str, Any]) -> list[str]:
         for cell in shown:
             lines += ["", _head(cell)]
             lines += _cpu_lines(cell)
-            lines += _syscall_lines(cell)
+            sync = (ab.get("sync_walsender") if cell["control"]
+                    else (cell.get("model") or {}).get("walsender"))
+            lines += _syscall_lines(cell, sync)
             lines += _anatomy_lines(cell)
-            lines += _gprof_lines(cell)
+            lines += _gprof_lines(cell, sync)
             lines += _flame_lines(cell)
         models = [c for c in ab["cells"] if not c["control"] and c.get("model")]
         if models:
