@@ -239,6 +239,8 @@ def _build_lines(side: dict[str, Any]) -> list[str]:
                       "    ", "  ")
         lines += wrap("configure " + " ".join(shlex.quote(f) for f in b["configure"]),
                       "      ", "    ")
+        if b.get("unfit"):
+            lines += wrap(f"not for performance figures: {b['unfit']}", "      ", "    ")
     for p in side["patches"]:
         lines += wrap(f"patch {p['name']} sha256 {p['sha256'][:16]}"
                       + ("" if p["changes_files"] else " (changes no file)"), "    ", "  ")
