@@ -140,6 +140,85 @@ def pg_build_cmd(source: str, patches: tuple[Path, ...], flavor: str, name: str 
         err.print(f"note: {built.unfit}")
 
 
+@cli.command("ab")
+@click.argument("bases", nargs=-1, required=True, metavar="BASE...")
+@click.option("--patch", "patches", multiple=True, metavar="[VERSION=]FILE",
+              help="A patch (git diff or diff -u) for the patched side; repeatable, in "
+                   "order. VERSION=FILE gives it to one base only (--patch 15=f15.patch).")
+@click.option("--base", "git_base", default=None, metavar="COMMIT",
+              help="BASE is a git tree: stock is this commit, patched the tree as it is.")
+@click.option("--flavor", default="release", show_default=True,
+              help="Both builds' flavor: release, frame-pointers, profiling or debug.")
+@click.option("--spec", "spec_file", type=click.Path(path_type=Path), default=None,
+              help="A spec whose matrix replaces the default one (ab sets its pg axis "
+                   "and baseline).")
+@click.option("--clients", default=None, metavar="N,N",
+              help="The client counts (default 8,64).")
+@click.option("--budget", default=None,
+              help="No new round once this much time has run (default 10m).")
+@click.option("--out", type=click.Path(path_type=Path), default=None,
+              help="Output folder (default ./syncrep-runs/ab-TIME).")
+@click.option("--resume", is_flag=True, help="Finish the runs of an interrupted --out.")
+@click.option("--jobs", type=click.IntRange(1, 256), default=None,
+              help="make -j for the builds (default: the CPUs).")
+@click.option("--json", "as_json", is_flag=True, help="Print the answer as JSON.")
+def ab_cmd(bases: tuple[str, ...], patches: tuple[str, ...], git_base: str | None,
+           flavor: str, spec_file: Path | None, clients: str | None, budget: str | None,
+           out: Path | None, resume: bool, jobs: int | None, as_json: bool) -> None:
+    """Judge a patch: build BASE stock and patched (BASE as pg build takes it: a
+    version, a tarball or a source tree), run both interleaved on the seed's shape
+    (on, remote_write and the control local, at a low and a high client count) and
+    say what changed: the paired ratio per cell, the control, CPU and system calls
+    per commit per role, the commit anatomy, differential flame graphs and what the
+    model makes of the walsender's cost."""
+    from syncrep_lab.patch_ab.command import (
+        Options,
+        failed_cells,
+        prepare,
+        run_ab,
+        write_answer,
+    )
+    from syncrep_lab.terminal.ab import summary_lines
+
+    prep = prepare(Options(list(bases), list(patches), git_base, flavor, spec_file,
+                           clients, budget, out, jobs, resume))
+    err.print(f"ab: output folder {escape(str(prep.out))}", soft_wrap=True)
+
+    @contextmanager
+    def display(folder: Path) -> Iterator[Any]:
+        from syncrep_lab.terminal.progress import RunDisplay
+
+        with _ab_resume_hint(prep.out), RunDisplay(folder) as shown:
+            yield shown.events
+
+    answer = run_ab(prep, display, lambda what: err.print(f"ab: {escape(what)}",
+                                                          soft_wrap=True))
+    lines = summary_lines(answer)
+    write_answer(answer, lines, prep.out)
+    if as_json:
+        click.echo(json.dumps(answer, indent=2, default=str))
+    else:
+        click.echo("\n".join(lines))
+        err.print(f"written: {escape(str(prep.out / 'summary.txt'))}, "
+                  f"{escape(str(prep.out / 'ab.json'))}", soft_wrap=True)
+    failed = failed_cells(answer)
+    if failed:
+        err.print(f"[red]{failed} cells failed[/] (their errors are in each run's store: "
+                  "syncrep-lab results RUN)")
+        sys.exit(4)
+
+
+@contextmanager
+def _ab_resume_hint(out_dir: Path) -> Iterator[None]:
+    """On an interrupt, say how to finish the answer."""
+    try:
+        yield
+    except Interrupted:
+        err.print(f"the repeats done so far are stored in {escape(str(out_dir))}; finish "
+                  "with the same command and --resume", soft_wrap=True)
+        raise
+
+
 # --- cluster ----------------------------------------------------------------------
 
 _dir_option = click.option(

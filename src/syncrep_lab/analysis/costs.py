@@ -244,6 +244,20 @@ def role_values(store: Store, cell_id: int) -> list[RoleValues]:
     return out
 
 
+def untraced_cpu(store: Store, cell_id: int) -> dict[tuple[str, str], dict[int, float]]:
+    """Per node and role, CPU µs per commit of each measured repeat (/proc, nothing
+    traced) by repeat id: the figures ``cpu_us_per_commit`` is read from where there are
+    any, kept with their repeats so that two cells can be paired round by round."""
+    stored = store.repeats(cell_id)
+    commits = {r.id: int(r.transactions) for r in stored if not r.probed}
+    out: dict[tuple[str, str], dict[int, float]] = defaultdict(dict)
+    for repeat_id, proc in queries.proc_costs_of(store, commits):
+        if commits[repeat_id] > 0:
+            out[(proc.node, proc.role)][repeat_id] = (
+                1000.0 * (proc.user_ms + proc.system_ms) / commits[repeat_id])
+    return dict(out)
+
+
 def cell_costs(store: Store, cell_id: int) -> CellCosts:
     """Per-commit costs and wait shares of one cell, over its repeats."""
     repeats, tps, probed = _cell_repeats(store, cell_id)

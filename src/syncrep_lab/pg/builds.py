@@ -83,6 +83,7 @@ class Build:
     version: str = ""
     seconds: float = 0.0
     created_at: str = ""
+    copy_of: str | None = None  # the build whose installation this is a copy of
 
     @property
     def bin_dir(self) -> Path:
@@ -199,6 +200,46 @@ def build(source_text: str, patches: list[Path], flavor: str = "release",
                      seconds=round(time.monotonic() - started, 1),
                      created_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
         _install(tree, root / "installs" / name, meta, progress)
+        return meta
+
+
+def changes_files(patch: bytes) -> bool:
+    """Whether a patch changes any file (``git diff`` of nothing is empty)."""
+    changed, added = _paths_in(patch)
+    return bool(changed or added)
+
+
+def copy_build(built: Build, name: str,
+               progress: Callable[[str], None] = lambda _: None) -> Build:
+    """``built``'s installation copied under another ``name`` (cached like a build):
+    the same bytes in a second installation, for a comparison whose two sides must be
+    two builds (each a cluster of its own) of the same source. A copy, not links: the
+    commit anatomy's uprobes are placed per file, and each side's are its own."""
+    check_name(name)
+    key = hashlib.sha256(f"{built.key}:copy".encode()).hexdigest()
+    root = paths.builds_dir()
+    with _locked(root):
+        done = find_build(name)
+        if done is not None and done.key == key and done.bin_dir.joinpath("postgres").exists():
+            return done
+        final = root / "installs" / name
+        progress(f"copying {built.name} into {final}")
+        staging = final.parent / f".{final.name}.{os.getpid()}"
+        shutil.rmtree(staging, ignore_errors=True)
+        try:
+            shutil.copytree(built.bin_dir.parent, staging, symlinks=True)
+            meta = Build(**{**asdict(built), "name": name, "key": key, "copy_of": built.name,
+                            "seconds": 0.0,
+                            "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+            (staging / "build.json").write_text(json.dumps(asdict(meta), indent=2))
+            _reachable(staging)
+            old = final.parent / f".{final.name}.old.{os.getpid()}"
+            if final.exists():
+                final.rename(old)
+            staging.rename(final)
+            shutil.rmtree(old, ignore_errors=True)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
         return meta
 
 
@@ -380,6 +421,7 @@ def _tail(output: bytes, lines: int = 6) -> str:
 
 def _run(argv: list[str], tree: Path, what: str, log: Path, timeout: float = 3600) -> None:
     with open(log, "ab") as fh:
+        start = fh.tell()  # the log holds earlier builds' output too
         fh.write(f"\n$ {' '.join(argv)}\n".encode())
         fh.flush()
         try:
@@ -390,9 +432,16 @@ def _run(argv: list[str], tree: Path, what: str, log: Path, timeout: float = 360
                             "look at the log; a smaller --jobs may help on a small "
                             "machine") from None
     if res.returncode != 0:
-        tail = log.read_text(errors="replace").strip().splitlines()[-8:]
-        raise UserError(f"{what} failed (exit {res.returncode}); the end of {log}:\n    "
-                        + "\n    ".join(tail),
+        with open(log, "rb") as fh:
+            fh.seek(start)
+            lines = fh.read().decode(errors="replace").strip().splitlines()
+        # make -j goes on with its other jobs after a compiler's error: the error is
+        # named first, whatever the log's last lines are
+        errors = [ln for ln in lines if ": error: " in ln or ": fatal error: " in ln][:5]
+        said = ("the compiler's errors:\n    " + "\n    ".join(errors) + "\n  "
+                if errors else "")
+        raise UserError(f"{what} failed (exit {res.returncode}); {said}the end of {log}:"
+                        "\n    " + "\n    ".join(lines[-8:]),
                         "fix what the log names (a missing -dev package, a patch that does "
                         "not compile); nothing was cached")
 

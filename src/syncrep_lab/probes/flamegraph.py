@@ -12,7 +12,8 @@ no stack copy per sample (bench/frame_pointers.py measures both on one cell).
 (``postgres-PID``) is then replaced by the process's role from the tracker, so one
 flame graph per node and role adds up every backend, and one more shows all of them
 side by side. ``inferno-flamegraph``
-renders each as an interactive SVG (search, zoom).
+renders each as an interactive SVG (search, zoom); ``inferno-diff-folded`` makes a
+differential one of two folded files (``ab``: stock against patched).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from syncrep_lab.store import FlameGraphRow, StackFrameRow
 
 # Frames every PostgreSQL stack starts with; kept in the graphs, left out of the
 # per-role summary of where the time goes.
-_ROOT_FRAMES = {"_start", "__libc_start_main_impl", "__libc_start_call_main", "main",
+ROOT_FRAMES = {"_start", "__libc_start_main_impl", "__libc_start_call_main", "main",
                 "PostmasterMain", "ServerLoop", "ServerLoop.isra.0", "BackendStartup",
                 "postmaster_child_launch", "StartChildProcess", "BackendMain", "BackendRun",
                 "[unknown]", "__libc_start_main"}
@@ -180,7 +181,7 @@ def summarise(stacks: RoleStacks) -> list[tuple[str, int, int]]:
         leaf[frames[-1]] += us
     floor = SUMMARY_SHARE * stacks.total_us
     return sorted(((f, inclusive[f], leaf.get(f, 0)) for f in inclusive
-                   if f not in _ROOT_FRAMES and (inclusive[f] >= floor or leaf[f] >= floor)),
+                   if f not in ROOT_FRAMES and (inclusive[f] >= floor or leaf[f] >= floor)),
                   key=lambda r: -r[1])[:SUMMARY_FRAMES]
 
 
@@ -257,3 +258,27 @@ def graphs_of(folded_lines: list[str], out_dir: Path,
                                            str(folded.relative_to(base)),
                                            str(svg.relative_to(base))))
     return result
+
+
+def render_diff(before: Path, after: Path, svg: Path, title: str, subtitle: str,
+                countname: str, timeout: float = 120) -> None:
+    """A differential flame graph of two folded files (``inferno-diff-folded
+    --normalize``: ``before`` scaled to ``after``'s total): frames as wide as in
+    ``after``, red where their share grew since ``before``, blue where it shrank."""
+    differ, tool = inferno("inferno-diff-folded"), inferno("inferno-flamegraph")
+    if differ is None or tool is None:
+        raise RuntimeError("inferno-diff-folded or inferno-flamegraph is not installed")
+    diffed = subprocess.run([differ, "--normalize", str(before), str(after)],
+                            capture_output=True,
+                            timeout=timeout, check=False)
+    if diffed.returncode != 0:
+        raise RuntimeError("inferno-diff-folded failed: "
+                           + diffed.stderr.decode(errors="replace").strip()[:300])
+    done = subprocess.run(
+        [tool, "--title", title, "--subtitle", subtitle, "--countname", countname,
+         "--hash", "--minwidth", "0.05"],
+        input=diffed.stdout, capture_output=True, timeout=timeout, check=False)
+    if done.returncode != 0:
+        raise RuntimeError("inferno-flamegraph failed: "
+                           + done.stderr.decode(errors="replace").strip()[:300])
+    svg.write_bytes(done.stdout)

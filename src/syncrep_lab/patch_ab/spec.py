@@ -1,0 +1,124 @@
+"""The experiment ``ab`` runs: the seed's shape with the two builds as its ``pg`` axis,
+or a spec of the user's whose ``pg`` axis and baseline ``ab`` sets.
+
+The default matrix: a primary, standbys ``b`` and ``c``, ``1(b,c)``, insert-only; the
+levels a patch to the commit wait can move (``on``, ``remote_write``) and one it should
+not (``local``: the control, which returns before the wait); a low and a high client
+count; stock and patched interleaved round by round, each cell's ratio taken against
+stock's same cell (``[compare] baseline = { pg = STOCK }``), the rounds stopped by
+Stein's rule at ±2 % or by the budget. ``[reference] cores`` (the seed's 64) is where
+the model says what the measured costs would give where the walsender binds.
+
+The spec is stored with the run as TOML text (the analysis reads its ``[compare]``
+back), so it is written here from data: TOML has no writer in the standard library,
+and the spec's values are few kinds (strings, numbers, booleans, lists, tables).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from syncrep_lab.errors import UserError
+from syncrep_lab.plan.spec import Spec, load_spec, parse_spec
+
+LEVELS = ("on", "remote_write", "local")  # the last: the control
+CONTROL_LEVELS = ("local", "off")  # levels whose commits never reach the wait
+DEFAULT_CLIENTS = (8, 64)
+DEFAULT_BUDGET = "8m"
+REFERENCE_CORES = 64  # the seed's primary
+
+
+def default_spec(name: str, description: str, clients: list[int], budget: str
+                 ) -> dict[str, Any]:
+    return {
+        "name": name, "description": description,
+        "topology": {"standbys": 2, "sync": "1(b,c)"},
+        "workload": {"kind": "insert", "duration": 5, "warmup": 2},
+        "matrix": {"synchronous_commit": list(LEVELS), "clients": clients},
+        "run": {"repeats_min": 5, "repeats_max": 40, "ci_target": 0.02, "budget": budget},
+        "reference": {"cores": REFERENCE_CORES},
+    }
+
+
+def user_spec(path: Path) -> dict[str, Any]:
+    """A spec file's data, checked as ``run`` checks it (every error with its line)."""
+    _spec, text = load_spec(path)
+    data: dict[str, Any] = tomllib.loads(text)
+    return data
+
+
+def with_builds(data: dict[str, Any], stock: str, patched: str, *,
+                budget: str | None = None, clients: list[int] | None = None
+                ) -> tuple[Spec, str]:
+    """The spec with the two builds as its ``pg`` axis and stock as every cell's
+    baseline (and ``budget``, ``clients`` where given), parsed, and its text."""
+    data = json.loads(json.dumps(data))  # a copy, nested tables included
+    matrix = data.setdefault("matrix", {})
+    if matrix.get("pg") or data.get("topology", {}).get("pg"):
+        raise UserError("the spec names a pg of its own; ab sets the pg axis to its two builds",
+                        "leave pg out of the spec's [topology] and [matrix]")
+    if data.get("topology", {}).get("attach"):
+        raise UserError("the spec attaches to a running cluster; ab runs its own builds",
+                        "leave [topology.attach] out of the spec")
+    matrix["pg"] = [stock, patched]
+    if clients:
+        matrix["clients"] = clients
+    data["compare"] = {"baseline": {"pg": stock}}
+    if budget is not None:
+        data.setdefault("run", {})["budget"] = budget
+    data.setdefault("reference", {}).setdefault("cores", REFERENCE_CORES)
+    text = to_toml(data)
+    return parse_spec(text, "ab's spec"), text
+
+
+# --- TOML out --------------------------------------------------------------------------
+
+
+def _key(key: str) -> str:
+    bare = key.replace("-", "").replace("_", "").isalnum() and key.isascii()
+    return key if bare else json.dumps(key)
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return repr(value)
+    if isinstance(value, str):
+        # JSON's escapes are TOML's basic string escapes (\uXXXX included)
+        return json.dumps(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{_key(k)} = {_value(v)}" for k, v in value.items()) + " }"
+    raise TypeError(f"no TOML for {type(value).__name__}")
+
+
+def _table(value: Any, prefix: tuple[str, ...]) -> bool:
+    """Whether a value is written as a table of its own: the spec's sections, and any
+    table holding one; a table of plain values inside a section is written inline."""
+    return isinstance(value, dict) and (not prefix or any(isinstance(v, dict)
+                                                          for v in value.values()))
+
+
+def to_toml(data: dict[str, Any], prefix: tuple[str, ...] = ()) -> str:
+    """``data`` as TOML: plain keys first, then each table under its header."""
+    lines = [f"{_key(k)} = {_value(v)}" for k, v in data.items() if not _table(v, prefix)]
+    out = "\n".join(lines) + ("\n" if lines else "")
+    for k, v in data.items():
+        if _table(v, prefix):
+            path = (*prefix, k)
+            body = to_toml(v, path)
+            head = f"[{'.'.join(_key(p) for p in path)}]\n"
+            out += ("\n" if out else "") + head + body
+    return out

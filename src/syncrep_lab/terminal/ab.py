@@ -1,0 +1,309 @@
+"""``ab``'s answer as plain text: at most 72 columns, no colour, fit for a mailing list
+post. The same lines are printed and written to ``summary.txt``."""
+
+from __future__ import annotations
+
+import shlex
+import textwrap
+from typing import Any
+
+from syncrep_lab.analysis.anatomy import PART_NAMES
+
+WIDTH = 72
+BACKEND_PARTS = ("local_flush", "commit_wait", "standby_wait", "wakeup_queue", "run_queue",
+                 "unsignalled")
+SHORT_PARTS = {"unsignalled": "released before sleeping"}
+CPU_FLOOR_US = 1.0  # roles under 1 µs of CPU per commit on both sides are not listed
+SYSCALL_CHANGE = 0.10  # one probed repeat a side: calls shown where they moved by 10 %
+
+
+def wrap(text: str, indent: str = "", first: str | None = None) -> list[str]:
+    return textwrap.wrap(text, WIDTH, initial_indent=indent if first is None else first,
+                         subsequent_indent=indent, break_on_hyphens=False) or [""]
+
+
+def _num(value: float | None, digits: int = 1) -> str:
+    if value is None:
+        return "-"
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    return f"{value:.{digits}f}"
+
+
+def _tps(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value / 1000:,.0f}k" if value >= 10_000 else f"{value:,.0f}"
+
+
+def _times(fig: dict[str, Any] | None) -> str:
+    """'x0.93 [0.88, 0.98]' for a B/A with its interval."""
+    if fig is None or fig.get("ratio") is None:
+        return ""
+    if fig.get("low") is None or fig.get("high") is None:
+        return f"x{float(fig['ratio']):.2f}"
+    return f"x{float(fig['ratio']):.2f} [{float(fig['low']):.2f}, {float(fig['high']):.2f}]"
+
+
+def _level(cell: dict[str, Any]) -> str:
+    return str(cell["level"]) + (" (ctl)" if cell["control"] else "")
+
+
+def _head(cell: dict[str, Any]) -> str:
+    return f"{cell['level']}, {cell['clients']} clients" + (" (control)" if cell["control"]
+                                                            else "")
+
+
+def ratio_lines(ab: dict[str, Any]) -> list[str]:
+    conf = round(100 * ab["confidence"])
+    lines = [f"Throughput, patched / stock (paired by round, {conf} % interval)",
+             f"{'level':<18}{'clients':>7}  {'ratio':>5}  {'interval':<12} "
+             f"{'could see':>9}  verdict"]
+    for c in ab["cells"]:
+        r = c["ratio"] or {}
+        mean = r.get("mean")
+        interval = (f"{r['low']:.3f}-{r['high']:.3f}" if r.get("low") is not None
+                    and r.get("high") is not None else "-")
+        seen = (f"±{r['detectable_pct']:.1f} %" if r.get("detectable_pct") is not None
+                else "-")
+        verdict = c["verdict"]
+        lines.append(f"{_level(c):<18}{c['clients']:>7}  "
+                     f"{(f'{mean:.3f}' if mean is not None else '-'):>5}  {interval:<12} "
+                     f"{seen:>9}  {verdict}")
+    missing = [c for c in ab["cells"] if c["verdict"] == "not measured"]
+    for c in missing:
+        failed = [side for side, status in c["status"].items() if status != "done"]
+        lines += wrap(f"{c['level']} at {c['clients']} clients: not measured, the "
+                      f"{' and '.join(failed)} cell {' and '.join(c['status'][f] for f in failed)}"
+                      f" (syncrep-lab results {ab['run']} says why).")
+    lines += wrap("'no change': none larger than 'could see' (the change this run "
+                  "would have detected 4 times in 5); 'ctl': the control, whose "
+                  "commits return before the wait.")
+    lines += wrap(f"Control: {ab['control']['sentence']}.")
+    return lines
+
+
+def _cpu_lines(cell: dict[str, Any]) -> list[str]:
+    lines = []
+    for role in cell.get("roles") or []:
+        cpu = role["cpu_us"]
+        if cpu is None:
+            continue
+        a, b = cpu["stock"]["mean"], cpu["patched"]["mean"]
+        if max(a or 0.0, b or 0.0) < CPU_FLOOR_US:
+            continue
+        name = f"{role['node']} {role['role']}"
+        mark = " *" if cpu["significant"] else ""
+        lines.append(f"  {name[:26]:<26} {_num(a):>7} -> {_num(b):>7}  {_times(cpu)}{mark}")
+    return lines
+
+
+def _syscall_lines(cell: dict[str, Any], sync: str | None) -> list[str]:
+    """The commit path's roles (the primary's backends and its sync walsender): each
+    system call per commit on both sides."""
+    roles = [r for r in cell.get("roles") or [] if r["node"] == "primary" and (
+        r["role"] == "backend" or r["role"] == sync
+        or (sync is None and r["role"].startswith("walsender")))]
+    lines = []
+    counts = set()
+    for role in roles:
+        for call, fig in role["syscalls"].items():
+            a, b = fig["stock"]["mean"], fig["patched"]["mean"]
+            if a is None or b is None:
+                continue
+            counts.add(min(fig["stock"]["n"], fig["patched"]["n"]))
+            mark = " *" if fig["significant"] else ""
+            name = f"{role['role']} {call}"
+            lines.append(f"    {name[:28]:<28} {_num(a, 2):>6} -> {_num(b, 2):>6}  "
+                         f"{_times(fig)}{mark}")
+    if not lines:
+        return []
+    n = min(counts)
+    how = ("no interval: one probed repeat a side" if n < 2
+           else f"{n} probed repeats a side")
+    return [f"  system calls per commit (perf; {how}):", *lines]
+
+
+def _anatomy_lines(cell: dict[str, Any]) -> list[str]:
+    sides = cell.get("anatomy") or {}
+    a, b = sides.get("stock"), sides.get("patched")
+    if a is None or b is None:
+        return []
+    lines = ["  commit anatomy, µs per commit (probed repeats):"]
+    for part in BACKEND_PARTS:
+        ca, cb = a["components"].get(part), b["components"].get(part)
+        if ca is None and cb is None:
+            continue
+        va = ca["us_per_commit"]["mean"] if ca else None
+        vb = cb["us_per_commit"]["mean"] if cb else None
+        indent = "      " if part not in ("local_flush", "commit_wait") else "    "
+        name = SHORT_PARTS.get(part) or PART_NAMES.get(part, part)
+        lines.append(f"{indent}{name:<{30 - len(indent)}} {_num(va):>8} -> {_num(vb):>8}")
+    ra, rb = a.get("releases"), b.get("releases")
+    if ra and rb and ra.get("waiters_per_release") and rb.get("waiters_per_release"):
+        lines += wrap(f"{ra['walsender']} frees {ra['waiters_per_release']:.1f} -> "
+                      f"{rb['waiters_per_release']:.1f} waiters a release, "
+                      f"{_num(ra['per_waiter_us'], 2)} -> {_num(rb['per_waiter_us'], 2)} "
+                      "µs each", "    ")
+    return lines
+
+
+def _gprof_lines(cell: dict[str, Any], sync: str | None) -> list[str]:
+    """gprof's calls per commit of the commit path's roles (a profiling build)."""
+    lines = []
+    for g in cell.get("gprof") or []:
+        if g["node"] != "primary" or g["role"] not in ("backend", sync):
+            continue
+        lines.append(f"  gprof, calls per commit in {g['role']} (exact counts):")
+        for f in g["functions"]:
+            lines.append(f"    {f['function'][:36]:<36} {_num(f['stock'], 2):>9} -> "
+                         f"{_num(f['patched'], 2):>9}")
+    return lines
+
+
+def _flame_lines(cell: dict[str, Any]) -> list[str]:
+    graphs = cell.get("flame") or []
+    if not graphs:
+        return ["  flame graphs: none on one side (probes off, or perf missing)"]
+    moved = [g for g in graphs if g["moved"]]
+    tested = [g for g in graphs if g["frames_tested"]]
+    frames = sum(g["frames_tested"] for g in tested)
+    samples = (sum(g["samples"]["stock"] for g in tested),
+               sum(g["samples"]["patched"] for g in tested))
+    if not moved:
+        return wrap(f"flame graphs: no frame's share of its role moved beyond the "
+                    f"sampling noise ({frames} frames of {len(tested)} "
+                    f"role{'s' if len(tested) != 1 else ''}, "
+                    f"{samples[0]:,} and {samples[1]:,} samples)", "    ", "  ")
+    lines = ["  flame graphs, frames whose share of the role moved:"]
+    for g in moved:
+        for f in g["moved"]:
+            who = f"{g['role']} {f['frame']}"
+            ns = ""
+            if f["stock_ns_per_commit"] is not None and f["patched_ns_per_commit"] is not None:
+                ns = (f" ({f['stock_ns_per_commit']:,.0f} -> "
+                      f"{f['patched_ns_per_commit']:,.0f} ns)")
+            lines.append(f"    {who[:34]:<34} {100 * f['stock_share']:>5.1f} -> "
+                         f"{100 * f['patched_share']:>5.1f} %{ns}")
+    return lines
+
+
+def _model_lines(cell: dict[str, Any]) -> list[str]:
+    m = cell.get("model")
+    if m is None:
+        return []
+    a, b, cost, bound = m["stock"], m["patched"], m["cost_ratio"], m["bound_ratio"]
+    text = (f"{_head(cell)}: {m['walsender']} {_num(a['demand_us'])} -> "
+            f"{_num(b['demand_us'])} µs of CPU per commit")
+    if cost and cost.get("ratio"):
+        text += f", {_times(cost)}"
+    text += f"; alone it would bind at {_tps(a['bound_tps'])} -> {_tps(b['bound_tps'])} tps"
+    if bound.get("ratio"):
+        text += f", {_times(bound)}"
+    at = (f"; on {m['cores']:g} cores the model has {a['binding_at_cores']} bind "
+          + ("in both builds" if a["binding_at_cores"] == b["binding_at_cores"]
+             else f"with stock, {b['binding_at_cores']} with patched"))
+    text += at + "."
+    return wrap(text, "    ", "  ")
+
+
+def _model_sentence(ab: dict[str, Any]) -> list[str]:
+    """The headline of the model: the waiting cell at the most clients."""
+    waiting = [c for c in ab["cells"] if not c["control"] and c.get("model")
+               and c["model"]["cost_ratio"] and c["model"]["cost_ratio"].get("ratio")]
+    if not waiting:
+        return []
+    cell = max(waiting, key=lambda c: (c["clients"], c["level"] == "on"))
+    m = cell["model"]
+    cost, bound = m["cost_ratio"], m["bound_ratio"]
+    change = 100 * (cost["ratio"] - 1)
+    moves = "falls" if change < 0 else "rises"
+    text = (f"At {_head(cell)}, {m['walsender']}'s CPU per commit {moves} "
+            f"{abs(change):.0f} %")
+    if cost.get("low") is not None and cost.get("high") is not None:
+        text += f" [{100 * (cost['low'] - 1):+.0f}, {100 * (cost['high'] - 1):+.0f} %]"
+    if not cost.get("significant"):
+        text += " (no change beyond its interval)"
+    up = 100 * (bound["ratio"] - 1)
+    text += (f"; where it binds, the ceiling would {'rise' if up >= 0 else 'fall'} "
+             f"about {abs(up):.0f} %.")
+    return wrap(text)
+
+
+def _build_lines(side: dict[str, Any]) -> list[str]:
+    lines = []
+    for which in ("stock", "patched"):
+        b = side[which]
+        lines += wrap(f"{which}: {b['name']}, PostgreSQL {b['version']} ({b['flavor']}), "
+                      f"from {side['stock_from'] if which == 'stock' else b['source']}",
+                      "    ", "  ")
+        lines += wrap("configure " + " ".join(shlex.quote(f) for f in b["configure"]),
+                      "      ", "    ")
+        if b.get("unfit"):
+            lines += wrap(f"not for performance figures: {b['unfit']}", "      ", "    ")
+    for p in side["patches"]:
+        lines += wrap(f"patch {p['name']} sha256 {p['sha256'][:16]}"
+                      + ("" if p["changes_files"] else " (changes no file)"), "    ", "  ")
+    if side.get("note"):
+        lines += wrap(side["note"], "    ", "  ")
+    return lines
+
+
+def summary_lines(answer: dict[str, Any]) -> list[str]:
+    """Every line of the answer, none wider than WIDTH."""
+    lines: list[str] = []
+    machine = answer["machine"]
+    for side in answer["bases"]:
+        ab = side["answer"]
+        version = side["stock"]["version"]
+        title = f"PostgreSQL {version}: stock against patched (syncrep-lab ab)"
+        lines += [title, "=" * len(title)]
+        names = ", ".join(p["name"] for p in side["patches"]) or "none (the tree as it is)"
+        lines += wrap(f"patches: {names}")
+        minutes = (ab["seconds"] or 0) / 60
+        budget = f", budget {ab['budget']}" if ab["budget"] else ""
+        stopped = ", ".join(ab["stop_reasons"]) or "-"
+        lines += wrap(f"{ab['rounds']} interleaved rounds of {ab['duration_s']} s repeats "
+                      f"in {minutes:.0f} min{budget} (rounds stopped by: {stopped}); "
+                      f"{machine.get('cpus_usable')} CPUs, {machine.get('cpu_model')}, "
+                      f"{machine.get('kernel')}")
+        lines.append("")
+        lines += ratio_lines(ab)
+        shown = [c for c in ab["cells"] if c.get("roles") is not None and (
+            c["verdict"] in ("faster", "slower")
+            or c["clients"] == max(x["clients"] for x in ab["cells"]))]
+        if shown:
+            lines += ["", "Per commit, stock -> patched (B/A and its 95 % interval; * moved)"]
+            lines += wrap("CPU µs from /proc over the measured repeats; system calls "
+                          "counted by perf in the probed repeats. The cells at the most "
+                          "clients and those that moved; every cell is in ab.json.")
+        for cell in shown:
+            lines += ["", _head(cell)]
+            lines += _cpu_lines(cell)
+            sync = (ab.get("sync_walsender") if cell["control"]
+                    else (cell.get("model") or {}).get("walsender"))
+            lines += _syscall_lines(cell, sync)
+            lines += _anatomy_lines(cell)
+            lines += _gprof_lines(cell, sync)
+            lines += _flame_lines(cell)
+        models = [c for c in ab["cells"] if not c["control"] and c.get("model")]
+        if models:
+            lines += ["", f"The walsender's bound (the model on {ab['reference_cores']:g} "
+                          "cores: a shape, not a forecast)"]
+            lines += _model_sentence(ab)
+            for cell in models:
+                lines += _model_lines(cell)
+        lines += ["", "Builds"]
+        lines += _build_lines(side)
+        lines += ["", "Files (in the output folder)"]
+        lines += wrap(f"report: {side['report']}", "    ", "  ")
+        lines += wrap(f"differential flame graphs: {side['flamediff']}", "    ", "  ")
+        lines.append("")
+    lines.append("Reproduce")
+    lines += wrap(answer["command"], "    ", "  ")
+    out = []
+    for ln in lines:  # a figure wider than its column: wrapped, never past WIDTH
+        ln = ln.rstrip()
+        indent = ln[:len(ln) - len(ln.lstrip())]
+        out += [ln] if len(ln) <= WIDTH else wrap(ln.strip(), indent + "  ", indent)
+    return out

@@ -1,0 +1,264 @@
+"""``syncrep-lab ab``: a patch judged against its stock build in one command.
+
+The bad-input tests run in this process and build nothing. The runs use the builds
+the suite keeps in its cache (tests/test_pg_build.py makes ``pg18-stock``; the 5 ms
+patch is built on the same tree once, under a minute, then found in the cache), on a
+matrix cut to what the assertions read: ``on`` and the control ``local`` at 4 clients,
+3 rounds of 2 s repeats without fsync (a commit is then a fraction of a millisecond,
+and the disk's noise, which other tenants of a shared machine make, is out of it). The
+intervals are at 99 %: every interval asserted to hold 1 fails 1 run in 100 by design,
+not 1 in 20; the known cost is large enough (5 ms a commit) to be seen through them on a
+machine whose rounds swing twofold.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from syncrep_lab import paths
+from syncrep_lab.errors import UserError
+from syncrep_lab.patch_ab import sources
+from syncrep_lab.pg.builds import list_builds
+from syncrep_lab.terminal.ab import WIDTH
+
+from .helpers import cli, cli_here, shared_tmp
+
+PATCHES = Path(__file__).parent / "data" / "patches"
+EMPTY = PATCHES / "empty.patch"
+SLEEP = PATCHES / "syncrep_sleep_5ms.patch"
+
+
+def _spec(tmp: Path, text: str, name: str = "spec.toml") -> Path:
+    path = tmp / name
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(("args", "needles"), [
+    (["18", "--patch", "/nonexistent.patch"],
+     ["--patch /nonexistent.patch: no such file", "git diff or diff -u"]),
+    (["18", "--patch", f"15={EMPTY}"],
+     ["15 is not one of the bases (18)", "syncrep-lab ab 18 15", "without '15='"]),
+    (["18", "--patch", f"={EMPTY}"], ["a version and a file are needed", "--patch 15="]),
+    (["18", "--patch", "18="], ["a version and a file are needed", "VERSION=FILE"]),
+    (["18", "--patch", str(PATCHES)], ["a directory, not a patch file"]),
+    (["18"], ["no patch for 18: there is nothing to judge", "--base COMMIT"]),
+    (["18", "18", "--patch", str(EMPTY)], ["a base is given twice"]),
+    (["18", "--base", "master"], ["18 is not a git tree", "git checkout"]),
+    (["15", "18", "--base", "master"], ["--base COMMIT takes one base"]),
+    (["18", "--patch", str(EMPTY), "--clients", "0"], ["--clients '0'", "--clients 8,64"]),
+    (["18", "--patch", str(EMPTY), "--clients", "a,b"], ["is not a list of client counts"]),
+    (["18", "--patch", str(EMPTY), "--budget", "soon"], ["--budget", "90s, 10m or 1h"]),
+    (["18", "--patch", str(EMPTY), "--flavor", "fast"], ["--flavor 'fast' is not a build"]),
+    (["18", "--patch", str(EMPTY), "--spec", "/nonexistent.toml"], ["no spec file"]),
+])
+def test_bad_input_is_refused_before_anything_is_built(args: list[str], needles: list[str]
+                                                       ) -> None:
+    before = {b.name for b in list_builds()}
+    res = cli_here("ab", *args)
+    assert res.returncode == 2, res.stdout + res.stderr
+    for needle in needles:
+        assert needle in res.stderr, res.stderr
+    assert "fix:" in res.stderr and "Traceback" not in res.stderr
+    assert {b.name for b in list_builds()} == before
+
+
+def test_a_spec_is_checked_with_its_lines_and_may_not_name_a_pg(workdir: Path) -> None:
+    bad = _spec(workdir, "name = 'x'\n[workload]\nclients = 0\n")
+    res = cli_here("ab", "18", "--patch", str(EMPTY), "--spec", str(bad))
+    assert res.returncode == 2 and "spec.toml:3: workload.clients" in res.stderr
+    own = _spec(workdir, "name = 'x'\n[matrix]\npg = ['18']\n", "own.toml")
+    res = cli_here("ab", "18", "--patch", str(EMPTY), "--spec", str(own))
+    assert res.returncode == 2 and "ab sets the pg axis" in res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def test_an_output_folder_holding_a_run_is_not_overwritten(workdir: Path) -> None:
+    (workdir / "run-18.6").mkdir()
+    (workdir / "run-18.6" / "syncrep-lab.sqlite").write_text("")
+    res = cli_here("ab", "18", "--patch", str(EMPTY), "--out", str(workdir))
+    assert res.returncode == 2 and "already holds an ab run" in res.stderr
+    assert "--resume" in res.stderr
+    res = cli_here("ab", "18", "--patch", str(EMPTY), "--out", str(workdir / "new"),
+                   "--resume")
+    assert res.returncode == 2 and "holds no ab run to finish" in res.stderr
+
+
+@pytest.mark.parametrize(("patch", "needles"), [
+    ("does_not_apply.patch", ["does_not_apply.patch does not apply", "Hunk #1 FAILED"]),
+    ("does_not_compile.patch", ["make failed", "the compiler's errors:",
+                                "syncrep.c:184:24: error: expected"]),
+])
+def test_a_patch_that_does_not_apply_or_compile_is_refused_and_nothing_is_cached(
+        patch: str, needles: list[str], workdir: Path) -> None:
+    """Stock comes from the suite's cache; the patched build fails at once (the patch)
+    or in a few seconds (make recompiles the one file), and leaves no build and no run."""
+    before = {b.name for b in list_builds()}
+    res = cli_here("ab", "18", "--patch", str(PATCHES / patch), "--out",
+                   str(workdir / "ab"))
+    assert res.returncode == 2, res.stdout + res.stderr
+    for needle in needles:
+        assert needle in res.stderr, res.stderr
+    assert "nothing was" in res.stderr and "Traceback" not in res.stderr
+    assert {b.name for b in list_builds()} == before
+    assert not (workdir / "ab").exists()
+
+
+SMALL = """\
+name = "ab-small"
+
+[topology]
+standbys = 2
+sync = "1(b,c)"
+
+[settings]
+fsync = "off"
+
+[workload]
+kind = "insert"
+clients = 4
+duration = 2
+warmup = 1
+
+[matrix]
+synchronous_commit = ["on", "local"]
+
+[run]
+repeats_min = {rounds}
+repeats_max = {rounds}
+confidence = 0.99
+
+[probes]
+sched = false
+{probes}
+"""
+
+
+def _ab(root: Path, patch: Path, probes: str, name: str, rounds: int) -> dict[str, Any]:
+    spec = _spec(root, SMALL.format(probes=probes, rounds=rounds), f"{name}.toml")
+    res = cli("ab", "18", "--patch", str(patch), "--spec", str(spec), "--out",
+              str(root / name), timeout=1800, cwd=root)
+    assert res.returncode == 0, res.stdout + res.stderr
+    lines = res.stdout.splitlines()
+    assert lines and max(len(ln) for ln in lines) <= WIDTH
+    assert (root / name / "summary.txt").read_text().splitlines() == lines
+    answer: dict[str, Any] = json.loads((root / name / "ab.json").read_text())
+    return answer
+
+
+@pytest.fixture(scope="module")
+def root() -> Iterator[Path]:
+    path = shared_tmp("srl-ab-")
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_a_patch_that_changes_nothing_is_an_a_a(root: Path) -> None:
+    """The same bytes on both sides (an empty patch: stock's installation copied, no
+    build): every ratio's interval holds 1, the control holds, the differential flame
+    graphs show no frame beyond the sampling noise."""
+    answer = _ab(root, EMPTY, "anatomy = false", "aa", rounds=3)
+    side = answer["bases"][0]
+    assert side["patched"]["copy_of"] == side["stock"]["name"]
+    assert side["patched"]["seconds"] == 0.0 and "A/A" in side["note"]
+    assert side["patches"][0]["changes_files"] is False
+    ab = side["answer"]
+    assert [(c["level"], c["control"]) for c in ab["cells"]] == [("on", False),
+                                                               ("local", True)]
+    for cell in ab["cells"]:
+        r = cell["ratio"]
+        assert r["paired"] and r["rounds"] == 3
+        assert r["low"] <= 1 <= r["high"], cell
+        assert cell["verdict"] == "no change" and r["detectable_pct"] > 0
+        assert {"primary", "b", "c"} <= {role["node"] for role in cell["roles"]}
+        backend = next(x for x in cell["roles"] if x["role"] == "backend"
+                       and x["node"] == "primary")
+        # CPU per commit paired by round, like the ratio (its interval is not asserted:
+        # with a dozen roles a cell, one of them misses 1 by chance in most A/As)
+        assert backend["cpu_us"]["stock"]["n"] == 3
+        assert backend["cpu_us"]["paired_rounds"] == 3
+        assert backend["cpu_us"]["low"] < backend["cpu_us"]["ratio"] < backend["cpu_us"]["high"]
+        graphs = {(g["node"], g["role"]): g for g in cell["flame"]}
+        assert ("primary", "walsender:b") in graphs and ("primary", "backend") in graphs
+        assert all(Path(g["svg"]).stat().st_size > 1000 for g in graphs.values())
+    assert ab["control"]["held"] is True
+    # Bonferroni over every frame: one chance frame would be 1 run in 20 or less; two
+    # in one A/A would be a differential that reads noise as change
+    assert sum(g["moved_count"] for c in ab["cells"] for g in c["flame"]) <= 1
+    summary = " ".join((root / "aa" / "summary.txt").read_text().split())
+    assert "the control held" in summary and "a copy of the stock build" in summary
+    assert f"--patch {EMPTY}" in summary
+
+
+def test_a_known_cost_in_the_wait_is_found_and_the_control_holds(root: Path) -> None:
+    """5 ms asleep at the start of every commit's wait for a standby (after the return
+    of a level that does not wait): on is clearly slower, local is not. No probed
+    repeats: the ratios are what is asserted."""
+    answer = _ab(root, SLEEP, "probed_repeats = 0", "sleep", rounds=3)
+    side = answer["bases"][0]
+    assert side["patched"]["patches"][0]["name"] == SLEEP.name
+    assert side["patched"]["name"] != side["stock"]["name"]
+    cells = {c["level"]: c for c in side["answer"]["cells"]}
+    on, local = cells["on"], cells["local"]
+    assert on["verdict"] == "slower" and on["ratio"]["high"] < 0.8, on["ratio"]
+    assert local["ratio"]["low"] <= 1 <= local["ratio"]["high"], local["ratio"]
+    assert side["answer"]["control"]["held"] is True
+    assert on["anatomy"] == {"stock": None, "patched": None} and on["flame"] == []
+    summary = " ".join((root / "sleep" / "summary.txt").read_text().split())
+    assert "slower" in summary and "flame graphs: none on one side" in summary
+
+
+def test_a_git_base_is_its_commit_exported_once(tmp_path: Path) -> None:
+    """--base COMMIT: the commit's files as a tarball in the builds cache (what pg build
+    then builds as stock), made once per commit; a name git does not know is refused."""
+    import subprocess
+    import tarfile
+
+    tree = tmp_path / "postgresql"
+    (tree / "src" / "backend").mkdir(parents=True)
+    (tree / "configure").write_text("# stock\n")
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(tree), "-c", "user.name=t", "-c",
+                               "user.email=t@t", *args], check=True, capture_output=True,
+                              text=True).stdout.strip()
+
+    git("init", "-q")
+    git("add", "-A")
+    git("commit", "-q", "-m", "stock")
+    (tree / "configure").write_text("# patched, not committed\n")
+    said: list[str] = []
+    tarball, sha = sources.export_commit(tree, "HEAD", said.append)
+    assert sha == git("rev-parse", "HEAD") and tarball.is_relative_to(paths.builds_dir())
+    with tarfile.open(tarball) as tar:
+        member = tar.extractfile(f"postgresql-{sha[:12]}/configure")
+        assert member is not None and member.read() == b"# stock\n"
+    assert said == [f"exporting commit {sha[:12]} of {tree}"]
+    again, _ = sources.export_commit(tree, sha[:8], said.append)
+    assert again == tarball and len(said) == 1  # found, not made again
+    tarball.unlink()
+    with pytest.raises(UserError, match="--base nosuch: not a commit of"):
+        sources.export_commit(tree, "nosuch", said.append)
+    res = cli_here("ab", str(tree), "--base", "nosuch")
+    assert res.returncode == 2 and "git -C" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_patches_go_to_the_bases_they_name(tmp_path: Path) -> None:
+    """--patch VERSION=FILE to that base (a release of that major too), a bare FILE to
+    every base, each base's patches in the order given."""
+    one, two = tmp_path / "one.patch", tmp_path / "a=b.patch"
+    one.write_text("")
+    two.write_text("--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n")
+    request = sources.parse_request(["15.18", "18"], [f"15={one}", str(two), f"18={one}"],
+                                    None)
+    assert [p.name for p in request.patches["15.18"]] == ["one.patch", "a=b.patch"]
+    assert [p.name for p in request.patches["18"]] == ["a=b.patch", "one.patch"]
+    assert [p.changes for p in request.patches["18"]] == [True, False]
+    with pytest.raises(UserError, match="no patch for 18"):
+        sources.parse_request(["15", "18"], [f"15={one}"], None)
