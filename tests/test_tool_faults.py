@@ -238,9 +238,14 @@ def test_clean_kills_what_a_killed_postmaster_left(workdir: Path) -> None:
     """A postmaster killed with SIGKILL (the OOM killer, a forced exit) leaves children
     that can linger (here one that cannot act, stopped): clean kills them too."""
     from syncrep_lab.cluster import server
-    from syncrep_lab.cluster.build import UpOptions, up
+    from syncrep_lab.cluster.manifest import load
 
-    manifest = up(UpOptions(dir=workdir / "c", standbys=0))
+    # made by a command that has ended, as a killed run's: clean leaves alone the
+    # cluster of a maker that still runs (this test process, had it made it itself)
+    made = cli("cluster", "up", "--dir", str(workdir / "c"), "--standbys", "0")
+    assert made.returncode == 0, made.stderr
+    manifest = load(workdir / "c")
+    assert manifest is not None
     data = manifest.primary.data_dir(manifest.dir)
     postmaster = server.postmaster_pid(data)
     assert postmaster is not None
