@@ -194,6 +194,10 @@ def test_a_patch_that_changes_nothing_is_an_a_a(root: Path) -> None:
     summary = " ".join((root / "aa" / "summary.txt").read_text().split())
     assert "the control held" in summary and "a copy of the stock build" in summary
     assert f"--patch {EMPTY}" in summary
+    # the run's report shows the answer too
+    page = (root / "aa" / side["report"]).read_text()
+    assert "The patch's verdict (syncrep-lab ab)" in page and 'href="#ab"' in page
+    assert "the control held" in " ".join(page.split())
 
 
 def test_a_known_cost_in_the_wait_is_found_and_the_control_holds(root: Path) -> None:

@@ -191,10 +191,12 @@ def ab_cmd(bases: tuple[str, ...], patches: tuple[str, ...], git_base: str | Non
         with _ab_resume_hint(prep.out), RunDisplay(folder) as shown:
             yield shown.events
 
-    answer = run_ab(prep, display, lambda what: err.print(f"ab: {escape(what)}",
-                                                          soft_wrap=True))
+    def progress(what: str) -> None:
+        err.print(f"ab: {escape(what)}", soft_wrap=True)
+
+    answer = run_ab(prep, display, progress)
     lines = summary_lines(answer)
-    write_answer(answer, lines, prep.out)
+    write_answer(answer, lines, prep.out, progress)
     if as_json:
         click.echo(json.dumps(answer, indent=2, default=str))
     else:

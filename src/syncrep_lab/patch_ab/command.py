@@ -200,9 +200,20 @@ def _report(folder: Path, progress: Callable[[str], None]) -> Path | None:
         return None
 
 
-def write_answer(answer: dict[str, Any], lines: list[str], out: Path) -> None:
+def write_answer(answer: dict[str, Any], lines: list[str], out: Path,
+                 progress: Callable[[str], None]) -> None:
+    """``ab.json`` and ``summary.txt`` in ``out``; the summary also beside each base's run,
+    whose report is made again to show it (its section "The patch's verdict")."""
+    from syncrep_lab.report.model import AB_SUMMARY_FILE
+
     (out / ANSWER_FILE).write_text(json.dumps(answer, indent=2, default=str) + "\n")
-    (out / SUMMARY_FILE).write_text("\n".join(lines) + "\n")
+    text = "\n".join(lines) + "\n"
+    (out / SUMMARY_FILE).write_text(text)
+    for side in answer["bases"]:
+        folder = out / side["run"]
+        (folder / AB_SUMMARY_FILE).write_text(text)
+        if side.get("report"):
+            _report(folder, progress)
 
 
 def failed_cells(answer: dict[str, Any]) -> int:

@@ -455,6 +455,18 @@ def _choose_cell(cells: list[dict[str, Any]], verdict: dict[str, Any],
     return done[0] if done else None
 
 
+# ``syncrep-lab ab`` leaves its answer in each base's run folder under this name, and the
+# report of that run shows it (plain text, as it was printed).
+AB_SUMMARY_FILE = "ab-summary.txt"
+
+
+def _ab_summary(folder: Path) -> str | None:
+    try:
+        return (folder / AB_SUMMARY_FILE).read_text()
+    except OSError:
+        return None
+
+
 def report_data(folder: Path, cell: int | None = None) -> dict[str, Any]:
     """Every section of the report, from the store of the run in ``folder``.
 
@@ -510,6 +522,7 @@ def report_data(folder: Path, cell: int | None = None) -> dict[str, Any]:
             "seed": seed_side_by_side(spec, cells, lambda cell_id: _measured_tps(store, cell_id)),
             "method": _method(store, run_id, spec, cells),
             "faults": run_faults(folder),
+            "ab_summary": _ab_summary(folder),
         }
     finally:
         store.close()
