@@ -772,8 +772,8 @@ def clean(just_list: bool) -> None:
     )
     from syncrep_lab.run.attached import clean_visits, visit_records
 
-    busy = clusters_in_use()
     if just_list:
+        busy = clusters_in_use()
         dirs = [d for d in registered() if d not in busy]
         for d in dirs:
             out.print(str(d))
@@ -800,10 +800,10 @@ def clean(just_list: bool) -> None:
     removed = clean_work_dirs()
     for path in removed:
         out.print(f"removed {path} (the commit anatomy's files of an observe that is gone)")
+    reports, leftovers, busy = clean_all()
     for d, pid in busy.items():
         out.print(f"left alone: {d} (its run, pid {pid}, is still going; stop that run "
                   f"first, or syncrep-lab cluster down --dir {d})", soft_wrap=True)
-    reports, leftovers = clean_all()
     for r in reports:
         out.print(f"removed {r.dir} ({len(r.stopped)} servers stopped)")
     for what in leftovers:

@@ -166,24 +166,27 @@ def _registry() -> Path:
     return paths.state_dir() / "registry"
 
 
+def _record(cluster_dir: Path) -> Path:
+    """The registry's record of the cluster in ``cluster_dir``."""
+    key = hashlib.sha256(str(cluster_dir.resolve()).encode()).hexdigest()[:16]
+    return _registry() / f"{key}.json"
+
+
 def register(cluster_dir: Path) -> None:
     """Record the cluster for ``clean``, with the process that made it (its pid and start
     time, so that a reused pid is not taken for it): ``clean`` leaves a cluster alone while
     that process runs (a run going on in another terminal), and removes it once it is gone
     (a killed run; ``cluster up``, whose command ends when the cluster is up)."""
-    reg = _registry()
-    reg.mkdir(parents=True, exist_ok=True)
-    key = hashlib.sha256(str(cluster_dir.resolve()).encode()).hexdigest()[:16]
+    _registry().mkdir(parents=True, exist_ok=True)
     pid = os.getpid()
-    (reg / f"{key}.json").write_text(json.dumps({
+    _record(cluster_dir).write_text(json.dumps({
         "dir": str(cluster_dir.resolve()), "owner": pid,
         "owner_start": procs.start_time(pid)}))
     shutdown.own_cluster(cluster_dir)  # a second Ctrl-C kills its servers at once
 
 
 def unregister(cluster_dir: Path) -> None:
-    key = hashlib.sha256(str(cluster_dir.resolve()).encode()).hexdigest()[:16]
-    (_registry() / f"{key}.json").unlink(missing_ok=True)
+    _record(cluster_dir).unlink(missing_ok=True)
     shutdown.disown_cluster(cluster_dir)
 
 
@@ -191,9 +194,8 @@ def live_owner(cluster_dir: Path) -> int | None:
     """The pid of the process that made the cluster in ``cluster_dir``, while it still runs
     and is not this one; None when it is gone, unknown (a record from before owners were
     kept) or this process."""
-    key = hashlib.sha256(str(cluster_dir.resolve()).encode()).hexdigest()[:16]
     try:
-        record = json.loads((_registry() / f"{key}.json").read_text())
+        record = json.loads(_record(cluster_dir).read_text())
         pid, start = int(record["owner"]), record.get("owner_start")
     except (OSError, ValueError, KeyError, TypeError):
         return None

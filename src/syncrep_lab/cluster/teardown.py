@@ -160,18 +160,18 @@ def in_use() -> dict[Path, int]:
     return found
 
 
-def clean() -> tuple[list[DownReport], list[str]]:
+def clean() -> tuple[list[DownReport], list[str], dict[Path, int]]:
     """Remove every cluster this user's syncrep-lab created and did not take down, but
-    those whose maker still runs (:func:`in_use`), then namespaces and cpuset groups of
-    the tool that no cluster recorded (a run killed between making them and saving its
-    manifest)."""
+    those whose maker still runs (:func:`in_use`, returned), then namespaces and cpuset
+    groups of the tool that no cluster recorded (a run killed between making them and
+    saving its manifest)."""
+    busy = in_use()
     reports = []
     for cluster_dir in registered():
         if load(cluster_dir) is None:
             unregister(cluster_dir)
             continue
-        if live_owner(cluster_dir) is not None:
-            continue
-        reports.append(remove_cluster(cluster_dir))
+        if cluster_dir not in busy:
+            reports.append(remove_cluster(cluster_dir))
     leftovers = placing.leftovers() if os.geteuid() == 0 else []
-    return reports, leftovers
+    return reports, leftovers, busy

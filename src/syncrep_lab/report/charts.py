@@ -16,6 +16,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
+from syncrep_lab.analysis.anatomy import DISTRIBUTION_BINS
 from syncrep_lab.analysis.compare import Comparison
 from syncrep_lab.analysis.costs import KEY_SYSCALLS
 from syncrep_lab.pg.replication import level_rank
@@ -455,12 +456,6 @@ def anatomy_against_clients(cells: list[dict[str, Any]], costs: list[dict[str, A
     return charts
 
 
-def _bins_per_octave(bins: list[list[float]] | list[tuple[float, float, int]]) -> int:
-    """How many bins an octave holds in a distribution of (low, high, n) bins."""
-    low, high = bins[0][0], bins[0][1]
-    return max(round(1.0 / math.log2(high / low)), 1)
-
-
 def anatomy_histograms(cost: dict[str, Any] | None) -> Chart | None:
     """The chosen cell's distribution of each part of a commit, per event: the share of
     events in each quarter-octave bin, on a log axis (a part's mean can hide two modes:
@@ -477,7 +472,7 @@ def anatomy_histograms(cost: dict[str, Any] | None) -> Chart | None:
         # under a microsecond (a wait whose release had begun: 0) is one figure in the
         # legend, not decades of empty axis; the empty bins between are drawn as 0
         under = sum(n for _, high, n in bins if high <= 1.0)
-        per = _bins_per_octave(bins)
+        per = DISTRIBUTION_BINS
         counts = {round(math.log2(low) * per): n for low, high, n in bins if high > 1.0}
         if not counts:
             continue
