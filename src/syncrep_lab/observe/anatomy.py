@@ -125,8 +125,9 @@ def warning(binary: Path, postmaster: int, seconds: float) -> str:
     there = (f"{len(others)} run here now (postmaster{'s' if len(others) > 1 else ''} "
              f"{', '.join(map(str, others))})" if others else "none runs here now")
     return (f"commit anatomy: uprobes go on {shown} for this window only ({seconds:g} s). "
-            "While they are attached every commit of this server pays their traps (2 to "
-            "~20 µs per commit, by build; in this window's figures too), and so does every "
+            "While they are attached every commit of this server pays their traps (about "
+            "10 µs of CPU per commit, more where a probe is stepped; in this window's figures "
+            "too), and so does every "
             f"other server of the same binary on this machine: {there}. The probe only "
             "reads.")
 

@@ -26,7 +26,12 @@ it) counts from the wait's start: ``standby_wait`` is then 0, never negative. Pe
 walsender, ``release`` is one SyncRepReleaseWaiters call (its lock wait included),
 ``release_gap`` the time from the end of one to the start of the next (the walsender's
 loop: the standby's replies as it sees them), ``waiters_freed`` the waiters it signalled
-(a count, not nanoseconds). ``local_flush`` is every XLogFlush of the backends.
+(a count, not nanoseconds). ``local_flush`` runs from the commit's ``XLogFlush`` to
+its ``SyncRepWaitForLSN``: the flush, then the commit's mark in the CLOG (its
+microseconds, a lock wait under contention) on the way to the wait. It is timed from
+the last XLogFlush a backend entered before the wait, not from XLogFlush's own return:
+a return probe is a second trap in every flush, the buffer writes' too, and the
+cheaper probe counts only the commits' flushes (see the cost below).
 
 Only the cluster's own processes count: a uprobe traps in every process running the
 binary, other clusters' servers of the same installation too, so each probe is
@@ -38,41 +43,40 @@ buffers, they are not commits; the workload's backends are born after the probe 
 (On a cluster the tool did not start, whose backends may be older than the probe, the
 caller says which to leave out: observe/anatomy.py.)
 
-Each duration goes, in the kernel, into per-CPU maps: a count and an exact sum, the
-minimum, the maximum, and a log-linear histogram in :class:`LatencyHistogram`'s bucket
-scheme (values under 128 a bucket each, then 64 per power of two), so that the
-histogram rebuilt here is exactly the one Python would have made from the values, in
-nanoseconds. Nothing is written per event; bpftrace prints its maps as JSON once, when
-it is stopped. Where a window is cut into slices (``observe --anatomy``), the program
-also takes snapshots: a ``kill(self, 0)`` of this process (a system call that delivers
-nothing) passes the ``kill`` tracepoint, whose probe numbers the snapshot
-(``@zz_snapshot``) and asks bpftrace to print the aggregates, that number last; bpftrace
-prints them as soon as it reads the request, and a slice's aggregates are the
-difference of two prints (:func:`between`). Only the aggregates are printed: a print
-of every map (bpftrace's SIGUSR1) reads the per-process scratch maps too, whose keys
-the probes delete as it reads them, and bpftrace abandons such a print ("failed to
-look up elem").
+Each duration goes, in the kernel, into per-CPU maps: an exact sum and a log-linear
+histogram in :class:`LatencyHistogram`'s bucket scheme (values under 128 a bucket each,
+then 64 per power of two), so that the histogram rebuilt here is exactly the one Python
+would have made from the values, in nanoseconds, but for its extremes: those are the
+bounds of its first and last bucket (within 1/64), not kept exactly, as two more map
+updates per value cost more than they tell. Nothing is written per event; bpftrace
+prints its maps as JSON once, when it is stopped. Where a window is cut into slices
+(``observe --anatomy``), the program also takes snapshots: a ``kill(self, 0)`` of this
+process (a system call that delivers nothing) passes the ``kill`` tracepoint, whose
+probe numbers the snapshot (``@zz_snapshot``) and asks bpftrace to print the aggregates,
+that number last; bpftrace prints them as soon as it reads the request, and a slice's
+aggregates are the difference of two prints (:func:`between`). Only the aggregates are
+printed: a print of every map (bpftrace's SIGUSR1) reads the per-process scratch maps
+too, whose keys the probes delete as it reads them, and bpftrace abandons such a print
+("failed to look up elem").
 
 A commit whose session does not ask for a standby (``synchronous_commit`` local or
 off) still calls SyncRepWaitForLSN, which returns at once: the probe reads the session's
 level at the call (the variable, from the process's memory) and counts no wait.
 
 What the probe costs is its traps and its programs. A uprobe is a breakpoint, a
-uretprobe a second one on the return, so each commit pays two pairs (XLogFlush,
-SyncRepWaitForLSN) and each walsender reply one (both walsenders: the one that is not
-synchronous enters the function too, and frees nothing). A breakpoint costs 1 to 1.5 µs
-on this VM where the kernel emulates the instruction under it, about 10 µs where it
-must step it out of line (a VM exit). The probes therefore sit on each function's first
-instruction the kernel emulates, entry and return alike (probes/uprobe_points.py: read
-from the binary's bytes, and checked against where the kernel says they are once
-attached): Debian's builds and any with frame pointers begin with ``push %rbp``, already
-emulated; the embedded PostgreSQL 18 (no frame pointers) begins each function with
-loads and tests, and its probes go to the first conditional jump or push a few bytes
-in. What remains, on both builds, is about 20 µs of the servers' CPU per commit: some
-8 µs of BPF (the aggregation's map updates), the emulated traps and the ``kill``
-tracepoint; about 10 % of TPS on the seed's insert-only workload at 32 clients on this
-2-core VM, where it was 25 % on the embedded 18 while its probes were stepped
-(docs/benchmarks.md, bench/anatomy_cost.py). The figures hold part of that cost.
+uretprobe a second one on the return, so each commit pays three (XLogFlush's entry,
+SyncRepWaitForLSN's entry and return) and each walsender reply two (both walsenders: the
+one that is not synchronous enters the function too, and frees nothing). A breakpoint
+costs 1 to 1.5 µs on this VM where the kernel emulates the instruction under it, about
+10 µs where it must step it out of line (a VM exit). The probes therefore sit on each
+function's first instruction the kernel emulates, entry and return alike
+(probes/uprobe_points.py: read from the binary's bytes, and checked against where the
+kernel says they are once attached): Debian's builds and any with frame pointers begin
+with ``push %rbp``, already emulated; the embedded PostgreSQL 18 (no frame pointers)
+begins each function with loads and tests, and its probes go to the first conditional
+jump or push a few bytes in. What remains is the emulated traps, the BPF programs (their
+map updates) and the ``kill`` tracepoint; docs/benchmarks.md has what that costs per
+commit and in TPS (bench/anatomy_cost.py). The figures hold part of that cost.
 
 bpftrace runs in a process group of its own with PR_SET_PDEATHSIG (SIGKILL), started
 from the main thread as pgbench and perf are: it never outlives the tool, even one
@@ -114,6 +118,7 @@ from syncrep_lab.store import AnatomyRow, ProbeRow, ProbeRows
 
 PROBE = "anatomy"
 SYMBOLS = ("SyncRepWaitForLSN", "SyncRepReleaseWaiters", "XLogFlush")
+RETURNED = ("SyncRepWaitForLSN", "SyncRepReleaseWaiters")  # with a return probe too
 LEVEL = "synchronous_commit"  # the session's level: read to skip commits not waiting
 LATCH_SIGNALS = (10, 23)  # SIGUSR1 (latches up to PostgreSQL 13), SIGURG (14 and later)
 BACKEND_COMPONENTS = ("local_flush", "commit_wait", "standby_wait", "wakeup_queue",
@@ -245,7 +250,7 @@ def aggregate(component: str, value: str, counted: bool = False) -> str:
     events are also counted in ``@sum`` (component + :data:`COUNTS`), beside their sum, for
     snapshots (:class:`Part`)."""
     walsender = component in WALSENDER_COMPONENTS
-    who = "pid" if walsender else "(uint64)0"  # one key type in @sum, @min and @max
+    who = "pid" if walsender else "(uint64)0"  # one key type in @sum
     index = f"{'pid, ' if walsender else ''}$s * 64 + ($v >> $s)"
     return f"""
     $v = {value};
@@ -260,18 +265,17 @@ def aggregate(component: str, value: str, counted: bool = False) -> str:
     $l = $l + $t;
     $s = $l > 7 ? $l - 7 : (uint64)0;
     @h_{component}[{index}] = count();
-    @sum[{COMPONENTS.index(component)}, {who}] = sum($v);
-    @min[{COMPONENTS.index(component)}, {who}] = min($v);
-    @max[{COMPONENTS.index(component)}, {who}] = max($v);""" + (f"""
+    @sum[{COMPONENTS.index(component)}, {who}] = sum($v);""" + (f"""
     @sum[{COUNTS + COMPONENTS.index(component)}, {who}] = sum((uint64)1);""" if counted else "")
 
 
-def level_check(symbols: Mapping[str, tuple[int, int]], offset: int = 0) -> str | None:
-    """The bpftrace expression, at SyncRepWaitForLSN's probe, that is true when the
-    backend's commit asks for a standby (PostgreSQL's SyncRepRequested(): the session's
-    ``synchronous_commit`` above ``local``; the enum is the same from 9.6 to 18). Under
-    ``local`` PostgreSQL still calls the function, which returns at once: not a commit
-    wait. The variable is read from the process's memory: where the binary is loaded (a
+def level_read(symbols: Mapping[str, tuple[int, int]], offset: int = 0) -> str | None:
+    """The bpftrace expression, at SyncRepWaitForLSN's probe, of the backend's
+    ``synchronous_commit`` (the enum is the same from 9.6 to 18: off 0, local 1, then
+    the levels that ask for a standby, as PostgreSQL's SyncRepRequested() reads it).
+    Under ``local`` PostgreSQL still calls the function, which returns at once: not a
+    commit wait; under ``off`` it calls it without a flush before it. The variable is
+    read from the process's memory: where the binary is loaded (a
     position-independent one anywhere) is the probed address less the linked one (the
     function's plus ``offset``, where the probe sits in it). None (every call counted)
     when the binary does not export the variable or the machine's register for the
@@ -281,16 +285,17 @@ def level_check(symbols: Mapping[str, tuple[int, int]], offset: int = 0) -> str 
     if register is None or entry is None or variable is None or variable[1] != 1:
         return None
     return (f'*uptr((int32 *)(reg("{register}") - {entry[0] + offset} + '
-            f'{variable[0]})) > 1')
+            f'{variable[0]}))')
 
 
 def program(binary: str, postmasters: Sequence[int], exclude: Sequence[int] = (),
-            requested: str | None = None, snapshots_by: int | None = None,
+            level: str | None = None, snapshots_by: int | None = None,
             offsets: Mapping[str, int] | None = None) -> str:
     """The bpftrace program for the primaries whose postmasters are ``postmasters``,
     running ``binary`` (a path bpftrace can open: the primary's /proc/PID/exe); the
     processes ``exclude`` (the postmasters' children when it starts) are no backends;
-    ``requested`` (:func:`level_check`) tells a commit that waits for a standby;
+    ``level`` (:func:`level_read`) reads the session's synchronous_commit (None: every
+    call is taken as a commit that flushed and waits for a standby);
     ``snapshots_by``: the process whose ``kill(itself, 0)`` takes a snapshot;
     ``offsets``: where in each function its probes go (uprobe_points.probe_offsets; a
     function not in it, or at 0, on its first instruction), named by the symbols
@@ -306,6 +311,8 @@ def program(binary: str, postmasters: Sequence[int], exclude: Sequence[int] = ()
     >>> text = program("/proc/42/exe", [42], offsets={"SyncRepWaitForLSN": 8})
     >>> 'uretprobe:"/proc/42/exe":SyncRepWaitForLSN__at_8 ' in text
     True
+    >>> "uretprobe:" + '"/proc/42/exe":XLogFlush' in text
+    False
     """
     if not postmasters or any(c in binary for c in '"\n'):
         raise ValueError(f"no postmaster, or a binary path bpftrace cannot take: {binary!r}")
@@ -319,8 +326,8 @@ def program(binary: str, postmasters: Sequence[int], exclude: Sequence[int] = ()
 
     signals = " || ".join(f"args->sig == {s}" for s in LATCH_SIGNALS)
     by = int(snapshots_by or 0)
-    prints = " ".join(f"print(@{m});" for m in (*(f"h_{c}" for c in COMPONENTS), "min", "max",
-                                                 "sum", SNAPSHOT))
+    prints = " ".join(f"print(@{m});" for m in (*(f"h_{c}" for c in COMPONENTS), "sum",
+                                                 SNAPSHOT))
     numbered = "" if snapshots_by is None else f"""
 // Snapshots: kill(itself, 0) by the observer (pid {by}) numbers one and asks bpftrace to
 // print the aggregates, the number last (the module's text says why not SIGUSR1).
@@ -337,23 +344,25 @@ tracepoint:syscalls:sys_enter_kill /pid == {by} && args->pid == {by} && args->si
                                       "SyncRepReleaseWaiters"))
     where = ", ".join(f"{f}+{at[f]}" for f in SYMBOLS)
     return f"""// The commit anatomy probe of syncrep-lab (probes/anatomy.py): durations in ns.
-// Temporary, per process: @flush, @wait (entry times), @kill_at and @kill_rel (the kill
-// for a waiting backend and the start of the release that sent it), @done (when its last
-// wait returned), @rel, @rel_end and @freed (a walsender's release under way, its last
-// end, its waiters signalled). Each function's entry and return probes sit at: {where}
-// (bytes from its start: the first instruction the kernel emulates, probes/uprobe_points.py).
+// Temporary, per process: @flush (its last XLogFlush's entry), @wait (the wait's
+// entry), @kill_at and @kill_rel (the kill for a waiting backend and the start of the
+// release that sent it), @done (when its last wait returned), @rel, @rel_end and @freed
+// (a walsender's release under way, its last end, its waiters signalled). Each
+// function's entry and return probes sit at: {where} (bytes from its start: the first
+// instruction the kernel emulates, probes/uprobe_points.py).
 
 uprobe:{b}:{flush} /{backend}/ {{ @flush[pid] = nsecs; }}
 
-uretprobe:{b}:{flush} /@flush[pid]/ {{
-    {agg("local_flush", "nsecs - @flush[pid]")}
-    delete(@flush[pid]);
-}}
-
 uprobe:{b}:{wait} /{backend}/ {{
+    $now = nsecs; $level = {level or "2"}; $flush = @flush[pid];
+    // the commit flushed unless its level is off (a flush seen then was a buffer's)
+    if ($flush && $level > 0) {{
+        {agg("local_flush", "$now - $flush")}
+    }}
+    delete(@flush[pid]);
     // a wait left by an error (a cancel) never returned: its kill is not this one's
     delete(@kill_at[pid]); delete(@kill_rel[pid]);
-    if ({requested or "1"}) {{ @wait[pid] = nsecs; }} else {{ delete(@wait[pid]); }}
+    if ($level > 1) {{ @wait[pid] = $now; }} else {{ delete(@wait[pid]); }}
 }}
 
 uretprobe:{b}:{wait} /@wait[pid]/ {{
@@ -440,7 +449,8 @@ def _map_lines(text: str) -> Iterator[tuple[str, Any]]:
 @dataclass
 class _Aggregate:
     """One component's aggregates as a print gave them: bucket index -> count, the exact
-    sum, the extremes (None where the print had none)."""
+    sum, the extremes (None where the print had none: the program keeps none now; the
+    outputs of versions that kept ``@min`` and ``@max`` are still read)."""
 
     buckets: dict[int, int] = field(default_factory=dict)
     total: int = 0
@@ -468,29 +478,34 @@ def _aggregates(maps: Maps) -> dict[tuple[str, int], _Aggregate]:
 
 def parse_output(text: str) -> dict[tuple[str, int], LatencyHistogram]:
     """(component, walsender pid; 0 for the backends) -> its histogram, from what
-    bpftrace printed with ``-f json`` (the last print of each map).
+    bpftrace printed with ``-f json`` (the last print of each map). Its extremes are the
+    bounds of its first and last bucket where the print has none.
 
     >>> text = '''{"type": "attached_probes", "data": {"probes": 7}}
     ...
     ... {"type": "map", "data": {"@h_commit_wait": {"5": 2, "129": 1}}}
     ... {"type": "map", "data": {"@h_waiters_freed": {"77,1": 3}}}
-    ... {"type": "map", "data": {"@max": {"1,0": 130, "8,77": 1}}}
-    ... {"type": "map", "data": {"@min": {"1,0": 5, "8,77": 1}}}
     ... {"type": "map", "data": {"@sum": {"1,0": 140, "8,77": 3}}}'''
     >>> found = parse_output(text)
     >>> sorted(found)
     [('commit_wait', 0), ('waiters_freed', 77)]
     >>> h = found[("commit_wait", 0)]
     >>> h.count, h.total, h.min, h.max
-    (3, 140, 5, 130)
+    (3, 140, 5, 131)
     """
     maps: Maps = {}
     for name, values in _map_lines(text):
         if isinstance(values, dict):
             maps[name] = {str(k): int(v) for k, v in values.items()}
-    return {key: LatencyHistogram.from_buckets(agg.buckets, total=agg.total, low=agg.low,
-                                               high=agg.high)
-            for key, agg in sorted(_aggregates(maps).items())}
+    found = {}
+    for key, agg in sorted(_aggregates(maps).items()):
+        filled = [i for i, n in agg.buckets.items() if n > 0]
+        low = agg.low if agg.low is not None or not filled else bucket_range(min(filled))[0]
+        high = (agg.high if agg.high is not None or not filled
+                else bucket_range(max(filled))[1])
+        found[key] = LatencyHistogram.from_buckets(agg.buckets, total=agg.total, low=low,
+                                                   high=high)
+    return found
 
 
 def snapshots(text: str) -> dict[int, Maps]:
@@ -536,19 +551,17 @@ class Part:
 
 def between(before: Maps | None, after: Maps) -> dict[tuple[str, int], Part]:
     """What was aggregated between two prints (``before`` None: since the start): the
-    differences of buckets, sums and counts (:class:`Part`). A print gives the extremes
-    since the start, so a part's minimum (maximum) is exact where it fell in it, else
-    its bucket's bound (within 1/64); the histogram's total is kept within what its
-    count and extremes allow.
+    differences of buckets, sums and counts (:class:`Part`). A part's extremes are the
+    bounds of its first and last bucket (within 1/64; exact where an older print kept
+    the extremes since the start and they fell in the part); the histogram's total is
+    kept within what its count and extremes allow.
 
-    >>> one = {"@h_commit_wait": {"5": 2}, "@sum": {"1,0": 10, "101,0": 2},
-    ...        "@min": {"1,0": 5}, "@max": {"1,0": 5}}
-    >>> two = {"@h_commit_wait": {"5": 2, "228": 3}, "@sum": {"1,0": 1213, "101,0": 5},
-    ...        "@min": {"1,0": 5}, "@max": {"1,0": 402}}
+    >>> one = {"@h_commit_wait": {"5": 2}, "@sum": {"1,0": 10, "101,0": 2}}
+    >>> two = {"@h_commit_wait": {"5": 2, "228": 3}, "@sum": {"1,0": 1213, "101,0": 5}}
     >>> part = between(one, two)[("commit_wait", 0)]
     >>> h = part.histogram
     >>> part.count, part.total, h.count, h.total, h.min, h.max
-    (3, 1203, 3, 1203, 400, 402)
+    (3, 1203, 3, 1203, 400, 403)
     """
     old = _aggregates(before or {})
     found: dict[tuple[str, int], Part] = {}
@@ -858,9 +871,9 @@ class CommitAnatomy:
             debug.parent.mkdir(parents=True, exist_ok=True)
             debug.write_bytes(alias_elf(self.binary, offsets))
             env["BCC_SYMFS"] = str(self.symfs_path)
-        requested = level_check(symbols, offsets.get("SyncRepWaitForLSN", 0))
+        level = level_read(symbols, offsets.get("SyncRepWaitForLSN", 0))
         self.program_path.write_text(program(
-            str(self.binary), self.postmasters, exclude, requested,
+            str(self.binary), self.postmasters, exclude, level,
             snapshots_by=os.getpid() if self.snapshots else None, offsets=offsets))
         # Files, not pipes: nobody reads them while it runs, and a bpftrace whose reader
         # is gone must not die of SIGPIPE (it is killed by PR_SET_PDEATHSIG instead).
@@ -904,12 +917,14 @@ class CommitAnatomy:
 
     def _check_places(self, pid: int, offsets: Mapping[str, int]) -> None:
         """The kernel's word on where bpftrace put the uprobes, against where they were
-        asked for: every function's entry and return probe at its offset. Fewer than
+        asked for: every function's entry probe, and the return probe of those that have
+        one (:data:`RETURNED`), at its offset. Fewer than
         asked (a bcc that does not read the aliases leaves a probe on an unknown symbol
         out without a word): killed, to start again on the first instructions; one
         anywhere else: killed, and the probe fails."""
         places = file_offsets(self.binary, {f: offsets.get(f, 0) for f in SYMBOLS})
-        wanted = sorted((ret, at) for at in places.values() for ret in (False, True))
+        wanted = sorted([(False, at) for at in places.values()]
+                        + [(True, places[f]) for f in RETURNED])
         found = attached_uprobes(pid)
         if found == wanted:
             return

@@ -55,7 +55,7 @@ from syncrep_lab.probes.anatomy import (
     SYMBOLS,
     _excerpt,
     anatomy_rows,
-    level_check,
+    level_read,
     map_keys,
     parse_output,
     program,
@@ -399,8 +399,8 @@ class HostAnatomy:
         # no backends of the workload, which connects after the probe has started
         exclude = sorted(int(p["pid"]) for p in remote.proc_snapshot(host, self.data_dir)
                          if int(p["ppid"]) == pid)
-        requested = level_check(found.symbols) if found.same_machine else None
-        text = program(f"/proc/{pid}/exe", [pid], exclude, requested)
+        level = level_read(found.symbols) if found.same_machine else None
+        text = program(f"/proc/{pid}/exe", [pid], exclude, level)
         self.out_dir.mkdir(parents=True, exist_ok=True)
         (self.out_dir / "anatomy.bt").write_text(text)
         host.put_text(f"{self.base}.bt", text)
