@@ -103,6 +103,15 @@ def test_local_and_on_alternate_in_the_stored_order(workdir: Path) -> None:
     assert sum(s["run_delay_ms"] for s in sched if s["role"] == "backend") > 0
     assert all(u["run_delay_ms"] is None for u in db.execute(
         "select run_delay_ms from proc_costs where node = 'client'"))
+    # the sync walsender ('b', the topology's sync names) over each cell's 4 repeats; the
+    # local cell's commits wait for no standby
+    assert rows["sc=local"]["noise"]["walsender"] is None
+    ws = rows["sc=on"]["noise"]["walsender"]
+    assert (ws["role"], ws["chosen_by"], ws["repeats"]) == (
+        "walsender:b", "synchronous_standby_names", 4)
+    assert all(0 <= x < 1 for x in ws["run_delay_share"]["per_repeat"])
+    assert ws["r"] is None or (-1 <= ws["r"] <= 1 and abs(ws["r2"] - ws["r"] ** 2) < 1e-12
+                               and 0 <= ws["p"] <= 1)
     model = cli_here("model", str(out), "--json")
     assert model.returncode == 0, model.stderr
     on = next(c for c in json.loads(model.stdout) if c["label"] == "sc=on")
