@@ -3,7 +3,8 @@ standbys, ``synchronous_commit = on``, 64 clients inserting) run with its ``loca
 baseline through the tool's own ``run``, interleaved, 12 rounds of 5-second repeats
 within a budget of 4 minutes of rounds, probes off; then each cell's noise split
 (measure/variance.py) with bootstrap intervals, the ratio with its smallest detectable
-change, and the seconds' lag-1 correlation plain and corrected.
+change, the seconds' lag-1 correlation plain and corrected, and how much of the
+repeats' spread the sync walsender's wait for a core explains (``noise.walsender``).
 
     PYTHONPATH=src .venv/bin/python bench/variance.py [--out /tmp/variance] [--rounds 12]
         [--budget 4m] [--from RUN_FOLDER] [--resamples 2000] [--seed 1]
@@ -192,6 +193,20 @@ def main() -> None:
     res = subprocess.run([sys.executable, "-m", "syncrep_lab", "results", str(out), "--json"],
                          capture_output=True, text=True, check=True)
     for row in json.loads(res.stdout):
+        walsender = (row.get("noise") or {}).get("walsender")
+        if walsender:
+            share = walsender["run_delay_share"]
+            each = share["per_repeat"]
+            told = ("no r" if walsender["r"] is None else
+                    f"r = {walsender['r']:.2f}, R² = {walsender['r2']:.2f}, "
+                    f"p = {walsender['p']:.3f}")
+            moves = walsender["migrations_per_s"]
+            print(f"\n{row['label']}: {walsender['role']} ({walsender['chosen_by']}) waited "
+                  f"for a core {pct(share['mean'])} of a repeat (95 % "
+                  f"[{pct(share['low'])}, {pct(share['high'])}]; {pct(min(each))} to "
+                  f"{pct(max(each))} over {len(each)} repeats), "
+                  f"{'-' if moves is None else f'{moves:.0f}'} migrations a second; "
+                  f"log TPS against it: {told}")
         ratio = row.get("ratio_to_baseline")
         if ratio and ratio["low"] is not None and ratio["detectable_pct"] is not None:
             print(f"\n{row['label']} ÷ {ratio['baseline']}: {ratio['mean']:.3f} "

@@ -1,6 +1,7 @@
 """Interleaved rounds on real servers: the stored repeats of `local` and `on` alternate in
 time in the stored shuffled order, every cell's ratio to its baseline comes from pairs
-of the same round, and a checkpoint forced during a repeat flags that repeat."""
+of the same round, measured repeats carry each role's CPU and what the scheduler did to
+it, and a checkpoint forced during a repeat flags that repeat."""
 
 from __future__ import annotations
 
@@ -54,7 +55,9 @@ def _db(out: Path) -> sqlite3.Connection:
 
 def test_local_and_on_alternate_in_the_stored_order(workdir: Path) -> None:
     out = workdir / "run"
-    start_run(parse_spec(SPEC), SPEC, workdir, out)
+    # 4 rounds: the fewest a correlation over a cell's repeats is worked out from
+    text = SPEC.replace("repeats_min = 3\nrepeats_max = 3", "repeats_min = 4\nrepeats_max = 4")
+    start_run(parse_spec(text), text, workdir, out)
     db = _db(out)
     run = db.execute("select * from runs").fetchone()
     assert run["seed"] == 42 and run["order_mode"] == "interleaved"
@@ -62,9 +65,9 @@ def test_local_and_on_alternate_in_the_stored_order(workdir: Path) -> None:
     assert [c["status"] for c in cells] == ["done", "done"], [c["error"] for c in cells]
     reps = db.execute("select r.*, c.idx from repeats r join cells c on c.id = r.cell_id "
                       "order by r.started_at").fetchall()
-    assert [r["round"] for r in reps] == [1, 1, 2, 2, 3, 3]  # one of each per round
+    assert [r["round"] for r in reps] == [1, 1, 2, 2, 3, 3, 4, 4]  # one of each per round
     group = cluster_key_text(json.loads(cells[0]["params_json"]))
-    for k in (1, 2, 3):
+    for k in (1, 2, 3, 4):
         in_round = [r for r in reps if r["round"] == k]
         assert [r["idx"] for r in in_round] == round_order(42, group, k, [0, 1])
         assert [r["position"] for r in in_round] == [0, 1]
@@ -73,7 +76,7 @@ def test_local_and_on_alternate_in_the_stored_order(workdir: Path) -> None:
     rows = {r["label"]: r for r in json.loads(res.stdout)}
     assert rows["sc=local"]["ratio_to_baseline"] is None  # the baseline itself
     ratio = rows["sc=on"]["ratio_to_baseline"]
-    assert ratio["baseline"] == "sc=local" and ratio["rounds"] == 3
+    assert ratio["baseline"] == "sc=local" and ratio["rounds"] == 4
     assert ratio["low"] <= ratio["mean"] <= ratio["high"]
     # measured repeats carry CPU per role from /proc, nothing traced, pgbench's included
     untraced = db.execute("select pc.node, pc.role, pc.user_ms + pc.system_ms as ms "
@@ -83,6 +86,32 @@ def test_local_and_on_alternate_in_the_stored_order(workdir: Path) -> None:
     assert {("primary", "walsender:b"), ("primary", "backend"), ("b", "walreceiver"),
             ("client", "pgbench")} <= roles, roles
     assert sum(u["ms"] for u in untraced if u["role"] == "pgbench") > 0
+    # and what the scheduler did to each server process: time runnable waiting for a
+    # core (within the repeat's seconds) and moves between CPUs, where the kernel tells
+    sched = db.execute("select pc.node, pc.role, pc.run_delay_ms, pc.migrations, "
+                       "r.duration_s from proc_costs pc join repeats r on r.id = "
+                       "pc.repeat_id where r.probed = 0 and pc.node <> 'client'").fetchall()
+    senders = [s for s in sched if s["role"] == "walsender:b"]
+    assert len(senders) == 8, [tuple(s) for s in sched]
+    for s in senders:
+        assert 0 <= s["run_delay_ms"] < 1000 * s["duration_s"], tuple(s)
+        if Path("/proc/self/sched").exists():
+            assert s["migrations"] is not None and s["migrations"] >= 0, tuple(s)
+        else:
+            assert s["migrations"] is None
+    assert all(s["run_delay_ms"] is not None and s["run_delay_ms"] >= 0 for s in sched)
+    assert sum(s["run_delay_ms"] for s in sched if s["role"] == "backend") > 0
+    assert all(u["run_delay_ms"] is None for u in db.execute(
+        "select run_delay_ms from proc_costs where node = 'client'"))
+    # the sync walsender ('b', the topology's sync names) over each cell's 4 repeats; the
+    # local cell's commits wait for no standby
+    assert rows["sc=local"]["noise"]["walsender"] is None
+    ws = rows["sc=on"]["noise"]["walsender"]
+    assert (ws["role"], ws["chosen_by"], ws["repeats"]) == (
+        "walsender:b", "synchronous_standby_names", 4)
+    assert all(0 <= x < 1 for x in ws["run_delay_share"]["per_repeat"])
+    assert ws["r"] is None or (-1 <= ws["r"] <= 1 and abs(ws["r2"] - ws["r"] ** 2) < 1e-12
+                               and 0 <= ws["p"] <= 1)
     model = cli_here("model", str(out), "--json")
     assert model.returncode == 0, model.stderr
     on = next(c for c in json.loads(model.stdout) if c["label"] == "sc=on")

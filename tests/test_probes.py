@@ -398,3 +398,60 @@ def test_a_zombie_counts_as_gone_and_a_live_process_as_alive(zombie: int) -> Non
     with pytest.raises(numa.ProcessGone):
         numa.numa_policy_of(zombie)
     assert numa.numa_policy_of(live) != ""
+
+
+SPIN = """
+import os, sys, time
+os.sched_setaffinity(0, {int(sys.argv[1])})
+end = time.monotonic() + 1.0
+while time.monotonic() < end:
+    pass
+time.sleep(60)
+"""
+
+
+def test_the_tracker_counts_the_wait_for_a_core_and_the_moves() -> None:
+    """Two processes spinning for 1 s on one CPU: each is always either running or
+    runnable, so its CPU time plus its run delay is its 1 s and a little of its start
+    (never more than it lived), and while one runs the other waits, so their run delays
+    add up to about the second (more if anything else wants that CPU); pinned, they
+    move between CPUs only as they start and pin themselves."""
+    import os
+    import subprocess
+    import sys
+
+    from syncrep_lab.probes.tracker import HAVE_SCHED, HAVE_SCHEDSTAT, ProcessTracker
+
+    assert HAVE_SCHEDSTAT, "this kernel has no /proc/PID/schedstat"
+    cpu = min(os.sched_getaffinity(0))
+    # the spinners' parent waits for a line before it starts them: born during the window
+    parent = subprocess.Popen(
+        ["sh", "-c", f'read go; "{sys.executable}" -c "$0" {cpu} & '
+                     f'"{sys.executable}" -c "$0" {cpu} & wait', SPIN],
+        stdin=subprocess.PIPE, text=True, start_new_session=True)
+    tracker = ProcessTracker({"t": parent.pid}, {}, hz=10.0, numa=False)
+    try:
+        tracker.begin()
+        assert parent.stdin is not None
+        start = time.monotonic()
+        parent.stdin.write("go\n")
+        parent.stdin.flush()
+        time.sleep(1.6)  # the spin, their start, and a poll after it
+        rows = {r.role: r for r in tracker.finish(reap_timeout=0.0).rows}
+        lived_ms = 1000 * (time.monotonic() - start)
+    finally:
+        tracker.stopping.set()
+        os.killpg(parent.pid, 9)
+        parent.wait()
+    spinners = rows["other"]
+    assert spinners.processes == 2, rows
+    assert spinners.run_delay_ms is not None
+    busy = spinners.user_ms + spinners.system_ms + spinners.run_delay_ms
+    # 2 × (1 s + a start), within clock ticks; never more than their lives
+    assert 1900 <= busy <= 2 * lived_ms + 20, (spinners, lived_ms)
+    assert spinners.run_delay_ms >= 800, spinners
+    if HAVE_SCHED:
+        assert spinners.migrations is not None and 0 <= spinners.migrations <= 6, spinners
+    else:
+        assert spinners.migrations is None
+    assert rows["postmaster"].run_delay_ms is not None  # the sh, there from the start

@@ -12,12 +12,15 @@ from pathlib import Path
 from syncrep_lab.store import (
     PROBE_TABLES,
     SCHEMA,
+    SCHEMA_VERSION,
     ProbeRows,
+    ProcCostRow,
     SampleRow,
     Store,
     StoredCell,
     StoredRepeat,
     StoredRun,
+    queries,
 )
 from syncrep_lab.store.records import columns
 
@@ -92,5 +95,36 @@ def test_a_machine_that_does_not_read_is_empty(tmp_path: Path) -> None:
         for text in ("not json", "[1]", ""):
             store.db.execute("update runs set machine_json = ?", (text,))
             assert store.run(run_id).machine == {}
+    finally:
+        store.close()
+
+
+def test_a_version_12_store_opens_with_its_proc_costs_read_as_none(tmp_path: Path) -> None:
+    """A store of schema 12 (proc_costs without run_delay_ms and migrations) is upgraded
+    when opened: the columns are added, its rows read them as None, and new rows keep
+    theirs."""
+    store = Store(tmp_path / "run", create=True)
+    try:
+        run_id = store.create_run("r", "", {}, "1")
+        cell = store.ensure_cell(run_id, 0, "k", "sc=on", {}, {})
+        repeat = {"n": 1, "started_at": "t0", "duration_s": 2.0, "transactions": 20,
+                  "failed": 0, "tps": 10.0, "histogram": b""}
+        old_id = store.add_repeat(cell.id, repeat, [])
+        store.db.execute("insert into proc_costs values (?, 'primary', 'walsender:b', 1, "
+                         "1.5, 2.5, 30, 4, 9.0, 7)", (old_id,))
+        for column in ("run_delay_ms", "migrations"):
+            store.db.execute(f"alter table proc_costs drop column {column}")
+        store.db.execute("update meta set value = '12' where key = 'schema_version'")
+    finally:
+        store.close()
+    store = Store(tmp_path / "run", create=False)
+    try:
+        assert store.db.execute("select value from meta where key = 'schema_version'"
+                                ).fetchone()[0] == str(SCHEMA_VERSION) == "13"
+        assert queries.proc_costs_of(store, [old_id]) == [
+            (old_id, ProcCostRow("primary", "walsender:b", 1, 1.5, 2.5, 30, 4, None, None))]
+        new = ProcCostRow("primary", "walsender:b", 1, 1.0, 1.0, 3, 1, 12.5, 40)
+        new_id = store.add_repeat(cell.id, {**repeat, "n": 2}, [], ProbeRows(proc_costs=[new]))
+        assert queries.proc_costs_of(store, [new_id]) == [(new_id, new)]
     finally:
         store.close()

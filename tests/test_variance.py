@@ -17,10 +17,16 @@ from rich.console import Console
 
 from syncrep_lab.analysis.cells import cell_rows
 from syncrep_lab.analysis.compare import compare_runs
-from syncrep_lab.analysis.noise import budget_sentences, repeat_overhead, target_text
+from syncrep_lab.analysis.noise import (
+    budget_sentences,
+    repeat_overhead,
+    target_text,
+    walsender_words,
+)
 from syncrep_lab.measure.stats import (
     detectable_effect,
     paired_ratio,
+    pearson,
     ratio_ci,
     rounds_for,
     t_ppf,
@@ -33,7 +39,7 @@ from syncrep_lab.measure.variance import (
     pooled_split,
     repeat_length,
 )
-from syncrep_lab.store import SampleRow, Store
+from syncrep_lab.store import ProbeRows, ProcCostRow, ReplicationSample, SampleRow, Store
 from syncrep_lab.terminal.results import no_difference_text, noise_text, print_results
 from tests.data.runs.refresh import load
 
@@ -247,7 +253,9 @@ def test_rows_carry_the_noise_and_the_detectable_change(tmp_path: Path) -> None:
         assert set(noise) == {"within", "between", "drift", "repeats", "seconds",
                               "seconds_per_repeat", "total", "short_term", "lag1",
                               "lag1_raw", "dominant", "between_p", "drift_p", "note",
-                              "repeat_overhead_s", "best_seconds", "time_at_best"}
+                              "repeat_overhead_s", "best_seconds", "time_at_best",
+                              "walsender"}
+        assert noise["walsender"] is None  # no sync names, no tracker's rows
         assert (noise["repeats"], noise["seconds"]) == (6, 30)
         for part in ("within", "between", "drift"):
             assert noise[part] == pytest.approx(getattr(expected, part))
@@ -410,3 +418,137 @@ def test_a_repeat_s_cost_is_read_from_when_the_repeats_ran(workdir: Path) -> Non
         store.close()
     assert overhead == pytest.approx(statistics.median(gaps))
     assert {r["noise"]["repeat_overhead_s"] for r in cell_rows(run)} == {overhead}
+
+
+def test_pearson_by_hand() -> None:
+    """x = 1..5, y = 2, 1, 4, 3, 6: the means 3 and 3.2, sxx = 10, syy = 14.8, sxy = 10,
+    so r = 10 / √148 = 0.82199...; t = r √(3 / (1 − r²)) with 3 degrees of freedom,
+    and scipy's own pearsonr agrees on both."""
+    from scipy.stats import pearsonr
+
+    c = pearson([1, 2, 3, 4, 5], [2, 1, 4, 3, 6])
+    assert c is not None and c.n == 5
+    assert c.r == pytest.approx(10 / math.sqrt(148))
+    assert c.r2 == pytest.approx(100 / 148)
+    t = c.r * math.sqrt(3 / (1 - c.r ** 2))
+    # the t distribution with 3 degrees of freedom, integrated by hand:
+    # P(T > t) = 1/2 − (atan(u) + u / (1 + u²)) / π with u = t / √3
+    u = t / math.sqrt(3)
+    assert c.p_value == pytest.approx(2 * (0.5 - (math.atan(u) + u / (1 + u * u)) / math.pi))
+    expected = pearsonr([1, 2, 3, 4, 5], [2, 1, 4, 3, 6])
+    assert (c.r, c.p_value) == pytest.approx((expected.statistic, expected.pvalue))
+    negative = pearson([1, 2, 3, 4], [4, 3, 2, 1])
+    assert negative is not None and (negative.r, negative.p_value) == (-1.0, 0.0)
+    assert pearson([1, 2], [2, 1]) is None  # too few pairs
+    assert pearson([1, 2, 3], [5, 5, 5]) is None  # y does not vary: r is 0/0
+    with pytest.raises(ValueError):
+        pearson([1, 2, 3], [1, 2])
+
+
+# A cell's measured repeats: TPS and the run delay (ms in 5 s) of walsender:b and :c;
+# the more b waited, the fewer commits.
+WAL_TPS = [1000.0, 950.0, 1020.0, 900.0, 980.0, 870.0, 1010.0, 930.0]
+WAL_B_MS = [300.0, 420.0, 250.0, 600.0, 380.0, 700.0, 280.0, 500.0]
+WAL_C_MS = [90.0, 10.0, 50.0, 20.0, 70.0, 30.0, 60.0, 40.0]
+WAL_B_MOVES = [400, 500, 450, 350, 600, 550, 420, 480]
+
+
+def _walsender_store(folder: Path, *, repeats: int = len(WAL_TPS),
+                     sync_state_of_c: bool = False) -> Path:
+    """Two cells, local and on ('1(b,c)'), whose measured repeats carry the tracker's
+    walsender rows; the on cell also has a probed repeat whose walsender waited most of
+    it (left out: it is traced), and, with ``sync_state_of_c``, replication samples
+    there that show c as the sync standby."""
+    store = Store(folder, create=True)
+    try:
+        run_id = store.create_run("noise", SPEC, {}, "test", seed=1, order_mode="interleaved")
+        cells = [store.ensure_cell(run_id, idx, sync, f"sc={sync}",
+                                   {"synchronous_commit": sync},
+                                   {"synchronous_commit": sync, "standbys": 2,
+                                    "sync": "1(b,c)", "clients": 4})
+                 for idx, sync in enumerate(("local", "on"))]
+        for n in range(repeats):
+            for cell in cells:
+                rows = [ProcCostRow("primary", "walsender:b", 1, 10.0, 20.0, 100, 5,
+                                    WAL_B_MS[n], WAL_B_MOVES[n]),
+                        ProcCostRow("primary", "walsender:c", 1, 10.0, 20.0, 100, 5,
+                                    WAL_C_MS[n], 10),
+                        ProcCostRow("client", "pgbench", 4, 10.0, 20.0, 100, 5)]
+                store.add_repeat(cell.id, {
+                    "n": n + 1, "started_at": f"2026-01-01T00:{n:02d}:0{cell.idx}",
+                    "duration_s": 5.0, "transactions": int(5 * WAL_TPS[n]), "failed": 0,
+                    "tps": WAL_TPS[n], "histogram": b"", "round": n + 1,
+                    "position": cell.idx},
+                    [SampleRow(float(t + 1), WAL_TPS[n] + t, 1.0, None, 0) for t in range(5)],
+                    ProbeRows(proc_costs=rows))
+        probed = ProbeRows(proc_costs=[ProcCostRow("primary", "walsender:b", 1, 1.0, 1.0, 1, 1,
+                                                   4000.0, 9000)])
+        if sync_state_of_c:
+            probed.replication_samples = [ReplicationSample(1.0, "b", "potential", None, None,
+                                                            None, None),
+                                          ReplicationSample(1.0, "c", "sync", None, None,
+                                                            None, None)]
+        store.add_repeat(cells[1].id, {
+            "n": repeats + 1, "probed": 1, "started_at": "2026-01-01T01:00:00",
+            "duration_s": 5.0, "transactions": 100, "failed": 0, "tps": 20.0,
+            "histogram": b""}, [], probed)
+        for cell in cells:
+            store.update_cell(cell.id, status="done", repeats=repeats, stop_reason="ci")
+    finally:
+        store.close()
+    return folder
+
+
+def test_the_sync_walsender_s_wait_for_a_core_and_the_spread_it_explains(
+        tmp_path: Path) -> None:
+    """On the 8 measured repeats of the on cell: walsender:b (sync by '1(b,c)'), its
+    run delay over each repeat's 5 s, r of log TPS against it by statistics.correlation,
+    p by scipy's pearsonr; the probed repeat and walsender:c left out; the local cell's
+    commits wait for no standby. results and the report's Method say it in a sentence."""
+    from scipy.stats import pearsonr
+
+    folder = _walsender_store(tmp_path / "run")
+    rows = {r["label"]: r for r in cell_rows(folder)}
+    assert rows["sc=local"]["noise"]["walsender"] is None
+    ws = rows["sc=on"]["noise"]["walsender"]
+    shares = [ms / 1000 / 5.0 for ms in WAL_B_MS]
+    logs = [math.log(t) for t in WAL_TPS]
+    assert (ws["role"], ws["chosen_by"], ws["repeats"]) == (
+        "walsender:b", "synchronous_standby_names", 8)
+    assert ws["run_delay_share"]["per_repeat"] == pytest.approx(shares)
+    assert ws["run_delay_share"]["mean"] == pytest.approx(statistics.fmean(shares))
+    half = t_ppf(0.975, 7) * statistics.stdev(shares) / math.sqrt(8)
+    assert ws["run_delay_share"]["low"] == pytest.approx(statistics.fmean(shares) - half)
+    assert ws["migrations_per_s"] == pytest.approx(statistics.fmean(WAL_B_MOVES) / 5.0)
+    r = statistics.correlation(logs, shares)
+    assert r < -0.9 and ws["r"] == pytest.approx(r) and ws["r2"] == pytest.approx(r * r)
+    assert ws["p"] == pytest.approx(pearsonr(logs, shares).pvalue)
+    json.dumps(ws)
+    words = (f"the sync walsender (walsender:b) waited for a core "
+             f"{100 * statistics.fmean(shares):.1f} % of a repeat on average, from 5.0 to 14 "
+             f"% over the 8 repeats; that explains {100 * r * r:.0f} % of the spread of the "
+             f"repeats' TPS (r = −{abs(r):.2f}, p < 0.001: more waiting went with fewer "
+             "commits)")
+    assert walsender_words(ws) == words
+    out = io.StringIO()
+    print_results(folder, list(rows.values()), Console(file=out, width=400, highlight=False))
+    assert f"cell 1 sc=on: {words}" in out.getvalue().splitlines(), out.getvalue()
+    assert f"Cell 1 sc=on: T{words[1:]}." in budget_sentences(list(rows.values()))
+    # p of 5 % or more: the figures, no sentence
+    assert walsender_words({**ws, "p": 0.05}) is None
+    assert walsender_words({**ws, "r": None, "r2": None, "p": None}) is None
+
+
+def test_the_sync_walsender_is_the_one_the_primary_showed(tmp_path: Path) -> None:
+    """Replication samples (a probed repeat's) that show c as sync outweigh the names;
+    under 4 measured repeats there is a share but no correlation."""
+    folder = _walsender_store(tmp_path / "run", sync_state_of_c=True)
+    ws = next(r for r in cell_rows(folder) if r["label"] == "sc=on")["noise"]["walsender"]
+    assert (ws["role"], ws["chosen_by"]) == ("walsender:c", "pg_stat_replication")
+    assert ws["run_delay_share"]["per_repeat"] == pytest.approx(
+        [ms / 1000 / 5.0 for ms in WAL_C_MS])
+    assert ws["migrations_per_s"] == pytest.approx(2.0)
+    few = _walsender_store(tmp_path / "few", repeats=3)
+    ws = next(r for r in cell_rows(few) if r["label"] == "sc=on")["noise"]["walsender"]
+    assert ws["repeats"] == 3 and (ws["r"], ws["r2"], ws["p"]) == (None, None, None)
+    assert walsender_words(ws) is None

@@ -13,11 +13,25 @@ from pathlib import Path
 STATE, PPID, UTIME, STIME, CUTIME, CSTIME, STARTTIME = 0, 1, 11, 12, 13, 14, 19
 
 
+def read(path: str) -> str:
+    """A file of /proc, whole (OSError when it cannot be read). A bare open and read: the
+    process tracker reads a few files of every backend each poll during measured repeats,
+    and ``Path.read_text`` takes five times as long (docs/benchmarks.md)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 8192):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(chunks).decode(errors="replace")
+
+
 def stat_fields(pid: int) -> list[str] | None:
     """The fields of /proc/PID/stat after the command name (None: no such process). The
     name (field 2) may hold spaces and parentheses, so the split starts after its end."""
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return read(f"/proc/{pid}/stat").rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return None
 

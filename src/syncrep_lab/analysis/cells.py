@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from syncrep_lab.analysis.noise import cell_noise, noise_json, repeat_overhead
+from syncrep_lab.analysis.noise import cell_noise, cell_walsender, noise_json, repeat_overhead
 from syncrep_lab.analysis.ratios import anatomy_to_baseline, ratios_to_baseline
 from syncrep_lab.store import Store
 
@@ -38,7 +38,8 @@ def cell_rows(folder: Path) -> list[dict[str, Any]]:
             row["notes"] = cell.notes
             # an observe window's slices are consecutive, not repeats: no split
             row["noise"] = (None if run.kind == "observe"
-                            else noise_json(cell_noise(store, cell, overhead)))
+                            else noise_json(cell_noise(store, cell, overhead),
+                                            cell_walsender(store, cell)))
             rows.append(row)
         return rows
     finally:

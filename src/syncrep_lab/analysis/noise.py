@@ -3,17 +3,26 @@ start and the drift across rounds (:mod:`syncrep_lab.measure.variance`), read fr
 store: the measured repeats in the order they ran, each with its per-second samples.
 ``results --json`` carries it per cell (``noise``), ``results`` and the run's end say
 where it sits, the report's Method gives the table and what it means for the budget.
+
+One candidate for what sets a repeat's state is measured beside it: how long the sync
+walsender waited for a core in each measured repeat (its run delay, from the process
+tracker's /proc/PID/schedstat) as a share of the repeat's seconds, and how much of the
+spread of the repeats' TPS that share explains (``noise.walsender``, a sentence where
+it explains more than chance would).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 import statistics
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from syncrep_lab.measure.stats import Correlation, MeanCI, mean_ci, pearson
 from syncrep_lab.measure.variance import (
     PARTS,
     NoiseSplit,
@@ -23,7 +32,9 @@ from syncrep_lab.measure.variance import (
     pooled_split,
     repeat_length,
 )
-from syncrep_lab.store import Store, StoredCell, queries
+from syncrep_lab.pg.replication import WAITING_LEVELS
+from syncrep_lab.pg.sync_names import SyncNamesError, expect, parse
+from syncrep_lab.store import Store, StoredCell, StoredRepeat, queries
 
 # What dominates, in words (a repeat's noise "sits" there), and what it means for a budget.
 WHERE = {"within": "the per-second noise inside a repeat",
@@ -63,13 +74,18 @@ def repeat_overhead(store: Store, run_id: int) -> float | None:
     return float(statistics.median(gaps)) if gaps else None
 
 
+def measured_repeats(store: Store, cell: StoredCell) -> list[StoredRepeat]:
+    """A cell's measured repeats (probed ones left out, as from every figure), in the
+    order they ran."""
+    return sorted((r for r in store.repeats(cell.id) if not r.probed),
+                  key=lambda r: (str(r.started_at), r.n))
+
+
 def cell_noise(store: Store, cell: StoredCell, overhead_s: float | None = None
                ) -> NoiseSplit | None:
-    """The split of a cell's measured repeats (probed ones left out, as from every
-    figure), in the order they ran, with the run's cost of a repeat
-    (:func:`repeat_overhead`); None without any."""
-    measured = sorted((r for r in store.repeats(cell.id) if not r.probed),
-                      key=lambda r: (str(r.started_at), r.n))
+    """The split of a cell's measured repeats (:func:`measured_repeats`), with the run's
+    cost of a repeat (:func:`repeat_overhead`); None without any."""
+    measured = measured_repeats(store, cell)
     if not measured:
         return None
     split = noise_split([Repeat(float(r.tps), [float(s.tps) for s in
@@ -78,12 +94,108 @@ def cell_noise(store: Store, cell: StoredCell, overhead_s: float | None = None
     return dataclasses.replace(split, overhead_s=overhead_s)
 
 
-def noise_json(split: NoiseSplit | None) -> dict[str, Any] | None:
+# Below this many measured repeats no correlation is worked out: with 3, r = ±0.997 is
+# needed for p < 0.05, and one odd repeat decides it.
+MIN_CORRELATED = 4
+# The p under which the walsender's share is said to explain the spread.
+ALPHA = 0.05
+
+
+@dataclass(frozen=True)
+class WalsenderNoise:
+    """The sync walsender's wait for a core over a cell's measured repeats: its run
+    delay as a share of each repeat's seconds, its CPU migrations per second, and
+    Pearson's r of the repeats' log TPS against that share (None under
+    MIN_CORRELATED repeats, or when either does not vary)."""
+
+    role: str  # walsender:NAME
+    chosen_by: str  # pg_stat_replication | synchronous_standby_names
+    shares: list[float]  # per measured repeat with the figure, in the order they ran
+    share: MeanCI
+    migrations_per_s: float | None  # mean over those repeats; None: not read here
+    correlation: Correlation | None
+
+
+def sync_walsender(store: Store, cell: StoredCell, repeat_ids: Sequence[int]
+                   ) -> tuple[str, str] | None:
+    """The walsender a commit of the cell waits for (``walsender:b``) and how it was
+    told: the one standby the primary showed as ``sync`` in the cell's stored
+    replication samples (pg_stat_replication, sampled in probed repeats), else the one
+    the cell's synchronous_standby_names make ``sync`` among the walsenders the
+    tracker found. None where commits do not wait for a standby (off, local), where
+    no single standby is the sync one (ANY: every one is quorum; FIRST 2: both are
+    sync) and where nothing tells (an attached cluster's names, no walsender)."""
+    if cell.params.get("synchronous_commit") not in WAITING_LEVELS:
+        return None
+    everything = [r.id for r in store.repeats(cell.id)]
+    seen = {s.standby for s in queries.replication_summary(store, everything)
+            if "sync" in (s.states or "").split(",")}
+    if seen:
+        return (f"walsender:{seen.pop()}", "pg_stat_replication") if len(seen) == 1 else None
+    standbys = sorted({row.role.split(":", 1)[1] for _, row in
+                       queries.proc_costs_of(store, repeat_ids)
+                       if row.node == "primary" and row.role.startswith("walsender:")})
+    try:
+        names = parse(str(cell.params.get("sync") or ""))
+    except SyncNamesError:
+        return None
+    chosen = [s for s, state in expect(names, standbys).states.items() if state == "sync"]
+    return (f"walsender:{chosen[0]}", "synchronous_standby_names") if len(chosen) == 1 else None
+
+
+def cell_walsender(store: Store, cell: StoredCell) -> WalsenderNoise | None:
+    """The sync walsender's run delay over the cell's measured repeats (probed ones left
+    out: what traces them makes them wait), and its correlation with their TPS; None
+    without a sync walsender (:func:`sync_walsender`) or without its run delay."""
+    measured = measured_repeats(store, cell)
+    if not measured:
+        return None
+    chosen = sync_walsender(store, cell, [r.id for r in measured])
+    if chosen is None:
+        return None
+    role, how = chosen
+    rows = {repeat_id: row for repeat_id, row in
+            queries.proc_costs_of(store, [r.id for r in measured])
+            if row.node == "primary" and row.role == role}
+    timed: list[tuple[StoredRepeat, float, int | None]] = [
+        (r, float(rows[r.id].run_delay_ms or 0.0), rows[r.id].migrations)
+        for r in measured if r.id in rows and rows[r.id].run_delay_ms is not None
+        and r.duration_s > 0 and r.tps > 0]
+    if not timed:
+        return None
+    shares = [delay / 1e3 / r.duration_s for r, delay, _ in timed]
+    moves = [m / r.duration_s for r, _, m in timed if m is not None]
+    correlation = (pearson([math.log(r.tps) for r, _, _ in timed], shares)
+                   if len(timed) >= MIN_CORRELATED else None)
+    return WalsenderNoise(role, how, shares, mean_ci(shares),
+                          statistics.fmean(moves) if len(moves) == len(timed) else None,
+                          correlation)
+
+
+def walsender_json(walsender: WalsenderNoise | None) -> dict[str, Any] | None:
+    """``noise.walsender``: the role, how it was chosen, its run delay's share of each
+    repeat (mean, its 95 % interval, per repeat), migrations per second, and r, r², p
+    of the repeats' log TPS against that share."""
+    if walsender is None:
+        return None
+    c, share = walsender.correlation, walsender.share
+    return {"role": walsender.role, "chosen_by": walsender.chosen_by,
+            "repeats": len(walsender.shares),
+            "run_delay_share": {"mean": share.mean, "low": share.low, "high": share.high,
+                                "per_repeat": walsender.shares},
+            "migrations_per_s": walsender.migrations_per_s,
+            "r": c.r if c else None, "r2": c.r2 if c else None,
+            "p": c.p_value if c else None}
+
+
+def noise_json(split: NoiseSplit | None, walsender: WalsenderNoise | None = None
+               ) -> dict[str, Any] | None:
     """The ``noise`` object of a results row: each part as a fraction of the cell's
-    mean (the relative sd of one repeat's mean), what was used, what dominates, and the
+    mean (the relative sd of one repeat's mean), what was used, what dominates, the
     repeat length that would narrow the interval fastest (``best_seconds``, None: as
     long as the budget allows; ``time_at_best``: the time it needs for the same
-    interval, over the time the repeats run need)."""
+    interval, over the time the repeats run need), and the sync walsender's wait for
+    a core (``walsender``, :func:`walsender_json`)."""
     if split is None:
         return None
     length = repeat_length(split)
@@ -95,7 +207,8 @@ def noise_json(split: NoiseSplit | None) -> dict[str, Any] | None:
             "drift_p": split.drift_p, "note": split.note,
             "repeat_overhead_s": split.overhead_s,
             "best_seconds": length.best_s if length else None,
-            "time_at_best": length.time_ratio if length else None}
+            "time_at_best": length.time_ratio if length else None,
+            "walsender": walsender_json(walsender)}
 
 
 def _split(noise: dict[str, Any]) -> NoiseSplit:
@@ -154,9 +267,41 @@ def noise_lines(rows: Sequence[dict[str, Any]]) -> list[tuple[str, NoiseSplit]]:
     return [(f"cell {r['idx']}", s) for r, s in cells]
 
 
+def _pct(share: float) -> str:
+    return f"{100 * share:.1f}" if 100 * share < 10 else f"{100 * share:.0f}"
+
+
+def walsender_words(walsender: dict[str, Any] | None) -> str | None:
+    """'the sync walsender (walsender:b) waited for a core 12 % of a repeat on average,
+    from 8.0 to 17 % over the 12 repeats; that explains 40 % of the spread of the
+    repeats' TPS (r = −0.63, p = 0.01: more waiting went with fewer commits)', from
+    ``noise.walsender``, where p < ALPHA; None otherwise (the JSON keeps the figures)."""
+    if not walsender or walsender.get("p") is None or walsender["p"] >= ALPHA:
+        return None
+    share = walsender["run_delay_share"]
+    each = share["per_repeat"]
+    r, p = float(walsender["r"]), float(walsender["p"])
+    told = "p < 0.001" if p < 0.001 else f"p = {p:.2g}"
+    went = "fewer" if r < 0 else "more"
+    return (f"the sync walsender ({walsender['role']}) waited for a core "
+            f"{_pct(share['mean'])} % of a repeat on average, from {_pct(min(each))} to "
+            f"{_pct(max(each))} % over the {len(each)} repeats; that explains "
+            f"{100 * float(walsender['r2']):.0f} % of the spread of the repeats' TPS "
+            f"(r = {r:.2f}, {told}: more waiting went with {went} "
+            f"commits)").replace("r = -", "r = −")
+
+
+def walsender_lines(rows: Sequence[dict[str, Any]]) -> list[tuple[dict[str, Any], str]]:
+    """(row, words) of each finished cell whose sync walsender's wait for a core explains
+    part of its repeats' spread (:func:`walsender_words`)."""
+    return [(r, words) for r in rows if r["status"] == "done" and r.get("noise")
+            and (words := walsender_words(r["noise"].get("walsender")))]
+
+
 def budget_sentences(rows: Sequence[dict[str, Any]]) -> list[str]:
     """What dominates the noise and what that means for the budget: a sentence per
-    line of :func:`noise_lines` (the report's Method)."""
+    line of :func:`noise_lines`, then one per cell whose sync walsender's wait for a
+    core explains part of the spread (:func:`walsender_lines`); the report's Method."""
     out = []
     for who, split in noise_lines(rows):
         if split.dominant is None:
@@ -174,6 +319,8 @@ def budget_sentences(rows: Sequence[dict[str, Any]]) -> list[str]:
         out.append(f"{who[0].upper()}{who[1:]}: {dominant_words(split)} "
                    f"({100 * share:.0f} % of a repeat's variance); {advice}"
                    + (f"; here {length}" if length else "") + ".")
+    out += [f"Cell {r['idx']} {r['label']}: {words[0].upper()}{words[1:]}."
+            for r, words in walsender_lines(rows)]
     return out
 
 

@@ -4,8 +4,9 @@ This module owns how run-to-run variation is summarised and compared: a mean
 with its Student-t confidence interval (:func:`mean_ci`), the question "is that
 interval narrow enough yet" (:func:`ci_within`), Welch's unequal-variance t-test
 (:func:`welch_t`), a confidence interval for a ratio of means
-(:func:`ratio_ci`), and the smallest change an interval lets a test see
-(:func:`detectable_effect`). Benchmarks give a handful of runs, not thousands, so every
+(:func:`ratio_ci`), the smallest change an interval lets a test see
+(:func:`detectable_effect`), and how much of one series another explains
+(:func:`pearson`). Benchmarks give a handful of runs, not thousands, so every
 interval uses the t distribution rather than the normal one, and anything
 undefined for so few values (a spread from one run) is None rather than a
 made-up number.
@@ -22,9 +23,10 @@ from dataclasses import dataclass
 # scipy.stats (a second): every command that touches a store imports this module.
 from scipy.special import ndtri, stdtr, stdtrit
 
-__all__ = ["MeanCI", "PairedRatio", "RatioCI", "Trend", "WelchResult", "ci_within",
-           "detectable_effect", "mean_ci", "paired_ratio", "ratio_ci", "rounds_for",
-           "share_interval", "stein_rounds", "t_ppf", "t_sf", "trend", "welch_t"]
+__all__ = ["Correlation", "MeanCI", "PairedRatio", "RatioCI", "Trend", "WelchResult",
+           "ci_within", "detectable_effect", "mean_ci", "paired_ratio", "pearson",
+           "ratio_ci", "rounds_for", "share_interval", "stein_rounds", "t_ppf", "t_sf",
+           "trend", "welch_t"]
 
 
 def _check_confidence(confidence: float) -> None:
@@ -207,6 +209,49 @@ def detectable_effect(se: float, df: float, confidence: float = 0.95, power: flo
     if not df > 0:
         raise ValueError(f"df must be positive, got {df}")
     return (_t_quantile(confidence, df) + t_ppf(power, df)) * se
+
+
+@dataclass(frozen=True)
+class Correlation:
+    """Pearson's r of paired values, and the two-sided p of r = 0."""
+
+    n: int
+    r: float
+    p_value: float
+
+    @property
+    def r2(self) -> float:
+        """The share of one series' variance a straight line in the other explains."""
+        return self.r * self.r
+
+
+def pearson(x: Sequence[float], y: Sequence[float]) -> Correlation | None:
+    """Pearson's r of ``x`` and ``y`` with its p value, as ``scipy.stats.pearsonr``: the
+    t test of r = 0 on n − 2 degrees of freedom, t = r·√((n − 2) / (1 − r²)) (which is
+    what pearsonr's beta distribution is), here through scipy.special, as this module's
+    other tests are. None below 3 pairs, or when a series does not vary (r is 0/0).
+
+    >>> c = pearson([1, 2, 3, 4], [1, 3, 2, 4])  # sxy = 4, sxx = syy = 5: r = 0.8
+    >>> round(c.r, 12), round(c.r2, 12), round(c.p_value, 4)
+    (0.8, 0.64, 0.2)
+    """
+    xs, ys = _checked(x, "x"), _checked(y, "y")
+    if len(xs) != len(ys):
+        raise ValueError(f"x and y differ in length: {len(xs)} and {len(ys)}")
+    n = len(xs)
+    if n < 3:
+        return None
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    sxx = sum((a - mx) ** 2 for a in xs)
+    syy = sum((b - my) ** 2 for b in ys)
+    if sxx == 0 or syy == 0:
+        return None
+    sxy = sum((a - mx) * (b - my) for a, b in zip(xs, ys, strict=True))
+    r = max(-1.0, min(1.0, sxy / math.sqrt(sxx * syy)))
+    if abs(r) == 1.0:
+        return Correlation(n, r, 0.0)
+    t = abs(r) * math.sqrt((n - 2) / (1 - r * r))
+    return Correlation(n, r, min(1.0, 2 * t_sf(t, n - 2)))
 
 
 def share_interval(share: float, n: int, confidence: float = 0.95) -> tuple[float, float]:

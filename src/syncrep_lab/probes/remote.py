@@ -52,7 +52,9 @@ def role_costs(node: str, before: list[dict[str, Any]], after: list[dict[str, An
                walsenders: dict[int, str] | None = None, ignore: Collection[int] = ()
                ) -> list[ProcCostRow]:
     """proc_costs rows, one per role. ``walsenders`` names each walsender by the standby it serves
-    (``walsender:b``); ``ignore``: pids that are the tool's own sessions."""
+    (``walsender:b``); ``ignore``: pids that are the tool's own sessions. No run delay or
+    migrations (None): the host's snapshot reads neither, and what reads them (the noise's
+    sync walsender, analysis/noise.py) reads measured repeats, which snapshot no host."""
     first = {int(p["pid"]): p for p in before}
     postmaster = postmaster_of(after)
     names = walsenders or {}

@@ -1,19 +1,23 @@
-"""Every process of every local node during a repeat: its role, CPU time and
-context switches from /proc, and where its memory sits (NUMA).
+"""Every process of every local node during a repeat: its role, CPU time, context
+switches and what the scheduler did to it from /proc, and where its memory sits (NUMA).
 
 A thread polls each postmaster's children (``/proc/PM/task/PM/children``) a few
 times a second, so processes born during the repeat (pgbench's backends) get a
 role from their title while they live; the on-CPU and scheduler probes, which
 are analysed after those processes are gone, ask the tracker who a pid was.
 
-CPU time comes from ``/proc/PID/stat`` (user and system, in clock ticks) and
-context switches from ``/proc/PID/status``. Processes that exist at the start
-count from a first snapshot; those born during the repeat count from zero.
+CPU time comes from ``/proc/PID/stat`` (user and system, in clock ticks), the time
+spent runnable waiting for a core (run delay) from ``/proc/PID/schedstat``, CPU
+migrations and context switches from ``/proc/PID/sched`` (a file only kernels with
+CONFIG_SCHED_DEBUG have; elsewhere context switches come from ``/proc/PID/status`` and
+migrations are None). A process is read in three small files, one more than CPU and
+switches alone took (docs/benchmarks.md: the tracker's cost). Processes that exist at
+the start count from a first snapshot; those born during the repeat count from zero.
 A process seen last a poll before it exited loses that poll's interval, so
 for the backends born during the repeat the CPU time is taken instead from
 the postmaster's ``cutime``/``cstime``: the exact CPU of children it has
-reaped, once they are all gone. Their context switches keep the last poll's
-figure (an undercount of at most one poll period per process, stated in
+reaped, once they are all gone. Their context switches, run delay and migrations keep
+the last poll's figure (an undercount of at most one poll period per process, stated in
 docs/decisions.md). This probe needs no privileges beyond reading /proc of
 the server account's processes, so it is the CPU figure of last resort when
 perf cannot run.
@@ -35,6 +39,13 @@ from syncrep_lab.store import NumaPagesRow, ProcCostRow
 TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
 
 
+# Which of the scheduler's files this kernel has: schedstat with CONFIG_SCHED_INFO (its
+# run delay is counted without kernel.sched_schedstats), sched with CONFIG_SCHED_DEBUG.
+# Where the kernel has a file, a process whose file cannot be read has gone.
+HAVE_SCHEDSTAT = Path("/proc/self/schedstat").exists()
+HAVE_SCHED = Path("/proc/self/sched").exists()
+
+
 @dataclass
 class ProcSample:
     utime: int = 0  # clock ticks
@@ -43,23 +54,47 @@ class ProcSample:
     involuntary: int = 0
     cutime: int = 0  # reaped children's CPU, read for postmasters only
     cstime: int = 0
+    run_delay_ns: int | None = 0  # runnable, waiting for a core; None: not on this kernel
+    migrations: int | None = 0  # moves to another CPU; None: not on this kernel
+
+
+def _sched_value(text: str, key: str) -> int | None:
+    """The number after ``key``'s colon in /proc/PID/sched ("se.nr_migrations   :   3")."""
+    at = text.find(f"\n{key} ")
+    if at < 0:
+        return None
+    end = text.find("\n", at + 1)
+    value = text[text.find(":", at) + 1:end if end >= 0 else None].strip()
+    return int(value) if value.isdigit() else None
 
 
 def read_sample(pid: int) -> ProcSample | None:
+    """The process's counters now (None: it has gone)."""
     fields = procs.stat_fields(pid)
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return None
     if fields is None:
         return None
     sample = ProcSample(int(fields[procs.UTIME]), int(fields[procs.STIME]),
-                        cutime=int(fields[procs.CUTIME]), cstime=int(fields[procs.CSTIME]))
-    # The last two lines of status: "voluntary_ctxt_switches:\tN", "nonvoluntary...".
-    at = status.rfind("\nvoluntary_ctxt_switches:")
-    if at >= 0:
-        words = status[at:].split()
-        sample.voluntary, sample.involuntary = int(words[1]), int(words[3])
+                        cutime=int(fields[procs.CUTIME]), cstime=int(fields[procs.CSTIME]),
+                        run_delay_ns=None, migrations=None)
+    try:
+        if HAVE_SCHEDSTAT:  # "cpu_ns run_delay_ns timeslices"
+            sample.run_delay_ns = int(procs.read(f"/proc/{pid}/schedstat").split()[1])
+        sched = procs.read(f"/proc/{pid}/sched") if HAVE_SCHED else ""
+        voluntary = _sched_value(sched, "nr_voluntary_switches")
+        involuntary = _sched_value(sched, "nr_involuntary_switches")
+        if voluntary is not None and involuntary is not None:
+            # the same counters as status's (the task's nvcsw and nivcsw): one file less
+            sample.voluntary, sample.involuntary = voluntary, involuntary
+        else:
+            status = procs.read(f"/proc/{pid}/status")
+            # The last two lines of status: "voluntary_ctxt_switches:\tN", "nonvoluntary...".
+            at = status.rfind("\nvoluntary_ctxt_switches:")
+            if at >= 0:
+                words = status[at:].split()
+                sample.voluntary, sample.involuntary = int(words[1]), int(words[3])
+    except (OSError, IndexError, ValueError):
+        return None
+    sample.migrations = _sched_value(sched, "se.nr_migrations") if sched else None
     return sample
 
 
@@ -79,6 +114,10 @@ def numa_pages(pid: int) -> Counter[str]:
     return pages
 
 
+def _delta(first: int | None, last: int | None) -> int | None:
+    return None if first is None or last is None else last - first
+
+
 @dataclass
 class Tracked:
     proc: NodeProcess
@@ -88,17 +127,46 @@ class Tracked:
 
 
 @dataclass
+class RoleSum:
+    """One node's role summed over its processes; CPU and run delay in ms. Run delay and
+    migrations are None where a process of the role could not tell them."""
+
+    node: str
+    role: str
+    processes: int = 0
+    user_ms: float = 0.0
+    system_ms: float = 0.0
+    voluntary_cs: int = 0
+    involuntary_cs: int = 0
+    run_delay_ms: float | None = 0.0
+    migrations: int | None = 0
+
+    def add(self, t: Tracked) -> None:
+        first, last = t.first, t.last
+        self.processes += 1
+        self.user_ms += (last.utime - first.utime) * TICK_S * 1e3
+        self.system_ms += (last.stime - first.stime) * TICK_S * 1e3
+        self.voluntary_cs += last.voluntary - first.voluntary
+        self.involuntary_cs += last.involuntary - first.involuntary
+        delay = _delta(first.run_delay_ns, last.run_delay_ns)
+        self.run_delay_ms = (None if delay is None or self.run_delay_ms is None
+                             else self.run_delay_ms + delay / 1e6)
+        moved = _delta(first.migrations, last.migrations)
+        self.migrations = None if moved is None or self.migrations is None \
+            else self.migrations + moved
+
+
+@dataclass
 class TrackerResult:
-    # (node, role label) -> figures; CPU in ms
-    rows: list[dict[str, float | int | str]] = field(default_factory=list)
+    rows: list[RoleSum] = field(default_factory=list)  # by node and role label
     numa: list[NumaPagesRow] = field(default_factory=list)
     exact_backend_cpu: dict[str, bool] = field(default_factory=dict)  # per node
 
     def cost_rows(self) -> list[ProcCostRow]:
         """``rows`` as the store's proc_costs rows."""
-        return [ProcCostRow(str(r["node"]), str(r["role"]), int(r["processes"]),
-                            float(r["user_ms"]), float(r["system_ms"]), int(r["voluntary_cs"]),
-                            int(r["involuntary_cs"])) for r in self.rows]
+        return [ProcCostRow(r.node, r.role, r.processes, r.user_ms, r.system_ms,
+                            r.voluntary_cs, r.involuntary_cs, r.run_delay_ms, r.migrations)
+                for r in self.rows]
 
 
 class ProcessTracker(threading.Thread):
@@ -187,7 +255,7 @@ class ProcessTracker(threading.Thread):
         return result
 
     def _sum(self, result: TrackerResult, alive: set[int]) -> None:
-        rows: dict[tuple[str, str], dict[str, float | int | str]] = {}
+        rows: dict[tuple[str, str], RoleSum] = {}
         born_backends: set[str] = set()  # nodes with backends born during the repeat
         for pid, t in self.tracked.items():
             if pid in self.ignored:
@@ -195,16 +263,7 @@ class ProcessTracker(threading.Thread):
             if pid in alive or not t.born_during:  # the others are gone: last poll's
                 t.last = read_sample(pid) or t.last
             key = (t.proc.node, t.proc.label)
-            row = rows.setdefault(key, {"node": key[0], "role": key[1], "processes": 0,
-                                        "user_ms": 0.0, "system_ms": 0.0,
-                                        "voluntary_cs": 0, "involuntary_cs": 0})
-            row["processes"] = int(row["processes"]) + 1
-            row["user_ms"] = float(row["user_ms"]) + (t.last.utime - t.first.utime) * TICK_S * 1e3
-            row["system_ms"] = (float(row["system_ms"])
-                                + (t.last.stime - t.first.stime) * TICK_S * 1e3)
-            row["voluntary_cs"] = int(row["voluntary_cs"]) + t.last.voluntary - t.first.voluntary
-            row["involuntary_cs"] = (int(row["involuntary_cs"]) + t.last.involuntary
-                                     - t.first.involuntary)
+            rows.setdefault(key, RoleSum(*key)).add(t)
             if t.born_during and t.proc.role == "backend":
                 born_backends.add(t.proc.node)
         for node, pm in self.postmasters.items():
@@ -217,16 +276,17 @@ class ProcessTracker(threading.Thread):
             if exact and first is not None and last is not None and backends is not None:
                 # Backends that existed at the start keep their own deltas; those
                 # born and reaped during the repeat are the postmaster's cutime/cstime.
+                # (Their run delay and migrations have no such total: the last poll's.)
                 old = [t for t in self.tracked.values() if t.proc.node == node
                        and t.proc.role == "backend" and not t.born_during
                        and t.proc.pid not in self.ignored]
-                backends["user_ms"] = ((last.cutime - first.cutime) * TICK_S * 1e3
-                                  + sum((t.last.utime - t.first.utime) for t in old)
-                                  * TICK_S * 1e3)
-                backends["system_ms"] = ((last.cstime - first.cstime) * TICK_S * 1e3
-                                    + sum((t.last.stime - t.first.stime) for t in old)
+                backends.user_ms = ((last.cutime - first.cutime) * TICK_S * 1e3
+                                    + sum((t.last.utime - t.first.utime) for t in old)
                                     * TICK_S * 1e3)
-        result.rows = sorted(rows.values(), key=lambda r: (str(r["node"]), str(r["role"])))
+                backends.system_ms = ((last.cstime - first.cstime) * TICK_S * 1e3
+                                      + sum((t.last.stime - t.first.stime) for t in old)
+                                      * TICK_S * 1e3)
+        result.rows = sorted(rows.values(), key=lambda r: (r.node, r.role))
 
     def _numa(self, result: TrackerResult) -> None:
         before: dict[tuple[str, str], Counter[str]] = {}

@@ -79,6 +79,10 @@ class ProcCostRow(NamedTuple):
     system_ms: float
     voluntary_cs: int
     involuntary_cs: int
+    # runnable, waiting for a core (/proc/PID/schedstat), and moves to another CPU
+    # (/proc/PID/sched); None where not read (the client's, an SSH host's, an older store)
+    run_delay_ms: float | None = None
+    migrations: int | None = None
 
 
 class NumaPagesRow(NamedTuple):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 
 SCHEMA = """
 create table if not exists meta (key text primary key, value text not null);
@@ -116,7 +116,9 @@ create table if not exists proc_costs (   -- /proc per node and process role
     repeat_id integer not null references repeats(id),
     node text not null, role text not null, processes integer not null,
     user_ms real not null, system_ms real not null,
-    voluntary_cs integer not null, involuntary_cs integer not null
+    voluntary_cs integer not null, involuntary_cs integer not null,
+    run_delay_ms real,               -- runnable, waiting for a core (schedstat); null: not read
+    migrations integer               -- moves to another CPU (/proc/PID/sched); null: not read
 );
 create table if not exists numa_pages (   -- numa_maps before and after a repeat
     repeat_id integer not null references repeats(id),
@@ -241,16 +243,18 @@ create view if not exists cell_results as
 """
 
 
-NEW_COLUMNS = (  # 6 -> 7, 7 -> 8 (runs.order_note), 8 -> 9 (runs.kind), 9 -> 10 (build)
+NEW_COLUMNS = (  # 6 -> 7, 7 -> 8 (runs.order_note), 8 -> 9 (runs.kind), 9 -> 10 (build),
+    # 12 -> 13 (proc_costs' scheduler figures)
     ("runs", "seed integer"), ("runs", "order_mode text"), ("cells", "notes_json text"),
     ("repeats", "round integer"), ("repeats", "position integer"),
     ("repeats", "checkpoints integer"), ("repeats", "autovacuums integer"),
     ("repeats", "other_cpu real"), ("repeats", "disturbed text"), ("runs", "order_note text"),
-    ("runs", "kind text"), ("clusters", "build_json text"))
+    ("runs", "kind text"), ("clusters", "build_json text"),
+    ("proc_costs", "run_delay_ms real"), ("proc_costs", "migrations integer"))
 
 
 def upgrade(db: sqlite3.Connection, version: int) -> None:
-    """Bring a store of an earlier ``version`` (1 to 11) to SCHEMA_VERSION, in place.
+    """Bring a store of an earlier ``version`` (1 to 12) to SCHEMA_VERSION, in place.
 
     1 -> 2 added the first probe tables and repeats.probed; 2 -> 3 the tables of /proc,
     NUMA, flame graphs and the scheduler trace; 3 -> 4 the wait timeline; 4 -> 5 fault
@@ -259,7 +263,9 @@ def upgrade(db: sqlite3.Connection, version: int) -> None:
     repeat (new columns); 7 -> 8 the run's note on which clusters were held up together;
     8 -> 9 the run's kind and the observed table (syncrep-lab observe); 9 -> 10 the
     gprof tables of profiling builds and the build a cluster ran on; 10 -> 11 the SSH
-    hosts' clocks and busy CPUs per repeat; 11 -> 12 the commit anatomy probe's table.
+    hosts' clocks and busy CPUs per repeat; 11 -> 12 the commit anatomy probe's table;
+    12 -> 13 each role's run delay and CPU migrations in proc_costs (new columns: the
+    rows of a store written before read them as None).
     """
     db.executescript(SCHEMA)
     if version == 1:

@@ -14,7 +14,13 @@ from rich.markup import escape
 from rich.table import Table
 
 from syncrep_lab.analysis.cells import COLUMNS
-from syncrep_lab.analysis.noise import dominant_words, length_advice, noise_lines, target_text
+from syncrep_lab.analysis.noise import (
+    dominant_words,
+    length_advice,
+    noise_lines,
+    target_text,
+    walsender_lines,
+)
 from syncrep_lab.measure.variance import PARTS, NoiseSplit
 from syncrep_lab.terminal import make_console, number
 
@@ -83,6 +89,8 @@ def print_results(folder: Path, rows: list[dict[str, Any]],
                           f"{escape('; '.join(anatomy['changed']))}", soft_wrap=True)
     for who, split in noise_lines(rows):
         console.print(noise_text(who, split), soft_wrap=True)
+    for r, words in walsender_lines(rows):
+        console.print(f"cell {r['idx']} {escape(r['label'])}: {escape(words)}", soft_wrap=True)
     maxed = sum(1 for r in rows if r["status"] == "done"
                  and r["stop_reason"] not in ("ci", "window"))
     if maxed:
