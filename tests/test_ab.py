@@ -123,7 +123,7 @@ fsync = "off"
 [workload]
 kind = "insert"
 clients = 4
-duration = 2
+duration = 1
 warmup = 1
 
 [matrix]

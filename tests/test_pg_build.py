@@ -128,7 +128,7 @@ standbys = 2
 
 [workload]
 clients = 8
-duration = 4
+duration = 3
 warmup = 1
 
 [matrix]

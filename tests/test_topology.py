@@ -146,14 +146,14 @@ delay_ms = 2
 rate = "1gbit"
 
 [faults.slow-b]
-events = [{ at = 1, action = "link", target = "b", profile = "far", for = 1 }]
+events = [{ at = 0.5, action = "link", target = "b", profile = "far", for = 1 }]
 
 [matrix]
 link = ["none", "far"]
 synchronous_commit = ["local", "on"]
 faults = ["none", "slow-b"]
 only = [{ faults = "none" }, { faults = "slow-b", link = "none", synchronous_commit = "on" }]
-""" + COMMON.format(clients=1, duration=3)
+""" + COMMON.format(clients=1, duration=2)
 
 
 def test_an_emulated_link_delays_on_but_not_local(workdir: Path) -> None:
