@@ -49,7 +49,7 @@ hosts = {{ primary = "a", b = "s1", c = "s2", client = "d" }}
 {tables}
 [workload]
 clients = 4
-duration = 6
+duration = 5
 warmup = 0
 
 [matrix]
@@ -57,7 +57,7 @@ faults = ["pause-b"]
 
 # b is the synchronous standby and stays connected while stopped: every commit waits
 [faults.pause-b]
-events = [{{ at = 1.5, action = "pause", target = "b", for = 2.5 }}]
+events = [{{ at = 1.5, action = "pause", target = "b", for = 2 }}]
 
 [run]
 repeats_min = 1

@@ -173,7 +173,7 @@ def test_walsender_cost_within_a_runs_costs(
     spec = tmp_path / "spec.toml"
     spec.write_text('name = "obs-cost"\n[topology]\npg = "18"\nstandbys = 2\n'
                     'sync = "1(b,c)"\n[workload]\nkind = "insert"\nclients = 4\nthreads = 2\n'
-                    'duration = 3\nwarmup = 1\n[run]\nrepeats_min = 3\nrepeats_max = 3\n'
+                    'duration = 2\nwarmup = 1\n[run]\nrepeats_min = 3\nrepeats_max = 3\n'
                     '[probes]\nprobed_repeats = 0\n')
     run = cli("run", str(spec), "--out", str(tmp_path / "run"), timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
