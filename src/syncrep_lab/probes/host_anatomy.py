@@ -117,6 +117,10 @@ finish() {
   while alive "$bt" && [ "$i" -lt $((stop * 10)) ]; do
     sleep 0.1 2>/dev/null || sleep 1
     i=$((i + 1))
+    # again every 10 s: sudo does not pass on a signal it takes for one the command got
+    # itself (one from the command's process group), and once in a suite a stop waited
+    # out the whole bound; bpftrace takes a second one as the first
+    if [ $((i % 100)) -eq 0 ]; then kill -"$1" "$bt" 2>/dev/null; fi
   done
   # through sudo the pid is sudo's, which passes every signal on but SIGKILL: killing
   # it would leave bpftrace running
