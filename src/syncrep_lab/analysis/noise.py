@@ -17,7 +17,7 @@ import dataclasses
 import itertools
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -116,15 +116,16 @@ class WalsenderNoise:
     correlation: Correlation | None
 
 
-def sync_walsender(store: Store, cell: StoredCell, repeat_ids: Sequence[int]
+def sync_walsender(store: Store, cell: StoredCell, walsenders: Iterable[str]
                    ) -> tuple[str, str] | None:
     """The walsender a commit of the cell waits for (``walsender:b``) and how it was
     told: the one standby the primary showed as ``sync`` in the cell's stored
     replication samples (pg_stat_replication, sampled in probed repeats), else the one
-    the cell's synchronous_standby_names make ``sync`` among the walsenders the
-    tracker found. None where commits do not wait for a standby (off, local), where
-    no single standby is the sync one (ANY: every one is quorum; FIRST 2: both are
-    sync) and where nothing tells (an attached cluster's names, no walsender)."""
+    the cell's synchronous_standby_names make ``sync`` among ``walsenders`` (the
+    primary's ``walsender:NAME`` roles the tracker found). None where commits do not
+    wait for a standby (off, local), where no single standby is the sync one (ANY:
+    every one is quorum; FIRST 2: both are sync) and where nothing tells (an attached
+    cluster's names, no walsender)."""
     if cell.params.get("synchronous_commit") not in WAITING_LEVELS:
         return None
     everything = [r.id for r in store.repeats(cell.id)]
@@ -132,9 +133,7 @@ def sync_walsender(store: Store, cell: StoredCell, repeat_ids: Sequence[int]
             if "sync" in (s.states or "").split(",")}
     if seen:
         return (f"walsender:{seen.pop()}", "pg_stat_replication") if len(seen) == 1 else None
-    standbys = sorted({row.role.split(":", 1)[1] for _, row in
-                       queries.proc_costs_of(store, repeat_ids)
-                       if row.node == "primary" and row.role.startswith("walsender:")})
+    standbys = sorted({role.split(":", 1)[1] for role in walsenders})
     try:
         names = parse(str(cell.params.get("sync") or ""))
     except SyncNamesError:
@@ -150,13 +149,14 @@ def cell_walsender(store: Store, cell: StoredCell) -> WalsenderNoise | None:
     measured = measured_repeats(store, cell)
     if not measured:
         return None
-    chosen = sync_walsender(store, cell, [r.id for r in measured])
+    senders = [(repeat_id, row) for repeat_id, row in
+               queries.proc_costs_of(store, [r.id for r in measured])
+               if row.node == "primary" and row.role.startswith("walsender:")]
+    chosen = sync_walsender(store, cell, {row.role for _, row in senders})
     if chosen is None:
         return None
     role, how = chosen
-    rows = {repeat_id: row for repeat_id, row in
-            queries.proc_costs_of(store, [r.id for r in measured])
-            if row.node == "primary" and row.role == role}
+    rows = {repeat_id: row for repeat_id, row in senders if row.role == role}
     timed: list[tuple[StoredRepeat, float, int | None]] = [
         (r, float(rows[r.id].run_delay_ms or 0.0), rows[r.id].migrations)
         for r in measured if r.id in rows and rows[r.id].run_delay_ms is not None
