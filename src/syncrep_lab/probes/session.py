@@ -100,23 +100,30 @@ def node_tracker(nodes: list[ProbeNode], *, hz: float, numa: bool) -> ProcessTra
 
 class UntracedCpu:
     """CPU per process role during a measured repeat, with nothing attached to any
-    process: the tracker's /proc snapshots (one poll a second, for the backends born
-    during it) and the client's own CPU from this process's ``RUSAGE_CHILDREN``. A probed
-    repeat's figures are inflated by what traces it (perf counting every system call
-    doubled the backends' CPU per commit); these are what the bottleneck model's service
+    process: the tracker's /proc snapshots (one poll a second, or four in the repeat
+    where it is shorter than four seconds, for the backends born during it) and the
+    client's own CPU from this process's ``RUSAGE_CHILDREN``. A probed repeat's figures
+    are inflated by what traces it (perf counting every system call doubled the
+    backends' CPU per commit); these are what the bottleneck model's service
     demands are read from (analysis/model.py). The client's figure is only right when
     the client is the one child reaped in the window: no perf, no fault driver.
     A recorder of the repeat (probes/recorder.py)."""
 
-    def __init__(self, nodes: list[ProbeNode], clients: int, program: str | None) -> None:
+    def __init__(self, nodes: list[ProbeNode], clients: int, program: str | None,
+                 duration: float) -> None:
         """``program``: the client (``clients`` processes of it), when it is a child of
-        this process; None (a client on an SSH host): no row for it."""
+        this process; None (a client on an SSH host): no row for it. ``duration``: the
+        repeat's seconds. A backend born and gone between two polls is never seen, and a
+        node none of whose backends was seen gets no backend row (the postmaster's
+        cutime cannot be told apart from other children's then): a one-second repeat
+        polled once a second lost its backends' row now and then."""
         self.nodes, self.clients, self.program = nodes, clients, program
+        self.hz = max(1.0, 4.0 / duration) if duration > 0 else 1.0
         self.tracker: ProcessTracker | None = None
         self.before: resource.struct_rusage | None = None
 
     def start(self) -> None:
-        self.tracker = node_tracker(self.nodes, hz=1.0, numa=False)
+        self.tracker = node_tracker(self.nodes, hz=self.hz, numa=False)
         if self.tracker is not None:
             self.tracker.begin()
         self.before = resource.getrusage(resource.RUSAGE_CHILDREN)

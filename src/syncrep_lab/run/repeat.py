@@ -130,7 +130,7 @@ class Repeat:
             # a client on an SSH host is not this process's child: no figure of it
             client_here = target.manifest is None or target.manifest.client is None
             chosen.append(UntracedCpu(target.nodes, len(self.targets),
-                                      cell.driver if client_here else None))
+                                      cell.driver if client_here else None, duration))
         placed = any(t.manifest is not None and t.manifest.layout for t in self.targets)
         place = spec.placements.get(cell.placement)
         numa = place is not None and bool(place.numa)
