@@ -293,3 +293,20 @@ def test_the_model_s_wait_bounds_are_the_anatomy_s_ceilings_at_the_measured_pace
     assert "flush and wait" in text and "wait bounds from the commit anatomy" in text
     assert "does not shrink with cores" in text
     assert 'id="wait-bounds"' in (anatomy_run / "report.html").read_text()
+
+
+def test_the_releasing_walsender_is_the_one_that_freed_waiters() -> None:
+    """A potential standby's walsender enters SyncRepReleaseWaiters on every reply and
+    frees nobody; it can make more such calls than the sync one makes releases (15.18,
+    8 clients at `on`, counted by the probe: c 32,105 calls, b 31,699 releases freeing
+    30,267 waiters). The releases shown, and the release bound, are b's."""
+    from syncrep_lab.analysis.anatomy import Releases, releasing
+
+    def of(who: str, n: int, freed: int) -> Releases:
+        return {"walsender": who, "releases": n, "waiters_per_release": freed / n,
+                "release_us": 15.9, "per_waiter_us": 16.7 if freed else None,
+                "gap_us": 150.0, "gap_p99_us": 800.0}
+
+    b, c = of("walsender:b", 31_699, 30_267), of("walsender:c", 32_105, 0)
+    assert releasing([b, c]) == b and releasing([c, b]) == b
+    assert releasing([c]) is None and releasing([]) is None

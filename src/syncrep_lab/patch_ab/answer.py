@@ -25,10 +25,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from syncrep_lab.analysis.anatomy import cell_anatomy
+from syncrep_lab.analysis.anatomy import cell_anatomy, releasing
 from syncrep_lab.analysis.compare import compare_figure, cost_changes
 from syncrep_lab.analysis.costs import cell_costs, cluster_version, role_values, untraced_cpu
 from syncrep_lab.analysis.model import finite, run_model
+from syncrep_lab.analysis.noise import sync_walsender
 from syncrep_lab.analysis.ratios import ratios_to_baseline
 from syncrep_lab.measure.pairing import ratio_of
 from syncrep_lab.patch_ab.flamediff import cell_diffs, mark_moved
@@ -134,12 +135,11 @@ def _anatomy(store: Store, cell: StoredCell) -> dict[str, Any] | None:
     found = cell_anatomy(store, commits, int(cell.params.get("clients") or 0))
     if found is None:
         return None
-    busiest = max(found["releases"], key=lambda r: r["releases"], default=None)
     return {"commits": found["commits"],
             "components": {c["component"]: {"us_per_commit": c["us_per_commit"],
                                             "mean_us": c["mean_us"], "p99_us": c["p99_us"]}
                            for c in found["components"]},
-            "releases": busiest,
+            "releases": releasing(found["releases"]),
             "little_bound_tps": found["little_bound_tps"],
             "release_bound_tps": found["release_bound_tps"]}
 
@@ -167,14 +167,19 @@ def _gprof(store: Store, stock: StoredCell, patched: StoredCell
     return out
 
 
-def _sync_walsender(model: dict[str, Any], anatomy: dict[str, Any] | None) -> str | None:
-    """The walsender that releases the waiters: the one the commit anatomy saw release
-    most, else the one whose flame graph spends the most in SyncRepReleaseWaiters (a
-    potential standby's returns at once), else the one with the most CPU per commit."""
+def _sync_walsender(model: dict[str, Any], anatomy: dict[str, Any] | None,
+                    told: str | None) -> str | None:
+    """The walsender that releases the waiters: ``told``, the one the server itself
+    showed as sync (analysis/noise.sync_walsender), else the one the commit anatomy saw
+    free waiters, else the one whose flame graph spends the most in
+    SyncRepReleaseWaiters (a potential standby's returns at once), else the one with
+    the most CPU per commit."""
     senders = {b["resource"]: b for b in model["bounds"] if b["kind"] == "process"
                and b["resource"].startswith("walsender")}
     if not senders:
         return None
+    if told in senders:
+        return told
     releases = (anatomy or {}).get("releases")
     if releases and releases.get("walsender") in senders:
         return str(releases["walsender"])
@@ -204,14 +209,23 @@ def _walsender(model: dict[str, Any] | None, role: str) -> dict[str, Any] | None
             "max_tps_at_cores": (what_if.get("max_tps") or {}).get("mean")}
 
 
+def _told(store: Store, cell: StoredCell, roles: list[dict[str, Any]]) -> str | None:
+    """The sync walsender as the server showed it (pg_stat_replication's sync state in
+    the probed repeats, else synchronous_standby_names), among the primary's
+    walsenders; None where commits do not wait or no single one is sync."""
+    found = sync_walsender(store, cell, [r["role"] for r in roles if r["node"] == "primary"
+                                         and r["role"].startswith("walsender:")])
+    return found[0] if found else None
+
+
 def _model(stock: dict[str, Any] | None, patched: dict[str, Any] | None,
-           anatomy: dict[str, Any] | None, roles: list[dict[str, Any]], cores: float
-           ) -> dict[str, Any] | None:
+           anatomy: dict[str, Any] | None, roles: list[dict[str, Any]], cores: float,
+           told: str | None) -> dict[str, Any] | None:
     """The sync walsender's bound on each side and how it moves: 1 / its CPU per commit,
     so the bound's ratio is the inverse of the cost's (with the cost's interval)."""
     if stock is None or patched is None:
         return None
-    role_name = _sync_walsender(stock, anatomy)
+    role_name = _sync_walsender(stock, anatomy, told)
     if role_name is None:
         return None
     ws_a, ws_b = _walsender(stock, role_name), _walsender(patched, role_name)
@@ -298,7 +312,8 @@ def read_answer(folder: Path, stock_name: str, patched_name: str, diffs: Path
                                               f"{level}, {clients} clients",
                                               _cpu_means(roles)),
                              model=_model(models.get(stock.idx), models.get(cell.idx),
-                                          anatomy["stock"], roles, cores))
+                                          anatomy["stock"], roles, cores,
+                                          _told(store, stock, roles)))
             out_cells.append(entry)
         out_cells.sort(key=lambda c: (c["control"], _level_rank(c["level"]), c["clients"]))
         z_crit = mark_moved([g for c in out_cells for g in c.get("flame") or []])
