@@ -58,7 +58,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from syncrep_lab.analysis.anatomy import WAIT_PARTS, Anatomy, cell_anatomy
+from syncrep_lab.analysis.anatomy import WAIT_PARTS, Anatomy, cell_anatomy, releasing
 from syncrep_lab.analysis.costs import CPU_SOURCES, role_values
 from syncrep_lab.measure.stats import mean_ci
 from syncrep_lab.pg.roles import CLIENT_PROGRAMS
@@ -254,8 +254,7 @@ def traced_commit(store: Store, cell: StoredCell) -> tuple[Traced | None, str | 
         return None, "the commit anatomy timed no commit in this cell"
     r = sum_intervals(in_server)
     share = Interval(*(x * tps / clients / 1e6 for x in (r.mean, r.low, r.high)))
-    busiest = max((w for w in anatomy["releases"] if w["per_waiter_us"]),
-                  key=lambda w: w["releases"], default=None)
+    busiest = releasing(anatomy["releases"])
     per_waiter = float(busiest["per_waiter_us"] or 0) if busiest is not None else None
     return Traced(anatomy, len(traced), tps, clients, r, share,
                   busiest["walsender"] if busiest is not None else None,
