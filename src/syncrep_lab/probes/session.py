@@ -83,9 +83,15 @@ def walsenders(admin: str) -> dict[int, str]:
         return {}
 
 
-def node_tracker(nodes: list[ProbeNode], *, hz: float, numa: bool) -> ProcessTracker | None:
+def node_tracker(nodes: list[ProbeNode], *, hz: float, numa: bool, seconds: float
+                 ) -> ProcessTracker | None:
     """A tracker of every node on this machine (None when none is: attached, or all on
-    SSH hosts), each walsender named by the standby it serves."""
+    SSH hosts), each walsender named by the standby it serves, polling at ``hz`` or
+    four times in the repeat's ``seconds``, whichever is more often. A backend born and
+    gone between two polls is never seen, and a node none of whose backends was seen
+    gets no backend row (the postmaster's cutime cannot be told apart from other
+    children's then): a one-second measured repeat polled once a second had none in 7
+    of 12 repeats."""
     postmasters = {}
     for node in nodes:
         pid = server.postmaster_pid(node.data_dir) if node.data_dir is not None else None
@@ -95,13 +101,14 @@ def node_tracker(nodes: list[ProbeNode], *, hz: float, numa: bool) -> ProcessTra
         return None
     primary = next((n for n in nodes if n.primary), None)
     return ProcessTracker(postmasters, walsenders(primary.admin) if primary else {},
-                          hz=hz, numa=numa)
+                          hz=max(hz, 4.0 / seconds) if seconds > 0 else hz, numa=numa)
 
 
 class UntracedCpu:
     """CPU per process role during a measured repeat, with nothing attached to any
     process: the tracker's /proc snapshots (one poll a second, or four in the repeat
-    where it is shorter than four seconds, for the backends born during it) and the
+    where it is shorter than four seconds, for the backends born during it: see
+    node_tracker) and the
     client's own CPU from this process's ``RUSAGE_CHILDREN``. A probed repeat's figures
     are inflated by what traces it (perf counting every system call doubled the
     backends' CPU per commit); these are what the bottleneck model's service
@@ -113,17 +120,14 @@ class UntracedCpu:
                  duration: float) -> None:
         """``program``: the client (``clients`` processes of it), when it is a child of
         this process; None (a client on an SSH host): no row for it. ``duration``: the
-        repeat's seconds. A backend born and gone between two polls is never seen, and a
-        node none of whose backends was seen gets no backend row (the postmaster's
-        cutime cannot be told apart from other children's then): a one-second repeat
-        polled once a second lost its backends' row now and then."""
+        repeat's seconds."""
         self.nodes, self.clients, self.program = nodes, clients, program
-        self.hz = max(1.0, 4.0 / duration) if duration > 0 else 1.0
+        self.duration = duration
         self.tracker: ProcessTracker | None = None
         self.before: resource.struct_rusage | None = None
 
     def start(self) -> None:
-        self.tracker = node_tracker(self.nodes, hz=self.hz, numa=False)
+        self.tracker = node_tracker(self.nodes, hz=1.0, numa=False, seconds=self.duration)
         if self.tracker is not None:
             self.tracker.begin()
         self.before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -184,7 +188,7 @@ class RepeatProbes:
     def start(self) -> None:
         self._start_gprof()  # first: it restarts the walsenders the others then find
         self.tracker = node_tracker(self.nodes, hz=self.config.proc_hz or 1.0,
-                                    numa=self.config.numa)
+                                    numa=self.config.numa, seconds=self.duration)
         if self.tracker is not None:
             self.processes = self.tracker.begin()
         self._start_perf()
