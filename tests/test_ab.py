@@ -1,8 +1,10 @@
 """``syncrep-lab ab``: a patch judged against its stock build in one command.
 
 The bad-input tests run in this process and build nothing. The runs use the builds
-the suite keeps in its cache (tests/test_pg_build.py makes ``pg18-stock``; the 5 ms
-patch is built on the same tree once, under a minute, then found in the cache), on a
+the suite keeps in its cache, and make them where it holds none (a machine's first run:
+stock 18 from Debian's source, 3 to 4 minutes; the 5 ms patch is built on the same tree,
+under a minute, then found in the cache; whichever of ``pg build 18`` and ``ab 18`` comes
+first builds stock, the other finds it), on a
 matrix cut to what the assertions read: ``on`` and the control ``local`` at 4 clients,
 3 rounds of 2 s repeats without fsync (a commit is then a fraction of a millisecond,
 and the disk's noise, which other tenants of a shared machine make, is out of it). The
@@ -24,7 +26,7 @@ import pytest
 from syncrep_lab import paths
 from syncrep_lab.errors import UserError
 from syncrep_lab.patch_ab import sources
-from syncrep_lab.pg.builds import list_builds
+from syncrep_lab.pg.builds import build, list_builds
 from syncrep_lab.terminal.ab import WIDTH
 
 from .helpers import cli, cli_here, shared_tmp
@@ -90,16 +92,25 @@ def test_an_output_folder_holding_a_run_is_not_overwritten(workdir: Path) -> Non
     assert res.returncode == 2 and "holds no ab run to finish" in res.stderr
 
 
+@pytest.fixture(scope="module")
+def stock_18() -> str:
+    """Stock 18 as ``ab 18`` takes it, found in the suite's cache or built into it now
+    (a machine's first run, or this module run alone): what a test pictures of the cache
+    is then taken with it there, as it is once ``ab`` has run."""
+    return build("18", [], "release").name
+
+
 @pytest.mark.parametrize(("patch", "needles"), [
     ("does_not_apply.patch", ["does_not_apply.patch does not apply", "Hunk #1 FAILED"]),
     ("does_not_compile.patch", ["make failed", "the compiler's errors:",
                                 "syncrep.c:184:24: error: expected"]),
 ])
 def test_a_patch_that_does_not_apply_or_compile_is_refused_and_nothing_is_cached(
-        patch: str, needles: list[str], workdir: Path) -> None:
-    """Stock comes from the suite's cache; the patched build fails at once (the patch)
+        patch: str, needles: list[str], workdir: Path, stock_18: str) -> None:
+    """Stock is in the cache (the fixture); the patched build fails at once (the patch)
     or in a few seconds (make recompiles the one file), and leaves no build and no run."""
     before = {b.name for b in list_builds()}
+    assert stock_18 in before
     res = cli_here("ab", "18", "--patch", str(PATCHES / patch), "--out",
                    str(workdir / "ab"))
     assert res.returncode == 2, res.stdout + res.stderr

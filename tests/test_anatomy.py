@@ -311,7 +311,9 @@ def test_the_wait_agrees_with_the_wait_event_sampler(cluster: Manifest,
     recorder = _recorder(cluster, tmp_path / "out")
     recorder.start()
     sampler.start()
-    sampler.connected.wait(timeout=15)
+    # its ticks from before the first commit: a sampler late to connect (a loaded
+    # machine) would miss commits the probe timed
+    assert sampler.connected.wait(timeout=15)
     try:
         _pgbench(cluster, "on", clients=12, duration=4)
     finally:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -193,15 +194,31 @@ def _refused(res: subprocess.CompletedProcess[str], *needles: str) -> None:
         assert needle in res.stderr, res.stderr
 
 
-def _nothing_made(*paths: Path) -> None:
-    for path in paths:
-        assert not path.exists(), f"{path} was created"
-    res = cli_here("clean", "--list")
-    assert res.returncode == 0 and res.stdout.strip() == "nothing to clean", res.stdout
+NothingMade = Callable[..., None]
+
+
+@pytest.fixture
+def nothing_made() -> NothingMade:
+    """``nothing_made(*paths)``: none of the paths exists, and ``clean --list`` lists what
+    it listed when the test began (what earlier tests of the session left is theirs)."""
+    def listed() -> str:
+        res = cli_here("clean", "--list")
+        assert res.returncode == 0, res.stderr
+        return res.stdout
+
+    before = listed()
+
+    def check(*paths: Path) -> None:
+        for path in paths:
+            assert not path.exists(), f"{path} was created"
+        assert listed() == before
+
+    return check
 
 
 @pytest.mark.parametrize("name", sorted(SPECS))
-def test_bad_spec(name: str, workdir: Path, request: pytest.FixtureRequest) -> None:
+def test_bad_spec(name: str, workdir: Path, request: pytest.FixtureRequest,
+                  nothing_made: NothingMade) -> None:
     if name == "sync_any_on_96":
         request.getfixturevalue("pg96")  # the refusal is 9.6's own: it must be here
     needles, line = SPECS[name]
@@ -214,22 +231,23 @@ def test_bad_spec(name: str, workdir: Path, request: pytest.FixtureRequest) -> N
     if line is not None:
         assert f"{spec}:{line}:" in res.stderr, res.stderr
     assert elapsed < QUICK.get(name, 30.0)
-    _nothing_made(out)
+    nothing_made(out)
 
 
-def test_spec_path_that_does_not_exist(workdir: Path) -> None:
+def test_spec_path_that_does_not_exist(workdir: Path, nothing_made: NothingMade) -> None:
     res = cli_here("run", str(workdir / "nope.toml"), "--out", str(workdir / "never"))
     _refused(res, f"no spec file {workdir / 'nope.toml'}", "--preset quick|seed")
-    _nothing_made(workdir / "never")
+    nothing_made(workdir / "never")
 
 
-def test_spec_path_that_is_a_directory(workdir: Path) -> None:
+def test_spec_path_that_is_a_directory(workdir: Path, nothing_made: NothingMade) -> None:
     res = cli_here("run", str(DATA), "--out", str(workdir / "never"))
     _refused(res, f"{DATA} is a directory, not a spec file", "give the path of a .toml file")
-    _nothing_made(workdir / "never")
+    nothing_made(workdir / "never")
 
 
-def test_spec_path_with_spaces_and_unicode(workdir: Path) -> None:
+def test_spec_path_with_spaces_and_unicode(workdir: Path,
+                                           nothing_made: NothingMade) -> None:
     """Such a path is named in the message as it is."""
     folder = workdir / "my specs ü"
     folder.mkdir()
@@ -237,10 +255,11 @@ def test_spec_path_with_spaces_and_unicode(workdir: Path) -> None:
     spec.write_bytes((DATA / "negative_clients.toml").read_bytes())
     res = cli_here("run", str(spec), "--out", str(workdir / "never"))
     _refused(res, f"{spec}:4: workload.clients")
-    _nothing_made(workdir / "never")
+    nothing_made(workdir / "never")
 
 
-def test_out_with_spaces_and_unicode_is_accepted(workdir: Path) -> None:
+def test_out_with_spaces_and_unicode_is_accepted(workdir: Path,
+                                                 nothing_made: NothingMade) -> None:
     """Such an --out is no bad input: the spec is checked through preflight and the plan
     shown (`run --check`), and nothing is made. (tests/test_security.py runs a real run
     into such a folder.)"""
@@ -249,10 +268,10 @@ def test_out_with_spaces_and_unicode_is_accepted(workdir: Path) -> None:
     assert res.returncode == 0, res.stderr
     assert "spec quick is valid: 12 cells on 1 cluster" in res.stdout
     assert f"nothing was created; run it into {out} without --check" in res.stdout
-    _nothing_made(out.parent)
+    nothing_made(out.parent)
 
 
-def test_out_that_is_a_file(workdir: Path) -> None:
+def test_out_that_is_a_file(workdir: Path, nothing_made: NothingMade) -> None:
     a_file = workdir / "a file"
     a_file.write_text("mine\n")
     res = cli_here("run", "--preset", "quick", "--out", str(a_file))
@@ -261,10 +280,10 @@ def test_out_that_is_a_file(workdir: Path) -> None:
     res = cli_here("run", "--preset", "quick", "--out", str(a_file / "run"))
     _refused(res, f"{a_file} is a file, not a directory")
     assert a_file.read_text() == "mine\n"
-    _nothing_made()
+    nothing_made()
 
 
-def test_resume_of_a_folder_without_a_run(workdir: Path) -> None:
+def test_resume_of_a_folder_without_a_run(workdir: Path, nothing_made: NothingMade) -> None:
     empty = workdir / "empty"
     empty.mkdir()
     res = cli_here("run", "--resume", "--out", str(empty))
@@ -274,7 +293,7 @@ def test_resume_of_a_folder_without_a_run(workdir: Path) -> None:
     _refused(res, "holds no run to resume")
     res = cli_here("run", "--resume")
     _refused(res, "--resume needs the run folder")
-    _nothing_made(workdir / "missing")
+    nothing_made(workdir / "missing")
 
 
 @pytest.mark.parametrize(
@@ -293,11 +312,12 @@ def test_resume_of_a_folder_without_a_run(workdir: Path) -> None:
         (["--sync", "FIRST 3 (b, c)"], ["needs 3 synchronous standbys"]),
     ],
 )
-def test_bad_cluster_up_flags(args: list[str], needles: list[str], workdir: Path) -> None:
+def test_bad_cluster_up_flags(args: list[str], needles: list[str], workdir: Path,
+                              nothing_made: NothingMade) -> None:
     cluster = workdir / "c"
     res = cli_here("cluster", "up", "--dir", str(cluster), *args)
     _refused(res, *needles)
-    _nothing_made(cluster)
+    nothing_made(cluster)
 
 
 FOLDERS = ["empty", "missing", "a file", "empty store", "not sqlite"]
@@ -309,8 +329,8 @@ COMMANDS = ["results", "costs", "report", "diagnose", "scaling"]
     sorted({("results", f) for f in FOLDERS} | {(c, "empty store") for c in COMMANDS}
            | {(c, "missing") for c in COMMANDS}),
 )
-def test_analysis_of_a_folder_that_is_not_a_run(command: str, folder: str,
-                                                 workdir: Path) -> None:
+def test_analysis_of_a_folder_that_is_not_a_run(command: str, folder: str, workdir: Path,
+                                                 nothing_made: NothingMade) -> None:
     target = workdir / folder
     if folder == "empty":
         target.mkdir()
@@ -327,4 +347,4 @@ def test_analysis_of_a_folder_that_is_not_a_run(command: str, folder: str,
     _refused(res, needle, "give the folder a run was written to")
     if before is not None:  # nothing written into it (no report.html, no WAL files)
         assert sorted(p.name for p in target.iterdir()) == before
-    _nothing_made()
+    nothing_made()

@@ -108,7 +108,7 @@ def test_observe_reads_the_load_it_did_not_start(
     where, conninfo = cluster
     before = _server_state(conninfo)
     out = tmp_path / "obs"
-    bench = _pgbench(pg18, conninfo, 12, tmp_path / "w.sql")
+    bench = _pgbench(pg18, conninfo, 30, tmp_path / "w.sql")  # ended when observe is
     time.sleep(2)
     res, began, ended = _observe("--dir", str(where), "--seconds", "6", "--slice", "3",
                                  "--out", str(out), "--label", "on", "--json")

@@ -331,7 +331,18 @@ def test_syscall_counts_match_an_independent_tracer(
          "-o", str(cluster_dir / "strace.txt"), "-p", str(sender.pid)],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     perf.start()
-    time.sleep(0.3)  # both attached before the first commit
+
+    def traced_by() -> int:
+        status = Path(f"/proc/{sender.pid}/status").read_text()
+        return int(status.split("TracerPid:")[1].split()[0])
+
+    # both attached before the first commit: strace's attach seen by the kernel (a sleep
+    # alone is too short on a loaded machine), perf's given the same moment
+    deadline = time.monotonic() + 20
+    while traced_by() != strace.pid:
+        assert time.monotonic() < deadline and strace.poll() is None, "strace did not attach"
+        time.sleep(0.02)
+    time.sleep(0.3)
     run = run_pgbench(resolve(manifest.bin_dir).program("pgbench"),
                       manifest.conninfo(primary), script, clients=4, threads=2,
                       duration=2, synchronous_commit="on",
