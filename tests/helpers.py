@@ -52,22 +52,6 @@ def postmasters_in(path: Path) -> list[int]:
     return found
 
 
-def live_processes(comm: str, user: str | None = None, wait: float = 10.0) -> list[str]:
-    """``ps`` lines of processes named ``comm`` (of ``user``) still running, after waiting
-    up to ``wait`` s for them to go. A killed process whose parent died waits a moment
-    for init to reap it; such zombies are not counted."""
-    deadline = time.monotonic() + wait
-    who = ["-u", user] if user else ["-e"]
-    while True:
-        ps = subprocess.run(["ps", *who, "-o", "pid=,stat=,comm="], capture_output=True,
-                            text=True, check=False)
-        live = [ln for ln in ps.stdout.splitlines()
-                if ln.split()[-1] == comm and not ln.split()[1].startswith("Z")]
-        if not live or time.monotonic() > deadline:
-            return live
-        time.sleep(0.2)
-
-
 def cli_here(*args: str, env: dict[str, str] | None = None
              ) -> subprocess.CompletedProcess[str]:
     """The command line run in this process, for commands that start no server and no

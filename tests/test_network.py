@@ -191,10 +191,13 @@ def test_delay_adds_to_the_round_trip(make_net: Callable[[list[Link]], NetworkPl
         # with the way out, and nothing is made.
         reason = check_network_support("netem")
         assert reason is not None and "no netem" in reason and "fix:" in reason, reason
-        before = netns.ours(include_live=True)
+        # the namespaces this process's make_net names (another suite's on the machine
+        # come and go on their own)
+        mine = f"srl-t{os.getpid() % 10000}n"
+        before = netns.ours(mine, include_live=True)
         with pytest.raises(UserError, match="netem"):
             make_net([Link("a", "b", LinkProfile(delay_ms=2))])
-        assert netns.ours(include_live=True) == before
+        assert netns.ours(mine, include_live=True) == before
         return
     plan = make_net([Link("a", "b", LinkProfile(delay_ms=2))])
     assert plan.backend == backend

@@ -21,7 +21,15 @@ import pytest
 from syncrep_lab.placement.cpus import machine_cpus
 from syncrep_lab.store import DB_NAME
 
-from .helpers import as_nobody, cli, cli_here, live_processes, postmasters_in
+from .helpers import (
+    as_nobody,
+    cli,
+    cli_here,
+    descendants,
+    postmasters_in,
+    still_alive,
+    wait_until,
+)
 
 CPUSET_ROOT = Path("/sys/fs/cgroup/cpuset/syncrep-lab")
 
@@ -324,6 +332,9 @@ def test_clean_after_the_tool_is_killed(workdir: Path) -> None:
             time.sleep(0.2)
         left = _left_by(workdir / "run")
         assert left["namespaces"] and left["cpusets"], left
+        wait_until(lambda: any("pgbench" in cmd for cmd in descendants(proc.pid).values()),
+                   30, "the repeat's pgbench")
+        started = descendants(proc.pid)  # pgbench among them
     finally:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
@@ -332,7 +343,8 @@ def test_clean_after_the_tool_is_killed(workdir: Path) -> None:
     assert _left_by(workdir / "run") == {"namespaces": [], "cpusets": []}
     state = Path(os.environ["SYNCREP_LAB_HOME"])
     assert postmasters_in(state) == []
-    assert live_processes("pgbench") == []
+    # what the killed run started is gone (the machine's other pgbench runs are not its)
+    wait_until(lambda: not still_alive(started), 10, "the killed run's processes to go")
 
 
 NOT_ROOT = """\
