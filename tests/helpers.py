@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from syncrep_lab.run.clusters import slot_dir
+from syncrep_lab.run.clusters import MAX_SLOTS, slot_dir
 
 
 def shared_tmp(prefix: str) -> Path:
@@ -171,3 +171,10 @@ def wait_until(check: Callable[[], bool], timeout: float, what: str) -> None:
 def run_cluster_dir(out: Path) -> Path:
     """Where a run builds its (first) cluster."""
     return slot_dir(out.absolute(), 0)
+
+
+def run_postmasters(out: Path) -> list[int]:
+    """Postgres processes of any cluster the run in ``out`` built (every pool slot): not
+    those of another test's cluster in the session's state dir."""
+    return [pid for slot in range(MAX_SLOTS)
+            for pid in postmasters_in(slot_dir(out.absolute(), slot))]

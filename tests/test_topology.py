@@ -26,7 +26,7 @@ from .helpers import (
     cli,
     cli_here,
     descendants,
-    postmasters_in,
+    run_postmasters,
     still_alive,
     wait_until,
 )
@@ -136,7 +136,7 @@ def test_placement_is_read_back_for_every_role(workdir: Path) -> None:
     assert plain[("primary", "walsender:b")]["cpus"] == "0-1"
     assert ("client", "pgbench") in plain
     assert _left_by(workdir / "run") == {"namespaces": [], "cpusets": []}
-    assert postmasters_in(Path(os.environ["SYNCREP_LAB_HOME"])) == []
+    assert run_postmasters(workdir / "run") == []
 
 
 LINKED = """\
@@ -341,8 +341,7 @@ def test_clean_after_the_tool_is_killed(workdir: Path) -> None:
     result = cli("clean")
     assert result.returncode == 0, result.stdout + result.stderr
     assert _left_by(workdir / "run") == {"namespaces": [], "cpusets": []}
-    state = Path(os.environ["SYNCREP_LAB_HOME"])
-    assert postmasters_in(state) == []
+    assert run_postmasters(workdir / "run") == []
     # what the killed run started is gone (the machine's other pgbench runs are not its)
     wait_until(lambda: not still_alive(started), 10, "the killed run's processes to go")
 
