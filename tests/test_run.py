@@ -30,6 +30,7 @@ from .helpers import (
     mentioning,
     postmasters_in,
     run_cluster_dir,
+    run_postmasters,
     still_alive,
 )
 
@@ -110,7 +111,7 @@ def test_small_run_agrees_with_pgbench(workdir: Path) -> None:
         assert row["lat_p99_ms"] == cell["lat_p99_ms"]
     res = cli_here("results", str(out), "--csv")
     assert res.stdout.splitlines()[0].startswith("synchronous_commit,idx,label")
-    assert postmasters_in(workdir) == []
+    assert run_postmasters(workdir / "run") == []  # its clusters live in the state dir
 
 
 def test_killed_run_resumes(workdir: Path) -> None:
@@ -169,7 +170,7 @@ def test_killed_run_resumes(workdir: Path) -> None:
     assert db.execute("select count(*) from repeats where probed = 2").fetchone()[0] == 2
     assert all(after[k] == v for k, v in before.items())
     assert db.execute("select status from runs").fetchone()[0] == "done"
-    assert postmasters_in(workdir) == []
+    assert run_postmasters(workdir / "run") == []  # its clusters live in the state dir
 
 
 def test_failed_cell_is_recorded_and_the_run_goes_on(workdir: Path) -> None:
@@ -236,7 +237,7 @@ def test_versions_and_sync_axes(workdir: Path, pg96: object) -> None:
         built_with.render_for(90624)
     assert built_with.render_for(90624) in ("1 (b, c)", "1 (c)")
     assert all(c["tps_mean"] > 0 for c in cells)
-    assert postmasters_in(workdir) == []
+    assert run_postmasters(workdir / "run") == []  # its clusters live in the state dir
 
 
 def test_lookup_and_script_workloads(workdir: Path) -> None:
@@ -328,4 +329,4 @@ def test_a_run_checks_the_machine_once(workdir: Path, monkeypatch: pytest.Monkey
     assert calls == ["one"]
     cell = _db(workdir / "run").execute("select * from cells").fetchone()
     assert cell["status"] == "done", cell["error"]
-    assert postmasters_in(workdir) == []
+    assert run_postmasters(workdir / "run") == []  # its clusters live in the state dir
