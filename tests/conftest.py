@@ -23,7 +23,7 @@ from syncrep_lab.cluster.teardown import remove_cluster
 from syncrep_lab.pg.fetch import fetch
 from syncrep_lab.pg.installations import Installation, resolve
 
-from .helpers import shared_tmp
+from .helpers import clean_list, shared_tmp
 
 OLD_VERSION = "9.6.24"
 # PostgreSQL built from source (tests/test_pg_build.py) outlives the test run's tool home:
@@ -52,6 +52,19 @@ def workdir() -> Iterator[Path]:
     path = shared_tmp("srl-")
     yield path
     shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def nothing_new_to_clean() -> Callable[[], None]:
+    """A check that ``clean --list`` lists what it listed when the test began: what
+    earlier tests of the session left (a failed one's cluster, say) is theirs, not this
+    test's to answer for."""
+    before = clean_list()
+
+    def check() -> None:
+        assert clean_list() == before
+
+    return check
 
 
 @pytest.fixture

@@ -35,10 +35,10 @@ def cli(*args: str, timeout: float = 180, env: dict[str, str] | None = None,
     )
 
 
-def postmasters_in(path: Path) -> list[int]:
-    """Pids of postgres processes whose working directory is under ``path``."""
+def postmasters_in(*paths: Path) -> list[int]:
+    """Pids of postgres processes whose working directory is under one of ``paths``."""
     found = []
-    root = str(path.resolve())
+    roots = [str(path.resolve()) for path in paths]
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -47,9 +47,17 @@ def postmasters_in(path: Path) -> list[int]:
             comm = (entry / "comm").read_text().strip()
         except OSError:
             continue
-        if comm in ("postgres", "postmaster") and (cwd == root or cwd.startswith(root + "/")):
+        if comm in ("postgres", "postmaster") and any(
+                cwd == root or cwd.startswith(root + "/") for root in roots):
             found.append(int(entry.name))
     return found
+
+
+def clean_list() -> str:
+    """What ``clean --list`` prints for the session's tool home."""
+    res = cli_here("clean", "--list")
+    assert res.returncode == 0, res.stderr
+    return res.stdout
 
 
 def cli_here(*args: str, env: dict[str, str] | None = None
@@ -176,5 +184,4 @@ def run_cluster_dir(out: Path) -> Path:
 def run_postmasters(out: Path) -> list[int]:
     """Postgres processes of any cluster the run in ``out`` built (every pool slot): not
     those of another test's cluster in the session's state dir."""
-    return [pid for slot in range(MAX_SLOTS)
-            for pid in postmasters_in(slot_dir(out.absolute(), slot))]
+    return postmasters_in(*(slot_dir(out.absolute(), slot) for slot in range(MAX_SLOTS)))

@@ -198,20 +198,13 @@ NothingMade = Callable[..., None]
 
 
 @pytest.fixture
-def nothing_made() -> NothingMade:
+def nothing_made(nothing_new_to_clean: Callable[[], None]) -> NothingMade:
     """``nothing_made(*paths)``: none of the paths exists, and ``clean --list`` lists what
-    it listed when the test began (what earlier tests of the session left is theirs)."""
-    def listed() -> str:
-        res = cli_here("clean", "--list")
-        assert res.returncode == 0, res.stderr
-        return res.stdout
-
-    before = listed()
-
+    it listed when the test began."""
     def check(*paths: Path) -> None:
         for path in paths:
             assert not path.exists(), f"{path} was created"
-        assert listed() == before
+        nothing_new_to_clean()
 
     return check
 

@@ -19,7 +19,7 @@ import pytest
 from syncrep_lab import paths
 from syncrep_lab.cluster.build import UpOptions, up
 from syncrep_lab.cluster.teardown import remove_cluster
-from syncrep_lab.pg.builds import list_builds
+from syncrep_lab.pg.builds import list_builds, tree_dir
 from syncrep_lab.pg.installations import resolve
 from syncrep_lab.pg.source import resolve_source
 
@@ -87,7 +87,7 @@ def test_a_patch_that_does_not_apply_builds_and_caches_nothing(stock: dict[str, 
                                                                ) -> None:
     before = {b.name for b in list_builds()}
     # this source's tree by name: a cache that outlived a Debian revision holds others
-    tree = paths.builds_dir() / "trees" / f"{resolve_source('18').ident}-release"
+    tree = tree_dir(resolve_source("18"), "release")
     res = cli_here("pg", "build", "18", "--patch", str(PATCHES / "commit_siblings_7.patch"),
                    "--patch", str(PATCHES / "does_not_apply.patch"), "--name", "pg18-broken")
     assert res.returncode == 2
@@ -233,7 +233,7 @@ def test_a_source_tree_builds_and_an_edit_rebuilds_what_it_touches(
     guc = source_tree / GUC_FILE
     original = guc.read_text()
     assert "&CommitSiblings,\n\t\t5, 0, 1000," in original
-    objects = paths.builds_dir() / "trees" / f"{resolve_source(str(source_tree)).ident}-release"
+    objects = tree_dir(resolve_source(str(source_tree)), "release")
     edited_at = time.time()
     try:
         guc.write_text(original.replace("&CommitSiblings,\n\t\t5, 0, 1000,",

@@ -21,7 +21,7 @@ from syncrep_lab.probes import flamegraph, perfstat, sched
 from syncrep_lab.probes.session import RepeatProbes, walsenders
 from syncrep_lab.run.runner import start_run
 
-from .helpers import cli_here, shared_tmp
+from .helpers import cli_here, shared_tmp, wait_until
 
 
 @pytest.mark.parametrize(
@@ -338,10 +338,9 @@ def test_syscall_counts_match_an_independent_tracer(
 
     # both attached before the first commit: strace's attach seen by the kernel (a sleep
     # alone is too short on a loaded machine), perf's given the same moment
-    deadline = time.monotonic() + 20
-    while traced_by() != strace.pid:
-        assert time.monotonic() < deadline and strace.poll() is None, "strace did not attach"
-        time.sleep(0.02)
+    wait_until(lambda: traced_by() == strace.pid or strace.poll() is not None, 20,
+               "strace to attach")
+    assert strace.poll() is None, "strace ended without attaching"
     time.sleep(0.3)
     run = run_pgbench(resolve(manifest.bin_dir).program("pgbench"),
                       manifest.conninfo(primary), script, clients=4, threads=2,

@@ -25,7 +25,6 @@ from syncrep_lab.store import DB_NAME
 
 from .helpers import (
     cli,
-    cli_here,
     descendants,
     mentioning,
     postmasters_in,
@@ -125,25 +124,10 @@ class Run:
                    for cmd in descendants(self.proc.pid).values())
 
 
-def _clean_list() -> str:
-    res = cli_here("clean", "--list")
-    assert res.returncode == 0, res.stderr
-    return res.stdout
-
-
-_LISTED_AT_START: list[str] = []
-
-
-@pytest.fixture(autouse=True)
-def _listed_at_start() -> None:
-    """What ``clean --list`` listed as the test began: what earlier tests of the session
-    left (a failed one's cluster, say) is theirs, and not this test's to answer for."""
-    _LISTED_AT_START[:] = [_clean_list()]
-
-
-def nothing_left(out: Path, snapshot: dict[int, str], grace: float = 0.0) -> None:
+def nothing_left(out: Path, snapshot: dict[int, str],
+                 nothing_new_to_clean: Callable[[], None], grace: float = 0.0) -> None:
     """No server of the run, no process the tool started, nothing more for clean to do
-    than when the test began."""
+    than when the test began (``nothing_new_to_clean``, the fixture)."""
     cluster = run_cluster_dir(out)
     if grace:
         wait_until(lambda: not still_alive(snapshot) and not mentioning(str(out)), grace,
@@ -152,7 +136,7 @@ def nothing_left(out: Path, snapshot: dict[int, str], grace: float = 0.0) -> Non
     assert mentioning(str(out)) == []
     assert postmasters_in(cluster) == []
     assert not cluster.exists()
-    assert _clean_list() == _LISTED_AT_START[0]
+    nothing_new_to_clean()
 
 
 def integrity(out: Path) -> str:
@@ -179,7 +163,8 @@ RESUMED = {("cluster up", signal.SIGINT), ("warm-up", signal.SIGTERM),
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["INT", "TERM"])
 @pytest.mark.parametrize("stage", list(STAGES))
-def test_signal_at_every_stage(workdir: Path, stage: str, signum: int) -> None:
+def test_signal_at_every_stage(workdir: Path, stage: str, signum: int,
+                               nothing_new_to_clean: Callable[[], None]) -> None:
     out = workdir / "run"
     run = Run(workdir, out)
     run.reached(stage)
@@ -194,7 +179,7 @@ def test_signal_at_every_stage(workdir: Path, stage: str, signum: int) -> None:
     assert "interrupted" in run.stderr
     assert f"run --resume --out {out}" in run.stderr
     assert took < 30, f"{took:.1f} s to stop"
-    nothing_left(out, snapshot)
+    nothing_left(out, snapshot, nothing_new_to_clean)
     assert run.stored("select status from runs") == [("interrupted",)]
     assert run.stored("select status from cells") == [("pending",)]
     after = run.stored("select id, cell_id, n from repeats")
@@ -210,10 +195,11 @@ def test_signal_at_every_stage(workdir: Path, stage: str, signum: int) -> None:
     # one measured, one probed
     assert [r[3] for r in final] == [0, 1]
     assert set(before) <= {r[:3] for r in final}
-    nothing_left(out, {})
+    nothing_left(out, {}, nothing_new_to_clean)
 
 
-def test_second_ctrl_c_does_not_wait(workdir: Path) -> None:
+def test_second_ctrl_c_does_not_wait(workdir: Path,
+                                     nothing_new_to_clean: Callable[[], None]) -> None:
     """The first Ctrl-C's cleanup waits for a standby that cannot stop (SIGSTOP): the
     second Ctrl-C kills what is left and exits at once; clean finishes."""
     out = workdir / "run"
@@ -246,7 +232,7 @@ def test_second_ctrl_c_does_not_wait(workdir: Path) -> None:
     assert run.stored("select status from runs") == [("interrupted",)]
     res = cli("clean")
     assert res.returncode == 0, res.stderr
-    nothing_left(out, snapshot)
+    nothing_left(out, snapshot, nothing_new_to_clean)
     assert integrity(out) == "ok"
 
 
@@ -405,8 +391,8 @@ THREE = SPEC.replace("warmup = 1", "warmup = 0").replace("duration = 1", "durati
 
 
 @root_only
-def test_full_disk_then_read_only_then_resume(workdir: Path, mounts: Callable[..., Path]
-                                              ) -> None:
+def test_full_disk_then_read_only_then_resume(workdir: Path, mounts: Callable[..., Path],
+                                              nothing_new_to_clean: Callable[[], None]) -> None:
     disk = mounts("disk", size="48m")
     out = disk / "run"
     run = Run(workdir, out, THREE)
@@ -419,13 +405,13 @@ def test_full_disk_then_read_only_then_resume(workdir: Path, mounts: Callable[..
     refused(run.stderr, 2, "its disk is full", f"run --resume --out {out}")
     assert 1 <= len(kept) < 3
     assert integrity(out) == "ok"
-    nothing_left(out, {})
+    nothing_left(out, {}, nothing_new_to_clean)
     # Read-only (a mount that turned read-only, a copy on read-only media): refused up
     # front, nothing started.
     remount(disk, "ro")
     res = cli("run", "--resume", "--out", str(out), timeout=120)
     refused(res, 2, "read-only file system", "remount it read-write")
-    nothing_left(out, {})
+    nothing_left(out, {}, nothing_new_to_clean)
     # Space and write access back: the run completes, nothing stored was lost.
     remount(disk, "rw")
     filler.unlink()
@@ -435,11 +421,12 @@ def test_full_disk_then_read_only_then_resume(workdir: Path, mounts: Callable[..
     final = run.stored("select id, n from repeats order by n")
     assert len(final) == 3 and set(kept) <= set(final)
     assert integrity(out) == "ok"
-    nothing_left(out, {})
+    nothing_left(out, {}, nothing_new_to_clean)
 
 
 @root_only
-def test_artifacts_read_only_mid_run(workdir: Path, mounts: Callable[..., Path]) -> None:
+def test_artifacts_read_only_mid_run(workdir: Path, mounts: Callable[..., Path],
+                                     nothing_new_to_clean: Callable[[], None]) -> None:
     """The artifacts turn read-only between two repeats (a bind mount made read-only):
     exit 2 naming the cause, the run marked interrupted, resumed once writable."""
     out = workdir / "run"
@@ -454,7 +441,7 @@ def test_artifacts_read_only_mid_run(workdir: Path, mounts: Callable[..., Path])
     assert run.stored("select status from runs") == [("interrupted",)]
     assert run.stored("select status from cells") == [("pending",)]
     kept = run.stored("select id, n from repeats")
-    nothing_left(out, {})
+    nothing_left(out, {}, nothing_new_to_clean)
     subprocess.run(["umount", str(artifacts)], check=True)
     res = cli("run", "--resume", "--out", str(out), timeout=300)
     assert res.returncode == 0, res.stderr
@@ -464,14 +451,15 @@ def test_artifacts_read_only_mid_run(workdir: Path, mounts: Callable[..., Path])
 
 
 @root_only
-def test_new_run_in_read_only_folder(workdir: Path, mounts: Callable[..., Path]) -> None:
+def test_new_run_in_read_only_folder(workdir: Path, mounts: Callable[..., Path],
+                                     nothing_new_to_clean: Callable[[], None]) -> None:
     ro = mounts("ro", size="1m")
     remount(ro, "ro")
     (workdir / "spec.toml").write_text(SPEC)
     res = cli("run", str(workdir / "spec.toml"), "--out", str(ro / "run"))
     refused(res, 2, "read-only file system", "choose an --out on a writable file system")
     assert not (ro / "run").exists()
-    nothing_left(ro / "run", {})
+    nothing_left(ro / "run", {}, nothing_new_to_clean)
 
 
 @root_only

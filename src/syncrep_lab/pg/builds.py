@@ -155,6 +155,12 @@ def _locked(root: Path) -> Iterator[None]:
         yield
 
 
+def tree_dir(source: Source, flavor: str) -> Path:
+    """Where ``source`` is unpacked and built in ``flavor``: one tree per source and
+    flavor, to which a build's patches are applied and from which they are undone."""
+    return paths.builds_dir() / "trees" / f"{source.ident}-{flavor}"
+
+
 def build(source_text: str, patches: list[Path], flavor: str = "release",
           name: str | None = None, jobs: int | None = None,
           progress: Callable[[str], None] = lambda _: None) -> Build:
@@ -186,7 +192,7 @@ def build(source_text: str, patches: list[Path], flavor: str = "release",
         if (done is not None and source.kind != "tree"
                 and done.bin_dir.joinpath("postgres").exists()):
             return done
-        tree = root / "trees" / f"{source.ident}-{flavor}"
+        tree = tree_dir(source, flavor)
         version = _prepare_tree(source, tree, progress)
         name = name or _default_name(version, flavor, key if texts else None)
         if not (tree / "src" / "backend" / "parser" / "gram.c").exists():
