@@ -411,8 +411,7 @@ def test_a_zombie_counts_as_gone_and_a_live_process_as_alive(zombie: int) -> Non
 
 
 SPIN = """
-import os, sys, time
-os.sched_setaffinity(0, {int(sys.argv[1])})
+import time
 end = time.monotonic() + 1.0
 while time.monotonic() < end:
     pass
@@ -424,8 +423,8 @@ def test_the_tracker_counts_the_wait_for_a_core_and_the_moves() -> None:
     """Two processes spinning for 1 s on one CPU: each is always either running or
     runnable, so its CPU time plus its run delay is its 1 s and a little of its start
     (never more than it lived), and while one runs the other waits, so their run delays
-    add up to about the second (more if anything else wants that CPU); pinned, they
-    move between CPUs only as they start and pin themselves."""
+    add up to about the second (more if anything else wants that CPU); born pinned to
+    it, they never move (the count allows a move each at birth)."""
     import os
     import subprocess
     import sys
@@ -435,10 +434,13 @@ def test_the_tracker_counts_the_wait_for_a_core_and_the_moves() -> None:
     assert HAVE_SCHEDSTAT, "this kernel has no /proc/PID/schedstat"
     cpu = min(os.sched_getaffinity(0))
     # the spinners' parent waits for a line before it starts them: born during the window
+    # pinned from birth (the sh is, and they inherit it): a process that starts on any
+    # CPU and pins itself later can be moved a few times first, more on a busy machine
     parent = subprocess.Popen(
-        ["sh", "-c", f'read go; "{sys.executable}" -c "$0" {cpu} & '
-                     f'"{sys.executable}" -c "$0" {cpu} & wait', SPIN],
-        stdin=subprocess.PIPE, text=True, start_new_session=True)
+        ["sh", "-c", f'read go; "{sys.executable}" -c "$0" & "{sys.executable}" -c "$0" & '
+                     'wait', SPIN],
+        stdin=subprocess.PIPE, text=True, start_new_session=True,
+        preexec_fn=lambda: os.sched_setaffinity(0, {cpu}))
     tracker = ProcessTracker({"t": parent.pid}, {}, hz=10.0, numa=False)
     try:
         tracker.begin()
@@ -461,7 +463,7 @@ def test_the_tracker_counts_the_wait_for_a_core_and_the_moves() -> None:
     assert 1900 <= busy <= 2 * lived_ms + 20, (spinners, lived_ms)
     assert spinners.run_delay_ms >= 800, spinners
     if HAVE_SCHED:
-        assert spinners.migrations is not None and 0 <= spinners.migrations <= 6, spinners
+        assert spinners.migrations is not None and 0 <= spinners.migrations <= 2, spinners
     else:
         assert spinners.migrations is None
     assert rows["postmaster"].run_delay_ms is not None  # the sh, there from the start

@@ -236,6 +236,43 @@ def test_second_ctrl_c_does_not_wait(workdir: Path,
     assert integrity(out) == "ok"
 
 
+FINALIZER_SIGNAL = """
+import os, signal
+from syncrep_lab import shutdown
+from syncrep_lab.errors import Interrupted
+
+shutdown.install()
+
+
+class Dropped:
+    def __del__(self):
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(10000):  # the handler runs here, inside the finalizer
+            pass
+
+
+try:
+    Dropped()
+    for _ in range(10**6):
+        pass
+    print("went on")
+except Interrupted as exc:
+    print("interrupted", exc.signum, shutdown.requested())
+"""
+
+
+def test_a_first_signal_in_a_finalizer_is_not_lost() -> None:
+    """The signal's handler can run inside a finalizer (a __del__, a weak reference's
+    callback: seen in a run, a Ctrl-C went by without a word but a traceback), where its
+    exception cannot propagate: it is raised once the finalizer is over, as the first
+    signal, with nothing printed."""
+    res = subprocess.run([sys.executable, "-c", FINALIZER_SIGNAL], capture_output=True,
+                         text=True, timeout=60, stdin=subprocess.DEVNULL, check=False)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == ["interrupted", "15", "15"], res.stdout + res.stderr
+    assert res.stderr == ""
+
+
 def test_clean_kills_what_a_killed_postmaster_left(workdir: Path) -> None:
     """A postmaster killed with SIGKILL (the OOM killer, a forced exit) leaves children
     that can linger (here one that cannot act, stopped): clean kills them too."""

@@ -18,6 +18,15 @@
 - pgbench and perf are started with PR_SET_PDEATHSIG, so they die with the
   tool even when it is killed with SIGKILL, which no handler sees. perf gets
   SIGTERM (it then ends its ``sleep`` workload itself), pgbench SIGKILL.
+- Python runs a signal's handler in the main thread wherever it is, a
+  finalizer too (an object's ``__del__``, a weak reference's callback, run
+  by the garbage collector at any allocation). An exception raised there
+  cannot propagate: Python prints "Exception ignored in ..." with a
+  traceback and goes on, and the first Ctrl-C would be lost (the run going
+  on, the next Ctrl-C taken for the second). So the hook for such
+  exceptions takes an :class:`Interrupted` back without a word and has the
+  signal sent again 10 ms later, to be raised as the first once the finalizer
+  has returned.
 """
 
 from __future__ import annotations
@@ -27,6 +36,8 @@ import ctypes
 import os
 import signal
 import subprocess
+import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType, TracebackType
@@ -40,6 +51,9 @@ _depth = 0  # nesting of critical()
 _tracked: dict[int, subprocess.Popen[bytes] | subprocess.Popen[str]] = {}
 _clusters: set[Path] = set()  # cluster dirs this process made (it wrote their manifest)
 _at_force: list[Callable[[], None]] = []
+RESEND_SECONDS = 0.01
+_resent = False  # the first signal's Interrupted was lost in a finalizer and sent again
+_other_unraisable: Callable[[sys.UnraisableHookArgs], object] | None = None
 
 _PR_SET_PDEATHSIG = 1
 _prctl: Callable[..., int] | None
@@ -55,12 +69,32 @@ def install() -> None:
         if sig == signal.SIGHUP and signal.getsignal(sig) == signal.SIG_IGN:
             continue
         signal.signal(sig, _handler)
+    global _other_unraisable
+    if sys.unraisablehook is not _unraisable:
+        _other_unraisable = sys.unraisablehook
+        sys.unraisablehook = _unraisable
+
+
+def _unraisable(args: sys.UnraisableHookArgs) -> None:
+    """An exception Python could not raise (in a finalizer): an :class:`Interrupted` is
+    sent again as the same signal; anything else goes to the hook there was before."""
+    global _resent
+    if isinstance(args.exc_value, Interrupted):
+        _resent = True
+        # from another thread, a moment later: sent from here, the handler would run
+        # at once, in this hook, and be lost again (printed by Python itself); if the
+        # finalizer still runs when it comes, it comes back here and is sent again
+        threading.Timer(RESEND_SECONDS, os.kill,
+                        (os.getpid(), args.exc_value.signum)).start()
+        return
+    (_other_unraisable or sys.__unraisablehook__)(args)
 
 
 def _handler(signum: int, _frame: FrameType | None) -> None:
-    global _signum, _pending
-    if _signum is not None:
+    global _signum, _pending, _resent
+    if _signum is not None and not _resent:
         _force(signum)
+    _resent = False
     _signum = signum
     if _depth > 0:
         _pending = True
