@@ -19,8 +19,9 @@ by the host's python3, or, where the host has none, from a copy of the binary.
 
 bpftrace is started by a watchdog, a sh script that lives in an SSH channel: it starts
 bpftrace in the background, says when every probe is attached, then reads its stdin.
-``stop``: SIGINT (sudo passes it on), bpftrace prints its maps and exits, the watchdog
-says its exit status. Anything else (``abort``, or the end of stdin, which is what the
+``stop``: SIGINT (sudo passes it on), then SIGTERM each second until bpftrace has ended
+(anatomy.NUDGE_SIGNAL), bpftrace prints its maps and exits, the watchdog says its exit
+status. Anything else (``abort``, or the end of stdin, which is what the
 watchdog reads when the tool is killed or its connection is gone: sshd closes the
 channel's pipes) removes the files and ends bpftrace with SIGTERM. A guard the watchdog
 forks ends it too, within a second, when the watchdog is gone, when the primary's
@@ -117,10 +118,9 @@ finish() {
   while alive "$bt" && [ "$i" -lt $((stop * 10)) ]; do
     sleep 0.1 2>/dev/null || sleep 1
     i=$((i + 1))
-    # again every 10 s: sudo does not pass on a signal it takes for one the command got
-    # itself (one from the command's process group), and once in a suite a stop waited
-    # out the whole bound; bpftrace takes a second one as the first
-    if [ $((i % 100)) -eq 0 ]; then kill -"$1" "$bt" 2>/dev/null; fi
+    # again every second, as TERM: bpftrace misses a stop signal that comes while it is
+    # out of its epoll_wait (anatomy.NUDGE_SIGNAL says why, and why not INT again)
+    if [ $((i % 10)) -eq 0 ]; then kill -TERM "$bt" 2>/dev/null; fi
   done
   # through sudo the pid is sudo's, which passes every signal on but SIGKILL: killing
   # it would leave bpftrace running
