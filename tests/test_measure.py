@@ -22,7 +22,7 @@ from syncrep_lab.measure.pgbench_log import (
     parse_transaction_logs,
     transaction_log_paths,
 )
-from syncrep_lab.measure.stats import ci_within, mean_ci, ratio_ci, welch_t
+from syncrep_lab.measure.stats import ci_within, mean_ci, rate_ci, ratio_ci, welch_t
 
 # --- histogram ---------------------------------------------------------------------------
 
@@ -536,6 +536,32 @@ def test_mean_ci_known_values() -> None:
     assert ci.high - ci.mean == pytest.approx(4.303 * 2 / math.sqrt(3), rel=1e-4)
     wider = mean_ci([10, 12, 14], confidence=0.99)
     assert wider.low is not None and ci.low is not None and wider.low < ci.low
+
+
+def test_a_rates_interval_is_on_the_log_scale_and_above_zero() -> None:
+    """TPS of two repeats far apart: mean ± t · s / √n reaches below zero; the log
+    scale's interval, mean · e^∓h with h = t · s(log) / √n, cannot, and its relative half
+    width is e^h - 1 (what the stopping rule holds to ci_target)."""
+    tps = [4000.0, 16000.0]
+    arithmetic = mean_ci(tps)
+    assert arithmetic.low is not None and arithmetic.low < 0
+    ci = rate_ci(tps)
+    h = float(scipy_stats.t.ppf(0.975, 1)) * statistics.stdev([math.log(v) for v in tps]) \
+        / math.sqrt(2)
+    assert (ci.n, ci.mean, ci.stdev) == (2, 10000.0, arithmetic.stdev)
+    assert ci.low == pytest.approx(10000 * math.exp(-h), rel=1e-12)
+    assert ci.high == pytest.approx(10000 * math.exp(h), rel=1e-12)
+    assert ci.half_width_rel == pytest.approx(math.expm1(h), rel=1e-12)
+    # close values: much the arithmetic interval
+    near = [9000.0, 9100.0, 9050.0, 8990.0]
+    a, r = mean_ci(near), rate_ci(near)
+    assert a.low is not None and r.low is not None and r.low == pytest.approx(a.low, rel=1e-3)
+    # a given t (a stored interval's), and a value with no log: the t interval, cut at 0
+    assert rate_ci(tps, t=1.0).half_width_rel == pytest.approx(
+        math.expm1(statistics.stdev([math.log(v) for v in tps]) / math.sqrt(2)))
+    cut = rate_ci([0.0, 10.0, 30.0])
+    assert cut.low == 0.0 and cut.high == mean_ci([0.0, 10.0, 30.0]).high
+    assert rate_ci([7.0]) == mean_ci([7.0])
 
 
 def test_mean_ci_degenerate() -> None:

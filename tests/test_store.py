@@ -9,6 +9,8 @@ import json
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from syncrep_lab.store import (
     PROBE_TABLES,
     SCHEMA,
@@ -120,7 +122,7 @@ def test_a_version_12_store_opens_with_its_proc_costs_read_as_none(tmp_path: Pat
     store = Store(tmp_path / "run", create=False)
     try:
         assert store.db.execute("select value from meta where key = 'schema_version'"
-                                ).fetchone()[0] == str(SCHEMA_VERSION) == "13"
+                                ).fetchone()[0] == str(SCHEMA_VERSION) == "14"
         assert queries.proc_costs_of(store, [old_id]) == [
             (old_id, ProcCostRow("primary", "walsender:b", 1, 1.5, 2.5, 30, 4, None, None))]
         new = ProcCostRow("primary", "walsender:b", 1, 1.0, 1.0, 3, 1, 12.5, 40)
@@ -128,3 +130,46 @@ def test_a_version_12_store_opens_with_its_proc_costs_read_as_none(tmp_path: Pat
         assert queries.proc_costs_of(store, [new_id]) == [(new_id, new)]
     finally:
         store.close()
+
+
+def test_a_version_13_store_gets_its_tps_intervals_on_the_log_scale(tmp_path: Path) -> None:
+    """Schema 13 stored mean ± t · s / √n, below zero for two repeats far apart: opened,
+    a cell's interval is recomputed from its measured repeats on the log scale with the
+    t it was stored with (here 90 %), never below zero; a cell whose repeats are not
+    the values of its stored mean, and one without an interval, keep what they have."""
+    from syncrep_lab.measure.stats import mean_ci, rate_ci
+
+    store = Store(tmp_path / "run", create=True)
+    tps = [4000.0, 16000.0]
+    try:
+        run_id = store.create_run("r", "", {}, "1")
+        cells = [store.ensure_cell(run_id, i, f"k{i}", f"c{i}", {}, {}) for i in range(3)]
+        for cell in cells:
+            for n, v in enumerate(tps, start=1):
+                store.add_repeat(cell.id, {"n": n, "started_at": f"t{n}", "duration_s": 2.0,
+                                           "transactions": int(2 * v), "failed": 0,
+                                           "tps": v, "histogram": b""}, [])
+            # a probed repeat is no measured one
+            store.add_repeat(cell.id, {"n": 3, "started_at": "t3", "duration_s": 2.0,
+                                       "transactions": 1, "failed": 0, "tps": 0.5,
+                                       "histogram": b"", "probed": 1}, [])
+        old = mean_ci(tps, 0.90)
+        assert old.low is not None and old.low < 0
+        stored = {"tps_mean": old.mean, "tps_stdev": old.stdev, "tps_ci_low": old.low,
+                  "tps_ci_high": old.high, "tps_ci_rel": old.half_width_rel}
+        store.update_cell(cells[0].id, **stored)
+        store.update_cell(cells[1].id, **{**stored, "tps_mean": 11000.0})  # not its repeats
+        store.update_cell(cells[2].id, tps_mean=old.mean)  # one repeat: no interval
+        store.db.execute("update meta set value = '13' where key = 'schema_version'")
+    finally:
+        store.close()
+    store = Store(tmp_path / "run", create=False)
+    try:
+        got = {c.idx: (c.tps_ci_low, c.tps_ci_high, c.tps_ci_rel) for c in store.cells(run_id)}
+    finally:
+        store.close()
+    new = rate_ci(tps, 0.90)
+    assert new.low is not None and new.low > 0
+    assert got[0] == pytest.approx((new.low, new.high, new.half_width_rel), rel=1e-9)
+    assert got[1] == (old.low, old.high, old.half_width_rel)
+    assert got[2] == (None, None, None)

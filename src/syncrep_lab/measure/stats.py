@@ -1,7 +1,8 @@
 """Small-sample statistics for repeated benchmark runs.
 
 This module owns how run-to-run variation is summarised and compared: a mean
-with its Student-t confidence interval (:func:`mean_ci`), the question "is that
+with its Student-t confidence interval (:func:`mean_ci`; a rate's, such as TPS, on the
+log scale: :func:`rate_ci`), the question "is that
 interval narrow enough yet" (:func:`ci_within`), Welch's unequal-variance t-test
 (:func:`welch_t`), a confidence interval for a ratio of means
 (:func:`ratio_ci`), the smallest change an interval lets a test see
@@ -25,7 +26,7 @@ from scipy.special import ndtri, stdtr, stdtrit
 
 __all__ = ["Correlation", "MeanCI", "PairedRatio", "RatioCI", "Trend", "WelchResult",
            "ci_within", "detectable_effect", "mean_ci", "paired_ratio", "pearson",
-           "ratio_ci", "rounds_for", "share_interval", "stein_rounds", "t_ppf", "t_sf",
+           "rate_ci", "ratio_ci", "rounds_for", "share_interval", "stein_rounds", "t_ppf", "t_sf",
            "trend", "welch_t"]
 
 
@@ -92,6 +93,39 @@ def mean_ci(values: Sequence[float], confidence: float = 0.95) -> MeanCI:
         high=mean + half,
         half_width_rel=None if mean == 0 else half / abs(mean),
     )
+
+
+def rate_ci(values: Sequence[float], confidence: float = 0.95, *,
+            t: float | None = None) -> MeanCI:
+    """Mean of a rate (TPS: never below zero, its spread growing with its level) with
+    its interval taken on the log scale, as the stopping rule and the ratios take
+    theirs: h = t(n-1) · s(log values) / √n, and the interval mean · e^∓h. It cannot
+    reach below zero, where mean ± t · s / √n of two repeats far apart did; its
+    ``half_width_rel`` is e^h - 1, the figure the stopping rule holds to ``ci_target``.
+    ``stdev`` is the values' own. ``t``: the quantile to use instead of the one of
+    ``confidence`` (a stored interval's, read back from it). A value that is not
+    above zero has no log: then the mean's t interval, cut at zero.
+
+    >>> ci = rate_ci([9000.0, 11000.0])
+    >>> round(ci.low), round(ci.high), round(ci.half_width_rel, 3)
+    (2795, 35783, 2.578)
+    >>> mean_ci([9000.0, 11000.0]).low < 0
+    True
+    """
+    _check_confidence(confidence)
+    data = _checked(values, "values")
+    n = len(data)
+    if n < 2:
+        return mean_ci(data, confidence)
+    quantile = _t_quantile(confidence, n - 1) if t is None else t
+    mean, stdev = statistics.fmean(data), statistics.stdev(data)
+    if min(data) <= 0:
+        half = quantile * stdev / math.sqrt(n)
+        return MeanCI(n=n, mean=mean, stdev=stdev, low=max(0.0, mean - half),
+                      high=mean + half, half_width_rel=None if mean == 0 else half / mean)
+    h = quantile * statistics.stdev([math.log(v) for v in data]) / math.sqrt(n)
+    return MeanCI(n=n, mean=mean, stdev=stdev, low=mean * math.exp(-h),
+                  high=mean * math.exp(h), half_width_rel=math.expm1(h))
 
 
 def ci_within(values: Sequence[float], target_rel: float, confidence: float = 0.95) -> bool:

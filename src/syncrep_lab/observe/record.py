@@ -30,7 +30,7 @@ from typing import Any
 from syncrep_lab import __version__
 from syncrep_lab.errors import UserError
 from syncrep_lab.measure.histogram import LatencyHistogram
-from syncrep_lab.measure.stats import mean_ci
+from syncrep_lab.measure.stats import rate_ci
 from syncrep_lab.observe.watch import Slice, Watched
 from syncrep_lab.store import (
     ObservedRow,
@@ -146,7 +146,7 @@ def _summarise(store: Store, cell_id: int, watched: Watched, notes: list[str]) -
         "notes_json": json.dumps(notes), "started_at": repeats[0].started_at
         if repeats else now(), "finished_at": now()}
     if len(tps) > 1:
-        ci = mean_ci(tps)
+        ci = rate_ci(tps)
         fields.update(tps_mean=ci.mean, tps_stdev=ci.stdev, tps_ci_low=ci.low,
                       tps_ci_high=ci.high, tps_ci_rel=ci.half_width_rel)
     elif tps:

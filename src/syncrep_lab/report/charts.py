@@ -102,10 +102,18 @@ def _chart(chart_id: str, data: list[dict[str, Any]], layout: dict[str, Any]) ->
     return {"id": chart_id, "figure": {"data": data, "layout": layout}}
 
 
-def _half(c: dict[str, Any]) -> float | None:
-    if c.get("tps_ci_low") is None or c.get("tps_ci_high") is None:
+def _above(c: dict[str, Any]) -> float | None:
+    """How far the TPS interval reaches above the mean (on the log scale, further than
+    below it: :func:`_below`)."""
+    if c.get("tps_ci_high") is None:
         return None
-    return (float(c["tps_ci_high"]) - float(c["tps_ci_low"])) / 2
+    return float(c["tps_ci_high"]) - float(c["tps_mean"])
+
+
+def _below(c: dict[str, Any]) -> float | None:
+    if c.get("tps_ci_low") is None:
+        return None
+    return float(c["tps_mean"]) - float(c["tps_ci_low"])
 
 
 def _series_of(cell: dict[str, Any]) -> str:
@@ -128,7 +136,9 @@ def throughput(cells: list[dict[str, Any]]) -> Chart | None:
             data.append({"type": "bar", "name": str(level), "x": [c["label"] for c in mine],
                          "y": [c["tps_mean"] for c in mine],
                          "marker": {"color": _colour(level)},
-                         "error_y": {"type": "data", "array": [_half(c) for c in mine],
+                         "error_y": {"type": "data", "symmetric": False,
+                                     "array": [_above(c) for c in mine],
+                                     "arrayminus": [_below(c) for c in mine],
                                      "visible": True}})
         title = f"Throughput per cell at {clients.pop()} clients (95 % CI)"
         return _chart("throughput", data, _layout(title, "cell", "transactions per second"))

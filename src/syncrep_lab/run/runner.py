@@ -34,7 +34,7 @@ from syncrep_lab.hosts.ssh import kept_connections
 from syncrep_lab.measure.histogram import LatencyHistogram
 from syncrep_lab.measure.pairing import baselines, by_round, rows_per_second
 from syncrep_lab.measure.pgbench_log import ProgressSample
-from syncrep_lab.measure.stats import mean_ci, stein_rounds, trend
+from syncrep_lab.measure.stats import mean_ci, rate_ci, stein_rounds, trend
 from syncrep_lab.pg import replication
 from syncrep_lab.pg.builds import unfit_note
 from syncrep_lab.pg.conninfo import (
@@ -471,7 +471,7 @@ class Runner:
         for r in repeats:
             merged = merged + LatencyHistogram.from_bytes(r.histogram)
         ctl = self.spec.run
-        ci = mean_ci(tps, ctl.confidence)
+        ci = rate_ci(tps, ctl.confidence)
         h = merged.summary()
         notes = reliability_notes(repeats, ctl.confidence) + (more_notes or [])
         notes += sorted({note for t in self.cluster.targets if t.manifest is not None

@@ -8,9 +8,12 @@ written before must still open.
 
 from __future__ import annotations
 
+import math
 import sqlite3
 
-SCHEMA_VERSION = 13
+from syncrep_lab.measure.stats import rate_ci
+
+SCHEMA_VERSION = 14
 
 SCHEMA = """
 create table if not exists meta (key text primary key, value text not null);
@@ -254,7 +257,7 @@ NEW_COLUMNS = (  # 6 -> 7, 7 -> 8 (runs.order_note), 8 -> 9 (runs.kind), 9 -> 10
 
 
 def upgrade(db: sqlite3.Connection, version: int) -> None:
-    """Bring a store of an earlier ``version`` (1 to 12) to SCHEMA_VERSION, in place.
+    """Bring a store of an earlier ``version`` (1 to 13) to SCHEMA_VERSION, in place.
 
     1 -> 2 added the first probe tables and repeats.probed; 2 -> 3 the tables of /proc,
     NUMA, flame graphs and the scheduler trace; 3 -> 4 the wait timeline; 4 -> 5 fault
@@ -265,7 +268,8 @@ def upgrade(db: sqlite3.Connection, version: int) -> None:
     gprof tables of profiling builds and the build a cluster ran on; 10 -> 11 the SSH
     hosts' clocks and busy CPUs per repeat; 11 -> 12 the commit anatomy probe's table;
     12 -> 13 each role's run delay and CPU migrations in proc_costs (new columns: the
-    rows of a store written before read them as None).
+    rows of a store written before read them as None); 13 -> 14 the cells' TPS
+    intervals on the log scale (:func:`log_scale_intervals`).
     """
     db.executescript(SCHEMA)
     if version == 1:
@@ -274,5 +278,27 @@ def upgrade(db: sqlite3.Connection, version: int) -> None:
         have = {r[1] for r in db.execute(f"pragma table_info({table})")}
         if column.split()[0] not in have:
             db.execute(f"alter table {table} add column {column}")
+    if version <= 13:
+        log_scale_intervals(db)
     db.execute("update meta set value = ? where key = 'schema_version'",
                (str(SCHEMA_VERSION),))
+
+
+def log_scale_intervals(db: sqlite3.Connection) -> None:
+    """A cell's TPS interval as version 14 stores it (:func:`stats.rate_ci`, on the log
+    scale), in place of the mean ± t · s / √n of earlier versions, which two repeats far
+    apart took below zero. Recomputed from the cell's measured repeats with the t the
+    stored interval used (its half width · √n / s: the run's confidence, without
+    reading its spec), where they are the values it was computed from (their mean is the
+    stored mean); any other cell keeps what it has."""
+    cells = db.execute("select id, tps_mean, tps_stdev, tps_ci_low, tps_ci_high from cells "
+                       "where tps_ci_low is not null and tps_ci_high is not null "
+                       "and tps_stdev > 0").fetchall()
+    for cell_id, mean, stdev, low, high in cells:
+        tps = [float(v) for (v,) in db.execute(
+            "select tps from repeats where cell_id = ? and probed = 0", (cell_id,))]
+        if len(tps) < 2 or not math.isclose(sum(tps) / len(tps), mean, rel_tol=1e-9):
+            continue
+        ci = rate_ci(tps, t=(high - low) / 2 * math.sqrt(len(tps)) / stdev)
+        db.execute("update cells set tps_ci_low = ?, tps_ci_high = ?, tps_ci_rel = ? "
+                   "where id = ?", (ci.low, ci.high, ci.half_width_rel, cell_id))
