@@ -167,6 +167,19 @@ def test_costs_per_commit_tell_the_sync_story(probed_run: Path) -> None:
         assert kill_b > 5 * kill_c
         local_b = {(r["node"], r["role"]): r for r in local["roles"]}[("primary", "walsender:b")]
         assert local_b["syscalls_per_commit"].get("kill", {"mean": 0.0})["mean"] < 0.1
+        # a backend asleep on a lock: on a System V semaphore on 9.6 (its default, as the
+        # seed ran it; glibc's semop() enters the kernel as semtimedop), never on 18
+        # (POSIX semaphores: futex)
+        old = {(r["node"], r["role"]): r for r in cells["9.6 on"]["roles"]}
+        calls_96 = old[("primary", "backend")]["syscalls_per_commit"]
+        calls_18 = backend["syscalls_per_commit"]
+
+        def sem(calls: Mapping[str, Any]) -> float:
+            return sum(float(calls.get(n, {"mean": 0.0})["mean"] or 0.0)
+                       for n in ("semop", "semtimedop"))
+
+        assert sem(calls_96) > 0.1, sorted((k, v["mean"]) for k, v in calls_96.items())
+        assert sem(calls_18) == 0, sorted((k, v["mean"]) for k, v in calls_18.items())
         # /proc's CPU time of the backends against perf's task-clock, same repeat.
         proc = backend["proc"]
         proc_us = proc["user_us_per_commit"]["mean"] + proc["system_us_per_commit"]["mean"]

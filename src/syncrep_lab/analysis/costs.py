@@ -22,7 +22,8 @@ from syncrep_lab.measure.stats import mean_ci
 from syncrep_lab.store import Store, StoredCell, cluster_key_text, queries
 
 KEY_SYSCALLS = ("epoll_create1", "epoll_ctl", "epoll_wait", "epoll_pwait", "kill", "futex",
-                "read", "write", "sendto", "recvfrom", "fdatasync", "close")
+                "semop", "semtimedop", "read", "write", "sendto", "recvfrom", "fdatasync",
+                "close")
 
 
 class MeanCI(TypedDict):

@@ -25,9 +25,12 @@ from syncrep_lab.pg.roles import NodeProcess
 from syncrep_lab.probes.perfrun import PerfProcess, perf_reason, require_output
 from syncrep_lab.store import CostRow
 
+# futex is where a process sleeps on a lock built on POSIX semaphores (PostgreSQL 10 and
+# later on Linux), semop and semtimedop where it sleeps on System V ones (9.6's default,
+# as the seed ran it; glibc's semop() enters the kernel as semtimedop on x86-64).
 SYSCALLS = ("epoll_create1", "epoll_ctl", "epoll_wait", "epoll_pwait", "kill", "read", "write",
-            "pread64", "pwrite64", "close", "futex", "sendto", "recvfrom", "fdatasync",
-            "fsync", "poll")
+            "pread64", "pwrite64", "close", "futex", "semop", "semtimedop", "sendto",
+            "recvfrom", "fdatasync", "fsync", "poll")
 TRACEFS = (Path("/sys/kernel/tracing/events/syscalls"),
            Path("/sys/kernel/debug/tracing/events/syscalls"))
 
