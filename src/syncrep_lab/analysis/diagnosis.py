@@ -13,6 +13,7 @@ reach, so noise near a threshold makes a range or a tie, not a different verdict
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +31,7 @@ from syncrep_lab.analysis.evidence import (
     share_figure,
     wait_samples,
 )
+from syncrep_lab.analysis.sync_walsender import choose, stored_clues
 from syncrep_lab.pg.replication import WAITING_LEVELS
 from syncrep_lab.store import HostRepeatRow, Store, StoredCell, queries
 
@@ -119,6 +121,8 @@ class CellFacts:
     wait_repeats: dict[tuple[str, str], list[RepeatWaits]] = field(default_factory=dict)
     # the relative half width of the busy CPUs over the measured repeats
     busy_spread: float | None = None
+    # the walsender the commits wait for (analysis/sync_walsender.py), None where none
+    sync_walsender: str | None = None
 
     def bound(self, resource: str) -> dict[str, Any] | None:
         return next((b for b in self.bounds if b["resource"] == resource), None)
@@ -191,11 +195,19 @@ def _figure(ci: Any, point: float) -> Figure:
     return Figure(mean, max(0.0, float(ci["low"])), float(ci["high"]))
 
 
-def _sync_walsender(facts: CellFacts) -> str | None:
-    """The walsender role that wakes most backends (the sync standby's)."""
-    senders = [(facts.syscall(n, r, "kill"), r) for (n, r) in facts.roles
-               if n == "primary" and r.startswith("walsender")]
-    return max(senders)[1] if senders else None
+def _sync_walsender(store: Store, cell: StoredCell, facts: CellFacts) -> str | None:
+    """The walsender the cell's commits wait for, by the one rule, from what the facts
+    hold of each of the primary's walsenders."""
+    senders = [r for (n, r) in facts.roles if n == "primary" and r.startswith("walsender:")]
+    clues = dataclasses.replace(
+        stored_clues(store, cell, senders),
+        releases=facts.anatomy["releases"] if facts.anatomy is not None else [],
+        release_share={r: facts.frame_share("primary", r, "SyncRepReleaseWaiters")
+                       for r in senders},
+        kills={r: facts.syscall("primary", r, "kill") for r in senders},
+        cpu_us={r: facts.cpu_us("primary", r) for r in senders})
+    chosen = choose(clues)
+    return chosen.role if chosen is not None else None
 
 
 def _perf_unknown(facts: CellFacts, mechanism: str) -> Verdict:
@@ -234,7 +246,7 @@ def rule_wakeup_bound(facts: CellFacts) -> Verdict | None:
         return None
     if facts.perf_missing:
         return _perf_unknown(facts, name)
-    sender = _sync_walsender(facts)
+    sender = facts.sync_walsender
     if sender is None:
         return None
     kills = facts.syscall_figure("primary", sender, "kill")
@@ -577,7 +589,7 @@ def cell_facts(store: Store, cell: StoredCell, cpus: int) -> CellFacts:
     perf_missing = None if any(s == "ran" for s in perf) else ("; ".join(perf) or
                                                                "no perf data stored")
     lb = costs["latency_breakdown"]
-    return CellFacts(
+    facts = CellFacts(
         wakeups={(w["waker_node"], w["waker_role"], w["wakee_node"], w["wakee_role"]):
                  float(w["per_commit"]["mean"] or 0.0) for w in costs["wakeups"]},
         frames={(g["node"], g["role"]): {f["frame"]: f["inclusive"] for f in g["frames"]}
@@ -597,6 +609,8 @@ def cell_facts(store: Store, cell: StoredCell, cpus: int) -> CellFacts:
         busy_spread=busy_spread(store, {r.id: (int(r.transactions), float(r.tps))
                                         for r in repeats if not r.probed}),
     )
+    facts.sync_walsender = _sync_walsender(store, cell, facts)
+    return facts
 
 
 def _anatomy_growth(this: tuple[StoredCell, Anatomy],

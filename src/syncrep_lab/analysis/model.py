@@ -49,6 +49,7 @@ intervals over the repeats. Everything here reads the store; nothing runs.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import random
@@ -58,8 +59,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from syncrep_lab.analysis.anatomy import WAIT_PARTS, Anatomy, cell_anatomy, releasing
+from syncrep_lab.analysis.anatomy import WAIT_PARTS, Anatomy, cell_anatomy
 from syncrep_lab.analysis.costs import CPU_SOURCES, role_values
+from syncrep_lab.analysis.sync_walsender import choose, stored_clues
 from syncrep_lab.measure.stats import mean_ci
 from syncrep_lab.pg.roles import CLIENT_PROGRAMS
 from syncrep_lab.store import Store, StoredCell, queries
@@ -216,7 +218,7 @@ class Traced:
     clients: int
     in_server_us: Interval  # the local flush and the commit wait per commit, as traced
     server_share: Interval  # s: of each client's time, the part in the flush and the wait
-    walsender: str | None  # the walsender that freed the waiters (the most releases)
+    walsender: str | None  # the sync walsender (analysis/sync_walsender.py), if it freed any
     waiters_per_release: float | None
     per_waiter_us: float | None  # its release time over the waiters freed, as traced
     release_share: float | None  # u: the part of a second it spent releasing
@@ -254,7 +256,12 @@ def traced_commit(store: Store, cell: StoredCell) -> tuple[Traced | None, str | 
         return None, "the commit anatomy timed no commit in this cell"
     r = sum_intervals(in_server)
     share = Interval(*(x * tps / clients / 1e6 for x in (r.mean, r.low, r.high)))
-    busiest = releasing(anatomy["releases"])
+    # the one rule names the walsender; its releases as the anatomy timed them
+    chosen = choose(dataclasses.replace(
+        stored_clues(store, cell, [r["walsender"] for r in anatomy["releases"]]),
+        releases=anatomy["releases"]))
+    busiest = next((r for r in anatomy["releases"] if chosen is not None
+                    and r["walsender"] == chosen.role and r["waiters_per_release"]), None)
     per_waiter = float(busiest["per_waiter_us"] or 0) if busiest is not None else None
     return Traced(anatomy, len(traced), tps, clients, r, share,
                   busiest["walsender"] if busiest is not None else None,

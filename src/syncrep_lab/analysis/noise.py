@@ -17,11 +17,13 @@ import dataclasses
 import itertools
 import math
 import statistics
-from collections.abc import Iterable, Sequence
+from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from syncrep_lab.analysis.sync_walsender import choose, stored_clues
 from syncrep_lab.measure.stats import Correlation, MeanCI, mean_ci, pearson
 from syncrep_lab.measure.variance import (
     PARTS,
@@ -32,8 +34,6 @@ from syncrep_lab.measure.variance import (
     pooled_split,
     repeat_length,
 )
-from syncrep_lab.pg.replication import WAITING_LEVELS
-from syncrep_lab.pg.sync_names import SyncNamesError, expect, parse
 from syncrep_lab.store import Store, StoredCell, StoredRepeat, queries
 
 # What dominates, in words (a repeat's noise "sits" there), and what it means for a budget.
@@ -109,37 +109,11 @@ class WalsenderNoise:
     MIN_CORRELATED repeats, or when either does not vary)."""
 
     role: str  # walsender:NAME
-    chosen_by: str  # pg_stat_replication | synchronous_standby_names
+    chosen_by: str  # what told (analysis/sync_walsender.py: pg_stat_replication, ...)
     shares: list[float]  # per measured repeat with the figure, in the order they ran
     share: MeanCI
     migrations_per_s: float | None  # mean over those repeats; None: not read here
     correlation: Correlation | None
-
-
-def sync_walsender(store: Store, cell: StoredCell, walsenders: Iterable[str]
-                   ) -> tuple[str, str] | None:
-    """The walsender a commit of the cell waits for (``walsender:b``) and how it was
-    told: the one standby the primary showed as ``sync`` in the cell's stored
-    replication samples (pg_stat_replication, sampled in probed repeats), else the one
-    the cell's synchronous_standby_names make ``sync`` among ``walsenders`` (the
-    primary's ``walsender:NAME`` roles the tracker found). None where commits do not
-    wait for a standby (off, local), where no single standby is the sync one (ANY:
-    every one is quorum; FIRST 2: both are sync) and where nothing tells (an attached
-    cluster's names, no walsender)."""
-    if cell.params.get("synchronous_commit") not in WAITING_LEVELS:
-        return None
-    everything = [r.id for r in store.repeats(cell.id)]
-    seen = {s.standby for s in queries.replication_summary(store, everything)
-            if "sync" in (s.states or "").split(",")}
-    if seen:
-        return (f"walsender:{seen.pop()}", "pg_stat_replication") if len(seen) == 1 else None
-    standbys = sorted({role.split(":", 1)[1] for role in walsenders})
-    try:
-        names = parse(str(cell.params.get("sync") or ""))
-    except SyncNamesError:
-        return None
-    chosen = [s for s, state in expect(names, standbys).states.items() if state == "sync"]
-    return (f"walsender:{chosen[0]}", "synchronous_standby_names") if len(chosen) == 1 else None
 
 
 def cell_walsender(store: Store, cell: StoredCell) -> WalsenderNoise | None:
@@ -152,10 +126,15 @@ def cell_walsender(store: Store, cell: StoredCell) -> WalsenderNoise | None:
     senders = [(repeat_id, row) for repeat_id, row in
                queries.proc_costs_of(store, [r.id for r in measured])
                if row.node == "primary" and row.role.startswith("walsender:")]
-    chosen = sync_walsender(store, cell, {row.role for _, row in senders})
+    # the rule's last clue: over the same repeats, the CPU ranks as the CPU per commit
+    cpu: dict[str, float] = defaultdict(float)
+    for _, row in senders:
+        cpu[row.role] += row.user_ms + row.system_ms
+    clues = dataclasses.replace(stored_clues(store, cell, cpu), cpu_us=cpu)
+    chosen = choose(clues)
     if chosen is None:
         return None
-    role, how = chosen
+    role, how = chosen.role, chosen.told_by
     rows = {repeat_id: row for repeat_id, row in senders if row.role == role}
     timed: list[tuple[StoredRepeat, float, int | None]] = [
         (r, float(rows[r.id].run_delay_ms or 0.0), rows[r.id].migrations)

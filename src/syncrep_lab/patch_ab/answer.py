@@ -20,6 +20,7 @@ pairs each patched cell with its stock cell and gathers:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import datetime
 from pathlib import Path
@@ -29,8 +30,8 @@ from syncrep_lab.analysis.anatomy import cell_anatomy, releasing
 from syncrep_lab.analysis.compare import compare_figure, cost_changes
 from syncrep_lab.analysis.costs import cell_costs, cluster_version, role_values, untraced_cpu
 from syncrep_lab.analysis.model import finite, run_model
-from syncrep_lab.analysis.noise import sync_walsender
 from syncrep_lab.analysis.ratios import ratios_to_baseline
+from syncrep_lab.analysis.sync_walsender import choose, stored_clues
 from syncrep_lab.measure.pairing import ratio_of
 from syncrep_lab.patch_ab.flamediff import cell_diffs, mark_moved
 from syncrep_lab.patch_ab.spec import CONTROL_LEVELS, REFERENCE_CORES
@@ -47,12 +48,20 @@ def _side(fig: dict[str, Any]) -> dict[str, Any]:
     return {k: fig[k] for k in ("n", "mean", "low", "high")}
 
 
-def _figure(name: str, a: list[float], b: list[float]) -> dict[str, Any]:
-    """Stock (a) against patched (b): each side's mean and interval, B/A with its."""
+def _moved(test: dict[str, Any] | None, alpha_each: float) -> bool:
+    """Whether Welch's test says a figure moved at the per-figure level of the cell's
+    family (:func:`_costs`)."""
+    return test is not None and test["p_value"] < alpha_each
+
+
+def _figure(name: str, a: list[float], b: list[float], alpha_each: float
+            ) -> dict[str, Any]:
+    """Stock (a) against patched (b): each side's mean and interval, B/A with its;
+    ``significant`` at ``alpha_each`` (the cell's family-wise level shared out)."""
     fig = compare_figure(name, "per commit", a, b, None)
     return {"stock": _side(fig["a"]), "patched": _side(fig["b"]), "ratio": fig["ratio"],
             "low": fig["ratio_low"], "high": fig["ratio_high"],
-            "significant": fig["significant"]}
+            "significant": _moved(fig["test"], alpha_each)}
 
 
 def _paired_cpu(store: Store, stock: StoredCell, patched: StoredCell, confidence: float
@@ -80,12 +89,23 @@ def _role_rank(role: dict[str, Any]) -> tuple[int, int, str]:
 
 
 def _costs(store: Store, stock: StoredCell, patched: StoredCell, confidence: float
-           ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]:
+           ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str], int]:
     """Per role both sides have: CPU µs per commit (B/A paired by round where it can
     be, else Welch's over the repeats) and system calls per commit; then the costs that
-    moved most (compare's ranking, those whose test says they moved), and notes."""
+    moved most (compare's ranking, those whose test says they moved), notes, and how
+    many figures were tested.
+
+    A figure is marked as moved (``significant``) at 1 - ``confidence`` over all the
+    figures the cell compares (Bonferroni: each at that level divided by their number,
+    every role's CPU, context switches and system calls), as the flame graphs' frames
+    are: marked at that level each, some 24 rows a side would show one move in most
+    cells that did not move at all. The intervals shown stay at ``confidence`` each."""
     va, vb = role_values(store, stock.id), role_values(store, patched.id)
+    changes = cost_changes(va, vb, top=MOVED * 4)
+    tested = max(1, changes["compared"])
+    alpha_each = (1 - confidence) / tested
     paired = _paired_cpu(store, stock, patched, confidence)
+    paired_each = _paired_cpu(store, stock, patched, 1 - alpha_each)
     by_b = {(r["node"], r["role"]): r for r in vb}
     roles = []
     for ra in va:
@@ -98,29 +118,32 @@ def _costs(store: Store, stock: StoredCell, patched: StoredCell, confidence: flo
         if ra["cpu_source"] == rb["cpu_source"] and ra["cpu_us_per_commit"] \
                 and rb["cpu_us_per_commit"] \
                 and max(*ra["cpu_us_per_commit"], *rb["cpu_us_per_commit"]) > 0:
-            fig = _figure("CPU µs", ra["cpu_us_per_commit"], rb["cpu_us_per_commit"])
-            pair = paired.get((ra["node"], ra["role"])) if ra["cpu_source"] == "untraced" \
-                else None
+            fig = _figure("CPU µs", ra["cpu_us_per_commit"], rb["cpu_us_per_commit"],
+                          alpha_each)
+            key = (ra["node"], ra["role"])
+            pair = paired.get(key) if ra["cpu_source"] == "untraced" else None
+            each = paired_each.get(key)
             fig["paired_rounds"] = None
-            if pair is not None and pair["low"] is not None and pair["high"] is not None:
+            if pair is not None and pair["low"] is not None and pair["high"] is not None \
+                    and each is not None and each["low"] is not None \
+                    and each["high"] is not None:
                 fig.update(ratio=pair["ratio"], low=pair["low"], high=pair["high"],
-                           significant=not pair["low"] <= 1 <= pair["high"],
+                           significant=not each["low"] <= 1 <= each["high"],
                            paired_rounds=pair["rounds"])
             entry["cpu_us"] = fig
         calls = ra["syscalls_per_commit"].keys() & rb["syscalls_per_commit"].keys()
         for name in sorted(calls):
             a, b = ra["syscalls_per_commit"][name], rb["syscalls_per_commit"][name]
             if a and b and max(sum(a) / len(a), sum(b) / len(b)) >= SYSCALL_FLOOR:
-                entry["syscalls"][name] = _figure(name, a, b)
+                entry["syscalls"][name] = _figure(name, a, b, alpha_each)
         if entry["cpu_us"] is not None or entry["syscalls"]:
             roles.append(entry)
     roles.sort(key=_role_rank)
-    changes = cost_changes(va, vb, top=MOVED * 4)
     moved = [{"node": c["node"], "role": c["role"], "figure": c["figure"],
               "kind": c["kind"], "stock": c["a"]["mean"], "patched": c["b"]["mean"],
               "ratio": c["ratio"], "low": c["ratio_low"], "high": c["ratio_high"]}
-             for c in changes["top"] if c["significant"]][:MOVED]
-    return roles, moved, changes["notes"]
+             for c in changes["top"] if _moved(c["test"], alpha_each)][:MOVED]
+    return roles, moved, changes["notes"], tested
 
 
 def _cpu_means(roles: list[dict[str, Any]]
@@ -167,27 +190,26 @@ def _gprof(store: Store, stock: StoredCell, patched: StoredCell
     return out
 
 
-def _sync_walsender(model: dict[str, Any], anatomy: dict[str, Any] | None,
-                    told: str | None) -> str | None:
-    """The walsender that releases the waiters: ``told``, the one the server itself
-    showed as sync (analysis/noise.sync_walsender), else the one the commit anatomy saw
-    free waiters, else the one whose flame graph spends the most in
-    SyncRepReleaseWaiters (a potential standby's returns at once), else the one with
-    the most CPU per commit."""
+def _sync_walsender(store: Store, cell: StoredCell, model: dict[str, Any] | None,
+                    anatomy: dict[str, Any] | None) -> str | None:
+    """The walsender that releases the waiters, by the one rule
+    (analysis/sync_walsender.py), among those the model bounds: the server's word, the
+    names, then the commit anatomy's, the flame graph's (the model's serial share), the
+    CPU per commit's."""
+    if model is None:
+        return None
     senders = {b["resource"]: b for b in model["bounds"] if b["kind"] == "process"
-               and b["resource"].startswith("walsender")}
+               and b["resource"].startswith("walsender:")}
     if not senders:
         return None
-    if told in senders:
-        return told
-    releases = (anatomy or {}).get("releases")
-    if releases and releases.get("walsender") in senders:
-        return str(releases["walsender"])
-    shares = [(s["share"], s["role"]) for s in model["serial"] if s["role"] in senders]
-    if shares and max(shares)[0] > 0:
-        return str(max(shares)[1])
-    return str(max(senders.values(), key=lambda b: b["demand_us_per_commit"] or 0.0)
-               ["resource"])
+    freed = (anatomy or {}).get("releases")
+    clues = dataclasses.replace(
+        stored_clues(store, cell, senders),
+        releases=[freed] if freed else [],
+        release_share={s["role"]: s["share"] for s in model["serial"] if s["share"]},
+        cpu_us={r: b["demand_us_per_commit"] or 0.0 for r, b in senders.items()})
+    chosen = choose(clues)
+    return chosen.role if chosen is not None else None
 
 
 def _walsender(model: dict[str, Any] | None, role: str) -> dict[str, Any] | None:
@@ -209,24 +231,12 @@ def _walsender(model: dict[str, Any] | None, role: str) -> dict[str, Any] | None
             "max_tps_at_cores": (what_if.get("max_tps") or {}).get("mean")}
 
 
-def _told(store: Store, cell: StoredCell, roles: list[dict[str, Any]]) -> str | None:
-    """The sync walsender as the server showed it (pg_stat_replication's sync state in
-    the probed repeats, else synchronous_standby_names), among the primary's
-    walsenders; None where commits do not wait or no single one is sync."""
-    found = sync_walsender(store, cell, [r["role"] for r in roles if r["node"] == "primary"
-                                         and r["role"].startswith("walsender:")])
-    return found[0] if found else None
-
-
 def _model(stock: dict[str, Any] | None, patched: dict[str, Any] | None,
-           anatomy: dict[str, Any] | None, roles: list[dict[str, Any]], cores: float,
-           told: str | None) -> dict[str, Any] | None:
+           roles: list[dict[str, Any]], cores: float, role_name: str | None
+           ) -> dict[str, Any] | None:
     """The sync walsender's bound on each side and how it moves: 1 / its CPU per commit,
     so the bound's ratio is the inverse of the cost's (with the cost's interval)."""
-    if stock is None or patched is None:
-        return None
-    role_name = _sync_walsender(stock, anatomy, told)
-    if role_name is None:
+    if stock is None or patched is None or role_name is None:
         return None
     ws_a, ws_b = _walsender(stock, role_name), _walsender(patched, role_name)
     if ws_a is None or ws_b is None:
@@ -302,9 +312,11 @@ def read_answer(folder: Path, stock_name: str, patched_name: str, diffs: Path
             if stock.status == "done" and cell.status == "done":
                 versions.setdefault("stock", cluster_version(store, stock))
                 versions.setdefault("patched", cluster_version(store, cell))
-                roles, moved, notes = _costs(store, stock, cell, spec.run.confidence)
+                roles, moved, notes, tested = _costs(store, stock, cell,
+                                                     spec.run.confidence)
                 anatomy = {"stock": _anatomy(store, stock), "patched": _anatomy(store, cell)}
-                entry.update(roles=roles, moved=moved, cost_notes=notes, anatomy=anatomy,
+                entry.update(roles=roles, moved=moved, cost_notes=notes,
+                             figures_tested=tested, anatomy=anatomy,
                              gprof=_gprof(store, stock, cell),
                              flame=cell_diffs(store, stock.id, cell.id,
                                               spec.probes.flame_hz,
@@ -312,8 +324,10 @@ def read_answer(folder: Path, stock_name: str, patched_name: str, diffs: Path
                                               f"{level}, {clients} clients",
                                               _cpu_means(roles)),
                              model=_model(models.get(stock.idx), models.get(cell.idx),
-                                          anatomy["stock"], roles, cores,
-                                          _told(store, stock, roles)))
+                                          roles, cores,
+                                          _sync_walsender(store, stock,
+                                                          models.get(stock.idx),
+                                                          anatomy["stock"])))
             out_cells.append(entry)
         out_cells.sort(key=lambda c: (c["control"], _level_rank(c["level"]), c["clients"]))
         z_crit = mark_moved([g for c in out_cells for g in c.get("flame") or []])

@@ -273,12 +273,17 @@ def summary_lines(answer: dict[str, Any]) -> list[str]:
             c["verdict"] in ("faster", "slower")
             or c["clients"] == max(x["clients"] for x in ab["cells"]))]
         if shown:
-            lines += ["", "Per commit, stock -> patched (B/A and its 95 % interval; * moved)"]
+            conf = round(100 * ab["confidence"])
+            lines += ["", f"Per commit, stock -> patched (B/A and its {conf} % interval; "
+                          "* moved)"]
             lines += wrap("CPU µs from /proc over the measured repeats; system calls "
                           "counted by perf in the probed repeats. The cells at the most "
-                          "clients and those that moved; every cell is in ab.json.")
+                          "clients and those that moved; every cell is in ab.json. "
+                          f"* : moved at {100 - conf} % over all the figures the cell "
+                          "compares (Bonferroni: each at that level divided by their "
+                          "number, given beside the cell).")
         for cell in shown:
-            lines += ["", _head(cell)]
+            lines += ["", f"{_head(cell)}: {cell['figures_tested']} figures compared"]
             lines += _cpu_lines(cell)
             sync = (ab.get("sync_walsender") if cell["control"]
                     else (cell.get("model") or {}).get("walsender"))
