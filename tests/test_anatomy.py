@@ -39,7 +39,7 @@ from syncrep_lab.run.workload import (
 )
 from syncrep_lab.store import AnatomyRow, ProbeRow, ProbeRows, Store
 
-from .helpers import as_nobody, cli, shared_tmp
+from .helpers import as_nobody, cli, shared_tmp, wait_until
 
 UPROBE_EVENTS = Path("/sys/kernel/tracing/uprobe_events")
 
@@ -402,6 +402,116 @@ def test_another_cluster_of_the_same_binary_is_not_counted(
     assert ours and theirs and theirs > 0.3 * ours, (ours, theirs)
     wait = _by_component(rows.anatomy)["commit_wait"]
     assert abs(wait.count - ours) <= 0.03 * ours, (wait.count, ours, theirs)
+
+
+SLOW_FLUSH_MS = 40  # each fdatasync of the sync standby's walreceiver, made this long
+
+
+def _slowed_flushes(manifest: Manifest, standby: str) -> subprocess.Popen[bytes]:
+    """strace on ``standby``'s walreceiver, each of its fdatasync (its WAL flush: the
+    benchmark profile keeps fsync on) delayed SLOW_FLUSH_MS on its way out; attached
+    when this returns."""
+    from syncrep_lab.pg.roles import node_processes
+
+    node = next(n for n in manifest.nodes if n.name == standby)
+    postmaster = server.postmaster_pid(node.data_dir(manifest.dir))
+    assert postmaster is not None
+    receiver = next(p for p in node_processes(standby, postmaster) if p.label == "walreceiver")
+    tracer = subprocess.Popen(
+        ["strace", "-qq", "-e", "trace=fdatasync",
+         "-e", f"inject=fdatasync:delay_exit={SLOW_FLUSH_MS * 1000}", "-o", "/dev/null",
+         "-p", str(receiver.pid)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def traced() -> bool:
+        status = Path(f"/proc/{receiver.pid}/status").read_text()
+        return int(status.split("TracerPid:")[1].split()[0]) == tracer.pid
+
+    wait_until(lambda: traced() or tracer.poll() is not None, 20, "strace to attach")
+    assert tracer.poll() is None, "strace ended without attaching"
+    return tracer
+
+
+PACE_MS = 80  # each client's pause after a commit: longer than b's flush, so that each
+# commit finds b's walreceiver idle, not busy flushing the one before (it reads nothing
+# while it flushes, and a commit that came meanwhile waits for that flush at any level)
+
+
+def test_each_level_waits_for_what_it_must(cluster: Manifest, tmp_path: Path) -> None:
+    """Real servers, each level's commits timed: ``off`` neither flushes nor waits for a
+    standby; ``local`` flushes and does not wait; ``remote_write`` waits for the sync
+    standby's write, not its flush; ``on`` for its flush too. The sync standby's (b's)
+    flushes slowed by 40 ms each, ``on``'s wait for the standby takes them and
+    ``remote_write``'s does not: b replies with what it has written before it flushes."""
+    timed: dict[str, tuple[dict[str, AnatomyRow], int]] = {}
+    for level in ("off", "local"):
+        rows, run, _ = _recorded(cluster, tmp_path / level, level, clients=4)
+        assert run.summary.transactions is not None
+        timed[level] = (_by_component(rows.anatomy), run.summary.transactions)
+    paced = cluster.dir / "insert-paced.sql"
+    paced.write_text((cluster.dir / "insert.sql").read_text() + f"\n\\sleep {PACE_MS} ms\n")
+    tracer = _slowed_flushes(cluster, "b")
+    try:
+        for level in ("remote_write", "on"):
+            recorder = _recorder(cluster, tmp_path / level)
+            recorder.start()
+            assert recorder.status == ("ran", None), recorder.status
+            run = run_pgbench(resolve(cluster.bin_dir).program("pgbench"),
+                              cluster.conninfo(cluster.primary), paced, clients=2,
+                              threads=2, duration=4, synchronous_commit=level)
+            rows = recorder.stop()
+            assert rows.probes == [ProbeRow("anatomy", "ran", None)], rows.probes
+            assert run.summary.transactions is not None
+            timed[level] = (_by_component(rows.anatomy), run.summary.transactions)
+    finally:
+        tracer.terminate()
+        tracer.wait(timeout=20)
+    for level in ("off", "local"):
+        parts, commits = timed[level]
+        assert commits > 100, (level, commits)
+        assert "commit_wait" not in parts or parts["commit_wait"].count == 0, (level, parts)
+    off, off_commits = timed["off"]
+    local, local_commits = timed["local"]
+    # an off commit does not flush its WAL (the walwriter does, later); a local one does
+    assert off.get("local_flush") is None or off["local_flush"].count < 0.05 * off_commits
+    assert abs(local["local_flush"].count - local_commits) <= 0.05 * local_commits
+    waited = {}
+    for level in ("remote_write", "on"):
+        parts, commits = timed[level]
+        wait = parts["commit_wait"]
+        assert commits >= 20 and abs(wait.count - commits) <= 2, (level, wait.count, commits)
+        standby = parts["standby_wait"]
+        waited[level] = standby.total / standby.count / 1e6  # ms until the release began
+    # on waits for b's flush, remote_write only for its write
+    assert waited["on"] >= 0.8 * SLOW_FLUSH_MS, waited
+    assert waited["remote_write"] <= 0.4 * SLOW_FLUSH_MS, waited
+
+
+def test_without_standbys_no_level_waits_and_off_does_not_flush(
+        make_cluster: Callable[..., Manifest], tmp_path: Path) -> None:
+    """The seed's group 7 (no standby): ``off`` and ``on`` commits never wait for a
+    standby (none is named: the wait returns at once, signalled by nobody), and only
+    ``on`` flushes its WAL at commit."""
+    manifest = make_cluster(standbys=0)
+    prepare_tables(manifest.admin_conninfo(manifest.primary), Workload())
+    (manifest.dir / "insert.sql").write_text(script_text(Workload(), 1, manifest.dir))
+    timed = {}
+    for level in ("off", "on"):
+        rows, run, _ = _recorded(manifest, tmp_path / level, level, clients=4)
+        assert run.summary.transactions is not None and run.summary.transactions > 100
+        timed[level] = (_by_component(rows.anatomy), run.summary.transactions)
+        assert not any(r.who.startswith("walsender") for r in rows.anatomy), rows.anatomy
+    off, off_commits = timed["off"]
+    on, on_commits = timed["on"]
+    assert "commit_wait" not in off or off["commit_wait"].count == 0, off
+    assert off.get("local_flush") is None or off["local_flush"].count < 0.05 * off_commits
+    assert abs(on["local_flush"].count - on_commits) <= 0.05 * on_commits
+    # each on commit enters the wait and leaves it at once, signalled by nobody (4 µs
+    # on average here)
+    wait = on["commit_wait"]
+    assert abs(wait.count - on_commits) <= 0.05 * on_commits, (wait, on_commits)
+    assert on["unsignalled"].count == wait.count and "standby_wait" not in on, on
+    assert wait.total / wait.count < 1e6, wait  # under a millisecond on average
 
 
 def _hog(cpu: int, seconds: float) -> int:
