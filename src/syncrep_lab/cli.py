@@ -369,11 +369,13 @@ def _latest_run() -> Path:
               help="Attached cluster: let the run change synchronous_standby_names (put "
                    "back at the end). Without it nothing of the cluster's is changed.")
 @click.option("--budget", default=None,
-              help="No new round once this much time has run (90s, 10m, 1h); overrides "
-                   "run.budget.")
+              help="How long the command may take, from its start to its report (90s, "
+                   "10m, 1h): no round starts that would not leave time for the probed "
+                   "repeats and the end; overrides run.budget.")
 def run(spec_file: Path | None, preset: str | None, out: Path | None, resume: bool,
         check: bool, allow_alter: bool, budget: str | None) -> None:
     """Run an experiment: a TOML spec, or a preset (default: seed)."""
+    started = time.monotonic()  # what the budget is counted from
     from syncrep_lab.plan import spec as specs
 
     if budget is not None:
@@ -396,7 +398,8 @@ def run(spec_file: Path | None, preset: str | None, out: Path | None, resume: bo
         from syncrep_lab.terminal.progress import RunDisplay
 
         with _resume_hint(out), RunDisplay(out) as display:
-            resume_run(out, display.events, allow_alter=allow_alter, budget=budget)
+            resume_run(out, display.events, allow_alter=allow_alter, budget=budget,
+                       started=started)
         _finish(out)
         return
     if spec_file and preset:
@@ -429,7 +432,8 @@ def run(spec_file: Path | None, preset: str | None, out: Path | None, resume: bo
     from syncrep_lab.terminal.progress import RunDisplay
 
     with _resume_hint(out), RunDisplay(out) as display:
-        start_run(spec, text, spec_dir, out, display.events, machine_checked=True)
+        start_run(spec, text, spec_dir, out, display.events, machine_checked=True,
+                  started=started)
     _finish(out)
 
 

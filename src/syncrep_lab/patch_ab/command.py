@@ -166,15 +166,17 @@ def run_ab(prep: Prepared, display: Callable[[Path], AbstractContextManager[Even
         folder = prep.out / f"run-{slug}"
         spec, text = spec_with_builds(prep.data, side.stock.name, side.patched.name,
                                       budget=opts.budget, clients=prep.clients)
+        started = time.monotonic()  # each base's run: its budget from here to its report
         if (folder / "syncrep-lab.sqlite").exists():
             with display(folder) as events:
-                resume_run(folder, events, budget=opts.budget)
+                resume_run(folder, events, budget=opts.budget, started=started)
         else:
             check_machine(spec)
             stored = stored_spec_text(text)
             check_out(folder)
             with display(folder) as events:
-                start_run(spec, stored, prep.spec_dir, folder, events, machine_checked=True)
+                start_run(spec, stored, prep.spec_dir, folder, events, machine_checked=True,
+                          started=started)
         report = _report(folder, progress)
         diffs = prep.out / f"flamediff-{slug}"
         found = read_answer(folder, side.stock.name, side.patched.name, diffs)

@@ -22,8 +22,9 @@ import json
 import math
 import secrets
 import sqlite3
+import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -92,11 +93,30 @@ class Events:
     message: Callable[[str], None] = lambda text: None
 
 
+# What the budget keeps for the command's end after the last repeat: the results, the
+# verdicts and the report (2 s for two cells with every probe here).
+FINISH_SECONDS = 8.0
+# A probed repeat's wall time beyond a measured one's and its warm-up (its probes' start
+# and stop, the flame graphs folded: 2.5 to 4.5 s here with every probe on, the commit
+# anatomy's 2.4 s), until one of this run has been timed.
+PROBE_EXTRA_SECONDS = 3.0
+
+
 class Runner:
     def __init__(self, store: Store, spec: Spec, spec_text: str, spec_dir: Path,
-                 run_id: int, events: Events | None = None) -> None:
+                 run_id: int, events: Events | None = None, *,
+                 started: float | None = None) -> None:
+        """``started``: when the command began (time.monotonic()), from which its budget
+        runs; now when not given."""
         self.store = store
         self.spec = spec
+        # The budget bounds the command, from its start to its report: the rounds get
+        # what the clusters, the probed repeats and the end leave of it.
+        budget = spec.run.budget_seconds
+        self.deadline = (None if budget is None else
+                         (time.monotonic() if started is None else started)
+                         + budget - FINISH_SECONDS)
+        self._probed_walls: list[float] = []  # each probed repeat's wall seconds, this run
         self.spec_text = spec_text
         self.spec_dir = spec_dir
         self.run_id = run_id
@@ -145,11 +165,8 @@ class Runner:
         todo = [c for c in plan.cells if rows[c.key].status not in ("done", "failed")]
         try:
             if self.order == "blocked":
-                budget = self.spec.run.budget_seconds
-                started = time.monotonic()
                 for left, cell in zip(range(len(todo), 0, -1), todo, strict=True):
-                    self._run_cell(cell, rows[cell.key].id,
-                                   _share(budget, started, 1, left))
+                    self._run_cell(cell, rows[cell.key].id, self._ends(1, left))
             else:
                 self._run_units(todo, plan.cells, rows)
         except BaseException:
@@ -175,11 +192,45 @@ class Runner:
             self.events.message(f"could not take the run's cluster down ({exc}); "
                                 "syncrep-lab clean removes what is left")
 
-    def _run_cell(self, cell: Cell, cell_id: int, budget: float | None = None) -> None:
+    def _ends(self, cells: int, left: int) -> float | None:
+        """When ``cells`` of the ``left`` cells still to run must be done with: their
+        share of what is left of the budget, from now."""
+        if self.deadline is None:
+            return None
+        now_s = time.monotonic()
+        return now_s + max(0.0, self.deadline - now_s) * cells / left
+
+    def _probed_left(self, run: CellRun) -> int:
+        """The probed repeats (the commit anatomy's too, where asked for) a cell has still
+        to run."""
+        probes = self.spec.probes
+        if probes.probed_repeats <= 0:
+            return 0
+        stored = [r.probed for r in self.store.repeats(run.cell_id)]
+        left = max(0, probes.probed_repeats - stored.count(PROBED))
+        if probes.anatomy:
+            left += max(0, probes.anatomy_repeats - stored.count(ANATOMY))
+        return left
+
+    def _no_time_for(self, step_s: float, runs: Iterable[CellRun], ends: float | None
+                     ) -> bool:
+        """Whether one more step of ``step_s`` seconds (a round, a repeat) would leave too
+        little before ``ends`` for the probed repeats of ``runs``: as long as those of
+        this run took, else a measured repeat's time, a warm-up and PROBE_EXTRA_SECONDS
+        each."""
+        if ends is None:
+            return False
+        runs = list(runs)
+        per = (statistics.fmean(self._probed_walls) if self._probed_walls else
+               step_s / max(1, len(runs)) + self.spec.workload.warmup + PROBE_EXTRA_SECONDS)
+        closing = per * sum(self._probed_left(r) for r in runs)
+        return time.monotonic() + step_s + closing > ends
+
+    def _run_cell(self, cell: Cell, cell_id: int, ends: float | None = None) -> None:
         self.events.cell_start(cell)
         self.store.update_cell(cell_id, status="running", started_at=now(), error=None)
         try:
-            summary = self._measure(cell, cell_id, budget)
+            summary = self._measure(cell, cell_id, ends)
         except Exception as exc:  # a failed cell is a result; the run goes on
             self._cell_failed(cell, cell_id, exc)
             return
@@ -212,18 +263,22 @@ class Runner:
 
     # --- one cell after another (run.order = "blocked") -----------------------------------
 
-    def _measure(self, cell: Cell, cell_id: int, budget: float | None) -> dict[str, Any]:
+    def _measure(self, cell: Cell, cell_id: int, ends: float | None) -> dict[str, Any]:
         run = self._cell_run(cell, cell_id)
         self._enter(run, fresh_tables=True)
         tps = [float(r.tps) for r in self.store.repeats(cell_id) if not r.probed]
         ctl = self.spec.run
-        started, spent = time.monotonic(), False
+        spent, walls = False, list[float]()
         while len(tps) < ctl.repeats_max and not self._enough(tps):
-            if budget is not None and len(tps) >= 2 and time.monotonic() - started >= budget:
-                spent = True  # as in rounds: never below 2 repeats
+            # as in rounds: never below 2 repeats
+            if len(tps) >= 2 and walls and self._no_time_for(
+                    statistics.fmean(walls), [run], ends):
+                spent = True
                 break
             self.events.phase(cell, f"repeat {len(tps) + 1}")
+            began = time.monotonic()
             tps.append(self._measured(run, None, None))
+            walls.append(time.monotonic() - began)
             self.events.repeat(cell, len(tps), tps[-1])
         self._probed(run)
         reason = "ci" if self._enough(tps) else "budget" if spent else "max"
@@ -251,28 +306,28 @@ class Runner:
             self.events.message(plan.said)
             if self.store.run(self.run_id).order_note is None:  # resumed: as it began
                 self.store.set_order_note(self.run_id, plan.said)
-        budget = self.spec.run.budget_seconds
-        started, left = time.monotonic(), len(todo)
+        left = len(todo)
         # the plan's clusters in order (done ones included: the numbering must not move
         # on resume)
         keys = list(dict.fromkeys(c.cluster_key for c in every))
         for unit in plan.units:
             cells = unit.cells
-            share = _share(budget, started, len(cells), left)
+            ends = self._ends(len(cells), left)
             self.pool.keep = {g[0].cluster_key for g in unit.groups}
             # the rounds of each unit are numbered apart (from ROUND_SPAN times the place
             # of its first cluster in the plan, + 1), so that no analysis pairs repeats
             # of two units that ran at other times
             first = min(keys.index(g[0].cluster_key) for g in unit.groups)
-            self._run_group(cells, {c.key: rows[c.key].id for c in cells}, share,
+            self._run_group(cells, {c.key: rows[c.key].id for c in cells}, ends,
                             base=first * ROUND_SPAN)
             left -= len(cells)
         self.pool.keep = set()
 
-    def _run_group(self, cells: list[Cell], ids: dict[str, int], budget: float | None,
+    def _run_group(self, cells: list[Cell], ids: dict[str, int], ends: float | None,
                    base: int = 0) -> None:
         """Round after round, one repeat of every cell still needed, in an order shuffled
-        per round (run/rounds.py); then the probed repeats, cell by cell."""
+        per round (run/rounds.py); then the probed repeats, cell by cell. No round starts
+        that would leave too little before ``ends`` for the probed repeats."""
         by_index = {c.index: c for c in cells}
         runs = {c.index: self._cell_run(c, ids[c.key]) for c in cells}
         base_of = baselines([(c.index, with_defaults(c.params())) for c in cells],
@@ -294,10 +349,12 @@ class Runner:
             while (step := rounds.next_round()) is not None:
                 # the budget never cuts a cluster below 2 rounds: the fewest that give
                 # an interval at all
-                if (budget is not None and step[0] - rounds.base > 2
-                        and time.monotonic() - started >= budget):
+                if step[0] - rounds.base > 2 and ran and self._no_time_for(
+                        (time.monotonic() - started) / ran,
+                        [runs[i] for i, m in rounds.members.items() if not m.failed], ends):
                     spent = True
-                    self.events.message(f"the budget ({ctl.budget}) is spent: no new round")
+                    self.events.message(f"the budget ({ctl.budget}) leaves no time for "
+                                        "another round and the probed repeats")
                     break
                 round_no, order = step
                 for position, idx in enumerate(order):
@@ -410,11 +467,13 @@ class Runner:
         stored = [r.probed for r in self.store.repeats(run.cell_id)]
         probed = stored.count(PROBED)
         while probed < self.spec.probes.probed_repeats:
+            began = time.monotonic()
             self._enter(run)
             probed += 1
             run.n += 1
             self.events.phase(run.cell, f"probed repeat {probed}")
             Repeat(self, run, kind=PROBED).measure()
+            self._probed_walls.append(time.monotonic() - began)
         # The commit anatomy's traps cost a quarter of the throughput where the kernel
         # steps them out of line (docs/decisions.md): a repeat of its own, so no other
         # probe's figure carries them. Where it cannot run, the probed repeat said why.
@@ -427,12 +486,14 @@ class Runner:
                 and anatomies < wanted and target is not None
                 and anatomy_unavailable(self.cluster.targets or [target]) is None):
             while anatomies < wanted:
+                began = time.monotonic()
                 self._enter(run)
                 anatomies += 1
                 run.n += 1
                 self.events.phase(run.cell, "commit anatomy" if wanted == 1
                                   else f"commit anatomy {anatomies}")
                 Repeat(self, run, kind=ANATOMY).measure()
+                self._probed_walls.append(time.monotonic() - began)
 
     def reset(self, cell: Cell) -> bool:
         """Each repeat from the same state (run/reset.py); whether a standby was
@@ -504,14 +565,6 @@ class CellRun:
     warmed_in: int = -1  # the cluster generation its warm-up ran in
 
 
-def _share(budget: float | None, started: float, cells: int, left: int) -> float | None:
-    """The run's budget, shared: ``cells`` of the ``left`` cells still to run get their
-    part of what is left of it when their turn comes."""
-    if budget is None:
-        return None
-    return max(0.0, budget - (time.monotonic() - started)) * cells / left
-
-
 ROUND_SPAN = 10_000  # round numbers per unit (repeats_max is at most 1000)
 
 
@@ -566,7 +619,8 @@ def stored_spec_text(spec_text: str) -> str:
 
 
 def start_run(spec: Spec, spec_text: str, spec_dir: Path, out: Path,
-              events: Events | None = None, *, machine_checked: bool = False) -> Path:
+              events: Events | None = None, *, machine_checked: bool = False,
+              started: float | None = None) -> Path:
     """A new run in ``out`` (which must not hold one already).
 
     The machine (and every SSH host and attached server the spec names) is checked here
@@ -594,7 +648,7 @@ def start_run(spec: Spec, spec_text: str, spec_dir: Path, out: Path,
             if problem is None:
                 raise
             raise problem from None
-        Runner(store, spec, spec_text, spec_dir, run_id, events).execute()
+        Runner(store, spec, spec_text, spec_dir, run_id, events, started=started).execute()
     finally:
         store.close()
     return out
@@ -614,7 +668,7 @@ def _with_masked_passwords_dropped(spec: Spec) -> Spec:
 
 
 def resume_run(out: Path, events: Events | None = None, *, allow_alter: bool = False,
-               budget: str | None = None) -> Path:
+               budget: str | None = None, started: float | None = None) -> Path:
     out = out.absolute()
     store = Store(out, create=False)
     try:
@@ -630,7 +684,8 @@ def resume_run(out: Path, events: Events | None = None, *, allow_alter: bool = F
                 update={"budget": budget})})
         spec_dir_file = out / "spec-dir"
         spec_dir = Path(spec_dir_file.read_text().strip()) if spec_dir_file.exists() else out
-        Runner(store, spec, run.spec_toml, spec_dir, run.id, events).execute()
+        Runner(store, spec, run.spec_toml, spec_dir, run.id, events,
+               started=started).execute()
     finally:
         store.close()
     return out
