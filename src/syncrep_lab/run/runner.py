@@ -96,9 +96,9 @@ class Events:
 # What the budget keeps for the command's end after the last repeat: the results, the
 # verdicts and the report (2 s for two cells with every probe here).
 FINISH_SECONDS = 8.0
-# A probed repeat's wall time beyond a measured one's and its warm-up (its probes' start
-# and stop, the flame graphs folded: 2.5 to 4.5 s here with every probe on, the commit
-# anatomy's 2.4 s), until one of this run has been timed.
+# A probed repeat's wall time beyond a measured one's in the rounds (its probes' start and
+# stop, the flame graphs folded: 2.6 to 4.5 s here with every probe on, the commit
+# anatomy's 1.2 to 2.1 s), until one of this run has been timed.
 PROBE_EXTRA_SECONDS = 3.0
 
 
@@ -216,13 +216,12 @@ class Runner:
                      ) -> bool:
         """Whether one more step of ``step_s`` seconds (a round, a repeat) would leave too
         little before ``ends`` for the probed repeats of ``runs``: as long as those of
-        this run took, else a measured repeat's time, a warm-up and PROBE_EXTRA_SECONDS
-        each."""
+        this run took, else a measured repeat's time and PROBE_EXTRA_SECONDS each."""
         if ends is None:
             return False
         runs = list(runs)
         per = (statistics.fmean(self._probed_walls) if self._probed_walls else
-               step_s / max(1, len(runs)) + self.spec.workload.warmup + PROBE_EXTRA_SECONDS)
+               step_s / max(1, len(runs)) + PROBE_EXTRA_SECONDS)
         closing = per * sum(self._probed_left(r) for r in runs)
         return time.monotonic() + step_s + closing > ends
 
