@@ -53,6 +53,7 @@ _clusters: set[Path] = set()  # cluster dirs this process made (it wrote their m
 _at_force: list[Callable[[], None]] = []
 RESEND_SECONDS = 0.01
 _resent = False  # the first signal's Interrupted was lost in a finalizer and sent again
+_resend: threading.Timer | None = None  # that signal, on its way
 _other_unraisable: Callable[[sys.UnraisableHookArgs], object] | None = None
 
 _PR_SET_PDEATHSIG = 1
@@ -78,22 +79,26 @@ def install() -> None:
 def _unraisable(args: sys.UnraisableHookArgs) -> None:
     """An exception Python could not raise (in a finalizer): an :class:`Interrupted` is
     sent again as the same signal; anything else goes to the hook there was before."""
-    global _resent
+    global _resent, _resend
     if isinstance(args.exc_value, Interrupted):
         _resent = True
         # from another thread, a moment later: sent from here, the handler would run
         # at once, in this hook, and be lost again (printed by Python itself); if the
         # finalizer still runs when it comes, it comes back here and is sent again
-        threading.Timer(RESEND_SECONDS, os.kill,
-                        (os.getpid(), args.exc_value.signum)).start()
+        _resend = threading.Timer(RESEND_SECONDS, os.kill,
+                                  (os.getpid(), args.exc_value.signum))
+        _resend.start()
         return
     (_other_unraisable or sys.__unraisablehook__)(args)
 
 
 def _handler(signum: int, _frame: FrameType | None) -> None:
-    global _signum, _pending, _resent
+    global _signum, _pending, _resent, _resend
     if _signum is not None and not _resent:
         _force(signum)
+    if _resend is not None:  # a signal of the user's came first: it stands for the lost one
+        _resend.cancel()
+        _resend = None
     _resent = False
     _signum = signum
     if _depth > 0:
