@@ -224,8 +224,8 @@ def _uprobe_events() -> str:
     return UPROBE_EVENTS.read_text() if UPROBE_EVENTS.exists() else ""
 
 
-def _recorded(manifest: Manifest, out: Path, level: str, clients: int = 12
-              ) -> tuple[ProbeRows, PgbenchRun, CommitAnatomy]:
+def _recorded(manifest: Manifest, out: Path, level: str, clients: int = 12,
+              duration: int = 3) -> tuple[ProbeRows, PgbenchRun, CommitAnatomy]:
     events = _uprobe_events()
     recorder = _recorder(manifest, out)
     recorder.start()
@@ -237,7 +237,7 @@ def _recorded(manifest: Manifest, out: Path, level: str, clients: int = 12
     assert recorder.offsets == probe_offsets(recorder.binary, anatomy.SYMBOLS)
     places = file_offsets(recorder.binary, recorder.offsets)
     assert uprobe_points.attached_uprobes(recorder.pid) == _probes_at(places)
-    run = _pgbench(manifest, level, clients)
+    run = _pgbench(manifest, level, clients, duration)
     rows = recorder.stop()
     assert rows.probes == [ProbeRow("anatomy", "ran", None)], rows.probes
     assert _tracers_of_mine() == [] and recorder.pid is None
@@ -445,7 +445,7 @@ def test_each_level_waits_for_what_it_must(cluster: Manifest, tmp_path: Path) ->
     ``remote_write``'s does not: b replies with what it has written before it flushes."""
     timed: dict[str, tuple[dict[str, AnatomyRow], int]] = {}
     for level in ("off", "local"):
-        rows, run, _ = _recorded(cluster, tmp_path / level, level, clients=4)
+        rows, run, _ = _recorded(cluster, tmp_path / level, level, clients=4, duration=2)
         assert run.summary.transactions is not None
         timed[level] = (_by_component(rows.anatomy), run.summary.transactions)
     paced = cluster.dir / "insert-paced.sql"
@@ -458,7 +458,7 @@ def test_each_level_waits_for_what_it_must(cluster: Manifest, tmp_path: Path) ->
             assert recorder.status == ("ran", None), recorder.status
             run = run_pgbench(resolve(cluster.bin_dir).program("pgbench"),
                               cluster.conninfo(cluster.primary), paced, clients=2,
-                              threads=2, duration=4, synchronous_commit=level)
+                              threads=2, duration=3, synchronous_commit=level)
             rows = recorder.stop()
             assert rows.probes == [ProbeRow("anatomy", "ran", None)], rows.probes
             assert run.summary.transactions is not None
@@ -497,7 +497,7 @@ def test_without_standbys_no_level_waits_and_off_does_not_flush(
     (manifest.dir / "insert.sql").write_text(script_text(Workload(), 1, manifest.dir))
     timed = {}
     for level in ("off", "on"):
-        rows, run, _ = _recorded(manifest, tmp_path / level, level, clients=4)
+        rows, run, _ = _recorded(manifest, tmp_path / level, level, clients=4, duration=2)
         assert run.summary.transactions is not None and run.summary.transactions > 100
         timed[level] = (_by_component(rows.anatomy), run.summary.transactions)
         assert not any(r.who.startswith("walsender") for r in rows.anatomy), rows.anatomy
