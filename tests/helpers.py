@@ -176,6 +176,19 @@ def wait_until(check: Callable[[], bool], timeout: float, what: str) -> None:
         time.sleep(0.05)
 
 
+def wait_traced(pid: int, tracer: subprocess.Popen[bytes]) -> None:
+    """Until the kernel shows ``tracer`` (strace -p) attached to ``pid`` (a sleep alone
+    is too short on a loaded machine); fails if the tracer ended first."""
+
+    def traced_by() -> int:
+        status = Path(f"/proc/{pid}/status").read_text()
+        return int(status.split("TracerPid:")[1].split()[0])
+
+    wait_until(lambda: traced_by() == tracer.pid or tracer.poll() is not None, 20,
+               "strace to attach")
+    assert tracer.poll() is None, "strace ended without attaching"
+
+
 def run_cluster_dir(out: Path) -> Path:
     """Where a run builds its (first) cluster."""
     return slot_dir(out.absolute(), 0)

@@ -39,7 +39,7 @@ from syncrep_lab.run.workload import (
 )
 from syncrep_lab.store import AnatomyRow, ProbeRow, ProbeRows, Store
 
-from .helpers import as_nobody, cli, shared_tmp, wait_until
+from .helpers import as_nobody, cli, shared_tmp, wait_traced
 
 UPROBE_EVENTS = Path("/sys/kernel/tracing/uprobe_events")
 
@@ -422,13 +422,7 @@ def _slowed_flushes(manifest: Manifest, standby: str) -> subprocess.Popen[bytes]
          "-e", f"inject=fdatasync:delay_exit={SLOW_FLUSH_MS * 1000}", "-o", "/dev/null",
          "-p", str(receiver.pid)],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-    def traced() -> bool:
-        status = Path(f"/proc/{receiver.pid}/status").read_text()
-        return int(status.split("TracerPid:")[1].split()[0]) == tracer.pid
-
-    wait_until(lambda: traced() or tracer.poll() is not None, 20, "strace to attach")
-    assert tracer.poll() is None, "strace ended without attaching"
+    wait_traced(receiver.pid, tracer)
     return tracer
 
 

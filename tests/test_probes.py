@@ -21,7 +21,7 @@ from syncrep_lab.probes import flamegraph, perfstat, sched
 from syncrep_lab.probes.session import RepeatProbes, walsenders
 from syncrep_lab.run.runner import start_run
 
-from .helpers import cli_here, shared_tmp, wait_until
+from .helpers import cli_here, shared_tmp, wait_traced
 
 
 @pytest.mark.parametrize(
@@ -345,15 +345,9 @@ def test_syscall_counts_match_an_independent_tracer(
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     perf.start()
 
-    def traced_by() -> int:
-        status = Path(f"/proc/{sender.pid}/status").read_text()
-        return int(status.split("TracerPid:")[1].split()[0])
-
-    # both attached before the first commit: strace's attach seen by the kernel (a sleep
-    # alone is too short on a loaded machine), perf's given the same moment
-    wait_until(lambda: traced_by() == strace.pid or strace.poll() is not None, 20,
-               "strace to attach")
-    assert strace.poll() is None, "strace ended without attaching"
+    # both attached before the first commit: strace's attach seen by the kernel, perf's
+    # given the same moment
+    wait_traced(sender.pid, strace)
     time.sleep(0.3)
     run = run_pgbench(resolve(manifest.bin_dir).program("pgbench"),
                       manifest.conninfo(primary), script, clients=4, threads=2,
