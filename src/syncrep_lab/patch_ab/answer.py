@@ -64,10 +64,11 @@ def _figure(name: str, a: list[float], b: list[float], alpha_each: float
             "significant": _moved(fig["test"], alpha_each)}
 
 
-def _paired_cpu(store: Store, stock: StoredCell, patched: StoredCell, confidence: float
-                ) -> dict[tuple[str, str], dict[str, Any]]:
+def _paired_cpu(store: Store, stock: StoredCell, patched: StoredCell,
+                *confidences: float) -> dict[tuple[str, str], list[dict[str, Any]]]:
     """Per role, patched / stock CPU per commit paired by round (as the TPS ratio is:
-    the machine's drift between rounds cancels), where every repeat of both has some."""
+    the machine's drift between rounds cancels), where every repeat of both has some:
+    the ratio at each of ``confidences``, the store read once."""
     rounds = {r.id: r.round for c in (stock, patched) for r in store.repeats(c.id)}
     a, b = untraced_cpu(store, stock.id), untraced_cpu(store, patched.id)
     out = {}
@@ -76,9 +77,9 @@ def _paired_cpu(store: Store, stock: StoredCell, patched: StoredCell, confidence
         vb = [(rounds[i], v) for i, v in b[key].items()]
         if min(v for _, v in va + vb) <= 0:
             continue  # a repeat without a clock tick of it: no log ratio
-        found = ratio_of(vb, va, confidence)
-        if found is not None and found["paired"]:
-            out[key] = found
+        found = [ratio_of(vb, va, c) for c in confidences]
+        if all(f is not None and f["paired"] for f in found):
+            out[key] = [f for f in found if f is not None]
     return out
 
 
@@ -104,8 +105,8 @@ def _costs(store: Store, stock: StoredCell, patched: StoredCell, confidence: flo
     changes = cost_changes(va, vb, top=MOVED * 4)
     tested = max(1, changes["compared"])
     alpha_each = (1 - confidence) / tested
-    paired = _paired_cpu(store, stock, patched, confidence)
-    paired_each = _paired_cpu(store, stock, patched, 1 - alpha_each)
+    # the interval shown, and the one the mark is read from
+    paired = _paired_cpu(store, stock, patched, confidence, 1 - alpha_each)
     by_b = {(r["node"], r["role"]): r for r in vb}
     roles = []
     for ra in va:
@@ -120,9 +121,8 @@ def _costs(store: Store, stock: StoredCell, patched: StoredCell, confidence: flo
                 and max(*ra["cpu_us_per_commit"], *rb["cpu_us_per_commit"]) > 0:
             fig = _figure("CPU µs", ra["cpu_us_per_commit"], rb["cpu_us_per_commit"],
                           alpha_each)
-            key = (ra["node"], ra["role"])
-            pair = paired.get(key) if ra["cpu_source"] == "untraced" else None
-            each = paired_each.get(key)
+            pair, each = paired.get((ra["node"], ra["role"]), (None, None)) \
+                if ra["cpu_source"] == "untraced" else (None, None)
             fig["paired_rounds"] = None
             if pair is not None and pair["low"] is not None and pair["high"] is not None \
                     and each is not None and each["low"] is not None \
