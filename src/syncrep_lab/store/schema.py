@@ -11,8 +11,6 @@ from __future__ import annotations
 import math
 import sqlite3
 
-from syncrep_lab.measure.stats import rate_ci
-
 SCHEMA_VERSION = 14
 
 SCHEMA = """
@@ -291,6 +289,10 @@ def log_scale_intervals(db: sqlite3.Connection) -> None:
     stored interval used (its half width · √n / s: the run's confidence, without
     reading its spec), where they are the values it was computed from (their mean is the
     stored mean); any other cell keeps what it has."""
+    # here, not at the top: the statistics load scipy (a third of a second), and every
+    # command that opens a store imports this module; only an old store's upgrade needs it
+    from syncrep_lab.measure.stats import rate_ci
+
     cells = db.execute("select id, tps_mean, tps_stdev, tps_ci_low, tps_ci_high from cells "
                        "where tps_ci_low is not null and tps_ci_high is not null "
                        "and tps_stdev > 0").fetchall()
