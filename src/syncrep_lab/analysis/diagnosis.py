@@ -31,7 +31,7 @@ from syncrep_lab.analysis.evidence import (
     share_figure,
     wait_samples,
 )
-from syncrep_lab.analysis.sync_walsender import choose, stored_clues
+from syncrep_lab.analysis.sync_walsender import choose, stored_clues, sync_shown
 from syncrep_lab.pg.replication import WAITING_LEVELS
 from syncrep_lab.store import HostRepeatRow, Store, StoredCell, queries
 
@@ -199,8 +199,10 @@ def _sync_walsender(store: Store, cell: StoredCell, facts: CellFacts) -> str | N
     """The walsender the cell's commits wait for, by the one rule, from what the facts
     hold of each of the primary's walsenders."""
     senders = [r for (n, r) in facts.roles if n == "primary" and r.startswith("walsender:")]
+    # the replication samples as cell_costs read them (every repeat of the cell)
+    shown = sync_shown((r["standby"], r["states"]) for r in facts.replication)
     clues = dataclasses.replace(
-        stored_clues(store, cell, senders),
+        stored_clues(store, cell, senders, shown),
         releases=facts.anatomy["releases"] if facts.anatomy is not None else [],
         release_share={r: facts.frame_share("primary", r, "SyncRepReleaseWaiters")
                        for r in senders},

@@ -103,12 +103,22 @@ def _most(figures: Mapping[str, float], walsenders: Collection[str]) -> str | No
     return max(found)[1] if found else None
 
 
-def stored_clues(store: Store, cell: StoredCell, walsenders: Iterable[str]) -> Clues:
+def sync_shown(summaries: Iterable[tuple[str, str | None]]) -> frozenset[str]:
+    """The standbys the primary showed as ``sync``, from (standby, the states it was seen
+    in, comma separated) of the replication samples (queries.replication_summary)."""
+    return frozenset(standby for standby, states in summaries
+                     if "sync" in (states or "").split(","))
+
+
+def stored_clues(store: Store, cell: StoredCell, walsenders: Iterable[str],
+                 shown: Collection[str] | None = None) -> Clues:
     """The clues the store holds for every cell: the level, the names, and the standbys
-    the primary showed as sync in any of the cell's repeats."""
-    everything = [r.id for r in store.repeats(cell.id)]
-    shown = {s.standby for s in queries.replication_summary(store, everything)
-             if "sync" in (s.states or "").split(",")}
+    the primary showed as sync in any of the cell's repeats (``shown``, where the caller
+    has read them already: :func:`sync_shown`)."""
+    if shown is None:
+        everything = [r.id for r in store.repeats(cell.id)]
+        shown = sync_shown((s.standby, s.states)
+                           for s in queries.replication_summary(store, everything))
     return Clues(walsenders=frozenset(walsenders),
                  level=str(cell.params.get("synchronous_commit")),
                  shown_sync=frozenset(shown), sync_names=str(cell.params.get("sync") or ""))
