@@ -424,6 +424,9 @@ def test_role_pinner_pins_roles_and_later_processes(cluster: Manifest) -> None:
             assert wait_for(lambda: cpus_of(walwriter) == "1")
             assert wait_for(lambda: cpus_of(sender) == "1")
             assert cpus_of(checkpointer) == format_cpus(machine_cpus())  # no rule: untouched
+            # The thread records a pin just after the kernel shows it: a pass of
+            # our own waits for the pass in flight before the record is read.
+            pinner.poll()
             applied = pinner.applied
             assert applied[backend] == ("backend", [0])
             assert applied[walwriter] == ("walwriter", [1])
@@ -434,6 +437,7 @@ def test_role_pinner_pins_roles_and_later_processes(cluster: Manifest) -> None:
             assert wait_for(lambda: any(p != sender for p in senders.rows()), timeout=10)
             new_sender = next(p for p in senders.rows() if p != sender)
             assert wait_for(lambda: cpus_of(new_sender) == "1", timeout=2)
+            pinner.poll()
             assert pinner.applied[new_sender] == ("walsender:b", [1])
             assert senders.asks[new_sender] == 4  # unknown three times, then named
             assert sender not in pinner.applied  # gone processes are dropped
