@@ -155,6 +155,10 @@ SPECS: dict[str, tuple[list[str], int | None]] = {
     "placement_unknown_node": (["placements.p.cpus.z: 'z' is not a node"], 4),
     "placement_unknown_role": (["placements.p.pin.walsendr: 'walsendr' is not a role"], 4),
     "placement_not_defined": (["no placement 'nowhere' (define [placements.nowhere])"], 4),
+    "quota_on_postmaster": (["placements.p.quota.postmaster: 'postmaster' is not a role a "
+                             "quota can hold", "children would start in its quota"], 4),
+    "quota_too_small": (["placements.p.quota.walsender:b: a share of 0.0001 CPUs",
+                         "the kernel's 1 ms quota"], 4),
     "numa_policy_unknown": (["placements.p.numa.primary:", "scatter"], 4),
     "link_not_defined": (["no link profile 'moon' (define [links.moon])"], 4),
     "link_rate_zero": (["links.dead:", "rate"], 3),

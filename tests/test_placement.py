@@ -13,6 +13,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -47,8 +48,15 @@ from syncrep_lab.placement.cpus import (
     numa_nodes,
     parse_cpus,
 )
+from syncrep_lab.placement.layout import leftovers
 from syncrep_lab.placement.numa import check_policy, numa_policy_of, numactl_prefix, numastat
 from syncrep_lab.placement.pinning import PinRule, RolePinner
+from syncrep_lab.placement.quota import (
+    QuotaGroup,
+    leftover_quota_runs,
+    quota_support,
+    remove_quotas,
+)
 from syncrep_lab.runas import popen_kwargs, server_account
 
 BOUND_TO_V1 = "cpuset controller not available in this cgroup2 hierarchy (bound to v1)"
@@ -269,6 +277,52 @@ def test_leftover_runs_finds_a_crashed_run(support: CpusetSupport, procs: list[i
         remove_run(support, key)
     assert key not in leftover_runs(support)
     assert placement_of(sleeper.pid)["cgroup"] == "/"
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_cgroup(pid: int) -> str:
+    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        if "cpu" in controllers.split(","):
+            return path
+    return ""
+
+
+def test_a_cpu_quota_holds_a_busy_process_and_clean_removes_it(procs: list[int]) -> None:
+    support = quota_support()
+    assert support.usable, support.reason  # cgroup v1's cpu controller, as root
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    key = f"crashed{os.getpid()}-{gone.pid}i1"  # its owner (the pid after the -) is gone
+    group = QuotaGroup.create(support, key, "primary-walsender-b", 0.05)
+    try:
+        # 5 % of a CPU: the kernel's smallest quota, 1 ms, in periods of 20 ms
+        busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        procs.append(busy.pid)
+        group.add_pid(busy.pid)
+        assert group.pids() == [busy.pid]
+        before, used = group.figures(), _cpu_seconds(busy.pid)
+        time.sleep(1.0)
+        after, used = group.figures(), _cpu_seconds(busy.pid) - used
+        assert before is not None and after is not None
+        grown = after.since(before)
+        assert (grown.quota_us, grown.period_us) == (1000, 20_000)
+        # ~50 periods in the second, nearly each one used up; it waited most of the time
+        assert 25 <= grown.periods <= 60 and grown.throttled >= 0.8 * grown.periods, grown
+        assert grown.throttled_ns > 0.5e9, grown
+        assert used < 0.15, used  # 0.05 s of CPU, in ticks of 10 ms
+        assert _cpu_cgroup(busy.pid).endswith(f"/{key}/primary-walsender-b")
+        # the run was killed: clean finds its quota group and puts the process back
+        assert key in leftover_quota_runs(support)
+        assert f"CPU quota group {key}" in leftovers()
+        assert key not in leftover_quota_runs(support)
+        assert not group.path.exists() and _cpu_cgroup(busy.pid) == "/"
+    finally:
+        remove_quotas(key, support)
 
 
 def test_exclusive_v1(support: CpusetSupport, run_key: str) -> None:

@@ -102,9 +102,9 @@ def test_a_machine_that_does_not_read_is_empty(tmp_path: Path) -> None:
 
 
 def test_a_version_12_store_opens_with_its_proc_costs_read_as_none(tmp_path: Path) -> None:
-    """A store of schema 12 (proc_costs without run_delay_ms and migrations) is upgraded
-    when opened: the columns are added, its rows read them as None, and new rows keep
-    theirs."""
+    """A store of schema 12 (proc_costs without run_delay_ms and migrations, no quotas
+    table) is upgraded when opened: the columns are added, its rows read them as None,
+    and new rows keep theirs."""
     store = Store(tmp_path / "run", create=True)
     try:
         run_id = store.create_run("r", "", {}, "1")
@@ -116,13 +116,15 @@ def test_a_version_12_store_opens_with_its_proc_costs_read_as_none(tmp_path: Pat
                          "1.5, 2.5, 30, 4, 9.0, 7)", (old_id,))
         for column in ("run_delay_ms", "migrations"):
             store.db.execute(f"alter table proc_costs drop column {column}")
+        store.db.execute("drop table quotas")  # schema 15's
         store.db.execute("update meta set value = '12' where key = 'schema_version'")
     finally:
         store.close()
     store = Store(tmp_path / "run", create=False)
     try:
         assert store.db.execute("select value from meta where key = 'schema_version'"
-                                ).fetchone()[0] == str(SCHEMA_VERSION) == "14"
+                                ).fetchone()[0] == str(SCHEMA_VERSION) == "15"
+        assert queries.quota_means(store, cell.id) == []  # the table is there, empty
         assert queries.proc_costs_of(store, [old_id]) == [
             (old_id, ProcCostRow("primary", "walsender:b", 1, 1.5, 2.5, 30, 4, None, None))]
         new = ProcCostRow("primary", "walsender:b", 1, 1.0, 1.0, 3, 1, 12.5, 40)

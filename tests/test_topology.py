@@ -32,6 +32,7 @@ from .helpers import (
 )
 
 CPUSET_ROOT = Path("/sys/fs/cgroup/cpuset/syncrep-lab")
+QUOTA_ROOT = Path("/sys/fs/cgroup/cpu/syncrep-lab")
 
 COMMON = """
 [workload]
@@ -69,13 +70,18 @@ def _netns() -> list[str]:
 
 
 def _left_by(run: Path) -> dict[str, Any]:
-    """Namespaces and cpusets of the run in ``run`` still there (their names start with
-    the digest of the run folder, as the runner makes them)."""
+    """Namespaces, cpusets and CPU quota groups of the run in ``run`` still there (their
+    names start with the digest of the run folder, as the runner makes them)."""
     digest = hashlib.sha256(str(run.resolve()).encode()).hexdigest()[:10]
-    return {"namespaces": [n for n in _netns() if n.startswith(f"srl-{digest[:5]}")],
-            "cpusets": sorted(p.name for p in CPUSET_ROOT.iterdir()
-                              if p.is_dir() and p.name.startswith(digest))
-            if CPUSET_ROOT.is_dir() else []}
+
+    def groups(root: Path) -> list[str]:
+        return sorted(p.name for p in root.iterdir()
+                      if p.is_dir() and p.name.startswith(digest)) if root.is_dir() else []
+
+    left: dict[str, Any] = {"namespaces": [n for n in _netns()
+                                           if n.startswith(f"srl-{digest[:5]}")],
+                            "cpusets": groups(CPUSET_ROOT)}
+    return left | ({"quotas": quotas} if (quotas := groups(QUOTA_ROOT)) else {})
 
 
 PLACED = """\
@@ -137,6 +143,55 @@ def test_placement_is_read_back_for_every_role(workdir: Path) -> None:
     assert ("client", "pgbench") in plain
     assert _left_by(workdir / "run") == {"namespaces": [], "cpusets": []}
     assert run_postmasters(workdir / "run") == []
+
+
+HELD = """\
+name = "held"
+
+[topology]
+standbys = 1
+sync = "b"
+
+[placements.held]
+quota = { "walsender:b" = 0.002 }
+
+[matrix]
+placement = ["held", "none"]
+""" + COMMON.format(clients=4, duration=3)
+
+
+def test_a_cpu_quota_holds_the_sync_walsender_and_is_read_back(workdir: Path) -> None:
+    db = _run(workdir, HELD)
+    cells = {r["label"]: r for r in db.execute("select id, label, tps_mean from cells")}
+    held, free = cells["place=held"], cells["place=none"]
+    quotas = db.execute("select q.* from quotas q join repeats r on r.id = q.repeat_id "
+                        "where r.probed = 0 and r.cell_id = ?", (held["id"],)).fetchall()
+    assert len(quotas) == 1, [dict(q) for q in quotas]
+    q = quotas[0]
+    # 0.2 % of a CPU: the kernel's smallest quota (1 ms) in a period stretched to 500 ms
+    assert (q["node"], q["role"], q["share"]) == ("primary", "walsender:b", 0.002)
+    assert (q["quota_us"], q["period_us"], q["processes"]) == (1000, 500_000, 1), dict(q)
+    # the walsender ran in most periods of the 3 s and used up its quota in them
+    assert q["periods"] >= 3 and q["throttled"] >= 2, dict(q)
+    assert q["throttled_ms"] > 500, dict(q)
+    assert 2.5 < q["seconds"] < 30, dict(q)
+    assert not db.execute("select 1 from quotas q join repeats r on r.id = q.repeat_id "
+                          "where r.cell_id = ?", (free["id"],)).fetchall()
+    # 2 ms of CPU a second carries a few hundred commits at most: the held cell's
+    # clients wait for it (4 clients unheld commit thousands a second here)
+    assert held["tps_mean"] < 0.5 * free["tps_mean"], (held["tps_mean"], free["tps_mean"])
+    shown = json.loads(cli("results", str(workdir / "run"), "--json").stdout)
+    by_label = {c["label"]: c for c in shown}
+    [seen] = by_label["place=held"]["quotas"]
+    assert seen["throttled"] == q["throttled"] and 0 < seen["throttled_share"] <= 1, seen
+    assert by_label["place=none"]["quotas"] == []
+    # the verdict leads with the quota, naming the walsender the commits wait for
+    lead = by_label["place=held"]["verdicts"][0]
+    assert lead["mechanism"] == "a CPU quota holds a role", lead
+    assert lead["summary"].startswith("the sync walsender is held to 0.002 CPU"), lead
+    assert not any(v["mechanism"] == "a CPU quota holds a role"
+                   for v in by_label["place=none"]["verdicts"])
+    assert _left_by(workdir / "run") == {"namespaces": [], "cpusets": []}
 
 
 LINKED = """\
@@ -312,6 +367,7 @@ replication = "lan"
 
 [placements.p]
 cpus = { primary = "0", client = "0" }
+quota = { "walsender:b" = 0.5 }
 
 [matrix]
 placement = ["p"]
@@ -331,7 +387,7 @@ def test_clean_after_the_tool_is_killed(workdir: Path) -> None:
             assert time.monotonic() < deadline
             time.sleep(0.2)
         left = _left_by(workdir / "run")
-        assert left["namespaces"] and left["cpusets"], left
+        assert left["namespaces"] and left["cpusets"] and left.get("quotas"), left
         wait_until(lambda: any("pgbench" in cmd for cmd in descendants(proc.pid).values()),
                    30, "the repeat's pgbench")
         started = descendants(proc.pid)  # pgbench among them
@@ -384,6 +440,11 @@ def test_what_needs_root_is_refused_up_front_without_it() -> None:
         "LINK", "lan"))
     assert links.startswith("emulated links need network namespaces"), links
     assert "fix:" in links, links
+    quota = _check_as_nobody(NOT_ROOT.replace('cpus = { primary = "0" }',
+                                              'quota = { walwriter = 0.5 }').replace(
+        "LINK", "none"))
+    assert quota.startswith("CPU quotas cannot be set here"), quota
+    assert "root" in quota and "fix:" in quota, quota
 
 
 SWEEP = """\

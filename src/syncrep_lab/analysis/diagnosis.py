@@ -123,6 +123,8 @@ class CellFacts:
     busy_spread: float | None = None
     # the walsender the commits wait for (analysis/sync_walsender.py), None where none
     sync_walsender: str | None = None
+    # the CPU quotas the cell's placement held roles to (placement/quota.py)
+    quotas: list[queries.QuotaMeans] = field(default_factory=list)
 
     def bound(self, resource: str) -> dict[str, Any] | None:
         return next((b for b in self.bounds if b["resource"] == resource), None)
@@ -357,6 +359,49 @@ def rule_cpu_saturated(facts: CellFacts) -> Verdict | None:
     )
 
 
+QUOTA_BINDS = 0.5  # of the periods a held role ran in, the share that used its quota up
+
+
+def rule_quota_binds(facts: CellFacts) -> Verdict | None:
+    """A role held to a CPU quota that used it up in most of the periods it ran in: the
+    quota paces it, not the machine. High where the held role is the sync walsender or
+    a commit's own backend and it was throttled in 80 % of its periods or more."""
+    name = "a CPU quota holds a role"
+    held = [q for q in facts.quotas
+            if q.throttled_share is not None and q.throttled_share >= QUOTA_BINDS]
+    if not held:
+        return None
+    q = max(held, key=lambda q: q.throttled_ms_per_s or 0.0)
+    share = q.throttled_share or 0.0
+    waited = q.throttled_ms_per_s or 0.0
+    in_path = (q.node == "primary" and (q.role == facts.sync_walsender
+                                        or q.role == "backend"))
+    who = ("the sync walsender" if q.node == "primary" and q.role == facts.sync_walsender
+           else f"{q.node} {q.role}")
+    evidence: dict[str, float | str] = {
+        "role": f"{q.node}/{q.role}", "share_cpus": q.share, "quota_us": q.quota_us,
+        "period_us": q.period_us, "periods": q.periods, "throttled": q.throttled,
+        "throttled_share": round(share, 3), "throttled_ms_per_s": round(waited, 1)}
+    idle = ""
+    if facts.cpu_known:
+        busy = sum(facts.cores(n, r) for (n, r) in facts.roles)
+        evidence["cpus_busy"], evidence["cpus"] = round(busy, 3), facts.cpus
+        idle = (f"; the machine's {facts.cpus} CPUs were "
+                f"{100 * max(0.0, 1 - busy / max(facts.cpus, 1)):.0f} % idle")
+    return Verdict(
+        name, "high" if in_path and share >= 0.8 else "medium",
+        f"{who} is held to {q.share:g} CPU ({q.quota_us / 1000:g} ms of CPU every "
+        f"{q.period_us / 1000:g} ms): it used the quota up in {100 * share:.0f} % of the "
+        f"{q.periods} periods it ran in, and waited {waited:.0f} ms a second for the "
+        f"next one{idle}",
+        evidence,
+        ["the quota is the placement's own (placements.NAME.quota): compare with the same "
+         "cell without it to see what the role costs unheld",
+         "a throttled walsender answers nothing until its next period: commits wait for "
+         "the period as well as for the CPU the quota takes away"],
+    )
+
+
 def rule_host_saturated(facts: CellFacts) -> Verdict | None:
     """An SSH host whose CPUs are all busy: its standby or client sets the pace."""
     name = "an SSH host's CPUs are saturated"
@@ -518,7 +563,8 @@ def rule_standby_or_network(facts: CellFacts) -> Verdict | None:
     return None
 
 
-RULES = (rule_wakeup_bound, rule_epoll_setup, rule_cpu_saturated, rule_host_saturated,
+RULES = (rule_quota_binds, rule_wakeup_bound, rule_epoll_setup, rule_cpu_saturated,
+         rule_host_saturated,
          rule_single_process, rule_local_flush, rule_standby_or_network, rule_client_bound,
          rule_too_many_clients)
 ORDER = {"high": 0, "medium": 1, "low": 2, "unknown": 3}
@@ -612,6 +658,7 @@ def cell_facts(store: Store, cell: StoredCell, cpus: int) -> CellFacts:
                                         for r in repeats if not r.probed}),
     )
     facts.sync_walsender = _sync_walsender(store, cell, facts)
+    facts.quotas = queries.quota_means(store, cell.id)
     return facts
 
 

@@ -335,6 +335,7 @@ def describe(layout: Layout) -> str:
         if any(bits):
             parts.append(f"{name}: {' '.join(b for b in bits if b)}")
     parts += [f"{p.node}/{p.role} on {','.join(map(str, p.cpus))}" for p in layout.pins]
+    parts += [f"{q.node}/{q.role} held to {q.share:g} CPU" for q in layout.quotas]
     return "; ".join(parts) or "nothing"
 
 

@@ -2,7 +2,7 @@
 
 A layout says, for one instance of a cell, which cpuset each node (and the
 client) runs in, which numactl policy each node's postmaster is started under,
-which roles are pinned to which CPUs, and which network namespace each node
+which roles are pinned to which CPUs or held to a CPU quota, and which network namespace each node
 lives in with the emulated links between them. It is computed from the spec
 before anything is made, saved in the cluster's manifest before anything is
 applied (so ``cluster down`` and ``clean`` can undo it after a crash), applied
@@ -35,6 +35,12 @@ from syncrep_lab.placement.cgroups import (
 )
 from syncrep_lab.placement.cpus import format_cpus
 from syncrep_lab.placement.numa import numactl_args, numactl_prefix
+from syncrep_lab.placement.quota import (
+    QuotaGroup,
+    leftover_quota_runs,
+    quota_support,
+    remove_quotas,
+)
 
 CLIENT = "client"  # the placement key and network endpoint of pgbench
 
@@ -81,6 +87,14 @@ class Pin:
     group: str | None = None  # a cpuset of its own, when its CPUs are outside the node's
 
 
+@dataclass
+class Quota:
+    node: str
+    role: str  # as a pin's
+    share: float  # CPUs a period (placement/quota.py)
+    group: str = ""  # its quota group's name in the cpu hierarchy, once made
+
+
 _RETIRED = ("cgroup_version", "applied")  # kept by manifests written before they went
 
 
@@ -94,6 +108,7 @@ class Layout:
     network: dict[str, Any] | None = None  # a NetworkPlan, as JSON
     # the nodes (and the client) on SSH hosts: started there under Launch.on_host()
     hosts: dict[str, Launch] = field(default_factory=dict)
+    quotas: list[Quota] = field(default_factory=list)
 
     @property
     def uses_cgroups(self) -> bool:
@@ -123,6 +138,7 @@ class Layout:
         data["nodes"] = {k: Launch(**v) for k, v in data.get("nodes", {}).items()}
         data["client"] = Launch(**data.get("client", {}))
         data["pins"] = [Pin(**p) for p in data.get("pins", [])]
+        data["quotas"] = [Quota(**q) for q in data.get("quotas", [])]
         data["hosts"] = {k: Launch(**v) for k, v in data.get("hosts", {}).items()}
         return cls(**data)
 
@@ -130,7 +146,8 @@ class Layout:
     def empty(self) -> bool:
         return (not self.uses_cgroups and self.network is None
                 and all(n.numa == "default" for n in self.nodes.values())
-                and not any(n.on_host() for n in self.hosts.values()) and not self.pins)
+                and not any(n.on_host() for n in self.hosts.values()) and not self.pins
+                and not self.quotas)
 
 
 def _support() -> Any:
@@ -161,6 +178,11 @@ def apply(layout: Layout) -> None:
                     # moves the role's processes to
                     pin.group = f"{pin.node}-{pin.role.replace(':', '-')}"
                     CpusetGroup.create(support, layout.run_key, pin.group, pin.cpus)
+        if layout.quotas:
+            support = quota_support()
+            for quota in layout.quotas:
+                quota.group = f"{quota.node}-{quota.role.replace(':', '-')}"
+                QuotaGroup.create(support, layout.run_key, quota.group, quota.share)
         plan = layout.network_plan()
         if plan is not None:
 
@@ -189,6 +211,11 @@ def undo(layout: Layout) -> list[str]:
                 remove_run(support, layout.run_key)
             except Exception as exc:
                 problems.append(f"cpusets {layout.run_key}: {exc}")
+    if layout.quotas:
+        try:
+            remove_quotas(layout.run_key)
+        except Exception as exc:
+            problems.append(f"CPU quotas {layout.run_key}: {exc}")
     return problems
 
 
@@ -211,6 +238,11 @@ def leftovers() -> list[str]:
                     continue  # a run still going (another session, another terminal)
                 remove_run(support, key)
                 removed.append(f"cpuset group {key}")
+    with contextlib.suppress(Exception):
+        for key in leftover_quota_runs():
+            if not _owner_alive(key):
+                remove_quotas(key)
+                removed.append(f"CPU quota group {key}")
     return removed
 
 

@@ -36,8 +36,9 @@ from syncrep_lab.errors import UserError
 from syncrep_lab.pg.roles import ROLES, role_of_title, title
 from syncrep_lab.placement.cgroups import CpusetGroup, placement_of
 from syncrep_lab.placement.cpus import format_cpus, machine_cpus, parse_list, require_on_machine
+from syncrep_lab.placement.numa import ProcessGone
 
-__all__ = ["PinRule", "RolePinner", "placement_of"]
+__all__ = ["GroupRule", "PinRule", "RolePinner", "placement_of"]
 
 WALSENDER_GRACE = 5.0  # seconds an unnamed walsender waits for its standby's name
 _MAX_ERRORS = 200
@@ -60,16 +61,36 @@ class PinRule:
         return self.role.split(":", 1)[0]
 
     def matches(self, label: str) -> bool:
-        return self.role == label or (":" not in self.role and self.role == label.split(":")[0])
+        return _matches(self.role, label)
+
+
+@dataclass(frozen=True)
+class GroupRule:
+    """Move processes of ``role`` (as a PinRule names it) into a cgroup: ``add(pid)``
+    (a CPU quota's group, placement/quota.py)."""
+
+    role: str
+    add: Callable[[int], None]
+
+    def matches(self, label: str) -> bool:
+        return _matches(self.role, label)
+
+
+def _matches(role: str, label: str) -> bool:
+    return role == label or (":" not in role and role == label.split(":")[0])
+
+
+def _check_role(role: str, what: str) -> None:
+    base, sep, standby = role.partition(":")
+    if base not in ROLES or base == "other" or (sep and (base != "walsender" or not standby)):
+        roles = ", ".join(r for r in ROLES if r != "other")
+        raise UserError(f"cannot {what} {role!r}: not a process role",
+                        f"use one of {roles}, or walsender:NAME for one standby's walsender")
 
 
 def check_rule(rule: PinRule) -> None:
     """UserError when ``rule`` names no role or CPUs this machine lacks."""
-    base, sep, standby = rule.role.partition(":")
-    if base not in ROLES or base == "other" or (sep and (base != "walsender" or not standby)):
-        roles = ", ".join(r for r in ROLES if r != "other")
-        raise UserError(f"cannot pin {rule.role!r}: not a process role",
-                        f"use one of {roles}, or walsender:NAME for one standby's walsender")
+    _check_role(rule.role, "pin")
     if not rule.cpus:
         raise UserError(f"pin {rule.role}: no CPUs given", "give at least one CPU")
     require_on_machine(rule.cpus, machine_cpus(), "CPU", f"pin {rule.role}")
@@ -99,7 +120,10 @@ class _Seen:
 
 
 class RolePinner:
-    """A daemon thread that pins the postmaster's children by role, as they appear.
+    """A daemon thread that pins the postmaster's children by role, as they appear, and
+    moves those that ``groups`` name into their cgroups (a move is one write of the pid:
+    a CPU quota group of the cpu hierarchy leaves the process's cpuset and affinity
+    alone).
 
     ``walsender_of(pid)`` returns the standby a walsender serves (its
     application_name in pg_stat_replication) or None when not known yet; it is
@@ -109,9 +133,12 @@ class RolePinner:
 
     def __init__(self, postmaster_pid: int, rules: list[PinRule],
                  walsender_of: Callable[[int], str | None], interval: float = 0.05,
-                 move_to: Callable[[PinRule], CpusetGroup | None] | None = None) -> None:
+                 move_to: Callable[[PinRule], CpusetGroup | None] | None = None,
+                 groups: list[GroupRule] | None = None) -> None:
         for rule in rules:
             check_rule(rule)
+        for group in groups or []:
+            _check_role(group.role, "hold")
         if not (isinstance(interval, (int, float)) and 0 < interval < math.inf):
             raise UserError(f"pinning interval {interval!r}", "give a positive number of seconds")
         start = _start_time(postmaster_pid)
@@ -126,9 +153,12 @@ class RolePinner:
         self._pm_start = start
         self._pm_title = title(postmaster_pid)
         self._pm_done = False
-        self._named_walsenders = any(r.role.startswith("walsender:") for r in rules)
+        self.groups = list(groups or [])
+        self._named_walsenders = any(role.startswith("walsender:") for role in
+                                     [*(r.role for r in rules), *(g.role for g in self.groups)])
         self._seen: dict[int, _Seen] = {}
         self._applied: dict[int, tuple[str, list[int]]] = {}
+        self._grouped: dict[int, str] = {}
         self._errors: list[str] = []
         self._lock = threading.Lock()  # guards the results
         self._pass = threading.Lock()  # one pass at a time (the thread, or a caller's poll)
@@ -142,6 +172,12 @@ class RolePinner:
         """Live processes pinned so far: pid -> (role label, CPUs read back after pinning)."""
         with self._lock:
             return dict(self._applied)
+
+    @property
+    def grouped(self) -> dict[int, str]:
+        """Live processes moved into a group so far: pid -> role label."""
+        with self._lock:
+            return dict(self._grouped)
 
     @property
     def errors(self) -> list[str]:
@@ -219,6 +255,9 @@ class RolePinner:
             rule = next((r for r in self.rules if r.matches(label)), None)
             if rule is not None:
                 self._apply(pid, label, rule)
+            group = next((g for g in self.groups if g.matches(label)), None)
+            if group is not None:
+                self._join(pid, label, group)
             seen.done = True
         gone = set(self._seen) - set(live)
         for pid in gone:
@@ -227,6 +266,7 @@ class RolePinner:
             with self._lock:
                 for pid in gone:
                     self._applied.pop(pid, None)
+                    self._grouped.pop(pid, None)
 
     def _label(self, pid: int, seen: _Seen, now: float) -> str | None:
         """The role label of ``pid``, or None while it cannot be told yet."""
@@ -246,6 +286,17 @@ class RolePinner:
         if self._named_walsenders and now - seen.first < WALSENDER_GRACE:
             return None
         return "walsender"
+
+    def _join(self, pid: int, label: str, group: GroupRule) -> None:
+        try:
+            group.add(pid)
+        except ProcessGone:
+            return
+        except UserError as exc:
+            self._error(f"pid {pid} ({label}): {exc.cause}")
+            return
+        with self._lock:
+            self._grouped[pid] = label
 
     def _move(self, pid: int, label: str, rule: PinRule) -> bool:
         if self._move_to is None:

@@ -245,6 +245,8 @@ def placement_problems(spec: Spec) -> list[Problem]:
                 problems.append(((*where, "pin", key), f"{role!r} is not a role "
                                  f"({', '.join(PIN_ROLES)}; walsender:NAME for one standby's)"))
             problems += _cpus_problems(cpus, (*where, "pin", key))
+        for key, share in place.quota.items():
+            problems += _quota_problems(spec, key, share, nodes, (*where, "quota", key))
         for key, policy in place.numa.items():
             if key not in nodes and key not in ("nodes", "standbys"):
                 problems.append(((*where, "numa", key), f"{key!r} is not a node "
@@ -343,6 +345,29 @@ def _placed_on_hosts(spec: Spec) -> list[Problem]:
 
 PIN_ROLES = ("postmaster", "backend", "walsender", "walreceiver", "startup", "walwriter",
              "checkpointer", "bgwriter", "autovacuum")
+
+
+def _quota_problems(spec: Spec, key: str, share: float, nodes: set[str],
+                    where: tuple[str | int, ...]) -> list[Problem]:
+    """A quota's key names a role as a pin's does; its share is one the kernel can set."""
+    from syncrep_lab.placement.quota import SMALLEST_SHARE
+
+    node, _, role = key.rpartition("/")
+    node = node or "primary"
+    base = role.split(":", 1)[0]
+    if node not in nodes:
+        return [(where, f"{node!r} is not a node ({', '.join(sorted(nodes))})")]
+    if base not in PIN_ROLES or base == "postmaster":
+        return [(where, f"{role!r} is not a role a quota can hold "
+                 f"({', '.join(r for r in PIN_ROLES if r != 'postmaster')}; walsender:NAME "
+                 "for one standby's); the postmaster's children would start in its quota")]
+    if node in spec.topology.hosts:
+        return [(where, f"{node} runs on SSH host {spec.topology.hosts[node]}, where a quota "
+                 "group would need root; give the quota to a node on this machine")]
+    if not SMALLEST_SHARE <= share <= 4096:
+        return [(where, f"a share of {share} CPUs: give at least {SMALLEST_SHARE} (the "
+                 "kernel's 1 ms quota in its longest period, 1 s); 0.05 is 5 % of one CPU")]
+    return []
 
 
 def _cpus_problems(text: str, where: tuple[str | int, ...]) -> list[Problem]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from syncrep_lab.placement.layout import CLIENT, Launch, Layout, Pin
+from syncrep_lab.placement.layout import CLIENT, Launch, Layout, Pin, Quota
 from syncrep_lab.plan.matrix import (
     NO_PLACEMENT,
     Cell,
@@ -78,6 +78,11 @@ def layout_for(spec: Spec, cell: Cell, instance: int, run_key: str) -> Layout | 
             node = node or "primary"
             if node in layout.nodes or node in layout.hosts:  # else: not in this cell
                 layout.pins.append(Pin(node, role, share(parse_cpus(cpus))))
+        for key, cpu_share in place.quota.items():
+            node, _, role = key.rpartition("/")
+            node = node or "primary"
+            if node in layout.nodes:  # else: not in this cell (or on a host: refused)
+                layout.quotas.append(Quota(node, role, cpu_share))
     if uses_namespaces(spec):
         net = spec.network
         profiles = link_profiles(spec)

@@ -68,6 +68,9 @@ class Placement(_Strict):
     # "walwriter", "backend"), or "NODE/role" for another node's -> CPUs; applied to
     # processes that start later too
     pin: dict[str, str] = Field(default_factory=dict)
+    # the same keys -> a share of CPUs (0.05: 5 % of one CPU) the role's processes get
+    # between them: a CFS bandwidth quota (placement/quota.py), those born later too
+    quota: dict[str, float] = Field(default_factory=dict)
     # numactl policy per node ("nodes", "standbys" or a name): default,
     # interleave=all, interleave=0,1, localalloc, bind=N, preferred=N
     numa: dict[str, str] = Field(default_factory=dict)

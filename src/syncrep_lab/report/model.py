@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from syncrep_lab.analysis import model as bound_model
-from syncrep_lab.analysis.cells import cell_rows
+from syncrep_lab.analysis.cells import cell_rows, quota_json
 from syncrep_lab.analysis.costs import CellCosts, RunCellCosts, run_costs
 from syncrep_lab.analysis.diagnosis import (
     confidence_text,
@@ -372,11 +372,12 @@ def _placement_readback(store: Store, cells: list[dict[str, Any]],
                                   for e in applied if isinstance(e, dict)
                                   and e.get("backend")})
         instances = [asdict(i) for i in queries.instance_means(store, c["id"])]
-        if roles or links or instances:
+        quotas = [quota_json(q) for q in queries.quota_means(store, c["id"])]
+        if roles or links or instances or quotas:
             for r in roles:
                 r["cgroup"] = r["cgroup"].rsplit("/syncrep-lab/", 1)[-1] if r["cgroup"] else ""
             out.append({"idx": c["idx"], "label": c["label"], "roles": roles,
-                        "links": links, "instances": instances})
+                        "links": links, "instances": instances, "quotas": quotas})
     nodes = machine.get("numa_nodes")
     note = None
     if any(r["numa_policy"] not in ("", "default") for p in out for r in p["roles"]) and (

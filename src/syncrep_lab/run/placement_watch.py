@@ -29,12 +29,14 @@ from syncrep_lab.network.readback import readback
 from syncrep_lab.pg.roles import NodeProcess, node_processes, role_of_title
 from syncrep_lab.placement.cgroups import CpusetGroup, cpuset_support, placement_of
 from syncrep_lab.placement.cpus import format_cpus, parse_list
+from syncrep_lab.placement.layout import Quota
 from syncrep_lab.placement.numa import numastat
-from syncrep_lab.placement.pinning import PinRule, RolePinner
+from syncrep_lab.placement.pinning import GroupRule, PinRule, RolePinner
+from syncrep_lab.placement.quota import QuotaFigures, QuotaGroup, quota_support
 from syncrep_lab.probes.recorder import Client, Ending
 from syncrep_lab.probes.remote import node_processes as remote_processes
 from syncrep_lab.probes.session import walsenders
-from syncrep_lab.store import LinkRow, NumastatRow, PlacementRow, ProbeRows
+from syncrep_lab.store import LinkRow, NumastatRow, PlacementRow, ProbeRows, QuotaRow
 
 if TYPE_CHECKING:
     from syncrep_lab.placement.pinning import RolePinner
@@ -132,14 +134,14 @@ def start_pinners(manifest: Manifest) -> list[RolePinner | HostPinner]:
     """One pinner per node that has pin rules, started: here, or on its SSH host."""
 
     layout = manifest.placed()
-    if layout is None or not layout.pins:
+    if layout is None or not (layout.pins or layout.quotas):
         return []
     pinners: list[RolePinner | HostPinner] = []
-    for name in sorted({p.node for p in layout.pins}):
+    for name in sorted({p.node for p in layout.pins} | {q.node for q in layout.quotas}):
         node = manifest.node(name)
         pins = [p for p in layout.pins if p.node == name]
         rules = [PinRule(p.role, p.cpus) for p in pins]
-        if node.host is not None:
+        if node.host is not None:  # quotas are refused there (plan/checks.py)
             on_host = HostPinner(node, rules, Walsenders(manifest.admin_conninfo(node)))
             on_host.start()
             pinners.append(on_host)
@@ -153,8 +155,11 @@ def start_pinners(manifest: Manifest) -> list[RolePinner | HostPinner]:
         def move_to(rule: PinRule, groups: dict[str, Any] = groups) -> Any:
             return groups.get(rule.role)
 
+        held = [GroupRule(q.role, QuotaGroup.open(quota_support(), layout.run_key,
+                                                  q.group).add_pid)
+                for q in layout.quotas if q.node == name]
         pinner = RolePinner(pid, rules, Walsenders(manifest.admin_conninfo(node)),
-                            move_to=move_to)
+                            move_to=move_to, groups=held)
         pinner.start()
         pinners.append(pinner)
     return pinners
@@ -240,6 +245,8 @@ class PlacementReadBack:
         self.placed, self.numa, self.say = placed, numa, say
         self.rows: list[PlacementRow] = []
         self.numa_before: list[NumastatRow] = []
+        self.quotas_before: dict[tuple[int, str, str], QuotaFigures] = {}
+        self.quotas_since = time.monotonic()
         self.done = threading.Event()
         self.error: str | None = None
         self.thread = threading.Thread(target=self._read, daemon=True, name="placement-watch")
@@ -247,6 +254,8 @@ class PlacementReadBack:
     def start(self) -> None:
         if self.numa:
             self.numa_before = numastat_rows(self.targets, "before")
+        self.quotas_before = {k: f for k, (_, _, f) in _quota_figures(self.targets).items()}
+        self.quotas_since = time.monotonic()
         if self.placed:
             self.thread.start()
 
@@ -271,6 +280,8 @@ class PlacementReadBack:
                 self.say(f"the placement was not read back: {self.error}")
             rows.placement = self.rows
             rows.links = link_rows(self.targets)
+            rows.quotas = quota_rows(self.targets, self.quotas_before,
+                                     time.monotonic() - self.quotas_since)
         if self.numa_before:
             rows.numastat = self.numa_before + numastat_rows(self.targets, "after")
         return rows
@@ -279,6 +290,40 @@ class PlacementReadBack:
         self.done.set()
         if self.thread.ident is not None:
             self.thread.join(timeout=10)
+
+
+def _quota_figures(targets: list[Target]
+                   ) -> dict[tuple[int, str, str], tuple[Quota, QuotaGroup, QuotaFigures]]:
+    """(instance, node, role) -> the quota, its group and its figures now, of every
+    quota group of the targets' layouts that can still be read."""
+    out = {}
+    for target in targets:
+        layout = target.manifest.placed() if target.manifest is not None else None
+        if layout is None or not layout.quotas:
+            continue
+        support = quota_support()
+        for quota in layout.quotas:
+            with contextlib.suppress(UserError):
+                group = QuotaGroup.open(support, layout.run_key, quota.group)
+                figures = group.figures()
+                if figures is not None:
+                    out[(target.instance, quota.node, quota.role)] = (quota, group, figures)
+    return out
+
+
+def quota_rows(targets: list[Target], before: dict[tuple[int, str, str], QuotaFigures],
+               seconds: float) -> list[QuotaRow]:
+    """Each quota in force and what cpu.stat counted since ``before``, ``seconds`` ago
+    (the repeat's start)."""
+    rows = []
+    for key, (quota, group, now) in sorted(_quota_figures(targets).items()):
+        if key not in before:
+            continue  # not counted from the repeat's start: no figure of the repeat
+        grown = now.since(before[key])
+        rows.append(QuotaRow(key[0], quota.node, quota.role, quota.share, now.quota_us,
+                             now.period_us, len(group.pids()), grown.periods,
+                             grown.throttled, grown.throttled_ns / 1e6, seconds))
+    return rows
 
 
 def link_rows(targets: list[Target]) -> list[LinkRow]:

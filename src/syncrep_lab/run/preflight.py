@@ -196,6 +196,10 @@ def _check_placement(spec: Spec) -> None:
                             f"here: {support.reason}",
                             "run as root on a machine with the cpuset controller, or leave "
                             "placement cpus, pin and matrix.cores out")
+    if any(place.quota for place in spec.placements.values()):
+        from syncrep_lab.placement.quota import quota_support
+
+        quota_support().require()
     if uses_namespaces(spec):
         from syncrep_lab.network.capabilities import check_network_support
 

@@ -365,6 +365,44 @@ def links_of(store: Store, repeat_id: int) -> list[LinkRow]:
         "order by instance, a, b", (repeat_id,)))
 
 
+@dataclass(frozen=True)
+class QuotaMeans:
+    """A role's CPU quota over a cell's measured repeats: what was asked and set, and
+    how often it bound (the sums of cpu.stat's counters over the repeats)."""
+
+    instance: int
+    node: str
+    role: str
+    share: float
+    quota_us: int
+    period_us: int
+    repeats: int
+    periods: int
+    throttled: int
+    throttled_ms: float
+    seconds: float  # the time the counters ran over, summed over the repeats
+
+    @property
+    def throttled_share(self) -> float | None:
+        """Of the periods its processes ran in, the share that used the quota up."""
+        return self.throttled / self.periods if self.periods else None
+
+    @property
+    def throttled_ms_per_s(self) -> float | None:
+        """Milliseconds its processes waited for a period, a second of the repeats."""
+        return self.throttled_ms / self.seconds if self.seconds > 0 else None
+
+
+def quota_means(store: Store, cell_id: int) -> list[QuotaMeans]:
+    """Each CPU quota of a cell, over its measured repeats, by instance, node and role."""
+    return [QuotaMeans(*r) for r in store.db.execute(
+        "select q.instance, q.node, q.role, max(q.share), max(q.quota_us), "
+        "max(q.period_us), count(*), sum(q.periods), sum(q.throttled), sum(q.throttled_ms), "
+        "sum(q.seconds) from quotas q join repeats r on r.id = q.repeat_id "
+        "where r.cell_id = ? and r.probed = 0 group by q.instance, q.node, q.role "
+        "order by q.instance, q.node, q.role", (cell_id,))]
+
+
 # --- faults --------------------------------------------------------------------------
 
 

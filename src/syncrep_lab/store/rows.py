@@ -196,6 +196,23 @@ class PlacementRow(NamedTuple):
     numa_policy: str
 
 
+class QuotaRow(NamedTuple):
+    """``quotas``: a role's CPU quota in force during a measured repeat, and what
+    cpu.stat counted over the repeat (placement/quota.py)."""
+
+    instance: int
+    node: str
+    role: str
+    share: float  # CPUs asked for
+    quota_us: int  # cfs_quota_us read back
+    period_us: int  # cfs_period_us read back
+    processes: int  # in the group when the repeat ended
+    periods: int  # periods in which its processes ran, over the repeat
+    throttled: int  # of those, the periods that used the quota up
+    throttled_ms: float  # the time its processes waited for their next period
+    seconds: float  # the time over which these were counted
+
+
 class LinkRow(NamedTuple):
     """``links``: an emulated link as applied, read back."""
 
@@ -285,7 +302,8 @@ PROBE_TABLES: dict[str, type[NamedTuple]] = {
     "numa_pages": NumaPagesRow, "flamegraphs": FlameGraphRow, "stack_frames": StackFrameRow,
     "sched_roles": SchedRoleRow, "wakeups": WakeupRow, "wait_timeline": WaitTimelineRow,
     "fault_events": FaultEventRow, "durability": DurabilityRow,
-    "instance_results": InstanceResultRow, "placement": PlacementRow, "links": LinkRow,
+    "instance_results": InstanceResultRow, "placement": PlacementRow, "quotas": QuotaRow,
+    "links": LinkRow,
     "numastat": NumastatRow, "observed": ObservedRow, "gprof_roles": GprofRoleRow,
     "gprof_functions": GprofFunctionRow, "host_repeats": HostRepeatRow,
     "anatomy": AnatomyRow,
@@ -313,6 +331,7 @@ class ProbeRows:
     durability: list[DurabilityRow] = field(default_factory=list)
     instance_results: list[InstanceResultRow] = field(default_factory=list)
     placement: list[PlacementRow] = field(default_factory=list)
+    quotas: list[QuotaRow] = field(default_factory=list)
     links: list[LinkRow] = field(default_factory=list)
     numastat: list[NumastatRow] = field(default_factory=list)
     observed: list[ObservedRow] = field(default_factory=list)

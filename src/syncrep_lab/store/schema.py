@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import sqlite3
 
-SCHEMA_VERSION = 14
+SCHEMA_VERSION = 15
 
 SCHEMA = """
 create table if not exists meta (key text primary key, value text not null);
@@ -180,6 +180,13 @@ create table if not exists placement (   -- what the kernel gave each role, read
     cpus text not null, mems text not null,   -- Cpus_allowed_list, Mems_allowed_list
     cgroup text not null, numa_policy text not null
 );
+create table if not exists quotas (   -- a role's CPU quota and its cpu.stat over the repeat
+    repeat_id integer not null references repeats(id),
+    instance integer not null, node text not null, role text not null,
+    share real not null, quota_us integer not null, period_us integer not null,
+    processes integer not null, periods integer not null, throttled integer not null,
+    throttled_ms real not null, seconds real not null   -- the counters' window
+);
 create table if not exists links (   -- emulated links as applied, read back
     repeat_id integer not null references repeats(id),
     instance integer not null, a text not null, b text not null,
@@ -255,7 +262,7 @@ NEW_COLUMNS = (  # 6 -> 7, 7 -> 8 (runs.order_note), 8 -> 9 (runs.kind), 9 -> 10
 
 
 def upgrade(db: sqlite3.Connection, version: int) -> None:
-    """Bring a store of an earlier ``version`` (1 to 13) to SCHEMA_VERSION, in place.
+    """Bring a store of an earlier ``version`` (1 to 14) to SCHEMA_VERSION, in place.
 
     1 -> 2 added the first probe tables and repeats.probed; 2 -> 3 the tables of /proc,
     NUMA, flame graphs and the scheduler trace; 3 -> 4 the wait timeline; 4 -> 5 fault
@@ -267,7 +274,8 @@ def upgrade(db: sqlite3.Connection, version: int) -> None:
     hosts' clocks and busy CPUs per repeat; 11 -> 12 the commit anatomy probe's table;
     12 -> 13 each role's run delay and CPU migrations in proc_costs (new columns: the
     rows of a store written before read them as None); 13 -> 14 the cells' TPS
-    intervals on the log scale (:func:`log_scale_intervals`).
+    intervals on the log scale (:func:`log_scale_intervals`); 14 -> 15 the CPU quotas
+    per role (a new table).
     """
     db.executescript(SCHEMA)
     if version == 1:

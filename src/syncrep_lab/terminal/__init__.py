@@ -17,7 +17,9 @@ from rich.console import Console
 
 def make_console(*, stderr: bool = False) -> Console:
     stream = sys.stderr if stderr else sys.stdout
-    return Console(stderr=stderr, highlight=False, width=None if stream.isatty() else 132)
+    # no emoji codes: rich would print "walsender:b:" in a message with a letter B emoji
+    return Console(stderr=stderr, highlight=False, emoji=False,
+                   width=None if stream.isatty() else 132)
 
 
 def number(value: float | None, fmt: str = "{:,.0f}") -> str:
