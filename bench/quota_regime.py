@@ -76,6 +76,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--clients", type=int, default=64)
     parser.add_argument("--duration", type=int, default=5)
+    parser.add_argument("--run", type=Path, default=None,
+                        help="read a run this script made instead of making one")
     args = parser.parse_args()
     shares = [float(s) for s in args.shares.split(",")]
     names = {f"q{s:g}".replace(".", "_"): s for s in shares}
@@ -87,14 +89,16 @@ def main() -> None:
     spec.write_text(SPEC.format(clients=args.clients, duration=args.duration,
                                 rounds=args.rounds, quotas=quotas,
                                 placements=json.dumps(["none", *names])))
-    run = work / "run"
-    subprocess.run([str(ROOT / ".venv" / "bin" / "syncrep-lab"), "run", str(spec), "--out",
-                    str(run)], check=True, stdin=subprocess.DEVNULL,
-                   stdout=subprocess.DEVNULL)
-    cells = {c["label"]: c for c in _cli("results", str(run), "--json")}
-    costs = {c["label"]: c for c in _cli("costs", str(run), "--json")}
-    stock = cells["place=none"]
-    sender_us = _cpu(costs["place=none"], "primary", "walsender:b")
+    run = args.run or work / "run"
+    if args.run is None:
+        subprocess.run([str(ROOT / ".venv" / "bin" / "syncrep-lab"), "run", str(spec),
+                        "--out", str(run)], check=True, stdin=subprocess.DEVNULL,
+                       stdout=subprocess.DEVNULL)
+    cells = {c["axes"]["placement"]: c for c in _cli("results", str(run), "--json")}
+    labels = {c["idx"]: c["axes"]["placement"] for c in cells.values()}
+    costs = {labels[c["idx"]]: c for c in _cli("costs", str(run), "--json")}
+    stock = cells["none"]
+    sender_us = _cpu(costs["none"], "primary", "walsender:b")
     print(f"run {run}: {args.clients} clients, {args.rounds} interleaved rounds of "
           f"{args.duration} s; stock walsender:b {sender_us or 0:.1f} µs of CPU a commit")
     print(f"{'cell':<14} {'TPS':>7} {'95 % CI':>17} {'idle':>5} {'used up':>8} "
@@ -104,7 +108,7 @@ def main() -> None:
                    for r in costs[label]["roles"]) * (cell["tps_mean"] or 0) / 1e6
         idle = 1 - busy / len(machine_cpus())
         quota = (cell.get("quotas") or [None])[0]
-        share = names.get(label.removeprefix("place="))
+        share = names.get(label)
         line = (f"{label:<14} {cell['tps_mean']:>7,.0f} "
                 f"[{cell['tps_ci_low'] or 0:>7,.0f}, {cell['tps_ci_high'] or 0:>7,.0f}] "
                 f"{100 * idle:>4.0f}%")
@@ -117,7 +121,8 @@ def main() -> None:
         nearer = "capacity" if abs(capacity - tps) < abs(bursts - tps) else "bursts"
         print(f"{line} {100 * (quota['throttled_share'] or 0):>7.0f}% "
               f"{quota['throttled_ms_per_s'] or 0:>6.0f} ms/s {capacity:>9,.0f} "
-              f"{bursts:>8,.0f}  {nearer} ({tps / min(capacity, bursts):.2f} of the lower)")
+              f"{bursts:>8,.0f}  {nearer} (measured ÷ capacity {tps / capacity:.3f}, "
+              f"÷ bursts {tps / bursts:.2f})")
     print(f"stock cell: {stock['tps_mean']:,.0f} tps, led by: {stock['limit']}")
 
 

@@ -98,6 +98,7 @@ only = [{ placement = "split", cores = 1 }, { placement = "none", cores = 2 }]
 [placements.split]
 cpus = { client = "1" }
 pin = { "walsender:b" = "1", walwriter = "0", "b/walreceiver" = "0" }
+quota = { "walsender:b" = 0.002 }
 numa = { primary = "interleave=all", standbys = "localalloc" }
 """ + COMMON.format(clients=2, duration=3)
 
@@ -141,31 +142,19 @@ def test_placement_is_read_back_for_every_role(workdir: Path) -> None:
     assert plain[("primary", "walwriter")]["cpus"] == "0-1"
     assert plain[("primary", "walsender:b")]["cpus"] == "0-1"
     assert ("client", "pgbench") in plain
+    _the_quota_held_the_walsender(workdir, db, cells["place=split cores=1"],
+                                  cells["place=none cores=2"])
     assert _left_by(workdir / "run") == {"namespaces": [], "cpusets": []}
     assert run_postmasters(workdir / "run") == []
 
 
-HELD = """\
-name = "held"
-
-[topology]
-standbys = 1
-sync = "b"
-
-[placements.held]
-quota = { "walsender:b" = 0.002 }
-
-[matrix]
-placement = ["held", "none"]
-""" + COMMON.format(clients=4, duration=3)
-
-
-def test_a_cpu_quota_holds_the_sync_walsender_and_is_read_back(workdir: Path) -> None:
-    db = _run(workdir, HELD)
-    cells = {r["label"]: r for r in db.execute("select id, label, tps_mean from cells")}
-    held, free = cells["place=held"], cells["place=none"]
+def _the_quota_held_the_walsender(workdir: Path, db: sqlite3.Connection, held_id: int,
+                                  free_id: int) -> None:
+    """The split cell's CPU quota on walsender:b (a cgroup of the cpu hierarchy, beside
+    its cpuset and pin): read back with cpu.stat's counts, shown, diagnosed."""
+    tps = {r["id"]: r["tps_mean"] for r in db.execute("select id, tps_mean from cells")}
     quotas = db.execute("select q.* from quotas q join repeats r on r.id = q.repeat_id "
-                        "where r.probed = 0 and r.cell_id = ?", (held["id"],)).fetchall()
+                        "where r.probed = 0 and r.cell_id = ?", (held_id,)).fetchall()
     assert len(quotas) == 1, [dict(q) for q in quotas]
     q = quotas[0]
     # 0.2 % of a CPU: the kernel's smallest quota (1 ms) in a period stretched to 500 ms
@@ -176,22 +165,22 @@ def test_a_cpu_quota_holds_the_sync_walsender_and_is_read_back(workdir: Path) ->
     assert q["throttled_ms"] > 500, dict(q)
     assert 2.5 < q["seconds"] < 30, dict(q)
     assert not db.execute("select 1 from quotas q join repeats r on r.id = q.repeat_id "
-                          "where r.cell_id = ?", (free["id"],)).fetchall()
+                          "where r.cell_id = ?", (free_id,)).fetchall()
     # 2 ms of CPU a second carries a few hundred commits at most: the held cell's
-    # clients wait for it (4 clients unheld commit thousands a second here)
-    assert held["tps_mean"] < 0.5 * free["tps_mean"], (held["tps_mean"], free["tps_mean"])
-    shown = json.loads(cli("results", str(workdir / "run"), "--json").stdout)
-    by_label = {c["label"]: c for c in shown}
-    [seen] = by_label["place=held"]["quotas"]
+    # clients wait for it (unheld, they commit thousands a second here)
+    assert tps[held_id] < 0.5 * tps[free_id], tps
+    shown = {c["idx"]: c for c in json.loads(cli("results", str(workdir / "run"),
+                                                  "--json").stdout)}
+    idx = {r["id"]: r["idx"] for r in db.execute("select id, idx from cells")}
+    [seen] = shown[idx[held_id]]["quotas"]
     assert seen["throttled"] == q["throttled"] and 0 < seen["throttled_share"] <= 1, seen
-    assert by_label["place=none"]["quotas"] == []
+    assert shown[idx[free_id]]["quotas"] == []
     # the verdict leads with the quota, naming the walsender the commits wait for
-    lead = by_label["place=held"]["verdicts"][0]
+    lead = shown[idx[held_id]]["verdicts"][0]
     assert lead["mechanism"] == "a CPU quota holds a role", lead
     assert lead["summary"].startswith("the sync walsender is held to 0.002 CPU"), lead
     assert not any(v["mechanism"] == "a CPU quota holds a role"
-                   for v in by_label["place=none"]["verdicts"])
-    assert _left_by(workdir / "run") == {"namespaces": [], "cpusets": []}
+                   for v in shown[idx[free_id]]["verdicts"])
 
 
 LINKED = """\

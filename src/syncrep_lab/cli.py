@@ -765,9 +765,10 @@ def compare_cmd(run_a: Path, run_b: Path, force: bool, top: int, as_json: bool,
 @click.option("--list", "just_list", is_flag=True, help="Only list what would be removed.")
 def clean(just_list: bool) -> None:
     """Stop and remove every cluster syncrep-lab made and did not take down, with its
-    standbys on SSH hosts, network namespaces, links and cpusets; on attached clusters,
-    end the sessions of runs that were killed and drop their tables; end a bpftrace of
-    the commit anatomy probe whose run or observe was killed, and remove its files."""
+    standbys on SSH hosts, network namespaces, links, cpusets and CPU quota groups; on
+    attached clusters, end the sessions of runs that were killed and drop their tables;
+    end a bpftrace of the commit anatomy probe whose run or observe was killed, and
+    remove its files."""
     from syncrep_lab.probes.anatomy import (
         clean_tracers,
         clean_work_dirs,

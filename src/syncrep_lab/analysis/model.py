@@ -9,7 +9,7 @@ repeats' (inflated by tracing, and said). Then:
 
 - a role that is **one process** (a walsender, the walwriter, a standby's walreceiver
   or startup process, the checkpointer) cannot pass 1 / D commits a second: it has
-  one core at most;
+  one core at most (q / D where a placement holds it to a CPU quota of q CPUs);
 - a **pool** (the backends, pgbench's threads) cannot pass min(n, C) / D, n its
   processes, C the usable CPUs;
 - the **machine** cannot pass C / ΣD over every process on it (pgbench included
@@ -171,26 +171,30 @@ def sum_intervals(parts: list[Interval]) -> Interval:
 
 def bounds(demands: Demands, *, cpus: float,
            clients: int, threads: int, r1_ms: Interval | None, r1_source: str,
-           server_cores: float | None = None) -> list[Bound]:
+           server_cores: float | None = None,
+           quotas: dict[tuple[str, str], float] | None = None) -> list[Bound]:
     """Every bound of a cell, lowest first. ``demands``: (node, role) -> (µs per commit,
     source, processes). ``cpus``: the machine's, shared by every process here, pgbench
     included. ``server_cores``: the servers confined to that many of them (the
     ``cores`` axis; pgbench is not confined): the servers' demands then also meet a
-    bound of their own on those cores."""
+    bound of their own on those cores. ``quotas``: (node, role) -> the CPUs a placement's
+    quota gives that role's processes between them, which caps its capacity."""
+    held = quotas or {}
     out: list[Bound] = []
     for (node, role), (d, source, _) in sorted(demands.items()):
         kind = role_kind(role)
         if kind is None or d.mean <= 0:
             continue
         name = role if node in ("primary", "client") else f"{node} {role}"
+        cap = held.get((node, role), math.inf)
         if kind == "process":
-            out.append(capacity_bound(name, kind, d, 1.0, source))
+            out.append(capacity_bound(name, kind, d, min(1.0, cap), source))
         else:
             # pgbench works with `threads` threads; sysbench's threads are its clients
             n = threads if role == "pgbench" else clients
             room = cpus if role in CLIENT_PROGRAMS or server_cores is None else server_cores
             out.append(capacity_bound(name + ("s" if role == "backend" else ""), kind, d,
-                                      float(min(n, room)), source))
+                                      float(min(n, room, cap)), source))
     if demands:
         total = sum_intervals([d for d, _, _ in demands.values()])
         sources = sorted({s for _, s, _ in demands.values()})
@@ -456,8 +460,10 @@ def cell_model(store: Store, cell: StoredCell, by_series: dict[str, dict[int, St
         r1_source = "the sum of the demands (no 1-client cell: a weaker bound)"
     else:
         r1, r1_source = None, ""
+    # a CPU quota is the placement's: it holds its role here and on any machine
+    quotas = {(q.node, q.role): q.share for q in queries.quota_means(store, cell.id)}
     found = bounds(demands, cpus=cpus, clients=n_clients, threads=threads, r1_ms=r1,
-                   r1_source=r1_source, server_cores=server_cores)
+                   r1_source=r1_source, server_cores=server_cores, quotas=quotas)
     measured = float(cell.tps_mean) if cell.tps_mean is not None else None
     x = _measured(cell)
     traced, wait_missing = traced_commit(store, cell)
@@ -488,7 +494,7 @@ def cell_model(store: Store, cell: StoredCell, by_series: dict[str, dict[int, St
         r1_at = r1
         # on C cores the servers are no longer confined: a machine of C CPUs
         hypo = bounds(demands, cpus=c, clients=n, threads=min(threads, n), r1_ms=r1_at,
-                      r1_source=r1_source)
+                      r1_source=r1_source, quotas=quotas)
         # the wait bounds there: the release's cost per waiter as here, the commit's time
         # in the server as at this cell's clients (docs/decisions.md, "The wait bounds")
         hypo_waits = (wait_bounds(traced, x, at_clients=n)
@@ -547,11 +553,15 @@ def headline(model: dict[str, Any]) -> str | None:
         return None
     if binding["kind"] == "wait":
         what = wait_name(binding)
+    elif binding["kind"] == "process":
+        held = binding["capacity"] < 1  # a placement's CPU quota
+        what = (f"{binding['resource']} (one process"
+                + (f", held to {binding['capacity']:g} CPU by its quota)" if held else ")"))
     else:
         what = (f"the {model['cpus']:g} CPUs" if binding["kind"] == "machine"
-                else f"{binding['resource']}" + (" (one process)"
-                                                 if binding["kind"] == "process" else ""))
-    text = f"here {what} bind{'s' if binding['kind'] == 'wait' else ''} at " \
+                else binding["resource"])
+    plural = binding["kind"] == "machine" or binding["resource"].endswith("s")
+    text = f"here {what} bind{'' if plural else 's'} at " \
            f"~{round_tps(binding['max_tps'])} tps"
     cpu = [b for b in model["bounds"] if b["kind"] != "clients"]
     if binding["kind"] == "wait" and cpu:
