@@ -11,6 +11,8 @@ This package holds all of placement, named by what each module does:
     later stays on the same CPUs, plus the read-back of what the kernel applied;
   - ``pinning``: a watcher that pins processes of one role (the walsender serving
     standby b, the walwriter, every new backend) to CPUs as they appear;
+  - ``quota``: CPU quotas per role (cgroup v1's cpu controller) and ``cpu.stat``'s
+    throttled counts; the pinner moves each role's processes into their group;
   - ``numa``: numactl memory policies and their read-back from ``numa_maps``;
 - ``layout``: one cluster's placement (cpusets, numactl, namespaces, pins) as saved in
   its manifest, applied before the first server starts and undone after the last.
