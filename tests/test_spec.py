@@ -44,6 +44,13 @@ def test_presets_are_valid() -> None:
     assert len(cells) == 7
     assert {c.sync for c in cells if c.standbys == 0} == {""}
     assert seed.reference["figures"]
+    regime, _ = load_preset("regime")
+    held = [c for c in expand(regime).cells if c.placement != "none"]
+    # each quota level at 64 clients, on and its local control
+    assert sorted((c.placement, c.synchronous_commit) for c in held) == sorted(
+        (p, level) for p in ("w01", "w02", "w05") for level in ("local", "on"))
+    assert {q for p in regime.placements.values() for q in p.quota.values()} == {
+        0.05, 0.02, 0.01}
 
 
 def _error(text: str) -> SpecError:

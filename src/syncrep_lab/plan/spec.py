@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 SYNC_COMMIT_LEVELS = LEVELS
 Scalar = str | int | float | bool
-PRESETS = ("quick", "seed")
+PRESETS = ("quick", "seed", "regime")
 Driver = Literal["pgbench", "sysbench"]  # the client program
 MAX_INSTANCES = 16  # independent primaries on one machine, at most
 
