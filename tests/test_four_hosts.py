@@ -80,6 +80,13 @@ sched = false
         # each host read in every repeat, with what runs there
         seen = {r["host"]: r["roles"] for r in db.execute("select host, roles from host_repeats")}
         assert seen == {"a": "primary", "s1": "b", "s2": "c", "d": "client"}
+        # and their disks and network, read there: each host's own namespace carries
+        # the replication (the hosts are namespaces of this machine, linked over veths)
+        disks = {r["host"] for r in db.execute("select host from disk_io")}
+        assert {"a", "s1", "s2", "d"} <= disks, disks
+        sent = {r["host"]: r["tx"] for r in db.execute(
+            "select host, sum(tx_bytes) as tx from net_io where host != '' group by host")}
+        assert set(sent) == {"a", "s1", "s2", "d"} and sent["a"] > 0, sent
         # per-role costs counted on the hosts: the sync walsender wakes the committing
         # backends (kill), the standbys' walreceivers write the WAL they receive
         costs = {(r["node"], r["role"]): json.loads(r["syscalls_json"]) for r in db.execute(

@@ -224,6 +224,15 @@ def test_an_emulated_link_delays_on_but_not_local(workdir: Path) -> None:
     assert abs(lat[("far", "local")] - lat[("none", "local")]) < 0.5 * round_trip, lat
     links = db.execute("select distinct a, b, profile from links").fetchall()
     assert {(r["a"], r["b"]) for r in links} == {("primary", "b"), ("client", "primary")}
+    # every measured repeat read the disks and each node's namespace: the primary's
+    # link to b carried the WAL out, the client's link the statements in
+    measured = {r[0] for r in db.execute("select id from repeats where probed = 0")}
+    assert {r[0] for r in db.execute("select repeat_id from disk_io")} >= measured
+    to_b = {r["repeat_id"]: r for r in db.execute(
+        "select * from net_io where node = 'primary' and interface = 'to-b'")}
+    assert set(to_b) >= measured, to_b
+    assert all(to_b[r]["tx_bytes"] > to_b[r]["rx_bytes"] > 0 for r in measured), \
+        [dict(v) for v in to_b.values()]
     assert any("2 ms" in r["profile"] for r in links), [dict(r) for r in links]
     # the link fault: b's link turned far for a second mid-repeat, then back
     events = db.execute("select e.kind, e.node, e.detail from fault_events e join repeats r "

@@ -13,19 +13,12 @@ from typing import Any
 
 from syncrep_lab.analysis.noise import cell_noise, cell_walsender, noise_json, repeat_overhead
 from syncrep_lab.analysis.ratios import anatomy_to_baseline, ratios_to_baseline
-from syncrep_lab.store import Store, queries
+from syncrep_lab.analysis.resources import cell_resources
+from syncrep_lab.store import Store
 
 COLUMNS = ("idx", "label", "status", "repeats", "stop_reason", "tps_mean", "tps_ci_low",
            "tps_ci_high", "tps_ci_rel", "lat_mean_ms", "lat_p50_ms", "lat_p90_ms",
            "lat_p99_ms", "lat_p999_ms", "lat_max_ms", "transactions", "failed", "error")
-
-
-def quota_json(q: queries.QuotaMeans) -> dict[str, Any]:
-    """A role's CPU quota as ``results --json`` and the report show it."""
-    return {"instance": q.instance, "node": q.node, "role": q.role, "share": q.share,
-            "quota_us": q.quota_us, "period_us": q.period_us, "repeats": q.repeats,
-            "periods": q.periods, "throttled": q.throttled,
-            "throttled_share": q.throttled_share, "throttled_ms_per_s": q.throttled_ms_per_s}
 
 
 def cell_rows(folder: Path) -> list[dict[str, Any]]:
@@ -44,7 +37,7 @@ def cell_rows(folder: Path) -> list[dict[str, Any]]:
             row["ratio_to_baseline"] = ratios.get(cell.idx)
             row["anatomy_to_baseline"] = anatomies.get(cell.idx)
             row["notes"] = cell.notes
-            row["quotas"] = [quota_json(q) for q in queries.quota_means(store, cell.id)]
+            row.update(cell_resources(store, cell.id))  # disks, network, quotas
             # an observe window's slices are consecutive, not repeats: no split
             row["noise"] = (None if run.kind == "observe"
                             else noise_json(cell_noise(store, cell, overhead),

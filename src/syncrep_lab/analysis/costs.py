@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from syncrep_lab.analysis.anatomy import Anatomy, cell_anatomy
+from syncrep_lab.analysis.resources import cell_resources
 from syncrep_lab.measure.stats import mean_ci
 from syncrep_lab.store import Store, StoredCell, cluster_key_text, queries
 
@@ -131,6 +132,11 @@ class CellCosts(TypedDict):
     gprof: list[GprofProfile]
     anatomy: Anatomy | None  # where a commit's time goes (analysis/anatomy.py)
     probes: dict[str, list[str]]  # probe -> its outcomes ('ran', 'skipped: why', ...)
+    # each disk and network interface a second of the measured repeats, and the CPU
+    # quotas (analysis/resources.py)
+    disks: list[dict[str, Any]]
+    network: list[dict[str, Any]]
+    quotas: list[dict[str, Any]]
 
 
 class RunCellCosts(CellCosts):
@@ -290,6 +296,7 @@ def cell_costs(store: Store, cell_id: int) -> CellCosts:
                "share": {k: v / totals[(node, role)] for k, v in
                          sorted(events.items(), key=lambda kv: -kv[1])}}
               for (node, role), events in sorted(waits.items()) if totals[(node, role)]]
+    resources = cell_resources(store, cell_id)
     return {"roles": roles, "waits": shares,
             "latency_breakdown": _latency_breakdown(store, list(repeats), waits),
             "replication": _replication(store, list(repeats)),
@@ -301,7 +308,9 @@ def cell_costs(store: Store, cell_id: int) -> CellCosts:
             # slices (measured, not probed: the window is all there is)
             "anatomy": cell_anatomy(store, repeats,
                                     int(store.cell(cell_id).params.get("clients") or 0)),
-            "probes": {k: sorted(v) for k, v in probe_status.items()}}
+            "probes": {k: sorted(v) for k, v in probe_status.items()},
+            "disks": resources["disks"], "network": resources["network"],
+            "quotas": resources["quotas"]}
 
 
 def _wakeups(store: Store, tps: dict[int, float]) -> list[WakeupCosts]:

@@ -20,12 +20,19 @@ import re
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from syncrep_lab import procs
 from syncrep_lab.errors import ClusterFailure, UserError
 from syncrep_lab.hosts.ssh import ALIVE_SH, SshHost
+from syncrep_lab.measure.io_counters import (
+    DiskCounters,
+    NetCounters,
+    disk_devices,
+    parse_diskstats,
+    parse_net_dev,
+)
 
 # How long a server may take to write postmaster.pid after it was started. It
 # does so before any recovery, so this is about a busy host, not a big database.
@@ -501,7 +508,10 @@ def machine_facts(host: SshHost) -> dict[str, Any]:
 
 # One round trip: the host's clock (seconds since the epoch, to the nanosecond), then its
 # CPUs' time since boot (/proc/stat's first line, in clock ticks) and its CPU count.
-_CLOCK_SH = "date +%s.%N; head -n 1 /proc/stat; grep -c '^cpu[0-9]' /proc/stat"
+_CLOCK_SH = ("date +%s.%N; head -n 1 /proc/stat; grep -c '^cpu[0-9]' /proc/stat; "
+             # the disks and the host's network (measure/io_counters.py), after @@ lines
+             "echo @@; ls /sys/block; echo @@; cat /proc/diskstats; echo @@; "
+             "cat /proc/net/dev")
 
 
 @dataclass(frozen=True)
@@ -511,6 +521,8 @@ class HostReading:
     busy_ticks: int  # CPU time spent not idle, over every CPU, since boot
     total_ticks: int
     cpus: int
+    disks: dict[str, DiskCounters] = field(default_factory=dict)
+    network: dict[str, NetCounters] = field(default_factory=dict)
 
 
 def read_host(host: SshHost, tries: int = 5) -> HostReading:
@@ -537,7 +549,12 @@ def read_host(host: SshHost, tries: int = 5) -> HostReading:
                         "the host needs date with %N and Linux /proc/stat") from None
     idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)  # idle, iowait
     total = sum(ticks[:8])  # user .. steal; guest time is already counted in user
-    return HostReading(clock - middle, rtt / 2, total - idle, total, cpus)
+    parts = out.split("@@\n")
+    disks = net = {}
+    if len(parts) == 4:
+        disks = parse_diskstats(parts[2], disk_devices(parts[1].split()))
+        net = parse_net_dev(parts[3])
+    return HostReading(clock - middle, rtt / 2, total - idle, total, cpus, disks, net)
 
 
 def busy_cpus(before: HostReading, after: HostReading) -> float | None:

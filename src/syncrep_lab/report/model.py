@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from syncrep_lab.analysis import model as bound_model
-from syncrep_lab.analysis.cells import cell_rows, quota_json
+from syncrep_lab.analysis.cells import cell_rows
 from syncrep_lab.analysis.costs import CellCosts, RunCellCosts, run_costs
 from syncrep_lab.analysis.diagnosis import (
     confidence_text,
@@ -30,6 +30,7 @@ from syncrep_lab.analysis.diagnosis import (
 )
 from syncrep_lab.analysis.faults import run_faults
 from syncrep_lab.analysis.noise import budget_sentences, target_text
+from syncrep_lab.analysis.resources import quota_json
 from syncrep_lab.analysis.scaling import Series, core_sweep, scaling
 from syncrep_lab.errors import UserError
 from syncrep_lab.measure.pairing import ratio_of

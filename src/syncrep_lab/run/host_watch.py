@@ -13,13 +13,15 @@ it judges this machine's.
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
 from syncrep_lab.hosts import remote
 from syncrep_lab.hosts.ssh import HostSpec, SshHost
 from syncrep_lab.probes.recorder import Ending
-from syncrep_lab.store import HostRepeatRow, ProbeRows
+from syncrep_lab.run.io_watch import disk_rows, net_rows
+from syncrep_lab.store import DiskIoRow, HostRepeatRow, NetIoRow, ProbeRows
 
 if TYPE_CHECKING:
     from syncrep_lab.cluster.manifest import Manifest
@@ -67,11 +69,13 @@ class HostWatch:
         self.roles = dict(roles)
         self.hosts = {name: SshHost(spec) for name, spec in sorted(specs.items())}
         self.before: dict[str, remote.HostReading] = {}
+        self.since = time.monotonic()
 
     def start(self) -> None:
         try:
             for name, host in self.hosts.items():
                 self.before[name] = remote.read_host(host)
+            self.since = time.monotonic()
         except BaseException:
             self.close()
             raise
@@ -83,8 +87,11 @@ class HostWatch:
         return reading.offset_s if reading is not None else 0.0
 
     def stop(self, ending: Ending) -> ProbeRows:
-        """``host_repeats``: each host's clock offset and the CPUs it kept busy."""
+        """``host_repeats``: each host's clock offset and the CPUs it kept busy;
+        ``disk_io`` and ``net_io``: its disks and its own network's interfaces."""
         rows = []
+        disks: list[DiskIoRow] = []
+        nets: list[NetIoRow] = []
         try:
             for name, host in self.hosts.items():
                 first = self.before.get(name)
@@ -94,9 +101,13 @@ class HostWatch:
                 rows.append(HostRepeatRow(name, ",".join(self.roles[name]),
                                           first.offset_s * 1e3, first.uncertainty_s * 1e3,
                                           remote.busy_cpus(first, after), after.cpus))
+                seconds = time.monotonic() - self.since
+                disks += disk_rows(name, first.disks, after.disks, seconds)
+                nets += net_rows(name, {(0, ""): first.network}, {(0, ""): after.network},
+                                 seconds)
         finally:
             self.close()
-        return ProbeRows(host_repeats=rows)
+        return ProbeRows(host_repeats=rows, disk_io=disks, net_io=nets)
 
     def abort(self) -> None:
         self.close()

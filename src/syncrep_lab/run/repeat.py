@@ -38,6 +38,7 @@ from syncrep_lab.run.clients import finish_all, remote_client_costs, start_clien
 from syncrep_lab.run.clusters import Target
 from syncrep_lab.run.fault_run import FaultRun
 from syncrep_lab.run.host_watch import HostWatch
+from syncrep_lab.run.io_watch import IoWatch
 from syncrep_lab.run.placement_watch import PlacementReadBack
 from syncrep_lab.run.workload import PgbenchRun, RunningPgbench
 from syncrep_lab.store import ANATOMY, MEASURED, PROBED, now
@@ -123,6 +124,7 @@ class Repeat:
                                      target.admin, self.here) if on_hosts else None)
         self.hosts = HostWatch.of(target.manifest) if target.manifest is not None else None
         chosen.append(self.hosts)
+        chosen.append(IoWatch(self.targets))
         # measured repeats: CPU per role from /proc only, nothing attached (the model's
         # service demands); one instance, no faults (probes/session.UntracedCpu)
         if (not self.probed and self.fault is None and len(self.targets) == 1

@@ -403,6 +403,62 @@ def quota_means(store: Store, cell_id: int) -> list[QuotaMeans]:
         "order by q.instance, q.node, q.role", (cell_id,))]
 
 
+@dataclass(frozen=True)
+class DiskMeans:
+    """A block device over a cell's measured repeats: the sums of its counters and of
+    the time they grew over."""
+
+    host: str
+    device: str
+    reads: int
+    writes: int
+    read_bytes: int
+    write_bytes: int
+    busy_ms: float
+    seconds: float
+    repeats: int
+
+    @property
+    def busy_share(self) -> float | None:
+        """The share of the time the device had an I/O in flight."""
+        return self.busy_ms / 1000 / self.seconds if self.seconds > 0 else None
+
+
+def disk_means(store: Store, cell_id: int) -> list[DiskMeans]:
+    """Each block device of a cell's measured repeats, by host and device."""
+    return [DiskMeans(*r) for r in store.db.execute(
+        "select d.host, d.device, sum(d.reads), sum(d.writes), sum(d.read_bytes), "
+        "sum(d.write_bytes), sum(d.busy_ms), sum(d.seconds), count(*) from disk_io d "
+        "join repeats r on r.id = d.repeat_id where r.cell_id = ? and r.probed = 0 "
+        "group by d.host, d.device order by d.host, d.device", (cell_id,))]
+
+
+@dataclass(frozen=True)
+class NetMeans:
+    """A network interface over a cell's measured repeats (sums, as DiskMeans)."""
+
+    host: str
+    instance: int
+    node: str
+    interface: str
+    rx_bytes: int
+    tx_bytes: int
+    rx_packets: int
+    tx_packets: int
+    seconds: float
+    repeats: int
+
+
+def net_means(store: Store, cell_id: int) -> list[NetMeans]:
+    """Each network interface of a cell's measured repeats, by host, namespace and name."""
+    return [NetMeans(*r) for r in store.db.execute(
+        "select n.host, n.instance, n.node, n.interface, sum(n.rx_bytes), sum(n.tx_bytes), "
+        "sum(n.rx_packets), sum(n.tx_packets), sum(n.seconds), count(*) from net_io n "
+        "join repeats r on r.id = n.repeat_id where r.cell_id = ? and r.probed = 0 "
+        "group by n.host, n.instance, n.node, n.interface "
+        "order by n.host, n.instance, n.node, n.interface", (cell_id,))]
+
+
 # --- faults --------------------------------------------------------------------------
 
 

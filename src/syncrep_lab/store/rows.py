@@ -213,6 +213,33 @@ class QuotaRow(NamedTuple):
     seconds: float  # the time over which these were counted
 
 
+class DiskIoRow(NamedTuple):
+    """``disk_io``: a whole block device over a repeat (/proc/diskstats)."""
+
+    host: str  # "" this machine, else the SSH host's name
+    device: str
+    reads: int  # I/Os completed
+    writes: int
+    read_bytes: int
+    write_bytes: int
+    busy_ms: float  # time with an I/O in flight (io_ticks)
+    seconds: float  # the time the counters grew over
+
+
+class NetIoRow(NamedTuple):
+    """``net_io``: a network interface over a repeat (/proc/net/dev of its namespace)."""
+
+    host: str  # "" this machine, else the SSH host's name
+    instance: int  # 0 for the host's own namespace
+    node: str  # the node whose namespace it is, "" for the host's own
+    interface: str  # a node's to-PEER is its emulated link to PEER
+    rx_bytes: int
+    tx_bytes: int
+    rx_packets: int
+    tx_packets: int
+    seconds: float
+
+
 class LinkRow(NamedTuple):
     """``links``: an emulated link as applied, read back."""
 
@@ -303,6 +330,7 @@ PROBE_TABLES: dict[str, type[NamedTuple]] = {
     "sched_roles": SchedRoleRow, "wakeups": WakeupRow, "wait_timeline": WaitTimelineRow,
     "fault_events": FaultEventRow, "durability": DurabilityRow,
     "instance_results": InstanceResultRow, "placement": PlacementRow, "quotas": QuotaRow,
+    "disk_io": DiskIoRow, "net_io": NetIoRow,
     "links": LinkRow,
     "numastat": NumastatRow, "observed": ObservedRow, "gprof_roles": GprofRoleRow,
     "gprof_functions": GprofFunctionRow, "host_repeats": HostRepeatRow,
@@ -332,6 +360,8 @@ class ProbeRows:
     instance_results: list[InstanceResultRow] = field(default_factory=list)
     placement: list[PlacementRow] = field(default_factory=list)
     quotas: list[QuotaRow] = field(default_factory=list)
+    disk_io: list[DiskIoRow] = field(default_factory=list)
+    net_io: list[NetIoRow] = field(default_factory=list)
     links: list[LinkRow] = field(default_factory=list)
     numastat: list[NumastatRow] = field(default_factory=list)
     observed: list[ObservedRow] = field(default_factory=list)

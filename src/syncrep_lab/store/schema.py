@@ -187,6 +187,23 @@ create table if not exists quotas (   -- a role's CPU quota and its cpu.stat ove
     processes integer not null, periods integer not null, throttled integer not null,
     throttled_ms real not null, seconds real not null   -- the counters' window
 );
+create table if not exists disk_io (   -- a block device over a repeat (/proc/diskstats)
+    repeat_id integer not null references repeats(id),
+    host text not null,              -- "" this machine, else an SSH host's name
+    device text not null, reads integer not null, writes integer not null,
+    read_bytes integer not null, write_bytes integer not null,
+    busy_ms real not null,           -- time with an I/O in flight
+    seconds real not null
+);
+create table if not exists net_io (   -- an interface over a repeat (/proc/net/dev)
+    repeat_id integer not null references repeats(id),
+    host text not null, instance integer not null,
+    node text not null,              -- whose namespace; "" the host's own
+    interface text not null,
+    rx_bytes integer not null, tx_bytes integer not null,
+    rx_packets integer not null, tx_packets integer not null,
+    seconds real not null
+);
 create table if not exists links (   -- emulated links as applied, read back
     repeat_id integer not null references repeats(id),
     instance integer not null, a text not null, b text not null,
@@ -275,7 +292,7 @@ def upgrade(db: sqlite3.Connection, version: int) -> None:
     12 -> 13 each role's run delay and CPU migrations in proc_costs (new columns: the
     rows of a store written before read them as None); 13 -> 14 the cells' TPS
     intervals on the log scale (:func:`log_scale_intervals`); 14 -> 15 the CPU quotas
-    per role (a new table).
+    per role, and the disks' and network interfaces' counters per repeat (new tables).
     """
     db.executescript(SCHEMA)
     if version == 1:

@@ -126,12 +126,36 @@ def print_costs(cells: list[RunCellCosts], console: Console) -> None:
             console.print(f"  standby {escape(rep['standby'])} ({escape(str(rep['states']))}): "
                           f"mean lag {lags or 'not reported by this version'}; flush behind "
                           f"by {rep['flush_bytes'] or 0:,.0f} bytes on average", soft_wrap=True)
+        for line in resource_lines(cell):
+            console.print(escape(line), soft_wrap=True)
         waits = [w for w in cell["waits"] if w["role"] in ("backend", "walsender")
                  or w["role"].startswith("walsender")]
         for w in waits:
             top = ", ".join(f"{k} {100 * v:.0f} %" for k, v in list(w["share"].items())[:4])
             console.print(f"  {w['node']} {escape(w['role'])} waits: {escape(top)}",
                           soft_wrap=True)
+
+
+def resource_lines(cell: RunCellCosts) -> list[str]:
+    """The disks and the links a second of the measured repeats: beside the CPU, the
+    rest of "the machine sits idle"."""
+    out = []
+    disks = [d for d in cell.get("disks", []) if d["busy_share"] is not None]
+    if disks:
+        out.append("  disks: " + "; ".join(
+            f"{d['host'] + ' ' if d['host'] else ''}{d['device']} busy "
+            f"{100 * d['busy_share']:.0f} %, {d['write_mb_s']:.1f} MB/s written, "
+            f"{d['read_mb_s']:.1f} MB/s read, {d['ios_s']:,.0f} I/Os a second"
+            for d in disks))
+    nets = [n for n in cell.get("network", []) if n["interface"] != "lo"
+            and (n["rx_mb_s"] or n["tx_mb_s"])]
+    if nets:
+        out.append("  network: " + "; ".join(
+            f"{n['host'] + ' ' if n['host'] else ''}{n['node'] + ' ' if n['node'] else ''}"
+            f"{n['interface']} out {n['tx_mb_s']:.2f} MB/s, in {n['rx_mb_s']:.2f} MB/s "
+            f"({n['tx_packets_s']:,.0f} and {n['rx_packets_s']:,.0f} packets a second)"
+            for n in nets))
+    return out
 
 
 def anatomy_lines(a: Anatomy) -> list[str]:
