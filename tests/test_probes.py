@@ -267,7 +267,14 @@ def test_diagnosis_names_the_mechanism(probed_run: Path) -> None:
     assert "per-wait epoll set-up" not in new
     wake = new["commit-wait wake-up bound"]
     assert wake["evidence"]["kill_per_commit"] > 0.5
-    assert wake["confidence"] in ("high", "medium")
+    # one signal a commit; whether the wake-up binds is the commit anatomy's word: the
+    # share of a commit it timed in the wake-up queue
+    queue = wake["evidence"].get("wakeup_queue_share_of_commit")
+    if queue is not None and queue < 0.05:
+        assert wake["confidence"] == "low", wake
+        assert "not where a commit's time goes" in wake["summary"], wake
+    else:
+        assert wake["confidence"] in ("high", "medium"), wake
     # 9.6 has no SyncRep wait event: the verdict says so rather than reading 0 %.
     assert "no wait event" in old["commit-wait wake-up bound"]["summary"]
     res = cli_here("diagnose", str(out))

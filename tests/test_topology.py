@@ -312,6 +312,21 @@ def test_a_longer_link_lengthens_only_the_wait_for_the_standby(workdir: Path) ->
     for part in ("local_flush", "wakeup_queue", "run_queue"):
         moved = per_commit("far", part) - per_commit("none", part)
         assert abs(moved) < 0.15 * round_trip_us, (part, moved, parts)
+    # the verdict: the wire binds, by Little's law, and nothing else is near it
+    shown = {("far" if "far" in c["label"] else "none"): c for c in json.loads(
+        cli_here("results", str(workdir / "run"), "--json").stdout)}
+    far = shown["far"]
+    lead = far["verdicts"][0]
+    assert lead["mechanism"] == "network or standby flush/apply bound", far["verdicts"]
+    assert lead["summary"].startswith("waiting for the standby binds: 2 clients"), lead
+    little = lead["evidence"]["little_tps"]
+    assert abs(little / far["tps_mean"] - 1) < 0.15, (little, far["tps_mean"])
+    assert "the link to b carried" in lead["summary"], lead
+    wake = [v for v in far["verdicts"] if v["mechanism"] == "commit-wait wake-up bound"]
+    assert all(v["confidence"] == "low" for v in wake), wake
+    # the network figures behind it: the WAL went out on the primary's link to b
+    to_b = [n for n in far["network"] if (n["node"], n["interface"]) == ("primary", "to-b")]
+    assert to_b and to_b[0]["tx_mb_s"] > 0, far["network"]
     assert _left_by(workdir / "run") == {"namespaces": [], "cpusets": []}
 
 

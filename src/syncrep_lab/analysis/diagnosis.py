@@ -125,6 +125,9 @@ class CellFacts:
     sync_walsender: str | None = None
     # the CPU quotas the cell's placement held roles to (placement/quota.py)
     quotas: list[queries.QuotaMeans] = field(default_factory=list)
+    # the disks and network interfaces over the measured repeats (run/io_watch.py)
+    disks: list[queries.DiskMeans] = field(default_factory=list)
+    network: list[queries.NetMeans] = field(default_factory=list)
 
     def bound(self, resource: str) -> dict[str, Any] | None:
         return next((b for b in self.bounds if b["resource"] == resource), None)
@@ -271,6 +274,14 @@ def rule_wakeup_bound(facts: CellFacts) -> Verdict | None:
     if reach is None:
         return None
     extra = _wake_evidence(facts, sender, evidence)
+    queue = (share_of_commit(facts.anatomy, "wakeup_queue")
+             if facts.anatomy is not None else None)
+    if queue is not None and queue < WAKEUP_QUEUE_BINDS:
+        # one signal per commit, but the commits' time is not in the wake-up: the
+        # anatomy timed the queue, and it is a sliver of a commit
+        reach = Reach("low", "low", "low")
+        extra += (f"; so the wake-up is not where a commit's time goes (under "
+                  f"{100 * WAKEUP_QUEUE_BINDS:.0f} %)")
     return Verdict.graded(
         name, reach,
         f"{sender} on the primary sends {kills.point:.2f} wake-up signals per commit; "
@@ -281,6 +292,9 @@ def rule_wakeup_bound(facts: CellFacts) -> Verdict | None:
          "compare synchronous_commit=local to see the price of the wait"],
         intervals,
     )
+
+
+WAKEUP_QUEUE_BINDS = 0.05  # of a commit, the wake-up queue's share below which it does not
 
 
 def _wakeup_grade(kills: float, share: float | None) -> str | None:
@@ -362,6 +376,36 @@ def rule_cpu_saturated(facts: CellFacts) -> Verdict | None:
 QUOTA_BINDS = 0.5  # of the periods a held role ran in, the share that used its quota up
 
 
+def machine_idle(facts: CellFacts, evidence: dict[str, float | str],
+                 standby: str | None = None) -> str:
+    """What the rest of the machine did, for a verdict that names something else: the
+    CPUs left idle, the busiest disk, and the bytes the link to ``standby`` (or the
+    whole network) carried; "" where none was measured."""
+    said = []
+    if facts.cpu_known:
+        busy = sum(facts.cores(n, r) for (n, r) in facts.roles)
+        idle = max(0.0, 1 - busy / max(facts.cpus, 1))
+        evidence["cpus_busy"], evidence["cpus"] = round(busy, 3), facts.cpus
+        evidence["cpus_idle_share"] = round(idle, 3)
+        said.append(f"the machine's {facts.cpus} CPUs were {100 * idle:.0f} % idle")
+    disks = [d for d in facts.disks if d.host == "" and d.busy_share is not None]
+    if disks:
+        disk = max(disks, key=lambda d: d.busy_share or 0.0)
+        evidence["disk_busy_share"] = round(disk.busy_share or 0.0, 3)
+        said.append(f"its busiest disk ({disk.device}) {100 * (disk.busy_share or 0):.0f} "
+                    "% busy")
+    link = [n for n in facts.network if n.node == "primary"
+            and n.interface == f"to-{standby}" and n.seconds > 0] if standby else []
+    nets = link or [n for n in facts.network if n.interface == "lo" and n.seconds > 0]
+    if nets:
+        n = nets[0]
+        mb_s = (n.tx_bytes + n.rx_bytes) / n.seconds / 1e6
+        evidence["network_mb_s"] = round(mb_s, 3)
+        where = f"the link to {standby}" if link else "the loopback"
+        said.append(f"{where} carried {mb_s:.1f} MB/s")
+    return ("; " + ", ".join(said)) if said else ""
+
+
 def rule_quota_binds(facts: CellFacts) -> Verdict | None:
     """A role held to a CPU quota that used it up in most of the periods it ran in: the
     quota paces it, not the machine. High where the held role is the sync walsender or
@@ -382,12 +426,7 @@ def rule_quota_binds(facts: CellFacts) -> Verdict | None:
         "role": f"{q.node}/{q.role}", "share_cpus": q.share, "quota_us": q.quota_us,
         "period_us": q.period_us, "periods": q.periods, "throttled": q.throttled,
         "throttled_share": round(share, 3), "throttled_ms_per_s": round(waited, 1)}
-    idle = ""
-    if facts.cpu_known:
-        busy = sum(facts.cores(n, r) for (n, r) in facts.roles)
-        evidence["cpus_busy"], evidence["cpus"] = round(busy, 3), facts.cpus
-        idle = (f"; the machine's {facts.cpus} CPUs were "
-                f"{100 * max(0.0, 1 - busy / max(facts.cpus, 1)):.0f} % idle")
+    idle = machine_idle(facts, evidence)
     return Verdict(
         name, "high" if in_path and share >= 0.8 else "medium",
         f"{who} is held to {q.share:g} CPU ({q.quota_us / 1000:g} ms of CPU every "
@@ -552,10 +591,17 @@ def rule_standby_or_network(facts: CellFacts) -> Verdict | None:
                         "wait for its flush)",
                         "a second synchronous candidate with ANY 1 (b, c) takes the faster"])
     if receiver_idle >= 0.5 and sender_idle >= 0.5:
-        return Verdict(name, "medium",
-                       f"the {lag_key[:-3]} lag of standby {standby} is {lag:.2f} ms of a "
-                       f"{facts.latency_ms:.2f} ms commit while its walreceiver and the "
-                       "walsender both mostly wait for the other side: the time is on the wire",
+        # Little's law with no think time: N clients, each a commit per R
+        little = facts.clients / (facts.latency_ms / 1000)
+        evidence["little_tps"] = round(little, 1)
+        idle = machine_idle(facts, evidence, standby)
+        sure = share >= 0.8 and receiver_idle >= 0.8 and sender_idle >= 0.8
+        return Verdict(name, "high" if sure else "medium",
+                       f"waiting for the standby binds: {facts.clients} clients ÷ "
+                       f"{facts.latency_ms:.2f} ms a commit = {little:,.0f} tps (Little's "
+                       f"law); the {lag_key[:-3]} lag of standby {standby} is {lag:.2f} ms "
+                       "of it while its walreceiver and the walsender both mostly wait for "
+                       f"the other side: the time is on the wire{idle}",
                        evidence,
                        ["measure the round trip (ping) between the hosts; a commit costs at "
                         "least one", "put the synchronous standby nearer (or use quorum "
@@ -659,6 +705,8 @@ def cell_facts(store: Store, cell: StoredCell, cpus: int) -> CellFacts:
     )
     facts.sync_walsender = _sync_walsender(store, cell, facts)
     facts.quotas = queries.quota_means(store, cell.id)
+    facts.disks = queries.disk_means(store, cell.id)
+    facts.network = queries.net_means(store, cell.id)
     return facts
 
 
