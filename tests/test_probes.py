@@ -481,3 +481,41 @@ def test_the_tracker_counts_the_wait_for_a_core_and_the_moves() -> None:
     else:
         assert spinners.migrations is None
     assert rows["postmaster"].run_delay_ms is not None  # the sh, there from the start
+
+
+def test_the_kernel_share_follows_the_stacks_to_postgresql(probed_run: Path) -> None:
+    """The seed's perf report -g reading, from the flame graphs' folded stacks: each
+    role's samples that ended in the kernel, and the PostgreSQL function that called
+    into it (the C library's wrappers passed over)."""
+    on = _by_cell(run_costs(probed_run))["18 on"]
+    kernel = {(k["node"], k["role"]): k for k in on["kernel"]}
+    sender = kernel[("primary", "walsender:b")]
+    assert 0 < sender["kernel_share"] <= 1 and sender["samples"] > 0, sender
+    # the top functions are a part of the kernel's share, each named once with its caller
+    assert sender["top"] and sum(f["share"] for f in sender["top"]) <= \
+        sender["kernel_share"] + 1e-9, sender
+    assert len({(f["function"], f["caller"]) for f in sender["top"]}) == len(sender["top"])
+    callers = {f["caller"] for f in sender["top"]}
+    assert not any(c.startswith("_") or c in ("kill", "epoll_wait", "read") for c in callers)
+    # the backends enter the kernel from PostgreSQL's own functions too
+    assert kernel[("primary", "backend")]["top"], kernel[("primary", "backend")]
+    res = cli_here("costs", str(probed_run))
+    assert res.returncode == 0 and "kernel: primary walsender:b" in res.stdout, res.stdout
+
+
+def test_the_kernel_share_of_known_stacks() -> None:
+    from syncrep_lab.analysis.kernel import role_kernel
+
+    folded = "\n".join([
+        "walsender:b;main;WalSndLoop;SyncRepWakeQueue;__GI___kill;entry_SYSCALL_64_[k];"
+        "_raw_spin_unlock_irqrestore_[k] 30",
+        "walsender:b;main;WalSndLoop;WalSndWait;WaitEventSetWait;epoll_wait;"
+        "entry_SYSCALL_64_[k];schedule_[k] 50",
+        "walsender:b;main;WalSndLoop;XLogSendPhysical 20",
+        "not a stack line"])
+    got = role_kernel("primary", "walsender:b", folded)
+    assert got is not None and got.samples == 100 and got.kernel_share == 0.8
+    assert [(f.function, f.caller, f.share) for f in got.top] == [
+        ("schedule", "WaitEventSetWait", 0.5),
+        ("_raw_spin_unlock_irqrestore", "SyncRepWakeQueue", 0.3)]
+    assert role_kernel("primary", "walsender:b", "") is None

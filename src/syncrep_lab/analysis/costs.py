@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from syncrep_lab.analysis.anatomy import Anatomy, cell_anatomy
+from syncrep_lab.analysis.kernel import cell_kernel
 from syncrep_lab.analysis.resources import cell_resources
 from syncrep_lab.measure.stats import mean_ci
 from syncrep_lab.store import Store, StoredCell, cluster_key_text, queries
@@ -137,6 +138,8 @@ class CellCosts(TypedDict):
     disks: list[dict[str, Any]]
     network: list[dict[str, Any]]
     quotas: list[dict[str, Any]]
+    # each role's share of on-CPU samples in the kernel and where (analysis/kernel.py)
+    kernel: list[dict[str, Any]]
 
 
 class RunCellCosts(CellCosts):
@@ -297,11 +300,13 @@ def cell_costs(store: Store, cell_id: int) -> CellCosts:
                          sorted(events.items(), key=lambda kv: -kv[1])}}
               for (node, role), events in sorted(waits.items()) if totals[(node, role)]]
     resources = cell_resources(store, cell_id)
+    graphs = _flamegraphs(store, list(repeats))
     return {"roles": roles, "waits": shares,
             "latency_breakdown": _latency_breakdown(store, list(repeats), waits),
             "replication": _replication(store, list(repeats)),
             "wakeups": _wakeups(store, tps),
-            "flamegraphs": _flamegraphs(store, list(repeats)),
+            "flamegraphs": graphs,
+            "kernel": [k.json() for k in cell_kernel(graphs)],
             "numa": _numa(store, list(repeats)),
             "gprof": _gprof(store, repeats, roles),
             # the repeats that have one: a run's anatomy repeat, an observe window's

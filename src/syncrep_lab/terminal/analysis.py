@@ -126,7 +126,7 @@ def print_costs(cells: list[RunCellCosts], console: Console) -> None:
             console.print(f"  standby {escape(rep['standby'])} ({escape(str(rep['states']))}): "
                           f"mean lag {lags or 'not reported by this version'}; flush behind "
                           f"by {rep['flush_bytes'] or 0:,.0f} bytes on average", soft_wrap=True)
-        for line in resource_lines(cell):
+        for line in resource_lines(cell) + kernel_lines(cell):
             console.print(escape(line), soft_wrap=True)
         waits = [w for w in cell["waits"] if w["role"] in ("backend", "walsender")
                  or w["role"].startswith("walsender")]
@@ -156,6 +156,16 @@ def resource_lines(cell: RunCellCosts) -> list[str]:
             f"({n['tx_packets_s']:,.0f} and {n['rx_packets_s']:,.0f} packets a second)"
             for n in nets))
     return out
+
+
+def kernel_lines(cell: RunCellCosts) -> list[str]:
+    """Each role's kernel share of its on-CPU samples, with the kernel functions its
+    stacks ended in and the PostgreSQL function that called into the kernel."""
+    return [f"  kernel: {k['node']} {k['role']} {100 * k['kernel_share']:.0f} % of its on-CPU "
+            "samples; " + ", ".join(
+                f"{f['function']}{' ← ' + f['caller'] if f['caller'] else ''} "
+                f"{100 * f['share']:.0f} %" for f in k["top"][:3])
+            for k in cell.get("kernel", []) if k["node"] != "client" and k["top"]]
 
 
 def anatomy_lines(a: Anatomy) -> list[str]:
