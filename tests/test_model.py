@@ -9,6 +9,7 @@ import random
 import shutil
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -242,6 +243,26 @@ def test_wait_bounds_carry_the_traced_shares_to_the_measured_pace() -> None:
     assert there["little"].max_tps.mean == pytest.approx(64 / 4000e-6)
     assert there["release"].max_tps.mean == pytest.approx(release.max_tps.mean)
     assert wait_bounds(_traced(), _point(0.0)) == []
+
+
+def test_another_machine_leaves_this_ones_wait_for_a_core_here() -> None:
+    """A bigger machine has the cores this one lacked: the 2 ms of the 8 a woken backend
+    waited for one here (the run queue) are not carried there; the rest is."""
+    traced = _traced()
+    run_queue: Any = {"component": "run_queue",
+                      "us_per_commit": {"mean": 2000.0, "low": None, "high": None}}
+    traced.anatomy["components"].append(run_queue)
+    measured = Interval(1000.0, 900.0, 1100.0)
+    here = {b.law: b for b in wait_bounds(traced, measured, at_clients=64)}["little"]
+    there = {b.law: b for b in wait_bounds(traced, measured, at_clients=64,
+                                           elsewhere=True)}["little"]
+    # R as at 10 clients: 4 ms with it, 3 ms without (a quarter of the 8 traced dropped)
+    assert here.max_tps.mean == pytest.approx(64 / 4000e-6)
+    assert there.max_tps.mean == pytest.approx(64 / 3000e-6)
+    assert there.json()["dropped"] == ["run_queue"]
+    assert "run_queue" not in there.json()["carried"]
+    assert "local_flush" in there.json()["carried"]
+    assert here.json()["dropped"] == []
 
 
 def test_the_headline_says_when_a_wait_bound_binds() -> None:

@@ -280,16 +280,25 @@ def _wait_bound(resource: str, law: str, demand_us: Interval, capacity: float, s
                      law, detail)
 
 
+SHORTAGE_PARTS = ("run_queue",)  # a commit's wait for a core: this machine's, not another's
+
+
 def wait_bounds(t: Traced, measured: Interval, *,
-                at_clients: int | None = None) -> list[WaitBound]:
+                at_clients: int | None = None, elsewhere: bool = False) -> list[WaitBound]:
     """The Little's-law and serial-release bounds of a traced cell whose measured repeats
     ran at ``measured`` TPS: its shares of time (s, u) kept, its durations those of the
     measured repeats (R = s·N/X, c = u/X, the interval from X's); ``at_clients``: N' / R
-    with R as at the cell's own N (another machine's client count)."""
+    with R as at the cell's own N (another machine's client count). ``elsewhere``: on a
+    machine with the cores this one lacks, the time a woken backend waited here for a
+    core (the anatomy's run queue) is left out of R."""
     if measured.mean <= 0:
         return []
     n = t.clients if at_clients is None else at_clients
     scale = measured.mean / t.tps  # the measured repeats' pace over the traced one's
+    traced = {c["component"]: float(c["us_per_commit"]["mean"] or 0.0)
+              for c in t.anatomy["components"]}
+    short = sum(traced.get(p, 0.0) for p in SHORTAGE_PARTS) if elsewhere else 0.0
+    kept = max(0.0, 1 - short / t.in_server_us.mean) if t.in_server_us.mean > 0 else 1.0
 
     def per_commit(share: Interval, times: float) -> Interval:
         """share × times / X, in µs: the higher X, the shorter."""
@@ -298,11 +307,12 @@ def wait_bounds(t: Traced, measured: Interval, *,
         return Interval(us(share.mean, measured.mean), us(share.low, measured.high),
                         us(share.high, measured.low))
 
-    s = t.server_share
-    parts = {c["component"]: float(c["us_per_commit"]["mean"] or 0.0) / scale
-             for c in t.anatomy["components"]
-             if c["component"] in ("local_flush", *WAIT_PARTS)}
+    sh = t.server_share
+    s = Interval(sh.mean * kept, sh.low * kept, sh.high * kept)
+    parts = {c: us / scale for c, us in traced.items() if c in ("local_flush", *WAIT_PARTS)}
     at = "" if n == t.clients else f", R as at {t.clients} clients"
+    if short:
+        at += f", without the {short / scale:,.0f} µs a commit waited here for a core"
     out = [_wait_bound(
         LITTLE, "little", per_commit(s, t.clients), float(n),
         f"commit anatomy: {100 * s.mean:.0f} % of a client's time in the local flush and the "
@@ -310,7 +320,10 @@ def wait_bounds(t: Traced, measured: Interval, *,
         {"clients": n, "at_clients": t.clients, "share": s.mean, "share_low": s.low,
          "share_high": s.high, "traced_tps": t.tps, "scale": scale,
          "as_traced_tps": n * 1e6 / t.in_server_us.mean, "traced_repeats": t.repeats,
-         "traced_commits": t.anatomy["commits"], "parts_us": parts})]
+         "traced_commits": t.anatomy["commits"], "parts_us": parts,
+         # what R carries to the other machine, and what it leaves here
+         "carried": [p for p in parts if not (short and p in SHORTAGE_PARTS)],
+         "dropped": [p for p in parts if short and p in SHORTAGE_PARTS]})]
     if t.per_waiter_us and t.release_share:
         u = Interval(t.release_share, t.release_share, t.release_share)
         out.append(_wait_bound(
@@ -497,7 +510,7 @@ def cell_model(store: Store, cell: StoredCell, by_series: dict[str, dict[int, St
                       r1_source=r1_source, quotas=quotas)
         # the wait bounds there: the release's cost per waiter as here, the commit's time
         # in the server as at this cell's clients (docs/decisions.md, "The wait bounds")
-        hypo_waits = (wait_bounds(traced, x, at_clients=n)
+        hypo_waits = (wait_bounds(traced, x, at_clients=n, elsewhere=True)
                       if traced is not None and x is not None else [])
         lowest = sorted([*hypo, *hypo_waits], key=lambda b: b.max_tps.mean)
         what_if = {"cores": c, "clients": n, "bounds": [b.json() for b in hypo],

@@ -614,8 +614,13 @@ def _wait_there(b: dict[str, Any]) -> str:
                 f"{_tps(b['high'])}] (its cost per waiter does not shrink with cores; "
                 f"measured at {b['waiters_per_release'] or 0:.1f} waiters per release, it "
                 "falls where a release frees more)")
+    dropped = ", ".join(p.replace("_", " ") for p in b.get("dropped") or [])
+    carried = ", ".join(p.replace("_", " ") for p in b.get("carried") or [])
+    parts = (f"; carried: {carried}; dropped: {dropped} (this machine's wait for a core)"
+             if dropped else "")
     return (f"{b['resource']} {_tps(b['max_tps'])} tps [{_tps(b['low'])}, {_tps(b['high'])}] "
-            f"({b['clients']} clients over the time in the server as at {b['at_clients']})")
+            f"({b['clients']} clients over the time in the server as at {b['at_clients']}"
+            f"{parts})")
 
 
 def print_observation(windows: list[dict[str, Any]], console: Console) -> None:
