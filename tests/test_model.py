@@ -317,3 +317,43 @@ def test_the_report_shows_the_wait_bounds_of_a_cell_that_has_them(stored: Path) 
     drawn = [t for c in all_charts(data).values() if c["id"].startswith("bounds-")
              for t in c["figure"]["data"] if t["name"] == "flush and wait (wait)"]
     assert drawn and all(t.get("line", {}).get("dash", "dot") == "dot" for t in drawn)
+
+
+def test_a_held_cell_is_predicted_from_the_same_cell_without_its_quota(
+        tmp_path: Path) -> None:
+    """A placement's CPU quota q on the sync walsender: the held cell is predicted from
+    the cell without the placement, q over the walsender's CPU per commit there."""
+    from syncrep_lab.store import ProbeRows, ProcCostRow, QuotaRow, Store
+
+    store = Store(tmp_path / "run", create=True)
+    try:
+        run_id = store.create_run("r", "", {"cpu_count": 2}, "1")
+        cells = {}
+        for idx, place, tps in ((0, "none", 10_000.0), (1, "held", 5_500.0)):
+            params = {"synchronous_commit": "on", "clients": 64, "placement": place}
+            cell = store.ensure_cell(run_id, idx, place, f"place={place}",
+                                     {"placement": place}, params)
+            for n in (1, 2, 3):
+                done = int(tps * 5)
+                rows = ProbeRows(proc_costs=[
+                    # 8 µs of CPU a commit: 6 in user space, 2 in the kernel
+                    ProcCostRow("primary", "walsender:b", 1, 6e-3 * done, 2e-3 * done, 0, 0)])
+                if place == "held":
+                    rows.quotas = [QuotaRow(1, "primary", "walsender:b", 0.05, 1000, 20_000,
+                                            1, 250, 245, 3000.0, 5.0)]
+                store.add_repeat(cell.id, {"n": n, "started_at": "t", "duration_s": 5.0,
+                                           "transactions": done, "failed": 0, "tps": tps,
+                                           "histogram": b""}, [], rows)
+            store.update_cell(cell.id, status="done", tps_mean=tps, repeats=3)
+            cells[place] = idx
+    finally:
+        store.close()
+    models = {m["idx"]: m for m in run_model(tmp_path / "run", fits=False)}
+    held = models[cells["held"]]["held_from"]
+    assert held is not None and held["cell"] == cells["none"], held
+    assert held["unheld_us_per_commit"] == pytest.approx(8.0)
+    assert held["predicted_tps"] == pytest.approx(0.05 * 1e6 / 8.0)  # 6,250
+    assert held["ratio"] == pytest.approx(5_500 / 6_250)
+    assert models[cells["none"]]["held_from"] is None
+    # and here the held walsender binds, at its quota's CPUs over its own demand
+    assert models[cells["held"]]["binding"] == "walsender:b"

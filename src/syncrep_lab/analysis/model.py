@@ -608,6 +608,34 @@ def finite(value: Any) -> Any:
     return value
 
 
+def held_from(store: Store, cell: StoredCell, cells: list[StoredCell]) -> dict[str, Any] | None:
+    """A cell whose placement held a role to a CPU quota, predicted from the cell that
+    differs only in having no placement: the quota's CPUs over that role's CPU per commit
+    there (a process held to q CPUs passes at most q / D commits a second). None where
+    the cell holds no role, or the run has no such cell."""
+    quotas = queries.quota_means(store, cell.id)
+    if not quotas or cell.tps_mean is None:
+        return None
+    key = _series_key(cell.params, "placement")
+    free = next((c for c in cells if c.params.get("placement") in (None, "none")
+                 and _series_key(c.params, "placement") == key), None)
+    if free is None:
+        return None
+    demands = cell_demands(store, free.id)
+    best: dict[str, Any] | None = None
+    for q in quotas:
+        d = demands.get((q.node, q.role))
+        if d is None or d[0].mean <= 0:
+            continue
+        tps = q.share * 1e6 / d[0].mean
+        if best is None or tps < best["predicted_tps"]:
+            best = {"cell": free.idx, "node": q.node, "role": q.role, "share": q.share,
+                    "unheld_us_per_commit": d[0].mean, "predicted_tps": tps,
+                    "measured_tps": float(cell.tps_mean),
+                    "ratio": float(cell.tps_mean) / tps}
+    return best
+
+
 def series_index(cells: list[StoredCell]) -> dict[str, dict[int, StoredCell]]:
     """Done cells by their series (every parameter but clients), then by clients."""
     out: dict[str, dict[int, StoredCell]] = defaultdict(dict)
@@ -642,6 +670,7 @@ def run_model(folder: Path, *, cell: int | None = None, cores: float | None = No
             if cell is not None and c.idx != cell:
                 continue
             m = cell_model(store, c, by_series, machine, cores=cores, clients=clients)
+            m["held_from"] = held_from(store, c, cells)
             params = c.params
             if fits:
                 m["usl"] = fitted["clients"].get(_series_key(params, "clients")) or {

@@ -545,6 +545,13 @@ def print_model(cells: list[dict[str, Any]], console: Console) -> None:
                           f"{s['frame']}: at least {s['serial_us_per_commit']:,.1f} µs per "
                           f"commit under SyncRepLock, a serial ceiling of "
                           f"{_tps(s['max_tps_if_serial'])} tps", soft_wrap=True)
+        h = cell.get("held_from")
+        if h is not None:
+            console.print(
+                f"  predicted from cell {h['cell']} (no quota): {escape(h['role'])} at "
+                f"{h['unheld_us_per_commit']:,.1f} µs of CPU a commit there, held to "
+                f"{h['share']:g} CPU, passes {_tps(h['predicted_tps'])} tps; measured "
+                f"{_tps(h['measured_tps'])} ({h['ratio']:.2f} of it)", soft_wrap=True)
         w = cell["what_if"]
         if w is not None and w["max_tps"] is not None:
             console.print(f"  on {w['cores']:g} CPUs with {w['clients']} clients, demands as "
