@@ -398,7 +398,9 @@ def machine_idle(facts: CellFacts, evidence: dict[str, float | str],
                     "% busy")
     link = [n for n in facts.network if n.node == "primary"
             and n.interface == f"to-{standby}" and n.seconds > 0] if standby else []
-    nets = link or [n for n in facts.network if n.interface == "lo" and n.seconds > 0]
+    # without the link, the host's own loopback where the nodes share it
+    nets = link or [n for n in facts.network if n.node == "" and n.interface == "lo"
+                    and n.seconds > 0]
     if nets:
         n = nets[0]
         mb_s = (n.tx_bytes + n.rx_bytes) / n.seconds / 1e6
@@ -428,9 +430,13 @@ def rule_quota_binds(facts: CellFacts) -> Verdict | None:
         "role": f"{q.node}/{q.role}", "share_cpus": q.share, "quota_us": q.quota_us,
         "period_us": q.period_us, "periods": q.periods, "throttled": q.throttled,
         "throttled_share": round(share, 3), "throttled_ms_per_s": round(waited, 1)}
-    idle = machine_idle(facts, evidence)
+    sync = facts.sync_walsender or ""
+    idle = machine_idle(facts, evidence, sync.partition(":")[2] or None)
+    # a walsender held at a level whose commits wait for none paces nobody's commit
+    waited_for = facts.synchronous_commit in WAITING_LEVELS or not q.role.startswith(
+        "walsender")
     return Verdict(
-        name, "high" if in_path and share >= 0.8 else "medium",
+        name, ("high" if in_path and share >= 0.8 else "medium") if waited_for else "low",
         f"{who} is held to {q.share:g} CPU ({q.quota_us / 1000:g} ms of CPU every "
         f"{q.period_us / 1000:g} ms): it used the quota up in {100 * share:.0f} % of the "
         f"{q.periods} periods it ran in, and waited {waited:.0f} ms a second for the "
@@ -574,6 +580,7 @@ def rule_too_many_clients(facts: CellFacts) -> Verdict | None:
 
 # The lag that matters for each level: what the sync standby must have done
 # before the commit returns.
+WIRE_IDLE_CPUS = 0.3  # the machine's CPUs idle at least this share for "high" on the wire
 LAG_OF_LEVEL = {"remote_write": "write_ms", "on": "flush_ms", "remote_apply": "replay_ms"}
 
 
@@ -627,7 +634,11 @@ def rule_standby_or_network(facts: CellFacts) -> Verdict | None:
         little = facts.clients / (facts.latency_ms / 1000)
         evidence["little_tps"] = round(little, 1)
         idle = machine_idle(facts, evidence, standby)
-        sure = share >= 0.8 and receiver_idle >= 0.8 and sender_idle >= 0.8
+        # where the CPUs were busy, part of that wait is the standby's and the primary's
+        # processes waiting for a core, not the wire
+        cpus_idle = float(evidence.get("cpus_idle_share", 1.0))
+        sure = (share >= 0.8 and receiver_idle >= 0.8 and sender_idle >= 0.8
+                and cpus_idle >= WIRE_IDLE_CPUS)
         return Verdict(name, "high" if sure else "medium",
                        f"waiting for the standby binds: {facts.clients} clients ÷ "
                        f"{facts.latency_ms:.2f} ms a commit = {little:,.0f} tps (Little's "

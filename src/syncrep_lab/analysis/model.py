@@ -63,6 +63,7 @@ from syncrep_lab.analysis.anatomy import WAIT_PARTS, Anatomy, cell_anatomy
 from syncrep_lab.analysis.costs import CPU_SOURCES, role_values
 from syncrep_lab.analysis.sync_walsender import choose, stored_clues
 from syncrep_lab.measure.stats import mean_ci
+from syncrep_lab.pg.replication import WAITING_LEVELS
 from syncrep_lab.pg.roles import CLIENT_PROGRAMS
 from syncrep_lab.store import Store, StoredCell, queries
 
@@ -172,19 +173,26 @@ def sum_intervals(parts: list[Interval]) -> Interval:
 def bounds(demands: Demands, *, cpus: float,
            clients: int, threads: int, r1_ms: Interval | None, r1_source: str,
            server_cores: float | None = None,
-           quotas: dict[tuple[str, str], float] | None = None) -> list[Bound]:
+           quotas: dict[tuple[str, str], float] | None = None,
+           waits_for_standbys: bool = True) -> list[Bound]:
     """Every bound of a cell, lowest first. ``demands``: (node, role) -> (µs per commit,
     source, processes). ``cpus``: the machine's, shared by every process here, pgbench
     included. ``server_cores``: the servers confined to that many of them (the
     ``cores`` axis; pgbench is not confined): the servers' demands then also meet a
     bound of their own on those cores. ``quotas``: (node, role) -> the CPUs a placement's
-    quota gives that role's processes between them, which caps its capacity."""
+    quota gives that role's processes between them, which caps its capacity.
+    ``waits_for_standbys`` False (a level whose commits wait for no standby: off, local):
+    the walsenders and the standbys' processes pace no commit, so they get no bound of
+    their own; their CPU still counts in the machine's."""
     held = quotas or {}
     out: list[Bound] = []
     for (node, role), (d, source, _) in sorted(demands.items()):
         kind = role_kind(role)
         if kind is None or d.mean <= 0:
             continue
+        if not waits_for_standbys and (role.startswith("walsender")
+                                       or node not in ("primary", "client")):
+            continue  # replication runs beside the commits: it lags, it does not pace
         name = role if node in ("primary", "client") else f"{node} {role}"
         cap = held.get((node, role), math.inf)
         if kind == "process":
@@ -475,8 +483,10 @@ def cell_model(store: Store, cell: StoredCell, by_series: dict[str, dict[int, St
         r1, r1_source = None, ""
     # a CPU quota is the placement's: it holds its role here and on any machine
     quotas = {(q.node, q.role): q.share for q in queries.quota_means(store, cell.id)}
+    waiting = str(params.get("synchronous_commit")) in WAITING_LEVELS
     found = bounds(demands, cpus=cpus, clients=n_clients, threads=threads, r1_ms=r1,
-                   r1_source=r1_source, server_cores=server_cores, quotas=quotas)
+                   r1_source=r1_source, server_cores=server_cores, quotas=quotas,
+                   waits_for_standbys=waiting)
     measured = float(cell.tps_mean) if cell.tps_mean is not None else None
     x = _measured(cell)
     traced, wait_missing = traced_commit(store, cell)
@@ -507,7 +517,7 @@ def cell_model(store: Store, cell: StoredCell, by_series: dict[str, dict[int, St
         r1_at = r1
         # on C cores the servers are no longer confined: a machine of C CPUs
         hypo = bounds(demands, cpus=c, clients=n, threads=min(threads, n), r1_ms=r1_at,
-                      r1_source=r1_source, quotas=quotas)
+                      r1_source=r1_source, quotas=quotas, waits_for_standbys=waiting)
         # the wait bounds there: the release's cost per waiter as here, the commit's time
         # in the server as at this cell's clients (docs/decisions.md, "The wait bounds")
         hypo_waits = (wait_bounds(traced, x, at_clients=n, elsewhere=True)
@@ -616,6 +626,8 @@ def held_from(store: Store, cell: StoredCell, cells: list[StoredCell]) -> dict[s
     quotas = queries.quota_means(store, cell.id)
     if not quotas or cell.tps_mean is None:
         return None
+    if str(cell.params.get("synchronous_commit")) not in WAITING_LEVELS:
+        return None  # the held walsender paces no commit there
     key = _series_key(cell.params, "placement")
     free = next((c for c in cells if c.params.get("placement") in (None, "none")
                  and _series_key(c.params, "placement") == key), None)
