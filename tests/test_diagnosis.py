@@ -271,3 +271,31 @@ def test_a_share_over_several_repeats_is_as_wide_as_their_spread() -> None:
     same = share_figure([repeats[0], repeats[0]], ["IPC:SyncRep"])
     assert same is not None and same.low == pytest.approx(share_interval(0.1, 200)[0])
     assert share_figure([], ["IPC:SyncRep"]) is None
+
+
+def test_a_cpu_quota_is_named_where_it_paces_the_commits() -> None:
+    """The quota rule on a cell's figures: high where the sync walsender used its quota
+    up and commits wait for it; low at a level whose commits wait for no walsender; none
+    where the quota was seldom used up. The idle CPUs and the link's bytes are said."""
+    from syncrep_lab.store.queries import NetMeans, QuotaMeans
+
+    held = QuotaMeans(1, "primary", "walsender:b", 0.05, 1000, 20_000, 3, 750, 740,
+                      1800.0, 15.0)
+    backend: Any = {"node": "primary", "role": "backend", "cpu_source": "untraced",
+                    "cpu_us_per_commit": {"mean": 100.0, "low": None, "high": None}}
+    facts = diagnosis.CellFacts(
+        label="x", tps=5700.0, clients=64, synchronous_commit="on", cpus=2,
+        roles={("primary", "backend"): backend},
+        waits={}, perf_missing=None, sync_walsender="walsender:b", quotas=[held],
+        network=[NetMeans("", 1, "primary", "to-b", 3_000_000, 9_000_000, 1, 1, 15.0, 3)])
+    v = diagnosis.rule_quota_binds(facts)
+    assert v is not None and v.confidence == "high", v
+    assert v.summary.startswith("the sync walsender is held to 0.05 CPU (1 ms of CPU every "
+                                "20 ms): it used the quota up in 99 % of the 750 periods")
+    assert "waited 120 ms a second" in v.summary  # 1,800 ms over 15 s
+    assert "CPUs were 72 % idle" in v.summary  # 100 µs × 5,700 tps: 0.57 of 2 CPUs busy
+    assert "the link to b carried 0.8 MB/s" in v.summary, v.summary
+    local = diagnosis.rule_quota_binds(dataclasses.replace(facts, synchronous_commit="local"))
+    assert local is not None and local.confidence == "low"
+    seldom = dataclasses.replace(held, throttled=100)
+    assert diagnosis.rule_quota_binds(dataclasses.replace(facts, quotas=[seldom])) is None

@@ -329,9 +329,11 @@ def test_a_held_cell_is_predicted_from_the_same_cell_without_its_quota(
     try:
         run_id = store.create_run("r", "", {"cpu_count": 2}, "1")
         cells = {}
-        for idx, place, tps in ((0, "none", 10_000.0), (1, "held", 5_500.0)):
-            params = {"synchronous_commit": "on", "clients": 64, "placement": place}
-            cell = store.ensure_cell(run_id, idx, place, f"place={place}",
+        for idx, place, tps, level in ((0, "none", 10_000.0, "on"),
+                                       (1, "held", 5_500.0, "on"),
+                                       (2, "held", 9_000.0, "local")):
+            params = {"synchronous_commit": level, "clients": 64, "placement": place}
+            cell = store.ensure_cell(run_id, idx, f"{place}-{level}", f"place={place}",
                                      {"placement": place}, params)
             for n in (1, 2, 3):
                 done = int(tps * 5)
@@ -345,15 +347,19 @@ def test_a_held_cell_is_predicted_from_the_same_cell_without_its_quota(
                                            "transactions": done, "failed": 0, "tps": tps,
                                            "histogram": b""}, [], rows)
             store.update_cell(cell.id, status="done", tps_mean=tps, repeats=3)
-            cells[place] = idx
+            cells[f"{place}-{level}"] = idx
     finally:
         store.close()
     models = {m["idx"]: m for m in run_model(tmp_path / "run", fits=False)}
-    held = models[cells["held"]]["held_from"]
-    assert held is not None and held["cell"] == cells["none"], held
+    held = models[cells["held-on"]]["held_from"]
+    assert held is not None and held["cell"] == cells["none-on"], held
     assert held["unheld_us_per_commit"] == pytest.approx(8.0)
     assert held["predicted_tps"] == pytest.approx(0.05 * 1e6 / 8.0)  # 6,250
     assert held["ratio"] == pytest.approx(5_500 / 6_250)
-    assert models[cells["none"]]["held_from"] is None
+    assert models[cells["none-on"]]["held_from"] is None
     # and here the held walsender binds, at its quota's CPUs over its own demand
-    assert models[cells["held"]]["binding"] == "walsender:b"
+    assert models[cells["held-on"]]["binding"] == "walsender:b"
+    # at local no commit waits for it: it paces nothing, and nothing is predicted
+    local = models[cells["held-local"]]
+    assert local["held_from"] is None
+    assert all(b["resource"] != "walsender:b" for b in local["bounds"]), local["bounds"]
