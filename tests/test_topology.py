@@ -248,6 +248,40 @@ def test_an_emulated_link_delays_on_but_not_local(workdir: Path) -> None:
     assert _left_by(workdir / "run") == {"namespaces": [], "cpusets": []}
 
 
+THIN = """\
+name = "thin"
+
+[topology]
+standbys = 1
+sync = "b"
+
+[links.thin]
+rate = "10mbit"
+
+[matrix]
+link = ["thin"]
+""" + COMMON.format(clients=8, duration=3)
+
+
+def test_a_thin_link_is_named_full_with_the_bytes_it_carried(workdir: Path) -> None:
+    """10 Mbit/s between the primary and its sync standby: the WAL of 8 clients' inserts
+    fills it; the verdict says so with the bytes a second the primary's to-b carried."""
+    _run(workdir, THIN)
+    [cell] = json.loads(cli_here("results", str(workdir / "run"), "--json").stdout)
+    full = [v for v in cell["verdicts"] if v["mechanism"] == "a link is full"]
+    assert full and cell["verdicts"][0] == full[0], cell["verdicts"]
+    evidence = full[0]["evidence"]
+    assert evidence["link"] == "primary-b" and evidence["rate_bits_s"] == 10_000_000
+    # what the link carried, as the interface counted it: at most its rate (and the
+    # headers tbf does not count), at least the rule's threshold
+    to_b = next(n for n in cell["network"] if (n["node"], n["interface"]) == (
+        "primary", "to-b"))
+    assert 0.7 * 1.25 <= to_b["tx_mb_s"] <= 1.1 * 1.25, to_b
+    assert evidence["out_mb_s"] == pytest.approx(to_b["tx_mb_s"], rel=1e-3)
+    assert "10 Mbit/s" in full[0]["summary"], full[0]
+    assert _left_by(workdir / "run") == {"namespaces": [], "cpusets": []}
+
+
 LINKED_ANATOMY = """\
 name = "linked-anatomy"
 

@@ -13,7 +13,9 @@ reach, so noise near a threshold makes a range or a tie, not a different verdict
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +34,7 @@ from syncrep_lab.analysis.evidence import (
     wait_samples,
 )
 from syncrep_lab.analysis.sync_walsender import choose, stored_clues, sync_shown
+from syncrep_lab.errors import UserError
 from syncrep_lab.pg.replication import WAITING_LEVELS
 from syncrep_lab.store import HostRepeatRow, Store, StoredCell, queries
 
@@ -130,6 +133,8 @@ class CellFacts:
     network: list[queries.NetMeans] = field(default_factory=list)
     # each role's kernel share of its on-CPU samples (analysis/kernel.py)
     kernel: list[dict[str, Any]] = field(default_factory=list)
+    # the emulated links' rates: (a, b) -> bits a second, where the link has one
+    link_rates: dict[tuple[str, str], int] = field(default_factory=dict)
 
     def bound(self, resource: str) -> dict[str, Any] | None:
         return next((b for b in self.bounds if b["resource"] == resource), None)
@@ -581,6 +586,52 @@ def rule_too_many_clients(facts: CellFacts) -> Verdict | None:
 # The lag that matters for each level: what the sync standby must have done
 # before the commit returns.
 WIRE_IDLE_CPUS = 0.3  # the machine's CPUs idle at least this share for "high" on the wire
+# of a link's rate, what its busier direction carried to be called full, and to be called
+# so with high confidence where it paces the commits: a synchronous stream leaves gaps
+# while it waits for the standby's answer (a 10 Mbit/s link at 8 clients carried 83 %)
+LINK_FULL, LINK_FULL_HIGH = 0.7, 0.75
+
+
+def rule_link_full(facts: CellFacts) -> Verdict | None:
+    """An emulated link with a rate that carried nearly all it can, one way: the bytes
+    the primary sends a standby (the WAL) or receives from the client, a second, against
+    the link's rate. High where it is the sync standby's link at a level that waits, or
+    the client's, at LINK_FULL_HIGH or more with the CPUs idle WIRE_IDLE_CPUS or more."""
+    name = "a link is full"
+    sync = (facts.sync_walsender or "").partition(":")[2]
+    full = []
+    for (a, b), rate in facts.link_rates.items():
+        peer = b if a == "primary" else a if b == "primary" else None
+        iface = next((n for n in facts.network if n.node == "primary"
+                      and n.interface == f"to-{peer}" and n.seconds > 0), None)
+        if peer is None or iface is None:
+            continue
+        busiest = max(iface.tx_bytes, iface.rx_bytes) * 8 / iface.seconds
+        if busiest >= LINK_FULL * rate:
+            full.append((busiest / rate, peer, iface, rate))
+    if not full:
+        return None
+    used, peer, iface, rate = max(full, key=lambda f: f[0])
+    from syncrep_lab.network.links import format_rate
+
+    out_mb, in_mb = (iface.tx_bytes / iface.seconds / 1e6, iface.rx_bytes / iface.seconds / 1e6)
+    paces = peer == "client" or (peer == sync and facts.synchronous_commit in WAITING_LEVELS)
+    evidence: dict[str, float | str] = {
+        "link": f"primary-{peer}", "rate_bits_s": rate, "out_mb_s": round(out_mb, 3),
+        "in_mb_s": round(in_mb, 3), "used_share": round(used, 3)}
+    idle = machine_idle(facts, evidence)
+    cpus_idle = float(evidence.get("cpus_idle_share", 1.0))
+    return Verdict(
+        name, "high" if paces and used >= LINK_FULL_HIGH and cpus_idle >= WIRE_IDLE_CPUS
+        else "medium",
+        f"the link between the primary and {peer} is full: it carried {out_mb:.2f} MB/s out "
+        f"of the primary and {in_mb:.2f} MB/s in, {100 * used:.0f} % of its "
+        f"{format_rate(rate)} one way" + idle,
+        evidence,
+        [f"a faster link to {peer} (its rate is the spec's [links] rate)",
+         "fewer bytes a commit: wal_compression, fewer full-page images (a longer "
+         "checkpoint_timeout)"],
+    )
 LAG_OF_LEVEL = {"remote_write": "write_ms", "on": "flush_ms", "remote_apply": "replay_ms"}
 
 
@@ -655,7 +706,7 @@ def rule_standby_or_network(facts: CellFacts) -> Verdict | None:
 RULES = (rule_quota_binds, rule_wakeup_bound, rule_epoll_setup, rule_cpu_saturated,
          rule_host_saturated,
          rule_single_process, rule_local_flush, rule_standby_or_network, rule_client_bound,
-         rule_too_many_clients, rule_kernel_heavy)
+         rule_too_many_clients, rule_kernel_heavy, rule_link_full)
 ORDER = {"high": 0, "medium": 1, "low": 2, "unknown": 3}
 
 
@@ -751,7 +802,28 @@ def cell_facts(store: Store, cell: StoredCell, cpus: int) -> CellFacts:
     facts.quotas = queries.quota_means(store, cell.id)
     facts.disks = queries.disk_means(store, cell.id)
     facts.network = queries.net_means(store, cell.id)
+    facts.link_rates = _link_rates(store, cell.id)
     return facts
+
+
+def _link_rates(store: Store, cell_id: int) -> dict[tuple[str, str], int]:
+    """The rate of each emulated link of the cell that has one (its last measured
+    repeat's links as applied)."""
+    from syncrep_lab.network.links import parse_rate
+
+    last = queries.last_measured_repeat(store, cell_id)
+    out = {}
+    for link in queries.links_of(store, last) if last is not None else []:
+        try:
+            ends = json.loads(link.applied_json or "[]")
+        except ValueError:
+            continue
+        rate = next((e["profile"].get("rate") for e in ends if isinstance(e, dict)
+                     and isinstance(e.get("profile"), dict)), None)
+        if rate:
+            with contextlib.suppress(UserError):
+                out[(link.a, link.b)] = parse_rate(str(rate))
+    return out
 
 
 def _anatomy_growth(this: tuple[StoredCell, Anatomy],
