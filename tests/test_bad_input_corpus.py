@@ -157,6 +157,8 @@ SPECS: dict[str, tuple[list[str], int | None]] = {
     "placement_not_defined": (["no placement 'nowhere' (define [placements.nowhere])"], 4),
     "quota_on_postmaster": (["placements.p.quota.postmaster: 'postmaster' is not a role a "
                              "quota can hold", "children would start in its quota"], 4),
+    "quota_unknown_standby": (["placements.p.quota.walsender:z: 'walsender:z'",
+                               "'z' is not one (b, c)"], 7),
     "quota_too_small": (["placements.p.quota.walsender:b: a share of 0.0001 CPUs",
                          "the kernel's 1 ms quota"], 4),
     "numa_policy_unknown": (["placements.p.numa.primary:", "scatter"], 4),

@@ -126,3 +126,7 @@ def test_the_parsers_take_what_the_kernel_prints_and_skip_the_rest() -> None:
     assert (got["to-b"].rx_bytes, got["to-b"].tx_bytes, got["to-b"].tx_packets) == (
         5000, 7000, 50)
     assert set(got) == {"lo", "to-b"}
+    # a counter that went back (io_ticks wraps; a device made again) grew by nothing
+    wrapped = DiskCounters(reads=5, writes=25, read_bytes=0, write_bytes=10, busy_ms=3)
+    assert wrapped.since(parse_diskstats(stats, {"vda"})["vda"]) == DiskCounters(
+        reads=0, writes=5, read_bytes=0, write_bytes=0, busy_ms=0)

@@ -512,10 +512,14 @@ def test_the_kernel_share_of_known_stacks() -> None:
         "walsender:b;main;WalSndLoop;WalSndWait;WaitEventSetWait;epoll_wait;"
         "entry_SYSCALL_64_[k];schedule_[k] 50",
         "walsender:b;main;WalSndLoop;XLogSendPhysical 20",
+        # no user frame but the C library's: no caller, never the role's own label
+        "walsender:b;[unknown];__GI___kill;entry_SYSCALL_64_[k];do_syscall_64_[k] 10",
         "not a stack line"])
     got = role_kernel("primary", "walsender:b", folded)
-    assert got is not None and got.samples == 100 and got.kernel_share == 0.8
-    assert [(f.function, f.caller, f.share) for f in got.top] == [
-        ("schedule", "WaitEventSetWait", 0.5),
-        ("_raw_spin_unlock_irqrestore", "SyncRepWakeQueue", 0.3)]
+    assert got is not None and got.samples == 110
+    assert got.kernel_share == pytest.approx(90 / 110)
+    assert [(f.function, f.caller, round(f.share * 110)) for f in got.top] == [
+        ("schedule", "WaitEventSetWait", 50),
+        ("_raw_spin_unlock_irqrestore", "SyncRepWakeQueue", 30),
+        ("do_syscall_64", "", 10)]
     assert role_kernel("primary", "walsender:b", "") is None

@@ -135,6 +135,11 @@ class CellFacts:
     kernel: list[dict[str, Any]] = field(default_factory=list)
     # the emulated links' rates: (a, b) -> bits a second, where the link has one
     link_rates: dict[tuple[str, str], int] = field(default_factory=dict)
+    # the primary's interface to each peer it has a link to (to-b; l3-... where long)
+    link_ifaces: dict[str, str] = field(default_factory=dict)
+
+    def link_iface(self, peer: str) -> str:
+        return self.link_ifaces.get(peer, f"to-{peer}")
 
     def bound(self, resource: str) -> dict[str, Any] | None:
         return next((b for b in self.bounds if b["resource"] == resource), None)
@@ -402,13 +407,14 @@ def machine_idle(facts: CellFacts, evidence: dict[str, float | str],
         said.append(f"its busiest disk ({disk.device}) {100 * (disk.busy_share or 0):.0f} "
                     "% busy")
     link = [n for n in facts.network if n.node == "primary"
-            and n.interface == f"to-{standby}" and n.seconds > 0] if standby else []
+            and n.interface == facts.link_iface(standby) and n.seconds > 0] if standby else []
     # without the link, the host's own loopback where the nodes share it
     nets = link or [n for n in facts.network if n.node == "" and n.interface == "lo"
                     and n.seconds > 0]
     if nets:
         n = nets[0]
-        mb_s = (n.tx_bytes + n.rx_bytes) / n.seconds / 1e6
+        # a link's two directions; the loopback counts each byte once each way
+        mb_s = (n.tx_bytes + (0 if n.interface == "lo" else n.rx_bytes)) / n.seconds / 1e6
         evidence["network_mb_s"] = round(mb_s, 3)
         where = f"the link to {standby}" if link else "the loopback"
         said.append(f"{where} carried {mb_s:.1f} MB/s")
@@ -444,8 +450,10 @@ def rule_quota_binds(facts: CellFacts) -> Verdict | None:
         name, ("high" if in_path and share >= 0.8 else "medium") if waited_for else "low",
         f"{who} is held to {q.share:g} CPU ({q.quota_us / 1000:g} ms of CPU every "
         f"{q.period_us / 1000:g} ms): it used the quota up in {100 * share:.0f} % of the "
-        f"{q.periods} periods it ran in, and waited {waited:.0f} ms a second for the "
-        f"next one{idle}",
+        f"{q.periods} periods it ran in, and "
+        + (f"waited {waited:.0f} ms a second for the next one" if model.role_kind(q.role)
+           == "process" else f"its run queues spent {waited:.0f} ms a second throttled "
+           "(summed over the CPUs)") + idle,
         evidence,
         ["the quota is the placement's own (placements.NAME.quota): compare with the same "
          "cell without it to see what the role costs unheld",
@@ -583,8 +591,6 @@ def rule_too_many_clients(facts: CellFacts) -> Verdict | None:
     )
 
 
-# The lag that matters for each level: what the sync standby must have done
-# before the commit returns.
 WIRE_IDLE_CPUS = 0.3  # the machine's CPUs idle at least this share for "high" on the wire
 # of a link's rate, what its busier direction carried to be called full, and to be called
 # so with high confidence where it paces the commits: a synchronous stream leaves gaps
@@ -602,8 +608,8 @@ def rule_link_full(facts: CellFacts) -> Verdict | None:
     full = []
     for (a, b), rate in facts.link_rates.items():
         peer = b if a == "primary" else a if b == "primary" else None
-        iface = next((n for n in facts.network if n.node == "primary"
-                      and n.interface == f"to-{peer}" and n.seconds > 0), None)
+        iface = next((n for n in facts.network if peer is not None and n.node == "primary"
+                      and n.interface == facts.link_iface(peer) and n.seconds > 0), None)
         if peer is None or iface is None:
             continue
         busiest = max(iface.tx_bytes, iface.rx_bytes) * 8 / iface.seconds
@@ -620,7 +626,7 @@ def rule_link_full(facts: CellFacts) -> Verdict | None:
         "link": f"primary-{peer}", "rate_bits_s": rate, "out_mb_s": round(out_mb, 3),
         "in_mb_s": round(in_mb, 3), "used_share": round(used, 3)}
     idle = machine_idle(facts, evidence)
-    cpus_idle = float(evidence.get("cpus_idle_share", 1.0))
+    cpus_idle = float(evidence.get("cpus_idle_share", 0.0))  # unknown: not idle
     return Verdict(
         name, "high" if paces and used >= LINK_FULL_HIGH and cpus_idle >= WIRE_IDLE_CPUS
         else "medium",
@@ -632,6 +638,8 @@ def rule_link_full(facts: CellFacts) -> Verdict | None:
          "fewer bytes a commit: wal_compression, fewer full-page images (a longer "
          "checkpoint_timeout)"],
     )
+# The lag that matters for each level: what the sync standby must have done
+# before the commit returns.
 LAG_OF_LEVEL = {"remote_write": "write_ms", "on": "flush_ms", "remote_apply": "replay_ms"}
 
 
@@ -687,7 +695,7 @@ def rule_standby_or_network(facts: CellFacts) -> Verdict | None:
         idle = machine_idle(facts, evidence, standby)
         # where the CPUs were busy, part of that wait is the standby's and the primary's
         # processes waiting for a core, not the wire
-        cpus_idle = float(evidence.get("cpus_idle_share", 1.0))
+        cpus_idle = float(evidence.get("cpus_idle_share", 0.0))  # unknown: not idle
         sure = (share >= 0.8 and receiver_idle >= 0.8 and sender_idle >= 0.8
                 and cpus_idle >= WIRE_IDLE_CPUS)
         return Verdict(name, "high" if sure else "medium",
@@ -802,28 +810,32 @@ def cell_facts(store: Store, cell: StoredCell, cpus: int) -> CellFacts:
     facts.quotas = queries.quota_means(store, cell.id)
     facts.disks = queries.disk_means(store, cell.id)
     facts.network = queries.net_means(store, cell.id)
-    facts.link_rates = _link_rates(store, cell.id)
+    facts.link_rates, facts.link_ifaces = _links(store, cell.id)
     return facts
 
 
-def _link_rates(store: Store, cell_id: int) -> dict[tuple[str, str], int]:
-    """The rate of each emulated link of the cell that has one (its last measured
-    repeat's links as applied)."""
+def _links(store: Store, cell_id: int) -> tuple[dict[tuple[str, str], int], dict[str, str]]:
+    """The rate of each emulated link of the cell that has one, and the primary's
+    interface to each peer (its last measured repeat's links as applied)."""
     from syncrep_lab.network.links import parse_rate
 
     last = queries.last_measured_repeat(store, cell_id)
-    out = {}
+    rates, ifaces = {}, {}
     for link in queries.links_of(store, last) if last is not None else []:
         try:
             ends = json.loads(link.applied_json or "[]")
         except ValueError:
             continue
-        rate = next((e["profile"].get("rate") for e in ends if isinstance(e, dict)
-                     and isinstance(e.get("profile"), dict)), None)
+        ends = [e for e in ends if isinstance(e, dict)]
+        for e in ends:
+            if e.get("endpoint") == "primary" and e.get("peer") and e.get("interface"):
+                ifaces[str(e["peer"])] = str(e["interface"])
+        rate = next((e["profile"].get("rate") for e in ends
+                     if isinstance(e.get("profile"), dict)), None)
         if rate:
             with contextlib.suppress(UserError):
-                out[(link.a, link.b)] = parse_rate(str(rate))
-    return out
+                rates[(link.a, link.b)] = parse_rate(str(rate))
+    return rates, ifaces
 
 
 def _anatomy_growth(this: tuple[StoredCell, Anatomy],

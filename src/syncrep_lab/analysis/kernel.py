@@ -45,7 +45,7 @@ class KernelFunction:
 class RoleKernel:
     node: str
     role: str
-    samples: int  # the role's on-CPU weight (perf's sample counts, summed)
+    samples: int  # the role's on-CPU weight: the folded stacks' weights (µs on CPU)
     kernel_share: float  # of it, the stacks that ended in the kernel
     top: list[KernelFunction]
 
@@ -59,7 +59,7 @@ class RoleKernel:
 def _caller(frames: list[str]) -> str:
     """The innermost frame below the first kernel frame that is not the C library's."""
     first = next((i for i, f in enumerate(frames) if f.endswith(KERNEL)), len(frames))
-    for frame in reversed(frames[:first]):
+    for frame in reversed(frames[1:first]):  # the first frame is the role's own label
         if not frame.startswith("_") and frame not in WRAPPERS:
             return frame
     return ""

@@ -520,7 +520,9 @@ def cell_model(store: Store, cell: StoredCell, by_series: dict[str, dict[int, St
                       r1_source=r1_source, quotas=quotas, waits_for_standbys=waiting)
         # the wait bounds there: the release's cost per waiter as here, the commit's time
         # in the server as at this cell's clients (docs/decisions.md, "The wait bounds")
-        hypo_waits = (wait_bounds(traced, x, at_clients=n, elsewhere=True)
+        # the run queue stays here only where the other machine has the cores this
+        # one lacked
+        hypo_waits = (wait_bounds(traced, x, at_clients=n, elsewhere=c > cpus)
                       if traced is not None and x is not None else [])
         lowest = sorted([*hypo, *hypo_waits], key=lambda b: b.max_tps.mean)
         what_if = {"cores": c, "clients": n, "bounds": [b.json() for b in hypo],
@@ -626,8 +628,7 @@ def held_from(store: Store, cell: StoredCell, cells: list[StoredCell]) -> dict[s
     quotas = queries.quota_means(store, cell.id)
     if not quotas or cell.tps_mean is None:
         return None
-    if str(cell.params.get("synchronous_commit")) not in WAITING_LEVELS:
-        return None  # the held walsender paces no commit there
+    waiting = str(cell.params.get("synchronous_commit")) in WAITING_LEVELS
     key = _series_key(cell.params, "placement")
     free = next((c for c in cells if c.params.get("placement") in (None, "none")
                  and _series_key(c.params, "placement") == key), None)
@@ -639,7 +640,11 @@ def held_from(store: Store, cell: StoredCell, cells: list[StoredCell]) -> dict[s
         d = demands.get((q.node, q.role))
         if d is None or d[0].mean <= 0:
             continue
-        tps = q.share * 1e6 / d[0].mean
+        if not waiting and (q.role.startswith("walsender") or q.node != "primary"):
+            continue  # replication paces no commit at this level
+        # one process uses one CPU at most, whatever its quota
+        cpus = min(q.share, 1.0) if role_kind(q.role) == "process" else q.share
+        tps = cpus * 1e6 / d[0].mean
         if best is None or tps < best["predicted_tps"]:
             best = {"cell": free.idx, "node": q.node, "role": q.role, "share": q.share,
                     "unheld_us_per_commit": d[0].mean, "predicted_tps": tps,

@@ -508,10 +508,10 @@ def machine_facts(host: SshHost) -> dict[str, Any]:
 
 # One round trip: the host's clock (seconds since the epoch, to the nanosecond), then its
 # CPUs' time since boot (/proc/stat's first line, in clock ticks) and its CPU count.
-_CLOCK_SH = ("date +%s.%N; head -n 1 /proc/stat; grep -c '^cpu[0-9]' /proc/stat; "
-             # the disks and the host's network (measure/io_counters.py), after @@ lines
-             "echo @@; ls /sys/block; echo @@; cat /proc/diskstats; echo @@; "
-             "cat /proc/net/dev")
+_CLOCK_SH = "date +%s.%N; head -n 1 /proc/stat; grep -c '^cpu[0-9]' /proc/stat"
+# the disks and the host's network (measure/io_counters.py), apart from the clock: their
+# output would lengthen the round trip the clock's offset is read in
+_IO_SH = "ls /sys/block; echo @@; cat /proc/diskstats; echo @@; cat /proc/net/dev"
 
 
 @dataclass(frozen=True)
@@ -523,6 +523,7 @@ class HostReading:
     cpus: int
     disks: dict[str, DiskCounters] = field(default_factory=dict)
     network: dict[str, NetCounters] = field(default_factory=dict)
+    io_at: float = 0.0  # when the disks and network were read (time.monotonic())
 
 
 def read_host(host: SshHost, tries: int = 5) -> HostReading:
@@ -549,12 +550,15 @@ def read_host(host: SshHost, tries: int = 5) -> HostReading:
                         "the host needs date with %N and Linux /proc/stat") from None
     idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)  # idle, iowait
     total = sum(ticks[:8])  # user .. steal; guest time is already counted in user
-    parts = out.split("@@\n")
+    io = host.sh(_IO_SH, what="reading the host's disks and network").stdout
+    io_at = time.monotonic()
+    parts = io.split("@@\n")
     disks = net = {}
-    if len(parts) == 4:
-        disks = parse_diskstats(parts[2], disk_devices(parts[1].split()))
-        net = parse_net_dev(parts[3])
-    return HostReading(clock - middle, rtt / 2, total - idle, total, cpus, disks, net)
+    if len(parts) == 3:
+        disks = parse_diskstats(parts[1], disk_devices(parts[0].split()))
+        net = parse_net_dev(parts[2])
+    return HostReading(clock - middle, rtt / 2, total - idle, total, cpus, disks, net,
+                       io_at)
 
 
 def busy_cpus(before: HostReading, after: HostReading) -> float | None:

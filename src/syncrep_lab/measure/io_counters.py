@@ -30,10 +30,12 @@ class DiskCounters:
     busy_ms: int  # io_ticks: time with at least one I/O in flight
 
     def since(self, before: DiskCounters) -> DiskCounters:
-        return DiskCounters(self.reads - before.reads, self.writes - before.writes,
-                            self.read_bytes - before.read_bytes,
-                            self.write_bytes - before.write_bytes,
-                            self.busy_ms - before.busy_ms)
+        """The growth since ``before``; a counter that went back (io_ticks wraps at 2³²
+        ms, a device made again starts from 0) grew by nothing that can be told."""
+        return DiskCounters(*(max(0, a - b) for a, b in zip(
+            (self.reads, self.writes, self.read_bytes, self.write_bytes, self.busy_ms),
+            (before.reads, before.writes, before.read_bytes, before.write_bytes,
+             before.busy_ms), strict=True)))
 
     @property
     def idle(self) -> bool:
@@ -48,10 +50,11 @@ class NetCounters:
     tx_packets: int
 
     def since(self, before: NetCounters) -> NetCounters:
-        return NetCounters(self.rx_bytes - before.rx_bytes,
-                           self.rx_packets - before.rx_packets,
-                           self.tx_bytes - before.tx_bytes,
-                           self.tx_packets - before.tx_packets)
+        """The growth since ``before`` (an interface made again: nothing told)."""
+        return NetCounters(*(max(0, a - b) for a, b in zip(
+            (self.rx_bytes, self.rx_packets, self.tx_bytes, self.tx_packets),
+            (before.rx_bytes, before.rx_packets, before.tx_bytes, before.tx_packets),
+            strict=True)))
 
 
 def parse_diskstats(text: str, devices: set[str]) -> dict[str, DiskCounters]:

@@ -129,7 +129,9 @@ class QuotaFigures:
     period_us: int
     periods: int  # nr_periods: periods in which the group's processes ran
     throttled: int  # nr_throttled: of those, the periods that used the quota up
-    throttled_ns: int  # throttled_time: the time its processes waited for the next period
+    # throttled_time: the time the group's run queues spent throttled, summed over the
+    # CPUs (for one process, the time it waited for its next period)
+    throttled_ns: int
 
     def since(self, before: QuotaFigures) -> QuotaFigures:
         """The counters' growth since ``before`` (the settings are these)."""

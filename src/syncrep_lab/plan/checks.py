@@ -354,9 +354,12 @@ def _quota_problems(spec: Spec, key: str, share: float, nodes: set[str],
 
     node, _, role = key.rpartition("/")
     node = node or "primary"
-    base = role.split(":", 1)[0]
+    base, sep, standby = role.partition(":")
     if node not in nodes:
         return [(where, f"{node!r} is not a node ({', '.join(sorted(nodes))})")]
+    if sep and (base != "walsender" or standby not in nodes - {"primary"}):
+        return [(where, f"{role!r}: only a walsender is named by its standby, and "
+                 f"{standby!r} is not one ({', '.join(sorted(nodes - {'primary'}))})")]
     if base not in PIN_ROLES or base == "postmaster":
         return [(where, f"{role!r} is not a role a quota can hold "
                  f"({', '.join(r for r in PIN_ROLES if r != 'postmaster')}; walsender:NAME "

@@ -13,7 +13,6 @@ it judges this machine's.
 
 from __future__ import annotations
 
-import time
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
@@ -69,13 +68,11 @@ class HostWatch:
         self.roles = dict(roles)
         self.hosts = {name: SshHost(spec) for name, spec in sorted(specs.items())}
         self.before: dict[str, remote.HostReading] = {}
-        self.since = time.monotonic()
 
     def start(self) -> None:
         try:
             for name, host in self.hosts.items():
                 self.before[name] = remote.read_host(host)
-            self.since = time.monotonic()
         except BaseException:
             self.close()
             raise
@@ -101,7 +98,7 @@ class HostWatch:
                 rows.append(HostRepeatRow(name, ",".join(self.roles[name]),
                                           first.offset_s * 1e3, first.uncertainty_s * 1e3,
                                           remote.busy_cpus(first, after), after.cpus))
-                seconds = time.monotonic() - self.since
+                seconds = after.io_at - first.io_at  # this host's own readings' span
                 disks += disk_rows(name, first.disks, after.disks, seconds)
                 nets += net_rows(name, {(0, ""): first.network}, {(0, ""): after.network},
                                  seconds)
