@@ -33,6 +33,7 @@ from syncrep_lab.analysis.evidence import (
     share_figure,
     wait_samples,
 )
+from syncrep_lab.analysis.kernel import function_text
 from syncrep_lab.analysis.sync_walsender import choose, stored_clues, sync_shown
 from syncrep_lab.errors import UserError
 from syncrep_lab.pg.replication import WAITING_LEVELS
@@ -478,9 +479,8 @@ def rule_kernel_heavy(facts: CellFacts) -> Verdict | None:
     if not heavy:
         return None
     told = "; ".join(
-        f"{k['role']} {100 * k['kernel_share']:.0f} % (" + ", ".join(
-            f"{f['function']}{' ← ' + f['caller'] if f['caller'] else ''} "
-            f"{100 * f['share']:.0f} %" for f in k["top"][:3]) + ")" for k in heavy)
+        f"{k['role']} {100 * k['kernel_share']:.0f} % ("
+        + ", ".join(function_text(f) for f in k["top"][:3]) + ")" for k in heavy)
     evidence: dict[str, float | str] = {
         f"{k['role']}_kernel_share": round(k["kernel_share"], 3) for k in heavy}
     return Verdict(

@@ -56,6 +56,12 @@ class RoleKernel:
                         for f in self.top]}
 
 
+def function_text(f: Mapping[str, Any]) -> str:
+    """A top kernel function as costs and diagnose say it: ``function ← caller 24 %``."""
+    caller = f" ← {f['caller']}" if f["caller"] else ""
+    return f"{f['function']}{caller} {100 * f['share']:.0f} %"
+
+
 def _caller(frames: list[str]) -> str:
     """The innermost frame below the first kernel frame that is not the C library's."""
     first = next((i for i, f in enumerate(frames) if f.endswith(KERNEL)), len(frames))

@@ -170,6 +170,12 @@ def sum_intervals(parts: list[Interval]) -> Interval:
     return Interval(mean, max(0.0, mean - lo), mean + hi)
 
 
+def _replication(node: str, role: str) -> bool:
+    """A walsender or a standby's process: what commits wait for only at the levels
+    that wait for a standby."""
+    return role.startswith("walsender") or node not in ("primary", "client")
+
+
 def bounds(demands: Demands, *, cpus: float,
            clients: int, threads: int, r1_ms: Interval | None, r1_source: str,
            server_cores: float | None = None,
@@ -190,8 +196,7 @@ def bounds(demands: Demands, *, cpus: float,
         kind = role_kind(role)
         if kind is None or d.mean <= 0:
             continue
-        if not waits_for_standbys and (role.startswith("walsender")
-                                       or node not in ("primary", "client")):
+        if not waits_for_standbys and _replication(node, role):
             continue  # replication runs beside the commits: it lags, it does not pace
         name = role if node in ("primary", "client") else f"{node} {role}"
         cap = held.get((node, role), math.inf)
@@ -640,7 +645,7 @@ def held_from(store: Store, cell: StoredCell, cells: list[StoredCell]) -> dict[s
         d = demands.get((q.node, q.role))
         if d is None or d[0].mean <= 0:
             continue
-        if not waiting and (q.role.startswith("walsender") or q.node != "primary"):
+        if not waiting and _replication(q.node, q.role):
             continue  # replication paces no commit at this level
         # one process uses one CPU at most, whatever its quota
         cpus = min(q.share, 1.0) if role_kind(q.role) == "process" else q.share

@@ -150,6 +150,11 @@ class Layout:
                 and not self.quotas)
 
 
+def _group_name(node: str, role: str) -> str:
+    """The cgroup directory of one node's role (a pin's cpuset, a quota's group)."""
+    return f"{node}-{role.replace(':', '-')}"
+
+
 def _support() -> Any:
 
     support = cpuset_support()
@@ -176,12 +181,12 @@ def apply(layout: Layout) -> None:
                 if node_cpus is not None and not set(pin.cpus) <= set(node_cpus):
                     # outside the node's cpuset: a group of its own, which the pinner
                     # moves the role's processes to
-                    pin.group = f"{pin.node}-{pin.role.replace(':', '-')}"
+                    pin.group = _group_name(pin.node, pin.role)
                     CpusetGroup.create(support, layout.run_key, pin.group, pin.cpus)
         if layout.quotas:
             support = quota_support()
             for quota in layout.quotas:
-                quota.group = f"{quota.node}-{quota.role.replace(':', '-')}"
+                quota.group = _group_name(quota.node, quota.role)
                 QuotaGroup.create(support, layout.run_key, quota.group, quota.share)
         plan = layout.network_plan()
         if plan is not None:

@@ -158,7 +158,6 @@ class RolePinner:
                                      [*(r.role for r in rules), *(g.role for g in self.groups)])
         self._seen: dict[int, _Seen] = {}
         self._applied: dict[int, tuple[str, list[int]]] = {}
-        self._grouped: dict[int, str] = {}
         self._errors: list[str] = []
         self._lock = threading.Lock()  # guards the results
         self._pass = threading.Lock()  # one pass at a time (the thread, or a caller's poll)
@@ -172,12 +171,6 @@ class RolePinner:
         """Live processes pinned so far: pid -> (role label, CPUs read back after pinning)."""
         with self._lock:
             return dict(self._applied)
-
-    @property
-    def grouped(self) -> dict[int, str]:
-        """Live processes moved into a group so far: pid -> role label."""
-        with self._lock:
-            return dict(self._grouped)
 
     @property
     def errors(self) -> list[str]:
@@ -266,7 +259,6 @@ class RolePinner:
             with self._lock:
                 for pid in gone:
                     self._applied.pop(pid, None)
-                    self._grouped.pop(pid, None)
 
     def _label(self, pid: int, seen: _Seen, now: float) -> str | None:
         """The role label of ``pid``, or None while it cannot be told yet."""
@@ -294,9 +286,6 @@ class RolePinner:
             return
         except UserError as exc:
             self._error(f"pid {pid} ({label}): {exc.cause}")
-            return
-        with self._lock:
-            self._grouped[pid] = label
 
     def _move(self, pid: int, label: str, rule: PinRule) -> bool:
         if self._move_to is None:

@@ -23,6 +23,7 @@ from syncrep_lab.analysis.diagnosis import (
     confidence_text,
     leading_title,
 )
+from syncrep_lab.analysis.kernel import function_text
 from syncrep_lab.analysis.model import headline
 from syncrep_lab.analysis.scaling import Series
 from syncrep_lab.pg.replication import level_rank
@@ -162,9 +163,7 @@ def kernel_lines(cell: RunCellCosts) -> list[str]:
     """Each role's kernel share of its on-CPU samples, with the kernel functions its
     stacks ended in and the PostgreSQL function that called into the kernel."""
     return [f"  kernel: {k['node']} {k['role']} {100 * k['kernel_share']:.0f} % of its on-CPU "
-            "samples; " + ", ".join(
-                f"{f['function']}{' ← ' + f['caller'] if f['caller'] else ''} "
-                f"{100 * f['share']:.0f} %" for f in k["top"][:3])
+            "samples; " + ", ".join(function_text(f) for f in k["top"][:3])
             for k in cell.get("kernel", []) if k["node"] != "client" and k["top"]]
 
 
