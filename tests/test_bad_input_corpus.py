@@ -155,6 +155,12 @@ SPECS: dict[str, tuple[list[str], int | None]] = {
     "placement_unknown_node": (["placements.p.cpus.z: 'z' is not a node"], 4),
     "placement_unknown_role": (["placements.p.pin.walsendr: 'walsendr' is not a role"], 4),
     "placement_not_defined": (["no placement 'nowhere' (define [placements.nowhere])"], 4),
+    "build_unused": (["builds.pg18-slow: build 'pg18-slow' is not used",
+                      "matrix.pg or topology.pg"], 3),
+    "build_bad_name": (["builds.18: the build name '18' is not a usable build name"], 3),
+    "build_missing_patch": (["builds.pg18-slow.patches[0]:", "no-such.patch: no such file",
+                             "from the spec's folder"], None),
+    "build_flavor": (["builds.pg18-slow.flavor: Input should be 'release'"], 5),
     "quota_on_postmaster": (["placements.p.quota.postmaster: 'postmaster' is not a role a "
                              "quota can hold", "children would start in its quota"], 4),
     "quota_unknown_standby": (["placements.p.quota.walsender:z: 'walsender:z'",

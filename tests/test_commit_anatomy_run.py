@@ -282,7 +282,10 @@ def test_the_model_s_wait_bounds_are_the_anatomy_s_ceilings_at_the_measured_pace
         share = in_server_us * traced_tps[idx] / n / 1e6  # of a client's time, traced
         busiest = max((r for r in a["releases"] if r["per_waiter_us"]),
                       key=lambda r: r["releases"])
-        releasing = busiest["per_waiter_us"] * traced_tps[idx] / 1e6  # of a second
+        freed = released_by[idx]["walsender:b"]
+        commits = sum(traced_commits[idx].values())
+        # its release time over the commits (not the waiters: some commits never queue)
+        releasing = freed[0] / commits / 1000 * traced_tps[idx] / 1e6  # of a second
         waits = {b["law"]: b for b in m["wait_bounds"]}
         assert set(waits) == {"little", "release"} and m["wait_missing"] is None
         little, release = waits["little"], waits["release"]
@@ -296,11 +299,10 @@ def test_the_model_s_wait_bounds_are_the_anatomy_s_ceilings_at_the_measured_pace
         # on them); `costs` pools the repeats' nanoseconds over their commits. The two
         # differ by as much as the repeats do, so neither is checked against the other.
         assert little["as_traced_tps"] == pytest.approx(n * 1e6 / in_server_us, rel=1e-6)
-        commits = sum(traced_commits[idx].values())
         assert a["little_bound_tps"] == pytest.approx(
             n * commits * 1e9 / in_flush_and_wait[idx], rel=1e-6)
-        freed = released_by[idx]["walsender:b"]
-        assert release["as_traced_tps"] == pytest.approx(1e9 * freed[1] / freed[0], rel=1e-6)
+        assert release["as_traced_tps"] == pytest.approx(1e9 * commits / freed[0], rel=1e-6)
+        assert 0 < busiest["freed_per_commit"] == pytest.approx(freed[1] / commits, rel=1e-6)
         assert a["release_bound_tps"] == pytest.approx(release["as_traced_tps"], rel=1e-6)
         assert x <= little["max_tps"]  # Little's law: the commit's time is more than that
         every = [*m["bounds"], *m["wait_bounds"]]
@@ -333,6 +335,7 @@ def test_the_releasing_walsender_is_the_one_that_freed_waiters() -> None:
     def of(who: str, n: int, freed: int) -> Releases:
         return {"walsender": who, "releases": n, "waiters_per_release": freed / n,
                 "release_us": 15.9, "per_waiter_us": 16.7 if freed else None,
+                "freed_per_commit": freed / 30_300, "us_per_commit": 16.6 if freed else None,
                 "gap_us": 150.0, "gap_p99_us": 800.0}
 
     b, c = of("walsender:b", 31_699, 30_267), of("walsender:c", 32_105, 0)

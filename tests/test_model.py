@@ -187,6 +187,24 @@ def test_servers_confined_to_cores_have_a_bound_of_their_own() -> None:
     assert confined["pgbench"].max_tps.mean == pytest.approx(1e6 / 50)  # unconfined
 
 
+def test_one_quota_on_every_walsender_holds_them_together() -> None:
+    """quota = {"walsender" = 0.05}: the primary's walsenders share one group: each is
+    held to 0.05 CPU, and together they pass no more than 0.05 over their summed CPU per
+    commit; at a level that waits for no standby, neither binds."""
+    demands = {("primary", "walsender:b"): (_point(8.0), "untraced", 1.0),
+               ("primary", "walsender:c"): (_point(2.0), "untraced", 1.0),
+               ("primary", "backend"): (_point(100.0), "untraced", 64.0)}
+    held = {("primary", "walsender"): 0.05}
+    found = {b.resource: b for b in bounds(demands, cpus=2, clients=64, threads=1,
+                                           r1_ms=None, r1_source="", quotas=held)}
+    assert found["walsender:b"].max_tps.mean == pytest.approx(0.05e6 / 8.0)
+    assert found["walsenders (one quota)"].max_tps.mean == pytest.approx(0.05e6 / 10.0)
+    assert found["walsenders (one quota)"].capacity == pytest.approx(0.05)
+    local = {b.resource for b in bounds(demands, cpus=2, clients=64, threads=1, r1_ms=None,
+                                        r1_source="", quotas=held, waits_for_standbys=False)}
+    assert not {"walsender:b", "walsenders (one quota)"} & local
+
+
 def test_the_report_shows_what_the_reference_machine_s_cores_would_allow(
         stored: Path, tmp_path: Path) -> None:
     from syncrep_lab.report.model import report_data
@@ -209,7 +227,8 @@ def test_the_report_shows_what_the_reference_machine_s_cores_would_allow(
 
 def _traced() -> Traced:
     """10 clients traced at 500 tps, 3 ms of local flush and 5 ms of commit wait per
-    commit; walsender:b 100 µs per waiter freed."""
+    commit; walsender:b 125 µs per waiter freed, 0.8 waiters a commit (a fifth of the
+    commits found their WAL confirmed and never queued): 100 µs a commit."""
     def part(name: str, us: float) -> dict[str, object]:
         return {"component": name, "us_per_commit": {"mean": us, "low": None, "high": None}}
     anatomy = {"commits": 1000, "components": [part("local_flush", 3000.0),
@@ -218,13 +237,13 @@ def _traced() -> Traced:
                                                part("wakeup_queue", 1000.0)],
                "releases": [], "little_bound_tps": None, "release_bound_tps": None}
     return Traced(anatomy, 1, 500.0, 10, _point(8000.0),  # type: ignore[arg-type]
-                  _point(8000.0 * 500.0 / 10 / 1e6), "walsender:b", 2.0, 100.0,
+                  _point(8000.0 * 500.0 / 10 / 1e6), "walsender:b", 2.0, 125.0, 100.0,
                   100.0 * 500.0 / 1e6)
 
 
 def test_wait_bounds_carry_the_traced_shares_to_the_measured_pace() -> None:
     # traced: a client spends 8 ms of its 20 ms (10 clients / 500 tps) in the flush and
-    # the wait, s = 0.4; the walsender releases 500 waiters/s at 100 µs: u = 0.05
+    # the wait, s = 0.4; the walsender releases 400 waiters/s at 125 µs: u = 0.05
     measured = Interval(1000.0, 900.0, 1100.0)
     found = {b.law: b for b in wait_bounds(_traced(), measured)}
     little, release = found["little"], found["release"]
@@ -263,6 +282,17 @@ def test_another_machine_leaves_this_ones_wait_for_a_core_here() -> None:
     assert "run_queue" not in there.json()["carried"]
     assert "local_flush" in there.json()["carried"]
     assert here.json()["dropped"] == []
+    # the walsender's release: 50 µs a commit at the measured 1,000 tps; of it, 20 µs it
+    # waited for a core (dropped there), never below its 10 µs of CPU in the release
+    release = {b.law: b for b in wait_bounds(traced, measured, elsewhere=True,
+                                             release_wait=(20.0, 10.0))}["release"]
+    assert release.max_tps.mean == pytest.approx(1e6 / 30)
+    assert release.json()["dropped"] == ["walsender run delay"]
+    floored = {b.law: b for b in wait_bounds(traced, measured, elsewhere=True,
+                                             release_wait=(45.0, 10.0))}["release"]
+    assert floored.max_tps.mean == pytest.approx(1e6 / 10)
+    kept = {b.law: b for b in wait_bounds(traced, measured, release_wait=(20.0, 10.0))}
+    assert kept["release"].max_tps.mean == pytest.approx(1e6 / 50)  # here: all of it
 
 
 def test_the_headline_says_when_a_wait_bound_binds() -> None:
@@ -276,7 +306,8 @@ def test_the_headline_says_when_a_wait_bound_binds() -> None:
         "here the commit's local flush and wait (Little's law: 10 clients, 4.00 ms each in "
         "the server) binds at ~2,500 tps, below every CPU bound (the lowest: machine at "
         "~4,000)")
-    assert "walsender:b's serial release (a waiter per 50.0 µs) would bind at ~20k" in said
+    assert ("walsender:b's serial release (50.0 µs a commit under SyncRepLock) would bind "
+            "at ~20k") in said
     model.update(binding="machine", beyond_cores="flush and wait")
     said = headline(model)
     assert said is not None and said.startswith("here the 2 CPUs bind at ~4,000 tps")
@@ -331,7 +362,8 @@ def test_a_held_cell_is_predicted_from_the_same_cell_without_its_quota(
         cells = {}
         for idx, place, tps, level in ((0, "none", 10_000.0, "on"),
                                        (1, "held", 5_500.0, "on"),
-                                       (2, "held", 9_000.0, "local")):
+                                       (2, "held", 9_000.0, "local"),
+                                       (3, "group", 5_600.0, "on")):
             params = {"synchronous_commit": level, "clients": 64, "placement": place}
             cell = store.ensure_cell(run_id, idx, f"{place}-{level}", f"place={place}",
                                      {"placement": place}, params)
@@ -340,8 +372,9 @@ def test_a_held_cell_is_predicted_from_the_same_cell_without_its_quota(
                 rows = ProbeRows(proc_costs=[
                     # 8 µs of CPU a commit: 6 in user space, 2 in the kernel
                     ProcCostRow("primary", "walsender:b", 1, 6e-3 * done, 2e-3 * done, 0, 0)])
-                if place == "held":
-                    rows.quotas = [QuotaRow(1, "primary", "walsender:b", 0.05, 1000, 20_000,
+                if place != "none":  # "group": quota = {"walsender" = 0.05}
+                    held_role = "walsender:b" if place == "held" else "walsender"
+                    rows.quotas = [QuotaRow(1, "primary", held_role, 0.05, 1000, 20_000,
                                             1, 250, 245, 3000.0, 5.0)]
                 store.add_repeat(cell.id, {"n": n, "started_at": "t", "duration_s": 5.0,
                                            "transactions": done, "failed": 0, "tps": tps,
@@ -357,6 +390,11 @@ def test_a_held_cell_is_predicted_from_the_same_cell_without_its_quota(
     assert held["predicted_tps"] == pytest.approx(0.05 * 1e6 / 8.0)  # 6,250
     assert held["ratio"] == pytest.approx(5_500 / 6_250)
     assert models[cells["none-on"]]["held_from"] is None
+    # one quota on every walsender: the same prediction, from their summed CPU
+    group = models[cells["group-on"]]["held_from"]
+    assert group is not None and group["role"] == "walsender"
+    assert group["predicted_tps"] == pytest.approx(0.05 * 1e6 / 8.0)
+    assert models[cells["group-on"]]["binding"] == "walsender:b"
     # and here the held walsender binds, at its quota's CPUs over its own demand
     assert models[cells["held-on"]]["binding"] == "walsender:b"
     # at local no commit waits for it: it paces nothing, and nothing is predicted

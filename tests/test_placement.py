@@ -59,6 +59,8 @@ from syncrep_lab.placement.quota import (
 )
 from syncrep_lab.runas import popen_kwargs, server_account
 
+from .helpers import clean_list
+
 BOUND_TO_V1 = "cpuset controller not available in this cgroup2 hierarchy (bound to v1)"
 
 
@@ -316,8 +318,11 @@ def test_a_cpu_quota_holds_a_busy_process_and_clean_removes_it(procs: list[int])
         assert grown.throttled_ns > 0.5e9, grown
         assert used < 0.15, used  # 0.05 s of CPU, in ticks of 10 ms
         assert _cpu_cgroup(busy.pid).endswith(f"/{key}/primary-walsender-b")
-        # the run was killed: clean finds its quota group and puts the process back
+        # the run was killed: `clean --list` names its quota group and leaves it
         assert key in leftover_quota_runs(support)
+        assert f"CPU quota group {key} (no cluster recorded it)" in clean_list()
+        assert key in leftover_quota_runs(support)
+        # and clean removes it, putting the process back
         assert f"CPU quota group {key}" in leftovers()
         assert key not in leftover_quota_runs(support)
         assert not group.path.exists() and _cpu_cgroup(busy.pid) == "/"

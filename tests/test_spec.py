@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from syncrep_lab.plan.matrix import expand
-from syncrep_lab.plan.spec import SpecError, load_preset, parse_spec
+from syncrep_lab.plan.spec import PRESETS_DIR, SpecError, load_preset, parse_spec
+from syncrep_lab.run.preflight import declared_patches
 
 from .helpers import cli_here
 
@@ -45,12 +46,16 @@ def test_presets_are_valid() -> None:
     assert {c.sync for c in cells if c.standbys == 0} == {""}
     assert seed.reference["figures"]
     regime, _ = load_preset("regime")
-    held = [c for c in expand(regime).cells if c.placement != "none"]
-    # each quota level at 64 clients, on and its local control
-    assert sorted((c.placement, c.synchronous_commit) for c in held) == sorted(
-        (p, level) for p in ("w01", "w02", "w05") for level in ("local", "on"))
-    assert {q for p in regime.placements.values() for q in p.quota.values()} == {
-        0.05, 0.02, 0.01}
+    slowed = [c for c in expand(regime).cells if c.settings_set != "default"]
+    # each slowed level at 64 clients, on and its local control, on the build it declares
+    assert sorted((c.settings_set, c.synchronous_commit, c.clients) for c in slowed) == sorted(
+        (s, level, 64) for s in ("d300", "d1000", "d3000") for level in ("local", "on"))
+    assert {c.pg for c in expand(regime).cells} == {"pg18-release-delay"}
+    assert {s["synchronous_release_delay_us"] for s in regime.settings_sets.values()} == {
+        300, 1000, 3000}
+    # its patch is beside it, and applies to the tree the build takes (test_release_delay)
+    patches = declared_patches(regime, PRESETS_DIR)["pg18-release-delay"]
+    assert [p.name for p in patches] == ["syncrep-release-delay-18.patch"]
 
 
 def _error(text: str) -> SpecError:

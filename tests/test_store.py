@@ -113,8 +113,8 @@ def test_a_version_12_store_opens_with_its_proc_costs_read_as_none(tmp_path: Pat
                   "failed": 0, "tps": 10.0, "histogram": b""}
         old_id = store.add_repeat(cell.id, repeat, [])
         store.db.execute("insert into proc_costs values (?, 'primary', 'walsender:b', 1, "
-                         "1.5, 2.5, 30, 4, 9.0, 7)", (old_id,))
-        for column in ("run_delay_ms", "migrations"):
+                         "1.5, 2.5, 30, 4, 9.0, 7, 10, 20)", (old_id,))
+        for column in ("run_delay_ms", "migrations", "read_bytes", "write_bytes"):
             store.db.execute(f"alter table proc_costs drop column {column}")
         store.db.execute("drop table quotas")  # schema 15's
         store.db.execute("update meta set value = '12' where key = 'schema_version'")
@@ -123,11 +123,12 @@ def test_a_version_12_store_opens_with_its_proc_costs_read_as_none(tmp_path: Pat
     store = Store(tmp_path / "run", create=False)
     try:
         assert store.db.execute("select value from meta where key = 'schema_version'"
-                                ).fetchone()[0] == str(SCHEMA_VERSION) == "15"
+                                ).fetchone()[0] == str(SCHEMA_VERSION) == "16"
         assert queries.quota_means(store, cell.id) == []  # the table is there, empty
         assert queries.proc_costs_of(store, [old_id]) == [
-            (old_id, ProcCostRow("primary", "walsender:b", 1, 1.5, 2.5, 30, 4, None, None))]
-        new = ProcCostRow("primary", "walsender:b", 1, 1.0, 1.0, 3, 1, 12.5, 40)
+            (old_id, ProcCostRow("primary", "walsender:b", 1, 1.5, 2.5, 30, 4, None, None,
+                                 None, None))]
+        new = ProcCostRow("primary", "walsender:b", 1, 1.0, 1.0, 3, 1, 12.5, 40, 4096, 8192)
         new_id = store.add_repeat(cell.id, {**repeat, "n": 2}, [], ProbeRows(proc_costs=[new]))
         assert queries.proc_costs_of(store, [new_id]) == [(new_id, new)]
     finally:

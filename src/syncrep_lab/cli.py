@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import signal
 import sys
 import time
@@ -412,7 +413,8 @@ def run(spec_file: Path | None, preset: str | None, out: Path | None, resume: bo
             raise UserError("--allow-alter applies to a spec that attaches to a cluster",
                             "leave --allow-alter out with --preset")
         spec, text = specs.load_preset(preset or "seed")
-        spec_dir = Path.cwd()
+        # a preset's relative paths (its builds' patches) are the presets' folder's
+        spec_dir = specs.PRESETS_DIR
     if budget is not None:
         spec = spec.model_copy(update={"run": spec.run.model_copy(update={"budget": budget})})
     given_out = out
@@ -420,9 +422,10 @@ def run(spec_file: Path | None, preset: str | None, out: Path | None, resume: bo
         out = RUNS_DIR / f"{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     # What start_run would refuse, refused before the display starts (and for --check);
     # start_run is told the machine is checked, so that hosts are reached once a run.
-    from syncrep_lab.run.preflight import check_machine, check_out
+    from syncrep_lab.run.preflight import check_machine, check_out, declared_patches
     from syncrep_lab.run.runner import start_run, stored_spec_text
 
+    declared_patches(spec, spec_dir)
     check_machine(spec)
     stored_spec_text(text)
     check_out(out)
@@ -769,6 +772,7 @@ def clean(just_list: bool) -> None:
     attached clusters, end the sessions of runs that were killed and drop their tables;
     end a bpftrace of the commit anatomy probe whose run or observe was killed, and
     remove its files."""
+    from syncrep_lab.placement.layout import leftovers as kernel_leftovers
     from syncrep_lab.probes.anatomy import (
         clean_tracers,
         clean_work_dirs,
@@ -795,7 +799,10 @@ def clean(just_list: bool) -> None:
         for path in work:
             out.print(f"{path} (the commit anatomy's files of an observe, removed if it is "
                       "gone)")
-        if not dirs and not records and not tracers and not work:
+        kernel = kernel_leftovers(remove=False) if os.geteuid() == 0 else []
+        for what in kernel:
+            out.print(f"{what} (no cluster recorded it)")
+        if not dirs and not records and not tracers and not work and not kernel:
             out.print("nothing else to clean" if busy else "nothing to clean")
         return
     # First: a tracer left running holds uprobes on the servers about to be stopped.

@@ -23,9 +23,13 @@ The ceilings (the model's shape, not a forecast):
 - **Little's law at this concurrency**: with ``clients`` sessions and R seconds of each
   commit spent in the flush and the wait, no more than clients / R commits a second,
   however fast everything else became;
-- **the serial release**: the walsender frees waiters one at a time, each costing the
-  release time over the waiters it freed; however many wait, it frees no more than one
-  per that cost.
+- **the serial release**: the walsender frees waiters one at a time, holding
+  SyncRepLock; its release time over the commits of the same time is a commit's share
+  of that serial work, and no more commits than one per that share pass in a second.
+  Over the commits, not over the waiters freed: a backend that reaches the wait after
+  the standby already confirmed its WAL returns without queueing, and when the releases
+  are slow (the lock held long), many do (0.5 of the commits at 1 ms a waiter, 18.6
+  built with examples/patches/syncrep-release-delay-18.patch).
 
 For comparisons between cells (analysis/compare.py) the same figures one value per
 anatomy repeat (:func:`anatomy_values`), and why a cell has none (:func:`why_no_anatomy`).
@@ -76,6 +80,8 @@ class Releases(TypedDict):
     waiters_per_release: float | None
     release_us: float | None  # mean per release
     per_waiter_us: float | None  # release time over waiters freed
+    freed_per_commit: float | None  # waiters freed over the traced commits
+    us_per_commit: float | None  # release time over the traced commits: the serial share
     gap_us: float | None  # mean time between releases
     gap_p99_us: float | None
 
@@ -162,6 +168,8 @@ def cell_anatomy(store: Store, commits: dict[int, int], clients: int) -> Anatomy
             "waiters_per_release": freed / n if n else None,
             "release_us": _us(spent / n) if n else None,
             "per_waiter_us": _us(spent / freed) if freed else None,
+            "freed_per_commit": freed / all_commits if all_commits else None,
+            "us_per_commit": _us(spent / all_commits) if all_commits and spent else None,
             "gap_us": _us(totals[(who, "release_gap")] / gaps) if gaps else None,
             "gap_p99_us": _us(gap_h.percentile(99)) if gap_h is not None else None})
     in_server = (totals.get(("backend", "local_flush"), 0.0) + wait_total) / 1e9
@@ -169,8 +177,8 @@ def cell_anatomy(store: Store, commits: dict[int, int], clients: int) -> Anatomy
     return {
         "commits": all_commits, "components": components, "releases": releases,
         "little_bound_tps": (clients * all_commits / in_server if in_server > 0 else None),
-        "release_bound_tps": (1e6 / busiest["per_waiter_us"]
-                              if busiest is not None and busiest["per_waiter_us"] else None)}
+        "release_bound_tps": (1e6 / busiest["us_per_commit"]
+                              if busiest is not None and busiest["us_per_commit"] else None)}
 
 
 @dataclass(frozen=True)

@@ -60,6 +60,9 @@ class RoleCosts(TypedDict):
     perf_cpu_us_per_commit: MeanCI  # perf's, whatever cpu_us_per_commit came from
     proc: dict[str, MeanCI]  # /proc of the probed repeats: user_us_per_commit, ...
     sched: dict[str, MeanCI]  # the scheduler trace: sleep_us_per_commit, ...
+    # bytes its processes read and wrote through the block layer (/proc/PID/io), per
+    # commit, over the measured repeats (the probed ones where none): read, write
+    disk_bytes_per_commit: dict[str, MeanCI]
 
 
 class WaitShares(TypedDict):
@@ -189,6 +192,11 @@ def _role_figures(store: Store, repeats: dict[int, int], tps: dict[int, float],
         figures[f"{kind}:system_us"].append(1000.0 * proc.system_ms / commits)
         figures[f"{kind}:voluntary_cs"].append(proc.voluntary_cs / commits)
         figures[f"{kind}:involuntary_cs"].append(proc.involuntary_cs / commits)
+        if proc.run_delay_ms is not None:
+            figures[f"{kind}:run_delay_us"].append(1000.0 * proc.run_delay_ms / commits)
+        for way, n in (("read", proc.read_bytes), ("write", proc.write_bytes)):
+            if n is not None:
+                figures[f"{kind}:{way}_bytes"].append(n / commits)
     for repeat_id, sched in queries.sched_roles_of(store, repeats):
         # The scheduler trace covers the first seconds of the repeat: commits in
         # that window are estimated from the repeat's own TPS.
@@ -236,6 +244,16 @@ def _cell_repeats(store: Store, cell_id: int
     return ({r.id: int(r.transactions) for r in stored},
             {r.id: float(r.tps) for r in stored},
             {r.id for r in stored if r.probed})
+
+
+def role_run_delay(store: Store, cell_id: int, node: str, role: str) -> float | None:
+    """A role's wait for a CPU (runnable, not running), µs per commit: its schedstat
+    over the measured repeats, else the scheduler trace of the probed ones; None where
+    neither was read."""
+    repeats, tps, probed = _cell_repeats(store, cell_id)
+    figures = _role_figures(store, repeats, tps, probed).get((node, role), {})
+    values = figures.get("untraced:run_delay_us") or figures.get("sched:runq_us")
+    return sum(values) / len(values) if values else None
 
 
 def role_values(store: Store, cell_id: int) -> list[RoleValues]:
@@ -289,7 +307,11 @@ def cell_costs(store: Store, cell_id: int) -> CellCosts:
             "proc": {k.removeprefix("proc:") + "_per_commit": _ci(v)
                      for k, v in figures.items() if k.startswith("proc:") and v},
             "sched": {k.removeprefix("sched:") + "_per_commit": _ci(v)
-                      for k, v in figures.items() if k.startswith("sched:") and v}})
+                      for k, v in figures.items() if k.startswith("sched:") and v},
+            "disk_bytes_per_commit": {
+                way: _ci(figures.get(f"untraced:{way}_bytes") or figures[f"proc:{way}_bytes"])
+                for way in ("read", "write")
+                if figures.get(f"untraced:{way}_bytes") or figures.get(f"proc:{way}_bytes")}})
     waits: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
     totals: dict[tuple[str, str], int] = defaultdict(int)
     for w in queries.wait_totals(store, repeats):

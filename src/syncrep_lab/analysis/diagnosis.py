@@ -118,6 +118,8 @@ class CellFacts:
     latency_ms: float | None = None
     # the bottleneck model's bounds, lowest first (analysis/model.py), when it has them
     bounds: list[dict[str, Any]] = field(default_factory=list)
+    # its wait bounds (Little's law, the serial release), where the cell has an anatomy
+    wait_bounds: list[dict[str, Any]] = field(default_factory=list)
     # SSH host -> what runs there, the CPUs it kept busy on average, its CPUs
     hosts: dict[str, tuple[str, float, int]] = field(default_factory=dict)
     anatomy: Anatomy | None = None  # where a commit's time goes (analysis/anatomy.py)
@@ -361,6 +363,11 @@ def rule_cpu_saturated(facts: CellFacts) -> Verdict | None:
                                                    else "medium"), figure)
     if reach is None:
         return None
+    idle = 1 - (used + client) / max(facts.cpus, 1)
+    if idle >= WIRE_IDLE_CPUS:
+        # near the machine's bound by the sum of the demands, yet a third of the CPUs
+        # idle: a process that can use one core is what holds the rest back
+        reach = Reach("low", "low", "low")
     evidence: dict[str, float | str] = {"cores_busy": round(used, 3), "cpus": facts.cpus,
                                         "fraction": round(fraction, 3)}
     if machine is not None:
@@ -383,6 +390,83 @@ def rule_cpu_saturated(facts: CellFacts) -> Verdict | None:
         ["more clients will not raise throughput here; fewer may lower latency",
          "run pgbench (the client) on other cores or another host"],
         {"fraction": figure},
+    )
+
+
+# the sync walsender binds: on a CPU this share of the time or more (its busy cores'
+# interval reaching it), with the cell's TPS within WALSENDER_NEAR of its lowest bound
+WALSENDER_BUSY, WALSENDER_BUSY_HIGH, WALSENDER_NEAR = 0.7, 0.8, 0.85
+
+
+def rule_walsender_binds(facts: CellFacts) -> Verdict | None:
+    """The seed's regime: the sync walsender on its CPU nearly all the time, the cell at
+    its bound (its CPU, or its serial release under SyncRepLock), the rest of the machine
+    idle. High where the CPUs were WIRE_IDLE_CPUS idle or more."""
+    name = "the sync walsender binds"
+    sender = facts.sync_walsender
+    if (facts.synchronous_commit not in WAITING_LEVELS or sender is None
+            or not facts.cpu_known or facts.tps <= 0):
+        return None
+    busy = facts.cores_figure("primary", sender)
+    own = [b for b in [facts.bound(sender)] if b is not None and b["max_tps"]] + [
+        b for b in facts.wait_bounds if b.get("law") == "release" and b["max_tps"]]
+    if busy.high < WALSENDER_BUSY or not own:
+        return None
+    lowest = min(own, key=lambda b: float(b["max_tps"]))
+    near = facts.tps / float(lowest["max_tps"])
+    if near < WALSENDER_NEAR:
+        return None
+    evidence: dict[str, float | str] = {
+        "walsender": sender, "cores_busy": round(busy.point, 3),
+        "bound": str(lowest["resource"]), "bound_tps": round(float(lowest["max_tps"])),
+        "tps_over_bound": round(near, 3)}
+    idle = machine_idle(facts, evidence, sender.partition(":")[2])
+    said = [f"{sender} was on a CPU {100 * busy.point:.0f} % of the time"
+            + (idle.replace("; ", " while ", 1) if idle else "")]
+    releases = facts.anatomy["releases"] if facts.anatomy is not None else []
+    released = next((r for r in releases
+                     if r["walsender"] == sender and r["per_waiter_us"]), None)
+    if released is not None:
+        freed = released.get("freed_per_commit")
+        per_waiter = float(released["per_waiter_us"] or 0.0)
+        said.append(f"it freed {released['waiters_per_release'] or 0:.1f} waiters a release "
+                    f"at {per_waiter:,.0f} µs each"
+                    + (f" ({freed:.2f} a commit: the other commits found their WAL "
+                       "confirmed once they had SyncRepLock, and never queued)"
+                       if freed is not None and freed < 0.9 else ""))
+        evidence["per_waiter_us"] = round(per_waiter, 1)
+        if freed is not None:
+            evidence["freed_per_commit"] = round(float(freed), 3)
+    queue = (share_of_commit(facts.anatomy, "wakeup_queue")
+             if facts.anatomy is not None else None)
+    if queue is not None:
+        evidence["wakeup_queue_share_of_commit"] = round(queue, 3)
+        said.append(f"commits spent {100 * queue:.0f} % of their time in its wake-up queue")
+    blocked = (share_of_commit(facts.anatomy, "unsignalled")
+               if facts.anatomy is not None else None)
+    if blocked is not None and blocked >= 0.2:
+        # a wait no release signalled: blocked on SyncRepLock, then found its WAL confirmed
+        evidence["unsignalled_share_of_commit"] = round(blocked, 3)
+        said.append(f"{100 * blocked:.0f} % waiting, unsignalled, for SyncRepLock, which "
+                    "its release loop holds")
+    said.append(f"{facts.tps:,.0f} tps is {100 * near:.0f} % of its bound, "
+                + (f"{lowest['max_tps']:,.0f} tps" if lowest.get("law") != "release" else
+                   f"{lowest['max_tps']:,.0f} tps of serial release under SyncRepLock"))
+    cpus_idle = float(evidence.get("cpus_idle_share", 0.0))
+    reach = graded(lambda c: None if c < WALSENDER_BUSY else (
+        "high" if c >= WALSENDER_BUSY_HIGH and cpus_idle >= WIRE_IDLE_CPUS else "medium"),
+        busy)
+    if reach is None:
+        return None
+    return Verdict.graded(
+        name, reach, "; ".join(said), evidence,
+        [f"what {sender} spends its CPU on is in its flame graph: the release loop "
+         "(SyncRepWakeQueue) runs holding SyncRepLock, so every committing backend queues "
+         "behind it",
+         "more cores will not raise this: one process, one lock (syncrep-lab model "
+         "--cores)",
+         "quorum commit (ANY 1 (b, c)) lets either walsender release"],
+        {"cores_busy": busy},
     )
 
 
@@ -418,7 +502,8 @@ def machine_idle(facts: CellFacts, evidence: dict[str, float | str],
         mb_s = (n.tx_bytes + (0 if n.interface == "lo" else n.rx_bytes)) / n.seconds / 1e6
         evidence["network_mb_s"] = round(mb_s, 3)
         where = f"the link to {standby}" if link else "the loopback"
-        said.append(f"{where} carried {mb_s:.1f} MB/s")
+        if link or mb_s >= 0.05:  # nodes on one host stream over Unix sockets, not lo
+            said.append(f"{where} carried {mb_s:.1f} MB/s")
     return ("; " + ", ".join(said)) if said else ""
 
 
@@ -434,10 +519,12 @@ def rule_quota_binds(facts: CellFacts) -> Verdict | None:
     q = max(held, key=lambda q: q.throttled_ms_per_s or 0.0)
     share = q.throttled_share or 0.0
     waited = q.throttled_ms_per_s or 0.0
-    in_path = (q.node == "primary" and (q.role == facts.sync_walsender
-                                        or q.role == "backend"))
+    # "walsender": every walsender in one quota, the sync one among them
+    in_path = (q.node == "primary" and q.role in (facts.sync_walsender, "backend",
+                                                  "walsender"))
     who = ("the sync walsender" if q.node == "primary" and q.role == facts.sync_walsender
-           else f"{q.node} {q.role}")
+           else "the walsenders, the sync one among them" if q.node == "primary"
+           and q.role == "walsender" else f"{q.node} {q.role}")
     evidence: dict[str, float | str] = {
         "role": f"{q.node}/{q.role}", "share_cpus": q.share, "quota_us": q.quota_us,
         "period_us": q.period_us, "periods": q.periods, "throttled": q.throttled,
@@ -583,8 +670,11 @@ def rule_client_bound(facts: CellFacts) -> Verdict | None:
 def rule_too_many_clients(facts: CellFacts) -> Verdict | None:
     if facts.clients <= 8 * facts.cpus:
         return None
+    busy = sum(facts.cores(n, r) for (n, r) in facts.roles) if facts.cpu_known else None
+    # with a third of the CPUs idle, the clients do not queue for them
+    idle = busy is not None and 1 - busy / max(facts.cpus, 1) >= WIRE_IDLE_CPUS
     return Verdict(
-        "too many clients for the cores", "medium",
+        "too many clients for the cores", "low" if idle else "medium",
         f"{facts.clients} clients on {facts.cpus} CPUs: most of them queue for a core",
         {"clients": facts.clients, "cpus": facts.cpus},
         ["sweep clients (the clients axis) to find the knee"],
@@ -711,8 +801,8 @@ def rule_standby_or_network(facts: CellFacts) -> Verdict | None:
     return None
 
 
-RULES = (rule_quota_binds, rule_wakeup_bound, rule_epoll_setup, rule_cpu_saturated,
-         rule_host_saturated,
+RULES = (rule_quota_binds, rule_walsender_binds, rule_wakeup_bound, rule_epoll_setup,
+         rule_cpu_saturated, rule_host_saturated,
          rule_single_process, rule_local_flush, rule_standby_or_network, rule_client_bound,
          rule_too_many_clients, rule_kernel_heavy, rule_link_full)
 ORDER = {"high": 0, "medium": 1, "low": 2, "unknown": 3}
@@ -893,7 +983,7 @@ def diagnose_run(folder: Path) -> list[CellDiagnosis]:
                 continue
             facts = cell_facts(store, cell, cpus)
             bound = model.cell_model(store, cell, series, machine)
-            facts.bounds = bound["bounds"]
+            facts.bounds, facts.wait_bounds = bound["bounds"], bound["wait_bounds"]
             if facts.anatomy is not None:
                 anatomies[cell.idx] = (cell, facts.anatomy)
             out.append({"idx": cell.idx, "label": cell.label, "tps_mean": facts.tps,

@@ -8,6 +8,8 @@ Read from the folded stacks the flame graphs are drawn from (probes/flamegraph.p
 ``NODE-ROLE.folded``, the last probed repeat's), where a kernel frame ends in ``_[k]``.
 The caller is the innermost frame below the system call that is PostgreSQL's own: the C
 library's wrappers (``__GI___kill``, ``epoll_wait``, ``__libc_recv``) are passed over.
+The vDSO's functions (``__vdso_clock_gettime``) carry the mark too, but run in user mode
+without entering the kernel: they count as the process's own time.
 """
 
 from __future__ import annotations
@@ -32,6 +34,12 @@ WRAPPERS = frozenset({
     "signalfd", "sigprocmask", "pthread_sigmask", "setitimer", "timer_settime", "[unknown]",
     "drain"})
 TOP = 5  # kernel functions shown per role
+VDSO = "__vdso_"
+
+
+def in_kernel(frame: str) -> bool:
+    """A frame the kernel ran: marked ``_[k]`` and not the vDSO's."""
+    return frame.endswith(KERNEL) and not frame.startswith(VDSO)
 
 
 @dataclass(frozen=True)
@@ -64,7 +72,7 @@ def function_text(f: Mapping[str, Any]) -> str:
 
 def _caller(frames: list[str]) -> str:
     """The innermost frame below the first kernel frame that is not the C library's."""
-    first = next((i for i, f in enumerate(frames) if f.endswith(KERNEL)), len(frames))
+    first = next((i for i, f in enumerate(frames) if in_kernel(f)), len(frames))
     for frame in reversed(frames[1:first]):  # the first frame is the role's own label
         if not frame.startswith("_") and frame not in WRAPPERS:
             return frame
@@ -83,12 +91,12 @@ def role_kernel(node: str, role: str, folded: str, top: int = TOP) -> RoleKernel
         n = int(weight)
         total += n
         frames = stack.split(";")
-        if frames[-1].endswith(KERNEL):
+        if in_kernel(frames[-1]):
             ended[(frames[-1].removesuffix(KERNEL), _caller(frames))] += n
     if total == 0:
         return None
-    in_kernel = sum(ended.values())
-    return RoleKernel(node, role, total, in_kernel / total,
+    kernel = sum(ended.values())
+    return RoleKernel(node, role, total, kernel / total,
                       [KernelFunction(f, c, n / total) for (f, c), n in ended.most_common(top)])
 
 

@@ -29,7 +29,9 @@ anatomy (analysis/anatomy.py, its traced repeat):
 - **Little's law at this concurrency** (``flush and wait``): N clients, each spending
   at least R per commit in the local flush and the commit wait, cannot pass N / R;
 - **the serial release** (``serial release``): the sync walsender frees waiters one at a
-  time, at c = its release time over the waiters it freed; at most 1 / c a second.
+  time, holding SyncRepLock; c = its release time over the commits of the same time
+  (not over the waiters it freed: commits that find their WAL already confirmed do not
+  queue); at most 1 / c a second.
 
 The traced repeat's traps slow its commits (docs/decisions.md, "The commit anatomy
 probe"), so its durations are not those of the measured repeats. What the model takes
@@ -60,7 +62,7 @@ from pathlib import Path
 from typing import Any
 
 from syncrep_lab.analysis.anatomy import WAIT_PARTS, Anatomy, cell_anatomy
-from syncrep_lab.analysis.costs import CPU_SOURCES, role_values
+from syncrep_lab.analysis.costs import CPU_SOURCES, role_run_delay, role_values
 from syncrep_lab.analysis.sync_walsender import choose, stored_clues
 from syncrep_lab.measure.stats import mean_ci
 from syncrep_lab.pg.replication import WAITING_LEVELS
@@ -199,7 +201,8 @@ def bounds(demands: Demands, *, cpus: float,
         if not waits_for_standbys and _replication(node, role):
             continue  # replication runs beside the commits: it lags, it does not pace
         name = role if node in ("primary", "client") else f"{node} {role}"
-        cap = held.get((node, role), math.inf)
+        # a quota on "walsender" holds every walsender of the node in one group
+        cap = held.get((node, role), held.get((node, role.split(":", 1)[0]), math.inf))
         if kind == "process":
             out.append(capacity_bound(name, kind, d, min(1.0, cap), source))
         else:
@@ -208,6 +211,17 @@ def bounds(demands: Demands, *, cpus: float,
             room = cpus if role in CLIENT_PROGRAMS or server_cores is None else server_cores
             out.append(capacity_bound(name + ("s" if role == "backend" else ""), kind, d,
                                       float(min(n, room, cap)), source))
+    for (node, role), share in sorted(held.items()):
+        members = [v for (n, r), v in demands.items()
+                   if n == node and r.startswith(f"{role}:") and v[0].mean > 0]
+        if role_kind(role) != "process" or len(members) < 2 or (
+                not waits_for_standbys and _replication(node, role)):
+            continue
+        # the group's quota is shared: together they pass no more than share / ΣD
+        name = f"{role}s" if node == "primary" else f"{node} {role}s"
+        out.append(capacity_bound(f"{name} (one quota)", "pool",
+                                  sum_intervals([d for d, _, _ in members]), share,
+                                  ", ".join(sorted({s for _, s, _ in members}))))
     if demands:
         total = sum_intervals([d for d, _, _ in demands.values()])
         sources = sorted({s for _, s, _ in demands.values()})
@@ -238,6 +252,7 @@ class Traced:
     walsender: str | None  # the sync walsender (analysis/sync_walsender.py), if it freed any
     waiters_per_release: float | None
     per_waiter_us: float | None  # its release time over the waiters freed, as traced
+    release_us: float | None  # its release time over the commits, as traced
     release_share: float | None  # u: the part of a second it spent releasing
 
 
@@ -280,10 +295,11 @@ def traced_commit(store: Store, cell: StoredCell) -> tuple[Traced | None, str | 
     busiest = next((r for r in anatomy["releases"] if chosen is not None
                     and r["walsender"] == chosen.role and r["waiters_per_release"]), None)
     per_waiter = float(busiest["per_waiter_us"] or 0) if busiest is not None else None
+    per_commit = float(busiest["us_per_commit"] or 0) if busiest is not None else None
     return Traced(anatomy, len(traced), tps, clients, r, share,
                   busiest["walsender"] if busiest is not None else None,
                   busiest["waiters_per_release"] if busiest is not None else None, per_waiter,
-                  per_waiter * tps / 1e6 if per_waiter else None), None
+                  per_commit, per_commit * tps / 1e6 if per_commit else None), None
 
 
 def _wait_bound(resource: str, law: str, demand_us: Interval, capacity: float, source: str,
@@ -297,13 +313,16 @@ SHORTAGE_PARTS = ("run_queue",)  # a commit's wait for a core: this machine's, n
 
 
 def wait_bounds(t: Traced, measured: Interval, *,
-                at_clients: int | None = None, elsewhere: bool = False) -> list[WaitBound]:
+                at_clients: int | None = None, elsewhere: bool = False,
+                release_wait: tuple[float, float] | None = None) -> list[WaitBound]:
     """The Little's-law and serial-release bounds of a traced cell whose measured repeats
     ran at ``measured`` TPS: its shares of time (s, u) kept, its durations those of the
     measured repeats (R = s·N/X, c = u/X, the interval from X's); ``at_clients``: N' / R
     with R as at the cell's own N (another machine's client count). ``elsewhere``: on a
     machine with the cores this one lacks, the time a woken backend waited here for a
-    core (the anatomy's run queue) is left out of R."""
+    core (the anatomy's run queue) is left out of R, and ``release_wait`` (µs a commit
+    the walsender waited here for a core while releasing, and the floor: its CPU a commit
+    in the release) out of c."""
     if measured.mean <= 0:
         return []
     n = t.clients if at_clients is None else at_clients
@@ -337,16 +356,29 @@ def wait_bounds(t: Traced, measured: Interval, *,
          # what R carries to the other machine, and what it leaves here
          "carried": [p for p in parts if not (short and p in SHORTAGE_PARTS)],
          "dropped": [p for p in parts if short and p in SHORTAGE_PARTS]})]
-    if t.per_waiter_us and t.release_share:
+    if t.release_us and t.release_share:
         u = Interval(t.release_share, t.release_share, t.release_share)
+        dropped_us = 0.0
+        if elsewhere and release_wait is not None:
+            # the release's time a commit at the measured pace, less what the walsender
+            # spent runnable but not running; never below its CPU in the release
+            here_us = u.mean * 1e6 / measured.mean
+            dropped_us = min(release_wait[0], max(0.0, here_us - release_wait[1]))
+            kept_u = u.mean * (1 - dropped_us / here_us) if here_us > 0 else u.mean
+            u = Interval(kept_u, kept_u, kept_u)
+        waited = (f", without the {dropped_us:,.1f} µs a commit it waited here for a core"
+                  if dropped_us else "")
         out.append(_wait_bound(
             RELEASE, "release", per_commit(u, 1.0), 1.0,
             f"commit anatomy: {t.walsender} releasing {100 * u.mean:.1f} % of the time, one "
-            f"waiter at a time, at the measured {measured.mean:,.0f} tps",
+            f"waiter at a time, at the measured {measured.mean:,.0f} tps{waited}",
             {"walsender": t.walsender, "waiters_per_release": t.waiters_per_release,
              "at_clients": t.clients, "share": u.mean, "traced_tps": t.tps, "scale": scale,
              "per_waiter_us_as_traced": t.per_waiter_us,
-             "as_traced_tps": 1e6 / t.per_waiter_us, "traced_repeats": t.repeats}))
+             "us_per_commit_as_traced": t.release_us,
+             "as_traced_tps": 1e6 / t.release_us, "traced_repeats": t.repeats,
+             "carried": ["release"], "dropped": ["walsender run delay"] if dropped_us else [],
+             "dropped_us": dropped_us}))
     return out
 
 
@@ -527,7 +559,17 @@ def cell_model(store: Store, cell: StoredCell, by_series: dict[str, dict[int, St
         # in the server as at this cell's clients (docs/decisions.md, "The wait bounds")
         # the run queue stays here only where the other machine has the cores this
         # one lacked
-        hypo_waits = (wait_bounds(traced, x, at_clients=n, elsewhere=c > cpus)
+        release_wait = None
+        if traced is not None and traced.walsender is not None and c > cpus:
+            runq = role_run_delay(store, cell.id, "primary", traced.walsender)
+            share = next((sv["share"] for sv in serial if sv["role"] == traced.walsender),
+                         None)
+            demand = demands.get(("primary", traced.walsender))
+            if runq and share and demand is not None:
+                # its wait for a core, in the part of its time spent releasing as its CPU
+                release_wait = (runq * share, demand[0].mean * share)
+        hypo_waits = (wait_bounds(traced, x, at_clients=n, elsewhere=c > cpus,
+                                  release_wait=release_wait)
                       if traced is not None and x is not None else [])
         lowest = sorted([*hypo, *hypo_waits], key=lambda b: b.max_tps.mean)
         what_if = {"cores": c, "clients": n, "bounds": [b.json() for b in hypo],
@@ -562,8 +604,8 @@ def cell_model(store: Store, cell: StoredCell, by_series: dict[str, dict[int, St
 def wait_name(b: dict[str, Any]) -> str:
     """A wait bound in words: what sets it."""
     if b.get("law") == "release":
-        return (f"{b['walsender']}'s serial release (a waiter per "
-                f"{b['demand_us_per_commit']:,.1f} µs)")
+        return (f"{b['walsender']}'s serial release ({b['demand_us_per_commit']:,.1f} µs "
+                "a commit under SyncRepLock)")
     n = b["clients"]
     # a level that waits for no standby (local): the flush alone
     what = "local flush and wait" if set(b.get("parts_us") or {}) - {"local_flush"} \
@@ -643,12 +685,17 @@ def held_from(store: Store, cell: StoredCell, cells: list[StoredCell]) -> dict[s
     best: dict[str, Any] | None = None
     for q in quotas:
         d = demands.get((q.node, q.role))
+        group = [v for (n, r), v in demands.items()
+                 if n == q.node and r.startswith(f"{q.role}:")]
+        if d is None and group:  # "walsender": every walsender of the node, one quota
+            total = sum_intervals([v[0] for v in group])
+            d = (total, group[0][1], float(len(group)))
         if d is None or d[0].mean <= 0:
             continue
         if not waiting and _replication(q.node, q.role):
             continue  # replication paces no commit at this level
         # one process uses one CPU at most, whatever its quota
-        cpus = min(q.share, 1.0) if role_kind(q.role) == "process" else q.share
+        cpus = min(q.share, d[2]) if role_kind(q.role) == "process" else q.share
         tps = cpus * 1e6 / d[0].mean
         if best is None or tps < best["predicted_tps"]:
             best = {"cell": free.idx, "node": q.node, "role": q.role, "share": q.share,
@@ -656,6 +703,109 @@ def held_from(store: Store, cell: StoredCell, cells: list[StoredCell]) -> dict[s
                     "measured_tps": float(cell.tps_mean),
                     "ratio": float(cell.tps_mean) / tps}
     return best
+
+
+RELEASE_DELAY = "synchronous_release_delay_us"  # presets/syncrep-release-delay-18.patch
+
+
+def _release_delay_us(store: Store, cell: StoredCell) -> float:
+    """The primary's synchronous_release_delay_us as its server had it (0: stock, or a
+    server without the setting)."""
+    value = queries.primary_setting(store, cell.run_id, cell.params, RELEASE_DELAY)
+    try:
+        return float(value) if value is not None else 0.0
+    except ValueError:
+        return 0.0
+
+
+def delayed_from(store: Store, cell: StoredCell, cells: list[StoredCell],
+                 machine: dict[str, Any]) -> dict[str, Any] | None:
+    """A cell whose sync walsender spends d µs more on each waiter it frees (the slowed
+    build's synchronous_release_delay_us), predicted from the cell that differs only in
+    having it 0: that cell's demands with the walsender's raised by d times the waiters
+    it freed per commit there (its commit anatomy), every bound recomputed (the
+    walsender's one CPU, the machine's), the lowest taken. None where the cell has no
+    delay, or the run no such twin with a commit anatomy.
+
+    What it leaves out (docs/decisions.md, "Two ways to make the walsender bind"): with
+    the loop slow, SyncRepLock is held long, and most backends that wait for it find their
+    WAL confirmed once they have it and never queue, so fewer waiters are freed per
+    commit than in the stock cell (0.41 against 0.82 at 1 ms a waiter, 64 clients)."""
+    delay = _release_delay_us(store, cell)
+    if (delay <= 0 or cell.tps_mean is None
+            or str(cell.params.get("synchronous_commit")) not in WAITING_LEVELS):
+        return None
+    key = _series_key(cell.params, "settings")
+    stock = next((c for c in cells if c.tps_mean is not None and c.id != cell.id
+                  and _series_key(c.params, "settings") == key
+                  and _release_delay_us(store, c) == 0), None)
+    if stock is None:
+        return None
+    traced, _ = traced_commit(store, stock)
+    if traced is None or traced.walsender is None:
+        return None
+    demands = cell_demands(store, stock.id)
+    sender = ("primary", traced.walsender)
+    freed = next((r["freed_per_commit"] for r in traced.anatomy["releases"]
+                  if r["walsender"] == traced.walsender), None)
+    if sender not in demands or not freed:
+        return None
+    d, source, processes = demands[sender]
+    added = delay * float(freed)
+    demands[sender] = (Interval(d.mean + added, d.low + added, d.high + added), source,
+                       processes)
+    found = bounds(demands, cpus=float(machine.get("cpus_usable") or
+                                       machine.get("cpu_count") or 1),
+                   clients=int(cell.params.get("clients") or 1),
+                   threads=int(cell.params.get("threads") or 1), r1_ms=None, r1_source="")
+    lowest = min((b for b in found if b.kind != "clients"), key=lambda b: b.max_tps.mean)
+    tps = lowest.max_tps.mean
+    return {"cell": stock.idx, "walsender": traced.walsender, "delay_us": delay,
+            "stock_us_per_commit": d.mean, "stock_freed_per_commit": float(freed),
+            "binding": lowest.resource, "predicted_tps": tps,
+            "measured_tps": float(cell.tps_mean), "ratio": float(cell.tps_mean) / tps}
+
+
+def linked_from(store: Store, cell: StoredCell,
+                cells: list[StoredCell]) -> dict[str, Any] | None:
+    """A cell whose standbys are behind an emulated link with a delay, predicted from the
+    cell that differs only in having no link (Little's law: N clients, each commit's time
+    there plus the round trip the link adds to the sync standby's answer). None where
+    the cell's links add no delay, or the run has no such twin."""
+    if cell.tps_mean is None or str(cell.params.get("synchronous_commit")) \
+            not in WAITING_LEVELS:
+        return None
+    last = queries.last_measured_repeat(store, cell.id)
+    added: dict[str, float] = {}  # standby -> the round trip its link adds, ms
+    for link in queries.links_of(store, last) if last is not None else []:
+        try:
+            ends = json.loads(link.applied_json or "[]")
+        except ValueError:
+            continue
+        if link.a != "primary" or not isinstance(ends, list):
+            continue
+        added[link.b] = sum(float((e.get("profile") or {}).get("delay_ms") or 0.0)
+                            for e in ends if isinstance(e, dict))
+    if not added or max(added.values()) <= 0:
+        return None
+    key = _series_key(cell.params, "link")
+    free = next((c for c in cells if c.tps_mean is not None and c.id != cell.id
+                 and c.params.get("link") in (None, "none")
+                 and _series_key(c.params, "link") == key), None)
+    if free is None:
+        return None
+    traced, _ = traced_commit(store, cell)
+    standby = (traced.walsender.partition(":")[2]
+               if traced is not None and traced.walsender else "")
+    # the sync standby's link; not known, the quickest (the first to answer)
+    rtt_ms = added.get(standby, min(added.values()))
+    n = int(cell.params.get("clients") or 1)
+    unlinked = float(free.tps_mean or 0.0)
+    per_commit_s = n / unlinked + rtt_ms / 1000
+    tps = n / per_commit_s
+    return {"cell": free.idx, "standby": standby or None, "round_trip_ms": rtt_ms,
+            "clients": n, "unlinked_tps": unlinked, "predicted_tps": tps,
+            "measured_tps": float(cell.tps_mean), "ratio": float(cell.tps_mean) / tps}
 
 
 def series_index(cells: list[StoredCell]) -> dict[str, dict[int, StoredCell]]:
@@ -693,6 +843,8 @@ def run_model(folder: Path, *, cell: int | None = None, cores: float | None = No
                 continue
             m = cell_model(store, c, by_series, machine, cores=cores, clients=clients)
             m["held_from"] = held_from(store, c, cells)
+            m["delayed_from"] = delayed_from(store, c, cells, machine)
+            m["linked_from"] = linked_from(store, c, cells)
             params = c.params
             if fits:
                 m["usl"] = fitted["clients"].get(_series_key(params, "clients")) or {

@@ -224,31 +224,32 @@ def undo(layout: Layout) -> list[str]:
     return problems
 
 
-def leftovers() -> list[str]:
-    """Remove namespaces and cpuset groups of this tool that no cluster owns any more
-    (a run killed between making them and recording them). Returns what was removed."""
-    removed: list[str] = []
+def leftovers(remove: bool = True) -> list[str]:
+    """Remove namespaces, cpuset groups and CPU quota groups of this tool that no cluster
+    owns any more (a run killed between making them and recording them). Returns what
+    was removed; ``remove`` False: what would be (`clean --list`), touching nothing."""
+    found: list[str] = []
     with contextlib.suppress(Exception):
-
         names = netns.ours()
-        if names:
+        if names and remove:
             netns.destroy_namespaces(names)
-            removed += [f"network namespace {n}" for n in names]
+        found += [f"network namespace {n}" for n in names]
     with contextlib.suppress(Exception):
-
         support = cpuset_support()
         if support.root is not None:
             for key in leftover_runs(support):
                 if _owner_alive(key):
                     continue  # a run still going (another session, another terminal)
-                remove_run(support, key)
-                removed.append(f"cpuset group {key}")
+                if remove:
+                    remove_run(support, key)
+                found.append(f"cpuset group {key}")
     with contextlib.suppress(Exception):
         for key in leftover_quota_runs():
             if not _owner_alive(key):
-                remove_quotas(key)
-                removed.append(f"CPU quota group {key}")
-    return removed
+                if remove:
+                    remove_quotas(key)
+                found.append(f"CPU quota group {key}")
+    return found
 
 
 def _owner_alive(run_key: str) -> bool:

@@ -15,6 +15,7 @@ import math
 from typing import Any
 
 from syncrep_lab.errors import UserError
+from syncrep_lab.pg.builds import check_name
 from syncrep_lab.pg.sync_names import check_standby_names, check_sync
 from syncrep_lab.placement.layout import CLIENT
 from syncrep_lab.plan.matrix import (
@@ -37,6 +38,24 @@ from syncrep_lab.plan.spec import Spec
 Problem = tuple[tuple[str | int, ...], str]
 
 
+def _build_problems(spec: Spec) -> list[Problem]:
+    """[builds.NAME]: a usable build name, used by the matrix, and no attached cluster."""
+    problems: list[Problem] = []
+    used = {*(spec.matrix.pg or []), spec.topology.pg}
+    for name in spec.builds:
+        try:
+            check_name(name)
+        except UserError as exc:
+            problems.append((("builds", name), exc.cause.replace("--name", "the build name")))
+        if name not in used:
+            problems.append((("builds", name), f"build {name!r} is not used: name it in "
+                             f"matrix.pg or topology.pg, or leave [builds.{name}] out"))
+    if spec.builds and spec.topology.attach is not None:
+        problems.append((("builds",), "an attached cluster runs the server it has: builds "
+                         "apply to clusters syncrep-lab makes"))
+    return problems
+
+
 def check_spec(spec: Spec) -> list[Problem]:
     """Impossible combinations, each with the key it should be reported at."""
     problems: list[Problem] = []
@@ -56,6 +75,7 @@ def check_spec(spec: Spec) -> list[Problem]:
                              f"no settings set {name!r} (define [settings_sets.{name}])"))
     problems += _fault_problems(spec)
     problems += placement_problems(spec)
+    problems += _build_problems(spec)
     if wl.kind == "script" and not wl.script:
         problems.append((("workload", "script"), "kind = 'script' needs script = 'file.sql'"))
     if wl.kind == "script" and "sysbench" in (m.driver or [wl.driver]):

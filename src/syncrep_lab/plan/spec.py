@@ -285,6 +285,18 @@ class Compare(_Strict):
         return self.baseline if isinstance(self.baseline, list) else [self.baseline]
 
 
+class BuildSpec(_Strict):
+    """[builds.NAME]: PostgreSQL built from source before the run (pg/builds.py, cached
+    like `syncrep-lab pg build`), named NAME for matrix.pg or topology.pg."""
+
+    # as `pg build` takes it: a major version (Debian's source package), a tarball or a
+    # source tree
+    version: Annotated[str, Field(min_length=1)]
+    # patch files, relative to the spec's folder (a preset's: the presets' folder)
+    patches: list[str] = Field(default_factory=list)
+    flavor: Literal["release", "frame-pointers", "profiling", "debug"] = "release"
+
+
 class Spec(_Strict):
     name: Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.-]+$")]
     description: str = ""
@@ -302,6 +314,7 @@ class Spec(_Strict):
     links: dict[str, LinkProfileSpec] = Field(default_factory=dict)
     network: Network = Field(default_factory=Network)
     hosts: dict[str, Host] = Field(default_factory=dict)
+    builds: dict[str, BuildSpec] = Field(default_factory=dict)
 
     def ssh_host(self, name: str) -> HostSpec:
         """``[hosts.NAME]`` as the SSH layer takes it."""
@@ -456,6 +469,10 @@ def load_spec(path: Path, *, allow_alter: bool = False) -> tuple[Spec, str]:
         raise UserError(f"cannot read the spec {path}: {exc.strerror}",
                         "check that the file exists and this user may read it") from None
     return parse_spec(text, str(path), allow_alter=allow_alter), text
+
+
+# the presets' folder: a preset's relative paths (its builds' patches) are taken from it
+PRESETS_DIR = Path(str(resources.files("syncrep_lab.presets")))
 
 
 def preset_text(name: str) -> str:

@@ -10,8 +10,9 @@ CPU time comes from ``/proc/PID/stat`` (user and system, in clock ticks), the ti
 spent runnable waiting for a core (run delay) from ``/proc/PID/schedstat``, CPU
 migrations and context switches from ``/proc/PID/sched`` (a file only kernels with
 CONFIG_SCHED_DEBUG have; elsewhere context switches come from ``/proc/PID/status`` and
-migrations are None). A process is read in three small files, one more than CPU and
-switches alone took (docs/benchmarks.md: the tracker's cost). Processes that exist at
+migrations are None), the bytes its reads and writes sent to the block layer from
+``/proc/PID/io``. A process is read in four small files, two more than CPU and switches
+alone took (docs/benchmarks.md: the tracker's cost). Processes that exist at
 the start count from a first snapshot; those born during the repeat count from zero.
 A process seen last a poll before it exited loses that poll's interval, so
 for the backends born during the repeat the CPU time is taken instead from
@@ -56,6 +57,8 @@ class ProcSample:
     cstime: int = 0
     run_delay_ns: int | None = 0  # runnable, waiting for a core; None: not on this kernel
     migrations: int | None = 0  # moves to another CPU; None: not on this kernel
+    read_bytes: int | None = 0  # the block layer's (/proc/PID/io); None: not readable
+    write_bytes: int | None = 0
 
 
 def _sched_value(text: str, key: str) -> int | None:
@@ -95,7 +98,23 @@ def read_sample(pid: int) -> ProcSample | None:
     except (OSError, IndexError, ValueError):
         return None
     sample.migrations = _sched_value(sched, "se.nr_migrations") if sched else None
+    sample.read_bytes, sample.write_bytes = _io_bytes(pid)
     return sample
+
+
+def _io_bytes(pid: int) -> tuple[int | None, int | None]:
+    """read_bytes and write_bytes of /proc/PID/io (None: not readable, another user's
+    process without root, or a kernel without task I/O accounting)."""
+    try:
+        text = procs.read(f"/proc/{pid}/io")
+    except OSError:
+        return None, None
+    found: dict[str, int] = {}
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key in ("read_bytes", "write_bytes") and value.strip().isdigit():
+            found[key] = int(value)
+    return found.get("read_bytes"), found.get("write_bytes")
 
 
 def numa_pages(pid: int) -> Counter[str]:
@@ -140,6 +159,8 @@ class RoleSum:
     involuntary_cs: int = 0
     run_delay_ms: float | None = 0.0
     migrations: int | None = 0
+    read_bytes: int | None = 0
+    write_bytes: int | None = 0
 
     def add(self, t: Tracked) -> None:
         first, last = t.first, t.last
@@ -154,6 +175,12 @@ class RoleSum:
         moved = _delta(first.migrations, last.migrations)
         self.migrations = None if moved is None or self.migrations is None \
             else self.migrations + moved
+        read = _delta(first.read_bytes, last.read_bytes)
+        self.read_bytes = None if read is None or self.read_bytes is None \
+            else self.read_bytes + read
+        written = _delta(first.write_bytes, last.write_bytes)
+        self.write_bytes = None if written is None or self.write_bytes is None \
+            else self.write_bytes + written
 
 
 @dataclass
@@ -165,7 +192,8 @@ class TrackerResult:
     def cost_rows(self) -> list[ProcCostRow]:
         """``rows`` as the store's proc_costs rows."""
         return [ProcCostRow(r.node, r.role, r.processes, r.user_ms, r.system_ms,
-                            r.voluntary_cs, r.involuntary_cs, r.run_delay_ms, r.migrations)
+                            r.voluntary_cs, r.involuntary_cs, r.run_delay_ms, r.migrations,
+                            r.read_bytes, r.write_bytes)
                 for r in self.rows]
 
 

@@ -9,6 +9,8 @@ plan/checks.py.
 from __future__ import annotations
 
 import shutil
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,20 +45,75 @@ def check_machine(spec: Spec) -> None:
     _check_placement(spec)
     if spec.topology.hosts:
         check_hosts(spec)
+    check_installations(spec, unbuilt_ok=True)
+
+
+def check_installations(spec: Spec, *, unbuilt_ok: bool = False) -> None:
+    """Every PostgreSQL the spec names is installed, with the programs a cluster needs,
+    and each cell's sync spec suits its version. ``unbuilt_ok``: a build the spec
+    declares ([builds.NAME]) that is not made yet is passed over (start_run makes it);
+    its patch files must exist."""
+    from syncrep_lab.pg.builds import find_build
+    from syncrep_lab.pg.installations import resolve
+
+    declared_patches(spec, None)
     plan = expand(spec)
     versions = {}
     for pg in sorted({c.pg for c in plan.cells}, key=str):
+        if unbuilt_ok and pg in spec.builds and find_build(pg) is None:
+            continue
         inst = resolve(pg)
         for program in ("postgres", "initdb", "pgbench"):
             inst.program(program)
         versions[pg] = inst.version.num
     for cell in plan.cells:
-        if cell.sync is not None:
+        if cell.sync is not None and cell.pg in versions:
             try:
                 check_sync(cell.sync, standby_names(spec, cell.standbys), versions[cell.pg])
             except UserError as exc:
                 raise UserError(f"cell {cell.label} (pg {cell.pg or 'default'}): {exc.cause}",
                                 exc.fix) from None
+
+
+def declared_patches(spec: Spec, spec_dir: Path | None) -> dict[str, list[Path]]:
+    """Each [builds.NAME]'s patch files, relative to ``spec_dir`` (None: to the folder
+    the run will use, which the caller checks later); a missing one is refused."""
+    out: dict[str, list[Path]] = {}
+    for name, declared in spec.builds.items():
+        files = []
+        for i, text in enumerate(declared.patches):
+            path = Path(text).expanduser()
+            if spec_dir is not None and not path.is_absolute():
+                path = spec_dir / path
+            if (spec_dir is not None or path.is_absolute()) and not path.is_file():
+                raise UserError(f"builds.{name}.patches[{i}]: {path}: no such file",
+                                "give a patch file (git diff or diff -u output); a relative "
+                                "path is taken from the spec's folder")
+            files.append(path)
+        out[name] = files
+    return out
+
+
+def make_builds(spec: Spec, spec_dir: Path, progress: Callable[[str], None]) -> float:
+    """Every [builds.NAME] built, or found in the cache (pg/builds.py: the same source,
+    flavor and patches give the same build); the seconds spent. A patch that does not
+    apply or compile is refused, and nothing is cached."""
+    from syncrep_lab.pg.builds import build, find_build
+
+    started = time.monotonic()
+    for name, files in declared_patches(spec, spec_dir).items():
+        declared = spec.builds[name]
+        if find_build(name) is None:
+            progress(f"building {name}: PostgreSQL {declared.version}, {declared.flavor}"
+                     + (f", {len(files)} patch{'es' if len(files) != 1 else ''}"
+                        if files else "") + " (cached for later runs)")
+        build(declared.version, files, declared.flavor, name=name,
+              progress=_prefixed(progress, name))
+    return time.monotonic() - started
+
+
+def _prefixed(progress: Callable[[str], None], name: str) -> Callable[[str], None]:
+    return lambda line: progress(f"{name}: {line}")
 
 
 def check_hosts(spec: Spec) -> None:

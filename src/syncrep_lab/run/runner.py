@@ -55,7 +55,7 @@ from syncrep_lab.run.clients import ClientOptions, finish_all, start_clients
 from syncrep_lab.run.clusters import ActiveCluster, ClusterPool, Target, units
 from syncrep_lab.run.host_watch import host_facts
 from syncrep_lab.run.machine import machine_metadata
-from syncrep_lab.run.preflight import check_machine, check_out
+from syncrep_lab.run.preflight import check_installations, check_machine, check_out, make_builds
 from syncrep_lab.run.repeat import Repeat, anatomy_unavailable
 from syncrep_lab.run.rounds import Member, Rounds
 from syncrep_lab.run.stall import SyncStallWatch
@@ -631,6 +631,7 @@ def start_run(spec: Spec, spec_text: str, spec_dir: Path, out: Path,
         check_machine(spec)
     spec_text = stored_spec_text(spec_text)  # the parsed spec keeps the real conninfos
     check_out(out)
+    started = _with_builds(spec, spec_dir, events, started)
     store = Store(out, create=True)
     try:
         seed = spec.run.seed if spec.run.seed is not None else secrets.randbelow(2**31)
@@ -651,6 +652,18 @@ def start_run(spec: Spec, spec_text: str, spec_dir: Path, out: Path,
     finally:
         store.close()
     return out
+
+
+def _with_builds(spec: Spec, spec_dir: Path, events: Events | None,
+                 started: float | None) -> float | None:
+    """The spec's [builds] made (or found in the cache) and its installations checked;
+    ``started`` moved past the time building took: the budget is the measuring's."""
+    if not spec.builds:
+        return started
+    say = events.message if events is not None else (lambda _: None)
+    spent = make_builds(spec, spec_dir, say)
+    check_installations(spec)
+    return None if started is None else started + spent
 
 
 def _with_masked_passwords_dropped(spec: Spec) -> Spec:
@@ -683,6 +696,7 @@ def resume_run(out: Path, events: Events | None = None, *, allow_alter: bool = F
                 update={"budget": budget})})
         spec_dir_file = out / "spec-dir"
         spec_dir = Path(spec_dir_file.read_text().strip()) if spec_dir_file.exists() else out
+        started = _with_builds(spec, spec_dir, events, started)
         Runner(store, spec, run.spec_toml, spec_dir, run.id, events,
                started=started).execute()
     finally:

@@ -10,12 +10,14 @@ and null handling are SQL's, and the analysis does the rest.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Collection
 from dataclasses import dataclass, fields
-from typing import NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from syncrep_lab.store.db import Store
+from syncrep_lab.store.keys import cluster_key_text
 from syncrep_lab.store.rows import (
     AnatomyRow,
     CostRow,
@@ -99,6 +101,21 @@ def clusters_of(store: Store, run_id: int) -> list[StoredCluster]:
         "select cluster_key, version, bin_dir, nodes_json, settings_json, build_json "
         "from clusters "
         "where run_id = ? order by id", (run_id,))]
+
+
+def primary_setting(store: Store, run_id: int, params: dict[str, Any],
+                    name: str) -> str | None:
+    """A setting of the primary of the cluster a cell with ``params`` ran on, as the server
+    had it when the cluster was made (read back); None where it had no such setting."""
+    row = store.db.execute("select settings_json from clusters where run_id = ? and "
+                           "cluster_key = ? order by id desc limit 1",
+                           (run_id, cluster_key_text(params))).fetchone()
+    try:
+        settings = json.loads(row[0]) if row is not None and row[0] else {}
+    except ValueError:
+        return None
+    value = settings.get("primary", {}).get(name) if isinstance(settings, dict) else None
+    return str(value["setting"]) if isinstance(value, dict) and "setting" in value else None
 
 
 def cluster_version(store: Store, run_id: int, cluster_key: str) -> str | None:

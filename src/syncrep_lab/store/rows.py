@@ -83,6 +83,10 @@ class ProcCostRow(NamedTuple):
     # (/proc/PID/sched); None where not read (the client's, an SSH host's, an older store)
     run_delay_ms: float | None = None
     migrations: int | None = None
+    # bytes its processes had the block layer read and write (/proc/PID/io's read_bytes,
+    # write_bytes: a write counts when it dirties the page cache); None where not read
+    read_bytes: int | None = None
+    write_bytes: int | None = None
 
 
 class NumaPagesRow(NamedTuple):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import sqlite3
 
-SCHEMA_VERSION = 15
+SCHEMA_VERSION = 16
 
 SCHEMA = """
 create table if not exists meta (key text primary key, value text not null);
@@ -119,7 +119,9 @@ create table if not exists proc_costs (   -- /proc per node and process role
     user_ms real not null, system_ms real not null,
     voluntary_cs integer not null, involuntary_cs integer not null,
     run_delay_ms real,               -- runnable, waiting for a core (schedstat); null: not read
-    migrations integer               -- moves to another CPU (/proc/PID/sched); null: not read
+    migrations integer,              -- moves to another CPU (/proc/PID/sched); null: not read
+    read_bytes integer,              -- the block layer's bytes (/proc/PID/io); null: not read
+    write_bytes integer
 );
 create table if not exists numa_pages (   -- numa_maps before and after a repeat
     repeat_id integer not null references repeats(id),
@@ -275,11 +277,13 @@ NEW_COLUMNS = (  # 6 -> 7, 7 -> 8 (runs.order_note), 8 -> 9 (runs.kind), 9 -> 10
     ("repeats", "checkpoints integer"), ("repeats", "autovacuums integer"),
     ("repeats", "other_cpu real"), ("repeats", "disturbed text"), ("runs", "order_note text"),
     ("runs", "kind text"), ("clusters", "build_json text"),
-    ("proc_costs", "run_delay_ms real"), ("proc_costs", "migrations integer"))
+    ("proc_costs", "run_delay_ms real"), ("proc_costs", "migrations integer"),
+    # 15 -> 16 (each role's bytes read and written, /proc/PID/io)
+    ("proc_costs", "read_bytes integer"), ("proc_costs", "write_bytes integer"))
 
 
 def upgrade(db: sqlite3.Connection, version: int) -> None:
-    """Bring a store of an earlier ``version`` (1 to 14) to SCHEMA_VERSION, in place.
+    """Bring a store of an earlier ``version`` (1 to 15) to SCHEMA_VERSION, in place.
 
     1 -> 2 added the first probe tables and repeats.probed; 2 -> 3 the tables of /proc,
     NUMA, flame graphs and the scheduler trace; 3 -> 4 the wait timeline; 4 -> 5 fault
@@ -292,7 +296,8 @@ def upgrade(db: sqlite3.Connection, version: int) -> None:
     12 -> 13 each role's run delay and CPU migrations in proc_costs (new columns: the
     rows of a store written before read them as None); 13 -> 14 the cells' TPS
     intervals on the log scale (:func:`log_scale_intervals`); 14 -> 15 the CPU quotas
-    per role, and the disks' and network interfaces' counters per repeat (new tables).
+    per role, and the disks' and network interfaces' counters per repeat (new tables);
+    15 -> 16 each role's bytes read and written in proc_costs (new columns, None before).
     """
     db.executescript(SCHEMA)
     if version == 1:

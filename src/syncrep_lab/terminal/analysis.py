@@ -156,6 +156,12 @@ def resource_lines(cell: RunCellCosts) -> list[str]:
             f"{n['interface']} out {n['tx_mb_s']:.2f} MB/s, in {n['rx_mb_s']:.2f} MB/s "
             f"({n['tx_packets_s']:,.0f} and {n['rx_packets_s']:,.0f} packets a second)"
             for n in nets))
+    writers = sorted(((r["disk_bytes_per_commit"]["write"]["mean"] or 0.0, r)
+                      for r in cell["roles"] if "write" in r.get("disk_bytes_per_commit", {})),
+                     key=lambda wr: -wr[0])
+    if writers and writers[0][0] > 0:
+        out.append("  disk writes a commit, by role: " + ", ".join(
+            f"{r['node']} {r['role']} {b / 1024:,.1f} KiB" for b, r in writers[:4] if b > 0))
     return out
 
 
@@ -551,6 +557,23 @@ def print_model(cells: list[dict[str, Any]], console: Console) -> None:
                 f"{h['unheld_us_per_commit']:,.1f} µs of CPU a commit there, held to "
                 f"{h['share']:g} CPU, passes {_tps(h['predicted_tps'])} tps; measured "
                 f"{_tps(h['measured_tps'])} ({h['ratio']:.2f} of it)", soft_wrap=True)
+        d = cell.get("delayed_from")
+        if d is not None:
+            console.print(
+                f"  predicted from cell {d['cell']} (no release delay): "
+                f"{escape(d['walsender'])} at {d['stock_us_per_commit']:,.1f} µs of CPU a "
+                f"commit there, plus {d['delay_us']:g} µs for each of the "
+                f"{d['stock_freed_per_commit']:.2f} waiters it freed a commit: "
+                f"{escape(d['binding'])} binds at {_tps(d['predicted_tps'])} tps; measured "
+                f"{_tps(d['measured_tps'])} ({d['ratio']:.2f} of it)", soft_wrap=True)
+        k = cell.get("linked_from")
+        if k is not None:
+            console.print(
+                f"  predicted from cell {k['cell']} (no link): {k['clients']} clients at "
+                f"{_tps(k['unlinked_tps'])} tps there, each commit {k['round_trip_ms']:g} ms "
+                f"longer (the link's round trip): {_tps(k['predicted_tps'])} tps (Little's "
+                f"law); measured {_tps(k['measured_tps'])} ({k['ratio']:.2f} of it)",
+                soft_wrap=True)
         w = cell["what_if"]
         if w is not None and w["max_tps"] is not None:
             console.print(f"  on {w['cores']:g} CPUs with {w['clients']} clients, demands as "

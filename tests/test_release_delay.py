@@ -1,0 +1,115 @@
+"""The slowed release (src/syncrep_lab/presets/syncrep-release-delay-18.patch): a build whose
+sync walsender spends ``synchronous_release_delay_us`` of CPU on each waiter it frees,
+holding SyncRepLock. 0 is the stock server; d µs a waiter shows in the commit anatomy as
+about d µs more per freed waiter, and in the walsender's CPU per commit as d per waiter
+it freed. One build serves every level (a server setting, not a build each)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from syncrep_lab.plan.spec import PRESETS_DIR
+
+from .helpers import cli, cli_here, shared_tmp
+
+PATCH = PRESETS_DIR / "syncrep-release-delay-18.patch"
+DELAY = 200  # µs a waiter: well above the stock loop's few µs, well below a repeat
+
+SPEC = f"""\
+name = "release-delay"
+
+[builds.pg18-release-delay]
+version = "18"
+patches = ["{PATCH}"]
+
+[topology]
+standbys = 1
+sync = "1(b)"
+
+[workload]
+clients = 8
+duration = 2
+warmup = 0
+
+[settings_sets.slow]
+synchronous_release_delay_us = {DELAY}
+
+[matrix]
+pg = ["pg18-release-delay"]
+settings = ["default", "slow"]
+
+[run]
+repeats_min = 1
+repeats_max = 1
+
+[probes]
+flamegraphs = false
+sched = false
+"""
+
+
+@pytest.fixture(scope="module")
+def run() -> Iterator[Path]:
+    """The run builds what its spec declares ([builds.NAME]), cached like `pg build`."""
+    work = shared_tmp("srl-release-delay-")
+    (work / "spec.toml").write_text(SPEC)
+    res = cli("run", str(work / "spec.toml"), "--out", str(work / "run"), timeout=3600)
+    assert res.returncode == 0, res.stdout + res.stderr
+    listed = json.loads(cli_here("pg", "list", "--json").stdout)
+    built = next(i["build"] for i in listed if i.get("build", {}).get("name")
+                 == "pg18-release-delay")
+    assert [p["name"] for p in built["patches"]] == [PATCH.name]
+    yield work / "run"
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def _cells(run: Path) -> dict[str, dict[str, Any]]:
+    res = cli_here("costs", str(run), "--json")
+    assert res.returncode == 0, res.stderr
+    return {("slow" if "set=slow" in c["label"] else "stock"): c
+            for c in json.loads(res.stdout)}
+
+
+def _released(cell: dict[str, Any]) -> dict[str, Any]:
+    a = cell["anatomy"]
+    assert a is not None, cell["probes"].get("anatomy")
+    return next(r for r in a["releases"] if r["walsender"] == "walsender:b")
+
+
+def test_the_setting_adds_its_microseconds_to_each_freed_waiter(run: Path) -> None:
+    cells = _cells(run)
+    stock, slow = _released(cells["stock"]), _released(cells["slow"])
+    # 0 is stock: a waiter costs the loop a few µs (SetLatch, the queue's links)
+    assert stock["per_waiter_us"] < 0.25 * DELAY, stock
+    # the delay is CPU time, so a waiter costs at least that much of the walsender's
+    # time; more where it was preempted mid-spin (two CPUs, eight backends, pgbench)
+    added = slow["per_waiter_us"] - stock["per_waiter_us"]
+    assert DELAY * 0.95 <= added <= DELAY * 2, (stock, slow)
+    # and its CPU: d for each waiter it freed, on top of what it spent at 0
+    cpu = {k: next(r["cpu_us_per_commit"]["mean"] for r in c["roles"]
+                   if r["node"] == "primary" and r["role"] == "walsender:b")
+           for k, c in cells.items()}
+    spun = DELAY * slow["freed_per_commit"]
+    assert cpu["slow"] - cpu["stock"] == pytest.approx(spun, rel=0.35), (cpu, spun)
+
+
+def test_the_slowed_walsender_is_named_where_it_binds(run: Path) -> None:
+    """At 8 clients and 200 µs a waiter the walsender spends most of a CPU releasing
+    (8 waiters at most a release): the model's serial release sits near the measured
+    TPS, and the wake-up queue grows by the loop's length."""
+    cells = _cells(run)
+    a = {k: {c["component"]: c["us_per_commit"]["mean"] for c in cells[k]["anatomy"]
+             ["components"]} for k in cells}
+    assert a["slow"]["wakeup_queue"] > a["stock"]["wakeup_queue"] + 0.5 * DELAY * 0.5
+    model = json.loads(cli_here("model", str(run), "--json").stdout)
+    slow = next(c for c in model if "set=slow" in c["label"])
+    release = next(b for b in slow["wait_bounds"] if b["law"] == "release")
+    assert release["walsender"] == "walsender:b"
+    assert 0.6 <= cells["slow"]["tps_mean"] / release["max_tps"] <= 1.05, (
+        cells["slow"]["tps_mean"], release)
