@@ -19,7 +19,7 @@ from syncrep_lab.plan.spec import PRESETS_DIR
 from .helpers import cli, cli_here, shared_tmp
 
 PATCH = PRESETS_DIR / "syncrep-release-delay-18.patch"
-DELAY = 200  # µs a waiter: well above the stock loop's few µs, well below a repeat
+DELAY = 1000  # µs a waiter: the walsender then holds a CPU (1 ms × 8 waiters at most)
 
 SPEC = f"""\
 name = "release-delay"
@@ -100,16 +100,24 @@ def test_the_setting_adds_its_microseconds_to_each_freed_waiter(run: Path) -> No
 
 
 def test_the_slowed_walsender_is_named_where_it_binds(run: Path) -> None:
-    """At 8 clients and 200 µs a waiter the walsender spends most of a CPU releasing
-    (8 waiters at most a release): the model's serial release sits near the measured
-    TPS, and the wake-up queue grows by the loop's length."""
+    """At 8 clients and 1 ms a waiter the walsender spends most of a CPU releasing, the
+    other CPU mostly idle: diagnose leads with it, its serial release (the model) sits
+    at the measured TPS, and the wake-up queue grows by the loop's length."""
     cells = _cells(run)
     a = {k: {c["component"]: c["us_per_commit"]["mean"] for c in cells[k]["anatomy"]
              ["components"]} for k in cells}
-    assert a["slow"]["wakeup_queue"] > a["stock"]["wakeup_queue"] + 0.5 * DELAY * 0.5
+    assert a["slow"]["wakeup_queue"] > a["stock"]["wakeup_queue"] + 0.25 * DELAY
     model = json.loads(cli_here("model", str(run), "--json").stdout)
     slow = next(c for c in model if "set=slow" in c["label"])
     release = next(b for b in slow["wait_bounds"] if b["law"] == "release")
     assert release["walsender"] == "walsender:b"
-    assert 0.6 <= cells["slow"]["tps_mean"] / release["max_tps"] <= 1.05, (
+    assert 0.75 <= cells["slow"]["tps_mean"] / release["max_tps"] <= 1.05, (
         cells["slow"]["tps_mean"], release)
+    diagnosed = json.loads(cli_here("diagnose", str(run), "--json").stdout)
+    verdicts = next(d["verdicts"] for d in diagnosed if "set=slow" in d["label"])
+    first = verdicts[0]
+    assert first["mechanism"] == "the sync walsender binds", verdicts
+    assert first["evidence"]["walsender"] == "walsender:b"
+    assert first["evidence"]["cores_busy"] >= 0.7 and first["evidence"]["cpus_idle_share"] > 0
+    stock = next(d["verdicts"] for d in diagnosed if "set=slow" not in d["label"])
+    assert all(v["mechanism"] != "the sync walsender binds" for v in stock), stock
