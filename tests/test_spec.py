@@ -144,3 +144,25 @@ def test_what_would_act_from_here_on_an_ssh_host_is_refused_at_its_key(tmp_path:
     for allowed in ("cpus.client", "cpus.b", "cpus.c", "numa.c", "pin.c/startup",
                     "pin.walwriter"):
         assert f"placements.p.{allowed}" not in err  # here, or applied on far
+
+
+def test_check_says_what_a_declared_build_needs_and_builds_nothing(tmp_path: Path) -> None:
+    """`run --check` of a spec with [builds.NAME]: the build is named as still to be made,
+    its patch checked (relative to the spec's folder), and nothing is built."""
+    from syncrep_lab.pg.builds import find_build
+
+    name = f"pg18-check{tmp_path.name[-6:].replace('_', '')}"
+    (tmp_path / "slow.patch").write_bytes(
+        (PRESETS_DIR / "syncrep-release-delay-18.patch").read_bytes())
+    spec = tmp_path / "spec.toml"
+    spec.write_text(f'name = "c"\n\n[builds.{name}]\nversion = "18"\n'
+                    f'patches = ["slow.patch"]\n\n[matrix]\npg = ["{name}"]\n')
+    res = cli_here("run", str(spec), "--check")
+    assert res.returncode == 0, res.stdout + res.stderr
+    said = " ".join(res.stdout.split())
+    assert f"build {name}: to be built before the first cluster (PostgreSQL 18" in said
+    assert "nothing was created" in said and find_build(name) is None
+    (tmp_path / "slow.patch").unlink()
+    res = cli_here("run", str(spec), "--check")
+    assert res.returncode == 2 and f"builds.{name}.patches[0]:" in res.stderr
+    assert "slow.patch: no such file" in res.stderr and "Traceback" not in res.stderr

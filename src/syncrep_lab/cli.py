@@ -458,6 +458,16 @@ def _print_check(spec: Any, out_dir: Path | None) -> None:
         out.print(f"  ... and {len(plan.cells) - shown} more")
     for message in plan.dropped:
         out.print(f"left out: {escape(message)}", soft_wrap=True)
+    from syncrep_lab.pg.builds import find_build
+
+    for name, declared in spec.builds.items():
+        made = find_build(name)
+        out.print(f"build {escape(name)}: " + (
+            f"one of that name is in the cache ({escape(str(made.bin_dir))}; rebuilt if its "
+            "source or patches changed)" if made is not None else
+            f"to be built before the first cluster (PostgreSQL {escape(declared.version)}, "
+            f"{declared.flavor}, {len(declared.patches)} patch(es); minutes the first "
+            "time)"), soft_wrap=True)
     where = f" into {escape(str(out_dir))}" if out_dir is not None else ""
     out.print(f"nothing was created; run it{where} without --check", soft_wrap=True)
 

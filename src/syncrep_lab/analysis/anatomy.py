@@ -28,8 +28,8 @@ The ceilings (the model's shape, not a forecast):
   of that serial work, and no more commits than one per that share pass in a second.
   Over the commits, not over the waiters freed: a backend that reaches the wait after
   the standby already confirmed its WAL returns without queueing, and when the releases
-  are slow (the lock held long), many do (0.5 of the commits at 1 ms a waiter, 18.6
-  built with examples/patches/syncrep-release-delay-18.patch).
+  are slow (the lock held long), most do (0.59 of the commits at 1 ms a waiter, 18.6
+  built with presets/syncrep-release-delay-18.patch, 64 clients).
 
 For comparisons between cells (analysis/compare.py) the same figures one value per
 anatomy repeat (:func:`anatomy_values`), and why a cell has none (:func:`why_no_anatomy`).

@@ -175,6 +175,10 @@ class RoleSum:
         moved = _delta(first.migrations, last.migrations)
         self.migrations = None if moved is None or self.migrations is None \
             else self.migrations + moved
+        if t.proc.role == "postmaster":
+            # its /proc/PID/io holds the I/O of the children it reaped (the kernel adds
+            # it on wait()): the backends', counted in their own rows already
+            return
         read = _delta(first.read_bytes, last.read_bytes)
         self.read_bytes = None if read is None or self.read_bytes is None \
             else self.read_bytes + read
