@@ -34,7 +34,7 @@ sync = "1(b)"
 
 [workload]
 clients = 8
-duration = 2
+duration = 1
 warmup = 0
 
 [settings_sets.slow]
@@ -49,6 +49,8 @@ repeats_min = 1
 repeats_max = 1
 
 [probes]
+perf = false
+numa = false
 flamegraphs = false
 sched = false
 """
