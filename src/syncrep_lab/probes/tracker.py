@@ -106,15 +106,15 @@ def _io_bytes(pid: int) -> tuple[int | None, int | None]:
     """read_bytes and write_bytes of /proc/PID/io (None: not readable, another user's
     process without root, or a kernel without task I/O accounting)."""
     try:
-        text = procs.read(f"/proc/{pid}/io")
+        words = procs.read(f"/proc/{pid}/io").split()
     except OSError:
         return None, None
-    found: dict[str, int] = {}
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        if key in ("read_bytes", "write_bytes") and value.strip().isdigit():
-            found[key] = int(value)
-    return found.get("read_bytes"), found.get("write_bytes")
+    # "rchar: N wchar: N syscr: N syscw: N read_bytes: N write_bytes: N ...", in that
+    # order since the file exists; checked, not assumed
+    if words[8:12:2] == ["read_bytes:", "write_bytes:"] and words[9].isdigit() \
+            and words[11].isdigit():
+        return int(words[9]), int(words[11])
+    return None, None
 
 
 def numa_pages(pid: int) -> Counter[str]:
