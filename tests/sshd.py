@@ -261,6 +261,19 @@ def running_hosts(count: int, session_env: dict[int, dict[str, str]] | None = No
                    for i in range(count)]
     finally:
         _run("ip", "link", "delete", bridge.name, check=False)
+        if session_env:
+            _faketime_leftovers()
+
+
+def _faketime_leftovers() -> None:
+    """libfaketime opens a named semaphore and a shared memory object per process
+    (/dev/shm/sem.faketime_sem_PID, faketime_shm_PID) and unlinks them at exit; a process
+    killed with its host leaves them. Those of processes gone are removed."""
+    for path in [*Path("/dev/shm").glob("sem.faketime_sem_*"),
+                 *Path("/dev/shm").glob("faketime_shm_*")]:
+        pid = path.name.rsplit("_", 1)[-1]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            path.unlink(missing_ok=True)
 
 
 FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1"

@@ -161,6 +161,8 @@ SPECS: dict[str, tuple[list[str], int | None]] = {
     "build_missing_patch": (["builds.pg18-slow.patches[0]:", "no-such.patch: no such file",
                              "from the spec's folder"], None),
     "build_flavor": (["builds.pg18-slow.flavor: Input should be 'release'"], 5),
+    "build_configure": (["builds.pg18-seed: configure '--prefix=/opt/pg': the build sets "
+                         "that itself"], 3),
     "quota_on_postmaster": (["placements.p.quota.postmaster: 'postmaster' is not a role a "
                              "quota can hold", "children would start in its quota"], 4),
     "quota_unknown_standby": (["placements.p.quota.walsender:z: 'walsender:z'",

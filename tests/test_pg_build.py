@@ -110,6 +110,13 @@ def test_a_patch_that_does_not_apply_builds_and_caches_nothing(stock: dict[str, 
                               "a tarball from postgresql.org's archive, or a source tree"]),
     (["pg", "build", "18", "--patch", "/nonexistent.patch"], ["--patch /nonexistent.patch"]),
     (["pg", "build", "18", "--name", "18"], ["--name '18' is not a usable build name"]),
+    (["pg", "build", "18", "--configure", "named semaphores"],
+     ["--configure 'named semaphores' is not a configure argument",
+      "PREFERRED_SEMAPHORES=NAMED_POSIX"]),
+    (["pg", "build", "18", "--configure", "CFLAGS=-O3"], ["the build sets that itself",
+                                                          "--cflags"]),
+    (["pg", "build", "18", "--configure", "--prefix=/opt"], ["the build sets that itself"]),
+    (["pg", "build", "18", "--cflags", " "], ["--cflags is empty", "-O3 -flto"]),
     (["cluster", "up", "--pg", "nosuchbuild"], ["no PostgreSQL build has that name"]),
 ])
 def test_bad_input_is_a_clean_error(args: list[str], needles: list[str], workdir: Path
@@ -250,6 +257,26 @@ def test_a_source_tree_builds_and_an_edit_rebuilds_what_it_touches(
     assert rebuilt == [GUC_FILE.replace(".c", ".o")], rebuilt
     assert _show(cluster_dir, "pg18-tree9", "commit_siblings") == "9"
     assert _show(cluster_dir, "pg18-tree", "commit_siblings") == "5"
+
+
+def test_flags_of_its_own_make_another_build_in_a_tree_of_its_own() -> None:
+    """--cflags and --configure are in the cache key and pick a tree of their own (make
+    would not rebuild objects whose flags alone changed): the seed's -O3 -flto and named
+    semaphores never come back as the stock build, nor share its objects."""
+    from syncrep_lab.pg.builds import build_key, custom_flags
+
+    source = resolve_source("18")
+    seed = custom_flags("-O3 -flto", ["PREFERRED_SEMAPHORES=NAMED_POSIX"])
+    stock_args, stock_key, stock_tree = build_key(source, "release", [], None, [])
+    args, key, custom = build_key(source, "release", [], "-O3 -flto", seed)
+    assert stock_tree == "" and stock_args[-1] == "CFLAGS=-O2"
+    assert args[-2:] == ["PREFERRED_SEMAPHORES=NAMED_POSIX", "CFLAGS=-O3 -flto"]
+    assert key != stock_key and len(custom) == 8
+    assert build_key(source, "release", [], "-O3 -flto", seed) == (args, key, custom)
+    # the flavor's own flags given again are still flags of their own: another tree
+    assert build_key(source, "release", [], "-O2", [])[2] not in ("", custom)
+    assert tree_dir(source, "release", custom) != tree_dir(source, "release")
+    assert tree_dir(source, "release", custom).name.endswith(f"-release-{custom}")
 
 
 def test_a_tarball_is_named_by_its_content(tmp_path: Path) -> None:

@@ -123,3 +123,29 @@ def test_the_slowed_walsender_is_named_where_it_binds(run: Path) -> None:
     assert first["evidence"]["cores_busy"] >= 0.7 and first["evidence"]["cpus_idle_share"] > 0
     stock = next(d["verdicts"] for d in diagnosed if "set=slow" not in d["label"])
     assert all(v["mechanism"] != "the sync walsender binds" for v in stock), stock
+
+
+def test_a_declared_build_is_taken_as_made_and_a_changed_one_not_resumed(
+        run: Path, tmp_path: Path) -> None:
+    """The build the run made is found by its patches and flags, without a look for a
+    newer point release; a resumed run whose patch changed since is refused (its
+    finished cells ran on the old build), with the cause and the fix."""
+    from syncrep_lab.errors import UserError
+    from syncrep_lab.pg.builds import find_build
+    from syncrep_lab.plan.spec import parse_spec
+    from syncrep_lab.run.preflight import make_builds
+
+    before = find_build("pg18-release-delay")
+    assert before is not None
+    spec = parse_spec(SPEC, "spec.toml")
+    said: list[str] = []
+    make_builds(spec, tmp_path, said.append, resuming=True)
+    assert said == [] and find_build("pg18-release-delay") == before
+    changed = tmp_path / "changed.patch"
+    changed.write_bytes(PATCH.read_bytes().replace(b"0, 0, 100000", b"0, 0, 100001"))
+    spec = parse_spec(SPEC.replace(str(PATCH), str(changed)), "spec.toml")
+    with pytest.raises(UserError) as refused:
+        make_builds(spec, tmp_path, said.append, resuming=True)
+    assert "is not what [builds.pg18-release-delay] now declares" in refused.value.cause
+    assert "start a new run" in (refused.value.fix or "")
+    assert find_build("pg18-release-delay") == before

@@ -124,15 +124,23 @@ def pg_fetch_cmd(version: str, force: bool) -> None:
                    "with the patches' hash).")
 @click.option("--jobs", type=click.IntRange(1, 256), default=None,
               help="make -j (default: the CPUs).")
+@click.option("--cflags", default=None,
+              help="The C compiler's flags in place of the flavor's (the seed's: "
+                   "'-O3 -flto').")
+@click.option("--configure", "configure_args", multiple=True, metavar="ARG",
+              help="A configure argument (--enable-X, --with-X=Y, VAR=value); repeatable. "
+                   "The seed's named semaphores: PREFERRED_SEMAPHORES=NAMED_POSIX.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 def pg_build_cmd(source: str, patches: tuple[Path, ...], flavor: str, name: str | None,
-                 jobs: int | None, as_json: bool) -> None:
+                 jobs: int | None, cflags: str | None, configure_args: tuple[str, ...],
+                 as_json: bool) -> None:
     """Build PostgreSQL from SOURCE: a version (a Debian source package, e.g. 18 or 15.18),
-    a release tarball, or a source tree; cached by source, patches and flavor."""
+    a release tarball, or a source tree; cached by source, patches, flavor and flags."""
     from syncrep_lab.pg.builds import build
 
     built = build(source, list(patches), flavor, name, jobs,
-                  progress=lambda what: err.print(f"pg build: {escape(what)}"))
+                  progress=lambda what: err.print(f"pg build: {escape(what)}"),
+                  cflags=cflags, configure_args=configure_args)
     if as_json:
         click.echo(json.dumps(built.describe(), indent=2))
         return

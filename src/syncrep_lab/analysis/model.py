@@ -718,6 +718,12 @@ def _release_delay_us(store: Store, cell: StoredCell) -> float:
         return 0.0
 
 
+def _primary_settings_but(store: Store, cell: StoredCell, name: str) -> dict[str, str]:
+    """The primary's settings as its server had them, but ``name``."""
+    return {k: v for k, v in queries.primary_settings(store, cell.run_id, cell.params).items()
+            if k != name}
+
+
 def delayed_from(store: Store, cell: StoredCell, cells: list[StoredCell],
                  machine: dict[str, Any]) -> dict[str, Any] | None:
     """A cell whose sync walsender spends d µs more on each waiter it frees (the slowed
@@ -736,9 +742,12 @@ def delayed_from(store: Store, cell: StoredCell, cells: list[StoredCell],
             or str(cell.params.get("synchronous_commit")) not in WAITING_LEVELS):
         return None
     key = _series_key(cell.params, "settings")
+    # the twin differs in the delay alone: its primary's other settings are the same
+    others = _primary_settings_but(store, cell, RELEASE_DELAY)
     stock = next((c for c in cells if c.tps_mean is not None and c.id != cell.id
                   and _series_key(c.params, "settings") == key
-                  and _release_delay_us(store, c) == 0), None)
+                  and _release_delay_us(store, c) == 0
+                  and _primary_settings_but(store, c, RELEASE_DELAY) == others), None)
     if stock is None:
         return None
     traced, _ = traced_commit(store, stock)
@@ -792,7 +801,7 @@ def linked_from(store: Store, cell: StoredCell,
     free = next((c for c in cells if c.tps_mean is not None and c.id != cell.id
                  and c.params.get("link") in (None, "none")
                  and _series_key(c.params, "link") == key), None)
-    if free is None:
+    if free is None or not free.tps_mean:
         return None
     traced, _ = traced_commit(store, cell)
     standby = (traced.walsender.partition(":")[2]

@@ -30,7 +30,7 @@ import shutil
 import subprocess
 import tarfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -155,19 +155,66 @@ def _locked(root: Path) -> Iterator[None]:
         yield
 
 
-def tree_dir(source: Source, flavor: str) -> Path:
+def tree_dir(source: Source, flavor: str, custom: str = "") -> Path:
     """Where ``source`` is unpacked and built in ``flavor``: one tree per source and
-    flavor, to which a build's patches are applied and from which they are undone."""
-    return paths.builds_dir() / "trees" / f"{source.ident}-{flavor}"
+    flavor, to which a build's patches are applied and from which they are undone;
+    ``custom`` (a hash of --cflags and --configure) a tree of its own, since make does
+    not rebuild objects whose flags alone changed."""
+    return paths.builds_dir() / "trees" / (f"{source.ident}-{flavor}"
+                                           + (f"-{custom}" if custom else ""))
+
+
+_CONFIGURE_ARG = re.compile(r"--[a-z][a-z0-9-]*(=.*)?|[A-Z_][A-Z0-9_]*=.*")
+
+
+def custom_flags(cflags: str | None, configure: Sequence[str]) -> list[str]:
+    """--configure arguments checked (``--enable-x``, ``--with-x=y`` or ``VAR=value``,
+    e.g. the seed's ``PREFERRED_SEMAPHORES=NAMED_POSIX``), and --cflags: what is added to
+    configure's command line; a UserError for what the build itself sets."""
+    for arg in configure:
+        if not _CONFIGURE_ARG.fullmatch(arg):
+            raise UserError(f"--configure {arg!r} is not a configure argument",
+                            "give --enable-X, --with-X[=Y] or VARIABLE=value, one a "
+                            "--configure (e.g. --configure PREFERRED_SEMAPHORES=NAMED_POSIX)")
+        if arg.split("=", 1)[0] in ("--prefix", "CFLAGS", "--exec-prefix"):
+            raise UserError(f"--configure {arg!r}: the build sets that itself",
+                            "give the C compiler's flags with --cflags; the prefix is the "
+                            "cache's (the installation is moved there)")
+    if cflags is not None and not cflags.strip():
+        raise UserError("--cflags is empty", "give the C compiler's flags, e.g. "
+                        "--cflags '-O3 -flto' (left out: the flavor's)")
+    return list(configure)
+
+
+def configure_args(flavor: str, cflags: str | None, extra: list[str]) -> list[str]:
+    """configure's arguments for ``flavor`` with --cflags and --configure's."""
+    return [*BASE_CONFIGURE, *FLAVORS[flavor].configure, *extra,
+            f"CFLAGS={cflags if cflags is not None else FLAVORS[flavor].cflags}"]
+
+
+def build_key(source: Source, flavor: str, patch_hashes: list[str], cflags: str | None,
+              extra: list[str]) -> tuple[list[str], str, str]:
+    """configure's arguments, the cache key (source, flavor, those arguments, the
+    patches) and the custom trees' suffix ("" without --cflags or --configure)."""
+    configure = configure_args(flavor, cflags, extra)
+    custom = (hashlib.sha256(json.dumps([cflags, extra]).encode()).hexdigest()[:8]
+              if cflags is not None or extra else "")
+    key = hashlib.sha256(json.dumps([source.ident, flavor, configure,
+                                     patch_hashes]).encode()).hexdigest()
+    return configure, key, custom
 
 
 def build(source_text: str, patches: list[Path], flavor: str = "release",
           name: str | None = None, jobs: int | None = None,
-          progress: Callable[[str], None] = lambda _: None) -> Build:
-    """Build (or find in the cache) PostgreSQL from ``source_text`` with ``patches``."""
+          progress: Callable[[str], None] = lambda _: None, *,
+          cflags: str | None = None, configure_args: Sequence[str] = ()) -> Build:
+    """Build (or find in the cache) PostgreSQL from ``source_text`` with ``patches``;
+    ``cflags`` in place of the flavor's, ``configure_args`` after its own (both in the
+    cache key, and in a tree of their own)."""
     if flavor not in FLAVORS:
         raise UserError(f"--flavor {flavor!r} is not a build flavor",
                         f"choose one of {', '.join(FLAVORS)}")
+    extra = custom_flags(cflags, configure_args)
     texts = []
     for patch in patches:
         try:
@@ -179,11 +226,9 @@ def build(source_text: str, patches: list[Path], flavor: str = "release",
         check_name(name)
     _require(BUILD_DEPS, "from source")
     source = resolve_source(source_text)
-    configure = [*BASE_CONFIGURE, *FLAVORS[flavor].configure,
-                 f"CFLAGS={FLAVORS[flavor].cflags}"]
     patch_ids = [{"name": n, "sha256": hashlib.sha256(t).hexdigest()} for n, t in texts]
-    key = hashlib.sha256(json.dumps([source.ident, flavor, configure,
-                                     [p["sha256"] for p in patch_ids]]).encode()).hexdigest()
+    configure, key, custom = build_key(source, flavor, [p["sha256"] for p in patch_ids],
+                                       cflags, extra)
     root = paths.builds_dir()
     with _locked(root):
         done = next((b for b in list_builds() if b.key == key and name in (None, b.name)),
@@ -192,9 +237,9 @@ def build(source_text: str, patches: list[Path], flavor: str = "release",
         if (done is not None and source.kind != "tree"
                 and done.bin_dir.joinpath("postgres").exists()):
             return done
-        tree = tree_dir(source, flavor)
+        tree = tree_dir(source, flavor, custom)
         version = _prepare_tree(source, tree, progress)
-        name = name or _default_name(version, flavor, key if texts else None)
+        name = name or _default_name(version, flavor, key if texts or custom else None)
         if not (tree / "src" / "backend" / "parser" / "gram.c").exists():
             _require(PARSER_DEPS, f"{version} from this source (it has no generated parser)")
         _apply_patches(tree, texts, progress)
@@ -250,7 +295,8 @@ def copy_build(built: Build, name: str,
 
 
 def _default_name(version: str, flavor: str, key: str | None) -> str:
-    """pg18.6-release, pg18.6-release-3f2a9c1b with patches (their hash, with the rest)."""
+    """pg18.6-release, pg18.6-release-3f2a9c1b with patches or flags of its own (their
+    hash, with the rest)."""
     return f"pg{version}-{flavor}" + (f"-{key[:8]}" if key else "")
 
 
@@ -456,6 +502,9 @@ def _configure(tree: Path, configure: list[str], progress: Callable[[str], None]
     if _state(tree).configure == configure and (tree / "config.status").exists():
         return
     progress("configure")
+    state = _state(tree)
+    state.configure = None  # a configure that fails leaves the tree to be configured again
+    _save_state(tree, state)
     _run(["./configure", f"--prefix={PREFIX}", *configure], tree, "configure",
          tree / ".syncrep" / "build.log")
     state = _state(tree)

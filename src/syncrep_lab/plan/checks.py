@@ -15,7 +15,7 @@ import math
 from typing import Any
 
 from syncrep_lab.errors import UserError
-from syncrep_lab.pg.builds import check_name
+from syncrep_lab.pg.builds import check_name, custom_flags
 from syncrep_lab.pg.sync_names import check_standby_names, check_sync
 from syncrep_lab.placement.layout import CLIENT
 from syncrep_lab.plan.matrix import (
@@ -50,6 +50,12 @@ def _build_problems(spec: Spec) -> list[Problem]:
         if name not in used:
             problems.append((("builds", name), f"build {name!r} is not used: name it in "
                              f"matrix.pg or topology.pg, or leave [builds.{name}] out"))
+        declared = spec.builds[name]
+        try:
+            custom_flags(declared.cflags, declared.configure)
+        except UserError as exc:
+            problems.append((("builds", name), exc.cause.replace("--configure", "configure")
+                             .replace("--cflags", "cflags")))
     if spec.builds and spec.topology.attach is not None:
         problems.append((("builds",), "an attached cluster runs the server it has: builds "
                          "apply to clusters syncrep-lab makes"))

@@ -290,11 +290,13 @@ class BuildSpec(_Strict):
     like `syncrep-lab pg build`), named NAME for matrix.pg or topology.pg."""
 
     # as `pg build` takes it: a major version (Debian's source package), a tarball or a
-    # source tree
+    # source tree (a relative path is the spec's folder's, as the patches are)
     version: Annotated[str, Field(min_length=1)]
     # patch files, relative to the spec's folder (a preset's: the presets' folder)
     patches: list[str] = Field(default_factory=list)
     flavor: Literal["release", "frame-pointers", "profiling", "debug"] = "release"
+    cflags: str | None = None  # in place of the flavor's (the seed's: "-O3 -flto")
+    configure: list[str] = Field(default_factory=list)  # --enable-X, VAR=value ...
 
 
 class Spec(_Strict):

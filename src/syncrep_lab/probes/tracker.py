@@ -177,7 +177,9 @@ class RoleSum:
             else self.migrations + moved
         if t.proc.role == "postmaster":
             # its /proc/PID/io holds the I/O of the children it reaped (the kernel adds
-            # it on wait()): the backends', counted in their own rows already
+            # it on wait()): the backends', counted in their own rows already (up to
+            # their last poll). Its own are not read: None
+            self.read_bytes = self.write_bytes = None
             return
         read = _delta(first.read_bytes, last.read_bytes)
         self.read_bytes = None if read is None or self.read_bytes is None \

@@ -60,8 +60,10 @@ def check_installations(spec: Spec, *, unbuilt_ok: bool = False) -> None:
     plan = expand(spec)
     versions = {}
     for pg in sorted({c.pg for c in plan.cells}, key=str):
-        if unbuilt_ok and pg in spec.builds and find_build(pg) is None:
-            continue
+        made = find_build(pg) if unbuilt_ok and pg in spec.builds else None
+        if unbuilt_ok and pg in spec.builds and (
+                made is None or not made.bin_dir.joinpath("postgres").exists()):
+            continue  # start_run makes it (again, where its installation is gone)
         inst = resolve(pg)
         for program in ("postgres", "initdb", "pgbench"):
             inst.program(program)
@@ -94,21 +96,47 @@ def declared_patches(spec: Spec, spec_dir: Path | None) -> dict[str, list[Path]]
     return out
 
 
-def make_builds(spec: Spec, spec_dir: Path, progress: Callable[[str], None]) -> float:
-    """Every [builds.NAME] built, or found in the cache (pg/builds.py: the same source,
-    flavor and patches give the same build); the seconds spent. A patch that does not
-    apply or compile is refused, and nothing is cached."""
-    from syncrep_lab.pg.builds import build, find_build
+def make_builds(spec: Spec, spec_dir: Path, progress: Callable[[str], None], *,
+                resuming: bool = False) -> float:
+    """Every [builds.NAME] built, or found in the cache; the seconds spent. A build of that
+    name made from the same patches, flavor and flags is taken as it is, without looking
+    for a newer point release (a run's cells all run on one build, and an offline
+    machine keeps its builds). One that differs is rebuilt for a new run and refused for
+    a resumed one, whose finished cells ran on it. A patch that does not apply or compile
+    is refused, and nothing is cached."""
+    import hashlib
+
+    from syncrep_lab.pg.builds import build, configure_args, custom_flags, find_build
 
     started = time.monotonic()
     for name, files in declared_patches(spec, spec_dir).items():
         declared = spec.builds[name]
-        if find_build(name) is None:
+        made = find_build(name)
+        if made is not None and made.bin_dir.joinpath("postgres").exists():
+            hashes = [hashlib.sha256(f.read_bytes()).hexdigest() for f in files]
+            wanted = configure_args(declared.flavor, declared.cflags,
+                                    custom_flags(declared.cflags, declared.configure))
+            if (made.flavor == declared.flavor and made.configure == wanted
+                    and [p["sha256"] for p in made.patches] == hashes):
+                continue
+            if resuming:
+                raise UserError(
+                    f"build {name} is not what [builds.{name}] now declares (its patches, "
+                    "flavor or flags changed since the run began), and the run's finished "
+                    "cells ran on it",
+                    "put the patches and flags back as they were to resume, or start a new "
+                    "run (which builds it anew)")
+        if made is None:
             progress(f"building {name}: PostgreSQL {declared.version}, {declared.flavor}"
                      + (f", {len(files)} patch{'es' if len(files) != 1 else ''}"
                         if files else "") + " (cached for later runs)")
-        build(declared.version, files, declared.flavor, name=name,
-              progress=_prefixed(progress, name))
+        # a tarball or a source tree named relative to the spec, as its patches are
+        version = declared.version
+        if ("/" in version or version.startswith(".")) and not Path(version).is_absolute():
+            version = str(spec_dir / Path(version).expanduser())
+        build(version, files, declared.flavor, name=name,
+              progress=_prefixed(progress, name), cflags=declared.cflags,
+              configure_args=declared.configure)
     return time.monotonic() - started
 
 

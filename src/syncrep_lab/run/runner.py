@@ -655,13 +655,13 @@ def start_run(spec: Spec, spec_text: str, spec_dir: Path, out: Path,
 
 
 def _with_builds(spec: Spec, spec_dir: Path, events: Events | None,
-                 started: float | None) -> float | None:
+                 started: float | None, *, resuming: bool = False) -> float | None:
     """The spec's [builds] made (or found in the cache) and its installations checked;
     ``started`` moved past the time building took: the budget is the measuring's."""
     if not spec.builds:
         return started
     say = events.message if events is not None else (lambda _: None)
-    spent = make_builds(spec, spec_dir, say)
+    spent = make_builds(spec, spec_dir, say, resuming=resuming)
     check_installations(spec)
     return None if started is None else started + spent
 
@@ -696,7 +696,7 @@ def resume_run(out: Path, events: Events | None = None, *, allow_alter: bool = F
                 update={"budget": budget})})
         spec_dir_file = out / "spec-dir"
         spec_dir = Path(spec_dir_file.read_text().strip()) if spec_dir_file.exists() else out
-        started = _with_builds(spec, spec_dir, events, started)
+        started = _with_builds(spec, spec_dir, events, started, resuming=True)
         Runner(store, spec, run.spec_toml, spec_dir, run.id, events,
                started=started).execute()
     finally:

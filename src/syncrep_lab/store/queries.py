@@ -103,19 +103,25 @@ def clusters_of(store: Store, run_id: int) -> list[StoredCluster]:
         "where run_id = ? order by id", (run_id,))]
 
 
-def primary_setting(store: Store, run_id: int, params: dict[str, Any],
-                    name: str) -> str | None:
-    """A setting of the primary of the cluster a cell with ``params`` ran on, as the server
-    had it when the cluster was made (read back); None where it had no such setting."""
+def primary_settings(store: Store, run_id: int, params: dict[str, Any]) -> dict[str, str]:
+    """The non-default settings of the primary of the cluster a cell with ``params`` ran
+    on, as the server had them when the cluster was made (read back)."""
     row = store.db.execute("select settings_json from clusters where run_id = ? and "
                            "cluster_key = ? order by id desc limit 1",
                            (run_id, cluster_key_text(params))).fetchone()
     try:
         settings = json.loads(row[0]) if row is not None and row[0] else {}
     except ValueError:
-        return None
-    value = settings.get("primary", {}).get(name) if isinstance(settings, dict) else None
-    return str(value["setting"]) if isinstance(value, dict) and "setting" in value else None
+        return {}
+    primary = settings.get("primary", {}) if isinstance(settings, dict) else {}
+    return {k: str(v["setting"]) for k, v in primary.items()
+            if isinstance(v, dict) and "setting" in v}
+
+
+def primary_setting(store: Store, run_id: int, params: dict[str, Any],
+                    name: str) -> str | None:
+    """One of :func:`primary_settings`; None where the primary had it at its default."""
+    return primary_settings(store, run_id, params).get(name)
 
 
 def cluster_version(store: Store, run_id: int, cluster_key: str) -> str | None:
