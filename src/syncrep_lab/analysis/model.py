@@ -718,10 +718,18 @@ def _release_delay_us(store: Store, cell: StoredCell) -> float:
         return 0.0
 
 
+# what each cluster has of its own whatever the spec says: where it listens, its files
+PER_CLUSTER = frozenset({"port", "listen_addresses", "unix_socket_directories",
+                         "cluster_name", "data_directory", "config_file", "hba_file",
+                         "ident_file", "external_pid_file", "log_directory",
+                         "primary_conninfo", "primary_slot_name"})
+
+
 def _primary_settings_but(store: Store, cell: StoredCell, name: str) -> dict[str, str]:
-    """The primary's settings as its server had them, but ``name``."""
+    """The primary's settings as its server had them, but ``name`` and those each cluster
+    has of its own (PER_CLUSTER)."""
     return {k: v for k, v in queries.primary_settings(store, cell.run_id, cell.params).items()
-            if k != name}
+            if k != name and k not in PER_CLUSTER}
 
 
 def delayed_from(store: Store, cell: StoredCell, cells: list[StoredCell],
