@@ -78,6 +78,13 @@ def test_perf_counts_a_remote_standby_s_system_calls(workdir: Path, probed: Sshd
     receiver = json.loads(costs["walreceiver"]["syscalls_json"])
     assert costs["walreceiver"]["cpu_ms"] > 0
     assert receiver.get("write", 0) + receiver.get("pwrite64", 0) > 0, receiver
+    # and /proc/PID/io there saw the bytes it wrote (the WAL: a hundred bytes a commit and
+    # more)
+    written = db.execute("select p.write_bytes, r.transactions from proc_costs p join "
+                         "repeats r on r.id = p.repeat_id where p.node = 'c' and "
+                         "p.role = 'walreceiver' and r.probed = 1").fetchone()
+    assert written is not None and written[0] is not None, written
+    assert written[0] > 100 * written[1] > 0, written
     assert "startup" in costs
     # its on-CPU stacks, recorded on the host and drawn here, per role
     graphs = {(r["node"], r["role"]): r for r in db.execute(

@@ -409,7 +409,7 @@ def test_the_snapshot_scripts_read_proc_as_procs_does(tmp_path: Path) -> None:
 
     from syncrep_lab import procs
     from syncrep_lab.hosts import remote as host_remote
-    from syncrep_lab.probes.tracker import read_sample
+    from syncrep_lab.probes.tracker import io_bytes, read_sample
 
     names = host_remote.SNAPSHOT_FIELDS
     positions = [getattr(procs, name) for name in names]
@@ -417,7 +417,9 @@ def test_the_snapshot_scripts_read_proc_as_procs_does(tmp_path: Path) -> None:
     assert re.findall(r'"\$\{(\d+)\}"', host_remote._SNAPSHOT_SH) == [str(p + 1)
                                                                     for p in positions]
     spin = "i=0; while [ $i -lt 300000 ]; do i=$((i + 1)); done"
-    busy = subprocess.Popen(["sh", "-c", f"{spin}; ( {spin} ); exec sleep 60"], cwd=tmp_path)
+    # it writes 2 MiB in a child too (a reaped child's bytes are the parent's, as its CPU)
+    busy = subprocess.Popen(["sh", "-c", f"{spin}; ( {spin} ); head -c 2097152 /dev/zero "
+                                         "> written.bin; exec sleep 60"], cwd=tmp_path)
     try:
         deadline = time.monotonic() + 60
         while Path(f"/proc/{busy.pid}/comm").read_text().strip() != "sleep":
@@ -444,6 +446,8 @@ def test_the_snapshot_scripts_read_proc_as_procs_does(tmp_path: Path) -> None:
             assert row["cpus_allowed_list"] == status["Cpus_allowed_list"].strip()
             assert row["title"] == "sleep 60"
             assert row["clk_tck"] == os.sysconf("SC_CLK_TCK")
+            assert (row["read_bytes"], row["write_bytes"]) == io_bytes(busy.pid)
+            assert row["write_bytes"] >= 2 << 20, row
     finally:
         busy.kill()
         busy.wait()

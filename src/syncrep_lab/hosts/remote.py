@@ -92,6 +92,12 @@ for p in os.listdir("/proc"):
                           st.get("voluntary_ctxt_switches", "0"),
                           st.get("nonvoluntary_ctxt_switches", "0"),
                           st.get("Cpus_allowed_list", ""), title]))
+    try:
+        with open("/proc/%s/io" % p) as f:
+            io = dict(line.split(": ", 1) for line in f.read().splitlines() if ": " in line)
+        out.append("\t".join(["I", p, io.get("read_bytes", ""), io.get("write_bytes", "")]))
+    except OSError:
+        pass
 print("\n".join(out))
 """, str)
 
@@ -123,6 +129,17 @@ $status
 EOF
   printf 'P\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "${d#/proc/}" "@PPID@" "@UTIME@" \
     "@STIME@" "@CUTIME@" "@CSTIME@" "$vol" "$invol" "$cpus" "$title"
+  io=$(cat "$d/io" 2>/dev/null) || continue
+  rb=; wb=
+  while IFS=': ' read -r k v; do
+    case $k in
+      read_bytes) rb=$v;;
+      write_bytes) wb=$v;;
+    esac
+  done <<EOF
+$io
+EOF
+  printf 'I\t%s\t%s\t%s\n' "${d#/proc/}" "$rb" "$wb"
 done
 """, lambda field: f"${{{field + 1}}}")
 
@@ -142,8 +159,9 @@ def proc_snapshot(host: SshHost, data_dir: str, *,
     so "every process whose /proc/PID/cwd is the data directory" is exactly
     the node, found in one command. Each entry has pid, ppid, title, utime,
     stime, cutime, cstime (clock ticks), voluntary and involuntary context
-    switches, cpus_allowed_list, and clk_tck, the host's ticks per second:
-    taken before and after a repeat, the differences are the node's CPU cost.
+    switches, cpus_allowed_list, clk_tck, the host's ticks per second, and read_bytes
+    and write_bytes (/proc/PID/io, None where unreadable): taken before and after a
+    repeat, the differences are the node's CPU cost and its disk bytes.
     Only processes of the SSH account are visible, which is the account the
     server runs as.
     """
@@ -162,10 +180,14 @@ def parse_snapshot(text: str) -> list[dict[str, Any]]:
     """The rows of :func:`proc_snapshot` from its script's output."""
     tick = 100
     rows: list[dict[str, Any]] = []
+    io: dict[int, tuple[int, int]] = {}
     for line in text.splitlines():
         fields = line.split("\t")
         if fields[0] == "T" and len(fields) == 2 and fields[1].strip().isdigit():
             tick = int(fields[1])
+        elif fields[0] == "I" and len(fields) == 4 and all(f.strip().isdigit()
+                                                           for f in fields[1:]):
+            io[int(fields[1])] = (int(fields[2]), int(fields[3]))
         elif fields[0] == "P" and len(fields) >= 11:
             try:
                 numbers = [int(f) for f in fields[1:9]]
@@ -180,6 +202,8 @@ def parse_snapshot(text: str) -> list[dict[str, Any]]:
             })
     for row in rows:
         row["clk_tck"] = tick
+        # /proc/PID/io's block-layer bytes; None where it could not be read there
+        row["read_bytes"], row["write_bytes"] = io.get(int(row["pid"]), (None, None))
     rows.sort(key=lambda row: int(row["pid"]))
     return rows
 

@@ -59,6 +59,9 @@ def role_costs(node: str, before: list[dict[str, Any]], after: list[dict[str, An
     postmaster = postmaster_of(after)
     names = walsenders or {}
     sums: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0, 0, 0])
+    # bytes per role; None once a process of the role could not tell them, and for the
+    # postmaster, whose file holds its reaped children's (probes/tracker.py)
+    io: dict[str, list[int] | None] = defaultdict(lambda: [0, 0])
     for p in after:
         if int(p["pid"]) in ignore:
             continue
@@ -73,6 +76,13 @@ def role_costs(node: str, before: list[dict[str, Any]], after: list[dict[str, An
         row[2] += (int(p["stime"]) - int(base.get("stime", 0))) * tick_ms
         row[3] += int(p["voluntary"]) - int(base.get("voluntary", 0))
         row[4] += int(p["involuntary"]) - int(base.get("involuntary", 0))
+        bytes_ = io[role]
+        if role == "postmaster" or p.get("write_bytes") is None or bytes_ is None or (
+                base and base.get("write_bytes") is None):
+            io[role] = None
+        else:
+            bytes_[0] += int(p["read_bytes"]) - int(base.get("read_bytes") or 0)
+            bytes_[1] += int(p["write_bytes"]) - int(base.get("write_bytes") or 0)
     if postmaster is not None:
         base = first.get(int(postmaster["pid"]), {})
         tick_ms = 1000.0 / int(postmaster.get("clk_tck") or 100)
@@ -83,7 +93,9 @@ def role_costs(node: str, before: list[dict[str, Any]], after: list[dict[str, An
             row[1] += reaped_user
             row[2] += reaped_sys
     return [ProcCostRow(node, role, int(v[0]), round(v[1], 3), round(v[2], 3), int(v[3]),
-                        int(v[4])) for role, v in sorted(sums.items())]
+                        int(v[4]), None, None,
+                        *((None, None) if (b := io.get(role)) is None else (b[0], b[1])))
+            for role, v in sorted(sums.items())]
 
 
 def _with_perf(spec: HostSpec, probe: str, status: list[ProbeRow],

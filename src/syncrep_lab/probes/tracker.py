@@ -98,11 +98,11 @@ def read_sample(pid: int) -> ProcSample | None:
     except (OSError, IndexError, ValueError):
         return None
     sample.migrations = _sched_value(sched, "se.nr_migrations") if sched else None
-    sample.read_bytes, sample.write_bytes = _io_bytes(pid)
+    sample.read_bytes, sample.write_bytes = io_bytes(pid)
     return sample
 
 
-def _io_bytes(pid: int) -> tuple[int | None, int | None]:
+def io_bytes(pid: int) -> tuple[int | None, int | None]:
     """read_bytes and write_bytes of /proc/PID/io (None: not readable, another user's
     process without root, or a kernel without task I/O accounting)."""
     try:
