@@ -57,6 +57,7 @@ import math
 import random
 import warnings
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -667,6 +668,15 @@ def finite(value: Any) -> Any:
     return value
 
 
+def _twin(cell: StoredCell, cells: list[StoredCell], axis: str,
+          alike: Callable[[StoredCell], bool]) -> StoredCell | None:
+    """The cell of ``cells`` that differs from ``cell`` in ``axis`` alone and is
+    ``alike`` (without the quota, the delay, the link), for a prediction from it."""
+    key = _series_key(cell.params, axis)
+    return next((c for c in cells if c.id != cell.id and _series_key(c.params, axis) == key
+                 and alike(c)), None)
+
+
 def held_from(store: Store, cell: StoredCell, cells: list[StoredCell]) -> dict[str, Any] | None:
     """A cell whose placement held a role to a CPU quota, predicted from the cell that
     differs only in having no placement: the quota's CPUs over that role's CPU per commit
@@ -676,9 +686,8 @@ def held_from(store: Store, cell: StoredCell, cells: list[StoredCell]) -> dict[s
     if not quotas or cell.tps_mean is None:
         return None
     waiting = str(cell.params.get("synchronous_commit")) in WAITING_LEVELS
-    key = _series_key(cell.params, "placement")
-    free = next((c for c in cells if c.params.get("placement") in (None, "none")
-                 and _series_key(c.params, "placement") == key), None)
+    free = _twin(cell, cells, "placement",
+                 lambda c: c.params.get("placement") in (None, "none"))
     if free is None:
         return None
     demands = cell_demands(store, free.id)
@@ -749,13 +758,11 @@ def delayed_from(store: Store, cell: StoredCell, cells: list[StoredCell],
     if (delay <= 0 or cell.tps_mean is None
             or str(cell.params.get("synchronous_commit")) not in WAITING_LEVELS):
         return None
-    key = _series_key(cell.params, "settings")
     # the twin differs in the delay alone: its primary's other settings are the same
     others = _primary_settings_but(store, cell, RELEASE_DELAY)
-    stock = next((c for c in cells if c.tps_mean is not None and c.id != cell.id
-                  and _series_key(c.params, "settings") == key
-                  and _release_delay_us(store, c) == 0
-                  and _primary_settings_but(store, c, RELEASE_DELAY) == others), None)
+    stock = _twin(cell, cells, "settings", lambda c: (
+        c.tps_mean is not None and _release_delay_us(store, c) == 0
+        and _primary_settings_but(store, c, RELEASE_DELAY) == others))
     if stock is None:
         return None
     traced, _ = traced_commit(store, stock)
@@ -805,10 +812,8 @@ def linked_from(store: Store, cell: StoredCell,
                             for e in ends if isinstance(e, dict))
     if not added or max(added.values()) <= 0:
         return None
-    key = _series_key(cell.params, "link")
-    free = next((c for c in cells if c.tps_mean is not None and c.id != cell.id
-                 and c.params.get("link") in (None, "none")
-                 and _series_key(c.params, "link") == key), None)
+    free = _twin(cell, cells, "link", lambda c: (
+        c.tps_mean is not None and c.params.get("link") in (None, "none")))
     if free is None or not free.tps_mean:
         return None
     traced, _ = traced_commit(store, cell)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console
@@ -162,6 +163,32 @@ def resource_lines(cell: RunCellCosts) -> list[str]:
     if writers and writers[0][0] > 0:
         out.append("  disk writes a commit, by role: " + ", ".join(
             f"{r['node']} {r['role']} {b / 1024:,.1f} KiB" for b, r in writers[:4] if b > 0))
+    return out
+
+
+def _twin_lines(cell: dict[str, Any]) -> list[str]:
+    """A cell predicted from its twin without the quota, the release delay or the link
+    (analysis/model.py): how, and the measured TPS against it."""
+    out = []
+    kinds: list[tuple[str, str, Callable[[dict[str, Any]], str]]] = [
+            ("held_from", "no quota", lambda p: (
+                f"{escape(p['role'])} at {p['unheld_us_per_commit']:,.1f} µs of CPU a "
+                f"commit there, held to {p['share']:g} CPU, passes "
+                f"{_tps(p['predicted_tps'])} tps")),
+            ("delayed_from", "no release delay", lambda p: (
+                f"{escape(p['walsender'])} at {p['stock_us_per_commit']:,.1f} µs of CPU a "
+                f"commit there, plus {p['delay_us']:g} µs for each of the "
+                f"{p['stock_freed_per_commit']:.2f} waiters it freed a commit: "
+                f"{escape(p['binding'])} binds at {_tps(p['predicted_tps'])} tps")),
+            ("linked_from", "no link", lambda p: (
+                f"{p['clients']} clients at {_tps(p['unlinked_tps'])} tps there, each "
+                f"commit {p['round_trip_ms']:g} ms longer (the link's round trip): "
+                f"{_tps(p['predicted_tps'])} tps (Little's law)"))]
+    for key, without, how in kinds:
+        p = cell.get(key)
+        if p is not None:
+            out.append(f"  predicted from cell {p['cell']} ({without}): {how(p)}; measured "
+                       f"{_tps(p['measured_tps'])} ({p['ratio']:.2f} of it)")
     return out
 
 
@@ -550,30 +577,8 @@ def print_model(cells: list[dict[str, Any]], console: Console) -> None:
                           f"{s['frame']}: at least {s['serial_us_per_commit']:,.1f} µs per "
                           f"commit under SyncRepLock, a serial ceiling of "
                           f"{_tps(s['max_tps_if_serial'])} tps", soft_wrap=True)
-        h = cell.get("held_from")
-        if h is not None:
-            console.print(
-                f"  predicted from cell {h['cell']} (no quota): {escape(h['role'])} at "
-                f"{h['unheld_us_per_commit']:,.1f} µs of CPU a commit there, held to "
-                f"{h['share']:g} CPU, passes {_tps(h['predicted_tps'])} tps; measured "
-                f"{_tps(h['measured_tps'])} ({h['ratio']:.2f} of it)", soft_wrap=True)
-        d = cell.get("delayed_from")
-        if d is not None:
-            console.print(
-                f"  predicted from cell {d['cell']} (no release delay): "
-                f"{escape(d['walsender'])} at {d['stock_us_per_commit']:,.1f} µs of CPU a "
-                f"commit there, plus {d['delay_us']:g} µs for each of the "
-                f"{d['stock_freed_per_commit']:.2f} waiters it freed a commit: "
-                f"{escape(d['binding'])} binds at {_tps(d['predicted_tps'])} tps; measured "
-                f"{_tps(d['measured_tps'])} ({d['ratio']:.2f} of it)", soft_wrap=True)
-        k = cell.get("linked_from")
-        if k is not None:
-            console.print(
-                f"  predicted from cell {k['cell']} (no link): {k['clients']} clients at "
-                f"{_tps(k['unlinked_tps'])} tps there, each commit {k['round_trip_ms']:g} ms "
-                f"longer (the link's round trip): {_tps(k['predicted_tps'])} tps (Little's "
-                f"law); measured {_tps(k['measured_tps'])} ({k['ratio']:.2f} of it)",
-                soft_wrap=True)
+        for line in _twin_lines(cell):
+            console.print(line, soft_wrap=True)
         w = cell["what_if"]
         if w is not None and w["max_tps"] is not None:
             console.print(f"  on {w['cores']:g} CPUs with {w['clients']} clients, demands as "
