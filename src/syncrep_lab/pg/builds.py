@@ -90,6 +90,11 @@ class Build:
         return paths.builds_dir() / "installs" / self.name / "bin"
 
     @property
+    def installed(self) -> bool:
+        """Its installation is there (a cache can lose it: removed by hand, half-copied)."""
+        return self.bin_dir.joinpath("postgres").exists()
+
+    @property
     def unfit(self) -> str | None:
         return FLAVORS[self.flavor].unfit if self.flavor in FLAVORS else None
 
@@ -235,7 +240,7 @@ def build(source_text: str, patches: list[Path], flavor: str = "release",
                     None)
         # A source tree is whatever it holds now: never taken from the cache.
         if (done is not None and source.kind != "tree"
-                and done.bin_dir.joinpath("postgres").exists()):
+                and done.installed):
             return done
         tree = tree_dir(source, flavor, custom)
         version = _prepare_tree(source, tree, progress)
@@ -271,7 +276,7 @@ def copy_build(built: Build, name: str,
     root = paths.builds_dir()
     with _locked(root):
         done = find_build(name)
-        if done is not None and done.key == key and done.bin_dir.joinpath("postgres").exists():
+        if done is not None and done.key == key and done.installed:
             return done
         final = root / "installs" / name
         progress(f"copying {built.name} into {final}")

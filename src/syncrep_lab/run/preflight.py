@@ -62,7 +62,7 @@ def check_installations(spec: Spec, *, unbuilt_ok: bool = False) -> None:
     for pg in sorted({c.pg for c in plan.cells}, key=str):
         made = find_build(pg) if unbuilt_ok and pg in spec.builds else None
         if unbuilt_ok and pg in spec.builds and (
-                made is None or not made.bin_dir.joinpath("postgres").exists()):
+                made is None or not made.installed):
             continue  # start_run makes it (again, where its installation is gone)
         inst = resolve(pg)
         for program in ("postgres", "initdb", "pgbench"):
@@ -112,7 +112,7 @@ def make_builds(spec: Spec, spec_dir: Path, progress: Callable[[str], None], *,
     for name, files in declared_patches(spec, spec_dir).items():
         declared = spec.builds[name]
         made = find_build(name)
-        if made is not None and made.bin_dir.joinpath("postgres").exists():
+        if made is not None and made.installed:
             hashes = [hashlib.sha256(f.read_bytes()).hexdigest() for f in files]
             wanted = configure_args(declared.flavor, declared.cflags,
                                     custom_flags(declared.cflags, declared.configure))
