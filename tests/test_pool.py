@@ -11,8 +11,9 @@ from pathlib import Path
 from syncrep_lab.plan.matrix import expand
 from syncrep_lab.plan.spec import parse_spec
 from syncrep_lab.run.clusters import cluster_memory, setting_bytes, slot_dir, units
+from syncrep_lab.run.context import Events
 from syncrep_lab.run.rounds import round_order
-from syncrep_lab.run.runner import ROUND_SPAN, Events, _by_cluster, start_run
+from syncrep_lab.run.runner import ROUND_SPAN, _by_cluster, start_run
 from syncrep_lab.store import cluster_key_text
 
 from .helpers import cli_here

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from syncrep_lab.measure.pgbench_log import ProgressSample
 from syncrep_lab.run import sysbench
-from syncrep_lab.run.clusters import Target
 from syncrep_lab.run.remote_client import RemoteRunningPgbench, start_remote_client
+from syncrep_lab.run.target import Target
 from syncrep_lab.run.workload import PgbenchRun, RunningPgbench, StallWatch, start_pgbench
 from syncrep_lab.store import ProcCostRow
 
