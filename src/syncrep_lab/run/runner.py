@@ -39,11 +39,12 @@ from syncrep_lab.pg.conninfo import (
     mask_toml,
     without_masked_password,
 )
+from syncrep_lab.plan.load import load_spec
 from syncrep_lab.plan.matrix import (
     Cell,
     expand,
 )
-from syncrep_lab.plan.spec import Spec, parse_spec
+from syncrep_lab.plan.spec import Spec
 from syncrep_lab.run import faults, repeat_record, sysbench
 from syncrep_lab.run.attached import APP_PREFIX, Visit
 from syncrep_lab.run.clients import ClientOptions, finish_all, start_clients
@@ -620,8 +621,8 @@ def resume_run(out: Path, events: Events | None = None, *, allow_alter: bool = F
             events = events or Events()
             events.message(f"{out}: the run is complete; nothing to resume")
             return out
-        spec = _with_masked_passwords_dropped(parse_spec(run.spec_toml, f"{out}/spec.toml",
-                                                         allow_alter=allow_alter))
+        spec = _with_masked_passwords_dropped(load_spec(run.spec_toml, f"{out}/spec.toml",
+                                                        allow_alter=allow_alter))
         if budget is not None:  # this invocation's, not stored
             spec = spec.model_copy(update={"run": spec.run.model_copy(
                 update={"budget": budget})})
