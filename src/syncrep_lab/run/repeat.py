@@ -42,7 +42,7 @@ from syncrep_lab.run.host_watch import HostWatch
 from syncrep_lab.run.io_watch import IoWatch
 from syncrep_lab.run.placement_watch import PlacementReadBack
 from syncrep_lab.run.target import Target
-from syncrep_lab.run.workload import PgbenchRun, RunningPgbench
+from syncrep_lab.run.workload import PgbenchRun, RunningClient
 from syncrep_lab.store import ANATOMY, MEASURED, PROBED, now
 
 
@@ -184,7 +184,7 @@ class Repeat:
                                self.ctx.spec.workload.duration)
         return Skipped(ANATOMY_PROBE, NOT_HERE)
 
-    def _finished(self, running: list[RunningPgbench]) -> list[PgbenchRun]:
+    def _finished(self, running: list[RunningClient]) -> list[PgbenchRun]:
         """The clients' runs, once all have ended, their output kept beside the repeat.
         A client that failed because the fault scenario left no standby says so."""
         try:
