@@ -185,18 +185,20 @@ def register(cluster_dir: Path) -> None:
     _record(cluster_dir).write_text(json.dumps({
         "dir": str(cluster_dir.resolve()), "owner": pid,
         "owner_start": procs.start_time(pid)}))
-    # a second Ctrl-C kills its servers at once
-    shutdown.own(_owner_key(cluster_dir), lambda: kill_servers(cluster_dir))
+    # a second Ctrl-C kills its servers at once (the dir as it is now: the process may
+    # change its working directory before then)
+    resolved = cluster_dir.resolve()
+    shutdown.own(_owner_key(resolved), lambda: kill_servers(resolved))
 
 
 def unregister(cluster_dir: Path) -> None:
     _record(cluster_dir).unlink(missing_ok=True)
-    shutdown.disown(_owner_key(cluster_dir))
+    shutdown.disown(_owner_key(cluster_dir.resolve()))
 
 
-def _owner_key(cluster_dir: Path) -> tuple[str, Path]:
-    """What the cluster in ``cluster_dir`` is registered with shutdown.py by."""
-    return ("cluster", cluster_dir.resolve())
+def _owner_key(resolved: Path) -> tuple[str, Path]:
+    """What the cluster in the dir ``resolved`` is registered with shutdown.py by."""
+    return ("cluster", resolved)
 
 
 def kill_servers(cluster_dir: Path) -> None:
