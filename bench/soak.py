@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from syncrep_lab.cluster.manifest import registered
-from syncrep_lab.plan.spec import parse_spec
+from syncrep_lab.plan.load import load_spec
 from syncrep_lab.run.runner import start_run
 from syncrep_lab.store import DB_NAME
 
@@ -127,7 +127,7 @@ def main() -> None:
     shutil.rmtree(args.out, ignore_errors=True)
     args.out.mkdir(parents=True)
     args.out.chmod(0o755)
-    spec = parse_spec(SPEC, "soak")
+    spec = load_spec(SPEC, "soak")
     before = snapshot()
     rounds: list[dict[str, Any]] = []
     ends = time.monotonic() + 60 * args.minutes

@@ -31,7 +31,8 @@ import shutil
 from pathlib import Path
 
 from syncrep_lab.analysis import diagnosis, model
-from syncrep_lab.analysis.diagnosis import ORDER, RULES, CellFacts, Verdict
+from syncrep_lab.analysis.diagnosis import ORDER, RULES, CellFacts
+from syncrep_lab.analysis.verdict import Verdict
 from syncrep_lab.store import Store
 from timed_run import timed_run
 

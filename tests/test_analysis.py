@@ -12,7 +12,7 @@ from pathlib import Path
 
 from syncrep_lab.analysis import scaling as scaling_module
 from syncrep_lab.analysis.scaling import knee, scaling
-from syncrep_lab.plan.spec import parse_spec
+from syncrep_lab.plan.load import load_spec
 from syncrep_lab.run.runner import start_run
 
 from .helpers import cli_here
@@ -52,7 +52,7 @@ probed_repeats = 0
 
 def test_scaling_of_a_real_run(workdir: Path) -> None:
     out = workdir / "run"
-    start_run(parse_spec(SPEC), SPEC, workdir, out)
+    start_run(load_spec(SPEC), SPEC, workdir, out)
     [series] = scaling(out)
     assert set(series["levels"]) == {"local", "on"}
     assert [p["clients"] for p in series["levels"]["on"]["points"]] == [1, 2]

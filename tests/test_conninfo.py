@@ -199,10 +199,10 @@ def test_mask_toml_any_password(password: str, form: str) -> None:
 
 
 def test_resume_connects_without_the_masked_password() -> None:
-    from syncrep_lab.plan.spec import parse_spec
+    from syncrep_lab.plan.load import load_spec
     from syncrep_lab.run.runner import _with_masked_passwords_dropped
 
-    spec = parse_spec(mask_toml('name = "x"\n[topology.attach]\n'
+    spec = load_spec(mask_toml('name = "x"\n[topology.attach]\n'
                                 'primary = "host=/tmp port=1 password=real"\n'
                                 'standbys = { b = "postgresql://u:real@h/db" }\n'))
     usable = _with_masked_passwords_dropped(spec)

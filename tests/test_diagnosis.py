@@ -16,6 +16,7 @@ from syncrep_lab.analysis import diagnosis
 from syncrep_lab.analysis.costs import run_costs
 from syncrep_lab.analysis.diagnosis import diagnose_run
 from syncrep_lab.analysis.evidence import Reach, RepeatWaits, share_figure
+from syncrep_lab.analysis.verdict import Verdict
 from syncrep_lab.measure.stats import share_interval
 from syncrep_lab.store import Store
 
@@ -167,10 +168,10 @@ def test_a_verdict_reads_as_its_name_then_its_confidence(workdir: Path) -> None:
 
     from syncrep_lab.terminal.analysis import print_verdict_lines, print_verdicts
 
-    client = diagnosis.Verdict("the benchmark client is the bottleneck", "high",
+    client = Verdict("the benchmark client is the bottleneck", "high",
                                "backends wait for pgbench", {"share": 0.7},
                                ["run pgbench elsewhere"]).json()
-    flush = diagnosis.Verdict("local WAL flush bound [x]", "medium", "flushing").json()
+    flush = Verdict("local WAL flush bound [x]", "medium", "flushing").json()
     assert diagnosis.verdict_title(client) == ("the benchmark client is the bottleneck "
                                                "(high confidence)")
     console = Console(record=True, width=200, force_terminal=False)
@@ -245,12 +246,12 @@ def test_a_rule_fires_on_its_interval_and_a_tie_is_said(workdir: Path) -> None:
                                                   ticks=2000)) is None
     # the client rule certainly high (80 % of 2,000 ticks) and a wake-up verdict that
     # only reaches medium: no tie; one that reaches high: said beside it
-    client = diagnosis.Verdict("the benchmark client is the bottleneck", "high", "x").json()
-    wake = diagnosis.Verdict("commit-wait wake-up bound", "medium", "y",
+    client = Verdict("the benchmark client is the bottleneck", "high", "x").json()
+    wake = Verdict("commit-wait wake-up bound", "medium", "y",
                              reach=Reach("low", "medium", "medium")).json()
     assert diagnosis.leading_title([client, wake]) == (
         "the benchmark client is the bottleneck (high confidence)")
-    wake_high = diagnosis.Verdict("commit-wait wake-up bound", "medium", "y",
+    wake_high = Verdict("commit-wait wake-up bound", "medium", "y",
                                   reach=Reach("medium", "medium", "high")).json()
     verdicts = sorted([wake_high, client], key=lambda v: v["confidence"] != "high")
     assert diagnosis.leading_title(verdicts) == (

@@ -16,7 +16,8 @@ import pytest
 from syncrep_lab import procs
 from syncrep_lab.analysis.faults import run_faults
 from syncrep_lab.cluster.manifest import Manifest
-from syncrep_lab.plan.spec import SpecError, parse_spec
+from syncrep_lab.plan.load import load_spec
+from syncrep_lab.plan.spec import SpecError
 from syncrep_lab.report.model import report_data
 from syncrep_lab.store import DB_NAME
 from tests.browser import check_report_page
@@ -220,7 +221,7 @@ def test_a_lost_commit_is_reported_loudly(fault_run: dict[str, Any], workdir: Pa
 ])
 def test_bad_fault_scenarios_are_refused_with_their_line(toml: str, message: str) -> None:
     with pytest.raises(SpecError) as err:
-        parse_spec(f'name = "x"\n{toml}\n', "s.toml")
+        load_spec(f'name = "x"\n{toml}\n', "s.toml")
     assert message in err.value.cause
     assert "s.toml:" in err.value.cause
 

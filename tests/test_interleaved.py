@@ -15,7 +15,8 @@ from pathlib import Path
 import psycopg
 
 from syncrep_lab.cluster.manifest import Manifest
-from syncrep_lab.plan.spec import ResetMode, parse_spec
+from syncrep_lab.plan.load import load_spec
+from syncrep_lab.plan.spec import ResetMode
 from syncrep_lab.run.rounds import round_order
 from syncrep_lab.run.runner import start_run
 from syncrep_lab.store import cluster_key_text
@@ -57,7 +58,7 @@ def test_local_and_on_alternate_in_the_stored_order(workdir: Path) -> None:
     out = workdir / "run"
     # 4 rounds: the fewest a correlation over a cell's repeats is worked out from
     text = SPEC.replace("repeats_min = 3\nrepeats_max = 3", "repeats_min = 4\nrepeats_max = 4")
-    start_run(parse_spec(text), text, workdir, out)
+    start_run(load_spec(text), text, workdir, out)
     db = _db(out)
     run = db.execute("select * from runs").fetchone()
     assert run["seed"] == 42 and run["order_mode"] == "interleaved"
@@ -153,7 +154,7 @@ def test_a_checkpoint_during_a_repeat_flags_it(workdir: Path) -> None:
     thread = threading.Thread(target=force_one, daemon=True)
     try:
         thread.start()
-        start_run(parse_spec(text), text, workdir, workdir / "run")
+        start_run(load_spec(text), text, workdir, workdir / "run")
     finally:
         stop.set()
         thread.join(timeout=10)
@@ -205,7 +206,7 @@ def test_other_load_on_the_machine_flags_the_repeat(workdir: Path) -> None:
     thread = threading.Thread(target=burn_once, daemon=True)
     thread.start()
     try:
-        start_run(parse_spec(text), text, workdir, workdir / "run")
+        start_run(load_spec(text), text, workdir, workdir / "run")
     finally:
         stop.set()
         thread.join(timeout=10)
@@ -223,7 +224,7 @@ def test_the_budget_ends_both_orders_after_two_rounds(workdir: Path) -> None:
                             f'repeats_max = 6\nseed = 42\norder = "{order}"\nbudget = "1s"\n')
         assert f'order = "{order}"' in text
         out = workdir / order
-        start_run(parse_spec(text), text, workdir, out)
+        start_run(load_spec(text), text, workdir, out)
         cells = _db(out).execute("select * from cells order by idx").fetchall()
         assert [(c["status"], c["repeats"], c["stop_reason"]) for c in cells] == [
             ("done", 2, "budget"), ("done", 2, "budget")], (order, [dict(c) for c in cells])

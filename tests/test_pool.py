@@ -8,11 +8,12 @@ import json
 import sqlite3
 from pathlib import Path
 
+from syncrep_lab.plan.load import load_spec
 from syncrep_lab.plan.matrix import expand
-from syncrep_lab.plan.spec import parse_spec
 from syncrep_lab.run.clusters import cluster_memory, setting_bytes, slot_dir, units
+from syncrep_lab.run.context import Events
 from syncrep_lab.run.rounds import round_order
-from syncrep_lab.run.runner import ROUND_SPAN, Events, _by_cluster, start_run
+from syncrep_lab.run.runner import ROUND_SPAN, _by_cluster, start_run
 from syncrep_lab.store import cluster_key_text
 
 from .helpers import cli_here
@@ -51,7 +52,7 @@ probed_repeats = 0
 def test_two_clusters_share_rounds(workdir: Path) -> None:
     out = workdir / "run"
     said: list[str] = []
-    start_run(parse_spec(SPEC), SPEC, workdir, out, Events(message=said.append))
+    start_run(load_spec(SPEC), SPEC, workdir, out, Events(message=said.append))
     assert any("2 clusters held up at once" in s for s in said), said
     db = sqlite3.connect(out / "syncrep-lab.sqlite")
     db.row_factory = sqlite3.Row
@@ -88,7 +89,7 @@ def _spec(extra: str = "", order: str = "interleaved") -> str:
 
 
 def test_units_hold_plain_clusters_together() -> None:
-    spec = parse_spec(_spec())
+    spec = load_spec(_spec())
     groups = _by_cluster(expand(spec).cells)
     plan = units(spec, groups, "interleaved", available=8 * 2**30)
     assert len(plan.units) == 1 and len(plan.units[0].groups) == 2
@@ -96,7 +97,7 @@ def test_units_hold_plain_clusters_together() -> None:
 
 
 def test_units_fall_back_to_blocks_when_memory_is_short() -> None:
-    spec = parse_spec(_spec())
+    spec = load_spec(_spec())
     groups = _by_cluster(expand(spec).cells)
     need = sum(cluster_memory(spec, g[0]) for g in groups)
     plan = units(spec, groups, "interleaved", available=need)  # 3/4 of it is too little
@@ -107,7 +108,7 @@ def test_units_fall_back_to_blocks_when_memory_is_short() -> None:
 
 
 def test_units_keep_a_placed_cluster_alone() -> None:
-    spec = parse_spec(_spec("""
+    spec = load_spec(_spec("""
 [placements.p]
 cpus = { primary = "0" }
 """).replace('standbys = [1, 0]', 'standbys = [1, 0]\nplacement = ["none", "p"]'))
@@ -120,7 +121,7 @@ cpus = { primary = "0" }
 
 
 def test_blocked_order_holds_one_cluster_at_a_time() -> None:
-    spec = parse_spec(_spec(order="blocked"))
+    spec = load_spec(_spec(order="blocked"))
     groups = _by_cluster(expand(spec).cells)
     assert [len(u.groups) for u in units(spec, groups, "blocked").units] == [1, 1]
 

@@ -17,7 +17,8 @@ from syncrep_lab.cluster import server
 from syncrep_lab.cluster.manifest import Manifest
 from syncrep_lab.cluster.ready import replication_rows
 from syncrep_lab.pg.roles import node_processes, role_of_title
-from syncrep_lab.plan.spec import Probes, parse_spec
+from syncrep_lab.plan.load import load_spec
+from syncrep_lab.plan.spec import Probes
 from syncrep_lab.probes import flamegraph, perfstat, sched
 from syncrep_lab.probes.session import RepeatProbes, walsenders
 from syncrep_lab.run.runner import start_run
@@ -127,7 +128,7 @@ def probed_run(pg96: object) -> Iterator[Path]:
     """The run of SPEC, made once for the tests that read it."""
     root = shared_tmp("srl-probes-")
     out = root / "run"
-    start_run(parse_spec(SPEC), SPEC, root, out)
+    start_run(load_spec(SPEC), SPEC, root, out)
     yield out
     shutil.rmtree(root, ignore_errors=True)
 

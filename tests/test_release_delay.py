@@ -154,18 +154,18 @@ def test_a_declared_build_is_taken_as_made_and_a_changed_one_not_resumed(
     finished cells ran on the old build), with the cause and the fix."""
     from syncrep_lab.errors import UserError
     from syncrep_lab.pg.builds import find_build
-    from syncrep_lab.plan.spec import parse_spec
+    from syncrep_lab.plan.load import load_spec
     from syncrep_lab.run.preflight import make_builds
 
     before = find_build("pg18-release-delay")
     assert before is not None
-    spec = parse_spec(SPEC, "spec.toml")
+    spec = load_spec(SPEC, "spec.toml")
     said: list[str] = []
     make_builds(spec, tmp_path, said.append, resuming=True)
     assert said == [] and find_build("pg18-release-delay") == before
     changed = tmp_path / "changed.patch"
     changed.write_bytes(PATCH.read_bytes().replace(b"0, 0, 100000", b"0, 0, 100001"))
-    spec = parse_spec(SPEC.replace(str(PATCH), str(changed)), "spec.toml")
+    spec = load_spec(SPEC.replace(str(PATCH), str(changed)), "spec.toml")
     with pytest.raises(UserError) as refused:
         make_builds(spec, tmp_path, said.append, resuming=True)
     assert "is not what [builds.pg18-release-delay] now declares" in refused.value.cause

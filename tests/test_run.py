@@ -20,7 +20,7 @@ import pytest
 from syncrep_lab.cluster.manifest import Manifest
 from syncrep_lab.measure.histogram import LatencyHistogram
 from syncrep_lab.pg import sync_names
-from syncrep_lab.plan.spec import parse_spec
+from syncrep_lab.plan.load import load_spec
 from syncrep_lab.run.runner import start_run
 
 from .helpers import (
@@ -69,7 +69,7 @@ QUIET = SMALL + "\n[probes]\nflamegraphs = false\nsched = false\nanatomy = false
 
 def test_small_run_agrees_with_pgbench(workdir: Path) -> None:
     out = workdir / "run"
-    spec = parse_spec(QUIET)
+    spec = load_spec(QUIET)
     start_run(spec, QUIET, workdir, out)
     db = _db(out)
     cells = db.execute("select * from cells order by idx").fetchall()
@@ -178,7 +178,7 @@ def test_failed_cell_is_recorded_and_the_run_goes_on(workdir: Path) -> None:
                          ).replace("duration = 2", "duration = 1")
     text += '\n[settings_sets.huge]\nshared_buffers = "900TB"\n'
     out = workdir / "run"
-    start_run(parse_spec(text), text, workdir, out)
+    start_run(load_spec(text), text, workdir, out)
     cells = _db(out).execute("select * from cells order by idx").fetchall()
     assert cells[0]["status"] == "failed"
     assert "exited during start-up" in cells[0]["error"]
@@ -212,7 +212,7 @@ probed_repeats = 0
 def test_versions_and_sync_axes(workdir: Path, pg96: object) -> None:
     text = ONE + '\n[matrix]\npg = ["9.6", "18"]\nsync = ["1(b,c)", "FIRST 1 (c)"]\n'
     out = workdir / "run"
-    start_run(parse_spec(text), text, workdir, out)
+    start_run(load_spec(text), text, workdir, out)
     db = _db(out)
     cells = db.execute("select * from cells order by idx").fetchall()
     assert [c["status"] for c in cells] == ["done"] * 4, [c["error"] for c in cells]
@@ -243,7 +243,7 @@ def test_versions_and_sync_axes(workdir: Path, pg96: object) -> None:
 def test_lookup_and_script_workloads(workdir: Path) -> None:
     text = ONE.replace("clients = 2", 'kind = "pk-lookup"\nrows = 5000\nclients = 2')
     out = workdir / "lookup"
-    start_run(parse_spec(text), text, workdir, out)
+    start_run(load_spec(text), text, workdir, out)
     cell = _db(out).execute("select * from cells").fetchone()
     assert cell["status"] == "done", cell["error"]
     assert cell["tps_mean"] > 0
@@ -252,7 +252,7 @@ def test_lookup_and_script_workloads(workdir: Path) -> None:
     (workdir / "mine.sql").write_text("select count(*) from pg_class;\n")
     text = ONE.replace("clients = 2", 'kind = "script"\nscript = "mine.sql"\nclients = 2')
     out = workdir / "script"
-    start_run(parse_spec(text), text, workdir, out)
+    start_run(load_spec(text), text, workdir, out)
     cell = _db(out).execute("select * from cells").fetchone()
     assert cell["status"] == "done", cell["error"]
 
@@ -267,7 +267,7 @@ def test_attach_leaves_the_cluster_as_it_was(workdir: Path,
                   '\n[matrix]\nsync = ["FIRST 1 (c)"]\n')
     text = text.replace("[topology]\nstandbys = 2\n", "[topology]\n")
     out = workdir / "run"
-    start_run(parse_spec(text), text, workdir, out)
+    start_run(load_spec(text), text, workdir, out)
     cell = _db(out).execute("select * from cells").fetchone()
     assert cell["status"] == "done", cell["error"]
     status = cluster_status(manifest)
@@ -286,10 +286,10 @@ def test_preflight_refuses_what_is_not_here(workdir: Path, pg96: object) -> None
 
     text = ONE + '\n[matrix]\npg = ["11"]\n'
     with pytest.raises(UserError, match="PostgreSQL 11 is not installed"):
-        start_run(parse_spec(text), text, workdir, workdir / "r1")
+        start_run(load_spec(text), text, workdir, workdir / "r1")
     text = ONE + '\n[matrix]\npg = ["9.6"]\nsync = ["ANY 1 (b, c)"]\n'
     with pytest.raises(UserError, match="needs PostgreSQL 10"):
-        start_run(parse_spec(text), text, workdir, workdir / "r2")
+        start_run(load_spec(text), text, workdir, workdir / "r2")
     assert not (workdir / "r1").exists() and not (workdir / "r2").exists()
 
 

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from syncrep_lab.plan.load import load_preset, load_spec
 from syncrep_lab.plan.matrix import expand
-from syncrep_lab.plan.spec import PRESETS_DIR, SpecError, load_preset, parse_spec
+from syncrep_lab.plan.spec import PRESETS_DIR, SpecError, parse_spec
 from syncrep_lab.run.preflight import declared_patches
 
 from .helpers import cli_here
@@ -30,7 +31,7 @@ exclude = [{ synchronous_commit = "local", clients = 1 }]
 
 
 def test_good_spec_expands() -> None:
-    spec = parse_spec(GOOD)
+    spec = load_spec(GOOD)
     plan = expand(spec)
     assert [c.label for c in plan.cells] == ["sc=local c=4", "sc=on c=1", "sc=on c=4"]
     assert all(c.sync == "1(b,c)" for c in plan.cells)
@@ -58,9 +59,19 @@ def test_presets_are_valid() -> None:
     assert [p.name for p in patches] == ["syncrep-release-delay-18.patch"]
 
 
+def test_parse_spec_leaves_the_combinations_to_load_spec() -> None:
+    """parse_spec takes each key as valid on its own; load_spec checks the spec as a whole
+    (plan/checks.py) and names the line of what it refuses."""
+    text = GOOD.replace("[matrix]", "[run]\nrepeats_min = 9\nrepeats_max = 3\n\n[matrix]")
+    assert parse_spec(text).run.repeats_min == 9
+    with pytest.raises(SpecError, match=r"s.toml:11: run.repeats_min: repeats_min 9 > "
+                                        r"repeats_max 3"):
+        load_spec(text, "s.toml")
+
+
 def _error(text: str) -> SpecError:
     with pytest.raises(SpecError) as info:
-        parse_spec(text, "s.toml")
+        load_spec(text, "s.toml")
     return info.value
 
 
@@ -119,7 +130,7 @@ def test_cli_refuses_bad_spec_before_starting(workdir: Path) -> None:
 @pytest.mark.parametrize("example", sorted((Path(__file__).parent.parent / "examples")
                                            .glob("*.toml")), ids=lambda p: p.name)
 def test_the_examples_are_valid_specs(example: Path) -> None:
-    spec = parse_spec(example.read_text())  # every key known, every check of the spec alone
+    spec = load_spec(example.read_text())  # every key known, every check of the spec alone
     assert spec.name and expand(spec).cells
 
 

@@ -6,7 +6,7 @@ The documents are built from the spec's real keys (read from the models, so a ne
 section is covered without a word here) with values of every TOML type: plausible
 ones, wrong types, huge numbers, nan and inf, unicode, tables where lists belong,
 plus junk keys and sections nested where they do not belong. They go through
-``parse_spec`` and ``expand``, and through the real command line in-process
+``load_spec`` and ``expand``, and through the real command line in-process
 (``syncrep-lab run --check``), which must create nothing.
 """
 
@@ -26,6 +26,7 @@ from pydantic import BaseModel
 
 from syncrep_lab.errors import UserError
 from syncrep_lab.plan.checks import check_spec
+from syncrep_lab.plan.load import load_spec
 from syncrep_lab.plan.matrix import (
     AXES,
     DEFAULT_SETTINGS_SET,
@@ -33,7 +34,7 @@ from syncrep_lab.plan.matrix import (
     Plan,
     expand,
 )
-from syncrep_lab.plan.spec import SYNC_COMMIT_LEVELS, Spec, parse_spec
+from syncrep_lab.plan.spec import SYNC_COMMIT_LEVELS, Spec
 from syncrep_lab.plan.spec_hints import _is_model, _unwrap
 
 BUDGET = settings(max_examples=300, deadline=None, database=None,
@@ -292,13 +293,13 @@ def _outcome(text: str) -> str:
     """'refused' or 'planned'; any other exception fails the test with the document."""
     started = time.monotonic()
     try:
-        spec = parse_spec(text, "random.toml")
+        spec = load_spec(text, "random.toml")
     except UserError as exc:
         _refusal(exc)
         return "refused"
     finally:
         assert time.monotonic() - started < 5, "a spec took over 5 s to check"
-    assert check_spec(spec) == []  # parse_spec ran it: what it accepted has no problems
+    assert check_spec(spec) == []  # load_spec ran it: what it accepted has no problems
     _well_formed(spec, expand(spec))
     _well_formed(spec, expand(spec, cpu_count=64))
     return "planned"

@@ -468,10 +468,10 @@ link = ["LINK"]
 def _check_as_nobody(text: str) -> str:
     """run's machine checks (preflight.check_machine) in a child that gave up root."""
     from syncrep_lab.errors import UserError
-    from syncrep_lab.plan.spec import parse_spec
+    from syncrep_lab.plan.load import load_spec
     from syncrep_lab.run.preflight import check_machine
 
-    spec = parse_spec(text)
+    spec = load_spec(text)
 
     def check() -> str:
         check_machine(spec)

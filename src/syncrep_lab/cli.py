@@ -385,6 +385,7 @@ def run(spec_file: Path | None, preset: str | None, out: Path | None, resume: bo
         check: bool, allow_alter: bool, budget: str | None) -> None:
     """Run an experiment: a TOML spec, or a preset (default: seed)."""
     started = time.monotonic()  # what the budget is counted from
+    from syncrep_lab.plan import load
     from syncrep_lab.plan import spec as specs
 
     if budget is not None:
@@ -414,13 +415,13 @@ def run(spec_file: Path | None, preset: str | None, out: Path | None, resume: bo
     if spec_file and preset:
         raise UserError("give a spec file or --preset, not both", "drop one of them")
     if spec_file:
-        spec, text = specs.load_spec(spec_file, allow_alter=allow_alter)
+        spec, text = load.load_spec_file(spec_file, allow_alter=allow_alter)
         spec_dir = spec_file.resolve().parent
     else:
         if allow_alter:
             raise UserError("--allow-alter applies to a spec that attaches to a cluster",
                             "leave --allow-alter out with --preset")
-        spec, text = specs.load_preset(preset or "seed")
+        spec, text = load.load_preset(preset or "seed")
         # a preset's relative paths (its builds' patches) are the presets' folder's
         spec_dir = specs.PRESETS_DIR
     if budget is not None:

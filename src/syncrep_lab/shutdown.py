@@ -9,12 +9,15 @@
   otherwise wait for a graceful end (the probes' analysis) check
   :func:`requested` and skip it.
 - A second signal while that cleanup runs does not wait for anything: it
-  kills (SIGKILL) every process of the clusters this process made (found
-  through /proc: a PostgreSQL process whose working directory is one of the
-  manifest's data dirs) and every child of this process with its process
-  group, marks the run interrupted if the store is free within half a
-  second, prints one line and exits with 128+N at once. What can be left is
-  files: the manifest is still there, so ``syncrep-lab clean`` finishes.
+  runs every killer registered with :func:`own` (cluster/manifest.py
+  registers one per cluster this process made: SIGKILL to each of its
+  servers, which are not this process's children), kills every child of this
+  process with its process group, marks the run interrupted if the store is
+  free within half a second, prints one line and exits with 128+N at once.
+  What can be left is files: the manifest is still there, so ``syncrep-lab
+  clean`` finishes. This module is a registry: it knows nothing of what it
+  kills, so the layers above it (clusters, runs) import it and not the
+  reverse.
 - pgbench and perf are started with PR_SET_PDEATHSIG, so they die with the
   tool even when it is killed with SIGKILL, which no handler sees. perf gets
   SIGTERM (it then ends its ``sleep`` workload itself), pgbench SIGKILL.
@@ -38,8 +41,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
-from pathlib import Path
+from collections.abc import Callable, Hashable
 from types import FrameType, TracebackType
 
 from syncrep_lab import procs
@@ -49,7 +51,8 @@ _signum: int | None = None  # the first signal, once one arrived
 _pending = False  # it arrived inside critical() and is still to be raised
 _depth = 0  # nesting of critical()
 _tracked: dict[int, subprocess.Popen[bytes] | subprocess.Popen[str]] = {}
-_clusters: set[Path] = set()  # cluster dirs this process made (it wrote their manifest)
+# what kills, on a forced exit, processes this process made that are not its children
+_owned: dict[Hashable, Callable[[], None]] = {}
 _at_force: list[Callable[[], None]] = []
 RESEND_SECONDS = 0.01
 _resent = False  # the first signal's Interrupted was lost in a finalizer and sent again
@@ -177,13 +180,15 @@ def _kill_group_or_process(pid: int) -> None:
         os.kill(pid, signal.SIGKILL)
 
 
-def own_cluster(cluster_dir: Path) -> None:
-    """A cluster dir whose manifest this process wrote (called by manifest.register)."""
-    _clusters.add(cluster_dir.resolve())
+def own(key: Hashable, kill: Callable[[], None]) -> None:
+    """Something this process made whose processes are not its children (a cluster's
+    servers: cluster/manifest.register): ``kill`` kills them at once on a forced exit,
+    first of all, without waiting. Owning ``key`` again replaces its killer."""
+    _owned[key] = kill
 
 
-def disown_cluster(cluster_dir: Path) -> None:
-    _clusters.discard(cluster_dir.resolve())
+def disown(key: Hashable) -> None:
+    _owned.pop(key, None)
 
 
 def at_force(action: Callable[[], None]) -> Callable[[], None]:
@@ -202,16 +207,9 @@ def _force(signum: int) -> None:
     """The second signal: kill what is left, without waiting for anything, and exit."""
     _say(f"second {signal.Signals(signum).name}: not waiting for clean shutdowns; what is "
          "left was killed; run `syncrep-lab clean` to remove any cluster left behind")
-    from syncrep_lab.cluster.manifest import load
-    from syncrep_lab.cluster.server import processes_in
-
-    for cluster_dir in list(_clusters):
+    for kill in list(_owned.values()):
         with contextlib.suppress(Exception):
-            manifest = load(cluster_dir)
-            if manifest is not None:
-                for pid in processes_in([n.data_dir(cluster_dir) for n in manifest.nodes]):
-                    with contextlib.suppress(OSError):
-                        os.kill(pid, signal.SIGKILL)
+            kill()
     for pid in list(_tracked) + procs.children(os.getpid()):
         _kill_group_or_process(pid)
     for action in list(_at_force):

@@ -19,10 +19,10 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NotRequired, TypedDict
+from typing import Any
 
 from syncrep_lab.analysis import model
-from syncrep_lab.analysis.anatomy import Anatomy, growth_sentence, in_words, share_of_commit
+from syncrep_lab.analysis.anatomy import Anatomy, growth_sentence, share_of_commit
 from syncrep_lab.analysis.costs import RoleCosts, cell_costs, cluster_version
 from syncrep_lab.analysis.evidence import (
     Figure,
@@ -34,67 +34,14 @@ from syncrep_lab.analysis.evidence import (
     wait_samples,
 )
 from syncrep_lab.analysis.kernel import function_text
+from syncrep_lab.analysis.observe import observed_cells
 from syncrep_lab.analysis.sync_walsender import choose, stored_clues, sync_shown
+from syncrep_lab.analysis.verdict import LAG_OF_LEVEL, CellDiagnosis, Verdict, VerdictData
 from syncrep_lab.errors import UserError
 from syncrep_lab.pg.replication import WAITING_LEVELS
 from syncrep_lab.store import HostRepeatRow, Store, StoredCell, queries
 
 SINGLE_PROCESS_ROLES = ("walwriter", "startup", "walreceiver", "checkpointer", "bgwriter")
-
-
-class VerdictData(TypedDict):
-    """A verdict as the commands print it (``--json``) and the report reads it."""
-
-    mechanism: str
-    confidence: str  # the level at the evidence's point estimates
-    # the levels at the unfavourable and the favourable end of the evidence's intervals
-    confidence_range: list[str]
-    summary: str
-    evidence: dict[str, float | str]
-    intervals: dict[str, list[float]]  # an evidence figure -> [low, high]
-    next_steps: list[str]
-
-
-@dataclass
-class Verdict:
-    mechanism: str
-    confidence: str  # high | medium | low | unknown
-    summary: str
-    evidence: dict[str, float | str] = field(default_factory=dict)
-    next_steps: list[str] = field(default_factory=list)
-    reach: Reach | None = None  # None: the evidence has no interval
-    intervals: dict[str, Figure] = field(default_factory=dict)
-
-    @classmethod
-    def graded(cls, mechanism: str, reach: Reach, summary: str,
-               evidence: dict[str, float | str], next_steps: list[str],
-               intervals: dict[str, Figure]) -> Verdict:
-        return cls(mechanism, reach.point, summary, evidence, next_steps, reach,
-                   {k: f for k, f in intervals.items() if f.known})
-
-    def json(self) -> VerdictData:
-        reach = self.reach or Reach(self.confidence, self.confidence, self.confidence)
-        return {"mechanism": self.mechanism, "confidence": self.confidence,
-                "confidence_range": [reach.worst, reach.best],
-                "summary": self.summary, "evidence": dict(self.evidence),
-                "intervals": {k: [round(f.low, 3), round(f.high, 3)]
-                              for k, f in self.intervals.items()},
-                "next_steps": list(self.next_steps)}
-
-
-class CellDiagnosis(TypedDict):
-    """One done cell's diagnosis (``diagnose --json``); an observe window's carries its
-    observation (analysis/observe.py) too."""
-
-    idx: int
-    label: str
-    tps_mean: float
-    ceiling: str | None  # the model's headline
-    ceiling_errors: list[str]
-    verdicts: list[VerdictData]
-    # which part of a commit grows with clients, against the same cell at fewer clients
-    anatomy: NotRequired[str | None]
-    observation: NotRequired[dict[str, Any]]
 
 
 @dataclass
@@ -730,9 +677,6 @@ def rule_link_full(facts: CellFacts) -> Verdict | None:
          "fewer bytes a commit: wal_compression, fewer full-page images (a longer "
          "checkpoint_timeout)"],
     )
-# The lag that matters for each level: what the sync standby must have done
-# before the commit returns.
-LAG_OF_LEVEL = {"remote_write": "write_ms", "on": "flush_ms", "remote_apply": "replay_ms"}
 
 
 def rule_standby_or_network(facts: CellFacts) -> Verdict | None:
@@ -968,14 +912,7 @@ def diagnose_run(folder: Path) -> list[CellDiagnosis]:
         machine = run.machine
         if run.kind == "observe":
             # a live cluster watched, no load run: its own rules (analysis/observe.py)
-            from syncrep_lab.analysis.observe import observation
-
-            return [{"idx": o["idx"], "label": o["label"], "tps_mean": o["writes_per_s"],
-                     "ceiling": None, "ceiling_errors": [], "verdicts": o["verdicts"],
-                     "observation": o,
-                     "anatomy": in_words(o["anatomy"]) if o["anatomy"] else None}
-                    for o in (observation(store, c, machine)
-                              for c in store.cells(run.id) if c.status == "done")]
+            return observed_cells(store, run.id, machine)
         cpus = int(machine.get("cpus_usable") or machine.get("cpu_count") or 1)
         out: list[CellDiagnosis] = []
         series = model.series_index(store.cells(run.id))

@@ -14,7 +14,7 @@ rows mean), so ``observe``, ``diagnose`` and the report give the same answer:
 - **the commit anatomy** (``observe --anatomy``): where a written transaction's commit
   time goes inside the primary, and the wait-bound ceilings (analysis/anatomy.py).
 
-The verdicts use the diagnosis's shape (analysis/diagnosis.Verdict) and thresholds
+The verdicts use the diagnosis's shape (analysis/verdict.Verdict) and thresholds
 written next to each rule. What the evidence lacks (no CPU access, 9.6 without the
 SyncRep wait event) is said as a verdict of confidence ``unknown``, with what the other
 verdicts rest on instead.
@@ -25,9 +25,9 @@ from __future__ import annotations
 from typing import Any
 
 from syncrep_lab.analysis import model
-from syncrep_lab.analysis.anatomy import share_of_commit
+from syncrep_lab.analysis.anatomy import in_words, share_of_commit
 from syncrep_lab.analysis.costs import cell_costs, cluster_version
-from syncrep_lab.analysis.diagnosis import LAG_OF_LEVEL, Verdict
+from syncrep_lab.analysis.verdict import LAG_OF_LEVEL, CellDiagnosis, Verdict
 from syncrep_lab.pg.replication import WAITING_LEVELS
 from syncrep_lab.store import Store, StoredCell, queries
 
@@ -284,6 +284,17 @@ def _waiting(o: dict[str, Any], share: float, busiest: dict[str, Any] | None,
         f"{said}; neither the sync walsender's CPU nor the standby's lag explains it alone",
         evidence, ["syncrep-lab run on a copy of this setup shows where the time goes "
                    "(flame graphs, wake-ups per commit)"])
+
+
+def observed_cells(store: Store, run_id: int, machine: dict[str, Any]
+                   ) -> list[CellDiagnosis]:
+    """An observe run's windows as the diagnosis gives a run's cells (``diagnose``, the
+    report): each one's verdicts, with its observation."""
+    return [{"idx": o["idx"], "label": o["label"], "tps_mean": o["writes_per_s"],
+             "ceiling": None, "ceiling_errors": [], "verdicts": o["verdicts"],
+             "observation": o, "anatomy": in_words(o["anatomy"]) if o["anatomy"] else None}
+            for o in (observation(store, c, machine)
+                      for c in store.cells(run_id) if c.status == "done")]
 
 
 def run_observations(folder: Any) -> list[dict[str, Any]]:

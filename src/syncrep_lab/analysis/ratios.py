@@ -48,10 +48,10 @@ def stored_rules(spec_toml: str) -> tuple[list[dict[str, Any]], float, float | N
     0.95 and None when it no longer parses: the run still has its figures). The rules
     are the spec's ``[compare]`` over its matrix, so the spec's own parser reads it: the
     one import of the experiment package in the analysis, made only here."""
-    from syncrep_lab.plan.spec import parse_spec
+    from syncrep_lab.plan.load import load_spec
 
     try:
-        spec = parse_spec(spec_toml, "stored spec")
+        spec = load_spec(spec_toml, "stored spec")
     except Exception:  # a spec of another version
         return [], 0.95, None
     return spec.compare.rules(spec.matrix), spec.run.confidence, spec.run.ci_target

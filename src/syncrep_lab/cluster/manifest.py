@@ -13,14 +13,17 @@ A dir without the manifest is never written to nor deleted by the tool.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import signal
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from syncrep_lab import paths, procs, shutdown
+from syncrep_lab.cluster.server import processes_in
 
 if TYPE_CHECKING:
     from syncrep_lab.placement.layout import Launch, Layout
@@ -182,12 +185,32 @@ def register(cluster_dir: Path) -> None:
     _record(cluster_dir).write_text(json.dumps({
         "dir": str(cluster_dir.resolve()), "owner": pid,
         "owner_start": procs.start_time(pid)}))
-    shutdown.own_cluster(cluster_dir)  # a second Ctrl-C kills its servers at once
+    # a second Ctrl-C kills its servers at once (the dir as it is now: the process may
+    # change its working directory before then)
+    resolved = cluster_dir.resolve()
+    shutdown.own(_owner_key(resolved), lambda: kill_servers(resolved))
 
 
 def unregister(cluster_dir: Path) -> None:
     _record(cluster_dir).unlink(missing_ok=True)
-    shutdown.disown_cluster(cluster_dir)
+    shutdown.disown(_owner_key(cluster_dir.resolve()))
+
+
+def _owner_key(resolved: Path) -> tuple[str, Path]:
+    """What the cluster in the dir ``resolved`` is registered with shutdown.py by."""
+    return ("cluster", resolved)
+
+
+def kill_servers(cluster_dir: Path) -> None:
+    """SIGKILL to every server of the cluster in ``cluster_dir`` (a PostgreSQL process
+    whose working directory is one of its data dirs, found through /proc): a second
+    Ctrl-C's, which waits for nothing (shutdown.py)."""
+    manifest = load(cluster_dir)
+    if manifest is None:
+        return
+    for pid in processes_in([n.data_dir(cluster_dir) for n in manifest.nodes]):
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def live_owner(cluster_dir: Path) -> int | None:

@@ -35,7 +35,7 @@ from syncrep_lab.analysis.sync_walsender import choose, stored_clues
 from syncrep_lab.measure.pairing import ratio_of
 from syncrep_lab.patch_ab.flamediff import cell_diffs, mark_moved
 from syncrep_lab.patch_ab.spec import CONTROL_LEVELS, REFERENCE_CORES
-from syncrep_lab.plan.spec import parse_spec
+from syncrep_lab.plan.load import load_spec
 from syncrep_lab.store import Store, StoredCell, queries
 
 SYSCALL_FLOOR = 0.05  # calls per commit: below this on both sides, a call is not shown
@@ -285,7 +285,7 @@ def read_answer(folder: Path, stock_name: str, patched_name: str, diffs: Path
     store = Store(folder, create=False)
     try:
         run = store.run()
-        spec = parse_spec(run.spec_toml, f"{folder}/spec.toml")
+        spec = load_spec(run.spec_toml, f"{folder}/spec.toml")
         cores = float(spec.reference.get("cores") or REFERENCE_CORES)
         cells = store.cells(run.id)
         ratios = ratios_to_baseline(store, run)

@@ -29,7 +29,7 @@ from syncrep_lab.patch_ab.spec import DEFAULT_BUDGET, DEFAULT_CLIENTS, default_s
 from syncrep_lab.patch_ab.spec import with_builds as spec_with_builds
 from syncrep_lab.pg.builds import FLAVORS
 from syncrep_lab.plan.spec import parse_duration
-from syncrep_lab.run.runner import Events
+from syncrep_lab.run.context import Events
 
 ANSWER_FILE = "ab.json"
 SUMMARY_FILE = "summary.txt"

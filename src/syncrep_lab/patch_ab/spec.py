@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from syncrep_lab.errors import UserError
-from syncrep_lab.plan.spec import Spec, load_spec, parse_spec
+from syncrep_lab.plan.load import load_spec, load_spec_file
+from syncrep_lab.plan.spec import Spec
 
 LEVELS = ("on", "remote_write", "local")  # the last: the control
 CONTROL_LEVELS = ("local", "off")  # levels whose commits never reach the wait
@@ -46,7 +47,7 @@ def default_spec(name: str, description: str, clients: list[int], budget: str
 
 def user_spec(path: Path) -> dict[str, Any]:
     """A spec file's data, checked as ``run`` checks it (every error with its line)."""
-    _spec, text = load_spec(path)
+    _spec, text = load_spec_file(path)
     data: dict[str, Any] = tomllib.loads(text)
     return data
 
@@ -72,7 +73,7 @@ def with_builds(data: dict[str, Any], stock: str, patched: str, *,
         data.setdefault("run", {})["budget"] = budget
     data.setdefault("reference", {}).setdefault("cores", REFERENCE_CORES)
     text = to_toml(data)
-    return parse_spec(text, "ab's spec"), text
+    return load_spec(text, "ab's spec"), text
 
 
 # --- TOML out --------------------------------------------------------------------------

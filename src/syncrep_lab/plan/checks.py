@@ -1,8 +1,8 @@
 """Every check of a spec on its own, in one place: :func:`check_spec`, pure: what the
 spec says and what its cells say together (impossible combinations), each problem with
-the key it is reported at, so ``parse_spec`` can name the line. It reads nothing of
-this machine and is what ``syncrep-lab run --check`` and every command that loads a
-spec run first. What this machine must have for a spec is checked by
+the key it is reported at, so ``load_spec`` (plan/load.py) can name the line. It reads
+nothing of this machine and is what ``syncrep-lab run --check`` and every command that
+loads a spec run first. What this machine must have for a spec is checked by
 run/preflight.py before anything is created.
 
 The rules a standby name and a ``synchronous_standby_names`` text follow are

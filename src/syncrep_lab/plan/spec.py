@@ -346,6 +346,15 @@ class SpecError(UserError):
         )
         self.problems = problems
 
+    @classmethod
+    def at_keys(cls, source: str, text: str,
+                problems: list[tuple[tuple[str | int, ...], str]]) -> SpecError:
+        """Problems found at key paths (plan/checks.py's), each put on its line of
+        ``text``."""
+        lines = key_lines(text)
+        return cls(source, [(line_of(lines, loc), f"{_loc_text(loc)}: {msg}")
+                            for loc, msg in problems])
+
 
 # --- mapping key paths to lines ----------------------------------------------------
 
@@ -407,8 +416,10 @@ def _loc_text(loc: tuple[str | int, ...]) -> str:
 
 
 def parse_spec(text: str, source: str = "spec", *, allow_alter: bool = False) -> Spec:
-    """The spec in ``text``; ``allow_alter`` (``run --allow-alter``) lets the tool change
-    an attached cluster's synchronous_standby_names, as topology.attach.allow_alter does."""
+    """The spec in ``text``, each key valid on its own: the combinations are not checked
+    here (plan/load.load_spec does both); ``allow_alter`` (``run --allow-alter``) lets the
+    tool change an attached cluster's synchronous_standby_names, as
+    topology.attach.allow_alter does."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -442,17 +453,11 @@ def parse_spec(text: str, source: str = "spec", *, allow_alter: bool = False) ->
                     continue
             problems.append((line_of(lines, loc), f"{_loc_text(loc)}: {msg}"))
         raise SpecError(source, problems) from None
-    from syncrep_lab.plan.checks import check_spec
-
-    combination_problems = check_spec(spec)
-    if combination_problems:
-        raise SpecError(source, [(line_of(lines, loc), f"{_loc_text(loc)}: {msg}")
-                                 for loc, msg in combination_problems])
     return spec
 
 
-def load_spec(path: Path, *, allow_alter: bool = False) -> tuple[Spec, str]:
-    """The spec in ``path`` and its text (kept with the run)."""
+def spec_file_text(path: Path) -> str:
+    """The text of the spec file ``path`` (kept with the run)."""
     try:
         raw = path.read_bytes()
         text = raw.decode("utf-8")  # TOML is UTF-8 whatever the locale
@@ -470,7 +475,7 @@ def load_spec(path: Path, *, allow_alter: bool = False) -> tuple[Spec, str]:
     except OSError as exc:
         raise UserError(f"cannot read the spec {path}: {exc.strerror}",
                         "check that the file exists and this user may read it") from None
-    return parse_spec(text, str(path), allow_alter=allow_alter), text
+    return text
 
 
 # the presets' folder: a preset's relative paths (its builds' patches) are taken from it
@@ -481,8 +486,3 @@ def preset_text(name: str) -> str:
     if name not in PRESETS:
         raise UserError(f"no preset {name!r}", f"use one of: {', '.join(PRESETS)}")
     return (resources.files("syncrep_lab.presets") / f"{name}.toml").read_text()
-
-
-def load_preset(name: str) -> tuple[Spec, str]:
-    text = preset_text(name)
-    return parse_spec(text, f"preset {name}"), text

@@ -11,9 +11,9 @@ from pathlib import Path
 
 from syncrep_lab.measure.pgbench_log import ProgressSample
 from syncrep_lab.run import sysbench
-from syncrep_lab.run.clusters import Target
-from syncrep_lab.run.remote_client import RemoteRunningPgbench, start_remote_client
-from syncrep_lab.run.workload import PgbenchRun, RunningPgbench, StallWatch, start_pgbench
+from syncrep_lab.run.remote_client import RemoteRunningClient, start_remote_client
+from syncrep_lab.run.target import Target
+from syncrep_lab.run.workload import PgbenchRun, RunningClient, StallWatch, start_pgbench
 from syncrep_lab.store import ProcCostRow
 
 
@@ -33,11 +33,11 @@ def start_clients(targets: list[Target], options: ClientOptions, pgbench: Path,
                   script: Path, log_dir: Path | None, duration: int, *,
                   live: Callable[[ProgressSample], None],
                   stall_watch: Callable[[Target], StallWatch | None]
-                  ) -> list[RunningPgbench]:
+                  ) -> list[RunningClient]:
     """The client against every instance at once (from this, the main thread): ``live``
     hears the first instance's progress, ``stall_watch`` gives each instance's watch;
     pgbench's per-transaction logs go to ``log_dir`` (None: no logs, a warm-up)."""
-    running: list[RunningPgbench] = []
+    running: list[RunningClient] = []
     try:
         for t in targets:
             suffix = "" if t.instance == 1 else f"_i{t.instance}"
@@ -71,7 +71,7 @@ def start_clients(targets: list[Target], options: ClientOptions, pgbench: Path,
     return running
 
 
-def finish_all(running: list[RunningPgbench]) -> list[PgbenchRun]:
+def finish_all(running: list[RunningClient]) -> list[PgbenchRun]:
     """Wait for every client; if one fails, the others are stopped too."""
     runs = []
     try:
@@ -84,10 +84,10 @@ def finish_all(running: list[RunningPgbench]) -> list[PgbenchRun]:
     return runs
 
 
-def remote_client_costs(running: list[RunningPgbench], driver: str) -> list[ProcCostRow]:
+def remote_client_costs(running: list[RunningClient], driver: str) -> list[ProcCostRow]:
     """The client on its SSH host: its CPU there, from the shell that waited for it (a
     ``proc_costs`` row; none when it is here, or a figure is missing)."""
-    cpu = [r.cpu_ms for r in running if isinstance(r, RemoteRunningPgbench)]
+    cpu = [r.cpu_ms for r in running if isinstance(r, RemoteRunningClient)]
     if not cpu or not all(cpu):
         return []
     return [ProcCostRow("client", driver, len(cpu), sum(c[0] for c in cpu if c),

@@ -15,16 +15,16 @@ import itertools
 import json
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import psycopg
 
 from syncrep_lab import paths
 from syncrep_lab.cluster.build import UpOptions, up
-from syncrep_lab.cluster.manifest import Manifest, load
+from syncrep_lab.cluster.manifest import load
 from syncrep_lab.cluster.ready import manifest_log_tail, wait_replication
 from syncrep_lab.cluster.teardown import remove_cluster
 from syncrep_lab.errors import UserError
@@ -45,28 +45,10 @@ from syncrep_lab.plan.matrix import (
 )
 from syncrep_lab.plan.spec import MAX_INSTANCES, Attach, Spec
 from syncrep_lab.probes.session import ProbeNode
+from syncrep_lab.run.context import RunContext
 from syncrep_lab.run.placement_watch import start_pinners
+from syncrep_lab.run.target import Target
 from syncrep_lab.store import cluster_key_text
-
-if TYPE_CHECKING:
-    from syncrep_lab.run.runner import Runner
-
-
-@dataclass
-class Target:
-    """Where a cell's workload goes, whoever made the cluster."""
-
-    conninfo: str  # pgbench's connection
-    admin: str  # the tool's connection to the primary
-    standbys: list[str]
-    version_num: int
-    pgbench: Path
-    log_of: Callable[[str], str] | None = None
-    nodes: list[ProbeNode] = field(default_factory=list)
-    manifest: Manifest | None = None  # None for an attached cluster
-    instance: int = 1
-    pinners: list[Any] = field(default_factory=list)  # placement.pinning.RolePinner
-
 
 ADMIN_SECONDS = 10.0  # any of the tool's own short statements (pg/admin.py)
 
@@ -80,9 +62,9 @@ class ActiveCluster:
     the end and, with ``allow_alter``, synchronous_standby_names is put back.
     """
 
-    def __init__(self, runner: Runner, *, slot: int = 0,
+    def __init__(self, ctx: RunContext, *, slot: int = 0,
                  generations: Iterator[int] | None = None) -> None:
-        self.runner = runner
+        self.ctx = ctx
         self.slot = slot  # its place in the pool: its directories' names
         self.key: tuple[Any, ...] | None = None
         self.target: Target | None = None
@@ -93,17 +75,17 @@ class ActiveCluster:
         # keys the tables and warm-ups it did on a cluster by
         self.generation = 0
         self._generations = generations or itertools.count(1)
-        self.dir = slot_dir(runner.store.folder, slot)
+        self.dir = slot_dir(ctx.store.folder, slot)
 
     @property
     def attach(self) -> Attach | None:
-        return self.runner.spec.topology.attach
+        return self.ctx.spec.topology.attach
 
     def for_cell(self, cell: Cell) -> Target:
         if self.target is not None and self.key == cell.cluster_key:
             return self.target
         self.down()
-        self.runner.events.phase(cell, "cluster up" if self.attach is None else "attach")
+        self.ctx.events.phase(cell, "cluster up" if self.attach is None else "attach")
         self.key = cell.cluster_key  # recorded with the cluster by _build/_attach
         self.target = self._attach() if self.attach is not None else self._build(cell)
         if self.attach is not None:
@@ -118,7 +100,7 @@ class ActiveCluster:
         """The cell's clusters: one per instance, each in its own layout."""
         from syncrep_lab.plan.placement import layout_for
 
-        spec = self.runner.spec
+        spec = self.ctx.spec
         topo = spec.topology
         self._remove_leftovers()
         self.targets = []
@@ -142,7 +124,7 @@ class ActiveCluster:
                            **({"instance": instance} if cell.instances > 1 else {})}
                           for n in manifest.nodes])
             # a node on an SSH host has no local processes: its CPU comes over SSH
-            named = self.runner.named
+            named = self.ctx.named
             nodes = [ProbeNode(n.name, named(manifest.admin_conninfo(n)),
                                n.data_dir(manifest.dir) if n.host is None else None,
                                n.role == "primary")
@@ -161,10 +143,10 @@ class ActiveCluster:
         remove_leftovers(self.dir)
 
     def _attach(self) -> Target:
-        attach, visit = self.attach, self.runner.visit
+        attach, visit = self.attach, self.ctx.visit
         assert attach is not None and visit is not None
         visit.record()  # before the first session: a killed run's are found by clean
-        primary = self.runner.named(attach.primary)
+        primary = self.ctx.named(attach.primary)
         try:
             with admin_connection(primary, seconds=ADMIN_SECONDS,
                                   what="the attached primary") as conn:
@@ -180,14 +162,14 @@ class ActiveCluster:
         assert version is not None
         self.sync = self.original_sync = str(version[2])
         client = resolve(None)
-        standbys = {k: self.runner.named(v) for k, v in attach.standbys.items()}
+        standbys = {k: self.ctx.named(v) for k, v in attach.standbys.items()}
         nodes = {"primary": primary, **standbys}
         self._record(None, str(version[0]), "attached", nodes,
                      [{"name": k, "role": "primary" if k == "primary" else "standby"}
                       for k in nodes])
         probe_nodes = [ProbeNode("primary", primary, None, True)]
         probe_nodes += [ProbeNode(k, v, None, False) for k, v in sorted(standbys.items())]
-        return Target(self.runner.named(attach.primary, "pgbench"), primary,
+        return Target(self.ctx.named(attach.primary, "pgbench"), primary,
                       sorted(set(names) | set(attach.standbys)), int(version[1]),
                       client.program("pgbench"), None, probe_nodes)
 
@@ -212,7 +194,7 @@ class ActiveCluster:
         key = cluster_key_text(cell.params()) if cell is not None else json.dumps(
             list(self.key or ())[:3])
         built = build_at(bin_dir) if cell is not None else None
-        self.runner.store.add_cluster(self.runner.run_id, key, version, bin_dir, described,
+        self.ctx.store.add_cluster(self.ctx.run_id, key, version, bin_dir, described,
                                       settings, built.describe() if built else None)
 
     def set_sync(self, cell: Cell) -> None:
@@ -221,14 +203,14 @@ class ActiveCluster:
         assert target is not None
         if cell.sync is None or cell.sync == self.sync:
             return
-        self.runner.events.phase(cell, "reload")
+        self.ctx.events.phase(cell, "reload")
         for each in self.targets or [target]:
             self._alter_sync(each, cell.sync)
 
     def _alter_sync(self, target: Target, text: str) -> None:
         _, rendered = check_sync(text, target.standbys, target.version_num)
-        if self.runner.visit is not None and self.original_sync is not None:
-            self.runner.visit.will_alter_sync(self.original_sync)  # recorded before it changes
+        if self.ctx.visit is not None and self.original_sync is not None:
+            self.ctx.visit.will_alter_sync(self.original_sync)  # recorded before it changes
         with admin_connection(target.admin, seconds=ADMIN_SECONDS, what="the primary") as conn:
             alter_system(conn, {"synchronous_standby_names": rendered})
         self.wait_streaming(target, text)
@@ -240,7 +222,7 @@ class ActiveCluster:
         text = self.sync if text is None else text
         spec = check_sync(text, target.standbys, target.version_num)[0] if text else None
         wait_replication(target.admin, sync_names.expect(spec, target.standbys),
-                         time.monotonic() + self.runner.spec.run.ready_timeout, target.log_of)
+                         time.monotonic() + self.ctx.spec.run.ready_timeout, target.log_of)
 
     def down(self) -> None:
         if self.attach is not None:
@@ -258,13 +240,13 @@ class ActiveCluster:
     def _leave_attached(self) -> None:
         """The run's sessions ended, its tables dropped, the setting put back (bounded;
         run/attached.py); what could not be done is said, with how to finish."""
-        visit = self.runner.visit
+        visit = self.ctx.visit
         assert visit is not None
         report = visit.leave(self.sync)
         if report.sync_restored is not None:
             self.sync = report.sync_restored
         for line in report.lines():
-            self.runner.events.message(line)
+            self.ctx.events.message(line)
 
     def require_acknowledging(self, cell: Cell) -> None:
         """A cell whose commits wait for a standby starts only when the primary can
@@ -314,12 +296,12 @@ class ClusterPool:
     cluster outside ``keep`` before its own is built, so outside a unit of several
     clusters at most one is up."""
 
-    def __init__(self, runner: Runner) -> None:
-        self.runner = runner
+    def __init__(self, ctx: RunContext) -> None:
+        self.ctx = ctx
         self.held: dict[tuple[Any, ...], ActiveCluster] = {}
         self.keep: set[tuple[Any, ...]] = set()
         self._generations = itertools.count(1)
-        self.current = ActiveCluster(runner, slot=0, generations=self._generations)
+        self.current = ActiveCluster(ctx, slot=0, generations=self._generations)
 
     def for_cell(self, cell: Cell) -> Target:
         """The cell's cluster, made the current one (built if it is not up)."""
@@ -332,7 +314,7 @@ class ClusterPool:
             if cluster is None:
                 used = {c.slot for c in self.held.values()}
                 slot = next(i for i in range(MAX_SLOTS) if i not in used)
-                cluster = ActiveCluster(self.runner, slot=slot,
+                cluster = ActiveCluster(self.ctx, slot=slot,
                                         generations=self._generations)
                 self.held[cell.cluster_key] = cluster
         self.current = cluster
@@ -347,9 +329,9 @@ class ClusterPool:
             except Exception as exc:  # the others still go down
                 errors.append(exc)
         self.held.clear()
-        if self.runner.spec.topology.attach is None:
+        if self.ctx.spec.topology.attach is None:
             for slot in range(MAX_SLOTS):
-                remove_leftovers(slot_dir(self.runner.store.folder, slot))
+                remove_leftovers(slot_dir(self.ctx.store.folder, slot))
         else:
             self.current.down()
         if errors:

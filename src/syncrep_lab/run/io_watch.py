@@ -6,15 +6,12 @@ SSH hosts' are read by run/host_watch.py, just after their clocks (hosts/remote.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
 
 from syncrep_lab.cluster import server
 from syncrep_lab.measure.io_counters import DiskCounters, NetCounters, disks_here, network_of
 from syncrep_lab.probes.recorder import Ending
+from syncrep_lab.run.target import Target
 from syncrep_lab.store import DiskIoRow, NetIoRow, ProbeRows
-
-if TYPE_CHECKING:
-    from syncrep_lab.run.clusters import Target
 
 HERE = ""  # the host column of this machine's rows
 

@@ -17,7 +17,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from syncrep_lab.cluster import server
 from syncrep_lab.cluster.manifest import Manifest, Node
@@ -36,11 +36,8 @@ from syncrep_lab.placement.quota import QuotaFigures, QuotaGroup, quota_support
 from syncrep_lab.probes.recorder import Client, Ending
 from syncrep_lab.probes.remote import node_processes as remote_processes
 from syncrep_lab.probes.session import walsenders
+from syncrep_lab.run.target import Target
 from syncrep_lab.store import LinkRow, NumastatRow, PlacementRow, ProbeRows, QuotaRow
-
-if TYPE_CHECKING:
-    from syncrep_lab.placement.pinning import RolePinner
-    from syncrep_lab.run.clusters import Target
 
 
 class Walsenders:

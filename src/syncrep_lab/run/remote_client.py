@@ -31,7 +31,7 @@ from syncrep_lab.hosts.ssh import HostSpec, RemoteProcess, SshHost
 from syncrep_lab.measure.pgbench_log import ProgressSample
 from syncrep_lab.pg.conninfo import split_password
 from syncrep_lab.run import sysbench
-from syncrep_lab.run.workload import RunningPgbench, StallWatch
+from syncrep_lab.run.workload import RunningClient, StallWatch
 
 LOG_LIMIT = 1 << 30  # a per-transaction log larger than this is refused
 # The host's clock just before the client starts (measure/timeline.py), its pid (for a
@@ -56,7 +56,7 @@ def children_cpu_ms(times_output: str) -> tuple[float, float] | None:
     return round(user, 3), round(system, 3)
 
 
-class RemoteRunningPgbench(RunningPgbench):
+class RemoteRunningClient(RunningClient):
     """pgbench on a host; once it ends, its logs are fetched into ``log_prefix``'s folder
     here under the names pgbench gave them."""
 
@@ -119,7 +119,7 @@ def start_remote_client(
     on_progress: Callable[[ProgressSample], None] | None = None,
     extra_timeout: float = 60.0, watch: StallWatch | None = None,
     prefix: list[str] | None = None,
-) -> RemoteRunningPgbench:
+) -> RemoteRunningClient:
     """Start the client (pgbench, or sysbench with ``driver``) on its host (the
     manifest's ``client``) against ``conninfo``, running ``script_text``, under
     ``prefix`` (its placement there: taskset); a folder of its own for this run.
@@ -158,5 +158,5 @@ def start_remote_client(
     except BaseException:
         host.close()
         raise
-    return RemoteRunningPgbench(host, folder, proc, argv, time.monotonic(), duration,
+    return RemoteRunningClient(host, folder, proc, argv, time.monotonic(), duration,
                                 extra_timeout, log_prefix, on_progress, watch, driver)

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from syncrep_lab.cluster import server
 from syncrep_lab.errors import UserError
@@ -25,7 +25,7 @@ from syncrep_lab.hosts.ssh import HostSpec
 from syncrep_lab.measure.pgbench_log import TransactionLogStats, parse_transaction_logs
 from syncrep_lab.measure.timeline import Timeline
 from syncrep_lab.pg.builds import Build, build_at
-from syncrep_lab.plan.matrix import NO_FAULTS, link_profiles
+from syncrep_lab.plan.matrix import NO_FAULTS, Cell, link_profiles
 from syncrep_lab.probes.anatomy import PROBE as ANATOMY_PROBE
 from syncrep_lab.probes.anatomy import CommitAnatomy, unavailable_reason
 from syncrep_lab.probes.gprof import GprofSetup
@@ -34,34 +34,47 @@ from syncrep_lab.probes.recorder import Client, Ending, Recorder, Recording, Ski
 from syncrep_lab.probes.remote import HostProbes
 from syncrep_lab.probes.session import RepeatProbes, UntracedCpu
 from syncrep_lab.run import faults, repeat_record, reset
-from syncrep_lab.run.clients import finish_all, remote_client_costs, start_clients
-from syncrep_lab.run.clusters import Target
+from syncrep_lab.run.clients import ClientOptions, finish_all, remote_client_costs, start_clients
+from syncrep_lab.run.clusters import ActiveCluster
+from syncrep_lab.run.context import RunContext
 from syncrep_lab.run.fault_run import FaultRun
 from syncrep_lab.run.host_watch import HostWatch
 from syncrep_lab.run.io_watch import IoWatch
 from syncrep_lab.run.placement_watch import PlacementReadBack
-from syncrep_lab.run.workload import PgbenchRun, RunningPgbench
+from syncrep_lab.run.target import Target
+from syncrep_lab.run.workload import PgbenchRun, RunningClient
 from syncrep_lab.store import ANATOMY, MEASURED, PROBED, now
 
-if TYPE_CHECKING:
-    from syncrep_lab.run.runner import CellRun, Runner
+
+@dataclass
+class CellRun:
+    """A cell being measured: its folder, script and client options, and how far it got."""
+
+    cell: Cell
+    cell_id: int
+    cell_dir: Path
+    script: Path
+    options: ClientOptions
+    n: int = 0  # the number of its last stored repeat
+    warmed_in: int = -1  # the cluster generation its warm-up ran in
 
 
 class Repeat:
-    """Repeat ``run.n`` of a cell, on the runner's active cluster."""
+    """Repeat ``run.n`` of a cell, on ``cluster``, the run's active one."""
 
-    def __init__(self, runner: Runner, run: CellRun, *, kind: int,
+    def __init__(self, ctx: RunContext, cluster: ActiveCluster, run: CellRun, *, kind: int,
                  round_no: int | None = None, position: int | None = None) -> None:
         """``kind``: MEASURED, PROBED (the probes) or ANATOMY (the commit anatomy alone),
         as stored in ``repeats.probed``."""
-        self.runner, self.run, self.cell, self.kind = runner, run, run.cell, kind
+        self.ctx, self.cluster = ctx, cluster
+        self.run, self.cell, self.kind = run, run.cell, kind
         self.probed = kind != MEASURED
         self.round_no, self.position = round_no, position
-        target = runner.cluster.target
+        target = cluster.target
         assert target is not None
-        self.target, self.targets = target, runner.cluster.targets or [target]
+        self.target, self.targets = target, cluster.targets or [target]
         self.dir = run.cell_dir / f"repeat-{run.n:02d}"
-        self.here = str(self.dir.relative_to(runner.store.folder))  # as the store names it
+        self.here = str(self.dir.relative_to(ctx.store.folder))  # as the store names it
         self.client = Client()
         self.hosts: HostWatch | None = None
         self.fault: FaultRun | None = None
@@ -74,15 +87,14 @@ class Repeat:
         self.dir.mkdir()
         data_dirs = [n.data_dir for t in self.targets for n in t.nodes if n.data_dir]
         watch = reset.Disturbances(self.target.admin, self.target.version_num,
-                                   self.runner.tables.insert, data_dirs,
-                                   behind=self.runner.reset(self.cell))
+                                   self.ctx.tables.insert, data_dirs, behind=self._reset())
         started = now()
         with Recording(self.recorders()) as recording:
             running = start_clients(
                 self.targets, self.run.options, self.target.pgbench, self.run.script,
-                self.dir, self.runner.spec.workload.duration,
-                live=lambda s: self.runner.events.live(self.cell, s),
-                stall_watch=self.runner.stall_watch(self.cell))
+                self.dir, self.ctx.spec.workload.duration,
+                live=lambda s: self.ctx.events.live(self.cell, s),
+                stall_watch=self.ctx.stall_watch(self.cell))
             self.client.begin(running)
             runs = self._finished(running)
             watch.ended()
@@ -95,12 +107,27 @@ class Repeat:
             stdout_path=f"{self.here}/{self.cell.driver}.stdout",
             stderr_path=f"{self.here}/{self.cell.driver}.stderr")
         rows.instance_results = record.instance_rows
-        self.runner.store.add_repeat(self.run.cell_id, record.values, record.samples, rows)
+        self.ctx.store.add_repeat(self.run.cell_id, record.values, record.samples, rows)
         return record.tps
+
+    def _reset(self) -> bool:
+        """The repeat from the same state as every other (run/reset.py); whether a
+        standby was still behind when it began."""
+        behind = False
+        spec = self.ctx.spec
+        table = self.ctx.tables.insert if spec.workload.kind == "insert" else None
+        for target in self.targets:
+            standbys = [n.admin for n in target.nodes if not n.primary]
+            done = reset.reset(target.admin, standbys, table, target.version_num,
+                               spec.run.reset)
+            behind = behind or done.behind
+            for note in done.notes:
+                self.ctx.say_once(note, f"{self.cell.label}: {note}")
+        return behind
 
     def recorders(self) -> list[Recorder]:
         """What records this repeat, in the order it starts (see the module's text)."""
-        runner, spec, target = self.runner, self.runner.spec, self.target
+        ctx, spec, target = self.ctx, self.ctx.spec, self.target
         cell, duration = self.cell, spec.workload.duration
         chosen: list[Recorder | None] = []
         if cell.faults != NO_FAULTS:
@@ -139,7 +166,7 @@ class Repeat:
         if placed or numa:
             chosen.append(PlacementReadBack(
                 self.targets, self.client, min(2.0, duration / 2), placed=placed, numa=numa,
-                say=lambda text: runner.events.message(
+                say=lambda text: ctx.events.message(
                     f"{cell.label}: in repeat {self.run.n}, {text}")))
         return [r for r in chosen if r is not None]
 
@@ -154,10 +181,10 @@ class Repeat:
         if on_host is not None:
             spec, data_dir, admin = on_host
             return HostAnatomy(spec, data_dir, admin, self.dir,
-                               self.runner.spec.workload.duration)
+                               self.ctx.spec.workload.duration)
         return Skipped(ANATOMY_PROBE, NOT_HERE)
 
-    def _finished(self, running: list[RunningPgbench]) -> list[PgbenchRun]:
+    def _finished(self, running: list[RunningClient]) -> list[PgbenchRun]:
         """The clients' runs, once all have ended, their output kept beside the repeat.
         A client that failed because the fault scenario left no standby says so."""
         try:
@@ -185,7 +212,7 @@ class Repeat:
         the spec keeps them; a client that printed no summary fails the repeat."""
         if self.logs is None:
             self.logs = [run.stats or parse_transaction_logs(run.log_files) for run in runs]
-            if not self.runner.spec.workload.keep_logs:
+            if not self.ctx.spec.workload.keep_logs:
                 for run in runs:
                     for f in run.log_files:
                         f.unlink()
@@ -200,16 +227,16 @@ class Repeat:
         return sum(s.transactions for s in self._logs_of(runs)) * self.cell.batch
 
     def _fault_run(self) -> FaultRun:
-        target, spec = self.target, self.runner.spec
+        target, spec = self.target, self.ctx.spec
         if target.manifest is None:
             raise UserError("faults need a cluster syncrep-lab built",
                             "leave the faults axis out with attach")
         ctx = faults.FaultContext(target.manifest, target.admin, self.cell.synchronous_commit,
-                                  self.runner.cluster.sync or "", target.version_num,
+                                  self.cluster.sync or "", target.version_num,
                                   link_profiles(spec),
-                                  pgbench_name=f"{self.runner.application_name} pgbench")
+                                  pgbench_name=f"{self.ctx.application_name} pgbench")
         self.fault = FaultRun(spec.faults[self.cell.faults], ctx,
-                              spec.workload.kind == "insert", self.runner.cluster,
+                              spec.workload.kind == "insert", self.cluster,
                               spec.run.ready_timeout, self.client)
         return self.fault
 
@@ -219,7 +246,7 @@ class Repeat:
             return None
         target = self.target
         return GprofSetup(built.bin_dir / "postgres",
-                          lambda: self.runner.cluster.wait_streaming(target))
+                          lambda: self.cluster.wait_streaming(target))
 
 
 def _host_nodes(target: Target) -> dict[str, tuple[HostSpec, str]]:

@@ -24,8 +24,7 @@ import secrets
 import sqlite3
 import statistics
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -34,35 +33,32 @@ from syncrep_lab.errors import Interrupted, UserError
 from syncrep_lab.hosts.ssh import kept_connections
 from syncrep_lab.measure.histogram import LatencyHistogram
 from syncrep_lab.measure.pairing import baselines, by_round, rows_per_second
-from syncrep_lab.measure.pgbench_log import ProgressSample
 from syncrep_lab.measure.stats import mean_ci, rate_ci, stein_rounds, trend
-from syncrep_lab.pg import replication
 from syncrep_lab.pg.builds import unfit_note
 from syncrep_lab.pg.conninfo import (
     mask_toml,
     without_masked_password,
 )
+from syncrep_lab.plan.load import load_spec
 from syncrep_lab.plan.matrix import (
-    NO_FAULTS,
     Cell,
-    Plan,
     expand,
 )
-from syncrep_lab.plan.spec import Spec, parse_spec
-from syncrep_lab.run import faults, repeat_record, reset, sysbench
-from syncrep_lab.run.attached import APP_PREFIX, Visit, stamped
+from syncrep_lab.plan.spec import Spec
+from syncrep_lab.run import faults, repeat_record, sysbench
+from syncrep_lab.run.attached import APP_PREFIX, Visit
 from syncrep_lab.run.clients import ClientOptions, finish_all, start_clients
-from syncrep_lab.run.clusters import ActiveCluster, ClusterPool, Target, units
+from syncrep_lab.run.clusters import ActiveCluster, ClusterPool, units
+from syncrep_lab.run.context import Events, RunContext
 from syncrep_lab.run.host_watch import host_facts
 from syncrep_lab.run.machine import machine_metadata
 from syncrep_lab.run.preflight import check_installations, check_machine, check_out, make_builds
-from syncrep_lab.run.repeat import Repeat, anatomy_unavailable
+from syncrep_lab.run.repeat import CellRun, Repeat, anatomy_unavailable
 from syncrep_lab.run.rounds import Member, Rounds
-from syncrep_lab.run.stall import SyncStallWatch
+from syncrep_lab.run.target import Target
 from syncrep_lab.run.workload import (
     ATTACHED_TABLES,
     SEED_TABLES,
-    Tables,
     prepare_tables,
     script_text,
 )
@@ -78,20 +74,6 @@ from syncrep_lab.store import (
     now,
     with_defaults,
 )
-
-
-@dataclass
-class Events:
-    """What the runner reports while it works; the CLI draws it, tests ignore it."""
-
-    plan: Callable[[Plan, int], None] = lambda plan, done: None
-    cell_start: Callable[[Cell], None] = lambda cell: None
-    phase: Callable[[Cell, str], None] = lambda cell, phase: None
-    live: Callable[[Cell, ProgressSample], None] = lambda cell, sample: None
-    repeat: Callable[[Cell, int, float], None] = lambda cell, n, tps: None
-    cell_end: Callable[[Cell, dict[str, Any]], None] = lambda cell, summary: None
-    message: Callable[[str], None] = lambda text: None
-
 
 # What the budget keeps for the command's end after the last repeat: the results, the
 # verdicts and the report (2 s for two cells with every probe here).
@@ -121,28 +103,24 @@ class Runner:
         self.spec_dir = spec_dir
         self.run_id = run_id
         self.events = events or Events()
-        # Every session this invocation opens on a server carries this name (pgbench's
-        # with " pgbench" after it): what it ends, and only that (run/attached.py).
-        self.application_name = f"{APP_PREFIX} {secrets.token_hex(4)}"
+        token = secrets.token_hex(4)
         attach = spec.topology.attach
-        self.visit = (Visit(attach, store.folder, token=self.application_name.split()[1])
-                      if attach is not None else None)
-        self.pool = ClusterPool(self)
+        # what the run's clusters and repeats read of it (run/context.py)
+        self.ctx = RunContext(
+            store, spec, run_id, self.events, f"{APP_PREFIX} {token}",
+            Visit(attach, store.folder, token=token) if attach is not None else None,
+            ATTACHED_TABLES if attach is not None else SEED_TABLES)
+        self.pool = ClusterPool(self.ctx)
         run = store.run(run_id)
         # a run stored before rounds existed resumes as it began: one cell after another
         self.order = str(run.order_mode or "blocked")
         self.seed = int(run.seed or 0)
         self._tables_made: set[int] = set()  # the cluster generations they were made in
-        self._said: set[str] = set()
 
     @property
     def cluster(self) -> ActiveCluster:
         """The cluster the current cell runs on."""
         return self.pool.current
-
-    def named(self, conninfo: str, what: str = "") -> str:
-        """``conninfo`` carrying this invocation's application_name."""
-        return stamped(conninfo, f"{self.application_name} {what}".strip())
 
     def execute(self) -> None:
         # one SSH connection per host for the whole run (hosts/ssh.kept_connections)
@@ -411,11 +389,11 @@ class Runner:
         if cell.driver == "sysbench":
             script = cell_dir / "workload.lua"
             script.write_text(sysbench.script_text(self.spec.workload, cell.batch,
-                                                   self.tables))
+                                                   self.ctx.tables))
         else:
             script = cell_dir / "workload.sql"
             script.write_text(script_text(self.spec.workload, cell.batch, self.spec_dir,
-                                          self.tables))
+                                          self.ctx.tables))
         # A session's own synchronous_commit (PGOPTIONS) outranks a reload, so a
         # scenario that reloads it mid-cell sets the cell's level in the server instead.
         scenario = self.spec.faults.get(cell.faults)
@@ -424,10 +402,6 @@ class Runner:
         options = ClientOptions(cell.driver, cell.clients, cell.threads, session_sc)
         return CellRun(cell, cell_id, cell_dir, script, options,
                        n=len(self.store.repeats(cell_id)))
-
-    @property
-    def tables(self) -> Tables:
-        return ATTACHED_TABLES if self.cluster.attach is not None else SEED_TABLES
 
     def _enter(self, run: CellRun, *, fresh_tables: bool = False) -> Target:
         """The cell's cluster up, its sync level in force, its tables there and its
@@ -438,7 +412,7 @@ class Runner:
         if fresh_tables or self.cluster.generation not in self._tables_made:
             self.events.phase(cell, "prepare")
             for each in self.cluster.targets or [target]:
-                prepare_tables(each.admin, self.spec.workload, self.tables)
+                prepare_tables(each.admin, self.spec.workload, self.ctx.tables)
             self._tables_made.add(self.cluster.generation)
         if run.options.synchronous_commit is None:
             faults.set_on_primary(target.admin, "synchronous_commit", cell.synchronous_commit)
@@ -448,15 +422,15 @@ class Runner:
                 self.events.phase(cell, "warm-up")
                 finish_all(start_clients(
                     self.cluster.targets or [target], run.options, target.pgbench, run.script,
-                    None, self.spec.workload.warmup,
-                    live=lambda s: self.events.live(cell, s), stall_watch=self.stall_watch(cell)))
+                    None, self.spec.workload.warmup, live=lambda s: self.events.live(cell, s),
+                    stall_watch=self.ctx.stall_watch(cell)))
             run.warmed_in = self.cluster.generation
         return target
 
     def _measured(self, run: CellRun, round_no: int | None, position: int | None) -> float:
         self._enter(run)
         run.n += 1
-        return Repeat(self, run, kind=MEASURED, round_no=round_no,
+        return Repeat(self.ctx, self.cluster, run, kind=MEASURED, round_no=round_no,
                       position=position).measure()
 
     def _probed(self, run: CellRun) -> None:
@@ -471,7 +445,7 @@ class Runner:
             probed += 1
             run.n += 1
             self.events.phase(run.cell, f"probed repeat {probed}")
-            Repeat(self, run, kind=PROBED).measure()
+            Repeat(self.ctx, self.cluster, run, kind=PROBED).measure()
             self._probed_walls.append(time.monotonic() - began)
         # The commit anatomy's traps cost a quarter of the throughput where the kernel
         # steps them out of line (docs/decisions.md): a repeat of its own, so no other
@@ -491,37 +465,8 @@ class Runner:
                 run.n += 1
                 self.events.phase(run.cell, "commit anatomy" if wanted == 1
                                   else f"commit anatomy {anatomies}")
-                Repeat(self, run, kind=ANATOMY).measure()
+                Repeat(self.ctx, self.cluster, run, kind=ANATOMY).measure()
                 self._probed_walls.append(time.monotonic() - began)
-
-    def reset(self, cell: Cell) -> bool:
-        """Each repeat from the same state (run/reset.py); whether a standby was
-        still behind when it began."""
-        behind = False
-        table = self.tables.insert if self.spec.workload.kind == "insert" else None
-        for target in self.cluster.targets or ([self.cluster.target] if self.cluster.target
-                                               else []):
-            standbys = [n.admin for n in target.nodes if not n.primary]
-            done = reset.reset(target.admin, standbys, table, target.version_num,
-                               self.spec.run.reset)
-            behind = behind or done.behind
-            for note in done.notes:
-                if note not in self._said:
-                    self._said.add(note)
-                    self.events.message(f"{cell.label}: {note}")
-        return behind
-
-    def stall_watch(self, cell: Cell) -> Callable[[Target], SyncStallWatch | None]:
-        """Each instance's watch: cells whose commits wait for a standby stop early when
-        that wait stalls; a fault scenario watches for that itself (its own
-        stall_seconds)."""
-        def watch(target: Target) -> SyncStallWatch | None:
-            if (cell.synchronous_commit not in replication.WAITING_LEVELS
-                    or cell.faults != NO_FAULTS):
-                return None
-            return SyncStallWatch(target.admin, f"{self.application_name} pgbench",
-                                  self.spec.run.stall_seconds, target.version_num)
-        return watch
 
     def _summarise(self, run: CellRun, tps: list[float], stop_reason: str,
                    more_notes: list[str] | None = None) -> dict[str, Any]:
@@ -549,19 +494,6 @@ class Runner:
         self.store.update_cell(cell_id, **summary, histogram=merged.to_bytes(),
                                notes_json=json.dumps(notes), finished_at=now())
         return summary
-
-
-@dataclass
-class CellRun:
-    """A cell being measured: its folder, script and client options, and how far it got."""
-
-    cell: Cell
-    cell_id: int
-    cell_dir: Path
-    script: Path
-    options: ClientOptions
-    n: int = 0  # the number of its last stored repeat
-    warmed_in: int = -1  # the cluster generation its warm-up ran in
 
 
 ROUND_SPAN = 10_000  # round numbers per unit (repeats_max is at most 1000)
@@ -689,8 +621,8 @@ def resume_run(out: Path, events: Events | None = None, *, allow_alter: bool = F
             events = events or Events()
             events.message(f"{out}: the run is complete; nothing to resume")
             return out
-        spec = _with_masked_passwords_dropped(parse_spec(run.spec_toml, f"{out}/spec.toml",
-                                                         allow_alter=allow_alter))
+        spec = _with_masked_passwords_dropped(load_spec(run.spec_toml, f"{out}/spec.toml",
+                                                        allow_alter=allow_alter))
         if budget is not None:  # this invocation's, not stored
             spec = spec.model_copy(update={"run": spec.run.model_copy(
                 update={"budget": budget})})

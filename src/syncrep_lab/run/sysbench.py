@@ -25,7 +25,7 @@ from syncrep_lab.measure.pgbench_log import ProgressSample
 from syncrep_lab.plan.spec import Workload
 from syncrep_lab.run.workload import (
     SEED_TABLES,
-    RunningPgbench,
+    RunningClient,
     StallWatch,
     Tables,
     spawn_client,
@@ -117,7 +117,7 @@ def start_sysbench(
     extra_timeout: float = 60.0,
     launch: Launch | None = None,
     watch: StallWatch | None = None,
-) -> RunningPgbench:
+) -> RunningClient:
     """Start sysbench on ``script`` against ``conninfo`` (from the main thread, as
     pgbench is: the die-with-parent signal is tied to the forking thread)."""
     argv, session = command(str(program()), str(script.resolve()), conninfo,
@@ -126,5 +126,5 @@ def start_sysbench(
     env = {k: v for k, v in os.environ.items() if not k.startswith("PG")} | session
     started = time.monotonic()
     proc = spawn_client(argv, env, script.parent, launch)
-    return RunningPgbench(proc, argv, started, duration, extra_timeout, None, on_progress,
+    return RunningClient(proc, argv, started, duration, extra_timeout, None, on_progress,
                           watch, driver="sysbench")

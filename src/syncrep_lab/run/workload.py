@@ -188,7 +188,7 @@ def start_pgbench(
     extra_timeout: float = 60.0,
     launch: Launch | None = None,
     watch: StallWatch | None = None,
-) -> RunningPgbench:
+) -> RunningClient:
     """Start pgbench (from the calling thread, which must be the main one: the kernel
     ties the die-with-parent signal to the thread that forks). ``launch`` places it:
     the client's namespace and cpuset. ``watch`` is asked, about once a second while
@@ -212,7 +212,7 @@ def start_pgbench(
         env["PGOPTIONS"] = f"-c synchronous_commit={synchronous_commit}"
     started = time.monotonic()
     proc = spawn_client(argv, env, script.parent, launch)
-    return RunningPgbench(proc, argv, started, duration, extra_timeout, log_prefix,
+    return RunningClient(proc, argv, started, duration, extra_timeout, log_prefix,
                           on_progress, watch)
 
 
@@ -258,7 +258,7 @@ class ClientProcess(Protocol):
     def kill(self) -> None: ...
 
 
-class RunningPgbench:
+class RunningClient:
     """A client process (pgbench, or sysbench with ``driver``) and the threads reading
     its output: pgbench reports its progress on stderr, sysbench on stdout."""
 

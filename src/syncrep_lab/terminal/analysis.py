@@ -18,15 +18,11 @@ from syncrep_lab.analysis.compare import (
     FigureComparison,
 )
 from syncrep_lab.analysis.costs import KEY_SYSCALLS, GprofProfile, MeanCI, RunCellCosts
-from syncrep_lab.analysis.diagnosis import (
-    CellDiagnosis,
-    VerdictData,
-    confidence_text,
-    leading_title,
-)
+from syncrep_lab.analysis.diagnosis import confidence_text, leading_title
 from syncrep_lab.analysis.kernel import function_text
 from syncrep_lab.analysis.model import headline
 from syncrep_lab.analysis.scaling import Series
+from syncrep_lab.analysis.verdict import CellDiagnosis, VerdictData
 from syncrep_lab.pg.replication import level_rank
 from syncrep_lab.terminal import number
 

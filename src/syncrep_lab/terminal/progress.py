@@ -14,7 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from syncrep_lab.measure.pgbench_log import ProgressSample
 from syncrep_lab.plan.matrix import Cell, Plan
-from syncrep_lab.run.runner import Events
+from syncrep_lab.run.context import Events
 from syncrep_lab.terminal import make_console
 
 
