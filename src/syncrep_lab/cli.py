@@ -633,12 +633,12 @@ def model_cmd(run_dir: Path | None, only_cell: int | None, cores: float | None,
     """Where each cell's ceiling is and which process sets it: the bound of every
     process, pool, the machine and the clients from CPU per commit, the knee, the
     Universal Scalability Law over clients, and what would bind on more cores."""
-    from syncrep_lab.analysis.model import finite, run_model
+    from syncrep_lab.analysis.model import run_model
     from syncrep_lab.terminal.analysis import print_model
 
     cells = run_model(run_dir or _latest_run(), cell=only_cell, cores=cores, clients=clients)
     if as_json:
-        click.echo(json.dumps(finite(cells), indent=2))
+        click.echo(json.dumps([c.to_json() for c in cells], indent=2))
     else:
         print_model(cells, out)
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console
@@ -25,7 +24,13 @@ from syncrep_lab.analysis.diagnosis import (
     leading_title,
 )
 from syncrep_lab.analysis.kernel import function_text
-from syncrep_lab.analysis.model import headline
+from syncrep_lab.analysis.model import (
+    CellModel,
+    LittleBound,
+    ReleaseBound,
+    WaitBound,
+    headline,
+)
 from syncrep_lab.analysis.scaling import Series
 from syncrep_lab.pg.replication import level_rank
 from syncrep_lab.terminal import number
@@ -166,30 +171,28 @@ def resource_lines(cell: RunCellCosts) -> list[str]:
     return out
 
 
-def _twin_lines(cell: dict[str, Any]) -> list[str]:
+def _twin_lines(cell: CellModel) -> list[str]:
     """A cell predicted from its twin without the quota, the release delay or the link
     (analysis/model.py): how, and the measured TPS against it."""
     out = []
-    kinds: list[tuple[str, str, Callable[[dict[str, Any]], str]]] = [
-            ("held_from", "no quota", lambda p: (
-                f"{escape(p['role'])} at {p['unheld_us_per_commit']:,.1f} µs of CPU a "
-                f"commit there, held to {p['share']:g} CPU, passes "
-                f"{_tps(p['predicted_tps'])} tps")),
-            ("delayed_from", "no release delay", lambda p: (
-                f"{escape(p['walsender'])} at {p['stock_us_per_commit']:,.1f} µs of CPU a "
-                f"commit there, plus {p['delay_us']:g} µs for each of the "
-                f"{p['stock_freed_per_commit']:.2f} waiters it freed a commit: "
-                f"{escape(p['binding'])} binds at {_tps(p['predicted_tps'])} tps")),
-            ("linked_from", "no link", lambda p: (
-                f"{p['clients']} clients at {_tps(p['unlinked_tps'])} tps there, each "
-                f"commit {p['round_trip_ms']:g} ms longer (the link's round trip): "
-                f"{_tps(p['predicted_tps'])} tps (Little's law)"))]
-    for key, without, how in kinds:
-        p = cell.get(key)
-        if p is not None:
-            out.append(f"  predicted from cell {p['cell']} ({without}): {how(p)}; measured "
-                       f"{_tps(p['measured_tps'])} ({p['ratio']:.2f} of it)")
-    return out
+    if (h := cell.held_from) is not None:
+        out.append((h.cell, "no quota", h.measured_tps, h.ratio,
+                    f"{escape(h.role)} at {h.unheld_us_per_commit:,.1f} µs of CPU a "
+                    f"commit there, held to {h.share:g} CPU, passes "
+                    f"{_tps(h.predicted_tps)} tps"))
+    if (d := cell.delayed_from) is not None:
+        out.append((d.cell, "no release delay", d.measured_tps, d.ratio,
+                    f"{escape(d.walsender)} at {d.stock_us_per_commit:,.1f} µs of CPU a "
+                    f"commit there, plus {d.delay_us:g} µs for each of the "
+                    f"{d.stock_freed_per_commit:.2f} waiters it freed a commit: "
+                    f"{escape(d.binding)} binds at {_tps(d.predicted_tps)} tps"))
+    if (k := cell.linked_from) is not None:
+        out.append((k.cell, "no link", k.measured_tps, k.ratio,
+                    f"{k.clients} clients at {_tps(k.unlinked_tps)} tps there, each "
+                    f"commit {k.round_trip_ms:g} ms longer (the link's round trip): "
+                    f"{_tps(k.predicted_tps)} tps (Little's law)"))
+    return [f"  predicted from cell {twin} ({without}): {how}; measured "
+            f"{_tps(measured)} ({ratio:.2f} of it)" for twin, without, measured, ratio, how in out]
 
 
 def kernel_lines(cell: RunCellCosts) -> list[str]:
@@ -535,80 +538,73 @@ def _tps(value: float | None) -> str:
         else f"{value:,.0f}"
 
 
-def print_model(cells: list[dict[str, Any]], console: Console) -> None:
+def print_model(cells: list[CellModel], console: Console) -> None:
     """Each cell's bounds, lowest first, the binding one marked; the serial part of the
     sync walsender; the what-if; the USL fit of its series."""
     for cell in cells:
-        measured = cell["measured_tps"]
-        head = (f"cell {cell['idx']} {escape(cell['label'])}: {_tps(measured)} tps measured, "
-                f"{cell['clients']} clients on {cell['cpus']:g} CPUs")
-        waits = cell.get("wait_bounds") or []
-        if cell["missing"] and not waits:
-            console.print(f"{head}: {escape(cell['missing'])}", soft_wrap=True)
+        head = (f"cell {cell.idx} {escape(cell.label)}: {_tps(cell.measured_tps)} tps "
+                f"measured, {cell.clients} clients on {cell.cpus:g} CPUs")
+        if cell.missing and not cell.wait_bounds:
+            console.print(f"{head}: {escape(cell.missing)}", soft_wrap=True)
             continue
         table = Table(title=head + " - the bounds, lowest first (95 % CI)",
                       title_justify="left")
         for col in ("resource", "kind", "µs / commit", "max tps", "from"):
             table.add_column(col, justify="left" if col in ("resource", "kind", "from")
                              else "right")
-        every = sorted([*cell["bounds"], *waits],
-                       key=lambda b: math.inf if b["max_tps"] is None else b["max_tps"])
-        for b in every:
-            demand = ("-" if b["demand_us_per_commit"] is None else
-                      f"{b['demand_us_per_commit']:,.1f} [{_us(b['demand_low'])}, "
-                      f"{_us(b['demand_high'])}]")
-            mark = " ← binds" if b["resource"] == cell["binding"] else ""
-            table.add_row(escape(b["resource"]) + mark, b["kind"], demand,
-                          f"{_tps(b['max_tps'])} [{_tps(b['low'])}, {_tps(b['high'])}]",
-                          escape(b["source"]))
+        for b in sorted([*cell.bounds, *cell.wait_bounds], key=lambda b: b.max_tps.mean):
+            d = b.demand_us
+            demand = "-" if d is None else f"{d.mean:,.1f} [{_us(d.low)}, {_us(d.high)}]"
+            mark = " ← binds" if b.resource == cell.binding else ""
+            table.add_row(escape(b.resource) + mark, b.kind, demand,
+                          f"{_tps(b.max_tps.mean)} [{_tps(b.max_tps.low)}, "
+                          f"{_tps(b.max_tps.high)}]", escape(b.source))
         console.print(table)
         said = headline(cell)
         if said:
             console.print(f"  {escape(said)}", soft_wrap=True)
         for line in _wait_lines(cell):
             console.print(line, soft_wrap=True, markup=False)
-        for error in cell["errors"]:
+        for error in cell.errors:
             console.print(f"  [red]model error[/red]: {escape(error)}", soft_wrap=True)
-        if cell["knee_clients"] is not None:
-            console.print(f"  knee: about {cell['knee_clients']:,.1f} clients (R1 from "
-                          f"{escape(cell['knee_from'])})", soft_wrap=True)
-        for s in cell["serial"][:1]:
-            console.print(f"  {s['role']} spends {100 * s['share']:.0f} % of its CPU in "
-                          f"{s['frame']}: at least {s['serial_us_per_commit']:,.1f} µs per "
+        if cell.knee_clients is not None:
+            console.print(f"  knee: about {cell.knee_clients:,.1f} clients (R1 from "
+                          f"{escape(cell.knee_from or '')})", soft_wrap=True)
+        for s in cell.serial[:1]:
+            console.print(f"  {s.role} spends {100 * s.share:.0f} % of its CPU in "
+                          f"{s.frame}: at least {s.serial_us_per_commit:,.1f} µs per "
                           f"commit under SyncRepLock, a serial ceiling of "
-                          f"{_tps(s['max_tps_if_serial'])} tps", soft_wrap=True)
+                          f"{_tps(s.max_tps_if_serial)} tps", soft_wrap=True)
         for line in _twin_lines(cell):
             console.print(line, soft_wrap=True)
-        w = cell["what_if"]
-        if w is not None and w["max_tps"] is not None:
-            console.print(f"  on {w['cores']:g} CPUs with {w['clients']} clients, demands as "
-                          f"measured: {escape(w['binding'])} binds at "
-                          f"{_tps(w['max_tps']['mean'])} tps [{_tps(w['max_tps']['low'])}, "
-                          f"{_tps(w['max_tps']['high'])}]", soft_wrap=True)
-            there = [_wait_there(b) for b in w.get("wait_bounds") or []]
+        w = cell.what_if
+        if w is not None and w.max_tps is not None:
+            console.print(f"  on {w.cores:g} CPUs with {w.clients} clients, demands as "
+                          f"measured: {escape(w.binding or '')} binds at "
+                          f"{_tps(w.max_tps.mean)} tps [{_tps(w.max_tps.low)}, "
+                          f"{_tps(w.max_tps.high)}]", soft_wrap=True)
+            there = [_wait_there(b) for b in w.wait_bounds]
             if there:
                 console.print("  the wait bounds there: " + "; ".join(there), soft_wrap=True,
                               markup=False)
-        for key in ("usl", "usl_cores"):
-            fit = cell.get(key)
-            if not fit:
+        for axis, fit in (("clients", cell.usl), ("cores", cell.usl_cores)):
+            if fit is None:
                 continue
-            axis = "clients" if key == "usl" else "cores"
-            if fit.get("fit") is None:
-                console.print(f"  USL over {axis}: no fit ({escape(fit['reason'])})",
+            sg, kp, pk, pt = fit.sigma, fit.kappa, fit.peak_n, fit.peak_tps
+            if sg is None or kp is None or pk is None or pt is None:
+                console.print(f"  USL over {axis}: no fit ({escape(fit.reason or '')})",
                               soft_wrap=True)
                 continue
-            sg, kp, pk, pt = fit["sigma"], fit["kappa"], fit["peak_n"], fit["peak_tps"]
-            console.print(f"  USL over {axis}: σ {sg['value']:.3f} [{sg['low']:.3f}, "
-                          f"{sg['high']:.3f}], κ {kp['value']:.5f} [{kp['low']:.5f}, "
-                          f"{kp['high']:.5f}]; peak at {_tps(pk['value'])} {axis}, "
-                          f"{_tps(pt['value'])} tps [{_tps(pt['low'])}, {_tps(pt['high'])}]",
+            console.print(f"  USL over {axis}: σ {sg.value:.3f} [{sg.low:.3f}, "
+                          f"{sg.high:.3f}], κ {kp.value:.5f} [{kp.low:.5f}, "
+                          f"{kp.high:.5f}]; peak at {_tps(pk.value)} {axis}, "
+                          f"{_tps(pt.value)} tps [{_tps(pt.low)}, {_tps(pt.high)}]",
                           soft_wrap=True)
     if cells:
         console.print("Demands are CPU per commit as measured; they fall as more commits "
                       "share a WAL flush at higher load, so a bound on another machine is "
                       "a ceiling for the shape, not a forecast.", soft_wrap=True)
-    if any(c.get("wait_bounds") for c in cells):
+    if any(c.wait_bounds for c in cells):
         console.print("Wait bounds keep the traced repeat's shares of time (its traps slow "
                       "every duration) and take the durations from the measured throughput. "
                       "On another machine the release's cost per waiter stays (one process, "
@@ -622,38 +618,36 @@ def _us(value: float | None) -> str:
     return "∞" if value is None or value == math.inf else f"{value:,.1f}"
 
 
-def _wait_lines(cell: dict[str, Any]) -> list[str]:
+def _wait_lines(cell: CellModel) -> list[str]:
     """How the wait bounds were reached, or why the cell has none."""
-    waits = {b["law"]: b for b in cell.get("wait_bounds") or []}
-    little = waits.get("little")
+    little = next((b for b in cell.wait_bounds if isinstance(b, LittleBound)), None)
     if little is None:
-        missing = cell.get("wait_missing")
-        return [f"  no wait bounds: {missing}"] if missing else []
-    traced = ", ".join(f"{b['resource']} {_tps(b['as_traced_tps'])} tps"
-                       for b in waits.values())
-    lines = [f"  wait bounds from the commit anatomy ({little['traced_commits']:,} commits "
-             f"traced at {little['traced_tps']:,.0f} tps, {little['scale']:.2f}x slower than "
+        return [f"  no wait bounds: {cell.wait_missing}"] if cell.wait_missing else []
+    traced = ", ".join(f"{b.resource} {_tps(b.as_traced_tps)} tps"
+                       for b in cell.wait_bounds)
+    lines = [f"  wait bounds from the commit anatomy ({little.traced_commits:,} commits "
+             f"traced at {little.traced_tps:,.0f} tps, {little.scale:.2f}x slower than "
              "the measured repeats: the probe's traps), its shares of time carried to the "
              f"measured pace; as traced {traced} (as costs shows)"]
-    parts = little.get("parts_us") or {}
-    if parts:
+    if little.parts_us:
         lines.append("  per commit in the server at the measured pace: " + ", ".join(
-            f"{PART_NAMES[k]} {v:,.0f} µs" for k, v in parts.items()))
+            f"{PART_NAMES[k]} {v:,.0f} µs" for k, v in little.parts_us.items()))
     return lines
 
 
-def _wait_there(b: dict[str, Any]) -> str:
-    if b.get("law") == "release":
-        return (f"{b['resource']} {_tps(b['max_tps'])} tps [{_tps(b['low'])}, "
-                f"{_tps(b['high'])}] (its cost per waiter does not shrink with cores; "
-                f"measured at {b['waiters_per_release'] or 0:.1f} waiters per release, it "
+def _wait_there(b: WaitBound) -> str:
+    span = f"{b.resource} {_tps(b.max_tps.mean)} tps [{_tps(b.max_tps.low)}, " \
+           f"{_tps(b.max_tps.high)}]"
+    if isinstance(b, ReleaseBound):
+        return (f"{span} (its cost per waiter does not shrink with cores; "
+                f"measured at {b.waiters_per_release or 0:.1f} waiters per release, it "
                 "falls where a release frees more)")
-    dropped = ", ".join(p.replace("_", " ") for p in b.get("dropped") or [])
-    carried = ", ".join(p.replace("_", " ") for p in b.get("carried") or [])
+    assert isinstance(b, LittleBound)
+    dropped = ", ".join(p.replace("_", " ") for p in b.dropped)
+    carried = ", ".join(p.replace("_", " ") for p in b.carried)
     parts = (f"; carried: {carried}; dropped: {dropped} (this machine's wait for a core)"
              if dropped else "")
-    return (f"{b['resource']} {_tps(b['max_tps'])} tps [{_tps(b['low'])}, {_tps(b['high'])}] "
-            f"({b['clients']} clients over the time in the server as at {b['at_clients']}"
+    return (f"{span} ({b.clients} clients over the time in the server as at {b.at_clients}"
             f"{parts})")
 
 
