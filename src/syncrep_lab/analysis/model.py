@@ -62,6 +62,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from syncrep_lab import format as fmt
 from syncrep_lab.analysis.anatomy import WAIT_PARTS, Anatomy, cell_anatomy
 from syncrep_lab.analysis.costs import CPU_SOURCES, role_run_delay, role_values
 from syncrep_lab.analysis.sync_walsender import choose, stored_clues
@@ -886,26 +887,20 @@ def headline(model: CellModel) -> str | None:
                 else binding.resource)
     plural = binding.kind == "machine" or binding.resource.endswith("s")
     text = f"here {what} bind{'' if plural else 's'} at " \
-           f"~{round_tps(binding.max_tps.mean)} tps"
+           f"~{fmt.tps_short(binding.max_tps.mean)} tps"
     cpu = [b for b in model.bounds if b.kind != "clients"]
     if isinstance(binding, WaitBound) and cpu:
         text += (f", below every CPU bound (the lowest: {cpu[0].resource} at "
-                 f"~{round_tps(cpu[0].max_tps.mean)})")
+                 f"~{fmt.tps_short(cpu[0].max_tps.mean)})")
     beyond = model.bound(model.beyond_cores)
     if beyond is not None:
         if isinstance(beyond, WaitBound):
             name = wait_name(beyond)
         else:
             name = beyond.resource + (" alone" if beyond.kind == "process" else "")
-        text += (f"; {name} would bind at ~{round_tps(beyond.max_tps.mean)} "
+        text += (f"; {name} would bind at ~{fmt.tps_short(beyond.max_tps.mean)} "
                  "tps on a machine with enough cores")
     return text
-
-
-def round_tps(tps: float) -> str:
-    if not math.isfinite(tps):
-        return "unbounded"
-    return f"{tps / 1000:,.0f}k" if tps >= 10_000 else f"{tps:,.0f}"
 
 
 def _twin(cell: StoredCell, cells: list[StoredCell], axis: str,

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from syncrep_lab import format as fmt
 from syncrep_lab.analysis import model
 from syncrep_lab.analysis.anatomy import share_of_commit
 from syncrep_lab.analysis.costs import cell_costs, cluster_version
@@ -230,7 +231,7 @@ def verdicts(o: dict[str, Any]) -> list[Verdict]:
                 f"the {o['cpus']:g} CPUs" if b["kind"] == "machine" else str(b["resource"]))
         found.append(Verdict(
             "headroom", "medium",
-            f"{what} would bind at ~{model.round_tps(b['max_tps'])} written transactions "
+            f"{what} would bind at ~{fmt.tps_short(b['max_tps'])} written transactions "
             f"per second, {o['headroom']:.1f}x today's {rate:,.0f} (the bottleneck model on "
             "CPU per commit measured here; wait-bound ceilings come first if the wait grows)",
             {"bound": str(b["resource"]), "max_tps": round(b["max_tps"], 1),

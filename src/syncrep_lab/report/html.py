@@ -20,6 +20,7 @@ import plotly
 from markupsafe import escape
 
 from syncrep_lab import __version__
+from syncrep_lab import format as fmt
 from syncrep_lab.analysis.compare import Comparison
 from syncrep_lab.errors import UserError
 from syncrep_lab.report.charts import LEVEL_COLOURS, all_charts, bound_levels, compare_charts
@@ -81,17 +82,9 @@ def _environment() -> jinja2.Environment:
                 "templates", name).read_text(encoding="utf-8")),
         autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True,
         lstrip_blocks=True)
-    env.filters["num"] = _num
-    env.filters["pct"] = lambda v, d=1: "–" if v is None else f"{100 * float(v):.{d}f} %"
+    env.filters["num"] = fmt.page_number
+    env.filters["pct"] = fmt.page_pct
     return env
-
-
-def _num(value: Any, digits: int = 0) -> str:
-    if value is None:
-        return "–"
-    if isinstance(value, int | float):
-        return f"{value:,.{digits}f}"
-    return str(value)
 
 
 def render(data: dict[str, Any]) -> str:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from syncrep_lab import format as fmt
 from syncrep_lab.analysis.anatomy import PART_NAMES, WAIT_PARTS, Anatomy
 from syncrep_lab.analysis.compare import (
     ONE_REPEAT,
@@ -16,7 +16,7 @@ from syncrep_lab.analysis.compare import (
     Comparison,
     FigureComparison,
 )
-from syncrep_lab.analysis.costs import KEY_SYSCALLS, GprofProfile, MeanCI, RunCellCosts
+from syncrep_lab.analysis.costs import KEY_SYSCALLS, GprofProfile, RunCellCosts
 from syncrep_lab.analysis.diagnosis import (
     CellDiagnosis,
     VerdictData,
@@ -33,7 +33,6 @@ from syncrep_lab.analysis.model import (
 )
 from syncrep_lab.analysis.scaling import Series
 from syncrep_lab.pg.replication import level_rank
-from syncrep_lab.terminal import number
 
 SHORT = {"epoll_create1": "ep_create", "epoll_ctl": "ep_ctl", "epoll_wait": "ep_wait",
          "epoll_pwait": "ep_pwait", "fdatasync": "fdsync", "recvfrom": "recv", "sendto": "send",
@@ -41,20 +40,6 @@ SHORT = {"epoll_create1": "ep_create", "epoll_ctl": "ep_ctl", "epoll_wait": "ep_
 
 
 _SOURCE_MARK = {"perf": " (perf)", "proc": " (/proc, probed)"}
-
-
-def _ms(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f} ms"
-
-
-def _fmt(ci: MeanCI, digits: int = 1) -> str:
-    mean = ci.get("mean")
-    if mean is None:
-        return "-"
-    low, high = ci.get("low"), ci.get("high")
-    if low is None or high is None:
-        return f"{mean:.{digits}f}"
-    return f"{mean:.{digits}f}±{(high - low) / 2:.{digits}f}"
 
 
 def print_costs(cells: list[RunCellCosts], console: Console) -> None:
@@ -84,11 +69,11 @@ def print_costs(cells: list[RunCellCosts], console: Console) -> None:
                     continue  # idle all repeat: nothing to show
                 sc = r["syscalls_per_commit"]
                 sd = r["sched"]
-                sched_cells = [_fmt(sd[k]) if k in sd else "-" for k in
+                sched_cells = [fmt.mean_pm(sd[k]) if k in sd else "-" for k in
                                ("sleep_us_per_commit", "runq_us_per_commit")] if extra else []
-                cpu = _fmt(r["cpu_us_per_commit"]) + _SOURCE_MARK.get(r["cpu_source"], "")
+                cpu = fmt.mean_pm(r["cpu_us_per_commit"]) + _SOURCE_MARK.get(r["cpu_source"], "")
                 table.add_row(r["node"], escape(r["role"]), cpu,
-                              _fmt(r["context_switches_per_commit"], 2), *sched_cells,
+                              fmt.mean_pm(r["context_switches_per_commit"], 2), *sched_cells,
                               *(f"{sc[s]['mean']:.2f}" if s in sc and sc[s]["mean"] is not None
                             else "-" for s in calls))
             console.print(table)
@@ -97,7 +82,7 @@ def print_costs(cells: list[RunCellCosts], console: Console) -> None:
             console.print("  wake-ups per commit (scheduler trace): " + "; ".join(
                 f"{escape(w['waker_node'])} {escape(w['waker_role'])} → "
                 f"{escape(w['wakee_node'])} {escape(w['wakee_role'])} "
-                f"{_fmt(w['per_commit'], 2)}" for w in wakes[:8]), soft_wrap=True)
+                f"{fmt.mean_pm(w['per_commit'], 2)}" for w in wakes[:8]), soft_wrap=True)
         for g in cell.get("flamegraphs", []):
             # Where the role's CPU goes in its own code (PostgreSQL, pgbench): functions by
             # inclusive share, leaving out the kernel's and the near-root frames
@@ -127,7 +112,7 @@ def print_costs(cells: list[RunCellCosts], console: Console) -> None:
                 f"{lb['client_ms']:.2f} ms, other {lb['other_ms']:.2f} ms", soft_wrap=True)
         for rep in cell.get("replication", []):
             lags = ", ".join(
-                f"{label} {_ms(rep[key])}" for label, key in
+                f"{label} {fmt.ms(rep[key])}" for label, key in
                 (("write", "write_ms"), ("flush", "flush_ms"), ("replay", "replay_ms"))
                 if rep.get(key) is not None)
             console.print(f"  standby {escape(rep['standby'])} ({escape(str(rep['states']))}): "
@@ -179,20 +164,21 @@ def _twin_lines(cell: CellModel) -> list[str]:
         out.append((h.cell, "no quota", h.measured_tps, h.ratio,
                     f"{escape(h.role)} at {h.unheld_us_per_commit:,.1f} µs of CPU a "
                     f"commit there, held to {h.share:g} CPU, passes "
-                    f"{_tps(h.predicted_tps)} tps"))
+                    f"{fmt.tps(h.predicted_tps)} tps"))
     if (d := cell.delayed_from) is not None:
         out.append((d.cell, "no release delay", d.measured_tps, d.ratio,
                     f"{escape(d.walsender)} at {d.stock_us_per_commit:,.1f} µs of CPU a "
                     f"commit there, plus {d.delay_us:g} µs for each of the "
                     f"{d.stock_freed_per_commit:.2f} waiters it freed a commit: "
-                    f"{escape(d.binding)} binds at {_tps(d.predicted_tps)} tps"))
+                    f"{escape(d.binding)} binds at {fmt.tps(d.predicted_tps)} tps"))
     if (k := cell.linked_from) is not None:
         out.append((k.cell, "no link", k.measured_tps, k.ratio,
-                    f"{k.clients} clients at {_tps(k.unlinked_tps)} tps there, each "
+                    f"{k.clients} clients at {fmt.tps(k.unlinked_tps)} tps there, each "
                     f"commit {k.round_trip_ms:g} ms longer (the link's round trip): "
-                    f"{_tps(k.predicted_tps)} tps (Little's law)"))
+                    f"{fmt.tps(k.predicted_tps)} tps (Little's law)"))
     return [f"  predicted from cell {twin} ({without}): {how}; measured "
-            f"{_tps(measured)} ({ratio:.2f} of it)" for twin, without, measured, ratio, how in out]
+            f"{fmt.tps(measured)} ({ratio:.2f} of it)"
+            for twin, without, measured, ratio, how in out]
 
 
 def kernel_lines(cell: RunCellCosts) -> list[str]:
@@ -210,7 +196,7 @@ def anatomy_lines(a: Anatomy) -> list[str]:
 
     def us(name: str) -> str:
         c = by_name[name]
-        return f"{PART_NAMES[name]} {_fmt(c['us_per_commit'], 1)} µs"
+        return f"{PART_NAMES[name]} {fmt.mean_pm(c['us_per_commit'], 1)} µs"
 
     head = f"  where a commit's time goes ({a['commits']:,} commits traced, per commit):"
     parts = [us(n) for n in ("local_flush", "commit_wait") if n in by_name]
@@ -464,14 +450,6 @@ def print_compare(data: Comparison, console: Console) -> None:
         console.print("[yellow]no cell of A matches one of B: nothing to compare[/]")
 
 
-def _amount(value: float | None) -> str:
-    """µs or waiters, to a precision that suits their size."""
-    if value is None:
-        return "-"
-    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.1f}" if abs(value) >= 10 \
-        else f"{value:.2f}"
-
-
 def print_anatomy_comparison(cmp: AnatomyComparison, console: Console,
                              a: str = "A", b: str = "B") -> None:
     """Where a commit's time moved: each anatomy figure of ``b`` against ``a``."""
@@ -484,8 +462,8 @@ def print_anatomy_comparison(cmp: AnatomyComparison, console: Console,
         table.add_column(col, justify="left" if col in ("part", "unit", "verdict")
                          else "right")
     for f in cmp["figures"]:
-        table.add_row(escape(f["figure"]), escape(f["unit"]), _amount(f["a"]["mean"]),
-                      _amount(f["b"]["mean"]), _ratio(f), _styled_verdict(f["verdict"]))
+        table.add_row(escape(f["figure"]), escape(f["unit"]), fmt.amount(f["a"]["mean"]),
+                      fmt.amount(f["b"]["mean"]), _ratio(f), _styled_verdict(f["verdict"]))
     console.print(table)
     for side, parts in ((a, cmp["only_in_a"]), (b, cmp["only_in_b"])):
         if parts:
@@ -518,9 +496,9 @@ def print_faults(cells: list[dict[str, Any]], console: Console) -> None:
             for e in r["events"]:
                 table.add_row(str(r["n"]), f"{e['t_s']:.2f}", escape(f"{e['node']} {e['detail']}"),
                               escape(e["detected"] or "no state change"),
-                              number(e["detect_s"], "{:.2f}"), number(e["tps_before"]),
-                              number(e["tps_during"]), number(e["recovery_s"], "{:.1f}"),
-                              number(e["tps_after"]))
+                              fmt.number(e["detect_s"], "{:.2f}"), fmt.number(e["tps_before"]),
+                              fmt.number(e["tps_during"]), fmt.number(e["recovery_s"], "{:.1f}"),
+                              fmt.number(e["tps_after"]))
         console.print(table)
         for r in cell["repeats"]:
             rows = "; ".join(f"{d['node']} {d['rows']:,}/{d['expected']:,}"
@@ -533,16 +511,11 @@ def print_faults(cells: list[dict[str, Any]], console: Console) -> None:
                               f"{escape(d['detail'])}[/]", soft_wrap=True)
 
 
-def _tps(value: float | None) -> str:
-    return "unbounded" if value is None or value != value or value == float("inf") \
-        else f"{value:,.0f}"
-
-
 def print_model(cells: list[CellModel], console: Console) -> None:
     """Each cell's bounds, lowest first, the binding one marked; the serial part of the
     sync walsender; the what-if; the USL fit of its series."""
     for cell in cells:
-        head = (f"cell {cell.idx} {escape(cell.label)}: {_tps(cell.measured_tps)} tps "
+        head = (f"cell {cell.idx} {escape(cell.label)}: {fmt.tps(cell.measured_tps)} tps "
                 f"measured, {cell.clients} clients on {cell.cpus:g} CPUs")
         if cell.missing and not cell.wait_bounds:
             console.print(f"{head}: {escape(cell.missing)}", soft_wrap=True)
@@ -554,11 +527,11 @@ def print_model(cells: list[CellModel], console: Console) -> None:
                              else "right")
         for b in sorted([*cell.bounds, *cell.wait_bounds], key=lambda b: b.max_tps.mean):
             d = b.demand_us
-            demand = "-" if d is None else f"{d.mean:,.1f} [{_us(d.low)}, {_us(d.high)}]"
+            demand = "-" if d is None else f"{d.mean:,.1f} [{fmt.us(d.low)}, {fmt.us(d.high)}]"
             mark = " ← binds" if b.resource == cell.binding else ""
             table.add_row(escape(b.resource) + mark, b.kind, demand,
-                          f"{_tps(b.max_tps.mean)} [{_tps(b.max_tps.low)}, "
-                          f"{_tps(b.max_tps.high)}]", escape(b.source))
+                          f"{fmt.tps(b.max_tps.mean)} [{fmt.tps(b.max_tps.low)}, "
+                          f"{fmt.tps(b.max_tps.high)}]", escape(b.source))
         console.print(table)
         said = headline(cell)
         if said:
@@ -574,15 +547,15 @@ def print_model(cells: list[CellModel], console: Console) -> None:
             console.print(f"  {s.role} spends {100 * s.share:.0f} % of its CPU in "
                           f"{s.frame}: at least {s.serial_us_per_commit:,.1f} µs per "
                           f"commit under SyncRepLock, a serial ceiling of "
-                          f"{_tps(s.max_tps_if_serial)} tps", soft_wrap=True)
+                          f"{fmt.tps(s.max_tps_if_serial)} tps", soft_wrap=True)
         for line in _twin_lines(cell):
             console.print(line, soft_wrap=True)
         w = cell.what_if
         if w is not None and w.max_tps is not None:
             console.print(f"  on {w.cores:g} CPUs with {w.clients} clients, demands as "
                           f"measured: {escape(w.binding or '')} binds at "
-                          f"{_tps(w.max_tps.mean)} tps [{_tps(w.max_tps.low)}, "
-                          f"{_tps(w.max_tps.high)}]", soft_wrap=True)
+                          f"{fmt.tps(w.max_tps.mean)} tps [{fmt.tps(w.max_tps.low)}, "
+                          f"{fmt.tps(w.max_tps.high)}]", soft_wrap=True)
             there = [_wait_there(b) for b in w.wait_bounds]
             if there:
                 console.print("  the wait bounds there: " + "; ".join(there), soft_wrap=True,
@@ -597,8 +570,8 @@ def print_model(cells: list[CellModel], console: Console) -> None:
                 continue
             console.print(f"  USL over {axis}: σ {sg.value:.3f} [{sg.low:.3f}, "
                           f"{sg.high:.3f}], κ {kp.value:.5f} [{kp.low:.5f}, "
-                          f"{kp.high:.5f}]; peak at {_tps(pk.value)} {axis}, "
-                          f"{_tps(pt.value)} tps [{_tps(pt.low)}, {_tps(pt.high)}]",
+                          f"{kp.high:.5f}]; peak at {fmt.tps(pk.value)} {axis}, "
+                          f"{fmt.tps(pt.value)} tps [{fmt.tps(pt.low)}, {fmt.tps(pt.high)}]",
                           soft_wrap=True)
     if cells:
         console.print("Demands are CPU per commit as measured; they fall as more commits "
@@ -614,16 +587,12 @@ def print_model(cells: list[CellModel], console: Console) -> None:
                       soft_wrap=True)
 
 
-def _us(value: float | None) -> str:
-    return "∞" if value is None or value == math.inf else f"{value:,.1f}"
-
-
 def _wait_lines(cell: CellModel) -> list[str]:
     """How the wait bounds were reached, or why the cell has none."""
     little = next((b for b in cell.wait_bounds if isinstance(b, LittleBound)), None)
     if little is None:
         return [f"  no wait bounds: {cell.wait_missing}"] if cell.wait_missing else []
-    traced = ", ".join(f"{b.resource} {_tps(b.as_traced_tps)} tps"
+    traced = ", ".join(f"{b.resource} {fmt.tps(b.as_traced_tps)} tps"
                        for b in cell.wait_bounds)
     lines = [f"  wait bounds from the commit anatomy ({little.traced_commits:,} commits "
              f"traced at {little.traced_tps:,.0f} tps, {little.scale:.2f}x slower than "
@@ -636,8 +605,8 @@ def _wait_lines(cell: CellModel) -> list[str]:
 
 
 def _wait_there(b: WaitBound) -> str:
-    span = f"{b.resource} {_tps(b.max_tps.mean)} tps [{_tps(b.max_tps.low)}, " \
-           f"{_tps(b.max_tps.high)}]"
+    span = f"{b.resource} {fmt.tps(b.max_tps.mean)} tps [{fmt.tps(b.max_tps.low)}, " \
+           f"{fmt.tps(b.max_tps.high)}]"
     if isinstance(b, ReleaseBound):
         return (f"{span} (its cost per waiter does not shrink with cores; "
                 f"measured at {b.waiters_per_release or 0:.1f} waiters per release, it "
@@ -682,7 +651,7 @@ def print_observation(windows: list[dict[str, Any]], console: Console) -> None:
                          + (f" [{cpu['low']:,.1f}, {cpu['high']:,.1f}]"
                             if cpu.get("low") is not None and cpu.get("high") is not None
                             else "") + ", " if cpu.get("mean") is not None else "")
-            bound = (f"; alone it would bind at ~{_tps(w['max_tps'])} tps"
+            bound = (f"; alone it would bind at ~{fmt.tps(w['max_tps'])} tps"
                      if w.get("max_tps") else "")
             console.print(f"  walsender for {escape(w['standby'])}: {per_write}"
                           f"{w['cores_busy']:.2f} of a core busy{bound}", soft_wrap=True)
