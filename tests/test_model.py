@@ -215,7 +215,7 @@ def test_one_quota_on_every_walsender_holds_them_together() -> None:
 
 def test_the_report_shows_what_the_reference_machine_s_cores_would_allow(
         stored: Path, tmp_path: Path) -> None:
-    from syncrep_lab.report.model import report_data
+    from syncrep_lab.report.data import report_data
 
     folder = _copy(stored, tmp_path)
     db = sqlite3.connect(folder / DB_NAME)
@@ -344,8 +344,8 @@ def test_the_report_shows_the_wait_bounds_of_a_cell_that_has_them(stored: Path) 
     the stored run's data with a commit anatomy's bounds set in: one cell with both, one
     (a level that waits for no standby) with Little's law alone."""
     from syncrep_lab.report.charts import all_charts
+    from syncrep_lab.report.data import report_data
     from syncrep_lab.report.html import render
-    from syncrep_lab.report.model import report_data
 
     data = report_data(stored)
     waits = [b.to_json() for b in wait_bounds(_traced(), Interval(1000.0, 900.0, 1100.0))]

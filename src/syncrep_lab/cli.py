@@ -564,8 +564,8 @@ def _print_results_and_verdicts(out_dir: Path, rows: list[dict[str, Any]]) -> No
 
 def _finish(out_dir: Path) -> None:
     """What `run` prints at the end: results, verdicts, and the exit status."""
+    from syncrep_lab.report.data import cell_summaries
     from syncrep_lab.report.html import write_report
-    from syncrep_lab.report.model import cell_summaries
 
     rows = cell_summaries(out_dir)
     _print_results_and_verdicts(out_dir, rows)
@@ -588,7 +588,7 @@ def _finish(out_dir: Path) -> None:
 def results(run_dir: Path | None, output: str) -> None:
     """One row per cell: mean TPS with its confidence interval, latencies, repeats used,
     the leading verdict and the largest cost per commit."""
-    from syncrep_lab.report.model import cell_summaries
+    from syncrep_lab.report.data import cell_summaries
     from syncrep_lab.terminal.results import write_csv
 
     folder = run_dir or _latest_run()
@@ -612,7 +612,7 @@ def report(run_dir: Path | None, out_file: Path | None, cell: int | None,
     folder = run_dir or _latest_run()
 
     def data() -> object:
-        from syncrep_lab.report.model import report_data
+        from syncrep_lab.report.data import report_data
 
         return report_data(folder, cell)
 

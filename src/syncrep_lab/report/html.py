@@ -24,7 +24,7 @@ from syncrep_lab import format as fmt
 from syncrep_lab.analysis.compare import Comparison
 from syncrep_lab.errors import UserError
 from syncrep_lab.report.charts import LEVEL_COLOURS, all_charts, bound_levels, compare_charts
-from syncrep_lab.report.model import report_data
+from syncrep_lab.report.data import report_data
 
 REPORT_NAME = "report.html"
 
@@ -88,7 +88,7 @@ def _environment() -> jinja2.Environment:
 
 
 def render(data: dict[str, Any]) -> str:
-    """The page for the report data (see ``model.report_data``)."""
+    """The page for the report data (see ``data.report_data``)."""
     charts = all_charts(data)
     template = _environment().get_template("report.html.j2")
     return template.render(
