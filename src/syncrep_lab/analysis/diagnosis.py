@@ -940,9 +940,9 @@ def _anatomy_growth(this: tuple[StoredCell, Anatomy],
     def others(c: StoredCell) -> dict[str, Any]:
         return {k: v for k, v in c.params.items() if k != "clients"}
 
-    clients = int(cell.params.get("clients") or 0)
-    fewer = [(int(c.params.get("clients") or 0), a) for c, a in cells
-             if others(c) == others(cell) and int(c.params.get("clients") or 0) < clients]
+    clients = cell.typed_params.clients or 0
+    fewer = [(c.typed_params.clients or 0, a) for c, a in cells
+             if others(c) == others(cell) and (c.typed_params.clients or 0) < clients]
     if not fewer:
         return None
     return growth_sentence(min(fewer, key=lambda ca: ca[0]), (clients, anatomy))

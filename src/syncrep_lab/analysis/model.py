@@ -534,7 +534,7 @@ def _anatomy_interval(value: dict[str, Any]) -> Interval | None:
 def traced_commit(store: Store, cell: StoredCell) -> tuple[Traced | None, str | None]:
     """The commit anatomy of ``cell`` for the wait bounds, or None and why there is none."""
     probed = {r.id: r for r in store.repeats(cell.id) if r.probed}
-    clients = int(cell.params.get("clients") or 0)
+    clients = cell.typed_params.clients or 0
     rows = queries.anatomy_of(store, list(probed)) if probed else []
     traced = sorted({repeat_id for repeat_id, _ in rows})
     anatomy = (cell_anatomy(store, {r: int(probed[r].transactions) for r in traced}, clients)
@@ -760,11 +760,11 @@ def cell_demands(store: Store, cell_id: int) -> Demands:
 def cell_model(store: Store, cell: StoredCell, by_series: dict[str, dict[int, StoredCell]],
                machine: dict[str, Any], *, cores: float | None = None,
                clients: int | None = None) -> CellModel:
-    params = cell.params
-    n_clients = int(params.get("clients") or 1)
-    threads = int(params.get("threads") or 1)
+    params, p = cell.params, cell.typed_params
+    n_clients = p.clients or 1
+    threads = p.threads or 1
     cpus = float(machine.get("cpus_usable") or machine.get("cpu_count") or 1)
-    server_cores = float(params["cores"]) if params.get("cores") is not None else None
+    server_cores = p.cores
     demands = cell_demands(store, cell.id)
     one = by_series[_series_key(params, "clients")].get(1)
     if one is not None and one.lat_mean_ms is not None:
@@ -781,7 +781,7 @@ def cell_model(store: Store, cell: StoredCell, by_series: dict[str, dict[int, St
         r1, r1_source = None, ""
     # a CPU quota is the placement's: it holds its role here and on any machine
     quotas = {(q.node, q.role): q.share for q in queries.quota_means(store, cell.id)}
-    waiting = str(params.get("synchronous_commit")) in WAITING_LEVELS
+    waiting = p.synchronous_commit in WAITING_LEVELS
     found = bounds(demands, cpus=cpus, clients=n_clients, threads=threads, r1_ms=r1,
                    r1_source=r1_source, server_cores=server_cores, quotas=quotas,
                    waits_for_standbys=waiting)
@@ -920,9 +920,9 @@ def held_from(store: Store, cell: StoredCell, cells: list[StoredCell]) -> HeldFr
     quotas = queries.quota_means(store, cell.id)
     if not quotas or cell.tps_mean is None:
         return None
-    waiting = str(cell.params.get("synchronous_commit")) in WAITING_LEVELS
+    waiting = cell.typed_params.synchronous_commit in WAITING_LEVELS
     free = _twin(cell, cells, "placement",
-                 lambda c: c.params.get("placement") in (None, "none"))
+                 lambda c: c.typed_params.placement in (None, "none"))
     if free is None:
         return None
     demands = cell_demands(store, free.id)
@@ -989,7 +989,7 @@ def delayed_from(store: Store, cell: StoredCell, cells: list[StoredCell],
     commit than in the stock cell (0.41 against 0.82 at 1 ms a waiter, 64 clients)."""
     delay = _release_delay_us(store, cell)
     if (delay <= 0 or cell.tps_mean is None
-            or str(cell.params.get("synchronous_commit")) not in WAITING_LEVELS):
+            or cell.typed_params.synchronous_commit not in WAITING_LEVELS):
         return None
     # the twin differs in the delay alone: its primary's other settings are the same
     others = _primary_settings_but(store, cell, RELEASE_DELAY)
@@ -1013,8 +1013,8 @@ def delayed_from(store: Store, cell: StoredCell, cells: list[StoredCell],
                        processes)
     found = bounds(demands, cpus=float(machine.get("cpus_usable") or
                                        machine.get("cpu_count") or 1),
-                   clients=int(cell.params.get("clients") or 1),
-                   threads=int(cell.params.get("threads") or 1), r1_ms=None, r1_source="")
+                   clients=cell.typed_params.clients or 1,
+                   threads=cell.typed_params.threads or 1, r1_ms=None, r1_source="")
     lowest = min((b for b in found if b.kind != "clients"), key=lambda b: b.max_tps.mean)
     tps = lowest.max_tps.mean
     return DelayedFrom(stock.idx, traced.walsender, delay, d.mean, float(freed),
@@ -1027,8 +1027,7 @@ def linked_from(store: Store, cell: StoredCell,
     cell that differs only in having no link (Little's law: N clients, each commit's time
     there plus the round trip the link adds to the sync standby's answer). None where
     the cell's links add no delay, or the run has no such twin."""
-    if cell.tps_mean is None or str(cell.params.get("synchronous_commit")) \
-            not in WAITING_LEVELS:
+    if cell.tps_mean is None or cell.typed_params.synchronous_commit not in WAITING_LEVELS:
         return None
     last = queries.last_measured_repeat(store, cell.id)
     added: dict[str, float] = {}  # standby -> the round trip its link adds, ms
@@ -1044,7 +1043,7 @@ def linked_from(store: Store, cell: StoredCell,
     if not added or max(added.values()) <= 0:
         return None
     free = _twin(cell, cells, "link", lambda c: (
-        c.tps_mean is not None and c.params.get("link") in (None, "none")))
+        c.tps_mean is not None and c.typed_params.link in (None, "none")))
     if free is None or not free.tps_mean:
         return None
     traced, _ = traced_commit(store, cell)
@@ -1052,7 +1051,7 @@ def linked_from(store: Store, cell: StoredCell,
                if traced is not None and traced.walsender else "")
     # the sync standby's link; not known, the quickest (the first to answer)
     rtt_ms = added.get(standby, min(added.values()))
-    n = int(cell.params.get("clients") or 1)
+    n = cell.typed_params.clients or 1
     unlinked = float(free.tps_mean or 0.0)
     per_commit_s = n / unlinked + rtt_ms / 1000
     tps = n / per_commit_s
@@ -1065,7 +1064,7 @@ def series_index(cells: list[StoredCell]) -> dict[str, dict[int, StoredCell]]:
     out: dict[str, dict[int, StoredCell]] = defaultdict(dict)
     for c in cells:
         if c.status == "done":
-            out[_series_key(c.params, "clients")][int(c.params.get("clients") or 1)] = c
+            out[_series_key(c.params, "clients")][c.typed_params.clients or 1] = c
     return out
 
 
@@ -1104,7 +1103,7 @@ def run_model(folder: Path, *, cell: int | None = None, cores: float | None = No
                     m, usl=fitted["clients"].get(_series_key(params, "clients")) or UslFit(
                         None, "the run measured this series at one client count"),
                     usl_cores=fitted["cores"].get(_series_key(params, "cores")),
-                    cores_fitted=params.get("cores") is not None)
+                    cores_fitted=c.typed_params.cores is not None)
             models.append(m)
     finally:
         store.close()

@@ -156,7 +156,7 @@ def _cpu_means(roles: list[dict[str, Any]]
 
 def _anatomy(store: Store, cell: StoredCell) -> dict[str, Any] | None:
     commits = {r.id: int(r.transactions) for r in store.repeats(cell.id) if r.probed}
-    found = cell_anatomy(store, commits, int(cell.params.get("clients") or 0))
+    found = cell_anatomy(store, commits, cell.typed_params.clients or 0)
     if found is None:
         return None
     return {"commits": found["commits"],
@@ -293,18 +293,18 @@ def read_answer(folder: Path, stock_name: str, patched_name: str, diffs: Path
         cells = store.cells(run.id)
         ratios = ratios_to_baseline(store, run)
         stock_cells = {_pair_key(c.params): c for c in cells
-                       if c.params.get("pg") == stock_name}
+                       if c.typed_params.pg == stock_name}
         models = {m.idx: m for m in run_model(folder, cores=cores, fits=False)}
         out_cells = []
         versions: dict[str, str] = {}
         for cell in cells:
-            if cell.params.get("pg") != patched_name:
+            if cell.typed_params.pg != patched_name:
                 continue
             stock = stock_cells.get(_pair_key(cell.params))
             if stock is None:
                 continue
-            level = str(cell.params.get("synchronous_commit"))
-            clients = int(cell.params.get("clients") or 0)
+            level = str(cell.typed_params.synchronous_commit)
+            clients = cell.typed_params.clients or 0
             entry: dict[str, Any] = {
                 "level": level, "clients": clients, "control": level in CONTROL_LEVELS,
                 "label": cell.label, "stock_idx": stock.idx, "patched_idx": cell.idx,
