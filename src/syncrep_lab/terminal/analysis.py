@@ -26,6 +26,9 @@ from syncrep_lab.analysis.diagnosis import (
 from syncrep_lab.analysis.kernel import function_text
 from syncrep_lab.analysis.model import (
     CellModel,
+    DelayedFrom,
+    HeldFrom,
+    LinkedFrom,
     LittleBound,
     ReleaseBound,
     WaitBound,
@@ -159,26 +162,27 @@ def resource_lines(cell: RunCellCosts) -> list[str]:
 def _twin_lines(cell: CellModel) -> list[str]:
     """A cell predicted from its twin without the quota, the release delay or the link
     (analysis/model.py): how, and the measured TPS against it."""
-    out = []
-    if (h := cell.held_from) is not None:
-        out.append((h.cell, "no quota", h.measured_tps, h.ratio,
-                    f"{escape(h.role)} at {h.unheld_us_per_commit:,.1f} µs of CPU a "
-                    f"commit there, held to {h.share:g} CPU, passes "
-                    f"{fmt.tps(h.predicted_tps)} tps"))
-    if (d := cell.delayed_from) is not None:
-        out.append((d.cell, "no release delay", d.measured_tps, d.ratio,
-                    f"{escape(d.walsender)} at {d.stock_us_per_commit:,.1f} µs of CPU a "
-                    f"commit there, plus {d.delay_us:g} µs for each of the "
-                    f"{d.stock_freed_per_commit:.2f} waiters it freed a commit: "
-                    f"{escape(d.binding)} binds at {fmt.tps(d.predicted_tps)} tps"))
-    if (k := cell.linked_from) is not None:
-        out.append((k.cell, "no link", k.measured_tps, k.ratio,
-                    f"{k.clients} clients at {fmt.tps(k.unlinked_tps)} tps there, each "
-                    f"commit {k.round_trip_ms:g} ms longer (the link's round trip): "
-                    f"{fmt.tps(k.predicted_tps)} tps (Little's law)"))
-    return [f"  predicted from cell {twin} ({without}): {how}; measured "
-            f"{fmt.tps(measured)} ({ratio:.2f} of it)"
-            for twin, without, measured, ratio, how in out]
+    return [f"  predicted from cell {p.cell} ({without}): {how}; measured "
+            f"{fmt.tps(p.measured_tps)} ({p.ratio:.2f} of it)"
+            for p in (cell.held_from, cell.delayed_from, cell.linked_from) if p is not None
+            for without, how in [_twin_how(p)]]
+
+
+def _twin_how(p: HeldFrom | DelayedFrom | LinkedFrom) -> tuple[str, str]:
+    """What the twin lacks, and how the prediction was reached from it."""
+    if isinstance(p, HeldFrom):
+        return "no quota", (f"{escape(p.role)} at {p.unheld_us_per_commit:,.1f} µs of CPU a "
+                            f"commit there, held to {p.share:g} CPU, passes "
+                            f"{fmt.tps(p.predicted_tps)} tps")
+    if isinstance(p, DelayedFrom):
+        return "no release delay", (
+            f"{escape(p.walsender)} at {p.stock_us_per_commit:,.1f} µs of CPU a commit "
+            f"there, plus {p.delay_us:g} µs for each of the {p.stock_freed_per_commit:.2f} "
+            f"waiters it freed a commit: {escape(p.binding)} binds at "
+            f"{fmt.tps(p.predicted_tps)} tps")
+    return "no link", (f"{p.clients} clients at {fmt.tps(p.unlinked_tps)} tps there, each "
+                       f"commit {p.round_trip_ms:g} ms longer (the link's round trip): "
+                       f"{fmt.tps(p.predicted_tps)} tps (Little's law)")
 
 
 def kernel_lines(cell: RunCellCosts) -> list[str]:
