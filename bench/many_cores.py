@@ -90,19 +90,19 @@ def main() -> None:
         if cores == smallest:
             continue
         for model in run_model(out, cores=float(cores), fits=False):
-            source = next(c for c in cells if c.idx == model["idx"])
+            source = next(c for c in cells if c.idx == model.idx)
             if int(source.params["cores"]) != smallest:
                 continue
             target = measured.get((_key(source.params), cores))
-            w = model["what_if"]
-            if target is None or w is None or w["max_tps"] is None or not target.tps_mean:
+            w = model.what_if
+            if target is None or w is None or w.max_tps is None or not target.tps_mean:
                 continue
-            predicted = float(w["max_tps"]["mean"])
+            predicted = w.max_tps.mean
             error = predicted / float(target.tps_mean) - 1
             errors.append(abs(error))
             label = re.sub(r"\s*cores=\d+", "", source.label)
             print(f"{label:<48} {cores:>5} {predicted:>10,.0f} {target.tps_mean:>10,.0f} "
-                  f"{100 * error:>+6.0f}%  {w['binding']}")
+                  f"{100 * error:>+6.0f}%  {w.binding}")
     if errors:
         inside = sum(e <= 0.15 for e in errors)
         print(f"{inside} of {len(errors)} predictions within ±15 %")

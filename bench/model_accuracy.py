@@ -39,11 +39,16 @@ from __future__ import annotations
 import argparse
 import shutil
 from pathlib import Path
-from typing import Any
 
 from syncrep_lab.analysis.anatomy import PART_NAMES
 from syncrep_lab.analysis.model import (
+    Bound,
+    CellModel,
+    DelayedFrom,
+    HeldFrom,
     Interval,
+    LittleBound,
+    ReleaseBound,
     bounds,
     cell_demands,
     cell_model,
@@ -105,43 +110,47 @@ def _within(predicted: float, measured: float) -> bool:
     return abs(predicted / measured - 1) <= 0.15
 
 
-def _wait(model: dict[str, Any], law: str) -> dict[str, Any] | None:
-    return next((b for b in model["wait_bounds"] if b["law"] == law), None)
+def _little(model: CellModel) -> LittleBound | None:
+    return next((b for b in model.wait_bounds if isinstance(b, LittleBound)), None)
 
 
-def wait_prediction(model: dict[str, Any], clients: int) -> tuple[float, str] | None:
+def _release(model: CellModel) -> ReleaseBound | None:
+    return next((b for b in model.wait_bounds if isinstance(b, ReleaseBound)), None)
+
+
+def wait_prediction(model: CellModel, clients: int) -> tuple[float, str] | None:
     """The wait bounds of ``model``'s cell at ``clients``: Little's law with the commit's
     time in the server as there, the serial release as there; the lower, and which."""
-    little, release = _wait(model, "little"), _wait(model, "release")
+    little, release = _little(model), _release(model)
     if little is None:
         return None
-    options = [(little["max_tps"] * clients / little["clients"], "Little's law")]
-    if release is not None and release["max_tps"]:
-        options.append((release["max_tps"], "serial release"))
+    options = [(little.max_tps.mean * clients / little.clients, "Little's law")]
+    if release is not None and release.max_tps.mean:
+        options.append((release.max_tps.mean, "serial release"))
     return min(options)
 
 
-def missed(source: dict[str, Any], target: dict[str, Any], law: str) -> str:
+def missed(source: CellModel, target: CellModel, law: str) -> str:
     """Which part of the commit a wait bound from ``source``'s cell missed at
     ``target``'s: the time in the server part by part, the part of a client's time
     outside it, and for the release its cost per waiter."""
-    a, b = _wait(source, "little"), _wait(target, "little")
+    a, b = _little(source), _little(target)
     if a is None or b is None:
         return "the predicted cell has no anatomy"
     if law == "serial release":
-        ra, rb = _wait(source, "release"), _wait(target, "release")
+        ra, rb = _release(source), _release(target)
         if ra is None or rb is None:
             return "the predicted cell's walsender freed no waiter"
-        return (f"the release per waiter {ra['demand_us_per_commit']:,.1f} -> "
-                f"{rb['demand_us_per_commit']:,.1f} µs ({ra['waiters_per_release'] or 0:.1f} "
-                f"-> {rb['waiters_per_release'] or 0:.1f} waiters per release)")
-    pa, pb = a["parts_us"], b["parts_us"]
+        return (f"the release per waiter {ra.demand_us.mean:,.1f} -> "
+                f"{rb.demand_us.mean:,.1f} µs ({ra.waiters_per_release or 0:.1f} "
+                f"-> {rb.waiters_per_release or 0:.1f} waiters per release)")
+    pa, pb = a.parts_us, b.parts_us
     moved = sorted(((pb.get(k, 0.0) - pa.get(k, 0.0), k) for k in {*pa, *pb}),
                    key=lambda dk: -abs(dk[0]))
     parts = ", ".join(f"{PART_NAMES[k]} {d:+,.0f}" for d, k in moved[:3])
-    return (f"in the server {a['demand_us_per_commit']:,.0f} -> "
-            f"{b['demand_us_per_commit']:,.0f} µs per commit ({parts} µs); outside it "
-            f"{100 * (1 - a['share']):.0f} -> {100 * (1 - b['share']):.0f} % of a client's "
+    return (f"in the server {a.demand_us.mean:,.0f} -> "
+            f"{b.demand_us.mean:,.0f} µs per commit ({parts} µs); outside it "
+            f"{100 * (1 - a.share):.0f} -> {100 * (1 - b.share):.0f} % of a client's "
             "time")
 
 
@@ -162,12 +171,12 @@ class Tally:
         return f"{self.within} of {self.total}"
 
 
-def _own_walsender_bound(model: dict[str, Any], walsender: str) -> dict[str, Any] | None:
+def _own_walsender_bound(model: CellModel, walsender: str) -> Bound | None:
     """The lowest of the walsender's own bounds at its cell: its CPU (held: its quota's),
     its serial release under SyncRepLock."""
-    own = [b for b in model["bounds"] if b["resource"] == walsender and b["max_tps"]]
-    own += [b for b in model["wait_bounds"] if b["law"] == "release" and b["max_tps"]]
-    return min(own, key=lambda b: b["max_tps"], default=None)
+    own = [b for b in model.bounds if b.resource == walsender and b.max_tps.mean]
+    own += [b for b in model.wait_bounds if b.law == "release" and b.max_tps.mean]
+    return min(own, key=lambda b: b.max_tps.mean, default=None)
 
 
 def regime(run_dirs: list[Path]) -> None:
@@ -179,36 +188,36 @@ def regime(run_dirs: list[Path]) -> None:
     for run_dir in run_dirs:
         print(f"\n{run_dir}")
         for m in run_model(run_dir, fits=False):
-            found = [(k, m.get(k)) for k in ("held_from", "delayed_from", "linked_from")]
-            kind, pred = next(((k, v) for k, v in found if v is not None), (None, None))
+            pred = m.held_from or m.delayed_from or m.linked_from
             if pred is None:
                 continue
-            measured = pred["measured_tps"]
-            line = (f"  {m['label']:<44} measured {measured:8,.0f}; from cell {pred['cell']} "
-                    f"{pred['predicted_tps']:8,.0f} ({_err(pred['predicted_tps'], measured)})")
-            twin.add(pred["predicted_tps"], measured)
-            walsender = pred.get("walsender") or pred.get("role")
-            bound = _own_walsender_bound(m, walsender) if kind != "linked_from" else None
-            if bound is not None:
-                name = "serial release" if bound.get("law") == "release" else "CPU"
-                line += (f"; at the cell, {walsender}'s {name} {bound['max_tps']:8,.0f} "
-                         f"({_err(bound['max_tps'], measured)}")
-                if bound.get("law") == "release" and bound.get("per_waiter_us_as_traced"):
+            measured = pred.measured_tps
+            line = (f"  {m.label:<44} measured {measured:8,.0f}; from cell {pred.cell} "
+                    f"{pred.predicted_tps:8,.0f} ({_err(pred.predicted_tps, measured)})")
+            twin.add(pred.predicted_tps, measured)
+            walsender = (pred.role if isinstance(pred, HeldFrom) else
+                         pred.walsender if isinstance(pred, DelayedFrom) else None)
+            bound = _own_walsender_bound(m, walsender) if walsender is not None else None
+            if walsender is not None and bound is not None:
+                name = "serial release" if isinstance(bound, ReleaseBound) else "CPU"
+                at = bound.max_tps.mean
+                line += f"; at the cell, {walsender}'s {name} {at:8,.0f} ({_err(at, measured)}"
+                if isinstance(bound, ReleaseBound) and bound.per_waiter_us_as_traced:
                     # before 2026-11-28 the release's time was taken over the waiters
                     # freed, not the commits: the bound times the waiters freed a commit
-                    before = bound["max_tps"] * (bound["us_per_commit_as_traced"]
-                                                 / bound["per_waiter_us_as_traced"])
+                    before = at * (bound.us_per_commit_as_traced
+                                   / bound.per_waiter_us_as_traced)
                     line += f"; per waiter, as before: {before:,.0f}, {_err(before, measured)}"
                 # counted where it is the lowest bound but Little's law's at this
                 # concurrency (which holds at any cause: the clients' time in the server)
-                others = [b for b in m["bounds"] if b["resource"] != walsender
-                          and b["kind"] != "clients" and b["max_tps"]]
-                lowest = min(others, key=lambda b: b["max_tps"], default=None)
-                if lowest is None or bound["max_tps"] <= lowest["max_tps"]:
-                    own.add(bound["max_tps"], measured)
+                others = [b for b in m.bounds if b.resource != walsender
+                          and b.kind != "clients" and b.max_tps.mean]
+                lowest = min(others, key=lambda b: b.max_tps.mean, default=None)
+                if lowest is None or at <= lowest.max_tps.mean:
+                    own.add(at, measured)
                     line += ")"
                 else:  # a bound that does not bind predicts nothing
-                    line += f"; {lowest['resource']} binds first, not counted)"
+                    line += f"; {lowest.resource} binds first, not counted)"
             print(line)
     print(f"\nwithin ±10 %: from the twin {twin}; the walsender's bound at the cell {own}")
 
@@ -256,23 +265,22 @@ def main() -> None:
                         continue
                     measured = sum(tps[key]) / len(tps[key])
                     line = f"  {level:>5} cores={cores} clients={n:>2}: measured {measured:8,.0f}"
-                    if fit.get("fit"):
-                        predicted = float(usl(n, fit["lambda"]["value"], fit["sigma"]["value"],
-                                              fit["kappa"]["value"]))
+                    if fit.lam is not None and fit.sigma is not None and fit.kappa is not None:
+                        predicted = float(usl(n, fit.lam.value, fit.sigma.value,
+                                              fit.kappa.value))
                         line += f"; USL {predicted:8,.0f} ({_err(predicted, measured)})"
                     by_cpu = None
-                    if eight is not None and eight["bounds"]:
-                        capacity = [b for b in eight["bounds"] if b["kind"] != "clients"]
-                        clients_b = next((b for b in eight["bounds"] if b["kind"] == "clients"),
-                                         None)
-                        cap = capacity[0]["max_tps"] if capacity else float("inf")
-                        by_clients = (clients_b["max_tps"] * n / 8) if clients_b else float("inf")
+                    if eight is not None and eight.bounds:
+                        capacity = [b for b in eight.bounds if b.kind != "clients"]
+                        clients_b = next((b for b in eight.bounds if b.kind == "clients"), None)
+                        cap = capacity[0].max_tps.mean if capacity else float("inf")
+                        by_clients = (clients_b.max_tps.mean * n / 8 if clients_b
+                                      else float("inf"))
                         by_cpu = min(cap, by_clients)
                         # the CPU bounds' own binding (models[key]["binding"] may be a wait
                         # bound): the lowest of the CPU and clients bounds
-                        own = models[key]["bounds"][0]["resource"] if models[key]["bounds"] \
-                            else None
-                        same = own == (capacity[0]["resource"] if cap <= by_clients
+                        binds = models[key].bounds[0].resource if models[key].bounds else None
+                        same = binds == (capacity[0].resource if cap <= by_clients
                                        else "clients")
                         line += (f"; CPU bounds {by_cpu:8,.0f} ({_err(by_cpu, measured)}, "
                                  f"binding {'same' if same else 'differs'})")
@@ -297,7 +305,7 @@ def main() -> None:
             for n in CLIENTS:
                 one, two = by_key.get((level, 1, n)), by_key.get((level, 2, n))
                 if (one is None or two is None or two.tps_mean is None
-                        or not models[(level, 1, n)]["bounds"]):
+                        or not models[(level, 1, n)].bounds):
                     continue
                 # the cores=1 cell's demands, recomputed for 2 CPUs
                 demands = cell_demands(store, one.id)
@@ -310,15 +318,15 @@ def main() -> None:
                 predicted = hypo[0].max_tps.mean
                 measured = float(two.tps_mean)
                 own = models[(level, 2, n)]
-                own_cpu = own["bounds"][0] if own["bounds"] else None
-                same = own_cpu is not None and hypo[0].resource == own_cpu["resource"]
+                own_cpu = own.bounds[0] if own.bounds else None
+                same = own_cpu is not None and hypo[0].resource == own_cpu.resource
                 # a bound is a ceiling: it predicts throughput only where the cell reached
                 # it (80 % of its own binding bound); below, latency limits it
-                saturated = own_cpu is not None and measured >= 0.8 * own_cpu["max_tps"]
+                saturated = own_cpu is not None and measured >= 0.8 * own_cpu.max_tps.mean
                 line = (f"  {level:>5} clients={n:>2}: cores=2 measured {measured:8,.0f}; "
                         f"CPU bounds {predicted:8,.0f} ({_err(predicted, measured)}), "
                         f"{hypo[0].resource} binds (measured cell: "
-                        f"{own_cpu['resource'] if own_cpu else None}"
+                        f"{own_cpu.resource if own_cpu else None}"
                         f"{'' if saturated else ', not saturated'})")
                 if same and saturated:
                     cpu.add(predicted, measured)

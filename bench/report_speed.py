@@ -19,8 +19,8 @@ import tracemalloc
 from pathlib import Path
 
 from syncrep_lab.report.charts import all_charts
+from syncrep_lab.report.data import report_data
 from syncrep_lab.report.html import render, write_page
-from syncrep_lab.report.model import report_data
 
 
 def one_build(folder: Path, out: Path) -> dict[str, float]:

@@ -71,8 +71,8 @@ def facts_of(folder: Path) -> CellFacts:
         cpus = int(run.machine.get("cpus_usable") or run.machine.get("cpu_count") or 1)
         (cell,) = [c for c in store.cells(run.id) if c.status == "done"]
         facts = diagnosis.cell_facts(store, cell, cpus)
-        facts.bounds = model.cell_model(store, cell, model.series_index([cell]),
-                                        run.machine)["bounds"]
+        facts.bounds = list(model.cell_model(store, cell, model.series_index([cell]),
+                                             run.machine).bounds)
         return facts
     finally:
         store.close()

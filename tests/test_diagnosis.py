@@ -16,6 +16,7 @@ from syncrep_lab.analysis import diagnosis
 from syncrep_lab.analysis.costs import run_costs
 from syncrep_lab.analysis.diagnosis import diagnose_run
 from syncrep_lab.analysis.evidence import Reach, RepeatWaits, share_figure
+from syncrep_lab.analysis.model import Bound, Interval
 from syncrep_lab.analysis.verdict import Verdict
 from syncrep_lab.measure.stats import share_interval
 from syncrep_lab.store import Store
@@ -131,20 +132,23 @@ def test_standby_and_network_rule(workdir: Path) -> None:
         facts, synchronous_commit="local")) is None
 
 
+def _bound(resource: str, kind: str, max_tps: float) -> Bound:
+    return Bound(resource, kind, None, 1.0, Interval(max_tps, max_tps, max_tps), "untraced")
+
+
 def test_the_cpu_rule_reads_the_model_s_machine_bound(workdir: Path) -> None:
     """Where the model has a machine bound, saturation is how close the cell came to
     it; a process bound lower than the machine's keeps the verdict at medium."""
     facts = _facts(load("pg18-local-on", workdir), "sc=on")
-    facts.bounds = [{"resource": "machine", "max_tps": facts.tps / 0.9, "kind": "machine"}]
+    facts.bounds = [_bound("machine", "machine", facts.tps / 0.9)]
     verdict = diagnosis.rule_cpu_saturated(facts)
     assert verdict is not None and verdict.confidence == "high"
     assert verdict.evidence["fraction"] == pytest.approx(0.9, abs=1e-3)
     assert verdict.evidence["machine_bound_tps"] == round(facts.tps / 0.9)
-    facts.bounds = [{"resource": "walsender:b", "max_tps": facts.tps / 0.95,
-                     "kind": "process"}, facts.bounds[0]]
+    facts.bounds = [_bound("walsender:b", "process", facts.tps / 0.95), facts.bounds[0]]
     lower = diagnosis.rule_cpu_saturated(facts)
     assert lower is not None and lower.confidence == "medium"
-    facts.bounds = [{"resource": "machine", "max_tps": facts.tps / 0.3, "kind": "machine"}]
+    facts.bounds = [_bound("machine", "machine", facts.tps / 0.3)]
     assert diagnosis.rule_cpu_saturated(facts) is None  # far from the bound
 
 

@@ -18,7 +18,7 @@ from syncrep_lab.analysis.faults import run_faults
 from syncrep_lab.cluster.manifest import Manifest
 from syncrep_lab.plan.load import load_spec
 from syncrep_lab.plan.spec import SpecError
-from syncrep_lab.report.model import report_data
+from syncrep_lab.report.data import report_data
 from syncrep_lab.store import DB_NAME
 from tests.browser import check_report_page
 

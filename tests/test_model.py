@@ -3,6 +3,7 @@ on synthetic data with noise, and `model` on the stored real runs (tests/data/ru
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import random
@@ -14,7 +15,11 @@ from typing import Any
 import pytest
 
 from syncrep_lab.analysis.model import (
+    Bound,
+    CellModel,
     Interval,
+    LittleBound,
+    ReleaseBound,
     Traced,
     bounds,
     fit_usl,
@@ -68,19 +73,21 @@ def test_usl_fit_recovers_known_parameters_from_noisy_data() -> None:
     samples = {float(n): [usl(n, lam, sigma, kappa) * (1 + rng.gauss(0, 0.03))
                           for _ in range(5)] for n in (1, 2, 4, 8, 16, 32, 64)}
     fit = fit_usl(samples, rounds=100)
-    assert fit["fit"] == "usl"
-    for name, true, tolerance in (("lambda", lam, 0.05), ("sigma", sigma, 0.4),
-                                  ("kappa", kappa, 0.25)):
-        got = fit[name]
-        assert got["value"] == pytest.approx(true, rel=tolerance), (name, got)
-        assert got["low"] <= got["value"] <= got["high"] and got["low"] < got["high"]
+    assert fit.to_json()["fit"] == "usl"
+    for name, got, true, tolerance in (("lambda", fit.lam, lam, 0.05),
+                                       ("sigma", fit.sigma, sigma, 0.4),
+                                       ("kappa", fit.kappa, kappa, 0.25)):
+        assert got is not None
+        assert got.value == pytest.approx(true, rel=tolerance), (name, got)
+        assert got.low <= got.value <= got.high and got.low < got.high
     true_peak = math.sqrt((1 - sigma) / kappa)  # 34.5 clients
-    assert fit["peak_n"]["value"] == pytest.approx(true_peak, rel=0.2)
+    assert fit.peak_n is not None and fit.peak_n.value == pytest.approx(true_peak, rel=0.2)
 
 
 def test_usl_needs_three_client_counts() -> None:
     fit = fit_usl({8.0: [100.0, 101.0], 16.0: [150.0, 149.0]})
-    assert fit["fit"] is None and "needs 3" in fit["reason"]
+    assert not fit.fitted and fit.reason is not None and "needs 3" in fit.reason
+    assert fit.to_json() == {"fit": None, "reason": fit.reason}
 
 
 @pytest.fixture(scope="module")
@@ -100,25 +107,26 @@ def _by_hand(folder: Path, idx: int) -> dict[tuple[str, str], float]:
 
 
 def test_model_on_a_stored_run_names_the_walsender_and_the_machine(stored: Path) -> None:
-    cells = {c["idx"]: c for c in run_model(stored)}
+    cells = {c.idx: c for c in run_model(stored)}
     on = cells[1]
-    assert on["label"] == "sc=on"
+    assert on.label == "sc=on"
     by_hand = _by_hand(stored, 1)
-    found = {b["resource"]: b for b in on["bounds"]}
     d = by_hand[("primary", "walsender:b")]
-    assert found["walsender:b"]["demand_us_per_commit"] == pytest.approx(d)
-    assert found["walsender:b"]["max_tps"] == pytest.approx(1e6 / d)
+    walsender, machine = on.bound("walsender:b"), on.bound("machine")
+    assert walsender is not None and walsender.demand_us is not None
+    assert walsender.demand_us.mean == pytest.approx(d)
+    assert walsender.max_tps.mean == pytest.approx(1e6 / d)
     # the machine: its 2 CPUs over the sum of every role's demand (perf where perf
     # counted the role, /proc for those it did not)
-    machine = found["machine"]
-    assert machine["capacity"] == 2
-    assert machine["demand_us_per_commit"] >= sum(by_hand.values()) - 1e-6
-    assert machine["max_tps"] == pytest.approx(2e6 / machine["demand_us_per_commit"])
-    assert on["binding"] == "machine"  # a 2-core machine: the CPUs bind first
-    assert on["measured_tps"] < machine["high"]  # no modelling error
-    assert on["errors"] == []
-    assert on["serial"] and on["serial"][0]["role"] == "walsender:b"
-    assert 0 < on["serial"][0]["serial_us_per_commit"] < d
+    assert machine is not None and machine.demand_us is not None
+    assert machine.capacity == 2
+    assert machine.demand_us.mean >= sum(by_hand.values()) - 1e-6
+    assert machine.max_tps.mean == pytest.approx(2e6 / machine.demand_us.mean)
+    assert on.binding == "machine"  # a 2-core machine: the CPUs bind first
+    assert on.measured_tps is not None and on.measured_tps < machine.max_tps.high
+    assert on.errors == ()
+    assert on.serial and on.serial[0].role == "walsender:b"
+    assert 0 < on.serial[0].serial_us_per_commit < d
 
 
 def _copy(stored: Path, tmp_path: Path) -> Path:
@@ -142,16 +150,16 @@ def test_cpu_per_commit_comes_from_an_untraced_repeat_when_there_is_one(
                    "(?, 'primary', 'walsender:b', 1, 20.0, 10.0, 0, 0)", (repeat_id,))
     db.commit()
     db.close()
-    on = next(c for c in run_model(folder) if c["idx"] == 1)
-    found = {b["resource"]: b for b in on["bounds"]}
+    on = next(c for c in run_model(folder) if c.idx == 1)
+    found = {b.resource: b for b in on.bounds}
     expected = [30_000.0 / n for _, n in measured]  # µs per commit, one per repeat
-    assert found["walsender:b"]["source"] == "untraced"
-    assert found["walsender:b"]["demand_us_per_commit"] == pytest.approx(
-        sum(expected) / len(expected))
-    assert "untraced" in on["sources"]
+    walsender = found["walsender:b"]
+    assert walsender.source == "untraced" and walsender.demand_us is not None
+    assert walsender.demand_us.mean == pytest.approx(sum(expected) / len(expected))
+    assert "untraced" in on.sources
     # every demand from the same measured repeats: a role the probed repeats alone
     # show (here every other, as this store's measured repeats had none) is left out
-    assert {b["source"] for b in on["bounds"] if b["kind"] != "clients"} == {"untraced"}
+    assert {b.source for b in on.bounds if b.kind != "clients"} == {"untraced"}
     assert "backends" not in found
 
 
@@ -207,7 +215,7 @@ def test_one_quota_on_every_walsender_holds_them_together() -> None:
 
 def test_the_report_shows_what_the_reference_machine_s_cores_would_allow(
         stored: Path, tmp_path: Path) -> None:
-    from syncrep_lab.report.model import report_data
+    from syncrep_lab.report.data import report_data
 
     folder = _copy(stored, tmp_path)
     db = sqlite3.connect(folder / DB_NAME)
@@ -221,8 +229,9 @@ def test_the_report_shows_what_the_reference_machine_s_cores_would_allow(
     row = seen["rows"][0]
     assert row["binding_here"] == "machine"  # 2 CPUs here
     assert row["binding"] != "machine"  # 64 cores: a process binds
-    on = next(c for c in run_model(folder, cores=64) if c["idx"] == 1)
-    assert row["max_tps"]["mean"] == pytest.approx(on["what_if"]["max_tps"]["mean"])
+    on = next(c for c in run_model(folder, cores=64) if c.idx == 1)
+    assert on.what_if is not None and on.what_if.max_tps is not None
+    assert row["max_tps"]["mean"] == pytest.approx(on.what_if.max_tps.mean)
 
 
 def _traced() -> Traced:
@@ -247,16 +256,17 @@ def test_wait_bounds_carry_the_traced_shares_to_the_measured_pace() -> None:
     measured = Interval(1000.0, 900.0, 1100.0)
     found = {b.law: b for b in wait_bounds(_traced(), measured)}
     little, release = found["little"], found["release"]
+    assert isinstance(little, LittleBound) and isinstance(release, ReleaseBound)
     assert little.kind == release.kind == "wait"
     assert (little.max_tps.low, little.max_tps.mean, little.max_tps.high) == pytest.approx(
         (900 / 0.4, 1000 / 0.4, 1100 / 0.4))  # X / s
     assert little.demand_us is not None
     assert little.demand_us.mean == pytest.approx(0.4 * 10 / 1000 * 1e6)  # R = s·N / X
-    assert little.json()["as_traced_tps"] == pytest.approx(10 / 8000e-6)  # costs' figure
-    assert little.json()["parts_us"]["local_flush"] == pytest.approx(3000 * 500 / 1000)
+    assert little.as_traced_tps == pytest.approx(10 / 8000e-6)  # costs' figure
+    assert little.parts_us["local_flush"] == pytest.approx(3000 * 500 / 1000)
     assert (release.max_tps.low, release.max_tps.mean, release.max_tps.high) == pytest.approx(
         (900 / 0.05, 1000 / 0.05, 1100 / 0.05))  # X / u
-    assert release.json()["as_traced_tps"] == pytest.approx(1e6 / 100)
+    assert release.as_traced_tps == pytest.approx(1e6 / 100)
     # another machine's 64 clients: R as at 10 (4 ms), the release as here
     there = {b.law: b for b in wait_bounds(_traced(), measured, at_clients=64)}
     assert there["little"].max_tps.mean == pytest.approx(64 / 4000e-6)
@@ -278,16 +288,16 @@ def test_another_machine_leaves_this_ones_wait_for_a_core_here() -> None:
     # R as at 10 clients: 4 ms with it, 3 ms without (a quarter of the 8 traced dropped)
     assert here.max_tps.mean == pytest.approx(64 / 4000e-6)
     assert there.max_tps.mean == pytest.approx(64 / 3000e-6)
-    assert there.json()["dropped"] == ["run_queue"]
-    assert "run_queue" not in there.json()["carried"]
-    assert "local_flush" in there.json()["carried"]
-    assert here.json()["dropped"] == []
+    assert there.dropped == ("run_queue",)
+    assert "run_queue" not in there.carried
+    assert "local_flush" in there.carried
+    assert here.dropped == ()
     # the walsender's release: 50 µs a commit at the measured 1,000 tps; of it, 20 µs it
     # waited for a core (dropped there), never below its 10 µs of CPU in the release
     release = {b.law: b for b in wait_bounds(traced, measured, elsewhere=True,
                                              release_wait=(20.0, 10.0))}["release"]
     assert release.max_tps.mean == pytest.approx(1e6 / 30)
-    assert release.json()["dropped"] == ["walsender run delay"]
+    assert release.dropped == ("walsender run delay",)
     floored = {b.law: b for b in wait_bounds(traced, measured, elsewhere=True,
                                              release_wait=(45.0, 10.0))}["release"]
     assert floored.max_tps.mean == pytest.approx(1e6 / 10)
@@ -297,10 +307,13 @@ def test_another_machine_leaves_this_ones_wait_for_a_core_here() -> None:
 
 def test_the_headline_says_when_a_wait_bound_binds() -> None:
     measured = Interval(1000.0, 900.0, 1100.0)
-    waits = [b.json() for b in wait_bounds(_traced(), measured)]
-    machine = {"resource": "machine", "kind": "machine", "max_tps": 4000.0}
-    model = {"bounds": [machine], "wait_bounds": waits, "cpus": 2.0,
-             "binding": "flush and wait", "beyond_cores": "serial release"}
+    waits = tuple(wait_bounds(_traced(), measured))
+    machine = Bound("machine", "machine", _point(500.0), 2.0, _point(4000.0), "untraced")
+    model = CellModel(
+        idx=0, label="", measured_tps=1000.0, cpus=2.0, clients=10, sources={},
+        bounds=(machine,), wait_bounds=waits, wait_missing=None, binding="flush and wait",
+        binding_kind="wait", next=None, beyond_cores="serial release", knee_clients=None,
+        knee_from=None, serial=(), errors=(), what_if=None, missing=None)
     said = headline(model)
     assert said is not None and said.startswith(
         "here the commit's local flush and wait (Little's law: 10 clients, 4.00 ms each in "
@@ -308,16 +321,16 @@ def test_the_headline_says_when_a_wait_bound_binds() -> None:
         "~4,000)")
     assert ("walsender:b's serial release (50.0 µs a commit under SyncRepLock) would bind "
             "at ~20k") in said
-    model.update(binding="machine", beyond_cores="flush and wait")
-    said = headline(model)
+    said = headline(dataclasses.replace(model, binding="machine",
+                                        beyond_cores="flush and wait"))
     assert said is not None and said.startswith("here the 2 CPUs bind at ~4,000 tps")
 
 
 def test_a_run_without_an_anatomy_has_no_wait_bound(stored: Path) -> None:
-    on = next(c for c in run_model(stored, cores=64) if c["idx"] == 1)
-    assert on["wait_bounds"] == [] and on["what_if"]["wait_bounds"] == []
-    assert "no commit anatomy" in on["wait_missing"]
-    assert on["binding_kind"] == "machine"
+    on = next(c for c in run_model(stored, cores=64) if c.idx == 1)
+    assert on.wait_bounds == () and on.what_if is not None and on.what_if.wait_bounds == ()
+    assert on.wait_missing is not None and "no commit anatomy" in on.wait_missing
+    assert on.binding_kind == "machine"
     res = cli_here("model", str(stored), "--cores", "64")
     assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr
     assert "no wait bounds: no commit anatomy" in res.stdout
@@ -331,11 +344,11 @@ def test_the_report_shows_the_wait_bounds_of_a_cell_that_has_them(stored: Path) 
     the stored run's data with a commit anatomy's bounds set in: one cell with both, one
     (a level that waits for no standby) with Little's law alone."""
     from syncrep_lab.report.charts import all_charts
+    from syncrep_lab.report.data import report_data
     from syncrep_lab.report.html import render
-    from syncrep_lab.report.model import report_data
 
     data = report_data(stored)
-    waits = [b.json() for b in wait_bounds(_traced(), Interval(1000.0, 900.0, 1100.0))]
+    waits = [b.to_json() for b in wait_bounds(_traced(), Interval(1000.0, 900.0, 1100.0))]
     local = {**waits[0], "parts_us": {"local_flush": 1500.0}}
     for m in data["bounds"]:
         m["wait_bounds"] = waits if m["label"] == "sc=on" else [local]
@@ -383,21 +396,21 @@ def test_a_held_cell_is_predicted_from_the_same_cell_without_its_quota(
             cells[f"{place}-{level}"] = idx
     finally:
         store.close()
-    models = {m["idx"]: m for m in run_model(tmp_path / "run", fits=False)}
-    held = models[cells["held-on"]]["held_from"]
-    assert held is not None and held["cell"] == cells["none-on"], held
-    assert held["unheld_us_per_commit"] == pytest.approx(8.0)
-    assert held["predicted_tps"] == pytest.approx(0.05 * 1e6 / 8.0)  # 6,250
-    assert held["ratio"] == pytest.approx(5_500 / 6_250)
-    assert models[cells["none-on"]]["held_from"] is None
+    models = {m.idx: m for m in run_model(tmp_path / "run", fits=False)}
+    held = models[cells["held-on"]].held_from
+    assert held is not None and held.cell == cells["none-on"], held
+    assert held.unheld_us_per_commit == pytest.approx(8.0)
+    assert held.predicted_tps == pytest.approx(0.05 * 1e6 / 8.0)  # 6,250
+    assert held.ratio == pytest.approx(5_500 / 6_250)
+    assert models[cells["none-on"]].held_from is None
     # one quota on every walsender: the same prediction, from their summed CPU
-    group = models[cells["group-on"]]["held_from"]
-    assert group is not None and group["role"] == "walsender"
-    assert group["predicted_tps"] == pytest.approx(0.05 * 1e6 / 8.0)
-    assert models[cells["group-on"]]["binding"] == "walsender:b"
+    group = models[cells["group-on"]].held_from
+    assert group is not None and group.role == "walsender"
+    assert group.predicted_tps == pytest.approx(0.05 * 1e6 / 8.0)
+    assert models[cells["group-on"]].binding == "walsender:b"
     # and here the held walsender binds, at its quota's CPUs over its own demand
-    assert models[cells["held-on"]]["binding"] == "walsender:b"
+    assert models[cells["held-on"]].binding == "walsender:b"
     # at local no commit waits for it: it paces nothing, and nothing is predicted
     local = models[cells["held-local"]]
-    assert local["held_from"] is None
-    assert all(b["resource"] != "walsender:b" for b in local["bounds"]), local["bounds"]
+    assert local.held_from is None
+    assert local.bound("walsender:b") is None, local.bounds

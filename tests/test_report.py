@@ -18,7 +18,7 @@ import pytest
 
 from syncrep_lab.analysis.diagnosis import diagnose_run, leading_verdict
 from syncrep_lab.probes import flamegraph
-from syncrep_lab.report.model import report_data
+from syncrep_lab.report.data import report_data
 from syncrep_lab.store import DB_NAME
 from tests.browser import ARTIFACTS, PAGE_STATE, check_report_page, open_page
 from tests.data.runs.refresh import load
@@ -270,7 +270,7 @@ def test_the_seed_presets_reference_gives_the_seeds_ratios() -> None:
     import tomllib
 
     from syncrep_lab.plan.spec import preset_text
-    from syncrep_lab.report.model import seed_side_by_side
+    from syncrep_lab.report.data import seed_side_by_side
 
     spec = tomllib.loads(preset_text("seed"))
     seed = seed_side_by_side(spec, [], lambda _cell_id: [])

@@ -1,8 +1,10 @@
 """The ``syncrep-lab`` command line.
 
-Each command is a thin layer over a library call; what it prints is built
-from plain data the library returns (``--json`` prints that data as is).
-Errors a user can cause exit with a message naming the cause and the fix.
+Each command is a thin layer over a library call; what it prints goes through one
+function, :func:`render`: a command hands it an :class:`Answer` (the result's JSON form
+and its text form, a CSV form where it has one) and the output the user chose
+(``--json``, ``--csv``). Errors a user can cause exit with a message naming the cause
+and the fix.
 
 Modules that pull in psycopg are imported inside the commands that need them:
 that import alone costs a fifth of a second, and ``cluster down`` has none to
@@ -19,8 +21,9 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 from rich.console import Console
@@ -39,8 +42,51 @@ from syncrep_lab.pg.settings import PROFILES, parse_assignment
 from syncrep_lab.runas import divert_profiles
 from syncrep_lab.terminal import make_console, route_library_logs
 
+if TYPE_CHECKING:
+    from syncrep_lab.pg.builds import Build
+
 out = make_console()
 err = make_console(stderr=True)
+
+@dataclass(frozen=True)
+class Answer:
+    """What a command found, in each form it can print. ``json``: the result's JSON form
+    (called only when JSON is asked for: some are costly), printed as is; ``text``: the
+    terminal's form; ``csv`` where the command has one; ``default``: json.dumps's for
+    values JSON has no type for (paths, times)."""
+
+    json: Callable[[], object]
+    text: Callable[[], None]
+    csv: Callable[[], None] | None = None
+    default: Callable[[Any], object] | None = None
+
+
+def render(answer: Answer, output: str) -> None:
+    """The one place a command's result is printed, in the output chosen (``text``,
+    ``json`` or ``csv``)."""
+    if output == "json":
+        click.echo(json.dumps(answer.json(), indent=2, default=answer.default))
+    elif output == "csv" and answer.csv is not None:
+        answer.csv()
+    else:
+        answer.text()
+
+
+FC = TypeVar("FC", bound=Callable[..., Any])
+
+
+def output_options(*, csv: bool = False, json_help: str | None = None
+                   ) -> Callable[[FC], FC]:
+    """--json (and --csv where the command has one), passed as ``output``: text, json
+    or csv (the last given wins)."""
+    def add(f: FC) -> FC:
+        f = click.option("--text", "output", flag_value="text", default=True, hidden=True)(f)
+        f = click.option("--json", "output", flag_value="json", help=json_help)(f)
+        if csv:
+            f = click.option("--csv", "output", flag_value="csv", help="Print CSV.")(f)
+        return f
+    return add
+
 
 def fail(exc: UserError) -> NoReturn:
     # soft_wrap: messages are never broken across lines (users and tests grep them)
@@ -65,8 +111,8 @@ def pg() -> None:
 
 
 @pg.command("list")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
-def pg_list(as_json: bool) -> None:
+@output_options(json_help="Print JSON for scripts.")
+def pg_list(output: str) -> None:
     """Every PostgreSQL installation found, newest first."""
     from syncrep_lab.pg.builds import build_at
 
@@ -78,9 +124,11 @@ def pg_list(as_json: bool) -> None:
         built = builds.get(inst.bin_dir)
         return {**inst.describe(), **({"build": built.describe()} if built else {})}
 
-    if as_json:
-        click.echo(json.dumps([described(i) for i in installs], indent=2))
-        return
+    render(Answer(lambda: [described(i) for i in installs], lambda: _print_installs(
+        installs, builds)), output)
+
+
+def _print_installs(installs: list[Installation], builds: dict[Path, Build | None]) -> None:
     if not installs:
         out.print("no PostgreSQL installation found; run ./run setup")
         return
@@ -130,10 +178,10 @@ def pg_fetch_cmd(version: str, force: bool) -> None:
 @click.option("--configure", "configure_args", multiple=True, metavar="ARG",
               help="A configure argument (--enable-X, --with-X=Y, VAR=value); repeatable. "
                    "The seed's named semaphores: PREFERRED_SEMAPHORES=NAMED_POSIX.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+@output_options(json_help="Print JSON for scripts.")
 def pg_build_cmd(source: str, patches: tuple[Path, ...], flavor: str, name: str | None,
                  jobs: int | None, cflags: str | None, configure_args: tuple[str, ...],
-                 as_json: bool) -> None:
+                 output: str) -> None:
     """Build PostgreSQL from SOURCE: a version (a Debian source package, e.g. 18 or 15.18),
     a release tarball, or a source tree; cached by source, patches, flavor and flags."""
     from syncrep_lab.pg.builds import build
@@ -141,12 +189,13 @@ def pg_build_cmd(source: str, patches: tuple[Path, ...], flavor: str, name: str 
     built = build(source, list(patches), flavor, name, jobs,
                   progress=lambda what: err.print(f"pg build: {escape(what)}"),
                   cflags=cflags, configure_args=configure_args)
-    if as_json:
-        click.echo(json.dumps(built.describe(), indent=2))
-        return
-    out.print(f"{built.name}: PostgreSQL {built.version} ({built.flavor}) in {built.bin_dir}")
-    if built.unfit:
-        err.print(f"note: {built.unfit}")
+    def text() -> None:
+        out.print(f"{built.name}: PostgreSQL {built.version} ({built.flavor}) in "
+                  f"{built.bin_dir}")
+        if built.unfit:
+            err.print(f"note: {built.unfit}")
+
+    render(Answer(built.describe, text), output)
 
 
 @cli.command("ab")
@@ -170,10 +219,10 @@ def pg_build_cmd(source: str, patches: tuple[Path, ...], flavor: str, name: str 
 @click.option("--resume", is_flag=True, help="Finish the runs of an interrupted --out.")
 @click.option("--jobs", type=click.IntRange(1, 256), default=None,
               help="make -j for the builds (default: the CPUs).")
-@click.option("--json", "as_json", is_flag=True, help="Print the answer as JSON.")
+@output_options(json_help="Print the answer as JSON.")
 def ab_cmd(bases: tuple[str, ...], patches: tuple[str, ...], git_base: str | None,
            flavor: str, spec_file: Path | None, clients: str | None, budget: str | None,
-           out: Path | None, resume: bool, jobs: int | None, as_json: bool) -> None:
+           out: Path | None, resume: bool, jobs: int | None, output: str) -> None:
     """Judge a patch: build BASE stock and patched (BASE as pg build takes it: a
     version, a tarball or a source tree), run both interleaved on the seed's shape
     (on, remote_write and the control local, at a low and a high client count) and
@@ -206,12 +255,12 @@ def ab_cmd(bases: tuple[str, ...], patches: tuple[str, ...], git_base: str | Non
     answer = run_ab(prep, display, progress)
     lines = summary_lines(answer)
     write_answer(answer, lines, prep.out, progress)
-    if as_json:
-        click.echo(json.dumps(answer, indent=2, default=str))
-    else:
+    def text() -> None:
         click.echo("\n".join(lines))
         err.print(f"written: {escape(str(prep.out / 'summary.txt'))}, "
                   f"{escape(str(prep.out / 'ab.json'))}", soft_wrap=True)
+
+    render(Answer(lambda: answer, text, default=str), output)
     failed = failed_cells(answer)
     if failed:
         err.print(f"[red]{failed} cells failed[/] (their errors are in each run's store: "
@@ -262,10 +311,10 @@ def cluster() -> None:
               show_default=True, help="How standbys get their data dir.")
 @click.option("--timeout", type=float, default=60.0, show_default=True,
               help="Seconds to wait for the cluster to be ready.")
-@click.option("--json", "as_json", is_flag=True)
+@output_options()
 def cluster_up(pg_spec: str | None, standbys: int, names: str | None, sync: str | None,
                cluster_dir: Path | None, tcp: bool, port: int | None, sets: tuple[str, ...],
-               profile: str, clone: str, timeout: float, as_json: bool) -> None:
+               profile: str, clone: str, timeout: float, output: str) -> None:
     """Bring a cluster up; returns when every standby streams in its expected sync state."""
     from syncrep_lab.cluster.build import UpOptions, up
     from syncrep_lab.cluster.status import cluster_status
@@ -277,15 +326,17 @@ def cluster_up(pg_spec: str | None, standbys: int, names: str | None, sync: str 
         settings=dict(parse_assignment(s) for s in sets), profile=profile, clone=clone,
         timeout=timeout,
     )
-    manifest = up(opts, progress=None if as_json else lambda m: err.print(f"[dim]{escape(m)}[/]"))
+    manifest = up(opts, progress=None if output == "json"
+                  else lambda m: err.print(f"[dim]{escape(m)}[/]"))
     status = cluster_status(manifest)
     status["seconds"] = round(time.monotonic() - started, 3)
-    if as_json:
-        click.echo(json.dumps(status, indent=2, default=str))
-        return
-    print_status(status)
-    out.print(f"up in {status['seconds']:.2f} s; take it down with: "
-              f"syncrep-lab cluster down --dir {manifest.dir}")
+
+    def text() -> None:
+        print_status(status)
+        out.print(f"up in {status['seconds']:.2f} s; take it down with: "
+                  f"syncrep-lab cluster down --dir {manifest.dir}")
+
+    render(Answer(lambda: status, text, default=str), output)
 
 
 def print_status(status: dict[str, Any]) -> None:
@@ -325,16 +376,13 @@ def _load(cluster_dir: Path | None) -> Any:
 
 @cluster.command("status")
 @_dir_option
-@click.option("--json", "as_json", is_flag=True)
-def cluster_status_cmd(cluster_dir: Path | None, as_json: bool) -> None:
+@output_options()
+def cluster_status_cmd(cluster_dir: Path | None, output: str) -> None:
     """Each node's role, pid, port, version, state, sync_state, positions and lags."""
     from syncrep_lab.cluster.status import cluster_status
 
     status = cluster_status(_load(cluster_dir))
-    if as_json:
-        click.echo(json.dumps(status, indent=2, default=str))
-    else:
-        print_status(status)
+    render(Answer(lambda: status, lambda: print_status(status), default=str), output)
 
 
 @cluster.command("down")
@@ -517,8 +565,8 @@ def _print_results_and_verdicts(out_dir: Path, rows: list[dict[str, Any]]) -> No
 
 def _finish(out_dir: Path) -> None:
     """What `run` prints at the end: results, verdicts, and the exit status."""
+    from syncrep_lab.report.data import cell_summaries
     from syncrep_lab.report.html import write_report
-    from syncrep_lab.report.model import cell_summaries
 
     rows = cell_summaries(out_dir)
     _print_results_and_verdicts(out_dir, rows)
@@ -537,22 +585,17 @@ def _finish(out_dir: Path) -> None:
 
 @cli.command()
 @click.argument("run_dir", required=False, type=click.Path(path_type=Path))
-@click.option("--json", "as_json", is_flag=True)
-@click.option("--csv", "as_csv", is_flag=True)
-def results(run_dir: Path | None, as_json: bool, as_csv: bool) -> None:
+@output_options(csv=True)
+def results(run_dir: Path | None, output: str) -> None:
     """One row per cell: mean TPS with its confidence interval, latencies, repeats used,
     the leading verdict and the largest cost per commit."""
-    from syncrep_lab.report.model import cell_summaries
+    from syncrep_lab.report.data import cell_summaries
     from syncrep_lab.terminal.results import write_csv
 
     folder = run_dir or _latest_run()
     rows = cell_summaries(folder)
-    if as_json:
-        click.echo(json.dumps(rows, indent=2))
-    elif as_csv:
-        write_csv(rows, sys.stdout)
-    else:
-        _print_results_and_verdicts(folder, rows)
+    render(Answer(lambda: rows, lambda: _print_results_and_verdicts(folder, rows),
+                  csv=lambda: write_csv(rows, sys.stdout)), output)
 
 
 @cli.command()
@@ -562,46 +605,50 @@ def results(run_dir: Path | None, as_json: bool, as_csv: bool) -> None:
 @click.option("--cell", "cell", type=int, default=None,
               help="The cell whose timeline and flame graphs are shown (its #; default the "
                    "fastest cell whose commits waited for a standby).")
-@click.option("--json", "as_json", is_flag=True, help="Print the report's data instead.")
+@output_options(json_help="Print the report's data instead.")
 def report(run_dir: Path | None, out_file: Path | None, cell: int | None,
-           as_json: bool) -> None:
+           output: str) -> None:
     """Write the self-contained HTML report of a run (plots, verdict, costs, the seed
     side by side); it works offline and can be rebuilt at any time."""
     folder = run_dir or _latest_run()
-    if as_json:
-        from syncrep_lab.report.model import report_data
 
-        click.echo(json.dumps(report_data(folder, cell), indent=2, default=str))
-        return
-    from syncrep_lab.report.html import write_report
+    def data() -> object:
+        from syncrep_lab.report.data import report_data
 
-    path = write_report(folder, out_file, cell)
-    out.print(f"report written to {escape(str(path))}")
+        return report_data(folder, cell)
+
+    def text() -> None:  # the page, written
+        from syncrep_lab.report.html import write_report
+
+        path = write_report(folder, out_file, cell)
+        out.print(f"report written to {escape(str(path))}")
+
+    render(Answer(data, text, default=str), output)
 
 
 @cli.command()
 @click.argument("run_dir", required=False, type=click.Path(path_type=Path))
 @click.option("--cell", "only_cell", type=int, default=None, help="Only this cell (its #).")
-@click.option("--json", "as_json", is_flag=True)
-def costs(run_dir: Path | None, only_cell: int | None, as_json: bool) -> None:
+@output_options()
+def costs(run_dir: Path | None, only_cell: int | None, output: str) -> None:
     """Cost per commit of every node and process role: CPU µs, context switches,
     system calls by kind; and the wait events each role was seen in."""
     from syncrep_lab.analysis.costs import run_costs
     from syncrep_lab.terminal.analysis import print_costs
 
-    _show_cells(run_costs, print_costs, run_dir, only_cell, as_json)
+    _show_cells(run_costs, print_costs, run_dir, only_cell, output)
 
 
 @cli.command()
 @click.argument("run_dir", required=False, type=click.Path(path_type=Path))
 @click.option("--cell", "only_cell", type=int, default=None, help="Only this cell (its #).")
-@click.option("--json", "as_json", is_flag=True)
-def diagnose(run_dir: Path | None, only_cell: int | None, as_json: bool) -> None:
+@output_options()
+def diagnose(run_dir: Path | None, only_cell: int | None, output: str) -> None:
     """What limits each cell: the mechanism, the numbers behind it, what to try next."""
     from syncrep_lab.analysis.diagnosis import diagnose_run
     from syncrep_lab.terminal.analysis import print_diagnosis
 
-    _show_cells(diagnose_run, print_diagnosis, run_dir, only_cell, as_json)
+    _show_cells(diagnose_run, print_diagnosis, run_dir, only_cell, output)
 
 
 Cell = TypeVar("Cell", bound=Mapping[str, Any])  # one cell's analysis, as --json prints it
@@ -610,15 +657,12 @@ Cell = TypeVar("Cell", bound=Mapping[str, Any])  # one cell's analysis, as --jso
 def _show_cells(
     analyse: Callable[[Path], list[Cell]],
     show: Callable[[list[Cell], Console], None],
-    run_dir: Path | None, only_cell: int | None, as_json: bool,
+    run_dir: Path | None, only_cell: int | None, output: str,
 ) -> None:
     """An analysis of a run (the latest by default), one cell or all, as JSON or tables."""
     cells = [c for c in analyse(run_dir or _latest_run())
              if only_cell is None or c["idx"] == only_cell]
-    if as_json:
-        click.echo(json.dumps(cells, indent=2))
-    else:
-        show(cells, out)
+    render(Answer(lambda: cells, lambda: show(cells, out)), output)
 
 
 @cli.command("model")
@@ -628,20 +672,18 @@ def _show_cells(
               help="What would bind on this many CPUs, demands as measured.")
 @click.option("--clients", type=click.IntRange(min=1), default=None,
               help="... and with this many clients.")
-@click.option("--json", "as_json", is_flag=True)
+@output_options()
 def model_cmd(run_dir: Path | None, only_cell: int | None, cores: float | None,
-              clients: int | None, as_json: bool) -> None:
+              clients: int | None, output: str) -> None:
     """Where each cell's ceiling is and which process sets it: the bound of every
     process, pool, the machine and the clients from CPU per commit, the knee, the
     Universal Scalability Law over clients, and what would bind on more cores."""
-    from syncrep_lab.analysis.model import finite, run_model
+    from syncrep_lab.analysis.model import run_model
     from syncrep_lab.terminal.analysis import print_model
 
     cells = run_model(run_dir or _latest_run(), cell=only_cell, cores=cores, clients=clients)
-    if as_json:
-        click.echo(json.dumps(finite(cells), indent=2))
-    else:
-        print_model(cells, out)
+    render(Answer(lambda: [c.to_json() for c in cells], lambda: print_model(cells, out)),
+           output)
 
 
 @cli.command("observe")
@@ -666,11 +708,11 @@ def model_cmd(run_dir: Path | None, only_cell: int | None, cores: float | None,
               help="Also time every commit inside the primary (bpftrace uprobes, for the "
                    "window only): root, on the primary's machine; every server of its binary "
                    "here pays the traps while attached.")
-@click.option("--json", "as_json", is_flag=True)
+@output_options()
 def observe_cmd(conninfo: str | None, cluster_dir: Path | None, standbys: tuple[str, ...],
                 seconds: float, hz: float, slice_seconds: int, host: str | None,
                 hosts_file: Path | None, out_dir: Path | None, label: str | None,
-                anatomy: bool, as_json: bool) -> None:
+                anatomy: bool, output: str) -> None:
     """Watch a running cluster, read-only and without load: is synchronous replication
     what limits its commits, and how much headroom is left. Needs pg_monitor."""
     from syncrep_lab.observe.command import ObserveOptions, observe, parse_standby
@@ -686,23 +728,24 @@ def observe_cmd(conninfo: str | None, cluster_dir: Path | None, standbys: tuple[
             given.setdefault(node.name, manifest.conninfo(node))
     assert conninfo is not None
     folder = out_dir or RUNS_DIR / f"observe-{time.strftime('%Y%m%d-%H%M%S')}"
-    if not as_json:
+    # what it says while it watches goes to stderr where stdout is JSON
+    said = err if output == "json" else out
+    if output != "json":
         out.print(f"observing for {seconds:g} s at {hz:g} Hz (read-only, no load) ...")
     done = observe(ObserveOptions(conninfo, given, seconds, hz, slice_seconds, host,
                                   hosts_file, folder, label, anatomy),
-                   say=lambda text: (err if as_json else out).print(escape(text),
-                                                                    soft_wrap=True))
+                   say=lambda text: said.print(escape(text), soft_wrap=True))
     # the analysis (scipy) is imported after the window, not during it
     from syncrep_lab.analysis.observe import run_observations
     from syncrep_lab.terminal.analysis import print_observation
 
     windows = [w for w in run_observations(folder) if w["idx"] == done["cell"]]
-    if as_json:
-        click.echo(json.dumps({**done, "windows": windows}, indent=2, default=str))
-    else:
+    def text() -> None:
         print_observation(windows, out)
         out.print(f"stored in {folder} (syncrep-lab report {folder}; compare it with "
                   "another window's folder)")
+
+    render(Answer(lambda: {**done, "windows": windows}, text, default=str), output)
     if done["signum"]:
         sys.exit(128 + done["signum"])
     if done["ended"]:
@@ -711,24 +754,21 @@ def observe_cmd(conninfo: str | None, cluster_dir: Path | None, standbys: tuple[
 
 @cli.command("faults")
 @click.argument("run_dir", required=False, type=click.Path(path_type=Path))
-@click.option("--json", "as_json", is_flag=True)
-def faults_cmd(run_dir: Path | None, as_json: bool) -> None:
+@output_options()
+def faults_cmd(run_dir: Path | None, output: str) -> None:
     """What each fault did: when the primary saw it, throughput before, during and
     after, slow commits, and whether every acknowledged commit survived."""
     from syncrep_lab.analysis.faults import run_faults
     from syncrep_lab.terminal.analysis import print_faults
 
     cells = run_faults(run_dir or _latest_run())
-    if as_json:
-        click.echo(json.dumps(cells, indent=2))
-    else:
-        print_faults(cells, out)
+    render(Answer(lambda: cells, lambda: print_faults(cells, out)), output)
 
 
 @cli.command("scaling")
 @click.argument("run_dir", required=False, type=click.Path(path_type=Path))
-@click.option("--json", "as_json", is_flag=True)
-def scaling_cmd(run_dir: Path | None, as_json: bool) -> None:
+@output_options()
+def scaling_cmd(run_dir: Path | None, output: str) -> None:
     """TPS against clients per synchronous_commit level, the knee, and each level's
     price as a ratio to local (95 % CI over repeats)."""
     from syncrep_lab.analysis.scaling import core_sweep, scaling
@@ -737,18 +777,19 @@ def scaling_cmd(run_dir: Path | None, as_json: bool) -> None:
     folder = run_dir or _latest_run()
     series = scaling(folder)
     cores = core_sweep(folder)
-    if as_json:
-        click.echo(json.dumps(series if not cores else {"clients": series, "cores": cores},
-                              indent=2))
-        return
-    print_scaling(series, out)
-    for sweep in cores:
-        steps = ", ".join(f"{p['cores']}: {p['tps']:,.0f}" for p in sweep["points"])
-        knee_text = (f"; stops growing after {sweep['knee']['cores']} cores"
-                     if sweep["knee"] else "")
-        worse = ", more cores measurably worse" if sweep["more_is_worse"] else ""
-        out.print(f"cores ({escape(sweep['series'])}): tps by cores {steps}; best "
-                  f"{sweep['best']['cores']}{worse}{knee_text}", soft_wrap=True)
+
+    def text() -> None:
+        print_scaling(series, out)
+        for sweep in cores:
+            steps = ", ".join(f"{p['cores']}: {p['tps']:,.0f}" for p in sweep["points"])
+            knee_text = (f"; stops growing after {sweep['knee']['cores']} cores"
+                         if sweep["knee"] else "")
+            worse = ", more cores measurably worse" if sweep["more_is_worse"] else ""
+            out.print(f"cores ({escape(sweep['series'])}): tps by cores {steps}; best "
+                      f"{sweep['best']['cores']}{worse}{knee_text}", soft_wrap=True)
+
+    render(Answer(lambda: series if not cores else {"clients": series, "cores": cores},
+                  text), output)
 
 
 @cli.command("compare")
@@ -758,10 +799,10 @@ def scaling_cmd(run_dir: Path | None, as_json: bool) -> None:
               help="Compare even if the runs were made on machines that differ.")
 @click.option("--top", type=int, default=10, show_default=True,
               help="How many of the per-commit costs that changed most to show per cell.")
-@click.option("--json", "as_json", is_flag=True, help="Print the comparison's data as JSON.")
+@output_options(json_help="Print the comparison's data as JSON.")
 @click.option("--html", "html_out", type=click.Path(path_type=Path), default=None,
               help="Also write the comparison as a self-contained HTML page here.")
-def compare_cmd(run_a: Path, run_b: Path, force: bool, top: int, as_json: bool,
+def compare_cmd(run_a: Path, run_b: Path, force: bool, top: int, output: str,
                 html_out: Path | None) -> None:
     """Run B against run A, cell by matching cell: TPS and latency ratios with 95 % CI and
     Welch's t-test, and the per-commit costs that changed most."""
@@ -769,15 +810,12 @@ def compare_cmd(run_a: Path, run_b: Path, force: bool, top: int, as_json: bool,
     from syncrep_lab.terminal.analysis import print_compare
 
     data = compare_runs(run_a, run_b, force=force, top=top)
-    if as_json:
-        click.echo(json.dumps(data, indent=2))
-    else:
-        print_compare(data, out)
+    render(Answer(lambda: data, lambda: print_compare(data, out)), output)
     if html_out is not None:
         from syncrep_lab.report.html import render_compare, write_page
 
         path = write_page(render_compare(data), html_out)
-        (err if as_json else out).print(f"comparison written to {escape(str(path))}")
+        (err if output == "json" else out).print(f"comparison written to {escape(str(path))}")
 
 
 # --- clean ------------------------------------------------------------------------

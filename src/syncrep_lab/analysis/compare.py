@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypedDict
 
+from syncrep_lab import format as fmt
 from syncrep_lab.analysis.anatomy import (
     PART_NAMES,
     AnatomyValues,
@@ -431,8 +432,8 @@ def anatomy_comparison(a: AnatomyValues | None, b: AnatomyValues | None,
             continue  # never happened on either side (the potential standby's releases)
         figures.append({**log_ratio_figure(name, unit, va, vb, between), "who": who,
                         "key": key})
-    changed = [f"{f['figure']} {_pct(f['ratio'])} [{_pct(f['ratio_low'], '')}, "
-               f"{_pct(f['ratio_high'], '')}]" for f in figures
+    changed = [f"{f['figure']} {fmt.change(f['ratio'])} [{fmt.change(f['ratio_low'], '')}, "
+               f"{fmt.change(f['ratio_high'], '')}]" for f in figures
                if f["significant"] and f["ratio"] is not None
                and f["ratio_low"] is not None and f["ratio_high"] is not None]
     only_a = sorted(PART_NAMES[n] for n in a.backend.keys() - b.backend.keys())
@@ -500,11 +501,6 @@ def log_ratio_figure(name: str, unit: str, a: Sequence[float], b: Sequence[float
             "ratio_low": low, "ratio_high": high, "detectable_pct": detectable,
             "test": test, "significant": None if test is None else test["significant"],
             "verdict": verdict}
-
-
-def _pct(ratio: float | None, unit: str = " %") -> str:
-    """B/A as a signed change: 0.65 -> '-35 %'."""
-    return "?" if ratio is None else f"{100 * (ratio - 1):+.0f}{unit}"
 
 
 def cell_anatomy_comparison(store_a: Store, cell_a: int, store_b: Store, cell_b: int,

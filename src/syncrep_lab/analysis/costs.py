@@ -334,7 +334,7 @@ def cell_costs(store: Store, cell_id: int) -> CellCosts:
             # the repeats that have one: a run's anatomy repeat, an observe window's
             # slices (measured, not probed: the window is all there is)
             "anatomy": cell_anatomy(store, repeats,
-                                    int(store.cell(cell_id).params.get("clients") or 0)),
+                                    store.cell(cell_id).typed_params.clients or 0),
             "probes": {k: sorted(v) for k, v in probe_status.items()},
             "disks": resources["disks"], "network": resources["network"],
             "quotas": resources["quotas"]}

@@ -64,9 +64,9 @@ class CellFacts:
     replication: list[dict[str, Any]] = field(default_factory=list)
     latency_ms: float | None = None
     # the bottleneck model's bounds, lowest first (analysis/model.py), when it has them
-    bounds: list[dict[str, Any]] = field(default_factory=list)
+    bounds: list[model.Bound] = field(default_factory=list)
     # its wait bounds (Little's law, the serial release), where the cell has an anatomy
-    wait_bounds: list[dict[str, Any]] = field(default_factory=list)
+    wait_bounds: list[model.WaitBound] = field(default_factory=list)
     # SSH host -> what runs there, the CPUs it kept busy on average, its CPUs
     hosts: dict[str, tuple[str, float, int]] = field(default_factory=dict)
     anatomy: Anatomy | None = None  # where a commit's time goes (analysis/anatomy.py)
@@ -91,8 +91,8 @@ class CellFacts:
     def link_iface(self, peer: str) -> str:
         return self.link_ifaces.get(peer, f"to-{peer}")
 
-    def bound(self, resource: str) -> dict[str, Any] | None:
-        return next((b for b in self.bounds if b["resource"] == resource), None)
+    def bound(self, resource: str) -> model.Bound | None:
+        return next((b for b in self.bounds if b.resource == resource), None)
 
     @property
     def cpu_known(self) -> bool:
@@ -297,11 +297,11 @@ def rule_cpu_saturated(facts: CellFacts) -> Verdict | None:
     used = sum(facts.cores(n, r) for (n, r) in facts.roles if n != "client")
     client = sum(facts.cores(n, r) for (n, r) in facts.roles if n == "client")
     machine = facts.bound("machine")
-    if machine is not None and machine["max_tps"]:
+    if machine is not None and machine.max_tps.mean:
         # the model's machine bound: its CPUs over every process's demand, pgbench's
         # included where it shares them; the fraction is how close the cell came to it
-        fraction = facts.tps / float(machine["max_tps"])
-        binds = bool(facts.bounds) and facts.bounds[0]["resource"] == "machine"
+        fraction = facts.tps / machine.max_tps.mean
+        binds = bool(facts.bounds) and facts.bounds[0].resource == "machine"
     else:
         fraction, binds = (used + client) / max(facts.cpus, 1), True
     spread = facts.busy_spread or 0.0
@@ -318,7 +318,7 @@ def rule_cpu_saturated(facts: CellFacts) -> Verdict | None:
     evidence: dict[str, float | str] = {"cores_busy": round(used, 3), "cpus": facts.cpus,
                                         "fraction": round(fraction, 3)}
     if machine is not None:
-        evidence["machine_bound_tps"] = round(float(machine["max_tps"]))
+        evidence["machine_bound_tps"] = round(machine.max_tps.mean)
     queued = ""
     runq = facts.sched("primary", "backend", "runq_us_per_commit")
     if runq is not None and facts.latency_ms:
@@ -355,17 +355,17 @@ def rule_walsender_binds(facts: CellFacts) -> Verdict | None:
             or not facts.cpu_known or facts.tps <= 0):
         return None
     busy = facts.cores_figure("primary", sender)
-    own = [b for b in [facts.bound(sender)] if b is not None and b["max_tps"]] + [
-        b for b in facts.wait_bounds if b.get("law") == "release" and b["max_tps"]]
+    own = [b for b in [facts.bound(sender)] if b is not None and b.max_tps.mean] + [
+        b for b in facts.wait_bounds if b.law == "release" and b.max_tps.mean]
     if busy.high < WALSENDER_BUSY or not own:
         return None
-    lowest = min(own, key=lambda b: float(b["max_tps"]))
-    near = facts.tps / float(lowest["max_tps"])
+    lowest = min(own, key=lambda b: b.max_tps.mean)
+    near = facts.tps / lowest.max_tps.mean
     if near < WALSENDER_NEAR:
         return None
     evidence: dict[str, float | str] = {
         "walsender": sender, "cores_busy": round(busy.point, 3),
-        "bound": str(lowest["resource"]), "bound_tps": round(float(lowest["max_tps"])),
+        "bound": lowest.resource, "bound_tps": round(lowest.max_tps.mean),
         "tps_over_bound": round(near, 3)}
     idle = machine_idle(facts, evidence, sender.partition(":")[2])
     said = [f"{sender} was on a CPU {100 * busy.point:.0f} % of the time"
@@ -400,8 +400,9 @@ def rule_walsender_binds(facts: CellFacts) -> Verdict | None:
         said.append(f"{100 * blocked:.0f} % in waits no release signalled (for "
                     "SyncRepLock, which its release loop holds, or freed before they slept)")
     said.append(f"{facts.tps:,.0f} tps is {100 * near:.0f} % of its bound, "
-                + (f"{lowest['max_tps']:,.0f} tps" if lowest.get("law") != "release" else
-                   f"{lowest['max_tps']:,.0f} tps of serial release under SyncRepLock"))
+                + (f"{lowest.max_tps.mean:,.0f} tps"
+                   if not isinstance(lowest, model.ReleaseBound) else
+                   f"{lowest.max_tps.mean:,.0f} tps of serial release under SyncRepLock"))
     cpus_idle = float(evidence.get("cpus_idle_share", 0.0))
     reach = graded(lambda c: None if c < WALSENDER_BUSY else (
         "high" if c >= WALSENDER_BUSY_HIGH and cpus_idle >= WIRE_IDLE_CPUS else "medium"),
@@ -568,8 +569,8 @@ def rule_single_process(facts: CellFacts) -> Verdict | None:
         return None
     evidence: dict[str, float | str] = {"node": node, "role": role,
                                         "cores_busy": round(cores.point, 3)}
-    if own is not None and own["max_tps"]:
-        evidence["bound_tps"] = round(float(own["max_tps"]))
+    if own is not None and own.max_tps.mean:
+        evidence["bound_tps"] = round(own.max_tps.mean)
     interval = f" ({cores.low:.2f}–{cores.high:.2f})" if cores.known else ""
     return Verdict.graded(
         name, reach,
@@ -883,9 +884,9 @@ def _anatomy_growth(this: tuple[StoredCell, Anatomy],
     def others(c: StoredCell) -> dict[str, Any]:
         return {k: v for k, v in c.params.items() if k != "clients"}
 
-    clients = int(cell.params.get("clients") or 0)
-    fewer = [(int(c.params.get("clients") or 0), a) for c, a in cells
-             if others(c) == others(cell) and int(c.params.get("clients") or 0) < clients]
+    clients = cell.typed_params.clients or 0
+    fewer = [(c.typed_params.clients or 0, a) for c, a in cells
+             if others(c) == others(cell) and (c.typed_params.clients or 0) < clients]
     if not fewer:
         return None
     return growth_sentence(min(fewer, key=lambda ca: ca[0]), (clients, anatomy))
@@ -922,12 +923,12 @@ def diagnose_run(folder: Path) -> list[CellDiagnosis]:
                 continue
             facts = cell_facts(store, cell, cpus)
             bound = model.cell_model(store, cell, series, machine)
-            facts.bounds, facts.wait_bounds = bound["bounds"], bound["wait_bounds"]
+            facts.bounds, facts.wait_bounds = list(bound.bounds), list(bound.wait_bounds)
             if facts.anatomy is not None:
                 anatomies[cell.idx] = (cell, facts.anatomy)
             out.append({"idx": cell.idx, "label": cell.label, "tps_mean": facts.tps,
                         "ceiling": model.headline(bound),
-                        "ceiling_errors": bound["errors"],
+                        "ceiling_errors": list(bound.errors),
                         "verdicts": [v.json() for v in diagnose_facts(facts)]})
         for d in out:
             if d["idx"] in anatomies:

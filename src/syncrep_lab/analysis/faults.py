@@ -104,7 +104,7 @@ def run_faults(folder: Path) -> list[dict[str, Any]]:
             scenarios = {}
         out = []
         for cell in store.cells(run.id):
-            name = cell.params.get("faults")
+            name = cell.typed_params.faults
             if name:
                 out.append(cell_faults(store, cell, scenarios.get(name, {})))
         return out

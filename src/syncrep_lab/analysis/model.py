@@ -58,13 +58,15 @@ import random
 import warnings
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from syncrep_lab import format as fmt
 from syncrep_lab.analysis.anatomy import WAIT_PARTS, Anatomy, cell_anatomy
 from syncrep_lab.analysis.costs import CPU_SOURCES, role_run_delay, role_values
 from syncrep_lab.analysis.sync_walsender import choose, stored_clues
+from syncrep_lab.json_form import JSON, finite
 from syncrep_lab.measure.stats import mean_ci
 from syncrep_lab.pg.replication import WAITING_LEVELS
 from syncrep_lab.pg.roles import CLIENT_PROGRAMS
@@ -88,7 +90,7 @@ class Interval:
     low: float
     high: float
 
-    def json(self) -> dict[str, float]:
+    def to_json(self) -> dict[str, JSON]:
         return {"mean": self.mean, "low": self.low, "high": self.high}
 
 
@@ -97,13 +99,13 @@ class Bound:
     """A resource's ceiling in commits per second, from its demand per commit."""
 
     resource: str  # "walsender:b", "backends", "machine", "clients", ...
-    kind: str  # process | pool | machine | clients
+    kind: str  # process | pool | machine | clients | wait
     demand_us: Interval | None  # µs per commit (None for the clients bound)
     capacity: float  # cores it may use (or clients for the clients bound)
     max_tps: Interval
     source: str  # where the demand comes from
 
-    def json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, JSON]:
         return {"resource": self.resource, "kind": self.kind,
                 "demand_us_per_commit": self.demand_us.mean if self.demand_us else None,
                 "demand_low": self.demand_us.low if self.demand_us else None,
@@ -114,14 +116,276 @@ class Bound:
 
 @dataclass(frozen=True)
 class WaitBound(Bound):
-    """A ceiling the commit's waiting sets (kind ``wait``), from the commit anatomy:
-    ``law`` little or release, ``detail`` how it was reached (in ``json``)."""
+    """A ceiling the commit's waiting sets (kind ``wait``), from the commit anatomy: a
+    LittleBound or a ReleaseBound, each with how it was reached."""
 
-    law: str = ""
-    detail: dict[str, Any] = field(default_factory=dict)
+    demand_us: Interval  # a wait bound always has one: R or c
+    at_clients: int  # the clients of the traced cell
+    share: float  # s or u: the share of time carried to the measured pace
+    traced_tps: float
+    scale: float  # the measured repeats' pace over the traced one's
+    as_traced_tps: float
+    traced_repeats: int
+    carried: tuple[str, ...]  # what the bound carries to another machine
+    dropped: tuple[str, ...]  # ... and what it leaves here (this machine's wait for a core)
 
-    def json(self) -> dict[str, Any]:
-        return {**super().json(), "law": self.law, **self.detail}
+    @property
+    def law(self) -> str:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class LittleBound(WaitBound):
+    """Little's law at this concurrency: N clients, each R a commit in the local flush
+    and the commit wait."""
+
+    clients: int  # N (another machine's where the bound is a what-if's)
+    share_low: float
+    share_high: float
+    traced_commits: int
+    parts_us: dict[str, float]  # each part of R at the measured pace
+
+    @property
+    def law(self) -> str:
+        return "little"
+
+    def to_json(self) -> dict[str, JSON]:
+        return {**super().to_json(), "law": self.law, "clients": self.clients,
+                "at_clients": self.at_clients, "share": self.share,
+                "share_low": self.share_low, "share_high": self.share_high,
+                "traced_tps": self.traced_tps, "scale": self.scale,
+                "as_traced_tps": self.as_traced_tps, "traced_repeats": self.traced_repeats,
+                "traced_commits": self.traced_commits, "parts_us": dict(self.parts_us),
+                "carried": list(self.carried), "dropped": list(self.dropped)}
+
+
+@dataclass(frozen=True)
+class ReleaseBound(WaitBound):
+    """The sync walsender's serial release: one waiter at a time under SyncRepLock."""
+
+    walsender: str | None
+    waiters_per_release: float | None
+    per_waiter_us_as_traced: float | None
+    us_per_commit_as_traced: float
+    dropped_us: float  # its wait for a core a commit, left here (a what-if's)
+
+    @property
+    def law(self) -> str:
+        return "release"
+
+    def to_json(self) -> dict[str, JSON]:
+        return {**super().to_json(), "law": self.law, "walsender": self.walsender,
+                "waiters_per_release": self.waiters_per_release,
+                "at_clients": self.at_clients, "share": self.share,
+                "traced_tps": self.traced_tps, "scale": self.scale,
+                "per_waiter_us_as_traced": self.per_waiter_us_as_traced,
+                "us_per_commit_as_traced": self.us_per_commit_as_traced,
+                "as_traced_tps": self.as_traced_tps, "traced_repeats": self.traced_repeats,
+                "carried": list(self.carried), "dropped": list(self.dropped),
+                "dropped_us": self.dropped_us}
+
+
+@dataclass(frozen=True)
+class Serial:
+    """The sync walsender's CPU per commit spent releasing waiters, from its flame graph:
+    a lower bound on the time it holds SyncRepLock per commit."""
+
+    role: str
+    share: float  # of its on-CPU time, in RELEASE_FRAME
+    frame: str
+    serial_us_per_commit: float
+    max_tps_if_serial: float | None
+
+    def to_json(self) -> dict[str, JSON]:
+        return {"role": self.role, "share": self.share, "frame": self.frame,
+                "serial_us_per_commit": self.serial_us_per_commit,
+                "max_tps_if_serial": self.max_tps_if_serial}
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    """The bounds on another machine (``--cores``, ``--clients``), demands as measured."""
+
+    cores: float
+    clients: int
+    bounds: tuple[Bound, ...]
+    wait_bounds: tuple[WaitBound, ...]
+    binding: str | None
+    binding_kind: str | None
+    max_tps: Interval | None
+
+    def to_json(self) -> dict[str, JSON]:
+        """The JSON form, unbounded figures null."""
+        return finite({"cores": self.cores, "clients": self.clients,
+                       "bounds": [b.to_json() for b in self.bounds],
+                       "wait_bounds": [b.to_json() for b in self.wait_bounds],
+                       "binding": self.binding, "binding_kind": self.binding_kind,
+                       "max_tps": self.max_tps.to_json() if self.max_tps else None})
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A fitted figure with its 95 % bootstrap interval (high ∞: unbounded)."""
+
+    value: float
+    low: float
+    high: float
+
+    def to_json(self) -> dict[str, JSON]:
+        return {"value": self.value, "low": self.low, "high": self.high}
+
+
+@dataclass(frozen=True)
+class UslFit:
+    """The USL fitted over ``axis`` (clients or cores), or the reason there is none
+    (``fit`` None)."""
+
+    axis: str | None  # None: a series the run measured at one value (no fit attempted)
+    reason: str | None = None  # why there is no fit
+    points: int = 0
+    x: tuple[float, ...] = ()
+    bootstrap: int = 0  # the resamples that converged
+    lam: Estimate | None = None
+    sigma: Estimate | None = None
+    kappa: Estimate | None = None
+    peak_n: Estimate | None = None
+    peak_tps: Estimate | None = None
+
+    @property
+    def fitted(self) -> bool:
+        return self.lam is not None
+
+    def to_json(self) -> dict[str, JSON]:
+        out: dict[str, JSON] = {} if self.axis is None else {"axis": self.axis}
+        if (self.lam is None or self.sigma is None or self.kappa is None
+                or self.peak_n is None or self.peak_tps is None):
+            return {**out, "fit": None, "reason": self.reason}
+        return {**out, "fit": "usl", "points": self.points, "x": list(self.x),
+                "bootstrap": self.bootstrap, "lambda": self.lam.to_json(),
+                "sigma": self.sigma.to_json(), "kappa": self.kappa.to_json(),
+                "peak_n": self.peak_n.to_json(), "peak_tps": self.peak_tps.to_json()}
+
+
+@dataclass(frozen=True)
+class HeldFrom:
+    """A cell held to a CPU quota, predicted from its twin without the placement."""
+
+    cell: int  # the twin's index
+    node: str
+    role: str
+    share: float  # the quota's CPUs
+    unheld_us_per_commit: float
+    predicted_tps: float
+    measured_tps: float
+    ratio: float  # measured over predicted
+
+    def to_json(self) -> dict[str, JSON]:
+        return {"cell": self.cell, "node": self.node, "role": self.role, "share": self.share,
+                "unheld_us_per_commit": self.unheld_us_per_commit,
+                "predicted_tps": self.predicted_tps, "measured_tps": self.measured_tps,
+                "ratio": self.ratio}
+
+
+@dataclass(frozen=True)
+class DelayedFrom:
+    """A cell with a release delay, predicted from its twin without it."""
+
+    cell: int
+    walsender: str
+    delay_us: float
+    stock_us_per_commit: float
+    stock_freed_per_commit: float
+    binding: str
+    predicted_tps: float
+    measured_tps: float
+    ratio: float
+
+    def to_json(self) -> dict[str, JSON]:
+        return {"cell": self.cell, "walsender": self.walsender, "delay_us": self.delay_us,
+                "stock_us_per_commit": self.stock_us_per_commit,
+                "stock_freed_per_commit": self.stock_freed_per_commit,
+                "binding": self.binding, "predicted_tps": self.predicted_tps,
+                "measured_tps": self.measured_tps, "ratio": self.ratio}
+
+
+@dataclass(frozen=True)
+class LinkedFrom:
+    """A cell behind an emulated link's delay, predicted from its twin without a link."""
+
+    cell: int
+    standby: str | None
+    round_trip_ms: float
+    clients: int
+    unlinked_tps: float
+    predicted_tps: float
+    measured_tps: float
+    ratio: float
+
+    def to_json(self) -> dict[str, JSON]:
+        return {"cell": self.cell, "standby": self.standby,
+                "round_trip_ms": self.round_trip_ms, "clients": self.clients,
+                "unlinked_tps": self.unlinked_tps, "predicted_tps": self.predicted_tps,
+                "measured_tps": self.measured_tps, "ratio": self.ratio}
+
+
+@dataclass(frozen=True)
+class CellModel:
+    """The bottleneck model of one cell (``model --json`` prints ``to_json()``)."""
+
+    idx: int
+    label: str
+    measured_tps: float | None
+    cpus: float
+    clients: int
+    sources: dict[str, str]  # where the demands come from -> in words
+    bounds: tuple[Bound, ...]  # the CPU bounds, lowest first
+    wait_bounds: tuple[WaitBound, ...]  # the commit anatomy's ceilings, beside them
+    wait_missing: str | None  # why there are no wait bounds
+    binding: str | None  # the lowest of every bound, CPU and wait
+    binding_kind: str | None
+    next: str | None
+    beyond_cores: str | None  # what more cores would not raise
+    knee_clients: float | None
+    knee_from: str | None
+    serial: tuple[Serial, ...]
+    errors: tuple[str, ...]
+    what_if: WhatIf | None
+    missing: str | None  # why there are no CPU bounds
+    # filled by run_model: the twins a prediction comes from, and the USL fits
+    held_from: HeldFrom | None = None
+    delayed_from: DelayedFrom | None = None
+    linked_from: LinkedFrom | None = None
+    usl: UslFit | None = None  # None: not fitted (run_model's fits=False)
+    usl_cores: UslFit | None = None
+    cores_fitted: bool = False  # usl_cores was looked for (the cell has a cores axis)
+
+    def bound(self, resource: str | None) -> Bound | None:
+        """The bound of ``resource``, CPU or wait."""
+        return next((b for b in (*self.bounds, *self.wait_bounds)
+                     if b.resource == resource), None)
+
+    def to_json(self) -> dict[str, JSON]:
+        """The JSON form, unbounded figures null (JSON has no infinity)."""
+        out: dict[str, JSON] = {
+            "idx": self.idx, "label": self.label, "measured_tps": self.measured_tps,
+            "cpus": self.cpus, "clients": self.clients, "sources": dict(self.sources),
+            "bounds": [b.to_json() for b in self.bounds],
+            "wait_bounds": [b.to_json() for b in self.wait_bounds],
+            "wait_missing": self.wait_missing, "binding": self.binding,
+            "binding_kind": self.binding_kind, "next": self.next,
+            "beyond_cores": self.beyond_cores, "knee_clients": self.knee_clients,
+            "knee_from": self.knee_from, "serial": [s.to_json() for s in self.serial],
+            "errors": list(self.errors),
+            "what_if": self.what_if.to_json() if self.what_if else None,
+            "missing": self.missing,
+            "held_from": self.held_from.to_json() if self.held_from else None,
+            "delayed_from": self.delayed_from.to_json() if self.delayed_from else None,
+            "linked_from": self.linked_from.to_json() if self.linked_from else None}
+        if self.usl is not None:
+            out["usl"] = self.usl.to_json()
+            if self.cores_fitted:
+                out["usl_cores"] = self.usl_cores.to_json() if self.usl_cores else None
+        return finite(out)
 
 
 # (node, role) -> (µs per commit, where it comes from, processes)
@@ -270,7 +534,7 @@ def _anatomy_interval(value: dict[str, Any]) -> Interval | None:
 def traced_commit(store: Store, cell: StoredCell) -> tuple[Traced | None, str | None]:
     """The commit anatomy of ``cell`` for the wait bounds, or None and why there is none."""
     probed = {r.id: r for r in store.repeats(cell.id) if r.probed}
-    clients = int(cell.params.get("clients") or 0)
+    clients = cell.typed_params.clients or 0
     rows = queries.anatomy_of(store, list(probed)) if probed else []
     traced = sorted({repeat_id for repeat_id, _ in rows})
     anatomy = (cell_anatomy(store, {r: int(probed[r].transactions) for r in traced}, clients)
@@ -303,11 +567,9 @@ def traced_commit(store: Store, cell: StoredCell) -> tuple[Traced | None, str | 
                   per_commit, per_commit * tps / 1e6 if per_commit else None), None
 
 
-def _wait_bound(resource: str, law: str, demand_us: Interval, capacity: float, source: str,
-                detail: dict[str, Any]) -> WaitBound:
-    b = capacity_bound(resource, "wait", demand_us, capacity, source)
-    return WaitBound(b.resource, b.kind, b.demand_us, b.capacity, b.max_tps, b.source,
-                     law, detail)
+def _wait_tps(demand_us: Interval, capacity: float) -> Interval:
+    """A wait bound's ceiling: capacity / its time a commit (capacity_bound's)."""
+    return capacity_bound("", "wait", demand_us, capacity, "").max_tps
 
 
 SHORTAGE_PARTS = ("run_queue",)  # a commit's wait for a core: this machine's, not another's
@@ -346,17 +608,18 @@ def wait_bounds(t: Traced, measured: Interval, *,
     at = "" if n == t.clients else f", R as at {t.clients} clients"
     if short:
         at += f", without the {short / scale:,.0f} µs a commit waited here for a core"
-    out = [_wait_bound(
-        LITTLE, "little", per_commit(s, t.clients), float(n),
+    r = per_commit(s, t.clients)
+    out: list[WaitBound] = [LittleBound(
+        LITTLE, "wait", r, float(n), _wait_tps(r, float(n)),
         f"commit anatomy: {100 * s.mean:.0f} % of a client's time in the local flush and the "
         f"commit wait, at the measured {measured.mean:,.0f} tps{at}",
-        {"clients": n, "at_clients": t.clients, "share": s.mean, "share_low": s.low,
-         "share_high": s.high, "traced_tps": t.tps, "scale": scale,
-         "as_traced_tps": n * 1e6 / t.in_server_us.mean, "traced_repeats": t.repeats,
-         "traced_commits": t.anatomy["commits"], "parts_us": parts,
-         # what R carries to the other machine, and what it leaves here
-         "carried": [p for p in parts if not (short and p in SHORTAGE_PARTS)],
-         "dropped": [p for p in parts if short and p in SHORTAGE_PARTS]})]
+        at_clients=t.clients, share=s.mean, traced_tps=t.tps, scale=scale,
+        as_traced_tps=n * 1e6 / t.in_server_us.mean, traced_repeats=t.repeats,
+        # what R carries to the other machine, and what it leaves here
+        carried=tuple(p for p in parts if not (short and p in SHORTAGE_PARTS)),
+        dropped=tuple(p for p in parts if short and p in SHORTAGE_PARTS),
+        clients=n, share_low=s.low, share_high=s.high,
+        traced_commits=t.anatomy["commits"], parts_us=parts)]
     if t.release_us and t.release_share:
         u = Interval(t.release_share, t.release_share, t.release_share)
         dropped_us = 0.0
@@ -369,17 +632,17 @@ def wait_bounds(t: Traced, measured: Interval, *,
             u = Interval(kept_u, kept_u, kept_u)
         waited = (f", without the {dropped_us:,.1f} µs a commit it waited here for a core"
                   if dropped_us else "")
-        out.append(_wait_bound(
-            RELEASE, "release", per_commit(u, 1.0), 1.0,
+        c = per_commit(u, 1.0)
+        out.append(ReleaseBound(
+            RELEASE, "wait", c, 1.0, _wait_tps(c, 1.0),
             f"commit anatomy: {t.walsender} releasing {100 * u.mean:.1f} % of the time, one "
             f"waiter at a time, at the measured {measured.mean:,.0f} tps{waited}",
-            {"walsender": t.walsender, "waiters_per_release": t.waiters_per_release,
-             "at_clients": t.clients, "share": u.mean, "traced_tps": t.tps, "scale": scale,
-             "per_waiter_us_as_traced": t.per_waiter_us,
-             "us_per_commit_as_traced": t.release_us,
-             "as_traced_tps": 1e6 / t.release_us, "traced_repeats": t.repeats,
-             "carried": ["release"], "dropped": ["walsender run delay"] if dropped_us else [],
-             "dropped_us": dropped_us}))
+            at_clients=t.clients, share=u.mean, traced_tps=t.tps, scale=scale,
+            as_traced_tps=1e6 / t.release_us, traced_repeats=t.repeats,
+            carried=("release",), dropped=("walsender run delay",) if dropped_us else (),
+            walsender=t.walsender, waiters_per_release=t.waiters_per_release,
+            per_waiter_us_as_traced=t.per_waiter_us, us_per_commit_as_traced=t.release_us,
+            dropped_us=dropped_us))
     return out
 
 
@@ -427,19 +690,19 @@ def peak(lam: float, sigma: float, kappa: float) -> tuple[float, float]:
     return n, float(usl(n, lam, sigma, kappa))
 
 
-def fit_usl(samples: dict[float, list[float]], *, seed: int = 1,
-            rounds: int = BOOTSTRAP) -> dict[str, Any]:
+def fit_usl(samples: dict[float, list[float]], *, axis: str | None = None, seed: int = 1,
+            rounds: int = BOOTSTRAP) -> UslFit:
     """σ, κ, λ, the peak and its TPS, each with a 95 % bootstrap interval (repeats
     resampled within each x), from TPS samples by x (clients or cores); or the reason
     there is no fit."""
     xs = sorted(x for x, v in samples.items() if v)
     if len(xs) < USL_MIN_POINTS:
-        return {"fit": None, "reason": f"{len(xs)} distinct values measured; the law has "
-                                       f"three parameters and needs {USL_MIN_POINTS}"}
+        return UslFit(axis, f"{len(xs)} distinct values measured; the law has three "
+                            f"parameters and needs {USL_MIN_POINTS}")
     points = [(x, v) for x in xs for v in samples[x]]
     best = _fit(points)
     if best is None:
-        return {"fit": None, "reason": "the least-squares fit did not converge"}
+        return UslFit(axis, "the least-squares fit did not converge")
     rng = random.Random(seed)
     boot: list[tuple[float, float, float, float, float]] = []
     for _ in range(rounds):
@@ -447,19 +710,17 @@ def fit_usl(samples: dict[float, list[float]], *, seed: int = 1,
         got = _fit(resampled)
         if got is not None:
             boot.append((*got, *peak(*got)))
-    names = ("lambda", "sigma", "kappa", "peak_n", "peak_tps")
-    out: dict[str, Any] = {"fit": "usl", "points": len(points), "x": xs,
-                           "bootstrap": len(boot)}
-    for i, name in enumerate(names):
+    found: list[Estimate] = []
+    for i in range(5):  # λ, σ, κ, the peak's N and TPS
         value = best[i] if i < 3 else peak(*best)[i - 3]
-        finite = sorted(b[i] for b in boot if math.isfinite(b[i]))
-        if len(finite) >= 0.9 * len(boot) and finite:
-            lo, hi = finite[int(0.025 * (len(finite) - 1))], finite[int(0.975 * (len(finite) - 1))]
+        kept = sorted(b[i] for b in boot if math.isfinite(b[i]))
+        if len(kept) >= 0.9 * len(boot) and kept:
+            lo, hi = kept[int(0.025 * (len(kept) - 1))], kept[int(0.975 * (len(kept) - 1))]
         else:  # many resamples without a peak: the upper end is unbounded
-            lo = finite[int(0.025 * (len(finite) - 1))] if finite else value
+            lo = kept[int(0.025 * (len(kept) - 1))] if kept else value
             hi = math.inf
-        out[name] = {"value": value, "low": lo, "high": hi}
-    return out
+        found.append(Estimate(value, lo, hi))
+    return UslFit(axis, None, len(points), tuple(xs), len(boot), *found)
 
 
 # --- a run's cells ---------------------------------------------------------------------------
@@ -470,16 +731,15 @@ def _series_key(params: dict[str, Any], leave_out: str) -> str:
                       default=str)
 
 
-def _serial(store: Store, cell_id: int, role: str, demand: Interval) -> dict[str, Any] | None:
+def _serial(store: Store, cell_id: int, role: str, demand: Interval) -> Serial | None:
     """The walsender's CPU per commit spent releasing waiters (a lower bound on the time
     it holds SyncRepLock per commit), from its flame graph."""
     found = queries.last_role_frame(store, cell_id, "primary", role, RELEASE_FRAME)
     if found is None or not found.cpu_us:
         return None
     share = float(found.frame_us or 0) / float(found.cpu_us)
-    return {"role": role, "share": share, "frame": RELEASE_FRAME,
-            "serial_us_per_commit": demand.mean * share,
-            "max_tps_if_serial": (1e6 / (demand.mean * share)) if share > 0 else None}
+    return Serial(role, share, RELEASE_FRAME, demand.mean * share,
+                  (1e6 / (demand.mean * share)) if share > 0 else None)
 
 
 def cell_demands(store: Store, cell_id: int) -> Demands:
@@ -499,12 +759,12 @@ def cell_demands(store: Store, cell_id: int) -> Demands:
 
 def cell_model(store: Store, cell: StoredCell, by_series: dict[str, dict[int, StoredCell]],
                machine: dict[str, Any], *, cores: float | None = None,
-               clients: int | None = None) -> dict[str, Any]:
-    params = cell.params
-    n_clients = int(params.get("clients") or 1)
-    threads = int(params.get("threads") or 1)
+               clients: int | None = None) -> CellModel:
+    params, p = cell.params, cell.typed_params
+    n_clients = p.clients or 1
+    threads = p.threads or 1
     cpus = float(machine.get("cpus_usable") or machine.get("cpu_count") or 1)
-    server_cores = float(params["cores"]) if params.get("cores") is not None else None
+    server_cores = p.cores
     demands = cell_demands(store, cell.id)
     one = by_series[_series_key(params, "clients")].get(1)
     if one is not None and one.lat_mean_ms is not None:
@@ -521,7 +781,7 @@ def cell_model(store: Store, cell: StoredCell, by_series: dict[str, dict[int, St
         r1, r1_source = None, ""
     # a CPU quota is the placement's: it holds its role here and on any machine
     quotas = {(q.node, q.role): q.share for q in queries.quota_means(store, cell.id)}
-    waiting = str(params.get("synchronous_commit")) in WAITING_LEVELS
+    waiting = p.synchronous_commit in WAITING_LEVELS
     found = bounds(demands, cpus=cpus, clients=n_clients, threads=threads, r1_ms=r1,
                    r1_source=r1_source, server_cores=server_cores, quotas=quotas,
                    waits_for_standbys=waiting)
@@ -563,8 +823,7 @@ def cell_model(store: Store, cell: StoredCell, by_series: dict[str, dict[int, St
         release_wait = None
         if traced is not None and traced.walsender is not None and c > cpus:
             runq = role_run_delay(store, cell.id, "primary", traced.walsender)
-            share = next((sv["share"] for sv in serial if sv["role"] == traced.walsender),
-                         None)
+            share = next((sv.share for sv in serial if sv.role == traced.walsender), None)
             demand = demands.get(("primary", traced.walsender))
             if runq and share and demand is not None:
                 # its wait for a core, in the part of its time spent releasing as its CPU
@@ -573,99 +832,75 @@ def cell_model(store: Store, cell: StoredCell, by_series: dict[str, dict[int, St
                                   release_wait=release_wait)
                       if traced is not None and x is not None else [])
         lowest = sorted([*hypo, *hypo_waits], key=lambda b: b.max_tps.mean)
-        what_if = {"cores": c, "clients": n, "bounds": [b.json() for b in hypo],
-                   "wait_bounds": [b.json() for b in hypo_waits],
-                   "binding": lowest[0].resource if lowest else None,
-                   "binding_kind": lowest[0].kind if lowest else None,
-                   "max_tps": lowest[0].max_tps.json() if lowest else None}
-    return {
-        "idx": cell.idx, "label": cell.label, "measured_tps": measured,
-        "cpus": cpus, "clients": n_clients,
-        "sources": {s: CPU_SOURCES[s] for s in sorted({s for _, s, _ in demands.values()})},
-        "bounds": [b.json() for b in found],
+        what_if = WhatIf(c, n, tuple(hypo), tuple(hypo_waits),
+                         lowest[0].resource if lowest else None,
+                         lowest[0].kind if lowest else None,
+                         lowest[0].max_tps if lowest else None)
+    return CellModel(
+        idx=cell.idx, label=cell.label, measured_tps=measured, cpus=cpus, clients=n_clients,
+        sources={s: CPU_SOURCES[s] for s in sorted({s for _, s, _ in demands.values()})},
+        bounds=tuple(found),
         # the commit anatomy's ceilings (kind "wait"), beside the CPU bounds
-        "wait_bounds": [b.json() for b in waits],
-        "wait_missing": wait_missing,
+        wait_bounds=tuple(waits), wait_missing=wait_missing,
         # the lowest of every bound, CPU and wait
-        "binding": every[0].resource if every else None,
-        "binding_kind": every[0].kind if every else None,
-        "next": every[1].resource if len(every) > 1 else None,
+        binding=every[0].resource if every else None,
+        binding_kind=every[0].kind if every else None,
+        next=every[1].resource if len(every) > 1 else None,
         # what more cores would not raise: the lowest serial point, the clients or the wait
-        "beyond_cores": next((b.resource for b in every
-                              if b.kind in ("process", "clients", "wait")
-                              and b.resource != (every[0].resource if every else None)),
-                             None),
-        "knee_clients": knee, "knee_from": r1_source if knee is not None else None,
-        "serial": serial, "errors": errors, "what_if": what_if,
-        "missing": None if demands else "no CPU per process role was measured in this cell "
-                                        "(probes off, or an attached cluster)",
-    }
+        beyond_cores=next((b.resource for b in every
+                           if b.kind in ("process", "clients", "wait")
+                           and b.resource != (every[0].resource if every else None)), None),
+        knee_clients=knee, knee_from=r1_source if knee is not None else None,
+        serial=tuple(serial), errors=tuple(errors), what_if=what_if,
+        missing=None if demands else "no CPU per process role was measured in this cell "
+                                     "(probes off, or an attached cluster)")
 
 
-def wait_name(b: dict[str, Any]) -> str:
+def wait_name(b: WaitBound) -> str:
     """A wait bound in words: what sets it."""
-    if b.get("law") == "release":
-        return (f"{b['walsender']}'s serial release ({b['demand_us_per_commit']:,.1f} µs "
+    if isinstance(b, ReleaseBound):
+        return (f"{b.walsender}'s serial release ({b.demand_us.mean:,.1f} µs "
                 "a commit under SyncRepLock)")
-    n = b["clients"]
+    assert isinstance(b, LittleBound)
+    n = b.clients
     # a level that waits for no standby (local): the flush alone
-    what = "local flush and wait" if set(b.get("parts_us") or {}) - {"local_flush"} \
-        else "local flush"
+    what = "local flush and wait" if set(b.parts_us) - {"local_flush"} else "local flush"
     return (f"the commit's {what} (Little's law: {n} client"
-            f"{'' if n == 1 else 's'}, {b['demand_us_per_commit'] / 1000:,.2f} ms each in "
+            f"{'' if n == 1 else 's'}, {b.demand_us.mean / 1000:,.2f} ms each in "
             "the server)")
 
 
-def headline(model: dict[str, Any]) -> str | None:
+def headline(model: CellModel) -> str | None:
     """One sentence: the bound that binds here (a CPU bound or a wait bound), and the one
     more cores would not raise."""
-    every = [*model["bounds"], *model.get("wait_bounds", [])]
-    by = {b["resource"]: b for b in every}
-    binding = by.get(model["binding"] or "")
+    binding = model.bound(model.binding)
     if binding is None:
         return None
-    if binding["kind"] == "wait":
+    if isinstance(binding, WaitBound):
         what = wait_name(binding)
-    elif binding["kind"] == "process":
-        held = binding["capacity"] < 1  # a placement's CPU quota
-        what = (f"{binding['resource']} (one process"
-                + (f", held to {binding['capacity']:g} CPU by its quota)" if held else ")"))
+    elif binding.kind == "process":
+        held = binding.capacity < 1  # a placement's CPU quota
+        what = (f"{binding.resource} (one process"
+                + (f", held to {binding.capacity:g} CPU by its quota)" if held else ")"))
     else:
-        what = (f"the {model['cpus']:g} CPUs" if binding["kind"] == "machine"
-                else binding["resource"])
-    plural = binding["kind"] == "machine" or binding["resource"].endswith("s")
+        what = (f"the {model.cpus:g} CPUs" if binding.kind == "machine"
+                else binding.resource)
+    plural = binding.kind == "machine" or binding.resource.endswith("s")
     text = f"here {what} bind{'' if plural else 's'} at " \
-           f"~{round_tps(binding['max_tps'])} tps"
-    cpu = [b for b in model["bounds"] if b["kind"] != "clients"]
-    if binding["kind"] == "wait" and cpu:
-        text += (f", below every CPU bound (the lowest: {cpu[0]['resource']} at "
-                 f"~{round_tps(cpu[0]['max_tps'])})")
-    beyond = by.get(model["beyond_cores"] or "")
+           f"~{fmt.tps_short(binding.max_tps.mean)} tps"
+    cpu = [b for b in model.bounds if b.kind != "clients"]
+    if isinstance(binding, WaitBound) and cpu:
+        text += (f", below every CPU bound (the lowest: {cpu[0].resource} at "
+                 f"~{fmt.tps_short(cpu[0].max_tps.mean)})")
+    beyond = model.bound(model.beyond_cores)
     if beyond is not None:
-        if beyond["kind"] == "wait":
+        if isinstance(beyond, WaitBound):
             name = wait_name(beyond)
         else:
-            name = beyond["resource"] + (" alone" if beyond["kind"] == "process" else "")
-        text += (f"; {name} would bind at ~{round_tps(beyond['max_tps'])} "
+            name = beyond.resource + (" alone" if beyond.kind == "process" else "")
+        text += (f"; {name} would bind at ~{fmt.tps_short(beyond.max_tps.mean)} "
                  "tps on a machine with enough cores")
     return text
-
-
-def round_tps(tps: float) -> str:
-    if not math.isfinite(tps):
-        return "unbounded"
-    return f"{tps / 1000:,.0f}k" if tps >= 10_000 else f"{tps:,.0f}"
-
-
-def finite(value: Any) -> Any:
-    """JSON has no infinity: an unbounded figure is null."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [finite(v) for v in value]
-    return value
 
 
 def _twin(cell: StoredCell, cells: list[StoredCell], axis: str,
@@ -677,7 +912,7 @@ def _twin(cell: StoredCell, cells: list[StoredCell], axis: str,
                  and alike(c)), None)
 
 
-def held_from(store: Store, cell: StoredCell, cells: list[StoredCell]) -> dict[str, Any] | None:
+def held_from(store: Store, cell: StoredCell, cells: list[StoredCell]) -> HeldFrom | None:
     """A cell whose placement held a role to a CPU quota, predicted from the cell that
     differs only in having no placement: the quota's CPUs over that role's CPU per commit
     there (a process held to q CPUs passes at most q / D commits a second). None where
@@ -685,13 +920,13 @@ def held_from(store: Store, cell: StoredCell, cells: list[StoredCell]) -> dict[s
     quotas = queries.quota_means(store, cell.id)
     if not quotas or cell.tps_mean is None:
         return None
-    waiting = str(cell.params.get("synchronous_commit")) in WAITING_LEVELS
+    waiting = cell.typed_params.synchronous_commit in WAITING_LEVELS
     free = _twin(cell, cells, "placement",
-                 lambda c: c.params.get("placement") in (None, "none"))
+                 lambda c: c.typed_params.placement in (None, "none"))
     if free is None:
         return None
     demands = cell_demands(store, free.id)
-    best: dict[str, Any] | None = None
+    best: HeldFrom | None = None
     for q in quotas:
         d = demands.get((q.node, q.role))
         group = [v for (n, r), v in demands.items()
@@ -706,11 +941,9 @@ def held_from(store: Store, cell: StoredCell, cells: list[StoredCell]) -> dict[s
         # one process uses one CPU at most, whatever its quota
         cpus = min(q.share, d[2]) if role_kind(q.role) == "process" else q.share
         tps = cpus * 1e6 / d[0].mean
-        if best is None or tps < best["predicted_tps"]:
-            best = {"cell": free.idx, "node": q.node, "role": q.role, "share": q.share,
-                    "unheld_us_per_commit": d[0].mean, "predicted_tps": tps,
-                    "measured_tps": float(cell.tps_mean),
-                    "ratio": float(cell.tps_mean) / tps}
+        if best is None or tps < best.predicted_tps:
+            best = HeldFrom(free.idx, q.node, q.role, q.share, d[0].mean, tps,
+                            float(cell.tps_mean), float(cell.tps_mean) / tps)
     return best
 
 
@@ -742,7 +975,7 @@ def _primary_settings_but(store: Store, cell: StoredCell, name: str) -> dict[str
 
 
 def delayed_from(store: Store, cell: StoredCell, cells: list[StoredCell],
-                 machine: dict[str, Any]) -> dict[str, Any] | None:
+                 machine: dict[str, Any]) -> DelayedFrom | None:
     """A cell whose sync walsender spends d µs more on each waiter it frees (the slowed
     build's synchronous_release_delay_us), predicted from the cell that differs only in
     having it 0: that cell's demands with the walsender's raised by d times the waiters
@@ -756,7 +989,7 @@ def delayed_from(store: Store, cell: StoredCell, cells: list[StoredCell],
     commit than in the stock cell (0.41 against 0.82 at 1 ms a waiter, 64 clients)."""
     delay = _release_delay_us(store, cell)
     if (delay <= 0 or cell.tps_mean is None
-            or str(cell.params.get("synchronous_commit")) not in WAITING_LEVELS):
+            or cell.typed_params.synchronous_commit not in WAITING_LEVELS):
         return None
     # the twin differs in the delay alone: its primary's other settings are the same
     others = _primary_settings_but(store, cell, RELEASE_DELAY)
@@ -780,24 +1013,21 @@ def delayed_from(store: Store, cell: StoredCell, cells: list[StoredCell],
                        processes)
     found = bounds(demands, cpus=float(machine.get("cpus_usable") or
                                        machine.get("cpu_count") or 1),
-                   clients=int(cell.params.get("clients") or 1),
-                   threads=int(cell.params.get("threads") or 1), r1_ms=None, r1_source="")
+                   clients=cell.typed_params.clients or 1,
+                   threads=cell.typed_params.threads or 1, r1_ms=None, r1_source="")
     lowest = min((b for b in found if b.kind != "clients"), key=lambda b: b.max_tps.mean)
     tps = lowest.max_tps.mean
-    return {"cell": stock.idx, "walsender": traced.walsender, "delay_us": delay,
-            "stock_us_per_commit": d.mean, "stock_freed_per_commit": float(freed),
-            "binding": lowest.resource, "predicted_tps": tps,
-            "measured_tps": float(cell.tps_mean), "ratio": float(cell.tps_mean) / tps}
+    return DelayedFrom(stock.idx, traced.walsender, delay, d.mean, float(freed),
+                       lowest.resource, tps, float(cell.tps_mean), float(cell.tps_mean) / tps)
 
 
 def linked_from(store: Store, cell: StoredCell,
-                cells: list[StoredCell]) -> dict[str, Any] | None:
+                cells: list[StoredCell]) -> LinkedFrom | None:
     """A cell whose standbys are behind an emulated link with a delay, predicted from the
     cell that differs only in having no link (Little's law: N clients, each commit's time
     there plus the round trip the link adds to the sync standby's answer). None where
     the cell's links add no delay, or the run has no such twin."""
-    if cell.tps_mean is None or str(cell.params.get("synchronous_commit")) \
-            not in WAITING_LEVELS:
+    if cell.tps_mean is None or cell.typed_params.synchronous_commit not in WAITING_LEVELS:
         return None
     last = queries.last_measured_repeat(store, cell.id)
     added: dict[str, float] = {}  # standby -> the round trip its link adds, ms
@@ -813,7 +1043,7 @@ def linked_from(store: Store, cell: StoredCell,
     if not added or max(added.values()) <= 0:
         return None
     free = _twin(cell, cells, "link", lambda c: (
-        c.tps_mean is not None and c.params.get("link") in (None, "none")))
+        c.tps_mean is not None and c.typed_params.link in (None, "none")))
     if free is None or not free.tps_mean:
         return None
     traced, _ = traced_commit(store, cell)
@@ -821,13 +1051,12 @@ def linked_from(store: Store, cell: StoredCell,
                if traced is not None and traced.walsender else "")
     # the sync standby's link; not known, the quickest (the first to answer)
     rtt_ms = added.get(standby, min(added.values()))
-    n = int(cell.params.get("clients") or 1)
+    n = cell.typed_params.clients or 1
     unlinked = float(free.tps_mean or 0.0)
     per_commit_s = n / unlinked + rtt_ms / 1000
     tps = n / per_commit_s
-    return {"cell": free.idx, "standby": standby or None, "round_trip_ms": rtt_ms,
-            "clients": n, "unlinked_tps": unlinked, "predicted_tps": tps,
-            "measured_tps": float(cell.tps_mean), "ratio": float(cell.tps_mean) / tps}
+    return LinkedFrom(free.idx, standby or None, rtt_ms, n, unlinked, tps,
+                      float(cell.tps_mean), float(cell.tps_mean) / tps)
 
 
 def series_index(cells: list[StoredCell]) -> dict[str, dict[int, StoredCell]]:
@@ -835,12 +1064,12 @@ def series_index(cells: list[StoredCell]) -> dict[str, dict[int, StoredCell]]:
     out: dict[str, dict[int, StoredCell]] = defaultdict(dict)
     for c in cells:
         if c.status == "done":
-            out[_series_key(c.params, "clients")][int(c.params.get("clients") or 1)] = c
+            out[_series_key(c.params, "clients")][c.typed_params.clients or 1] = c
     return out
 
 
 def run_model(folder: Path, *, cell: int | None = None, cores: float | None = None,
-              clients: int | None = None, fits: bool = True) -> list[dict[str, Any]]:
+              clients: int | None = None, fits: bool = True) -> list[CellModel]:
     """The model of every done cell of the run in ``folder`` (or of cell ``cell``), each
     with the USL fit of its series over clients (``usl``) and, where the run varies
     them, over cores (``usl_cores``); ``fits`` False leaves the fits (and their
@@ -864,23 +1093,24 @@ def run_model(folder: Path, *, cell: int | None = None, cores: float | None = No
             if cell is not None and c.idx != cell:
                 continue
             m = cell_model(store, c, by_series, machine, cores=cores, clients=clients)
-            m["held_from"] = held_from(store, c, cells)
-            m["delayed_from"] = delayed_from(store, c, cells, machine)
-            m["linked_from"] = linked_from(store, c, cells)
             params = c.params
+            m = dataclasses.replace(
+                m, held_from=held_from(store, c, cells),
+                delayed_from=delayed_from(store, c, cells, machine),
+                linked_from=linked_from(store, c, cells))
             if fits:
-                m["usl"] = fitted["clients"].get(_series_key(params, "clients")) or {
-                    "fit": None,
-                    "reason": "the run measured this series at one client count"}
-                if params.get("cores") is not None:
-                    m["usl_cores"] = fitted["cores"].get(_series_key(params, "cores"))
+                m = dataclasses.replace(
+                    m, usl=fitted["clients"].get(_series_key(params, "clients")) or UslFit(
+                        None, "the run measured this series at one client count"),
+                    usl_cores=fitted["cores"].get(_series_key(params, "cores")),
+                    cores_fitted=c.typed_params.cores is not None)
             models.append(m)
     finally:
         store.close()
     return models
 
 
-def _fits(store: Store, cells: list[StoredCell], axis: str) -> dict[str, dict[str, Any]]:
+def _fits(store: Store, cells: list[StoredCell], axis: str) -> dict[str, UslFit]:
     """The USL fit of each series that varies ``axis``, by series key."""
     series: dict[str, dict[float, list[float]]] = defaultdict(lambda: defaultdict(list))
     for c in cells:
@@ -889,5 +1119,5 @@ def _fits(store: Store, cells: list[StoredCell], axis: str) -> dict[str, dict[st
             continue
         series[_series_key(params, axis)][float(params[axis])] += [
             float(r.tps) for r in store.repeats(c.id) if not r.probed]
-    return {key: {"axis": axis, **fit_usl(samples)} for key, samples in series.items()
+    return {key: fit_usl(samples, axis=axis) for key, samples in series.items()
             if len(samples) >= 2}

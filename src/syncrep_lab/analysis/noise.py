@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from syncrep_lab import format as fmt
 from syncrep_lab.analysis.sync_walsender import choose, stored_clues
 from syncrep_lab.measure.stats import Correlation, MeanCI, mean_ci, pearson
 from syncrep_lab.measure.variance import (
@@ -246,10 +247,6 @@ def noise_lines(rows: Sequence[dict[str, Any]]) -> list[tuple[str, NoiseSplit]]:
     return [(f"cell {r['idx']}", s) for r, s in cells]
 
 
-def _pct(share: float) -> str:
-    return f"{100 * share:.1f}" if 100 * share < 10 else f"{100 * share:.0f}"
-
-
 def walsender_words(walsender: dict[str, Any] | None) -> str | None:
     """'the sync walsender (walsender:b) waited for a core 12 % of a repeat on average,
     from 8.0 to 17 % over the 12 repeats; that explains 40 % of the spread of the
@@ -263,8 +260,8 @@ def walsender_words(walsender: dict[str, Any] | None) -> str | None:
     told = "p < 0.001" if p < 0.001 else f"p = {p:.2g}"
     went = "fewer" if r < 0 else "more"
     return (f"the sync walsender ({walsender['role']}) waited for a core "
-            f"{_pct(share['mean'])} % of a repeat on average, from {_pct(min(each))} to "
-            f"{_pct(max(each))} % over the {len(each)} repeats; that explains "
+            f"{fmt.share(share['mean'])} % of a repeat on average, from {fmt.share(min(each))} to "
+            f"{fmt.share(max(each))} % over the {len(each)} repeats; that explains "
             f"{100 * float(walsender['r2']):.0f} % of the spread of the repeats' TPS "
             f"(r = {r:.2f}, {told}: more waiting went with {went} "
             f"commits)").replace("r = -", "r = −")

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from syncrep_lab import format as fmt
 from syncrep_lab.analysis import model
 from syncrep_lab.analysis.anatomy import in_words, share_of_commit
 from syncrep_lab.analysis.costs import cell_costs, cluster_version
@@ -98,7 +99,7 @@ def observation(store: Store, cell: StoredCell, machine: dict[str, Any]) -> dict
     sync_share = (float(backend["share"].get("IPC:SyncRep", 0.0))
                   if backend is not None and waits_known else None)
     built = model.cell_model(store, cell, model.series_index([cell]), machine)
-    bounds = {b["resource"]: b for b in built["bounds"]}
+    bounds = {b.resource: b for b in built.bounds}
     roles = {(r["node"], r["role"]): r for r in costs["roles"]}
     walsenders = []
     for name in _sync_standbys(costs["replication"]):
@@ -109,9 +110,9 @@ def observation(store: Store, cell: StoredCell, machine: dict[str, Any]) -> dict
             "standby": name, "cpu_us_per_commit": cpu,
             "cores_busy": (float(cpu["mean"]) * rate / 1e6
                            if cpu and cpu["mean"] is not None else None),
-            "max_tps": bound["max_tps"] if bound else None,
-            "headroom": (bound["max_tps"] / rate if bound and rate > 0 else None)})
-    capacity = [b for b in built["bounds"] if b["kind"] != "clients"]
+            "max_tps": bound.max_tps.mean if bound else None,
+            "headroom": (bound.max_tps.mean / rate if bound and rate > 0 else None)})
+    capacity = [b for b in built.bounds if b.kind != "clients"]
     lowest = capacity[0] if capacity else None
     out: dict[str, Any] = {
         "idx": cell.idx, "label": cell.label, "version": version,
@@ -133,9 +134,9 @@ def observation(store: Store, cell: StoredCell, machine: dict[str, Any]) -> dict
         "backend_waits": dict(list(backend["share"].items())[:6]) if backend else {},
         "walsenders": walsenders, "replication": costs["replication"],
         "state_changes": _state_changes(store, cell_id),
-        "lowest_bound": lowest,
-        "headroom": lowest["max_tps"] / rate if lowest and rate > 0 else None,
-        "cpus": built["cpus"] if built["bounds"] else machine.get("cpus_usable"),
+        "lowest_bound": lowest.to_json() if lowest else None,
+        "headroom": lowest.max_tps.mean / rate if lowest and rate > 0 else None,
+        "cpus": built.cpus if built.bounds else machine.get("cpus_usable"),
         "cpu_note": sums["cpu_note"],
         "own": {"cpu_share_of_core": (sums["own_cpu_ms"] / 1000.0 / seconds
                                       if sums["own_cpu_ms"] is not None else None),
@@ -230,7 +231,7 @@ def verdicts(o: dict[str, Any]) -> list[Verdict]:
                 f"the {o['cpus']:g} CPUs" if b["kind"] == "machine" else str(b["resource"]))
         found.append(Verdict(
             "headroom", "medium",
-            f"{what} would bind at ~{model.round_tps(b['max_tps'])} written transactions "
+            f"{what} would bind at ~{fmt.tps_short(b['max_tps'])} written transactions "
             f"per second, {o['headroom']:.1f}x today's {rate:,.0f} (the bottleneck model on "
             "CPU per commit measured here; wait-bound ceilings come first if the wait grows)",
             {"bound": str(b["resource"]), "max_tps": round(b["max_tps"], 1),

@@ -120,5 +120,5 @@ def stored_clues(store: Store, cell: StoredCell, walsenders: Iterable[str],
         shown = sync_shown((s.standby, s.states)
                            for s in queries.replication_summary(store, everything))
     return Clues(walsenders=frozenset(walsenders),
-                 level=str(cell.params.get("synchronous_commit")),
-                 shown_sync=frozenset(shown), sync_names=str(cell.params.get("sync") or ""))
+                 level=str(cell.typed_params.synchronous_commit),
+                 shown_sync=frozenset(shown), sync_names=cell.typed_params.sync or "")

@@ -29,9 +29,10 @@ from typing import Any
 from syncrep_lab.analysis.anatomy import cell_anatomy, releasing
 from syncrep_lab.analysis.compare import compare_figure, cost_changes
 from syncrep_lab.analysis.costs import cell_costs, cluster_version, role_values, untraced_cpu
-from syncrep_lab.analysis.model import finite, run_model
+from syncrep_lab.analysis.model import CellModel, run_model
 from syncrep_lab.analysis.ratios import ratios_to_baseline
 from syncrep_lab.analysis.sync_walsender import choose, stored_clues
+from syncrep_lab.json_form import finite
 from syncrep_lab.measure.pairing import ratio_of
 from syncrep_lab.patch_ab.flamediff import cell_diffs, mark_moved
 from syncrep_lab.patch_ab.spec import CONTROL_LEVELS, REFERENCE_CORES
@@ -155,7 +156,7 @@ def _cpu_means(roles: list[dict[str, Any]]
 
 def _anatomy(store: Store, cell: StoredCell) -> dict[str, Any] | None:
     commits = {r.id: int(r.transactions) for r in store.repeats(cell.id) if r.probed}
-    found = cell_anatomy(store, commits, int(cell.params.get("clients") or 0))
+    found = cell_anatomy(store, commits, cell.typed_params.clients or 0)
     if found is None:
         return None
     return {"commits": found["commits"],
@@ -190,7 +191,7 @@ def _gprof(store: Store, stock: StoredCell, patched: StoredCell
     return out
 
 
-def _sync_walsender(store: Store, cell: StoredCell, model: dict[str, Any] | None,
+def _sync_walsender(store: Store, cell: StoredCell, model: CellModel | None,
                     anatomy: dict[str, Any] | None) -> str | None:
     """The walsender that releases the waiters, by the one rule
     (analysis/sync_walsender.py), among those the model bounds: the server's word, the
@@ -198,40 +199,42 @@ def _sync_walsender(store: Store, cell: StoredCell, model: dict[str, Any] | None
     CPU per commit's."""
     if model is None:
         return None
-    senders = {b["resource"]: b for b in model["bounds"] if b["kind"] == "process"
-               and b["resource"].startswith("walsender:")}
+    senders = {b.resource: b for b in model.bounds if b.kind == "process"
+               and b.resource.startswith("walsender:")}
     if not senders:
         return None
     freed = (anatomy or {}).get("releases")
     clues = dataclasses.replace(
         stored_clues(store, cell, senders),
         releases=[freed] if freed else [],
-        release_share={s["role"]: s["share"] for s in model["serial"] if s["share"]},
-        cpu_us={r: b["demand_us_per_commit"] or 0.0 for r, b in senders.items()})
+        release_share={s.role: s.share for s in model.serial if s.share},
+        cpu_us={r: b.demand_us.mean if b.demand_us else 0.0 for r, b in senders.items()})
     chosen = choose(clues)
     return chosen.role if chosen is not None else None
 
 
-def _walsender(model: dict[str, Any] | None, role: str) -> dict[str, Any] | None:
+def _walsender(model: CellModel | None, role: str) -> dict[str, Any] | None:
     """A walsender's bound in a cell's model, and what binds at the reference's cores."""
     if model is None:
         return None
-    bound = next((b for b in model["bounds"] if b["resource"] == role), None)
+    bound = next((b for b in model.bounds if b.resource == role), None)
     if bound is None:
         return None
-    serial = next((s for s in model["serial"] if s["role"] == role), None)
-    what_if = model.get("what_if") or {}
-    return {"role": role, "demand_us": bound["demand_us_per_commit"],
-            "demand_low": bound["demand_low"], "demand_high": bound["demand_high"],
-            "bound_tps": bound["max_tps"], "bound_low": bound["low"],
-            "bound_high": bound["high"], "source": bound["source"],
-            "release_share": serial["share"] if serial else None,
-            "binding_here": model["binding"],
-            "binding_at_cores": what_if.get("binding"),
-            "max_tps_at_cores": (what_if.get("max_tps") or {}).get("mean")}
+    serial = next((s for s in model.serial if s.role == role), None)
+    what_if = model.what_if
+    d = bound.demand_us
+    return {"role": role, "demand_us": d.mean if d else None,
+            "demand_low": d.low if d else None, "demand_high": d.high if d else None,
+            "bound_tps": bound.max_tps.mean, "bound_low": bound.max_tps.low,
+            "bound_high": bound.max_tps.high, "source": bound.source,
+            "release_share": serial.share if serial else None,
+            "binding_here": model.binding,
+            "binding_at_cores": what_if.binding if what_if else None,
+            "max_tps_at_cores": (what_if.max_tps.mean
+                                 if what_if and what_if.max_tps else None)}
 
 
-def _model(stock: dict[str, Any] | None, patched: dict[str, Any] | None,
+def _model(stock: CellModel | None, patched: CellModel | None,
            roles: list[dict[str, Any]], cores: float, role_name: str | None
            ) -> dict[str, Any] | None:
     """The sync walsender's bound on each side and how it moves: 1 / its CPU per commit,
@@ -290,18 +293,18 @@ def read_answer(folder: Path, stock_name: str, patched_name: str, diffs: Path
         cells = store.cells(run.id)
         ratios = ratios_to_baseline(store, run)
         stock_cells = {_pair_key(c.params): c for c in cells
-                       if c.params.get("pg") == stock_name}
-        models = {m["idx"]: m for m in run_model(folder, cores=cores, fits=False)}
+                       if c.typed_params.pg == stock_name}
+        models = {m.idx: m for m in run_model(folder, cores=cores, fits=False)}
         out_cells = []
         versions: dict[str, str] = {}
         for cell in cells:
-            if cell.params.get("pg") != patched_name:
+            if cell.typed_params.pg != patched_name:
                 continue
             stock = stock_cells.get(_pair_key(cell.params))
             if stock is None:
                 continue
-            level = str(cell.params.get("synchronous_commit"))
-            clients = int(cell.params.get("clients") or 0)
+            level = str(cell.typed_params.synchronous_commit)
+            clients = cell.typed_params.clients or 0
             entry: dict[str, Any] = {
                 "level": level, "clients": clients, "control": level in CONTROL_LEVELS,
                 "label": cell.label, "stock_idx": stock.idx, "patched_idx": cell.idx,
@@ -337,7 +340,7 @@ def read_answer(folder: Path, stock_name: str, patched_name: str, diffs: Path
                  if not c["control"] and c.get("model")]
         repeats = [r for c in cells for r in store.repeats(c.id)]
         rounds = max((int(r.round) for r in repeats if r.round is not None), default=0)
-        found: dict[str, Any] = finite({
+        raw: dict[str, Any] = {
             "run": str(folder), "report": str(folder / "report.html"),
             "status": run.status, "started_at": run.started_at,
             "finished_at": run.finished_at,
@@ -349,7 +352,8 @@ def read_answer(folder: Path, stock_name: str, patched_name: str, diffs: Path
             "machine": run.machine, "versions": versions, "reference_cores": cores,
             "flame_z": z_crit, "flame_hz": spec.probes.flame_hz,
             "sync_walsender": max(sorted(set(named)), key=named.count) if named else None,
-            "cells": out_cells, "control": control(out_cells)})
+            "cells": out_cells, "control": control(out_cells)}
+        found: dict[str, Any] = finite(raw)
         return found
     finally:
         store.close()

@@ -206,7 +206,7 @@ def write_answer(answer: dict[str, Any], lines: list[str], out: Path,
                  progress: Callable[[str], None]) -> None:
     """``ab.json`` and ``summary.txt`` in ``out``; the summary also beside each base's run,
     whose report is made again to show it (its section "The patch's verdict")."""
-    from syncrep_lab.report.model import AB_SUMMARY_FILE
+    from syncrep_lab.report.data import AB_SUMMARY_FILE
 
     (out / ANSWER_FILE).write_text(json.dumps(answer, indent=2, default=str) + "\n")
     text = "\n".join(lines) + "\n"

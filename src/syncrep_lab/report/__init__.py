@@ -1,2 +1,2 @@
 """The report: everything a run stored, as one self-contained HTML page
-(``model`` gathers the data, ``charts`` specifies the plots, ``html`` renders)."""
+(``data`` gathers the data, ``charts`` specifies the plots, ``html`` renders)."""

@@ -20,7 +20,7 @@ from syncrep_lab.analysis.anatomy import DISTRIBUTION_BINS
 from syncrep_lab.analysis.compare import Comparison
 from syncrep_lab.analysis.costs import KEY_SYSCALLS
 from syncrep_lab.pg.replication import level_rank
-from syncrep_lab.report.model import SHAPE_AXES
+from syncrep_lab.report.data import SHAPE_AXES
 
 LEVEL_COLOURS = {"off": "#7f7f7f", "local": "#1f77b4", "remote_write": "#ff7f0e",
                  "on": "#d62728", "remote_apply": "#9467bd"}

@@ -20,10 +20,11 @@ import plotly
 from markupsafe import escape
 
 from syncrep_lab import __version__
+from syncrep_lab import format as fmt
 from syncrep_lab.analysis.compare import Comparison
 from syncrep_lab.errors import UserError
 from syncrep_lab.report.charts import LEVEL_COLOURS, all_charts, bound_levels, compare_charts
-from syncrep_lab.report.model import report_data
+from syncrep_lab.report.data import report_data
 
 REPORT_NAME = "report.html"
 
@@ -81,21 +82,13 @@ def _environment() -> jinja2.Environment:
                 "templates", name).read_text(encoding="utf-8")),
         autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True,
         lstrip_blocks=True)
-    env.filters["num"] = _num
-    env.filters["pct"] = lambda v, d=1: "–" if v is None else f"{100 * float(v):.{d}f} %"
+    env.filters["num"] = fmt.page_number
+    env.filters["pct"] = fmt.page_pct
     return env
 
 
-def _num(value: Any, digits: int = 0) -> str:
-    if value is None:
-        return "–"
-    if isinstance(value, int | float):
-        return f"{value:,.{digits}f}"
-    return str(value)
-
-
 def render(data: dict[str, Any]) -> str:
-    """The page for the report data (see ``model.report_data``)."""
+    """The page for the report data (see ``data.report_data``)."""
     charts = all_charts(data)
     template = _environment().get_template("report.html.j2")
     return template.render(

@@ -77,6 +77,46 @@ class StoredRun:
 
 
 @dataclass(frozen=True)
+class CellParams:
+    """The parameters a cell's readers take from ``cells.params_json``
+    (plan.Cell.params()), coerced once: None where the cell has none (a run from before
+    an axis existed, an observe window's, 0 clients), so each reader says its default
+    (``p.clients or 1``) instead of coercing the JSON by hand."""
+
+    pg: str | None  # the installation's name (ab: stock or patched)
+    sync: str | None  # synchronous_standby_names as the spec gives it
+    synchronous_commit: str | None
+    clients: int | None
+    threads: int | None
+    cores: float | None  # the servers confined to this many CPUs (the cores axis)
+    placement: str | None
+    link: str | None
+    faults: str | None  # a [faults.NAME] scenario, or none
+
+    @classmethod
+    def of(cls, params: dict[str, Any]) -> CellParams:
+        """
+        >>> p = CellParams.of({"synchronous_commit": "on", "clients": 64, "cores": 2})
+        >>> p.synchronous_commit, p.clients, p.threads, p.cores, p.link
+        ('on', 64, None, 2.0, None)
+        >>> CellParams.of({"clients": 0}).clients is None
+        True
+        """
+        def text(name: str) -> str | None:
+            value = params.get(name)
+            return None if value is None else str(value)
+
+        def count(name: str) -> int | None:
+            value = params.get(name)
+            return int(value) if value else None  # 0 as absent: every reader's default
+
+        cores = params.get("cores")
+        return cls(text("pg"), text("sync"), text("synchronous_commit"), count("clients"),
+                   count("threads"), None if cores is None else float(cores),
+                   text("placement"), text("link"), text("faults"))
+
+
+@dataclass(frozen=True)
 class StoredCell:
     """``cells``: one point of the run's matrix (an observe window), its figures over
     its measured repeats once it is done."""
@@ -109,6 +149,10 @@ class StoredCell:
     started_at: str | None
     finished_at: str | None
     notes: list[str] = field(metadata=_json("notes_json"))  # [] when null
+
+    @property
+    def typed_params(self) -> CellParams:
+        return CellParams.of(self.params)
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> StoredCell:

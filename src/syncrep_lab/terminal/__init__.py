@@ -22,11 +22,6 @@ def make_console(*, stderr: bool = False) -> Console:
                    width=None if stream.isatty() else 132)
 
 
-def number(value: float | None, fmt: str = "{:,.0f}") -> str:
-    """A figure for a table cell, "-" when there is none."""
-    return "-" if value is None else fmt.format(value)
-
-
 # What libraries log, shown as the tool's own notes: warnings only, passwords masked,
 # and without the ones that only say a connection was abandoned on purpose (leaving a
 # connection mid-statement on an interrupt makes psycopg say it could not roll back).

@@ -7,6 +7,7 @@ import shlex
 import textwrap
 from typing import Any
 
+from syncrep_lab import format as fmt
 from syncrep_lab.analysis.anatomy import PART_NAMES
 
 WIDTH = 72
@@ -22,27 +23,9 @@ def wrap(text: str, indent: str = "", first: str | None = None) -> list[str]:
                          subsequent_indent=indent, break_on_hyphens=False) or [""]
 
 
-def _num(value: float | None, digits: int = 1) -> str:
-    if value is None:
-        return "-"
-    if abs(value) >= 1000:
-        return f"{value:,.0f}"
-    return f"{value:.{digits}f}"
-
-
-def _tps(value: float | None) -> str:
-    if value is None:
-        return "-"
-    return f"{value / 1000:,.0f}k" if value >= 10_000 else f"{value:,.0f}"
-
-
 def _times(fig: dict[str, Any] | None) -> str:
-    """'x0.93 [0.88, 0.98]' for a B/A with its interval."""
-    if fig is None or fig.get("ratio") is None:
-        return ""
-    if fig.get("low") is None or fig.get("high") is None:
-        return f"x{float(fig['ratio']):.2f}"
-    return f"x{float(fig['ratio']):.2f} [{float(fig['low']):.2f}, {float(fig['high']):.2f}]"
+    """'x0.93 [0.88, 0.98]' for a B/A of ab.json with its interval."""
+    return "" if fig is None else fmt.times(fig.get("ratio"), fig.get("low"), fig.get("high"))
 
 
 def _level(cell: dict[str, Any]) -> str:
@@ -94,7 +77,8 @@ def _cpu_lines(cell: dict[str, Any]) -> list[str]:
             continue
         name = f"{role['node']} {role['role']}"
         mark = " *" if cpu["significant"] else ""
-        lines.append(f"  {name[:26]:<26} {_num(a):>7} -> {_num(b):>7}  {_times(cpu)}{mark}")
+        lines.append(f"  {name[:26]:<26} {fmt.figure(a):>7} -> {fmt.figure(b):>7}  "
+                     f"{_times(cpu)}{mark}")
     return lines
 
 
@@ -114,7 +98,7 @@ def _syscall_lines(cell: dict[str, Any], sync: str | None) -> list[str]:
             counts.add(min(fig["stock"]["n"], fig["patched"]["n"]))
             mark = " *" if fig["significant"] else ""
             name = f"{role['role']} {call}"
-            lines.append(f"    {name[:28]:<28} {_num(a, 2):>6} -> {_num(b, 2):>6}  "
+            lines.append(f"    {name[:28]:<28} {fmt.figure(a, 2):>6} -> {fmt.figure(b, 2):>6}  "
                          f"{_times(fig)}{mark}")
     if not lines:
         return []
@@ -138,12 +122,14 @@ def _anatomy_lines(cell: dict[str, Any]) -> list[str]:
         vb = cb["us_per_commit"]["mean"] if cb else None
         indent = "      " if part not in ("local_flush", "commit_wait") else "    "
         name = SHORT_PARTS.get(part) or PART_NAMES.get(part, part)
-        lines.append(f"{indent}{name:<{30 - len(indent)}} {_num(va):>8} -> {_num(vb):>8}")
+        lines.append(f"{indent}{name:<{30 - len(indent)}} {fmt.figure(va):>8} -> "
+                     f"{fmt.figure(vb):>8}")
     ra, rb = a.get("releases"), b.get("releases")
     if ra and rb and ra.get("waiters_per_release") and rb.get("waiters_per_release"):
         lines += wrap(f"{ra['walsender']} frees {ra['waiters_per_release']:.1f} -> "
                       f"{rb['waiters_per_release']:.1f} waiters a release, "
-                      f"{_num(ra['per_waiter_us'], 2)} -> {_num(rb['per_waiter_us'], 2)} "
+                      f"{fmt.figure(ra['per_waiter_us'], 2)} -> "
+                      f"{fmt.figure(rb['per_waiter_us'], 2)} "
                       "µs each", "    ")
     return lines
 
@@ -156,8 +142,8 @@ def _gprof_lines(cell: dict[str, Any], sync: str | None) -> list[str]:
             continue
         lines.append(f"  gprof, calls per commit in {g['role']} (exact counts):")
         for f in g["functions"]:
-            lines.append(f"    {f['function'][:36]:<36} {_num(f['stock'], 2):>9} -> "
-                         f"{_num(f['patched'], 2):>9}")
+            lines.append(f"    {f['function'][:36]:<36} {fmt.figure(f['stock'], 2):>9} -> "
+                         f"{fmt.figure(f['patched'], 2):>9}")
     return lines
 
 
@@ -193,11 +179,12 @@ def _model_lines(cell: dict[str, Any]) -> list[str]:
     if m is None:
         return []
     a, b, cost, bound = m["stock"], m["patched"], m["cost_ratio"], m["bound_ratio"]
-    text = (f"{_head(cell)}: {m['walsender']} {_num(a['demand_us'])} -> "
-            f"{_num(b['demand_us'])} µs of CPU per commit")
+    text = (f"{_head(cell)}: {m['walsender']} {fmt.figure(a['demand_us'])} -> "
+            f"{fmt.figure(b['demand_us'])} µs of CPU per commit")
     if cost and cost.get("ratio"):
         text += f", {_times(cost)}"
-    text += f"; alone it would bind at {_tps(a['bound_tps'])} -> {_tps(b['bound_tps'])} tps"
+    text += (f"; alone it would bind at {fmt.tps_short(a['bound_tps'])} -> "
+             f"{fmt.tps_short(b['bound_tps'])} tps")
     if bound.get("ratio"):
         text += f", {_times(bound)}"
     at = (f"; on {m['cores']:g} cores the model has {a['binding_at_cores']} bind "

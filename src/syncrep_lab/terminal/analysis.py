@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from syncrep_lab import format as fmt
 from syncrep_lab.analysis.anatomy import PART_NAMES, WAIT_PARTS, Anatomy
 from syncrep_lab.analysis.compare import (
     ONE_REPEAT,
@@ -17,14 +16,22 @@ from syncrep_lab.analysis.compare import (
     Comparison,
     FigureComparison,
 )
-from syncrep_lab.analysis.costs import KEY_SYSCALLS, GprofProfile, MeanCI, RunCellCosts
+from syncrep_lab.analysis.costs import KEY_SYSCALLS, GprofProfile, RunCellCosts
 from syncrep_lab.analysis.diagnosis import confidence_text, leading_title
 from syncrep_lab.analysis.kernel import function_text
-from syncrep_lab.analysis.model import headline
+from syncrep_lab.analysis.model import (
+    CellModel,
+    DelayedFrom,
+    HeldFrom,
+    LinkedFrom,
+    LittleBound,
+    ReleaseBound,
+    WaitBound,
+    headline,
+)
 from syncrep_lab.analysis.scaling import Series
 from syncrep_lab.analysis.verdict import CellDiagnosis, VerdictData
 from syncrep_lab.pg.replication import level_rank
-from syncrep_lab.terminal import number
 
 SHORT = {"epoll_create1": "ep_create", "epoll_ctl": "ep_ctl", "epoll_wait": "ep_wait",
          "epoll_pwait": "ep_pwait", "fdatasync": "fdsync", "recvfrom": "recv", "sendto": "send",
@@ -32,20 +39,6 @@ SHORT = {"epoll_create1": "ep_create", "epoll_ctl": "ep_ctl", "epoll_wait": "ep_
 
 
 _SOURCE_MARK = {"perf": " (perf)", "proc": " (/proc, probed)"}
-
-
-def _ms(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f} ms"
-
-
-def _fmt(ci: MeanCI, digits: int = 1) -> str:
-    mean = ci.get("mean")
-    if mean is None:
-        return "-"
-    low, high = ci.get("low"), ci.get("high")
-    if low is None or high is None:
-        return f"{mean:.{digits}f}"
-    return f"{mean:.{digits}f}±{(high - low) / 2:.{digits}f}"
 
 
 def print_costs(cells: list[RunCellCosts], console: Console) -> None:
@@ -75,11 +68,11 @@ def print_costs(cells: list[RunCellCosts], console: Console) -> None:
                     continue  # idle all repeat: nothing to show
                 sc = r["syscalls_per_commit"]
                 sd = r["sched"]
-                sched_cells = [_fmt(sd[k]) if k in sd else "-" for k in
+                sched_cells = [fmt.mean_pm(sd[k]) if k in sd else "-" for k in
                                ("sleep_us_per_commit", "runq_us_per_commit")] if extra else []
-                cpu = _fmt(r["cpu_us_per_commit"]) + _SOURCE_MARK.get(r["cpu_source"], "")
+                cpu = fmt.mean_pm(r["cpu_us_per_commit"]) + _SOURCE_MARK.get(r["cpu_source"], "")
                 table.add_row(r["node"], escape(r["role"]), cpu,
-                              _fmt(r["context_switches_per_commit"], 2), *sched_cells,
+                              fmt.mean_pm(r["context_switches_per_commit"], 2), *sched_cells,
                               *(f"{sc[s]['mean']:.2f}" if s in sc and sc[s]["mean"] is not None
                             else "-" for s in calls))
             console.print(table)
@@ -88,7 +81,7 @@ def print_costs(cells: list[RunCellCosts], console: Console) -> None:
             console.print("  wake-ups per commit (scheduler trace): " + "; ".join(
                 f"{escape(w['waker_node'])} {escape(w['waker_role'])} → "
                 f"{escape(w['wakee_node'])} {escape(w['wakee_role'])} "
-                f"{_fmt(w['per_commit'], 2)}" for w in wakes[:8]), soft_wrap=True)
+                f"{fmt.mean_pm(w['per_commit'], 2)}" for w in wakes[:8]), soft_wrap=True)
         for g in cell.get("flamegraphs", []):
             # Where the role's CPU goes in its own code (PostgreSQL, pgbench): functions by
             # inclusive share, leaving out the kernel's and the near-root frames
@@ -118,7 +111,7 @@ def print_costs(cells: list[RunCellCosts], console: Console) -> None:
                 f"{lb['client_ms']:.2f} ms, other {lb['other_ms']:.2f} ms", soft_wrap=True)
         for rep in cell.get("replication", []):
             lags = ", ".join(
-                f"{label} {_ms(rep[key])}" for label, key in
+                f"{label} {fmt.ms(rep[key])}" for label, key in
                 (("write", "write_ms"), ("flush", "flush_ms"), ("replay", "replay_ms"))
                 if rep.get(key) is not None)
             console.print(f"  standby {escape(rep['standby'])} ({escape(str(rep['states']))}): "
@@ -162,30 +155,30 @@ def resource_lines(cell: RunCellCosts) -> list[str]:
     return out
 
 
-def _twin_lines(cell: dict[str, Any]) -> list[str]:
+def _twin_lines(cell: CellModel) -> list[str]:
     """A cell predicted from its twin without the quota, the release delay or the link
     (analysis/model.py): how, and the measured TPS against it."""
-    out = []
-    kinds: list[tuple[str, str, Callable[[dict[str, Any]], str]]] = [
-            ("held_from", "no quota", lambda p: (
-                f"{escape(p['role'])} at {p['unheld_us_per_commit']:,.1f} µs of CPU a "
-                f"commit there, held to {p['share']:g} CPU, passes "
-                f"{_tps(p['predicted_tps'])} tps")),
-            ("delayed_from", "no release delay", lambda p: (
-                f"{escape(p['walsender'])} at {p['stock_us_per_commit']:,.1f} µs of CPU a "
-                f"commit there, plus {p['delay_us']:g} µs for each of the "
-                f"{p['stock_freed_per_commit']:.2f} waiters it freed a commit: "
-                f"{escape(p['binding'])} binds at {_tps(p['predicted_tps'])} tps")),
-            ("linked_from", "no link", lambda p: (
-                f"{p['clients']} clients at {_tps(p['unlinked_tps'])} tps there, each "
-                f"commit {p['round_trip_ms']:g} ms longer (the link's round trip): "
-                f"{_tps(p['predicted_tps'])} tps (Little's law)"))]
-    for key, without, how in kinds:
-        p = cell.get(key)
-        if p is not None:
-            out.append(f"  predicted from cell {p['cell']} ({without}): {how(p)}; measured "
-                       f"{_tps(p['measured_tps'])} ({p['ratio']:.2f} of it)")
-    return out
+    return [f"  predicted from cell {p.cell} ({without}): {how}; measured "
+            f"{fmt.tps(p.measured_tps)} ({p.ratio:.2f} of it)"
+            for p in (cell.held_from, cell.delayed_from, cell.linked_from) if p is not None
+            for without, how in [_twin_how(p)]]
+
+
+def _twin_how(p: HeldFrom | DelayedFrom | LinkedFrom) -> tuple[str, str]:
+    """What the twin lacks, and how the prediction was reached from it."""
+    if isinstance(p, HeldFrom):
+        return "no quota", (f"{escape(p.role)} at {p.unheld_us_per_commit:,.1f} µs of CPU a "
+                            f"commit there, held to {p.share:g} CPU, passes "
+                            f"{fmt.tps(p.predicted_tps)} tps")
+    if isinstance(p, DelayedFrom):
+        return "no release delay", (
+            f"{escape(p.walsender)} at {p.stock_us_per_commit:,.1f} µs of CPU a commit "
+            f"there, plus {p.delay_us:g} µs for each of the {p.stock_freed_per_commit:.2f} "
+            f"waiters it freed a commit: {escape(p.binding)} binds at "
+            f"{fmt.tps(p.predicted_tps)} tps")
+    return "no link", (f"{p.clients} clients at {fmt.tps(p.unlinked_tps)} tps there, each "
+                       f"commit {p.round_trip_ms:g} ms longer (the link's round trip): "
+                       f"{fmt.tps(p.predicted_tps)} tps (Little's law)")
 
 
 def kernel_lines(cell: RunCellCosts) -> list[str]:
@@ -203,7 +196,7 @@ def anatomy_lines(a: Anatomy) -> list[str]:
 
     def us(name: str) -> str:
         c = by_name[name]
-        return f"{PART_NAMES[name]} {_fmt(c['us_per_commit'], 1)} µs"
+        return f"{PART_NAMES[name]} {fmt.mean_pm(c['us_per_commit'], 1)} µs"
 
     head = f"  where a commit's time goes ({a['commits']:,} commits traced, per commit):"
     parts = [us(n) for n in ("local_flush", "commit_wait") if n in by_name]
@@ -457,14 +450,6 @@ def print_compare(data: Comparison, console: Console) -> None:
         console.print("[yellow]no cell of A matches one of B: nothing to compare[/]")
 
 
-def _amount(value: float | None) -> str:
-    """µs or waiters, to a precision that suits their size."""
-    if value is None:
-        return "-"
-    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.1f}" if abs(value) >= 10 \
-        else f"{value:.2f}"
-
-
 def print_anatomy_comparison(cmp: AnatomyComparison, console: Console,
                              a: str = "A", b: str = "B") -> None:
     """Where a commit's time moved: each anatomy figure of ``b`` against ``a``."""
@@ -477,8 +462,8 @@ def print_anatomy_comparison(cmp: AnatomyComparison, console: Console,
         table.add_column(col, justify="left" if col in ("part", "unit", "verdict")
                          else "right")
     for f in cmp["figures"]:
-        table.add_row(escape(f["figure"]), escape(f["unit"]), _amount(f["a"]["mean"]),
-                      _amount(f["b"]["mean"]), _ratio(f), _styled_verdict(f["verdict"]))
+        table.add_row(escape(f["figure"]), escape(f["unit"]), fmt.amount(f["a"]["mean"]),
+                      fmt.amount(f["b"]["mean"]), _ratio(f), _styled_verdict(f["verdict"]))
     console.print(table)
     for side, parts in ((a, cmp["only_in_a"]), (b, cmp["only_in_b"])):
         if parts:
@@ -511,9 +496,9 @@ def print_faults(cells: list[dict[str, Any]], console: Console) -> None:
             for e in r["events"]:
                 table.add_row(str(r["n"]), f"{e['t_s']:.2f}", escape(f"{e['node']} {e['detail']}"),
                               escape(e["detected"] or "no state change"),
-                              number(e["detect_s"], "{:.2f}"), number(e["tps_before"]),
-                              number(e["tps_during"]), number(e["recovery_s"], "{:.1f}"),
-                              number(e["tps_after"]))
+                              fmt.number(e["detect_s"], "{:.2f}"), fmt.number(e["tps_before"]),
+                              fmt.number(e["tps_during"]), fmt.number(e["recovery_s"], "{:.1f}"),
+                              fmt.number(e["tps_after"]))
         console.print(table)
         for r in cell["repeats"]:
             rows = "; ".join(f"{d['node']} {d['rows']:,}/{d['expected']:,}"
@@ -526,85 +511,73 @@ def print_faults(cells: list[dict[str, Any]], console: Console) -> None:
                               f"{escape(d['detail'])}[/]", soft_wrap=True)
 
 
-def _tps(value: float | None) -> str:
-    return "unbounded" if value is None or value != value or value == float("inf") \
-        else f"{value:,.0f}"
-
-
-def print_model(cells: list[dict[str, Any]], console: Console) -> None:
+def print_model(cells: list[CellModel], console: Console) -> None:
     """Each cell's bounds, lowest first, the binding one marked; the serial part of the
     sync walsender; the what-if; the USL fit of its series."""
     for cell in cells:
-        measured = cell["measured_tps"]
-        head = (f"cell {cell['idx']} {escape(cell['label'])}: {_tps(measured)} tps measured, "
-                f"{cell['clients']} clients on {cell['cpus']:g} CPUs")
-        waits = cell.get("wait_bounds") or []
-        if cell["missing"] and not waits:
-            console.print(f"{head}: {escape(cell['missing'])}", soft_wrap=True)
+        head = (f"cell {cell.idx} {escape(cell.label)}: {fmt.tps(cell.measured_tps)} tps "
+                f"measured, {cell.clients} clients on {cell.cpus:g} CPUs")
+        if cell.missing and not cell.wait_bounds:
+            console.print(f"{head}: {escape(cell.missing)}", soft_wrap=True)
             continue
         table = Table(title=head + " - the bounds, lowest first (95 % CI)",
                       title_justify="left")
         for col in ("resource", "kind", "µs / commit", "max tps", "from"):
             table.add_column(col, justify="left" if col in ("resource", "kind", "from")
                              else "right")
-        every = sorted([*cell["bounds"], *waits],
-                       key=lambda b: math.inf if b["max_tps"] is None else b["max_tps"])
-        for b in every:
-            demand = ("-" if b["demand_us_per_commit"] is None else
-                      f"{b['demand_us_per_commit']:,.1f} [{_us(b['demand_low'])}, "
-                      f"{_us(b['demand_high'])}]")
-            mark = " ← binds" if b["resource"] == cell["binding"] else ""
-            table.add_row(escape(b["resource"]) + mark, b["kind"], demand,
-                          f"{_tps(b['max_tps'])} [{_tps(b['low'])}, {_tps(b['high'])}]",
-                          escape(b["source"]))
+        for b in sorted([*cell.bounds, *cell.wait_bounds], key=lambda b: b.max_tps.mean):
+            d = b.demand_us
+            demand = "-" if d is None else f"{d.mean:,.1f} [{fmt.us(d.low)}, {fmt.us(d.high)}]"
+            mark = " ← binds" if b.resource == cell.binding else ""
+            table.add_row(escape(b.resource) + mark, b.kind, demand,
+                          f"{fmt.tps(b.max_tps.mean)} [{fmt.tps(b.max_tps.low)}, "
+                          f"{fmt.tps(b.max_tps.high)}]", escape(b.source))
         console.print(table)
         said = headline(cell)
         if said:
             console.print(f"  {escape(said)}", soft_wrap=True)
         for line in _wait_lines(cell):
             console.print(line, soft_wrap=True, markup=False)
-        for error in cell["errors"]:
+        for error in cell.errors:
             console.print(f"  [red]model error[/red]: {escape(error)}", soft_wrap=True)
-        if cell["knee_clients"] is not None:
-            console.print(f"  knee: about {cell['knee_clients']:,.1f} clients (R1 from "
-                          f"{escape(cell['knee_from'])})", soft_wrap=True)
-        for s in cell["serial"][:1]:
-            console.print(f"  {s['role']} spends {100 * s['share']:.0f} % of its CPU in "
-                          f"{s['frame']}: at least {s['serial_us_per_commit']:,.1f} µs per "
+        if cell.knee_clients is not None:
+            console.print(f"  knee: about {cell.knee_clients:,.1f} clients (R1 from "
+                          f"{escape(cell.knee_from or '')})", soft_wrap=True)
+        for s in cell.serial[:1]:
+            console.print(f"  {s.role} spends {100 * s.share:.0f} % of its CPU in "
+                          f"{s.frame}: at least {s.serial_us_per_commit:,.1f} µs per "
                           f"commit under SyncRepLock, a serial ceiling of "
-                          f"{_tps(s['max_tps_if_serial'])} tps", soft_wrap=True)
+                          f"{fmt.tps(s.max_tps_if_serial)} tps", soft_wrap=True)
         for line in _twin_lines(cell):
             console.print(line, soft_wrap=True)
-        w = cell["what_if"]
-        if w is not None and w["max_tps"] is not None:
-            console.print(f"  on {w['cores']:g} CPUs with {w['clients']} clients, demands as "
-                          f"measured: {escape(w['binding'])} binds at "
-                          f"{_tps(w['max_tps']['mean'])} tps [{_tps(w['max_tps']['low'])}, "
-                          f"{_tps(w['max_tps']['high'])}]", soft_wrap=True)
-            there = [_wait_there(b) for b in w.get("wait_bounds") or []]
+        w = cell.what_if
+        if w is not None and w.max_tps is not None:
+            console.print(f"  on {w.cores:g} CPUs with {w.clients} clients, demands as "
+                          f"measured: {escape(w.binding or '')} binds at "
+                          f"{fmt.tps(w.max_tps.mean)} tps [{fmt.tps(w.max_tps.low)}, "
+                          f"{fmt.tps(w.max_tps.high)}]", soft_wrap=True)
+            there = [_wait_there(b) for b in w.wait_bounds]
             if there:
                 console.print("  the wait bounds there: " + "; ".join(there), soft_wrap=True,
                               markup=False)
-        for key in ("usl", "usl_cores"):
-            fit = cell.get(key)
-            if not fit:
+        for axis, fit in (("clients", cell.usl), ("cores", cell.usl_cores)):
+            if fit is None:
                 continue
-            axis = "clients" if key == "usl" else "cores"
-            if fit.get("fit") is None:
-                console.print(f"  USL over {axis}: no fit ({escape(fit['reason'])})",
+            sg, kp, pk, pt = fit.sigma, fit.kappa, fit.peak_n, fit.peak_tps
+            if sg is None or kp is None or pk is None or pt is None:
+                console.print(f"  USL over {axis}: no fit ({escape(fit.reason or '')})",
                               soft_wrap=True)
                 continue
-            sg, kp, pk, pt = fit["sigma"], fit["kappa"], fit["peak_n"], fit["peak_tps"]
-            console.print(f"  USL over {axis}: σ {sg['value']:.3f} [{sg['low']:.3f}, "
-                          f"{sg['high']:.3f}], κ {kp['value']:.5f} [{kp['low']:.5f}, "
-                          f"{kp['high']:.5f}]; peak at {_tps(pk['value'])} {axis}, "
-                          f"{_tps(pt['value'])} tps [{_tps(pt['low'])}, {_tps(pt['high'])}]",
+            console.print(f"  USL over {axis}: σ {sg.value:.3f} [{sg.low:.3f}, "
+                          f"{sg.high:.3f}], κ {kp.value:.5f} [{kp.low:.5f}, "
+                          f"{kp.high:.5f}]; peak at {fmt.tps(pk.value)} {axis}, "
+                          f"{fmt.tps(pt.value)} tps [{fmt.tps(pt.low)}, {fmt.tps(pt.high)}]",
                           soft_wrap=True)
     if cells:
         console.print("Demands are CPU per commit as measured; they fall as more commits "
                       "share a WAL flush at higher load, so a bound on another machine is "
                       "a ceiling for the shape, not a forecast.", soft_wrap=True)
-    if any(c.get("wait_bounds") for c in cells):
+    if any(c.wait_bounds for c in cells):
         console.print("Wait bounds keep the traced repeat's shares of time (its traps slow "
                       "every duration) and take the durations from the measured throughput. "
                       "On another machine the release's cost per waiter stays (one process, "
@@ -614,42 +587,36 @@ def print_model(cells: list[dict[str, Any]], console: Console) -> None:
                       soft_wrap=True)
 
 
-def _us(value: float | None) -> str:
-    return "∞" if value is None or value == math.inf else f"{value:,.1f}"
-
-
-def _wait_lines(cell: dict[str, Any]) -> list[str]:
+def _wait_lines(cell: CellModel) -> list[str]:
     """How the wait bounds were reached, or why the cell has none."""
-    waits = {b["law"]: b for b in cell.get("wait_bounds") or []}
-    little = waits.get("little")
+    little = next((b for b in cell.wait_bounds if isinstance(b, LittleBound)), None)
     if little is None:
-        missing = cell.get("wait_missing")
-        return [f"  no wait bounds: {missing}"] if missing else []
-    traced = ", ".join(f"{b['resource']} {_tps(b['as_traced_tps'])} tps"
-                       for b in waits.values())
-    lines = [f"  wait bounds from the commit anatomy ({little['traced_commits']:,} commits "
-             f"traced at {little['traced_tps']:,.0f} tps, {little['scale']:.2f}x slower than "
+        return [f"  no wait bounds: {cell.wait_missing}"] if cell.wait_missing else []
+    traced = ", ".join(f"{b.resource} {fmt.tps(b.as_traced_tps)} tps"
+                       for b in cell.wait_bounds)
+    lines = [f"  wait bounds from the commit anatomy ({little.traced_commits:,} commits "
+             f"traced at {little.traced_tps:,.0f} tps, {little.scale:.2f}x slower than "
              "the measured repeats: the probe's traps), its shares of time carried to the "
              f"measured pace; as traced {traced} (as costs shows)"]
-    parts = little.get("parts_us") or {}
-    if parts:
+    if little.parts_us:
         lines.append("  per commit in the server at the measured pace: " + ", ".join(
-            f"{PART_NAMES[k]} {v:,.0f} µs" for k, v in parts.items()))
+            f"{PART_NAMES[k]} {v:,.0f} µs" for k, v in little.parts_us.items()))
     return lines
 
 
-def _wait_there(b: dict[str, Any]) -> str:
-    if b.get("law") == "release":
-        return (f"{b['resource']} {_tps(b['max_tps'])} tps [{_tps(b['low'])}, "
-                f"{_tps(b['high'])}] (its cost per waiter does not shrink with cores; "
-                f"measured at {b['waiters_per_release'] or 0:.1f} waiters per release, it "
+def _wait_there(b: WaitBound) -> str:
+    span = f"{b.resource} {fmt.tps(b.max_tps.mean)} tps [{fmt.tps(b.max_tps.low)}, " \
+           f"{fmt.tps(b.max_tps.high)}]"
+    if isinstance(b, ReleaseBound):
+        return (f"{span} (its cost per waiter does not shrink with cores; "
+                f"measured at {b.waiters_per_release or 0:.1f} waiters per release, it "
                 "falls where a release frees more)")
-    dropped = ", ".join(p.replace("_", " ") for p in b.get("dropped") or [])
-    carried = ", ".join(p.replace("_", " ") for p in b.get("carried") or [])
+    assert isinstance(b, LittleBound)
+    dropped = ", ".join(p.replace("_", " ") for p in b.dropped)
+    carried = ", ".join(p.replace("_", " ") for p in b.carried)
     parts = (f"; carried: {carried}; dropped: {dropped} (this machine's wait for a core)"
              if dropped else "")
-    return (f"{b['resource']} {_tps(b['max_tps'])} tps [{_tps(b['low'])}, {_tps(b['high'])}] "
-            f"({b['clients']} clients over the time in the server as at {b['at_clients']}"
+    return (f"{span} ({b.clients} clients over the time in the server as at {b.at_clients}"
             f"{parts})")
 
 
@@ -684,7 +651,7 @@ def print_observation(windows: list[dict[str, Any]], console: Console) -> None:
                          + (f" [{cpu['low']:,.1f}, {cpu['high']:,.1f}]"
                             if cpu.get("low") is not None and cpu.get("high") is not None
                             else "") + ", " if cpu.get("mean") is not None else "")
-            bound = (f"; alone it would bind at ~{_tps(w['max_tps'])} tps"
+            bound = (f"; alone it would bind at ~{fmt.tps(w['max_tps'])} tps"
                      if w.get("max_tps") else "")
             console.print(f"  walsender for {escape(w['standby'])}: {per_write}"
                           f"{w['cores_busy']:.2f} of a core busy{bound}", soft_wrap=True)

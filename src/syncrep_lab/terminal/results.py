@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from syncrep_lab import format as fmt
 from syncrep_lab.analysis.cells import COLUMNS
 from syncrep_lab.analysis.noise import (
     dominant_words,
@@ -22,7 +23,7 @@ from syncrep_lab.analysis.noise import (
     walsender_lines,
 )
 from syncrep_lab.measure.variance import PARTS, NoiseSplit
-from syncrep_lab.terminal import make_console, number
+from syncrep_lab.terminal import make_console
 
 
 def write_csv(rows: list[dict[str, Any]], out: IO[str]) -> None:
@@ -67,9 +68,9 @@ def print_results(folder: Path, rows: list[dict[str, Any]],
         ci = "-" if r["tps_ci_rel"] is None else f"{100 * r['tps_ci_rel']:.1f} %"
         reps = f"{r['repeats']}" + ("" if r["stop_reason"] in ("ci", "window")
                                     else f" ({r['stop_reason'] or 'max'})")
-        table.add_row(str(r["idx"]), escape(r["label"]), number(r["tps_mean"]), ci, reps,
-                      number(r["lat_mean_ms"], "{:.3f}"), number(r["lat_p50_ms"], "{:.3f}"),
-                      number(r["lat_p99_ms"], "{:.3f}"), number(r["lat_p999_ms"], "{:.3f}"),
+        table.add_row(str(r["idx"]), escape(r["label"]), fmt.number(r["tps_mean"]), ci, reps,
+                      fmt.number(r["lat_mean_ms"], "{:.3f}"), fmt.number(r["lat_p50_ms"], "{:.3f}"),
+                      fmt.number(r["lat_p99_ms"], "{:.3f}"), fmt.number(r["lat_p999_ms"], "{:.3f}"),
                       *([escape(ratio_text(r.get("ratio_to_baseline")))] if ratios else []),
                       *([top_cost_text(r.get("top_cost"))] if costs else []))
     console.print(table)

@@ -497,7 +497,7 @@ def report_data(folder: Path, cell: int | None = None) -> dict[str, Any]:
         timeline = (_timeline(store, store.cell(chosen["id"]))
                     if chosen else {"missing": "no cell finished"})
         topology = _topology(store, run_id)
-        data = {
+        data: dict[str, Any] = {
             "folder": str(folder),
             "run": {"name": run.name, "started_at": run.started_at,
                     "finished_at": run.finished_at, "status": run.status,
@@ -510,7 +510,8 @@ def report_data(folder: Path, cell: int | None = None) -> dict[str, Any]:
             "cells": cells,
             "verdict": verdict,
             "scaling": series,
-            "bounds": bound_model.finite(bound_model.run_model(folder)),
+            # the page reads the model's JSON form, as model --json prints it
+            "bounds": [m.to_json() for m in bound_model.run_model(folder)],
             "timeline": timeline,
             "costs": [costs[c["idx"]] for c in cells if c["idx"] in costs],
             "flamegraphs": {"idx": chosen["idx"] if chosen else None,
@@ -548,22 +549,22 @@ def _seed_machine(folder: Path, spec: dict[str, Any], seed: dict[str, Any]
     if not wanted:
         return None
     # one reading of the store for every figure's cell; no USL fits (not shown here)
-    models = {m["idx"]: m for m in bound_model.run_model(folder, cores=float(cores),
+    models = {m.idx: m for m in bound_model.run_model(folder, cores=float(cores),
                                                          fits=False)}
     rows = []
     for fig in seed["figures"]:
         if fig["idx"] not in wanted or int(fig["idx"]) not in models:
             continue
         m = models[int(fig["idx"])]
-        w = m["what_if"]
-        if not m["bounds"] or w is None or w["max_tps"] is None:
+        if not m.bounds or m.what_if is None or m.what_if.max_tps is None:
             continue
+        w = m.what_if.to_json()
         rows.append({"where": fig["where"], "seed_tps": fig["seed_tps"], "idx": fig["idx"],
-                     "here_tps": m["measured_tps"], "binding_here": m["binding"],
+                     "here_tps": m.measured_tps, "binding_here": m.binding,
                      "binding": w["binding"], "binding_kind": w["binding_kind"],
-                     "max_tps": bound_model.finite(w["max_tps"]),
+                     "max_tps": w["max_tps"],
                      # the commit anatomy's ceilings there (analysis/model.py: the release's
                      # cost per waiter as here, the time in the server as at this cell's
                      # clients)
-                     "wait": bound_model.finite(w["wait_bounds"])})
+                     "wait": w["wait_bounds"]})
     return {"cores": cores, "rows": rows} if rows else None
