@@ -84,7 +84,10 @@ class Links:
         if self.plan is None:
             raise UserError("the link action needs emulated links",
                             "give the spec a [network] or matrix.link")
-        link = next(x for x in self.plan.links if {x.a, x.b} == {"primary", standby})
+        link = next((x for x in self.plan.links if {x.a, x.b} == {"primary", standby}), None)
+        if link is None:  # "sync" or "potential" found a standby beside the primary
+            raise UserError(f"{standby} replicates over the primary's unix socket, with no "
+                            "link to change", "target a standby with a link by its name")
         self.original.setdefault(standby, link.profile)
         set_profile(self.plan, "primary", standby, profile)
 

@@ -57,11 +57,15 @@ class IoWatch:
                 shared = True  # an attached cluster: its traffic crosses this namespace
                 continue
             layout = manifest.placed()
+            read: set[str] = set()
             for node in manifest.local_nodes:
                 launch = layout.nodes.get(node.name) if layout is not None else None
                 if launch is None or launch.netns is None:
                     shared = True
                     continue
+                if launch.netns in read:  # a standby beside the primary: its namespace's
+                    continue
+                read.add(launch.netns)
                 pid = server.postmaster_pid(node.data_dir(manifest.dir))
                 if pid is not None:
                     nets[(target.instance, node.name)] = network_of(pid)
