@@ -1,7 +1,7 @@
 """This machine's disks and the networks the nodes use, read before and after each
 repeat (measure/io_counters.py): the bytes, I/Os and busy share of every disk, and the
 bytes and packets of every interface, beside the CPU the repeat already measures. The
-SSH hosts' are read by run/host_watch.py, just after their clocks (hosts/remote.py)."""
+SSH hosts' are read by run/host_watch.py, just after their clocks (hosts/machine.py)."""
 
 from __future__ import annotations
 
