@@ -309,6 +309,15 @@ def test_the_seed_group_4_layout_keeps_b_beside_the_primary(workdir: Path) -> No
     assert "host=/" in linked[0]["b"], linked
     assert all("host=/" in c["b"] and "host=/" in c["c"]
                for c in conninfo if c is not linked[0]), conninfo
+    # the model predicts group 4 from its socket twin with no round trip added: its sync
+    # standby, b, answers from beside the primary
+    from syncrep_lab.analysis.model import run_model
+
+    by_idx = {m["idx"]: m for m in run_model(workdir / "run", fits=False)}
+    index = {r["id"]: r["idx"] for r in db.execute("select id, idx from cells")}
+    linked_from = by_idx[index[cells["seed-lan"]]]["linked_from"]
+    assert linked_from is not None and linked_from["cell"] == index[cells["socket"]]
+    assert linked_from["round_trip_ms"] == 0.0, linked_from
     assert _left_by(workdir / "run") == {"namespaces": [], "cpusets": []}
 
 
