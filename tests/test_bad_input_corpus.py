@@ -179,6 +179,11 @@ SPECS: dict[str, tuple[list[str], int | None]] = {
                          5),
     "host_with_copy": (["with a node on another host, the standbys are made with "
                         "pg_basebackup"], 4),
+    "host_with_links": (["topology.hosts: emulated links are veth pairs between this "
+                         "machine's network namespaces", "leave out [network] and "
+                         "matrix.link, or the hosts"], 5),
+    "socket_standby_on_host": (["network.standby_links.c: c runs on SSH host far, which the "
+                                "primary's unix socket does not reach"], 8),
     "link_fault_without_links": (["link changes an emulated link"], 7),
     # what this machine has (preflight)
     "placement_cpu_outside": (["placements.wide: primary: CPUs", "not on this machine"], None),

@@ -513,7 +513,7 @@ def test_interrupt_keeps_the_window(cluster: tuple[Path, str], tmp_path: Path) -
 def test_cpu_per_role_over_ssh(pg18: Installation, tmp_path: Path) -> None:
     """A primary that runs on an SSH host (sshd in a network namespace of the test's own,
     the server started there as the SSH account): observe --host reads its /proc there."""
-    from syncrep_lab.hosts import remote
+    from syncrep_lab.hosts import postmaster
     from syncrep_lab.hosts.ssh import SshHost
     from tests.sshd import running_sshd
 
@@ -526,7 +526,7 @@ def test_cpu_per_role_over_ssh(pg18: Installation, tmp_path: Path) -> None:
                 'printf "host all all %s/32 trust\\n" "$3" >> "$1/pg_hba.conf"',
                 data, f"listen_addresses = '{far.address}'\nport = 5499\n"
                 f"unix_socket_directories = '{data}'", far.gateway, what="configuring")
-        remote.start_postgres(host, bin_15, data, f"{far.data_root}/p.log")
+        postmaster.start_postgres(host, bin_15, data, f"{far.data_root}/p.log")
         try:
             conninfo = f"host={far.address} port=5499 user=postgres dbname=postgres"
             with psycopg.connect(conninfo, autocommit=True) as conn:
@@ -554,7 +554,7 @@ def test_cpu_per_role_over_ssh(pg18: Installation, tmp_path: Path) -> None:
                                  .execute("select machine_json from runs").fetchone()[0])
             assert machine["reached"] == "ssh" and machine["cpus_usable"] >= 1
         finally:
-            remote.stop_postgres(host, bin_15, data)
+            postmaster.stop_postgres(host, bin_15, data)
 
 
 def test_on_9_6_what_is_missing_is_said(pg96: Installation, pg18: Installation,

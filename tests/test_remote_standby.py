@@ -365,3 +365,80 @@ pin = { "c/walreceiver" = "0" }
     assert res.returncode == 2, res.stdout + res.stderr
     assert "placements.far-pinned.cpus.c: CPU 7 not on far" in " ".join(res.stderr.split())
     assert list((far.workdir / "data").iterdir()) == []
+
+
+def _streaming_there(far: SshdHost) -> set[str]:
+    """The data dirs on the host whose walreceiver streams now (a walreceiver runs in its
+    node's data dir)."""
+    dirs = set()
+    for pid in far.running("postgres", wait=0):
+        if b"walreceiver" in _cmdline(pid) and b"streaming" in _cmdline(pid):
+            with contextlib.suppress(OSError):
+                dirs.add(os.readlink(f"/proc/{pid}/cwd"))
+    return dirs
+
+
+def _run_watching(workdir: Path, far: SshdHost, text: str, *, kill: bool
+                  ) -> tuple[subprocess.Popen[bytes], set[str]]:
+    """The run of ``text`` in the background, the host's streaming walreceivers watched
+    until two are seen (then the tool is killed with SIGKILL when ``kill``) or it ends."""
+    spec = workdir / "spec.toml"
+    spec.write_text(text)
+    tool = subprocess.Popen([sys.executable, "-m", "syncrep_lab", "run", str(spec),
+                             "--out", str(workdir / "run")], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    seen: set[str] = set()
+    deadline = time.monotonic() + 240
+    try:
+        while tool.poll() is None and time.monotonic() < deadline:
+            seen |= _streaming_there(far)
+            if kill and len(seen) >= 2:
+                break
+            time.sleep(0.2)
+    finally:
+        if kill or tool.poll() is None:
+            tool.kill()
+        tool.wait()
+    return tool, seen
+
+
+INSTANCES_ON_HOST = ('sync = "1(b,c)"\nclone = "basebackup"\ninstances = 2\n'
+                     'hosts = { c = "far" }')
+
+
+def test_two_instances_each_stream_to_a_standby_on_the_host(workdir: Path,
+                                                            far: SshdHost) -> None:
+    """instances = 2 with c on the host: each instance's c is made there in a data dir of
+    its own, on a port of its own, and both stream there while the run measures; both
+    instances' figures are stored, and nothing is left on the host."""
+    text = _spec(far, placed=INSTANCES_ON_HOST).replace("duration = 3", "duration = 4")
+    tool, seen = _run_watching(workdir, far, text, kill=False)
+    out = tool.stdout.read().decode(errors="replace") if tool.stdout else ""
+    assert tool.returncode == 0, out + far.sshd_log()
+    assert len(seen) == 2 and all(d.startswith(far.data_root) for d in seen), seen
+    db = sqlite3.connect(workdir / "run" / DB_NAME)
+    assert db.execute("select status from cells").fetchone()[0] == "done"
+    per_instance = db.execute("select instance, tps from instance_results "
+                              "order by instance").fetchall()
+    assert [i for i, _ in per_instance] == [1, 2], per_instance
+    assert all(tps > 0 for _, tps in per_instance), per_instance
+    # each instance's c answered from the host, on a port of its own
+    described = [json.loads(r[0]) for r in db.execute("select nodes_json from clusters")]
+    ports = [n["port"] for nodes in described for n in nodes if n["name"] == "c"]
+    assert len(ports) == 2 and len(set(ports)) == 2, described
+    assert list(Path(far.data_root).iterdir()) == []
+    assert far.running("postgres") == []
+
+
+def test_a_killed_run_of_two_instances_is_cleaned_off_the_host(workdir: Path,
+                                                               far: SshdHost) -> None:
+    """kill -9 of the tool while both instances' c stream on the host: `clean` finds both
+    (each instance's cluster manifest records its c there) and leaves nothing there."""
+    text = _spec(far, placed=INSTANCES_ON_HOST).replace("duration = 3", "duration = 60")
+    _, seen = _run_watching(workdir, far, text, kill=True)
+    assert len(seen) == 2, seen
+    cleaned = cli("clean", timeout=120)
+    assert cleaned.returncode == 0, cleaned.stdout + cleaned.stderr
+    left = sorted(str(p) for p in Path(far.data_root).rglob("*"))
+    assert left == [], (left, cleaned.stdout, far.sshd_log())
+    assert far.running("postgres") == []

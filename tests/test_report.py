@@ -265,8 +265,9 @@ def test_compare_page_renders_in_chromium(stored: dict[str, Path], workdir: Path
 
 def test_the_seed_presets_reference_gives_the_seeds_ratios() -> None:
     """The seed's own tables, as ratios: sync levels against local (~0.32), ten rows
-    per commit against one in rows per second (~3.1), and with no standby on
-    against off (~0.73). No cell is matched here: only the seed's side is formed."""
+    per commit against one in rows per second (~3.1), with no standby on against off
+    (~0.73), and the sync standby beside the primary against apart (1.0). No cell is
+    matched here: only the seed's side is formed."""
     import tomllib
 
     from syncrep_lab.plan.spec import preset_text
@@ -275,14 +276,21 @@ def test_the_seed_presets_reference_gives_the_seeds_ratios() -> None:
     spec = tomllib.loads(preset_text("seed"))
     seed = seed_side_by_side(spec, [], lambda _cell_id: [])
     ratios = {(r["what"], tuple(sorted(r["given"].items()))): r for r in seed["ratios"]}
-    on_local = ratios[("synchronous_commit on / local", (("batch", 1), ("standbys", 2)))]
+    socket = ("link", "socket")
+    on_local = ratios[("synchronous_commit on / local", (("batch", 1), socket,
+                                                         ("standbys", 2)))]
     assert on_local["seed"] == pytest.approx(70_000 / 220_000)
     assert on_local["here"] is None and on_local["low"] is None
-    rows = ratios[("batch 10 / 1", (("standbys", 2), ("synchronous_commit", "on")))]
+    rows = ratios[("batch 10 / 1", (socket, ("standbys", 2), ("synchronous_commit", "on")))]
     assert rows["unit"] == "rows/s" and rows["seed"] == pytest.approx(220_000 / 70_000)
-    no_standby = ratios[("synchronous_commit on / off", (("batch", 1), ("standbys", 0)))]
+    no_standby = ratios[("synchronous_commit on / off", (("batch", 1), socket,
+                                                         ("standbys", 0)))]
     assert no_standby["seed"] == pytest.approx(220_000 / 300_000)
-    assert len(seed["figures"]) == 7 and all(f["tps"] is None for f in seed["figures"])
+    # group 4 (the sync standby beside the primary) against group 1's on: the same ~70k
+    beside = ratios[("link seed-lan / socket", (("batch", 1), ("standbys", 2),
+                                                ("synchronous_commit", "on")))]
+    assert beside["seed"] == pytest.approx(1.0)
+    assert len(seed["figures"]) == 8 and all(f["tps"] is None for f in seed["figures"])
 
 
 def test_the_cell_table_says_what_stopped_each_cell(workdir: Path) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from syncrep_lab.plan.load import load_preset, load_spec
-from syncrep_lab.plan.matrix import expand
+from syncrep_lab.plan.matrix import expand, uses_namespaces
 from syncrep_lab.plan.spec import PRESETS_DIR, SpecError, parse_spec
 from syncrep_lab.run.preflight import declared_patches
 
@@ -43,7 +43,12 @@ def test_presets_are_valid() -> None:
     seed, _ = load_preset("seed")
     assert len(expand(quick).cells) == 12
     cells = expand(seed).cells
-    assert len(cells) == 7
+    assert len(cells) == 8
+    # group 4 alone has network namespaces: the other groups stay plain processes on
+    # unix sockets, their clusters held up together
+    assert [(c.synchronous_commit, c.link) for c in cells if uses_namespaces(seed, c)] == [
+        ("on", "seed-lan")]
+    assert [(c.standbys, c.link) for c in cells if c.link != "socket"] == [(2, "seed-lan")]
     assert {c.sync for c in cells if c.standbys == 0} == {""}
     assert seed.reference["figures"]
     regime, _ = load_preset("regime")

@@ -15,7 +15,9 @@ import psycopg
 import pytest
 
 from syncrep_lab.errors import ClusterFailure, UserError
-from syncrep_lab.hosts.remote import proc_snapshot, remove_dir, start_postgres, stop_postgres
+from syncrep_lab.hosts.dirs import remove_dir
+from syncrep_lab.hosts.postmaster import start_postgres, stop_postgres
+from syncrep_lab.hosts.snapshots import proc_snapshot
 from syncrep_lab.hosts.ssh import SshHost, check_host
 
 from .sshd import SshdHost, make_key, sshd_host
@@ -380,12 +382,12 @@ def test_a_reaped_too_late_postmaster_s_lock_is_cleared(tmp_path: Path) -> None:
     the wait before a start gives up on it and removes its lock file, which would make
     a new postmaster refuse to start; a lock naming a live process is left alone. The
     script is the one a host runs, run here with sh on this kernel."""
-    from syncrep_lab.hosts import remote
+    from syncrep_lab.hosts import postmaster
 
     lock = tmp_path / "postmaster.pid"
 
     def clear() -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["sh", "-c", remote._ZOMBIE_LOCK_SH, "sh", str(tmp_path), "5"],
+        return subprocess.run(["sh", "-c", postmaster._ZOMBIE_LOCK_SH, "sh", str(tmp_path), "5"],
                               capture_output=True, text=True, timeout=30)
 
     child = os.fork()
@@ -408,13 +410,13 @@ def test_the_snapshot_scripts_read_proc_as_procs_does(tmp_path: Path) -> None:
     import re
 
     from syncrep_lab import procs
-    from syncrep_lab.hosts import remote as host_remote
+    from syncrep_lab.hosts import snapshots
     from syncrep_lab.probes.tracker import io_bytes, read_sample
 
-    names = host_remote.SNAPSHOT_FIELDS
+    names = snapshots.SNAPSHOT_FIELDS
     positions = [getattr(procs, name) for name in names]
-    assert re.findall(r"s\[(\d+)\]", host_remote._SNAPSHOT_PY) == [str(p) for p in positions]
-    assert re.findall(r'"\$\{(\d+)\}"', host_remote._SNAPSHOT_SH) == [str(p + 1)
+    assert re.findall(r"s\[(\d+)\]", snapshots._SNAPSHOT_PY) == [str(p) for p in positions]
+    assert re.findall(r'"\$\{(\d+)\}"', snapshots._SNAPSHOT_SH) == [str(p + 1)
                                                                     for p in positions]
     spin = "i=0; while [ $i -lt 300000 ]; do i=$((i + 1)); done"
     # it writes 2 MiB in a child too (a reaped child's bytes are the parent's, as its CPU)
@@ -432,10 +434,10 @@ def test_the_snapshot_scripts_read_proc_as_procs_does(tmp_path: Path) -> None:
         status = dict(line.split(":\t", 1) for line in
                       Path(f"/proc/{busy.pid}/status").read_text().splitlines())
         for prefer_python in (True, False):
-            command = host_remote.snapshot_command(str(tmp_path), prefer_python=prefer_python)
+            command = snapshots.snapshot_command(str(tmp_path), prefer_python=prefer_python)
             out = subprocess.run(["sh", "-c", *command[:1], "sh", *command[1:]],
                                  capture_output=True, text=True, check=True, timeout=60).stdout
-            rows = host_remote.parse_snapshot(out)
+            rows = snapshots.parse_snapshot(out)
             assert [row["pid"] for row in rows] == [busy.pid], out
             row = rows[0]
             assert row["ppid"] == int(fields[procs.PPID]) == os.getpid()

@@ -248,6 +248,79 @@ def test_an_emulated_link_delays_on_but_not_local(workdir: Path) -> None:
     assert _left_by(workdir / "run") == {"namespaces": [], "cpusets": []}
 
 
+def _seed_group_4() -> str:
+    """The seed preset's group 4 layout (its [network] and c's link, as the preset has
+    them) beside group 1's, in one short cell each at `on`."""
+    import tomllib
+
+    from syncrep_lab.plan.spec import preset_text
+
+    seed = tomllib.loads(preset_text("seed"))
+    net, lan = seed["network"], seed["links"]["seed-lan"]
+    standby_links = ", ".join(f'{k} = "{v}"' for k, v in net["standby_links"].items())
+    link = "\n".join(f"{k} = {json.dumps(v)}" for k, v in lan.items())
+    return f"""\
+name = "group4"
+
+[topology]
+standbys = 2
+sync = "1(b,c)"
+
+[network]
+client = "{net['client']}"
+standby_links = {{ {standby_links} }}
+
+[links.seed-lan]
+{link}
+
+[matrix]
+link = ["socket", "seed-lan"]
+synchronous_commit = ["on"]
+""" + COMMON.format(clients=2, duration=2)
+
+
+def test_the_seed_group_4_layout_keeps_b_beside_the_primary(workdir: Path) -> None:
+    """Group 4 as the seed preset lays it out: b, the sync standby, streams over the
+    primary's unix socket (in its namespace, with no link of its own), c across the
+    emulated 1 GbE link, pgbench over the socket; and its group 1 twin (every link a
+    socket) runs as plain processes, with no namespace at all."""
+    db = _run(workdir, _seed_group_4())
+    cells = {json.loads(r["axes_json"])["link"]: r["id"] for r in db.execute(
+        "select id, axes_json from cells")}
+    links = {(r["cell_id"], r["a"], r["b"]) for r in db.execute(
+        "select r.cell_id, l.a, l.b from links l join repeats r on r.id = l.repeat_id")}
+    assert links == {(cells["seed-lan"], "primary", "c")}, links
+    # the WAL reached c through the primary's link to it; b has no link, and its namespace
+    # is the primary's (read once, as the primary's)
+    net = {(r["cell_id"], r["node"], r["interface"]): r for r in db.execute(
+        "select r.cell_id, n.* from net_io n join repeats r on r.id = n.repeat_id")}
+    to_c = net[(cells["seed-lan"], "primary", "to-c")]
+    assert to_c["tx_bytes"] > to_c["rx_bytes"] > 0, dict(to_c)
+    assert not [k for k in net if k[1] == "b" or k[2] == "to-b"], sorted(net)
+    assert not [k for k in net if k[0] == cells["socket"] and k[1] != ""], sorted(net)
+    # the standbys' own words: b connects to the primary's socket dir, c to its address on
+    # the link (10.213.0.0/16)
+    conninfo: list[dict[str, str]] = [
+        {n: settings[n]["primary_conninfo"]["setting"] for n in ("b", "c")}
+        for row in db.execute("select settings_json from clusters")
+        for settings in [json.loads(row[0])]]
+    linked = [c for c in conninfo if "host=10.213." in c["c"]]
+    assert len(linked) == 1 and len(conninfo) == 2, conninfo
+    assert "host=/" in linked[0]["b"], linked
+    assert all("host=/" in c["b"] and "host=/" in c["c"]
+               for c in conninfo if c is not linked[0]), conninfo
+    # the model predicts group 4 from its socket twin with no round trip added: its sync
+    # standby, b, answers from beside the primary
+    from syncrep_lab.analysis.model import run_model
+
+    by_idx = {m.idx: m for m in run_model(workdir / "run", fits=False)}
+    index = {r["id"]: r["idx"] for r in db.execute("select id, idx from cells")}
+    linked_from = by_idx[index[cells["seed-lan"]]].linked_from
+    assert linked_from is not None and linked_from.cell == index[cells["socket"]]
+    assert linked_from.round_trip_ms == 0.0, linked_from
+    assert _left_by(workdir / "run") == {"namespaces": [], "cpusets": []}
+
+
 THIN = """\
 name = "thin"
 
@@ -493,6 +566,27 @@ def test_what_needs_root_is_refused_up_front_without_it() -> None:
         "LINK", "none"))
     assert quota.startswith("CPU quotas cannot be set here"), quota
     assert "root" in quota and "fix:" in quota, quota
+
+
+
+def test_the_seed_preset_without_root_leaves_group_4_out() -> None:
+    """Only group 4 has links: without root the preset's other groups still run, and
+    group 4 is left out saying why (a spec whose every cell has links is refused)."""
+    from syncrep_lab.plan.load import load_preset
+    from syncrep_lab.plan.matrix import expand
+    from syncrep_lab.run.preflight import check_machine, without_unlinkable
+
+    seed, _ = load_preset("seed")
+
+    def check() -> str:
+        check_machine(seed)
+        plan = without_unlinkable(seed, expand(seed))
+        return json.dumps([[c.link for c in plan.cells], plan.dropped])
+
+    links, dropped = json.loads(as_nobody(check, ()))
+    assert links == ["socket"] * 7, links
+    assert len(dropped) == 1 and "link=seed-lan: its links need network namespaces" in \
+        dropped[0], dropped
 
 
 SWEEP = """\

@@ -501,8 +501,9 @@ def _print_check(spec: Any, out_dir: Path | None) -> None:
     """`run --check`: the plan, as the run would execute it."""
     from syncrep_lab.plan.matrix import expand
     from syncrep_lab.run.machine import machine_metadata
+    from syncrep_lab.run.preflight import without_unlinkable
 
-    plan = expand(spec, machine_metadata()["cpus_usable"] or 2)
+    plan = without_unlinkable(spec, expand(spec, machine_metadata()["cpus_usable"] or 2))
     clusters = len({c.cluster_key for c in plan.cells})
     out.print(f"spec {escape(spec.name)} is valid: {len(plan.cells)} cells on {clusters} "
               f"cluster{'s' if clusters != 1 else ''}", soft_wrap=True)

@@ -1043,14 +1043,17 @@ def linked_from(store: Store, cell: StoredCell,
     if not added or max(added.values()) <= 0:
         return None
     free = _twin(cell, cells, "link", lambda c: (
-        c.tps_mean is not None and c.typed_params.link in (None, "none")))
+        c.tps_mean is not None and c.typed_params.link in (None, "none", "socket")))
     if free is None or not free.tps_mean:
         return None
     traced, _ = traced_commit(store, cell)
     standby = (traced.walsender.partition(":")[2]
                if traced is not None and traced.walsender else "")
-    # the sync standby's link; not known, the quickest (the first to answer)
-    rtt_ms = added.get(standby, min(added.values()))
+    # the sync standby's link, none for one beside the primary (a "socket" link, the
+    # seed's group 4); not known, the quickest (the first to answer)
+    beside = int(cell.params.get("standbys") or 0) > len(added)
+    rtt_ms = (added.get(standby, 0.0) if standby
+              else 0.0 if beside else min(added.values()))
     n = cell.typed_params.clients or 1
     unlinked = float(free.tps_mean or 0.0)
     per_commit_s = n / unlinked + rtt_ms / 1000

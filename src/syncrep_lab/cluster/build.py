@@ -65,6 +65,9 @@ class UpOptions:
     layout: Layout | None = None  # cpusets, numactl, namespaces and links
     hosts: dict[str, dict[str, Any]] = field(default_factory=dict)  # a node -> its SSH host
     client_host: dict[str, Any] | None = None  # the SSH host the client (pgbench) runs on
+    # ports other clusters of the run hold on SSH hosts: free here (nothing binds them on
+    # this machine), so a port picked here could be one of them (instances > 1)
+    taken_ports: frozenset[int] = frozenset()
 
 
 def standby_names(opts: UpOptions) -> list[str]:
@@ -84,7 +87,8 @@ def _port_free(port: int) -> bool:
     return True
 
 
-def choose_ports(count: int, first: int | None) -> list[int]:
+def choose_ports(count: int, first: int | None,
+                 taken: frozenset[int] = frozenset()) -> list[int]:
     if first is not None:
         ports = list(range(first, first + count))
         if not all(1024 <= p <= 65535 for p in ports):
@@ -100,7 +104,7 @@ def choose_ports(count: int, first: int | None) -> list[int]:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             s.bind(("127.0.0.1", 0))
             port = int(s.getsockname()[1])
-        if port not in chosen:
+        if port not in chosen and port not in taken:
             chosen.append(port)
     return chosen
 
@@ -358,7 +362,7 @@ def up(opts: UpOptions, progress: Progress | None = None) -> Manifest:
     inst = reachable_by(inst, account)
     settings = resolve_settings(inst.program("postgres"), opts.profile, 1 + len(names),
                                 opts.settings)
-    ports = choose_ports(1 + len(names), opts.port)
+    ports = choose_ports(1 + len(names), opts.port, opts.taken_ports)
     nodes = [Node("primary", "primary", ports[0], host=opts.hosts.get("primary"))]
     nodes += [Node(n, "standby", p, host=opts.hosts.get(n))
               for n, p in zip(names, ports[1:], strict=True)]

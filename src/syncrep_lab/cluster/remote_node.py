@@ -13,7 +13,7 @@ data dir).
 The tool connects to the standby over TCP for everything it asks (readiness,
 settings, the wait-event and replication samplers); the per-process CPU figures of
 a remote node come from ``/proc`` on its host, read over SSH before and after each
-probed repeat (hosts/remote.proc_snapshot).
+probed repeat (hosts/snapshots.proc_snapshot).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from syncrep_lab.errors import ClusterFailure, UserError
-from syncrep_lab.hosts import remote
+from syncrep_lab.hosts import dirs, postmaster, snapshots
 from syncrep_lab.hosts.ssh import HostSpec, SshHost
 from syncrep_lab.pg.settings import render_conf
 
@@ -134,8 +134,8 @@ def start_standby(*, spec: HostSpec, cluster_dir: Path, name: str, port: int,
             host.put_text(posixpath.join(data, "standby.signal"), "", 0o600)
         _configure(host, data, own, f"standby {name} of {cluster_dir}", [tool_address],
                    replication=False)
-        remote.start_postgres(host, bin_dir, data, log_path(data),
-                              prefix=prefix or [])
+        postmaster.start_postgres(host, bin_dir, data, log_path(data),
+                                  prefix=prefix or [])
     return data
 
 
@@ -182,8 +182,8 @@ def start_primary(*, spec: HostSpec, cluster_dir: Path, port: int, secret: str,
                "unix_socket_directories": top, "unix_socket_permissions": "0700",
                "wal_level": "replica", **settings}
         _configure(host, data, own, f"the primary of {cluster_dir}", peers, replication=True)
-        remote.start_postgres(host, bin_dir, data, log_path(data),
-                              prefix=prefix or [])
+        postmaster.start_postgres(host, bin_dir, data, log_path(data),
+                                  prefix=prefix or [])
     return data
 
 
@@ -201,9 +201,9 @@ def log_tail(spec: HostSpec, data: str, lines: int = 20) -> str:
 def stop_standby(spec: HostSpec, data: str) -> None:
     """Stop the remote standby and remove everything made for it on its host."""
     with SshHost(spec) as host:
-        remote.stop_postgres(host, spec.bin_dir or "", data)
+        postmaster.stop_postgres(host, spec.bin_dir or "", data)
         top = posixpath.dirname(data)
-        remote.remove_dir(host, data)
+        dirs.remove_dir(host, data)
         name = posixpath.basename(data)
         host.run(["rm", "-f", "--", posixpath.join(top, f"{name}.pgpass"),
                   log_path(data)], timeout=30, check=False)
@@ -213,7 +213,7 @@ def stop_standby(spec: HostSpec, data: str) -> None:
 
 def snapshot(spec: HostSpec, data: str) -> list[dict[str, Any]]:
     with SshHost(spec) as host:
-        return remote.proc_snapshot(host, data)
+        return snapshots.proc_snapshot(host, data)
 
 
 def remove_client(client: dict[str, Any]) -> None:
@@ -224,6 +224,6 @@ def remove_client(client: dict[str, Any]) -> None:
         host.sh('for f in "$1"/run-*/client.pid; do [ -f "$f" ] && kill -9 "$(cat "$f")" '
                 '2>/dev/null; done; exit 0', client["dir"], what="ending pgbench",
                 check=False)
-        remote.remove_dir(host, client["dir"])
+        dirs.remove_dir(host, client["dir"])
         top = posixpath.dirname(client["dir"])
         host.run(["rmdir", "--", top], timeout=30, check=False)

@@ -8,7 +8,7 @@
   process inside it): bytes and packets each way per interface. Where each node lives
   in a namespace of its own, the primary's ``to-b`` is its link to standby b.
 
-The same files are read on SSH hosts (hosts/remote.py) and parsed here.
+The same files are read on SSH hosts (hosts/machine.py) and parsed here.
 """
 
 from __future__ import annotations

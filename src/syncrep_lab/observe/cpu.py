@@ -110,7 +110,7 @@ class RemoteCpu:
         self.cpus = _count_cpus(str(postmaster["cpus_allowed_list"])) if postmaster else None
 
     def snapshot(self) -> list[dict[str, Any]]:
-        from syncrep_lab.hosts.remote import proc_snapshot
+        from syncrep_lab.hosts.snapshots import proc_snapshot
 
         return proc_snapshot(self.host, self.data_dir)
 

@@ -122,8 +122,12 @@ class Layout:
         return NetworkPlan.from_json(self.network) if self.network else None
 
     def address(self, of: str, seen_from: str) -> str | None:
+        """``of``'s address on its link to ``seen_from``; None without a link between
+        them (a standby or client beside the primary reaches it over its unix socket)."""
         plan = self.network_plan()
-        return None if plan is None else str(plan.address(of, seen_from))
+        if plan is None or not any({k.a, k.b} == {of, seen_from} for k in plan.links):
+            return None
+        return str(plan.address(of, seen_from))
 
     def subnets(self) -> list[str]:
         plan = self.network_plan()

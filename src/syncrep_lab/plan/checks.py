@@ -26,6 +26,7 @@ from syncrep_lab.plan.matrix import (
     NO_FAULTS,
     NO_LINK,
     NO_PLACEMENT,
+    SOCKET,
     axis_values,
     expand,
     link_profiles,
@@ -198,6 +199,10 @@ def _fault_problems(spec: Spec) -> list[Problem]:
                     elif not uses_namespaces(spec):
                         problems.append((where, "link changes an emulated link: give the "
                                          "spec [network] namespaces = true or matrix.link"))
+                    elif spec.network.standby_links.get(event.target or "") == SOCKET:
+                        problems.append((where, f"{event.target} replicates over the "
+                                         "primary's unix socket (standby_links), with no "
+                                         "link to change: target a standby with a link"))
                 elif event.profile is not None:
                     problems.append((where, "profile belongs to action 'link'"))
             else:
@@ -292,7 +297,7 @@ def placement_problems(spec: Spec) -> list[Problem]:
     link_names = [*(m.link or []), spec.network.replication, spec.network.client,
                   *spec.network.standby_links.values()]
     for name in link_names:
-        if name != NO_LINK and name not in spec.links:
+        if name not in (NO_LINK, SOCKET) and name not in spec.links:
             where_l: tuple[str | int, ...] = ("matrix", "link") if name in (m.link or []) \
                 else ("network",)
             problems.append((where_l, f"no link profile {name!r} (define [links.{name}])"))
@@ -303,6 +308,10 @@ def placement_problems(spec: Spec) -> list[Problem]:
     for name, profile in link_profiles(spec).items():
         if name != NO_LINK:
             problems += [(("links", name), msg) for msg in check_profile(profile)]
+    if SOCKET in spec.links:
+        problems.append((("links", SOCKET), f"{SOCKET!r} names no link (a standby beside the "
+                         "primary, on its unix socket): give the profile another name"))
+    problems += _socket_problems(spec, sorted(nodes - {"primary"}))
     if uses_namespaces(spec) and topo.attach is not None:
         problems.append((("network",), "an attached cluster's network is its own; "
                          "emulated links need a cluster syncrep-lab builds"))
@@ -322,17 +331,48 @@ def placement_problems(spec: Spec) -> list[Problem]:
             problems.append((where_h, f"{node!r} is not a node ({', '.join(sorted(nodes))}) "
                              "or the client"))
     problems += _placed_on_hosts(spec)
+    # instances > 1 place each instance's nodes on the same hosts, each with its own data
+    # dir (named after the instance's cluster dir) and port there
     if topo.hosts:
-        for clash, what in ((topo.attach is not None, "an attached cluster"),
-                            (many, "instances > 1"), (uses_namespaces(spec), "network links"),
-                            (topo.clone != "basebackup" and bool(set(topo.hosts) - {"client"}),
-                             "clone = 'copy'")):
+        standbys_there = bool(set(topo.hosts) - {"client"})
+        for clash, fix in (
+                (topo.attach is not None,
+                 "an attached cluster's nodes run where their owner started them, and "
+                 "topology.hosts places nodes syncrep-lab builds: leave out hosts, or "
+                 "attach"),
+                (uses_namespaces(spec),
+                 "emulated links are veth pairs between this machine's network namespaces, "
+                 "which an SSH host is not in (its own network is the link): leave out "
+                 "[network] and matrix.link, or the hosts"),
+                (topo.clone != "basebackup" and standbys_there,
+                 "with a node on another host, the standbys are made with "
+                 "pg_basebackup: set topology.clone = 'basebackup'")):
             if clash:
-                fix = ("with a node on another host, the standbys are made with "
-                       "pg_basebackup: set topology.clone = 'basebackup'"
-                       if what == "clone = 'copy'"
-                       else f"SSH hosts cannot be combined with {what}")
                 problems.append((("topology", "hosts"), fix))
+    return problems
+
+
+def _socket_problems(spec: Spec, standbys: list[str]) -> list[Problem]:
+    """A ``socket`` link puts a standby (or the client) on the primary's unix socket:
+    not one on an SSH host, nor any beside a primary on one."""
+    net, hosts = spec.network, spec.topology.hosts
+    axis = [*(spec.matrix.link or []), net.replication]
+    beside = [s for s in standbys if net.standby_links.get(s) == SOCKET
+              or (s not in net.standby_links and SOCKET in axis)]
+    if net.client == SOCKET:
+        beside.append("client")
+    problems: list[Problem] = []
+    for node in beside:
+        if node in hosts:
+            problems.append((("network", "standby_links", node) if node in net.standby_links
+                             else ("network",),
+                             f"{node} runs on SSH host {hosts[node]}, which the primary's "
+                             f"unix socket does not reach: give {node} a link, or leave it "
+                             "out of topology.hosts"))
+        elif "primary" in hosts:
+            problems.append((("network",), f"the primary runs on SSH host {hosts['primary']}"
+                             f" and {node} here, so {node} cannot use its unix socket: give "
+                             f"{node} a link, or place {node} on that host"))
     return problems
 
 

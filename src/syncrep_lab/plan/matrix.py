@@ -47,6 +47,10 @@ AXES: dict[str, str] = {
 NO_FAULTS = "none"
 NO_PLACEMENT = "none"
 NO_LINK = "none"
+# no link at all: the standby (or the client) beside the primary, over its unix socket
+# (in the primary's namespace when the cell has namespaces): the seed's group 4, whose
+# sync standby shared the primary's host
+SOCKET = "socket"
 MAX_CELLS = 5000
 MAX_POINTS = 100_000  # combinations before exclude/only
 DEFAULT_SETTINGS_SET = "default"
@@ -211,9 +215,25 @@ def link_profiles(spec: Spec) -> dict[str, LinkProfile]:
     return profiles
 
 
-def uses_namespaces(spec: Spec) -> bool:
-    """Whether the spec's nodes run in network namespaces of their own."""
+def uses_namespaces(spec: Spec, cell: Cell | None = None) -> bool:
+    """Whether the spec's nodes run in network namespaces of their own: any link other
+    than ``none`` or ``socket`` somewhere in the spec, or ``[network] namespaces``. With
+    ``cell``: whether that cell's do, which they do not when every link of the cell is
+    ``socket`` (its nodes are then plain processes, as in a spec without links)."""
     net = spec.network
     named = [*(spec.matrix.link or []), net.replication, net.client,
              *net.standby_links.values()]
-    return net.namespaces or any(n != NO_LINK for n in named)
+    if not (net.namespaces or any(n not in (NO_LINK, SOCKET) for n in named)):
+        return False
+    return cell is None or not all(n == SOCKET for n in cell_links(spec, cell).values())
+
+
+def cell_links(spec: Spec, cell: Cell) -> dict[str, str]:
+    """Each standby's link (``[links.NAME]``, ``none`` or ``socket``) in ``cell``, and
+    the client's."""
+    net = spec.network
+    return {**{s: net.standby_links.get(s, cell.link)
+               for s in standby_names(spec, cell.standbys)}, CLIENT_LINK: net.client}
+
+
+CLIENT_LINK = "client"

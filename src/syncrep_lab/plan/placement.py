@@ -8,8 +8,11 @@ import os
 
 from syncrep_lab.placement.layout import CLIENT, Launch, Layout, Pin, Quota
 from syncrep_lab.plan.matrix import (
+    CLIENT_LINK,
     NO_PLACEMENT,
+    SOCKET,
     Cell,
+    cell_links,
     link_profiles,
     standby_names,
     uses_namespaces,
@@ -83,15 +86,18 @@ def layout_for(spec: Spec, cell: Cell, instance: int, run_key: str) -> Layout | 
             node = node or "primary"
             if node in layout.nodes:  # else: not in this cell (or on a host: refused)
                 layout.quotas.append(Quota(node, role, cpu_share))
-    if uses_namespaces(spec):
-        net = spec.network
+    if uses_namespaces(spec, cell):
         profiles = link_profiles(spec)
-        links = [Link("primary", standby, profiles[net.standby_links.get(standby, cell.link)])
-                 for standby in names]
-        links.append(Link(CLIENT, "primary", profiles[net.client]))
+        wanted = cell_links(spec, cell)
+        links = [Link("primary", standby, profiles[wanted[standby]])
+                 for standby in names if wanted[standby] != SOCKET]
+        if wanted[CLIENT_LINK] != SOCKET:
+            links.append(Link(CLIENT, "primary", profiles[wanted[CLIENT_LINK]]))
         plan = plan_network(f"srl-{run_key[:5]}{instance}", links)
         layout.network = plan.to_json()
         for node, launch in layout.nodes.items():
-            launch.netns = plan.namespace(node)
-        layout.client.netns = plan.namespace(CLIENT)
+            # a standby beside the primary shares its namespace and its unix socket
+            launch.netns = plan.namespace("primary" if wanted.get(node) == SOCKET else node)
+        if wanted[CLIENT_LINK] != SOCKET:
+            layout.client.netns = plan.namespace(CLIENT)
     return None if layout.empty else layout

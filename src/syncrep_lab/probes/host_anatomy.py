@@ -44,7 +44,7 @@ from pathlib import Path
 
 from syncrep_lab import shutdown
 from syncrep_lab.errors import UserError
-from syncrep_lab.hosts import remote
+from syncrep_lab.hosts import postmaster, snapshots
 from syncrep_lab.hosts.ssh import ALIVE_SH, HostSpec, RemoteProcess, SshHost
 from syncrep_lab.probes import uprobe_points
 from syncrep_lab.probes.anatomy import (
@@ -343,7 +343,7 @@ def unavailable_on_host(spec: HostSpec, data_dir: str) -> str | None:
     (with the fix), or None: asked before its repeat is spent."""
     host = SshHost(spec)
     try:
-        pid = remote.postmaster_pid(host, data_dir)
+        pid = postmaster.postmaster_pid(host, data_dir)
         if pid is None:
             return f"the primary's postmaster is not running on {spec.name}"
         return check(host, pid).reason
@@ -380,7 +380,7 @@ class HostAnatomy:
     def start(self) -> None:
         host = SshHost(self.spec)
         try:
-            pid = remote.postmaster_pid(host, self.data_dir)
+            pid = postmaster.postmaster_pid(host, self.data_dir)
             found = (HostCheck(f"the primary's postmaster is not running on {self.spec.name}")
                      if pid is None else check(host, pid))
             if found.reason is not None or pid is None:
@@ -401,7 +401,7 @@ class HostAnatomy:
         self.names = walsenders(self.admin)
         # the postmaster's children now (checkpointer, walwriter, the tool's sessions):
         # no backends of the workload, which connects after the probe has started
-        exclude = sorted(int(p["pid"]) for p in remote.proc_snapshot(host, self.data_dir)
+        exclude = sorted(int(p["pid"]) for p in snapshots.proc_snapshot(host, self.data_dir)
                          if int(p["ppid"]) == pid)
         level = level_read(found.symbols) if found.same_machine else None
         text = program(f"/proc/{pid}/exe", [pid], exclude, level)

@@ -1,6 +1,6 @@
 """The probes of a node on an SSH host.
 
-CPU: /proc read there (one command over SSH, hosts/remote.proc_snapshot) before and
+CPU: /proc read there (one command over SSH, hosts/snapshots.proc_snapshot) before and
 after a probed repeat, the difference per role. Processes born during the repeat count
 from zero; those that also ended during it are not seen (their CPU is in the
 postmaster's cutime/cstime, which is added as the role ``backend`` when it grew), as
@@ -21,12 +21,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from syncrep_lab.errors import UserError
-from syncrep_lab.hosts.remote import (
+from syncrep_lab.hosts.numa import numa_pages
+from syncrep_lab.hosts.perf import (
     PerfAccess,
     RemotePerfRun,
     RemotePerfStat,
     RemoteRecording,
-    numa_pages,
     perf_access,
 )
 from syncrep_lab.hosts.ssh import HostSpec, SshHost

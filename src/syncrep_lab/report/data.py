@@ -261,7 +261,8 @@ def _flamegraph_images(folder: Path, cost: CellCosts | None,
 
 def _baseline(axis: str, values: set[Any]) -> Any:
     """The value other values of an axis are compared with in the seed's tables."""
-    preferred = {"synchronous_commit": ("local", "off"), "batch": (1,), "standbys": (0,)}
+    preferred = {"synchronous_commit": ("local", "off"), "batch": (1,), "standbys": (0,),
+                 "link": ("socket", "none")}
     for v in preferred.get(axis, ()):
         if v in values:
             return v

@@ -36,7 +36,6 @@ from syncrep_lab.pg.installations import resolve
 from syncrep_lab.pg.settings import profile_settings
 from syncrep_lab.pg.sync_names import check_sync
 from syncrep_lab.plan.matrix import (
-    NO_LINK,
     NO_PLACEMENT,
     Cell,
     settings_for,
@@ -116,6 +115,8 @@ class ActiveCluster:
                        if node in ("primary", *standby_names(spec, cell.standbys))},
                 client_host=(asdict(spec.ssh_host(topo.hosts["client"]))
                              if "client" in topo.hosts else None),
+                taken_ports=frozenset(n.port for t in self.targets if t.manifest
+                                      for n in t.manifest.nodes if n.host is not None),
             ))
             inst = resolve(manifest.bin_dir)
             self._record(cell, manifest.version, manifest.bin_dir,
@@ -415,7 +416,7 @@ def _why_alone(spec: Spec, cell: Cell) -> str | None:
         return f"placement {cell.placement}"
     if cell.cores is not None:
         return "cores"
-    if cell.link != NO_LINK or uses_namespaces(spec):
+    if uses_namespaces(spec, cell):
         return "network namespaces"
     if cell.instances > 1:
         return f"{cell.instances} instances"

@@ -34,7 +34,7 @@ from syncrep_lab.cluster import server
 from syncrep_lab.cluster.manifest import Manifest
 from syncrep_lab.cluster.ready import wait_ready
 from syncrep_lab.errors import UserError
-from syncrep_lab.hosts import remote
+from syncrep_lab.hosts import postmaster
 from syncrep_lab.hosts.ssh import SshHost
 from syncrep_lab.pg.admin import admin_connection, admin_session, alter_system
 from syncrep_lab.pg.deadline import query_deadline
@@ -84,7 +84,10 @@ class Links:
         if self.plan is None:
             raise UserError("the link action needs emulated links",
                             "give the spec a [network] or matrix.link")
-        link = next(x for x in self.plan.links if {x.a, x.b} == {"primary", standby})
+        link = next((x for x in self.plan.links if {x.a, x.b} == {"primary", standby}), None)
+        if link is None:  # "sync" or "potential" found a standby beside the primary
+            raise UserError(f"{standby} replicates over the primary's unix socket, with no "
+                            "link to change", "target a standby with a link by its name")
         self.original.setdefault(standby, link.profile)
         set_profile(self.plan, "primary", standby, profile)
 
@@ -151,7 +154,7 @@ class _Here:
 
 
 class _OnHost:
-    """A standby on an SSH host: the same acts, as commands there (hosts/remote.py), over
+    """A standby on an SSH host: the same acts, as commands there (hosts/postmaster.py), over
     one connection kept for the repeat."""
 
     def __init__(self, manifest: Manifest, name: str) -> None:
@@ -164,27 +167,28 @@ class _OnHost:
         self.host = SshHost(self.spec)
 
     def signal_all(self, sig: signal.Signals) -> None:
-        remote.signal_node(self.host, self.data, sig.name.removeprefix("SIG"))
+        postmaster.signal_node(self.host, self.data, sig.name.removeprefix("SIG"))
 
     def stop(self) -> None:
-        remote.stop_postgres(self.host, self.spec.bin_dir or "", self.data, timeout=15)
+        postmaster.stop_postgres(self.host, self.spec.bin_dir or "", self.data, timeout=15)
 
     def kill(self) -> None:
-        remote.kill_server(self.host, self.data)
+        postmaster.kill_server(self.host, self.data)
 
     def running(self) -> bool:
-        return remote.running(self.host, self.data)
+        return postmaster.running(self.host, self.data)
 
     def start(self, deadline: float) -> None:
         from syncrep_lab.cluster import remote_node
 
-        if not remote.wait_node_gone(self.host, self.data, max(1.0, deadline - time.monotonic())):
+        if not postmaster.wait_node_gone(self.host, self.data,
+                                         max(1.0, deadline - time.monotonic())):
             raise UserError(f"standby {self.name} on {self.spec.name}: processes of the old "
                             "server did not exit", "syncrep-lab clean, then run the cell again")
         m = self.manifest
-        remote.start_postgres(self.host, self.spec.bin_dir or "", self.data,
-                              remote_node.log_path(self.data),
-                              max(1.0, deadline - time.monotonic()), m.on_host(self.name))
+        postmaster.start_postgres(self.host, self.spec.bin_dir or "", self.data,
+                                  remote_node.log_path(self.data),
+                                  max(1.0, deadline - time.monotonic()), m.on_host(self.name))
         wait_ready(m.admin_conninfo(m.node(self.name)), None,
                    lambda: remote_node.log_tail(self.spec, self.data), deadline,
                    f"standby {self.name} on {self.spec.name}")

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
-from syncrep_lab.hosts import remote
+from syncrep_lab.hosts import machine
 from syncrep_lab.hosts.ssh import HostSpec, SshHost
 from syncrep_lab.probes.recorder import Ending
 from syncrep_lab.run.io_watch import disk_rows, net_rows
@@ -40,7 +40,7 @@ def host_facts(spec: Spec) -> dict[str, dict[str, Any]]:
     out = {}
     for name, roles in host_roles(spec).items():
         with SshHost(spec.ssh_host(name)) as host:
-            out[name] = {**remote.machine_facts(host), "roles": roles}
+            out[name] = {**machine.machine_facts(host), "roles": roles}
     return out
 
 
@@ -67,12 +67,12 @@ class HostWatch:
             roles[manifest.client["host"]["name"]].append("client")
         self.roles = dict(roles)
         self.hosts = {name: SshHost(spec) for name, spec in sorted(specs.items())}
-        self.before: dict[str, remote.HostReading] = {}
+        self.before: dict[str, machine.HostReading] = {}
 
     def start(self) -> None:
         try:
             for name, host in self.hosts.items():
-                self.before[name] = remote.read_host(host)
+                self.before[name] = machine.read_host(host)
         except BaseException:
             self.close()
             raise
@@ -94,10 +94,10 @@ class HostWatch:
                 first = self.before.get(name)
                 if first is None:
                     continue
-                after = remote.read_host(host, tries=1)
+                after = machine.read_host(host, tries=1)
                 rows.append(HostRepeatRow(name, ",".join(self.roles[name]),
                                           first.offset_s * 1e3, first.uncertainty_s * 1e3,
-                                          remote.busy_cpus(first, after), after.cpus))
+                                          machine.busy_cpus(first, after), after.cpus))
                 seconds = after.io_at - first.io_at  # this host's own readings' span
                 disks += disk_rows(name, first.disks, after.disks, seconds)
                 nets += net_rows(name, {(0, ""): first.network}, {(0, ""): after.network},

@@ -1,7 +1,7 @@
 """This machine's disks and the networks the nodes use, read before and after each
 repeat (measure/io_counters.py): the bytes, I/Os and busy share of every disk, and the
 bytes and packets of every interface, beside the CPU the repeat already measures. The
-SSH hosts' are read by run/host_watch.py, just after their clocks (hosts/remote.py)."""
+SSH hosts' are read by run/host_watch.py, just after their clocks (hosts/machine.py)."""
 
 from __future__ import annotations
 
@@ -54,11 +54,15 @@ class IoWatch:
                 shared = True  # an attached cluster: its traffic crosses this namespace
                 continue
             layout = manifest.placed()
+            read: set[str] = set()
             for node in manifest.local_nodes:
                 launch = layout.nodes.get(node.name) if layout is not None else None
                 if launch is None or launch.netns is None:
                     shared = True
                     continue
+                if launch.netns in read:  # a standby beside the primary: its namespace's
+                    continue
+                read.add(launch.netns)
                 pid = server.postmaster_pid(node.data_dir(manifest.dir))
                 if pid is not None:
                     nets[(target.instance, node.name)] = network_of(pid)

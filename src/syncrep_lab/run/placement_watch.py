@@ -23,7 +23,7 @@ from syncrep_lab.cluster import server
 from syncrep_lab.cluster.manifest import Manifest, Node
 from syncrep_lab.cluster.remote_node import host_spec
 from syncrep_lab.errors import UserError
-from syncrep_lab.hosts import remote
+from syncrep_lab.hosts import placement, snapshots
 from syncrep_lab.hosts.ssh import SshHost
 from syncrep_lab.network.readback import readback
 from syncrep_lab.pg.roles import NodeProcess, node_processes, role_of_title
@@ -60,7 +60,7 @@ class Walsenders:
 
 class HostPinner:
     """Role pins of a node on an SSH host, kept up from here: every ``interval`` seconds
-    its processes are read there (hosts/remote.proc_snapshot, one command on the run's
+    its processes are read there (hosts/snapshots.proc_snapshot, one command on the run's
     connection), named by role, and each one whose CPUs are not its rule's is pinned
     with ``taskset -p`` there (one more command, only when some are). A process is
     pinned within an interval of having its role's title; a walsender once the
@@ -102,7 +102,7 @@ class HostPinner:
     def poll(self, host: Any) -> list[tuple[int, str]]:
         """One pass: what was pinned now, (pid, CPUs)."""
 
-        snap = remote.proc_snapshot(host, self.data)
+        snap = snapshots.proc_snapshot(host, self.data)
         senders = {int(p["pid"]): name for p in snap
                    if role_of_title(str(p["title"])) == "walsender"
                    and (name := self.walsender_of(int(p["pid"]))) is not None}
@@ -199,9 +199,9 @@ def _on_hosts(target: Target, senders: dict[int, str]) -> list[Placed]:
         if node.host is None or node.remote_data is None:
             continue
         with SshHost(host_spec(node.host)) as host:
-            found = remote_processes(node.name, remote.proc_snapshot(host, node.remote_data),
+            found = remote_processes(node.name, snapshots.proc_snapshot(host, node.remote_data),
                                      senders if node.role == "primary" else {})
-            got = remote.placement_of(host, [p.pid for p in found])
+            got = placement.placement_of(host, [p.pid for p in found])
         out += [(node.name, p.label, got[p.pid]) for p in found if p.pid in got]
     return out
 

@@ -19,6 +19,7 @@ from syncrep_lab.pg.conninfo import require_parses
 from syncrep_lab.pg.sync_names import check_sync
 from syncrep_lab.plan.matrix import (
     NO_PLACEMENT,
+    Plan,
     expand,
     standby_names,
     uses_namespaces,
@@ -289,7 +290,26 @@ def _check_placement(spec: Spec) -> None:
         from syncrep_lab.network.capabilities import check_network_support
 
         reason = check_network_support()
-        if reason is not None:
+        # cells with no link but sockets still run (without_unlinkable leaves the others out)
+        if reason is not None and all(uses_namespaces(spec, c) for c in plan.cells):
             raise UserError(f"emulated links need network namespaces: {reason}",
                             "run as root with iproute2 installed, or leave [network] and "
                             "matrix.link out")
+
+
+def without_unlinkable(spec: Spec, plan: Plan) -> Plan:
+    """``plan`` without the cells whose links need network namespaces where this machine
+    cannot make them, each named with the reason in ``dropped``: the seed preset's group 4
+    for a user who is not root, whose other groups run on unix sockets. (A spec whose
+    every cell needs them is refused by the check instead.)"""
+    if not uses_namespaces(spec):
+        return plan
+    from syncrep_lab.network.capabilities import check_network_support
+
+    reason = check_network_support()
+    if reason is None:
+        return plan
+    linked = [c for c in plan.cells if uses_namespaces(spec, c)]
+    return Plan([c for c in plan.cells if c not in linked],
+                [*plan.dropped, *(f"{c.label}: its links need network namespaces ({reason})"
+                                  for c in linked)])

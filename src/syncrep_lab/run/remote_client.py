@@ -26,7 +26,7 @@ from typing import Any
 
 from syncrep_lab.cluster.remote_node import host_spec, password
 from syncrep_lab.errors import UserError
-from syncrep_lab.hosts import remote
+from syncrep_lab.hosts import dirs, placement
 from syncrep_lab.hosts.ssh import HostSpec, RemoteProcess, SshHost
 from syncrep_lab.measure.pgbench_log import ProgressSample
 from syncrep_lab.pg.conninfo import split_password
@@ -93,7 +93,7 @@ class RemoteRunningClient(RunningClient):
         """What the host's kernel gave the client (run/placement_watch.py reads it mid-repeat);
         UserError while it has no pid yet or once it is gone."""
         pid = self._text("client.pid").strip()
-        got = remote.placement_of(self.ssh, [int(pid)]) if pid.isdigit() else {}
+        got = placement.placement_of(self.ssh, [int(pid)]) if pid.isdigit() else {}
         if not got:
             raise UserError(f"the client on {self.host} is not running", "")
         return next(iter(got.values()))
@@ -107,7 +107,7 @@ class RemoteRunningClient(RunningClient):
         folder, and this must not hide why the run is ending."""
         try:
             with contextlib.suppress(UserError):
-                remote.remove_dir(self.ssh, self.folder)
+                dirs.remove_dir(self.ssh, self.folder)
         finally:
             self.ssh.close()
 

@@ -52,7 +52,13 @@ from syncrep_lab.run.clusters import ActiveCluster, ClusterPool, units
 from syncrep_lab.run.context import Events, RunContext
 from syncrep_lab.run.host_watch import host_facts
 from syncrep_lab.run.machine import machine_metadata
-from syncrep_lab.run.preflight import check_installations, check_machine, check_out, make_builds
+from syncrep_lab.run.preflight import (
+    check_installations,
+    check_machine,
+    check_out,
+    make_builds,
+    without_unlinkable,
+)
 from syncrep_lab.run.repeat import CellRun, Repeat, anatomy_unavailable
 from syncrep_lab.run.rounds import Member, Rounds
 from syncrep_lab.run.target import Target
@@ -128,7 +134,8 @@ class Runner:
             self._execute()
 
     def _execute(self) -> None:
-        plan = expand(self.spec, machine_metadata()["cpus_usable"] or 2)
+        plan = without_unlinkable(self.spec,
+                                  expand(self.spec, machine_metadata()["cpus_usable"] or 2))
         rows = {c.key: self.store.ensure_cell(self.run_id, c.index, c.key, c.label, c.axes,
                                               c.params()) for c in plan.cells}
         done = sum(1 for r in rows.values() if r.status in ("done", "failed"))
