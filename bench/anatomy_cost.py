@@ -46,11 +46,11 @@ from syncrep_lab import procs, shutdown
 from syncrep_lab.cluster import server
 from syncrep_lab.cluster.build import UpOptions, up
 from syncrep_lab.cluster.teardown import remove_cluster
-from syncrep_lab.measure.stats import paired_ratio
 from syncrep_lab.pg.installations import resolve
 from syncrep_lab.plan.spec import Workload
 from syncrep_lab.probes import anatomy
 from syncrep_lab.run.workload import prepare_tables, run_pgbench, script_text
+from syncrep_lab.stats.intervals import paired_ratio
 
 BPF_STATS = Path("/proc/sys/kernel/bpf_stats_enabled")
 

@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from syncrep_lab.analysis.anatomy import BACKEND_COMPONENTS
-from syncrep_lab.measure.histogram import _MIDS, LatencyHistogram  # the buckets' midpoints
+from syncrep_lab.stats.histogram import _MIDS, LatencyHistogram  # the buckets' midpoints
 from syncrep_lab.store import ANATOMY, Store, queries
 
 SPEC = """\

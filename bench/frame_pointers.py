@@ -34,13 +34,13 @@ from syncrep_lab import procs
 from syncrep_lab.cluster import server
 from syncrep_lab.cluster.build import UpOptions, up
 from syncrep_lab.cluster.teardown import remove_cluster
-from syncrep_lab.measure.stats import paired_ratio
 from syncrep_lab.pg.installations import resolve
 from syncrep_lab.plan.spec import Workload
 from syncrep_lab.probes import flamegraph
 from syncrep_lab.probes.session import walsenders
 from syncrep_lab.probes.tracker import TICK_S, ProcessTracker
 from syncrep_lab.run.workload import prepare_tables, run_pgbench, script_text
+from syncrep_lab.stats.intervals import paired_ratio
 
 BUILD = "pg18-fp"
 MODES = ("dwarf", "fp")

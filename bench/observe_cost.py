@@ -33,8 +33,8 @@ from pathlib import Path
 import psycopg
 
 from syncrep_lab.cluster.manifest import load
-from syncrep_lab.measure.stats import paired_ratio
 from syncrep_lab.pg.installations import resolve
+from syncrep_lab.stats.intervals import paired_ratio
 
 TOOL = [sys.executable, "-m", "syncrep_lab"]
 

@@ -74,7 +74,7 @@ def measure_here(path: Path, repeat: int) -> None:
     import resource
     import time
 
-    from syncrep_lab.measure.pgbench_log import parse_transaction_log
+    from syncrep_lab.readers.pgbench_log import parse_transaction_log
 
     def peak_kib() -> int:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

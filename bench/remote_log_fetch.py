@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.sshd import running_sshd
 
 from syncrep_lab.hosts.ssh import SshHost
-from syncrep_lab.measure.pgbench_log import parse_transaction_logs
+from syncrep_lab.readers.pgbench_log import parse_transaction_logs
 
 # client id, transaction no, latency µs, script no, epoch s, µs: pgbench -l's line
 LINE = "{} {} {} 0 1764000000 {}\n"

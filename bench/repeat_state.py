@@ -36,7 +36,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from syncrep_lab.measure.variance import NoiseSplit, Repeat, noise_split
+from syncrep_lab.stats.variance import NoiseSplit, Repeat, noise_split
 from variance import make_run, repeats_of
 
 VARIANTS = {"full": ("full", 2), "no-checkpoint": ("no-checkpoint", 2),

@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from syncrep_lab.analysis.compare import compare_runs
-from syncrep_lab.measure.stats import welch_t
 from syncrep_lab.plan.spec import preset_text
+from syncrep_lab.stats.intervals import welch_t
 from timed_run import timed_run
 
 

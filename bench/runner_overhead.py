@@ -44,12 +44,12 @@ from pathlib import Path
 
 from syncrep_lab.cluster.build import UpOptions, up
 from syncrep_lab.cluster.teardown import remove_cluster
-from syncrep_lab.measure.pgbench_log import parse_transaction_logs
-from syncrep_lab.measure.stats import mean_ci
 from syncrep_lab.pg.installations import resolve
 from syncrep_lab.plan.spec import Probes, Workload
 from syncrep_lab.probes.session import ProbeNode, RepeatProbes
+from syncrep_lab.readers.pgbench_log import parse_transaction_logs
 from syncrep_lab.run.workload import prepare_tables, run_pgbench, script_text
+from syncrep_lab.stats.intervals import mean_ci
 
 
 def main() -> None:

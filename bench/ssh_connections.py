@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.sshd import SshdHost, running_sshd
 
 from syncrep_lab.hosts.ssh import HostSpec, SshHost
-from syncrep_lab.measure.stats import mean_ci
+from syncrep_lab.stats.intervals import mean_ci
 
 
 def _fresh(spec: HostSpec, times: int) -> float:

@@ -4,7 +4,9 @@ so that a change meant to keep behaviour can be shown to: run it before and afte
 
     .venv/bin/python bench/stored_outputs.py OUT_DIR
 
-The runs are loaded under one fixed path, so paths printed by the commands are the same
+The runs are loaded into a folder of this invocation's own (two at once do not collide),
+and every path printed under it is written as one fixed path of the same length (a
+header padded to the width stays so), so outputs are the same
 from one invocation to the next; the commands run in this process, as ``syncrep-lab``
 would run them (``cli.run_command``), with a fixed terminal width.
 """
@@ -16,6 +18,7 @@ import io
 import os
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -24,7 +27,7 @@ from tests.data.runs.refresh import HERE, load
 
 from syncrep_lab.cli import run_command
 
-RUNS_AT = Path("/tmp/srl-stored-outputs")  # fixed: printed paths must not differ
+PREFIX = "srl-stored-outputs."
 
 # name of the output file -> the command's arguments after the run folder
 PER_RUN: dict[str, list[str]] = {
@@ -59,26 +62,36 @@ def run_cli(args: list[str]) -> str:
 
 def main(out: Path) -> None:
     os.environ["COLUMNS"] = "200"
-    shutil.rmtree(RUNS_AT, ignore_errors=True)
-    RUNS_AT.mkdir(parents=True)
+    runs_at = Path(tempfile.mkdtemp(prefix=PREFIX))
+    try:
+        write_outputs(out, runs_at)
+    finally:
+        shutil.rmtree(runs_at, ignore_errors=True)
+    print(f"{len(list(out.rglob('*.*')))} outputs in {out}")
+
+
+def write_outputs(out: Path, runs_at: Path) -> None:
+    shown = str(runs_at.parent / (PREFIX + "X" * (len(runs_at.name) - len(PREFIX))))
+
+    def write(path: Path, text: str) -> None:
+        path.write_text(text.replace(str(runs_at), shown))
+
     out.mkdir(parents=True, exist_ok=True)
     names = [p.stem for p in sorted(HERE.glob("*.sql"))]
     for name in names:
-        run = load(name, RUNS_AT)
+        run = load(name, runs_at)
         (out / name).mkdir(exist_ok=True)
         for file, args in PER_RUN.items():
-            (out / name / file).write_text(run_cli([args[0], str(run), *args[1:]]))
+            write(out / name / file, run_cli([args[0], str(run), *args[1:]]))
         page = out / name / "report.html"
         run_cli(["report", str(run), "--out", str(page)])
+        write(page, page.read_text())
     for a in names:
         for b in names:
             if a != b:
-                (out / f"compare-{a}-{b}.txt").write_text(
-                    run_cli(["compare", str(RUNS_AT / a), str(RUNS_AT / b), "--force"]))
-                (out / f"compare-{a}-{b}.json").write_text(
-                    run_cli(["compare", str(RUNS_AT / a), str(RUNS_AT / b), "--force",
-                             "--json"]))
-    print(f"{len(list(out.rglob('*.*')))} outputs in {out}")
+                pair = [str(runs_at / a), str(runs_at / b), "--force"]
+                write(out / f"compare-{a}-{b}.txt", run_cli(["compare", *pair]))
+                write(out / f"compare-{a}-{b}.json", run_cli(["compare", *pair, "--json"]))
 
 
 if __name__ == "__main__":

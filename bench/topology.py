@@ -26,7 +26,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from syncrep_lab.measure.stats import ratio_ci
+from syncrep_lab.stats.intervals import ratio_ci
 
 SPEC = """\
 name = "bench-topology"

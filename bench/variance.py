@@ -2,7 +2,7 @@
 standbys, ``synchronous_commit = on``, 64 clients inserting) run with its ``local``
 baseline through the tool's own ``run``, interleaved, 12 rounds of 5-second repeats
 within a budget of 4 minutes of rounds, probes off; then each cell's noise split
-(measure/variance.py) with bootstrap intervals, the ratio with its smallest detectable
+(stats/variance.py) with bootstrap intervals, the ratio with its smallest detectable
 change, the seconds' lag-1 correlation plain and corrected, and how much of the
 repeats' spread the sync walsender's wait for a core explains (``noise.walsender``).
 
@@ -11,7 +11,7 @@ repeats' spread the sync walsender's wait for a core explains (``noise.walsender
 
 The intervals: a moving-block bootstrap over the repeats in running order (blocks of 3
 successive repeats drawn with replacement, as many as make the run's count), each
-resample's parts read as measure/variance.py reads them except that half the mean
+resample's parts read as stats/variance.py reads them except that half the mean
 squared successive difference is taken within the blocks only (where two blocks meet,
 two stretches of time meet: no successive difference); percentiles 2.5 and 97.5. Rough
 with 12 repeats: on synthetic runs of 12 repeats (5-second seconds of 10 %, a start
@@ -35,7 +35,7 @@ from pathlib import Path
 
 from scipy.special import chdtri
 
-from syncrep_lab.measure.variance import PARTS, Repeat, noise_split, within_variance
+from syncrep_lab.stats.variance import PARTS, Repeat, noise_split, within_variance
 from syncrep_lab.store import Store, queries
 from timed_run import timed_run
 
@@ -110,7 +110,7 @@ def blocks_of(repeats: list[Repeat], rng: random.Random, block: int = 3
 def parts_of(blocks: list[list[Repeat]]) -> dict[str, float] | None:
     """The split of a resample: the variance over all its repeats, half the mean squared
     successive difference within its blocks only (a junction joins two stretches of
-    time and is no successive difference), the seconds' part as measure/variance.py
+    time and is no successive difference), the seconds' part as stats/variance.py
     reads it from the distinct repeats drawn."""
     repeats = [r for b in blocks for r in b]
     means = [r.mean for r in repeats]

@@ -1,6 +1,6 @@
 """The commit anatomy probe (probes/anatomy.py) on real servers, real pgbench and real
 bpftrace: its counts against pgbench's, its components adding up, only its own cluster
-counted, the bucket scheme computed in the kernel against measure/histogram.py, the
+counted, the bucket scheme computed in the kernel against stats/histogram.py, the
 reasons it skips, and nothing left attached after a stop, an abort or a kill -9."""
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from syncrep_lab.cluster import server
 from syncrep_lab.cluster.build import UpOptions, up
 from syncrep_lab.cluster.manifest import Manifest
 from syncrep_lab.cluster.teardown import remove_cluster
-from syncrep_lab.measure.histogram import LatencyHistogram
 from syncrep_lab.pg.installations import resolve
 from syncrep_lab.plan.spec import Workload
 from syncrep_lab.probes import anatomy, uprobe_points
@@ -37,6 +36,7 @@ from syncrep_lab.run.workload import (
     script_text,
     start_pgbench,
 )
+from syncrep_lab.stats.histogram import LatencyHistogram
 from syncrep_lab.store import AnatomyRow, ProbeRow, ProbeRows, Store
 
 from .helpers import as_nobody, cli, shared_tmp, wait_traced

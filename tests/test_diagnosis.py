@@ -18,7 +18,7 @@ from syncrep_lab.analysis.diagnosis import diagnose_run
 from syncrep_lab.analysis.evidence import Reach, RepeatWaits, share_figure
 from syncrep_lab.analysis.model import Bound, Interval
 from syncrep_lab.analysis.verdict import Verdict
-from syncrep_lab.measure.stats import share_interval
+from syncrep_lab.stats.intervals import share_interval
 from syncrep_lab.store import Store
 
 from .data.runs.refresh import load

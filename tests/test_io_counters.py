@@ -1,4 +1,4 @@
-"""The disk and network counters a repeat stores (measure/io_counters.py), against a known
+"""The disk and network counters a repeat stores (readers/io_counters.py), against a known
 amount of data written to the machine's disk and sent through a network namespace of
 the test's own."""
 
@@ -11,7 +11,7 @@ import threading
 import time
 from pathlib import Path
 
-from syncrep_lab.measure.io_counters import (
+from syncrep_lab.readers.io_counters import (
     DiskCounters,
     disks_here,
     network_of,

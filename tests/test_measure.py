@@ -12,8 +12,7 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from syncrep_lab.measure.histogram import MAX_VALUE, LatencyHistogram
-from syncrep_lab.measure.pgbench_log import (
+from syncrep_lab.readers.pgbench_log import (
     PgbenchSummary,
     ProgressSample,
     parse_progress_line,
@@ -22,7 +21,8 @@ from syncrep_lab.measure.pgbench_log import (
     parse_transaction_logs,
     transaction_log_paths,
 )
-from syncrep_lab.measure.stats import ci_within, mean_ci, rate_ci, ratio_ci, welch_t
+from syncrep_lab.stats.histogram import MAX_VALUE, LatencyHistogram
+from syncrep_lab.stats.intervals import ci_within, mean_ci, rate_ci, ratio_ci, welch_t
 
 # --- histogram ---------------------------------------------------------------------------
 

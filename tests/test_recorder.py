@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from syncrep_lab.measure.timeline import Timeline
 from syncrep_lab.probes.recorder import Ending, Recording
+from syncrep_lab.readers.timeline import Timeline
 from syncrep_lab.store import ProbeRow, ProbeRows
 
 ENDING = Ending(Timeline.of(0.0), lambda: 0)

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from syncrep_lab.measure.histogram import LatencyHistogram
-from syncrep_lab.measure.pgbench_log import PgbenchSummary, ProgressSample, TransactionLogStats
+from syncrep_lab.readers.pgbench_log import PgbenchSummary, ProgressSample, TransactionLogStats
 from syncrep_lab.run.repeat_record import Disturbance, build, summed_progress
 from syncrep_lab.run.workload import PgbenchRun
+from syncrep_lab.stats.histogram import LatencyHistogram
 
 
 def _stats(latencies_us: list[int], failed: int = 0) -> TransactionLogStats:

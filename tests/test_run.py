@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 
 from syncrep_lab.cluster.manifest import Manifest
-from syncrep_lab.measure.histogram import LatencyHistogram
 from syncrep_lab.pg import sync_names
 from syncrep_lab.plan.load import load_spec
 from syncrep_lab.run.runner import start_run
+from syncrep_lab.stats.histogram import LatencyHistogram
 
 from .helpers import (
     cli,

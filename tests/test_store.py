@@ -140,7 +140,7 @@ def test_a_version_13_store_gets_its_tps_intervals_on_the_log_scale(tmp_path: Pa
     a cell's interval is recomputed from its measured repeats on the log scale with the
     t it was stored with (here 90 %), never below zero; a cell whose repeats are not
     the values of its stored mean, and one without an interval, keep what they have."""
-    from syncrep_lab.measure.stats import mean_ci, rate_ci
+    from syncrep_lab.stats.intervals import mean_ci, rate_ci
 
     store = Store(tmp_path / "run", create=True)
     tps = [4000.0, 16000.0]

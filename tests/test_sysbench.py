@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from syncrep_lab.measure.histogram import LatencyHistogram
+from syncrep_lab.stats.histogram import LatencyHistogram
 
 from .helpers import cli, cli_here, shared_tmp
 

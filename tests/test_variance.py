@@ -1,5 +1,5 @@
-"""Where a cell's noise sits (measure/variance.py) and the smallest effect a run detects
-(measure/stats.detectable_effect): on values worked out by hand, on synthetic series
+"""Where a cell's noise sits (stats/variance.py) and the smallest effect a run detects
+(stats/intervals.detectable_effect): on values worked out by hand, on synthetic series
 whose parts are known, and as results, the report and compare show them on a store."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from syncrep_lab.analysis.noise import (
     target_text,
     walsender_words,
 )
-from syncrep_lab.measure.stats import (
+from syncrep_lab.stats.intervals import (
     detectable_effect,
     paired_ratio,
     pearson,
@@ -31,7 +31,7 @@ from syncrep_lab.measure.stats import (
     rounds_for,
     t_ppf,
 )
-from syncrep_lab.measure.variance import (
+from syncrep_lab.stats.variance import (
     MIN_REPEAT_S,
     NoiseSplit,
     Repeat,

@@ -41,8 +41,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import TypedDict
 
-from syncrep_lab.measure.histogram import LatencyHistogram
-from syncrep_lab.measure.stats import mean_ci
+from syncrep_lab.stats.histogram import LatencyHistogram
+from syncrep_lab.stats.intervals import mean_ci
 from syncrep_lab.store import Store, queries
 
 BACKEND_COMPONENTS = ("local_flush", "commit_wait", "standby_wait", "wakeup_queue",

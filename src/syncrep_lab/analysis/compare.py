@@ -33,7 +33,7 @@ from syncrep_lab.analysis.anatomy import (
 )
 from syncrep_lab.analysis.costs import RoleValues, cluster_version, role_values
 from syncrep_lab.errors import UserError
-from syncrep_lab.measure.stats import (
+from syncrep_lab.stats.intervals import (
     detectable_effect,
     mean_ci,
     ratio_ci,

@@ -20,7 +20,7 @@ from typing import Any, TypedDict
 from syncrep_lab.analysis.anatomy import Anatomy, cell_anatomy
 from syncrep_lab.analysis.kernel import cell_kernel
 from syncrep_lab.analysis.resources import cell_resources
-from syncrep_lab.measure.stats import mean_ci
+from syncrep_lab.stats.intervals import mean_ci
 from syncrep_lab.store import Store, StoredCell, cluster_key_text, queries
 
 KEY_SYSCALLS = ("epoll_create1", "epoll_ctl", "epoll_wait", "epoll_pwait", "kill", "futex",

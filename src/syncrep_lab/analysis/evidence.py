@@ -14,7 +14,7 @@ alike, and a tie is said rather than settled by noise.
 Where the intervals come from:
 
 - a share of wait samples (probed repeats): Wilson's interval over the sampler's ticks
-  (measure/stats.share_interval), widened to the spread of the per-repeat shares where
+  (stats/intervals.share_interval), widened to the spread of the per-repeat shares where
   more than one repeat was sampled;
 - a per-commit figure (CPU, system calls): its t interval over the repeats (costs);
 - the CPUs a cell keeps busy: the spread of the measured repeats' busy CPUs (/proc, no
@@ -30,7 +30,7 @@ from collections import defaultdict
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
-from syncrep_lab.measure.stats import mean_ci, share_interval
+from syncrep_lab.stats.intervals import mean_ci, share_interval
 from syncrep_lab.store import Store, queries
 
 

@@ -12,7 +12,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from syncrep_lab.measure.histogram import LatencyHistogram
+from syncrep_lab.stats.histogram import LatencyHistogram
 from syncrep_lab.store import Store, StoredCell, queries
 
 RECOVERED = 0.9  # back to 90 % of the throughput before the event

@@ -67,9 +67,9 @@ from syncrep_lab.analysis.anatomy import WAIT_PARTS, Anatomy, cell_anatomy
 from syncrep_lab.analysis.costs import CPU_SOURCES, role_run_delay, role_values
 from syncrep_lab.analysis.sync_walsender import choose, stored_clues
 from syncrep_lab.json_form import JSON, finite
-from syncrep_lab.measure.stats import mean_ci
 from syncrep_lab.pg.replication import WAITING_LEVELS
 from syncrep_lab.pg.roles import CLIENT_PROGRAMS
+from syncrep_lab.stats.intervals import mean_ci
 from syncrep_lab.store import Store, StoredCell, queries
 
 # Roles that are one process each: each of them is a serial point.

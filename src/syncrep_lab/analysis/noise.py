@@ -1,5 +1,5 @@
 """Each cell's noise split into the seconds inside a repeat, the state at a repeat's
-start and the drift across rounds (:mod:`syncrep_lab.measure.variance`), read from the
+start and the drift across rounds (:mod:`syncrep_lab.stats.variance`), read from the
 store: the measured repeats in the order they ran, each with its per-second samples.
 ``results --json`` carries it per cell (``noise``), ``results`` and the run's end say
 where it sits, the report's Method gives the table and what it means for the budget.
@@ -25,8 +25,8 @@ from typing import Any
 
 from syncrep_lab import format as fmt
 from syncrep_lab.analysis.sync_walsender import choose, stored_clues
-from syncrep_lab.measure.stats import Correlation, MeanCI, mean_ci, pearson
-from syncrep_lab.measure.variance import (
+from syncrep_lab.stats.intervals import Correlation, MeanCI, mean_ci, pearson
+from syncrep_lab.stats.variance import (
     PARTS,
     NoiseSplit,
     Repeat,

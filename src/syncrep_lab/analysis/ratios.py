@@ -2,20 +2,20 @@
 
 In an interleaved run the ratio comes from the pairs of each round (the cell and its
 baseline measured side by side), averaged on the log scale with a t interval
-(measure/pairing.py): ``paired`` is true. Where the two were not measured in the same
+(stats/pairing.py): ``paired`` is true. Where the two were not measured in the same
 rounds (cells of clusters run one after another, or a run made cell by cell) the ratio
 is that of their means with a delta-method interval, ``paired`` false: such an
 interval does not hold the drift between the two stretches of time, and says so.
 Throughput is compared in rows per second (TPS × batch). ``detectable_pct`` is the
 smallest change of the ratio, in percent, that a two-sided test at the run's confidence
 would see 4 times in 5 with this interval's standard error and degrees of freedom
-(:func:`syncrep_lab.measure.stats.detectable_effect`): an interval that holds 1 says
+(:func:`syncrep_lab.stats.intervals.detectable_effect`): an interval that holds 1 says
 nothing about changes smaller than that.
 
 A paired ratio also says what its target would take: ``rounds_for_target``, the rounds
 the spread of its per-round ratios (``spread_pct``, the sd of their logs) asks for to
 reach the run's ``ci_target`` (``target_pct``)
-(:func:`syncrep_lab.measure.stats.rounds_for`; None past any reasonable count), and
+(:func:`syncrep_lab.stats.intervals.rounds_for`; None past any reasonable count), and
 ``round_s``, the seconds one round took for this cell (the mean gap between its
 successive repeats' starts: its own repeat, its round's other cells, the resets), so
 "±3 % needs about 46 rounds, 25 minutes at this pace" can be said where a run stopped
@@ -38,8 +38,8 @@ from typing import Any
 
 from syncrep_lab.analysis.compare import AnatomyComparison, cell_anatomy_comparison, run_drift
 from syncrep_lab.analysis.noise import RESUMED_GAP_S
-from syncrep_lab.measure.pairing import baselines, by_round, paired, rows_per_second
-from syncrep_lab.measure.stats import detectable_effect, ratio_ci, rounds_for
+from syncrep_lab.stats.intervals import detectable_effect, ratio_ci, rounds_for
+from syncrep_lab.stats.pairing import baselines, by_round, paired, rows_per_second
 from syncrep_lab.store import Store, StoredRepeat, StoredRun, cluster_key_text, with_defaults
 
 

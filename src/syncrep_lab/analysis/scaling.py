@@ -1,7 +1,7 @@
 """Scaling: TPS and latency against clients for each synchronous_commit level, the
 knee where TPS stops growing, and the price of each level as a ratio to
 ``local`` at the same client count (with a confidence interval: over the rounds both
-ran in when the run interleaved them, measure/pairing.py).
+ran in when the run interleaved them, stats/pairing.py).
 
 Pure functions over the store. Cells are grouped into series by every axis
 except ``clients`` and ``synchronous_commit``, so a spec that also varies, say,
@@ -15,7 +15,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, TypedDict
 
-from syncrep_lab.measure.pairing import ratio_of
+from syncrep_lab.stats.pairing import ratio_of
 from syncrep_lab.store import Store, StoredCell
 
 KNEE_GAIN = 0.10  # less than 10 % more TPS for the next client count: the curve has flattened
@@ -39,7 +39,7 @@ class Series(TypedDict):
 
     series: str  # the other axes' values, or "all cells"
     levels: dict[str, Level]
-    # level -> each client count's ratio to local (measure/pairing.ratio_of's fields)
+    # level -> each client count's ratio to local (stats/pairing.ratio_of's fields)
     ratios_to_local: dict[str, list[dict[str, Any]]]
 
 

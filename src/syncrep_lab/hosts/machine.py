@@ -9,7 +9,7 @@ from typing import Any
 
 from syncrep_lab.errors import UserError
 from syncrep_lab.hosts.ssh import SshHost
-from syncrep_lab.measure.io_counters import (
+from syncrep_lab.readers.io_counters import (
     DiskCounters,
     NetCounters,
     disk_devices,
@@ -52,7 +52,7 @@ def machine_facts(host: SshHost) -> dict[str, Any]:
 # One round trip: the host's clock (seconds since the epoch, to the nanosecond), then its
 # CPUs' time since boot (/proc/stat's first line, in clock ticks) and its CPU count.
 _CLOCK_SH = "date +%s.%N; head -n 1 /proc/stat; grep -c '^cpu[0-9]' /proc/stat"
-# the disks and the host's network (measure/io_counters.py), apart from the clock: their
+# the disks and the host's network (readers/io_counters.py), apart from the clock: their
 # output would lengthen the round trip the clock's offset is read in
 _IO_SH = "ls /sys/block; echo @@; cat /proc/diskstats; echo @@; cat /proc/net/dev"
 

@@ -29,9 +29,9 @@ from typing import Any
 
 from syncrep_lab import __version__
 from syncrep_lab.errors import UserError
-from syncrep_lab.measure.histogram import LatencyHistogram
-from syncrep_lab.measure.stats import rate_ci
 from syncrep_lab.observe.watch import Slice, Watched
+from syncrep_lab.stats.histogram import LatencyHistogram
+from syncrep_lab.stats.intervals import rate_ci
 from syncrep_lab.store import (
     ObservedRow,
     ProbeRows,

@@ -33,10 +33,10 @@ from syncrep_lab.analysis.model import CellModel, run_model
 from syncrep_lab.analysis.ratios import ratios_to_baseline
 from syncrep_lab.analysis.sync_walsender import choose, stored_clues
 from syncrep_lab.json_form import finite
-from syncrep_lab.measure.pairing import ratio_of
 from syncrep_lab.patch_ab.flamediff import cell_diffs, mark_moved
 from syncrep_lab.patch_ab.spec import CONTROL_LEVELS, REFERENCE_CORES
 from syncrep_lab.plan.load import load_spec
+from syncrep_lab.stats.pairing import ratio_of
 from syncrep_lab.store import Store, StoredCell, queries
 
 SYSCALL_FLOOR = 0.05  # calls per commit: below this on both sides, a call is not shown

@@ -260,7 +260,7 @@ COMPARABLE = ("synchronous_commit", "sync", "standbys", "clients", "threads", "b
 
 
 class Compare(_Strict):
-    """What each cell is compared with (measure/pairing.py): a table of parameters, or a
+    """What each cell is compared with (stats/pairing.py): a table of parameters, or a
     list of them tried in order. Left out: synchronous_commit = "local" when the matrix
     has that level."""
 

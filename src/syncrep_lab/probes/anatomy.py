@@ -104,7 +104,6 @@ from pathlib import Path
 from typing import IO, Any
 
 from syncrep_lab import paths, procs, shutdown
-from syncrep_lab.measure.histogram import MAX_VALUE, LatencyHistogram, bucket_range
 from syncrep_lab.probes.recorder import Ending
 from syncrep_lab.probes.uprobe_points import (
     alias_elf,
@@ -114,6 +113,7 @@ from syncrep_lab.probes.uprobe_points import (
     file_offsets,
     probe_offsets,
 )
+from syncrep_lab.stats.histogram import MAX_VALUE, LatencyHistogram, bucket_range
 from syncrep_lab.store import AnatomyRow, ProbeRow, ProbeRows
 
 PROBE = "anatomy"

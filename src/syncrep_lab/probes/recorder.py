@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Protocol
 
-from syncrep_lab.measure.timeline import Timeline
+from syncrep_lab.readers.timeline import Timeline
 from syncrep_lab.store import ProbeRow, ProbeRows
 
 log = logging.getLogger(__name__)

@@ -26,13 +26,13 @@ import psycopg
 
 from syncrep_lab import shutdown
 from syncrep_lab.cluster import server
-from syncrep_lab.measure.timeline import Timeline
 from syncrep_lab.pg.admin import admin_connection
 from syncrep_lab.pg.roles import NodeProcess
 from syncrep_lab.probes import flamegraph, gprof, perfstat, sched
 from syncrep_lab.probes.activity import ActivityResult, ActivitySampler
 from syncrep_lab.probes.recorder import Ending
 from syncrep_lab.probes.tracker import ProcessTracker, TrackerResult
+from syncrep_lab.readers.timeline import Timeline
 from syncrep_lab.store import (
     CostRow,
     ProbeRow,

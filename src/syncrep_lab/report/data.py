@@ -33,10 +33,10 @@ from syncrep_lab.analysis.noise import budget_sentences, target_text
 from syncrep_lab.analysis.resources import quota_json
 from syncrep_lab.analysis.scaling import Series, core_sweep, scaling
 from syncrep_lab.errors import UserError
-from syncrep_lab.measure.pairing import ratio_of
 from syncrep_lab.pg.conninfo import mask_text
 from syncrep_lab.pg.replication import WAITING_LEVELS
 from syncrep_lab.pg.sync_names import SyncNamesError, expected_states, parse
+from syncrep_lab.stats.pairing import ratio_of
 from syncrep_lab.store import CLUSTER_PARAMS, PROBED, Store, StoredCell, queries
 
 # Axes about where and how a cell ran, beside the sync level and the client count.

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from syncrep_lab.measure.pgbench_log import ProgressSample
+from syncrep_lab.readers.pgbench_log import ProgressSample
 from syncrep_lab.run import sysbench
 from syncrep_lab.run.remote_client import RemoteRunningClient, start_remote_client
 from syncrep_lab.run.target import Target

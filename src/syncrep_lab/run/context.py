@@ -10,10 +10,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from syncrep_lab.measure.pgbench_log import ProgressSample
 from syncrep_lab.pg import replication
 from syncrep_lab.plan.matrix import NO_FAULTS, Cell, Plan
 from syncrep_lab.plan.spec import Spec
+from syncrep_lab.readers.pgbench_log import ProgressSample
 from syncrep_lab.run.attached import Visit, stamped
 from syncrep_lab.run.stall import SyncStallWatch
 from syncrep_lab.run.target import Target

@@ -5,7 +5,7 @@ machine's and the CPUs it kept busy.
 The clock offset is read at the start of every repeat (the shortest of five SSH round
 trips; half of it is the uncertainty) and stored with it. It is applied where a host's
 clock stamps a timeline: a client on a host says when it started by that host's clock,
-and the repeat's one timeline (measure/timeline.py) is placed with it. The CPUs kept
+and the repeat's one timeline (readers/timeline.py) is placed with it. The CPUs kept
 busy are the host's /proc/stat
 before and after the repeat: the diagnosis judges each host's saturation from them, as
 it judges this machine's.

@@ -1,5 +1,5 @@
 """This machine's disks and the networks the nodes use, read before and after each
-repeat (measure/io_counters.py): the bytes, I/Os and busy share of every disk, and the
+repeat (readers/io_counters.py): the bytes, I/Os and busy share of every disk, and the
 bytes and packets of every interface, beside the CPU the repeat already measures. The
 SSH hosts' are read by run/host_watch.py, just after their clocks (hosts/machine.py)."""
 
@@ -8,8 +8,8 @@ from __future__ import annotations
 import time
 
 from syncrep_lab.cluster import server
-from syncrep_lab.measure.io_counters import DiskCounters, NetCounters, disks_here, network_of
 from syncrep_lab.probes.recorder import Ending
+from syncrep_lab.readers.io_counters import DiskCounters, NetCounters, disks_here, network_of
 from syncrep_lab.run.target import Target
 from syncrep_lab.store import DiskIoRow, NetIoRow, ProbeRows
 

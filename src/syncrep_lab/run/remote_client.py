@@ -28,13 +28,13 @@ from syncrep_lab.cluster.remote_node import host_spec, password
 from syncrep_lab.errors import UserError
 from syncrep_lab.hosts import dirs, placement
 from syncrep_lab.hosts.ssh import HostSpec, RemoteProcess, SshHost
-from syncrep_lab.measure.pgbench_log import ProgressSample
 from syncrep_lab.pg.conninfo import split_password
+from syncrep_lab.readers.pgbench_log import ProgressSample
 from syncrep_lab.run import sysbench
 from syncrep_lab.run.workload import RunningClient, StallWatch
 
 LOG_LIMIT = 1 << 30  # a per-transaction log larger than this is refused
-# The host's clock just before the client starts (measure/timeline.py), its pid (for a
+# The host's clock just before the client starts (readers/timeline.py), its pid (for a
 # teardown after the tool was killed), and its CPU (`times`: the children's line).
 WRAPPER = ('cd -- "$1" || exit 2\nshift\ndate +%s.%N > started.at\n"$@" &\n'
            'echo $! > client.pid\nwait $!\ncode=$?\ntimes > times.out\nexit $code\n')

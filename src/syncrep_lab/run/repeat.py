@@ -22,8 +22,6 @@ from pathlib import Path
 from syncrep_lab.cluster import server
 from syncrep_lab.errors import UserError
 from syncrep_lab.hosts.ssh import HostSpec
-from syncrep_lab.measure.pgbench_log import TransactionLogStats, parse_transaction_logs
-from syncrep_lab.measure.timeline import Timeline
 from syncrep_lab.pg.builds import Build, build_at
 from syncrep_lab.plan.matrix import NO_FAULTS, Cell, link_profiles
 from syncrep_lab.probes.anatomy import PROBE as ANATOMY_PROBE
@@ -33,6 +31,8 @@ from syncrep_lab.probes.host_anatomy import HostAnatomy, unavailable_on_host
 from syncrep_lab.probes.recorder import Client, Ending, Recorder, Recording, Skipped
 from syncrep_lab.probes.remote import HostProbes
 from syncrep_lab.probes.session import RepeatProbes, UntracedCpu
+from syncrep_lab.readers.pgbench_log import TransactionLogStats, parse_transaction_logs
+from syncrep_lab.readers.timeline import Timeline
 from syncrep_lab.run import faults, repeat_record, reset
 from syncrep_lab.run.clients import ClientOptions, finish_all, remote_client_costs, start_clients
 from syncrep_lab.run.clusters import ActiveCluster
@@ -203,7 +203,7 @@ class Repeat:
 
     def _timeline(self, runs: list[PgbenchRun]) -> Timeline:
         """The repeat's one timeline: seconds since the client started
-        (measure/timeline.py), placed with its host's clock offset."""
+        (readers/timeline.py), placed with its host's clock offset."""
         offset = self.hosts.offset(runs[0].host) if self.hosts is not None else 0.0
         return Timeline.of(runs[0].launched_epoch, offset)
 

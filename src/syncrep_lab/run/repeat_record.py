@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from syncrep_lab.measure.pgbench_log import TransactionLogStats
+from syncrep_lab.readers.pgbench_log import TransactionLogStats
 from syncrep_lab.run.workload import PgbenchRun
 from syncrep_lab.store import InstanceResultRow, SampleRow
 

@@ -9,7 +9,7 @@ cell of a round alike, and a cell's ratio to its baseline within one round is fr
 it (Abedi and Brecht, ICPE 2017).
 
 The stop rule is Stein's two-stage procedure on each comparison's log ratios
-(:func:`~syncrep_lab.measure.stats.stein_rounds`): after the pilot (``repeats_min``
+(:func:`~syncrep_lab.stats.intervals.stein_rounds`): after the pilot (``repeats_min``
 rounds, at least 2) the spread of those pilot ratios alone fixes how many rounds the
 comparison needs for a ±``ci_target`` interval. A comparison whose pilot agreed by
 luck cannot stop the run early, and the later rounds cannot talk it into stopping:
@@ -26,7 +26,7 @@ import math
 import random
 from dataclasses import dataclass, field
 
-from syncrep_lab.measure.stats import mean_ci, stein_rounds
+from syncrep_lab.stats.intervals import mean_ci, stein_rounds
 
 
 @dataclass

@@ -31,9 +31,6 @@ from typing import Any
 from syncrep_lab import __version__, shutdown
 from syncrep_lab.errors import Interrupted, UserError
 from syncrep_lab.hosts.ssh import kept_connections
-from syncrep_lab.measure.histogram import LatencyHistogram
-from syncrep_lab.measure.pairing import baselines, by_round, rows_per_second
-from syncrep_lab.measure.stats import mean_ci, rate_ci, stein_rounds, trend
 from syncrep_lab.pg.builds import unfit_note
 from syncrep_lab.pg.conninfo import (
     mask_toml,
@@ -68,6 +65,9 @@ from syncrep_lab.run.workload import (
     prepare_tables,
     script_text,
 )
+from syncrep_lab.stats.histogram import LatencyHistogram
+from syncrep_lab.stats.intervals import mean_ci, rate_ci, stein_rounds, trend
+from syncrep_lab.stats.pairing import baselines, by_round, rows_per_second
 from syncrep_lab.store import (
     ANATOMY,
     MEASURED,

@@ -1,6 +1,6 @@
 """sysbench as the client, as the seed also used it: the same workloads against the same
 tables, written as sysbench Lua scripts, and one sysbench run read into pgbench's figures
-(measure/sysbench_output.py).
+(readers/sysbench_output.py).
 
 Each of sysbench's threads holds one connection, so ``clients`` is its ``--threads``
 (pgbench's ``threads``, its own worker threads, has no counterpart and is ignored).
@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING
 from psycopg.conninfo import conninfo_to_dict
 
 from syncrep_lab.errors import UserError
-from syncrep_lab.measure.pgbench_log import ProgressSample
 from syncrep_lab.plan.spec import Workload
+from syncrep_lab.readers.pgbench_log import ProgressSample
 from syncrep_lab.run.workload import (
     SEED_TABLES,
     RunningClient,

@@ -31,17 +31,17 @@ import psycopg
 
 from syncrep_lab import shutdown
 from syncrep_lab.errors import UserError
-from syncrep_lab.measure import sysbench_output
-from syncrep_lab.measure.pgbench_log import (
+from syncrep_lab.pg.admin import admin_connection
+from syncrep_lab.pg.conninfo import split_password
+from syncrep_lab.plan.spec import Workload
+from syncrep_lab.readers import sysbench_output
+from syncrep_lab.readers.pgbench_log import (
     PgbenchSummary,
     ProgressSample,
     TransactionLogStats,
     parse_progress_line,
     parse_summary,
 )
-from syncrep_lab.pg.admin import admin_connection
-from syncrep_lab.pg.conninfo import split_password
-from syncrep_lab.plan.spec import Workload
 from syncrep_lab.store import folder_error
 
 if TYPE_CHECKING:
@@ -164,7 +164,7 @@ class PgbenchRun:
     # sysbench: what its printed histogram holds (pgbench: read from log_files instead)
     stats: TransactionLogStats | None = None
     # when it started, in seconds since the epoch on the clock of the machine it ran on:
-    # this one, or the SSH host ``host`` (measure/timeline.py puts it on this one's)
+    # this one, or the SSH host ``host`` (readers/timeline.py puts it on this one's)
     launched_epoch: float = 0.0
     host: str | None = None
 

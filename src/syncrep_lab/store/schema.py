@@ -321,7 +321,7 @@ def log_scale_intervals(db: sqlite3.Connection) -> None:
     stored mean); any other cell keeps what it has."""
     # here, not at the top: the statistics load scipy (a third of a second), and every
     # command that opens a store imports this module; only an old store's upgrade needs it
-    from syncrep_lab.measure.stats import rate_ci
+    from syncrep_lab.stats.intervals import rate_ci
 
     cells = db.execute("select id, tps_mean, tps_stdev, tps_ci_low, tps_ci_high from cells "
                        "where tps_ci_low is not null and tps_ci_high is not null "

@@ -12,8 +12,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from syncrep_lab.measure.pgbench_log import ProgressSample
 from syncrep_lab.plan.matrix import Cell, Plan
+from syncrep_lab.readers.pgbench_log import ProgressSample
 from syncrep_lab.run.context import Events
 from syncrep_lab.terminal import make_console
 

@@ -22,7 +22,7 @@ from syncrep_lab.analysis.noise import (
     target_text,
     walsender_lines,
 )
-from syncrep_lab.measure.variance import PARTS, NoiseSplit
+from syncrep_lab.stats.variance import PARTS, NoiseSplit
 from syncrep_lab.terminal import make_console
 
 

@@ -344,7 +344,7 @@ def pooled_split(splits: Sequence[NoiseSplit]) -> NoiseSplit | None:
 
 
 # The shortest repeat advised: a repeat's first second carries the clients' start (the
-# profile measure/variance.py takes out of the noise is still in the mean), and below
+# profile stats/variance.py takes out of the noise is still in the mean), and below
 # 3 s it would be a third of every mean and more.
 MIN_REPEAT_S = 3.0
 

@@ -4,7 +4,7 @@ This module owns turning pgbench's text into numbers:
 
 * :func:`parse_transaction_log` / :func:`parse_transaction_logs` read the
   per-transaction logs of ``pgbench -l`` (one file per thread) into a
-  :class:`~syncrep_lab.measure.histogram.LatencyHistogram` plus exact counts;
+  :class:`~syncrep_lab.stats.histogram.LatencyHistogram` plus exact counts;
 * :func:`parse_summary` reads the report pgbench prints on stdout at the end;
 * :func:`parse_progress_line` reads one ``-P`` line from stderr.
 
@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from syncrep_lab.measure.histogram import MAX_VALUE, LatencyHistogram
+from syncrep_lab.stats.histogram import MAX_VALUE, LatencyHistogram
 
 __all__ = [
     "PgbenchSummary",

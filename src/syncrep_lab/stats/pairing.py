@@ -13,7 +13,7 @@ Throughput is compared in rows per second (TPS × batch), so a batch against one
 insert per commit says how many more rows the same commits carry. The ratio of a
 pair is taken within one round (both measured minutes apart at most, in an order
 shuffled per round) and the ratios are averaged over rounds on the log scale
-(:func:`syncrep_lab.measure.stats.paired_ratio`).
+(:func:`syncrep_lab.stats.intervals.paired_ratio`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from syncrep_lab.measure.stats import PairedRatio, paired_ratio, ratio_ci
+from syncrep_lab.stats.intervals import PairedRatio, paired_ratio, ratio_ci
 
 if TYPE_CHECKING:  # the store's type only: measure does not depend on the store
     from syncrep_lab.store import StoredRepeat

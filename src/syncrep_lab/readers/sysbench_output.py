@@ -17,12 +17,12 @@ import re
 
 import numpy as np
 
-from syncrep_lab.measure.histogram import LatencyHistogram
-from syncrep_lab.measure.pgbench_log import (
+from syncrep_lab.readers.pgbench_log import (
     PgbenchSummary,
     ProgressSample,
     TransactionLogStats,
 )
+from syncrep_lab.stats.histogram import LatencyHistogram
 
 _N = r"([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)"
 _PROGRESS = re.compile(rf"^\[ *{_N}s \] thds: \d+ tps: {_N} qps: {_N}.*?err/s: {_N}")

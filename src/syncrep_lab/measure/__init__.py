@@ -1,1 +1,0 @@
-"""Measurement primitives: latency histograms, pgbench output, statistics."""
