@@ -333,10 +333,11 @@ def test_the_releasing_walsender_is_the_one_that_freed_waiters() -> None:
     from syncrep_lab.analysis.anatomy import Releases, releasing
 
     def of(who: str, n: int, freed: int) -> Releases:
-        return {"walsender": who, "releases": n, "waiters_per_release": freed / n,
-                "release_us": 15.9, "per_waiter_us": 16.7 if freed else None,
-                "freed_per_commit": freed / 30_300, "us_per_commit": 16.6 if freed else None,
-                "gap_us": 150.0, "gap_p99_us": 800.0}
+        return Releases(walsender=who, releases=n, waiters_per_release=freed / n,
+                        release_us=15.9, per_waiter_us=16.7 if freed else None,
+                        freed_per_commit=freed / 30_300,
+                        us_per_commit=16.6 if freed else None, gap_us=150.0,
+                        gap_p99_us=800.0)
 
     b, c = of("walsender:b", 31_699, 30_267), of("walsender:c", 32_105, 0)
     assert releasing([b, c]) == b and releasing([c, b]) == b

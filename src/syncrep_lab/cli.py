@@ -634,10 +634,10 @@ def report(run_dir: Path | None, out_file: Path | None, cell: int | None,
 def costs(run_dir: Path | None, only_cell: int | None, output: str) -> None:
     """Cost per commit of every node and process role: CPU µs, context switches,
     system calls by kind; and the wait events each role was seen in."""
-    from syncrep_lab.analysis.costs import run_costs
+    from syncrep_lab.analysis.costs import costs_json, run_costs
     from syncrep_lab.terminal.analysis import print_costs
 
-    _show_cells(run_costs, print_costs, run_dir, only_cell, output)
+    _show_cells(run_costs, print_costs, run_dir, only_cell, output, costs_json)
 
 
 @cli.command()
@@ -659,11 +659,14 @@ def _show_cells(
     analyse: Callable[[Path], list[Cell]],
     show: Callable[[list[Cell], Console], None],
     run_dir: Path | None, only_cell: int | None, output: str,
+    json_of: Callable[[Cell], object] | None = None,
 ) -> None:
-    """An analysis of a run (the latest by default), one cell or all, as JSON or tables."""
+    """An analysis of a run (the latest by default), one cell or all, as JSON or tables;
+    ``json_of``: a cell's JSON form where the analysis holds typed results."""
     cells = [c for c in analyse(run_dir or _latest_run())
              if only_cell is None or c["idx"] == only_cell]
-    render(Answer(lambda: cells, lambda: show(cells, out)), output)
+    render(Answer(lambda: [json_of(c) for c in cells] if json_of else cells,
+                  lambda: show(cells, out)), output)
 
 
 @cli.command("model")
@@ -737,7 +740,7 @@ def observe_cmd(conninfo: str | None, cluster_dir: Path | None, standbys: tuple[
                                   hosts_file, folder, label, anatomy),
                    say=lambda text: said.print(escape(text), soft_wrap=True))
     # the analysis (scipy) is imported after the window, not during it
-    from syncrep_lab.analysis.observe import run_observations
+    from syncrep_lab.analysis.observe import observation_json, run_observations
     from syncrep_lab.terminal.analysis import print_observation
 
     windows = [w for w in run_observations(folder) if w["idx"] == done["cell"]]
@@ -746,7 +749,8 @@ def observe_cmd(conninfo: str | None, cluster_dir: Path | None, standbys: tuple[
         out.print(f"stored in {folder} (syncrep-lab report {folder}; compare it with "
                   "another window's folder)")
 
-    render(Answer(lambda: {**done, "windows": windows}, text, default=str), output)
+    render(Answer(lambda: {**done, "windows": [observation_json(w) for w in windows]}, text,
+                  default=str), output)
     if done["signum"]:
         sys.exit(128 + done["signum"])
     if done["ended"]:

@@ -293,9 +293,16 @@ def observed_cells(store: Store, run_id: int, machine: dict[str, Any]
     report): each one's verdicts, with its observation."""
     return [{"idx": o["idx"], "label": o["label"], "tps_mean": o["writes_per_s"],
              "ceiling": None, "ceiling_errors": [], "verdicts": o["verdicts"],
-             "observation": o, "anatomy": in_words(o["anatomy"]) if o["anatomy"] else None}
+             "observation": observation_json(o),
+             "anatomy": in_words(o["anatomy"]) if o["anatomy"] else None}
             for o in (observation(store, c, machine)
                       for c in store.cells(run_id) if c.status == "done")]
+
+
+def observation_json(o: dict[str, Any]) -> dict[str, Any]:
+    """An observation as ``diagnose --json`` and ``observe --json`` print it: its commit
+    anatomy in its JSON form."""
+    return {**o, "anatomy": o["anatomy"].to_json() if o["anatomy"] is not None else None}
 
 
 def run_observations(folder: Any) -> list[dict[str, Any]]:

@@ -159,13 +159,14 @@ def _anatomy(store: Store, cell: StoredCell) -> dict[str, Any] | None:
     found = cell_anatomy(store, commits, cell.typed_params.clients or 0)
     if found is None:
         return None
-    return {"commits": found["commits"],
-            "components": {c["component"]: {"us_per_commit": c["us_per_commit"],
-                                            "mean_us": c["mean_us"], "p99_us": c["p99_us"]}
-                           for c in found["components"]},
-            "releases": releasing(found["releases"]),
-            "little_bound_tps": found["little_bound_tps"],
-            "release_bound_tps": found["release_bound_tps"]}
+    freed = releasing(found.releases)
+    return {"commits": found.commits,
+            "components": {c.component: {"us_per_commit": c.us_per_commit.to_json(),
+                                         "mean_us": c.mean_us, "p99_us": c.p99_us}
+                           for c in found.components},
+            "releases": freed.to_json() if freed is not None else None,
+            "little_bound_tps": found.little_bound_tps,
+            "release_bound_tps": found.release_bound_tps}
 
 
 def _gprof(store: Store, stock: StoredCell, patched: StoredCell

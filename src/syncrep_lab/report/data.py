@@ -19,7 +19,7 @@ from typing import Any
 
 from syncrep_lab.analysis import model as bound_model
 from syncrep_lab.analysis.cells import cell_rows
-from syncrep_lab.analysis.costs import CellCosts, RunCellCosts, run_costs
+from syncrep_lab.analysis.costs import CellCosts, RunCellCosts, costs_json, run_costs
 from syncrep_lab.analysis.diagnosis import (
     confidence_text,
     diagnose_run,
@@ -514,7 +514,8 @@ def report_data(folder: Path, cell: int | None = None) -> dict[str, Any]:
             # the page reads the model's JSON form, as model --json prints it
             "bounds": [m.to_json() for m in bound_model.run_model(folder)],
             "timeline": timeline,
-            "costs": [costs[c["idx"]] for c in cells if c["idx"] in costs],
+            # the page reads the costs' JSON form, as costs --json prints it
+            "costs": [costs_json(costs[c["idx"]]) for c in cells if c["idx"] in costs],
             "flamegraphs": {"idx": chosen["idx"] if chosen else None,
                             "graphs": _flamegraph_images(
                                 folder, costs.get(chosen["idx"]) if chosen else None,

@@ -192,38 +192,37 @@ def kernel_lines(cell: RunCellCosts) -> list[str]:
 def anatomy_lines(a: Anatomy) -> list[str]:
     """A cell's commit anatomy in words: each component per commit, the commit wait's
     parts with their shares, the sync walsender's releases, and the two ceilings."""
-    by_name = {c["component"]: c for c in a["components"]}
+    by_name = {c.component: c for c in a.components}
 
     def us(name: str) -> str:
         c = by_name[name]
-        return f"{PART_NAMES[name]} {fmt.mean_pm(c['us_per_commit'], 1)} µs"
+        return f"{PART_NAMES[name]} {fmt.mean_pm(c.us_per_commit.to_json(), 1)} µs"
 
-    head = f"  where a commit's time goes ({a['commits']:,} commits traced, per commit):"
+    head = f"  where a commit's time goes ({a.commits:,} commits traced, per commit):"
     parts = [us(n) for n in ("local_flush", "commit_wait") if n in by_name]
-    split = [f"{us(n)} ({100 * (by_name[n]['share_of_wait'] or 0):.0f} %)"
+    split = [f"{us(n)} ({100 * (by_name[n].share_of_wait or 0):.0f} %)"
              for n in WAIT_PARTS if n in by_name]
     lines = [head + " " + "; ".join(parts) + (" = " + " + ".join(split) if split else "")
              if parts else head.removesuffix(", per commit):") + "): no commit flushed or waited"]
-    for r in a["releases"]:
-        if not r["releases"]:
+    for r in a.releases:
+        if not r.releases:
             continue
         # no colon right after the name: rich reads ":b:" as an emoji code
-        if not r["per_waiter_us"]:
-            lines.append(f"  {r['walsender']} made {r['releases']:,} releases and freed no "
-                         "waiter")
+        if not r.per_waiter_us:
+            lines.append(f"  {r.walsender} made {r.releases:,} releases and freed no waiter")
             continue
         lines.append(
-            f"  {r['walsender']} made {r['releases']:,} releases, "
-            f"{r['waiters_per_release'] or 0:.1f} waiters freed each, "
-            f"{r['release_us'] or 0:.1f} µs per release ({r['per_waiter_us']:.2f} µs per "
-            f"waiter), {r['gap_us'] or 0:,.0f} µs between releases "
-            f"(p99 {r['gap_p99_us'] or 0:,.0f} µs)")
+            f"  {r.walsender} made {r.releases:,} releases, "
+            f"{r.waiters_per_release or 0:.1f} waiters freed each, "
+            f"{r.release_us or 0:.1f} µs per release ({r.per_waiter_us:.2f} µs per "
+            f"waiter), {r.gap_us or 0:,.0f} µs between releases "
+            f"(p99 {r.gap_p99_us or 0:,.0f} µs)")
     bounds = []
-    if a["little_bound_tps"]:
-        bounds.append(f"{a['little_bound_tps']:,.0f} tps at this concurrency if only the "
+    if a.little_bound_tps:
+        bounds.append(f"{a.little_bound_tps:,.0f} tps at this concurrency if only the "
                       "flush and the wait remained (Little's law)")
-    if a["release_bound_tps"]:
-        bounds.append(f"{a['release_bound_tps']:,.0f} tps where the walsender's serial "
+    if a.release_bound_tps:
+        bounds.append(f"{a.release_bound_tps:,.0f} tps where the walsender's serial "
                       "release binds")
     if bounds:
         lines.append("  wait-bound ceilings: " + "; ".join(bounds))
