@@ -248,7 +248,7 @@ def test_rows_carry_the_noise_and_the_detectable_change(tmp_path: Path) -> None:
     folder, written = _store_run(tmp_path / "run")
     rows = {r["label"]: r for r in cell_rows(folder)}
     for label, repeats in written.items():
-        noise = rows[label]["noise"]
+        noise = rows[label]["noise"].to_json()  # what results --json prints
         expected = noise_split(repeats)
         assert set(noise) == {"within", "between", "drift", "repeats", "seconds",
                               "seconds_per_repeat", "total", "short_term", "lag1",
@@ -337,8 +337,8 @@ def test_rounds_for_a_target() -> None:
 def test_stored_runs_show_noise_and_detectable(workdir: Path) -> None:
     run = load("pg18-local-on", workdir)
     rows = {r["label"]: r for r in cell_rows(run)}
-    noise = rows["sc=on"]["noise"]
-    assert noise["repeats"] == 2 and noise["between"] is None and noise["within"] > 0
+    noise = rows["sc=on"]["noise"].split
+    assert noise.repeats == 2 and noise.between is None and (noise.within or 0) > 0
     ratio = rows["sc=on"]["ratio_to_baseline"]
     assert not ratio["paired"] and ratio["detectable_pct"] > 0
     other = load("pg96-on", workdir)
@@ -417,7 +417,7 @@ def test_a_repeat_s_cost_is_read_from_when_the_repeats_ran(workdir: Path) -> Non
     finally:
         store.close()
     assert overhead == pytest.approx(statistics.median(gaps))
-    assert {r["noise"]["repeat_overhead_s"] for r in cell_rows(run)} == {overhead}
+    assert {r["noise"].split.overhead_s for r in cell_rows(run)} == {overhead}
 
 
 def test_pearson_by_hand() -> None:
@@ -509,8 +509,10 @@ def test_the_sync_walsender_s_wait_for_a_core_and_the_spread_it_explains(
 
     folder = _walsender_store(tmp_path / "run")
     rows = {r["label"]: r for r in cell_rows(folder)}
-    assert rows["sc=local"]["noise"]["walsender"] is None
-    ws = rows["sc=on"]["noise"]["walsender"]
+    assert rows["sc=local"]["noise"].walsender is None
+    found = rows["sc=on"]["noise"].walsender
+    assert found is not None and found.correlation is not None
+    ws = found.to_json()  # what results --json prints
     shares = [ms / 1000 / 5.0 for ms in WAL_B_MS]
     logs = [math.log(t) for t in WAL_TPS]
     assert (ws["role"], ws["chosen_by"], ws["repeats"]) == (
@@ -529,26 +531,31 @@ def test_the_sync_walsender_s_wait_for_a_core_and_the_spread_it_explains(
              f"% over the 8 repeats; that explains {100 * r * r:.0f} % of the spread of the "
              f"repeats' TPS (r = −{abs(r):.2f}, p < 0.001: more waiting went with fewer "
              "commits)")
-    assert walsender_words(ws) == words
+    assert walsender_words(found) == words
     out = io.StringIO()
     print_results(folder, list(rows.values()), Console(file=out, width=400, highlight=False))
     assert f"cell 1 sc=on: {words}" in out.getvalue().splitlines(), out.getvalue()
     assert f"Cell 1 sc=on: T{words[1:]}." in budget_sentences(list(rows.values()))
     # p of 5 % or more: the figures, no sentence
-    assert walsender_words({**ws, "p": 0.05}) is None
-    assert walsender_words({**ws, "r": None, "r2": None, "p": None}) is None
+    assert walsender_words(dataclasses.replace(
+        found, correlation=dataclasses.replace(found.correlation, p_value=0.05))) is None
+    assert walsender_words(dataclasses.replace(found, correlation=None)) is None
 
 
 def test_the_sync_walsender_is_the_one_the_primary_showed(tmp_path: Path) -> None:
     """Replication samples (a probed repeat's) that show c as sync outweigh the names;
     under 4 measured repeats there is a share but no correlation."""
     folder = _walsender_store(tmp_path / "run", sync_state_of_c=True)
-    ws = next(r for r in cell_rows(folder) if r["label"] == "sc=on")["noise"]["walsender"]
+    found = next(r for r in cell_rows(folder) if r["label"] == "sc=on")["noise"].walsender
+    assert found is not None
+    ws = found.to_json()
     assert (ws["role"], ws["chosen_by"]) == ("walsender:c", "pg_stat_replication")
     assert ws["run_delay_share"]["per_repeat"] == pytest.approx(
         [ms / 1000 / 5.0 for ms in WAL_C_MS])
     assert ws["migrations_per_s"] == pytest.approx(2.0)
     few = _walsender_store(tmp_path / "few", repeats=3)
-    ws = next(r for r in cell_rows(few) if r["label"] == "sc=on")["noise"]["walsender"]
+    found = next(r for r in cell_rows(few) if r["label"] == "sc=on")["noise"].walsender
+    assert found is not None
+    ws = found.to_json()
     assert ws["repeats"] == 3 and (ws["r"], ws["r2"], ws["p"]) == (None, None, None)
-    assert walsender_words(ws) is None
+    assert walsender_words(found) is None

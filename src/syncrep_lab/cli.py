@@ -590,12 +590,14 @@ def _finish(out_dir: Path) -> None:
 def results(run_dir: Path | None, output: str) -> None:
     """One row per cell: mean TPS with its confidence interval, latencies, repeats used,
     the leading verdict and the largest cost per commit."""
+    from syncrep_lab.analysis.cells import row_json
     from syncrep_lab.report.data import cell_summaries
     from syncrep_lab.terminal.results import write_csv
 
     folder = run_dir or _latest_run()
     rows = cell_summaries(folder)
-    render(Answer(lambda: rows, lambda: _print_results_and_verdicts(folder, rows),
+    render(Answer(lambda: [row_json(r) for r in rows],
+                  lambda: _print_results_and_verdicts(folder, rows),
                   csv=lambda: write_csv(rows, sys.stdout)), output)
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from syncrep_lab.analysis import model as bound_model
-from syncrep_lab.analysis.cells import cell_rows
+from syncrep_lab.analysis.cells import cell_rows, row_json
 from syncrep_lab.analysis.costs import CellCosts, RunCellCosts, costs_json, run_costs
 from syncrep_lab.analysis.diagnosis import (
     confidence_text,
@@ -434,8 +434,8 @@ def _method(store: Store, run_id: int, spec: dict[str, Any],
         "cells": [{"idx": c["idx"], "label": c["label"], "repeats": c["repeats"],
                    "stop_reason": c["stop_reason"], "ci_rel": c["tps_ci_rel"]} for c in cells],
         # where each cell's noise sits (analysis/noise.py) and what it means for the budget
-        "noise": [{"idx": c["idx"], "label": c["label"], **c["noise"]} for c in cells
-                  if c["status"] == "done" and c.get("noise")],
+        "noise": [{"idx": c["idx"], "label": c["label"], **c["noise"].to_json()}
+                  for c in cells if c["status"] == "done" and c.get("noise")],
         "noise_budget": budget_sentences(cells),
         # a ratio short of its target: the rounds its spread asks for, at this run's pace
         "short_of_target": [f"Cell {c['idx']} {c['label']} ÷ {c['ratio_to_baseline']['baseline']}"
@@ -534,6 +534,8 @@ def report_data(folder: Path, cell: int | None = None) -> dict[str, Any]:
     data["seed_machine"] = _seed_machine(folder, spec, data["seed"])
     for c in cells:
         del c["id"]
+    # the page reads the rows' JSON form, as results --json prints it
+    data["cells"] = [row_json(c) for c in cells]
     return data
 
 
