@@ -20,9 +20,9 @@ from syncrep_lab.analysis.compare import compare_runs
 from syncrep_lab.analysis.noise import (
     budget_sentences,
     repeat_overhead,
-    target_text,
     walsender_words,
 )
+from syncrep_lab.analysis.ratios import BaselineRatio, target_text
 from syncrep_lab.stats.intervals import (
     detectable_effect,
     paired_ratio,
@@ -260,7 +260,7 @@ def test_rows_carry_the_noise_and_the_detectable_change(tmp_path: Path) -> None:
         for part in ("within", "between", "drift"):
             assert noise[part] == pytest.approx(getattr(expected, part))
         json.dumps(noise)  # plain JSON
-    ratio = rows["sc=on"]["ratio_to_baseline"]
+    ratio = rows["sc=on"]["ratio_to_baseline"].to_json()  # what results --json prints
     logs = [math.log(a.mean / b.mean) for a, b in zip(written["sc=on"], written["sc=local"],
                                                       strict=True)]
     se = statistics.stdev(logs) / math.sqrt(6)
@@ -283,7 +283,7 @@ def test_the_results_text_says_where_the_noise_sits(tmp_path: Path) -> None:
     assert all("within" in line and "between" in line and "drift" in line for line in lines)
     assert any("(2 cells, 12 repeats)" in line or "(cell " in line for line in lines)
     assert budget_sentences(rows)  # the report's sentence on the budget
-    needed = next(r["ratio_to_baseline"]["rounds_for_target"] for r in rows
+    needed = next(r["ratio_to_baseline"].rounds_for_target for r in rows
                   if r["ratio_to_baseline"])
     said = [line for line in text.splitlines() if "short of ±3 %" in line]
     assert len(said) == 1 and said[0].startswith("cell 1 sc=on ÷ sc=local: ±"), text
@@ -302,21 +302,25 @@ def test_the_text_lines_by_hand() -> None:
     assert noise_text("2 cells", even).endswith(
         ": the state at a repeat's start is the largest part, though 4 repeats cannot "
         "tell it from none")
-    assert no_difference_text({"mean": 0.99, "low": 0.95, "high": 1.03,
-                               "detectable_pct": 5.04}) == (
+    def unpaired(mean: float, low: float | None, high: float | None,
+                 detectable: float | None = None) -> BaselineRatio:
+        return BaselineRatio("a", 0, mean, low, high, None, False, detectable)
+
+    assert no_difference_text(unpaired(0.99, 0.95, 1.03, 5.04)) == (
         "no difference larger than 5.0 % (interval 0.95–1.03); the smallest change this "
         "run detects (80 % power): 5.0 %")
-    assert no_difference_text({"mean": 0.8, "low": 0.75, "high": 0.85}) == ""
-    assert no_difference_text({"mean": 0.8, "low": None, "high": None}) == ""
-    short = {"paired": True, "mean": 1.0, "low": 0.92, "high": 1.08, "rounds": 10,
-             "target_pct": 3.0, "spread_pct": 11.2, "rounds_for_target": 56, "round_s": 30.0}
+    assert no_difference_text(unpaired(0.8, 0.75, 0.85)) == ""
+    assert no_difference_text(unpaired(0.8, None, None)) == ""
+    short = BaselineRatio("a", 0, 1.0, 0.92, 1.08, 10, True, None, target_pct=3.0,
+                          spread_pct=11.2, rounds_for_target=56, round_s=30.0)
     assert target_text(short) == (
         "±8.0 % after 10 rounds, short of ±3 %: the rounds' ratios spread by 11.2 %, so "
         "±3 % needs about 56 rounds (28 min at this run's 30 s a round)")
-    assert target_text({**short, "rounds_for_target": None}).endswith(
+    assert target_text(dataclasses.replace(short, rounds_for_target=None)).endswith(
         "so ±3 % is out of reach of more rounds")
-    assert target_text({**short, "low": 0.98, "high": 1.02}) == ""  # within its target
-    assert target_text({**short, "paired": False}) == ""  # its interval is another kind
+    within = dataclasses.replace(short, low=0.98, high=1.02)
+    assert target_text(within) == ""  # within its target
+    assert target_text(dataclasses.replace(short, paired=False)) == ""  # another kind
 
 
 def test_rounds_for_a_target() -> None:
@@ -340,7 +344,7 @@ def test_stored_runs_show_noise_and_detectable(workdir: Path) -> None:
     noise = rows["sc=on"]["noise"].split
     assert noise.repeats == 2 and noise.between is None and (noise.within or 0) > 0
     ratio = rows["sc=on"]["ratio_to_baseline"]
-    assert not ratio["paired"] and ratio["detectable_pct"] > 0
+    assert not ratio.paired and (ratio.detectable_pct or 0) > 0
     other = load("pg96-on", workdir)
     data = compare_runs(other, run, force=True)
     tps = data["pairs"][0]["figures"][0]

@@ -23,9 +23,13 @@ COLUMNS = ("idx", "label", "status", "repeats", "stop_reason", "tps_mean", "tps_
 
 
 def row_json(row: Mapping[str, Any]) -> dict[str, Any]:
-    """A row as ``results --json`` and the report print it: its noise in its JSON form."""
-    noise = row.get("noise")
-    return {**row, "noise": noise.to_json()} if noise is not None else dict(row)
+    """A row as ``results --json`` and the report print it: its ratio to its baseline
+    and its noise in their JSON form."""
+    out = dict(row)
+    for key in ("ratio_to_baseline", "noise"):
+        if out.get(key) is not None:
+            out[key] = out[key].to_json()
+    return out
 
 
 def cell_rows(folder: Path) -> list[dict[str, Any]]:

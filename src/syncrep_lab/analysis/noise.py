@@ -305,27 +305,3 @@ def budget_sentences(rows: Sequence[dict[str, Any]]) -> list[str]:
     out += [f"Cell {r['idx']} {r['label']}: {words[0].upper()}{words[1:]}."
             for r, words in walsender_lines(rows)]
     return out
-
-
-def target_text(ratio: dict[str, Any] | None) -> str:
-    """'±8.1 % after 10 rounds, short of ±3 %: the rounds' ratios spread by 12.3 %, so
-    ±3 % needs about 64 rounds (32 min at this run's 30 s a round)', for a paired ratio
-    whose interval is wider than its target and whose spread asks for more rounds than
-    it had: why the budget was not enough, from the run's own figures. '' otherwise."""
-    if (not ratio or not ratio.get("paired") or ratio.get("low") is None
-            or ratio.get("target_pct") is None or ratio.get("spread_pct") is None):
-        return ""
-    half = 100 * (float(ratio["high"]) - float(ratio["low"])) / (2 * float(ratio["mean"]))
-    target, needed = float(ratio["target_pct"]), ratio.get("rounds_for_target")
-    rounds = int(ratio["rounds"])
-    if half <= target or (needed is not None and needed <= rounds):
-        return ""
-    text = (f"±{half:.1f} % after {rounds} rounds, short of ±{target:g} %: the rounds' "
-            f"ratios spread by {float(ratio['spread_pct']):.1f} %, so ±{target:g} % ")
-    if needed is None:
-        return text + "is out of reach of more rounds"
-    text += f"needs about {needed} rounds"
-    if ratio.get("round_s"):
-        text += (f" ({needed * float(ratio['round_s']) / 60:.0f} min at this run's "
-                 f"{float(ratio['round_s']):.0f} s a round)")
-    return text

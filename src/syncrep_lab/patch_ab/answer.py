@@ -311,7 +311,8 @@ def read_answer(folder: Path, stock_name: str, patched_name: str, diffs: Path
                 "label": cell.label, "stock_idx": stock.idx, "patched_idx": cell.idx,
                 "status": {"stock": stock.status, "patched": cell.status},
                 "tps": {"stock": stock.tps_mean, "patched": cell.tps_mean},
-                "ratio": ratios.get(cell.idx)}
+                "ratio": ratio.to_json() if (ratio := ratios.get(cell.idx)) is not None
+                else None}
             entry["verdict"] = _verdict(entry["ratio"])
             if stock.status == "done" and cell.status == "done":
                 versions.setdefault("stock", cluster_version(store, stock))

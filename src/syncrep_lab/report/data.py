@@ -29,7 +29,8 @@ from syncrep_lab.analysis.diagnosis import (
     verdict_title,
 )
 from syncrep_lab.analysis.faults import run_faults
-from syncrep_lab.analysis.noise import budget_sentences, target_text
+from syncrep_lab.analysis.noise import budget_sentences
+from syncrep_lab.analysis.ratios import target_text
 from syncrep_lab.analysis.resources import quota_json
 from syncrep_lab.analysis.scaling import Series, core_sweep, scaling
 from syncrep_lab.errors import UserError
@@ -423,7 +424,8 @@ def _method(store: Store, run_id: int, spec: dict[str, Any],
         "order": run.order_mode or "blocked", "seed": run.seed,
         "order_note": run.order_note,
         "clusters": clusters, "budget": run_ctl.get("budget"),
-        "comparisons": [{"idx": c["idx"], "label": c["label"], **c["ratio_to_baseline"]}
+        "comparisons": [{"idx": c["idx"], "label": c["label"],
+                         **c["ratio_to_baseline"].to_json()}
                         for c in cells if c.get("ratio_to_baseline")],
         "notes": notes,
         "repeats_min": run_ctl.get("repeats_min", 3), "repeats_max": run_ctl.get("repeats_max", 10),
@@ -438,7 +440,7 @@ def _method(store: Store, run_id: int, spec: dict[str, Any],
                   for c in cells if c["status"] == "done" and c.get("noise")],
         "noise_budget": budget_sentences(cells),
         # a ratio short of its target: the rounds its spread asks for, at this run's pace
-        "short_of_target": [f"Cell {c['idx']} {c['label']} ÷ {c['ratio_to_baseline']['baseline']}"
+        "short_of_target": [f"Cell {c['idx']} {c['label']} ÷ {c['ratio_to_baseline'].baseline}"
                             f": {text}." for c in cells
                             if (text := target_text(c.get("ratio_to_baseline")))],
         "probes": probes, "probe_tps_ratio": overhead,
