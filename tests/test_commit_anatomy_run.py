@@ -195,18 +195,18 @@ def test_one_repeat_a_side_gives_the_ratio_alone(anatomy_run: Path) -> None:
                               for w, f in v.walsenders.items()})
 
     cmp = anatomy_comparison(first(a), first(b), None)
-    assert cmp is not None and cmp["figures"] and not cmp["changed"]
-    for fig in cmp["figures"]:
-        assert fig["verdict"] == ONE_REPEAT and fig["ratio_low"] is None
-        if fig["who"] == "backend":
-            key = fig["key"]
-            assert fig["ratio"] == pytest.approx(b.backend[key][0] / a.backend[key][0])
-    assert "no interval" in cmp["interval"] and "anatomy_repeats" in cmp["interval"]
-    assert ONE_REPEAT in cmp["summary"]
+    assert cmp is not None and cmp.figures and not cmp.changed
+    for fig in cmp.figures:
+        assert fig.verdict == ONE_REPEAT and fig.ratio_low is None
+        if fig.who == "backend":
+            key = fig.key
+            assert fig.ratio == pytest.approx(b.backend[key][0] / a.backend[key][0])
+    assert "no interval" in cmp.interval and "anatomy_repeats" in cmp.interval
+    assert ONE_REPEAT in cmp.summary
     # one side without an anatomy: said, nothing compared
     missing = anatomy_comparison(None, b, None, missing_a="skipped: no bpftrace")
-    assert missing is not None and missing["figures"] == []
-    assert missing["missing"] == "A has no commit anatomy (skipped: no bpftrace)"
+    assert missing is not None and missing.figures == ()
+    assert missing.missing == "A has no commit anatomy (skipped: no bpftrace)"
 
 
 def test_compare_sets_each_part_of_b_against_a(anatomy_run: Path, workdir: Path) -> None:

@@ -347,15 +347,15 @@ def test_stored_runs_show_noise_and_detectable(workdir: Path) -> None:
     assert not ratio.paired and (ratio.detectable_pct or 0) > 0
     other = load("pg96-on", workdir)
     data = compare_runs(other, run, force=True)
-    tps = data["pairs"][0]["figures"][0]
-    assert tps["figure"] == "TPS" and tps["detectable_pct"] is not None
+    tps = data.pairs[0].figures[0]
+    assert tps.figure == "TPS" and tps.detectable_pct is not None
     # with each run's drift in it: the interval's half width is t(0.975) se, the
     # detectable change (t(0.975) + t(0.8)) se
-    assert tps["test"] is not None and tps["ratio"] is not None
-    assert tps["ratio_high"] is not None and tps["ratio_low"] is not None
-    df = tps["test"]["df"]
-    half = (tps["ratio_high"] - tps["ratio_low"]) / 2 / tps["ratio"]
-    assert tps["detectable_pct"] == pytest.approx(
+    assert tps.test is not None and tps.ratio is not None
+    assert tps.ratio_high is not None and tps.ratio_low is not None
+    df = tps.test.df
+    half = (tps.ratio_high - tps.ratio_low) / 2 / tps.ratio
+    assert tps.detectable_pct == pytest.approx(
         100 * half * (t_ppf(0.975, df) + t_ppf(0.8, df)) / t_ppf(0.975, df))
 
 

@@ -817,7 +817,7 @@ def compare_cmd(run_a: Path, run_b: Path, force: bool, top: int, output: str,
     from syncrep_lab.terminal.analysis import print_compare
 
     data = compare_runs(run_a, run_b, force=force, top=top)
-    render(Answer(lambda: data, lambda: print_compare(data, out)), output)
+    render(Answer(data.to_json, lambda: print_compare(data, out)), output)
     if html_out is not None:
         from syncrep_lab.report.html import render_compare, write_page
 

@@ -23,10 +23,10 @@ COLUMNS = ("idx", "label", "status", "repeats", "stop_reason", "tps_mean", "tps_
 
 
 def row_json(row: Mapping[str, Any]) -> dict[str, Any]:
-    """A row as ``results --json`` and the report print it: its ratio to its baseline
-    and its noise in their JSON form."""
+    """A row as ``results --json`` and the report print it: its ratio and its commit
+    anatomy against its baseline's, and its noise, in their JSON form."""
     out = dict(row)
-    for key in ("ratio_to_baseline", "noise"):
+    for key in ("ratio_to_baseline", "anatomy_to_baseline", "noise"):
         if out.get(key) is not None:
             out[key] = out[key].to_json()
     return out

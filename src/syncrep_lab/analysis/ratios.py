@@ -183,17 +183,29 @@ def target_text(ratio: BaselineRatio | None) -> str:
 
 
 
-def anatomy_to_baseline(store: Store, run: StoredRun) -> dict[int, dict[str, Any] | None]:
-    """cell idx -> ``{baseline, baseline_idx}`` and the cell's commit anatomy against
-    its baseline's (:class:`~syncrep_lab.analysis.compare.AnatomyComparison`: the
-    baseline is A, the cell B), or None (a baseline, a cell without one, neither with an
-    anatomy)."""
+@dataclass(frozen=True)
+class BaselineAnatomy:
+    """A cell's commit anatomy against its baseline's (a results row's
+    ``anatomy_to_baseline``): the baseline is A, the cell B."""
+
+    baseline: str  # its label
+    baseline_idx: int
+    comparison: AnatomyComparison
+
+    def to_json(self) -> dict[str, JSON]:
+        return {"baseline": self.baseline, "baseline_idx": self.baseline_idx,
+                **self.comparison.to_json()}
+
+
+def anatomy_to_baseline(store: Store, run: StoredRun) -> dict[int, BaselineAnatomy | None]:
+    """cell idx -> its :class:`BaselineAnatomy`, or None (a baseline, a cell without
+    one, neither with an anatomy)."""
     cells = store.cells(run.id)
     by_idx = {c.idx: c for c in cells}
     rules, _, _ = stored_rules(str(run.spec_toml))
     base_of = baselines(sorted((c.idx, with_defaults(c.params)) for c in cells), rules)
     drift = run_drift(store, run.id)
-    out: dict[int, dict[str, Any] | None] = {}
+    out: dict[int, BaselineAnatomy | None] = {}
     for idx, base in base_of.items():
         out[idx] = None
         if base is None or by_idx[idx].status != "done" or by_idx[base].status != "done":
@@ -202,5 +214,5 @@ def anatomy_to_baseline(store: Store, run: StoredRun) -> dict[int, dict[str, Any
             store, by_idx[base].id, store, by_idx[idx].id,
             None if drift is None else (drift, drift), names=("the baseline", "the cell"))
         if found is not None:
-            out[idx] = {"baseline": by_idx[base].label, "baseline_idx": base, **found}
+            out[idx] = BaselineAnatomy(by_idx[base].label, base, found)
     return out

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from syncrep_lab.analysis.anatomy import cell_anatomy, releasing
-from syncrep_lab.analysis.compare import compare_figure, cost_changes
+from syncrep_lab.analysis.compare import FigureSide, FigureTest, compare_figure, cost_changes
 from syncrep_lab.analysis.costs import cell_costs, cluster_version, role_values, untraced_cpu
 from syncrep_lab.analysis.model import CellModel, run_model
 from syncrep_lab.analysis.ratios import ratios_to_baseline
@@ -45,14 +45,14 @@ GPROF_FUNCTIONS = 8  # per role, the most called on either side
 ROLE_ORDER = ("backend", "walsender", "walwriter", "walreceiver", "startup", "pgbench")
 
 
-def _side(fig: dict[str, Any]) -> dict[str, Any]:
-    return {k: fig[k] for k in ("n", "mean", "low", "high")}
+def _side(side: FigureSide) -> dict[str, Any]:
+    return {"n": side.n, "mean": side.mean, "low": side.low, "high": side.high}
 
 
-def _moved(test: dict[str, Any] | None, alpha_each: float) -> bool:
+def _moved(test: FigureTest | None, alpha_each: float) -> bool:
     """Whether Welch's test says a figure moved at the per-figure level of the cell's
     family (:func:`_costs`)."""
-    return test is not None and test["p_value"] < alpha_each
+    return test is not None and test.p_value < alpha_each
 
 
 def _figure(name: str, a: list[float], b: list[float], alpha_each: float
@@ -60,9 +60,9 @@ def _figure(name: str, a: list[float], b: list[float], alpha_each: float
     """Stock (a) against patched (b): each side's mean and interval, B/A with its;
     ``significant`` at ``alpha_each`` (the cell's family-wise level shared out)."""
     fig = compare_figure(name, "per commit", a, b, None)
-    return {"stock": _side(fig["a"]), "patched": _side(fig["b"]), "ratio": fig["ratio"],
-            "low": fig["ratio_low"], "high": fig["ratio_high"],
-            "significant": _moved(fig["test"], alpha_each)}
+    return {"stock": _side(fig.a), "patched": _side(fig.b), "ratio": fig.ratio,
+            "low": fig.ratio_low, "high": fig.ratio_high,
+            "significant": _moved(fig.test, alpha_each)}
 
 
 def _paired_cpu(store: Store, stock: StoredCell, patched: StoredCell,
@@ -104,7 +104,7 @@ def _costs(store: Store, stock: StoredCell, patched: StoredCell, confidence: flo
     cells that did not move at all. The intervals shown stay at ``confidence`` each."""
     va, vb = role_values(store, stock.id), role_values(store, patched.id)
     changes = cost_changes(va, vb, top=MOVED * 4)
-    tested = max(1, changes["compared"])
+    tested = max(1, changes.compared)
     alpha_each = (1 - confidence) / tested
     # the interval shown, and the one the mark is read from
     paired = _paired_cpu(store, stock, patched, confidence, 1 - alpha_each)
@@ -140,11 +140,11 @@ def _costs(store: Store, stock: StoredCell, patched: StoredCell, confidence: flo
         if entry["cpu_us"] is not None or entry["syscalls"]:
             roles.append(entry)
     roles.sort(key=_role_rank)
-    moved = [{"node": c["node"], "role": c["role"], "figure": c["figure"],
-              "kind": c["kind"], "stock": c["a"]["mean"], "patched": c["b"]["mean"],
-              "ratio": c["ratio"], "low": c["ratio_low"], "high": c["ratio_high"]}
-             for c in changes["top"] if _moved(c["test"], alpha_each)][:MOVED]
-    return roles, moved, changes["notes"], tested
+    moved = [{"node": c.node, "role": c.role, "figure": c.figure,
+              "kind": c.kind, "stock": c.a.mean, "patched": c.b.mean,
+              "ratio": c.ratio, "low": c.ratio_low, "high": c.ratio_high}
+             for c in changes.top if _moved(c.test, alpha_each)][:MOVED]
+    return roles, moved, list(changes.notes), tested
 
 
 def _cpu_means(roles: list[dict[str, Any]]

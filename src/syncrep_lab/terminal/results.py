@@ -84,10 +84,10 @@ def print_results(folder: Path, rows: list[dict[str, Any]],
     for r in rows:
         # only where a part of the commit moved beyond its interval: the table in
         # results --json and compare has every figure
-        if (anatomy := r.get("anatomy_to_baseline")) and anatomy["changed"]:
+        if (anatomy := r.get("anatomy_to_baseline")) and anatomy.comparison.changed:
             console.print(f"cell {r['idx']} {escape(r['label'])} ÷ "
-                          f"{escape(anatomy['baseline'])}, commit anatomy: "
-                          f"{escape('; '.join(anatomy['changed']))}", soft_wrap=True)
+                          f"{escape(anatomy.baseline)}, commit anatomy: "
+                          f"{escape('; '.join(anatomy.comparison.changed))}", soft_wrap=True)
     for who, split in noise_lines(rows):
         console.print(noise_text(who, split), soft_wrap=True)
     for r, words in walsender_lines(rows):
