@@ -120,6 +120,29 @@ cpus = { primary = "0" }
     assert plan.said is not None and "placement p" in plan.said
 
 
+def test_units_hold_a_linked_cluster_with_plain_ones() -> None:
+    """A cluster behind emulated links is held up beside plain ones (the seed's group 4
+    with group 1), its namespaces named by its pool slot, so two linked clusters of one
+    run never share a name."""
+    from syncrep_lab.plan.placement import layout_for
+
+    spec = load_spec(_spec("""
+[links.lan]
+delay_ms = 1
+""").replace('standbys = [1, 0]', 'standbys = [1, 0]\nlink = ["socket", "lan"]'))
+    groups = _by_cluster(expand(spec).cells)
+    assert len(groups) == 4
+    plan = units(spec, groups, "interleaved", available=64 * 2**30)
+    assert [len(u.groups) for u in plan.units] == [4], plan.said
+    linked = next(g[0] for g in groups if g[0].link == "lan")
+    prefixes = set()
+    for slot in (0, 1, 2):
+        layout = layout_for(spec, linked, 1, slot_dir(Path("/tmp/run"), slot).name[4:])
+        assert layout is not None and layout.network is not None
+        prefixes.add(layout.network["prefix"])
+    assert len(prefixes) == 3, prefixes
+
+
 def test_blocked_order_holds_one_cluster_at_a_time() -> None:
     spec = load_spec(_spec(order="blocked"))
     groups = _by_cluster(expand(spec).cells)

@@ -40,7 +40,6 @@ from syncrep_lab.plan.matrix import (
     Cell,
     settings_for,
     standby_names,
-    uses_namespaces,
 )
 from syncrep_lab.plan.spec import MAX_INSTANCES, Attach, Spec
 from syncrep_lab.probes.session import ProbeNode
@@ -368,9 +367,10 @@ def units(spec: Spec, groups: list[list[Cell]], order: str, available: int | Non
           ) -> PoolPlan:
     """The plan's cluster groups as units: every group that can be held up beside the
     others in one unit, each other group alone. Held together are clusters the tool
-    builds as plain processes on this machine; a placement, cores, network namespaces
-    or links, several instances or a node on an SSH host take a cluster out (their
-    cpusets, namespaces and remote directories are made for one cluster at a time),
+    builds on this machine, in network namespaces too (each slot's are its own, and an
+    idle cluster's links carry nothing); a placement, cores, several instances or a
+    node on an SSH host take a cluster out (their cpusets and remote directories are
+    made for one cluster at a time, and one cluster's CPUs would be another's),
     and so does memory: the held clusters' shared_buffers and wal_buffers, with
     ``NODE_OVERHEAD`` per node, must fit in three quarters of MemAvailable (configured,
     not resident: the tables are emptied before every repeat, so little of it is touched)."""
@@ -416,8 +416,6 @@ def _why_alone(spec: Spec, cell: Cell) -> str | None:
         return f"placement {cell.placement}"
     if cell.cores is not None:
         return "cores"
-    if uses_namespaces(spec, cell):
-        return "network namespaces"
     if cell.instances > 1:
         return f"{cell.instances} instances"
     if set(spec.topology.hosts) & set(standby_names(spec, cell.standbys)):
