@@ -525,7 +525,8 @@ def report_data(folder: Path, cell: int | None = None) -> dict[str, Any]:
             "placed": _placement_readback(store, cells, run.machine),
             "seed": seed_side_by_side(spec, cells, lambda cell_id: _measured_tps(store, cell_id)),
             "method": _method(store, run_id, spec, cells),
-            "faults": run_faults(folder),
+            # the page reads the faults' JSON form, as faults --json prints it
+            "faults": [c.to_json() for c in run_faults(folder)],
             "ab_summary": _ab_summary(folder),
         }
     finally:
