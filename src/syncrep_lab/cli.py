@@ -260,7 +260,7 @@ def ab_cmd(bases: tuple[str, ...], patches: tuple[str, ...], git_base: str | Non
         err.print(f"written: {escape(str(prep.out / 'summary.txt'))}, "
                   f"{escape(str(prep.out / 'ab.json'))}", soft_wrap=True)
 
-    render(Answer(lambda: answer, text, default=str), output)
+    render(Answer(answer.to_json, text, default=str), output)
     failed = failed_cells(answer)
     if failed:
         err.print(f"[red]{failed} cells failed[/] (their errors are in each run's store: "
