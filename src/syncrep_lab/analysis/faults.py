@@ -11,7 +11,6 @@ and the report's data print ``to_json()``).
 from __future__ import annotations
 
 import statistics
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -178,10 +177,7 @@ def run_faults(folder: Path) -> list[CellFaults]:
     store = Store(folder, create=False)
     try:
         run = store.run()
-        try:
-            scenarios = tomllib.loads(run.spec_toml).get("faults", {})
-        except tomllib.TOMLDecodeError:
-            scenarios = {}
+        scenarios = run.spec.table.get("faults", {})
         out = []
         for cell in store.cells(run.id):
             name = cell.typed_params.faults

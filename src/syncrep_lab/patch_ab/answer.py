@@ -40,7 +40,6 @@ from syncrep_lab.analysis.sync_walsender import choose, stored_clues
 from syncrep_lab.json_form import JSON, finite
 from syncrep_lab.patch_ab.flamediff import DiffGraph, cell_diffs, critical_z, mark_moved
 from syncrep_lab.patch_ab.spec import CONTROL_LEVELS, REFERENCE_CORES
-from syncrep_lab.plan.load import load_spec
 from syncrep_lab.stats.pairing import ratio_of
 from syncrep_lab.store import Store, StoredCell, queries
 
@@ -683,7 +682,7 @@ def read_answer(folder: Path, stock_name: str, patched_name: str, diffs: Path
     store = Store(folder, create=False)
     try:
         run = store.run()
-        spec = load_spec(run.spec_toml, f"{folder}/spec.toml")
+        spec = run.spec.load()
         cores = float(spec.reference.get("cores") or REFERENCE_CORES)
         cells = store.cells(run.id)
         ratios = ratios_to_baseline(store, run)

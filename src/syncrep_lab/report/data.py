@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import json
 import statistics
-import tomllib
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
@@ -485,10 +484,7 @@ def report_data(folder: Path, cell: int | None = None) -> dict[str, Any]:
         ids = {c.idx: c.id for c in store.cells(run_id)}
         for c in cells:
             c["id"] = ids[int(c["idx"])]
-        try:
-            spec = tomllib.loads(run.spec_toml)
-        except tomllib.TOMLDecodeError:
-            spec = {}
+        spec = run.spec.table
         verdict = _verdict(cells, series)
         chosen = _choose_cell(cells, verdict, cell)
         if cell is not None and chosen is None:
