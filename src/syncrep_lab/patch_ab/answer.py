@@ -175,6 +175,9 @@ class AnatomySide:
 
 @dataclass(frozen=True)
 class GprofCalls:
+    """A function's calls per commit on each side (None: not called there, or not
+    compiled with -pg)."""
+
     function: str
     stock: float | None
     patched: float | None
