@@ -750,17 +750,17 @@ def observe_cmd(conninfo: str | None, cluster_dir: Path | None, standbys: tuple[
     from syncrep_lab.analysis.observe import run_observations
     from syncrep_lab.terminal.analysis import print_observation
 
-    windows = [w for w in run_observations(folder) if w.idx == done["cell"]]
+    windows = [w for w in run_observations(folder) if w.idx == done.cell]
     def text() -> None:
         print_observation(windows, out)
         out.print(f"stored in {folder} (syncrep-lab report {folder}; compare it with "
                   "another window's folder)")
 
-    render(Answer(lambda: {**done, "windows": [w.to_json() for w in windows]}, text,
-                  default=str), output)
-    if done["signum"]:
-        sys.exit(128 + done["signum"])
-    if done["ended"]:
+    render(Answer(lambda: {**done.to_json(), "windows": [w.to_json() for w in windows]},
+                  text), output)
+    if done.signum:
+        sys.exit(128 + done.signum)
+    if done.ended:
         sys.exit(3)  # stored, but shorter than asked: the primary stopped answering
 
 
