@@ -261,7 +261,7 @@ def ab_cmd(bases: tuple[str, ...], patches: tuple[str, ...], git_base: str | Non
         err.print(f"written: {escape(str(prep.out / 'summary.txt'))}, "
                   f"{escape(str(prep.out / 'ab.json'))}", soft_wrap=True)
 
-    render(Answer(lambda: answer, text, default=str), output)
+    render(Answer(answer.to_json, text, default=str), output)
     failed = failed_cells(answer)
     if failed:
         err.print(f"[red]{failed} cells failed[/] (their errors are in each run's store: "
@@ -555,8 +555,8 @@ def _print_results_and_verdicts(out_dir: Path, rows: list[dict[str, Any]],
     print_results(out_dir, rows)
 
     for cell in run_faults(out_dir):
-        if cell["acknowledged_lost"]:
-            out.print(f"[bold red]cell {cell['idx']} {escape(cell['label'])}: acknowledged "
+        if cell.acknowledged_lost:
+            out.print(f"[bold red]cell {cell.idx} {escape(cell.label)}: acknowledged "
                       f"commits were lost (details: syncrep-lab faults {escape(str(out_dir))})[/]",
                       soft_wrap=True)
     by_idx = {d.idx: d for d in diagnosed}
@@ -774,7 +774,8 @@ def faults_cmd(run_dir: Path | None, output: str) -> None:
     from syncrep_lab.terminal.analysis import print_faults
 
     cells = run_faults(run_dir or _latest_run())
-    render(Answer(lambda: cells, lambda: print_faults(cells, out)), output)
+    render(Answer(lambda: [c.to_json() for c in cells], lambda: print_faults(cells, out)),
+           output)
 
 
 @cli.command("scaling")

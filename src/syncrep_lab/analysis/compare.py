@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import math
 import statistics
-import tomllib
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -159,10 +158,8 @@ def comparable(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
 
 
 def _identity(store: Store, run: StoredRun) -> dict[str, Any]:
-    try:
-        spec_name = tomllib.loads(run.spec_toml or "").get("name")
-    except tomllib.TOMLDecodeError:
-        spec_name = None  # the run's name is the spec's anyway; this only double-checks it
+    # the run's name is the spec's anyway; this only double-checks it
+    spec_name = run.spec.table.get("name")
     return {"folder": str(store.folder), "run": run.name, "started_at": run.started_at,
             "finished_at": run.finished_at, "status": run.status, "spec": spec_name,
             "tool_version": run.tool_version}

@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import json
 import statistics
-import tomllib
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -490,10 +489,7 @@ def report_data(folder: Path, cell: int | None = None) -> dict[str, Any]:
         ids = {c.idx: c.id for c in store.cells(run_id)}
         for c in cells:
             c["id"] = ids[int(c["idx"])]
-        try:
-            spec = tomllib.loads(run.spec_toml)
-        except tomllib.TOMLDecodeError:
-            spec = {}
+        spec = run.spec.table
         verdict = _verdict(cells, diagnosed, series)
         chosen = _choose_cell(cells, verdict, cell)
         if cell is not None and chosen is None:
@@ -530,7 +526,8 @@ def report_data(folder: Path, cell: int | None = None) -> dict[str, Any]:
             "placed": _placement_readback(store, cells, run.machine),
             "seed": seed_side_by_side(spec, cells, lambda cell_id: _measured_tps(store, cell_id)),
             "method": _method(store, run_id, spec, cells),
-            "faults": run_faults(folder),
+            # the page reads the faults' JSON form, as faults --json prints it
+            "faults": [c.to_json() for c in run_faults(folder)],
             "ab_summary": _ab_summary(folder),
         }
     finally:

@@ -19,6 +19,7 @@ from syncrep_lab.analysis.compare import (
 )
 from syncrep_lab.analysis.costs import KEY_SYSCALLS, GprofProfile, RunCellCosts
 from syncrep_lab.analysis.diagnosis import confidence_text, leading_title
+from syncrep_lab.analysis.faults import CellFaults
 from syncrep_lab.analysis.kernel import function_text
 from syncrep_lab.analysis.model import (
     CellModel,
@@ -475,7 +476,7 @@ def print_anatomy_comparison(cmp: AnatomyComparison, console: Console,
     console.print(f"  [bold]{escape(cmp['summary'])}[/]", soft_wrap=True)
 
 
-def print_faults(cells: list[dict[str, Any]], console: Console) -> None:
+def print_faults(cells: list[CellFaults], console: Console) -> None:
     """Each faulted cell: its events and what followed, the slow commits, and the rows
     counted on every node afterwards (lost acknowledged commits in red)."""
     if not cells:
@@ -483,34 +484,35 @@ def print_faults(cells: list[dict[str, Any]], console: Console) -> None:
                       "faults axis in the spec)")
         return
     for cell in cells:
-        head = f"[bold]cell {cell['idx']} {escape(cell['label'])}[/]"
-        if cell["status"] != "done":
-            head += f": [red]{cell['status']}[/] {escape(cell['error'] or '')}"
+        head = f"[bold]cell {cell.idx} {escape(cell.label)}[/]"
+        if cell.status != "done":
+            head += f": [red]{cell.status}[/] {escape(cell.error or '')}"
         console.print(head, soft_wrap=True)
-        if not cell["repeats"]:
+        if not cell.repeats:
             continue
         table = Table(title_justify="left")
         for col in ("rep", "at s", "event", "seen by the primary", "after s", "TPS before",
                     "during", "back after s", "TPS after"):
             table.add_column(col, justify="left" if col in ("event", "seen by the primary")
                              else "right")
-        for r in cell["repeats"]:
-            for e in r["events"]:
-                table.add_row(str(r["n"]), f"{e['t_s']:.2f}", escape(f"{e['node']} {e['detail']}"),
-                              escape(e["detected"] or "no state change"),
-                              fmt.number(e["detect_s"], "{:.2f}"), fmt.number(e["tps_before"]),
-                              fmt.number(e["tps_during"]), fmt.number(e["recovery_s"], "{:.1f}"),
-                              fmt.number(e["tps_after"]))
+        for r in cell.repeats:
+            for e in r.events:
+                ev, fx = e.record, e.effects
+                table.add_row(str(r.n), f"{ev.t_s:.2f}", escape(f"{ev.node} {ev.detail}"),
+                              escape(fx.detected or "no state change"),
+                              fmt.number(fx.detect_s, "{:.2f}"), fmt.number(fx.tps_before),
+                              fmt.number(fx.tps_during), fmt.number(fx.recovery_s, "{:.1f}"),
+                              fmt.number(fx.tps_after))
         console.print(table)
-        for r in cell["repeats"]:
-            rows = "; ".join(f"{d['node']} {d['rows']:,}/{d['expected']:,}"
-                             for d in r["durability"]) or "not counted (not an insert workload)"
-            line = (f"  repeat {r['n']}: {r['slow_commits']:,} of {r['transactions']:,} commits "
-                    f"slower than {cell['slow_commit_ms']:g} ms; rows found/expected: {rows}")
+        for r in cell.repeats:
+            rows = "; ".join(f"{d.node} {d.rows:,}/{d.expected:,}"
+                             for d in r.durability) or "not counted (not an insert workload)"
+            line = (f"  repeat {r.n}: {r.slow_commits:,} of {r.transactions:,} commits "
+                    f"slower than {cell.slow_commit_ms:g} ms; rows found/expected: {rows}")
             console.print(escape(line), soft_wrap=True)
-            for d in r["lost"]:
-                console.print(f"  [bold red]ACKNOWLEDGED COMMITS LOST on {escape(d['node'])}: "
-                              f"{escape(d['detail'])}[/]", soft_wrap=True)
+            for d in r.lost:
+                console.print(f"  [bold red]ACKNOWLEDGED COMMITS LOST on {escape(d.node)}: "
+                              f"{escape(d.detail)}[/]", soft_wrap=True)
 
 
 def print_model(cells: list[CellModel], console: Console) -> None:
