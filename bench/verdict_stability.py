@@ -102,15 +102,15 @@ def main() -> None:
         share = facts.wait_figure("primary", "backend", "IPC:SyncRep")
         print(f"sitting {i} ({seconds:.0f} s): {facts.tps:,.0f} tps, SyncRep share "
               f"{share.pct()}")
-        now = [v.json() for v in diagnosis.diagnose_facts(facts)]
+        now = diagnosis.diagnose_facts(facts)
         for v in now:
-            print(f"  {v['mechanism']}: {v['confidence']} at the point, "
+            print(f"  {v.mechanism}: {v.confidence} at the point, "
                   f"{diagnosis.confidence_text(v)} over the intervals")
         old = next((v for v in on_points(facts) if v.confidence != "unknown"), None)
         lead = diagnosis.leading_verdict(now)
-        tied = {v["mechanism"] for v in diagnosis.tied_with_lead(now)}
+        tied = {v.mechanism for v in diagnosis.tied_with_lead(now)}
         by_points.append(old.mechanism if old else "none")
-        by_intervals.append((lead["mechanism"] if lead else "none", tied))
+        by_intervals.append((lead.mechanism if lead else "none", tied))
         print(f"  leading on the points: {by_points[-1]}")
         print(f"  leading on the intervals: {diagnosis.leading_title(now) or 'none'}")
     first, first_tied = by_intervals[0]

@@ -30,7 +30,7 @@ from syncrep_lab.probes.activity import ActivitySampler
 from syncrep_lab.probes.anatomy import CommitAnatomy
 from syncrep_lab.probes.uprobe_points import file_offsets, probe_offsets
 from syncrep_lab.run.workload import (
-    PgbenchRun,
+    ClientRun,
     prepare_tables,
     run_pgbench,
     script_text,
@@ -196,7 +196,7 @@ def _recorder(manifest: Manifest, out: Path) -> CommitAnatomy:
 
 
 def _pgbench(manifest: Manifest, level: str, clients: int = 12,
-             duration: int = 3) -> PgbenchRun:
+             duration: int = 3) -> ClientRun:
     return run_pgbench(resolve(manifest.bin_dir).program("pgbench"),
                        manifest.conninfo(manifest.primary), manifest.dir / "insert.sql",
                        clients=clients, threads=2, duration=duration,
@@ -225,7 +225,7 @@ def _uprobe_events() -> str:
 
 
 def _recorded(manifest: Manifest, out: Path, level: str, clients: int = 12,
-              duration: int = 3) -> tuple[ProbeRows, PgbenchRun, CommitAnatomy]:
+              duration: int = 3) -> tuple[ProbeRows, ClientRun, CommitAnatomy]:
     events = _uprobe_events()
     recorder = _recorder(manifest, out)
     recorder.start()

@@ -8,7 +8,7 @@ import dataclasses
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -17,7 +17,7 @@ from syncrep_lab.analysis.costs import run_costs
 from syncrep_lab.analysis.diagnosis import diagnose_run
 from syncrep_lab.analysis.evidence import Reach, RepeatWaits, share_figure
 from syncrep_lab.analysis.model import Bound, Interval
-from syncrep_lab.analysis.verdict import Verdict
+from syncrep_lab.analysis.verdict import CellDiagnosis, Verdict
 from syncrep_lab.stats.intervals import share_interval
 from syncrep_lab.store import Store
 
@@ -26,7 +26,7 @@ from .helpers import cli_here
 
 
 def _verdicts(run: Path) -> dict[str, dict[str, Any]]:
-    return {c["label"]: {v["mechanism"]: v for v in c["verdicts"]} for c in diagnose_run(run)}
+    return {c.label: {v.mechanism: v.to_json() for v in c.verdicts} for c in diagnose_run(run)}
 
 
 def test_wakeup_bound_on_18(workdir: Path) -> None:
@@ -53,10 +53,12 @@ def test_wakeup_bound_on_18(workdir: Path) -> None:
     res = cli_here("results", str(run), "--json")
     assert res.returncode == 0, res.stderr
     rows = {r["label"]: r for r in json.loads(res.stdout)}
-    lead = diagnosis.leading_verdict(rows["sc=on"]["verdicts"])
+    typed = next(c.verdicts for c in diagnose_run(run) if c.label == "sc=on")
+    lead = diagnosis.leading_verdict(typed)
     assert lead is not None
     assert rows["sc=on"]["limit"].startswith(diagnosis.verdict_title(lead))
-    assert rows["sc=on"]["limit"] == diagnosis.leading_title(rows["sc=on"]["verdicts"])
+    assert rows["sc=on"]["limit"] == diagnosis.leading_title(typed)
+    assert rows["sc=on"]["verdicts"] == [v.to_json() for v in typed]
     assert {v["mechanism"] for v in rows["sc=on"]["verdicts"]} == set(on)
 
 
@@ -174,12 +176,12 @@ def test_a_verdict_reads_as_its_name_then_its_confidence(workdir: Path) -> None:
 
     client = Verdict("the benchmark client is the bottleneck", "high",
                                "backends wait for pgbench", {"share": 0.7},
-                               ["run pgbench elsewhere"]).json()
-    flush = Verdict("local WAL flush bound [x]", "medium", "flushing").json()
+                               ["run pgbench elsewhere"])
+    flush = Verdict("local WAL flush bound [x]", "medium", "flushing")
     assert diagnosis.verdict_title(client) == ("the benchmark client is the bottleneck "
                                                "(high confidence)")
     console = Console(record=True, width=200, force_terminal=False)
-    print_verdict_lines([{"idx": 3, "label": "sc=on", "verdicts": [client, flush]}], console)
+    print_verdict_lines([CellDiagnosis(3, "sc=on", 0.0, None, (), (client, flush))], console)
     print_verdicts([client, flush], console)
     assert console.export_text().splitlines() == [
         "  cell 3 sc=on: the benchmark client is the bottleneck (high confidence)",
@@ -228,15 +230,16 @@ def test_a_share_either_side_of_a_threshold_gives_the_same_leading_verdict(
     cells = [_with_share(facts, "IPC:SyncRep", [share]) for share in (0.29, 0.37)]
     wake = [diagnosis.rule_wakeup_bound(c) for c in cells]
     assert [w.confidence for w in wake if w] == ["medium", "high"]
-    json_ = [w.json() for w in wake if w]
+    json_ = [w.to_json() for w in wake if w]
     assert [v["confidence_range"] for v in json_] == [["medium", "high"]] * 2
-    assert [diagnosis.verdict_title(v) for v in json_] == [
+    assert [diagnosis.verdict_title(v) for v in wake if v] == [
         "commit-wait wake-up bound (medium–high confidence)"] * 2
-    low, high = json_[0]["intervals"]["backend_syncrep_share"]
+    intervals = json_[0]["intervals"]
+    assert isinstance(intervals, dict)
+    low, high = cast(list[float], intervals["backend_syncrep_share"])
     assert low < 0.29 < 0.3 < high
-    leads = [diagnosis.leading_verdict([v.json() for v in diagnosis.diagnose_facts(c)])
-             for c in cells]
-    assert [lead["mechanism"] for lead in leads if lead] == ["commit-wait wake-up bound"] * 2
+    leads = [diagnosis.leading_verdict(diagnosis.diagnose_facts(c)) for c in cells]
+    assert [lead.mechanism for lead in leads if lead] == ["commit-wait wake-up bound"] * 2
 
 
 def test_a_rule_fires_on_its_interval_and_a_tie_is_said(workdir: Path) -> None:
@@ -244,20 +247,20 @@ def test_a_rule_fires_on_its_interval_and_a_tie_is_said(workdir: Path) -> None:
     # 22 % of 120 ticks: the point is under the flush rule's 25 %, the interval is not
     near = diagnosis.rule_local_flush(_with_share(facts, "IO:WalSync", [0.22]))
     assert near is not None and near.confidence == "low"
-    assert near.json()["confidence_range"] == ["low", "medium"]
+    assert near.to_json()["confidence_range"] == ["low", "medium"]
     # 10 % of 2,000 ticks: the whole interval is under it
     assert diagnosis.rule_local_flush(_with_share(facts, "IO:WalSync", [0.10],
                                                   ticks=2000)) is None
     # the client rule certainly high (80 % of 2,000 ticks) and a wake-up verdict that
     # only reaches medium: no tie; one that reaches high: said beside it
-    client = Verdict("the benchmark client is the bottleneck", "high", "x").json()
+    client = Verdict("the benchmark client is the bottleneck", "high", "x")
     wake = Verdict("commit-wait wake-up bound", "medium", "y",
-                             reach=Reach("low", "medium", "medium")).json()
+                             reach=Reach("low", "medium", "medium"))
     assert diagnosis.leading_title([client, wake]) == (
         "the benchmark client is the bottleneck (high confidence)")
     wake_high = Verdict("commit-wait wake-up bound", "medium", "y",
-                                  reach=Reach("medium", "medium", "high")).json()
-    verdicts = sorted([wake_high, client], key=lambda v: v["confidence"] != "high")
+                                  reach=Reach("medium", "medium", "high"))
+    verdicts = sorted([wake_high, client], key=lambda v: v.confidence != "high")
     assert diagnosis.leading_title(verdicts) == (
         "the benchmark client is the bottleneck (high confidence), as likely at this "
         "precision: commit-wait wake-up bound (medium–high confidence)")

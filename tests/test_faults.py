@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from syncrep_lab import procs
-from syncrep_lab.analysis.faults import run_faults
+from syncrep_lab.analysis.faults import CellFaults, run_faults
 from syncrep_lab.cluster.manifest import Manifest
 from syncrep_lab.plan.load import load_spec
 from syncrep_lab.plan.spec import SpecError
@@ -82,8 +82,8 @@ def fault_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return {"res": res, "out": folder / "run", "seconds": time.monotonic() - started}
 
 
-def _cell(cells: list[dict[str, Any]], name: str) -> dict[str, Any]:
-    return next(c for c in cells if c["label"] == f"faults={name}")
+def _cell(cells: list[CellFaults], name: str) -> CellFaults:
+    return next(c for c in cells if c.label == f"faults={name}")
 
 
 def test_a_run_with_faults_ends_and_leaves_nothing(fault_run: dict[str, Any]) -> None:
@@ -95,7 +95,7 @@ def test_a_run_with_faults_ends_and_leaves_nothing(fault_run: dict[str, Any]) ->
     # no server of the run's clusters is left, stopped (a paused standby) or running
     assert run_postmasters(fault_run["out"]) == []
     cells = run_faults(fault_run["out"])
-    assert [c["label"] for c in cells] == [f"faults={n}" for n in
+    assert [c.label for c in cells] == [f"faults={n}" for n in
                                            ("kill-sync", "pause-sync", "switch", "lose-all")]
     db = sqlite3.connect(fault_run["out"] / DB_NAME)
     try:
@@ -109,20 +109,20 @@ def test_a_run_with_faults_ends_and_leaves_nothing(fault_run: dict[str, Any]) ->
 def test_killing_the_sync_standby_hands_over_to_the_potential_one(
         fault_run: dict[str, Any]) -> None:
     cell = _cell(run_faults(fault_run["out"]), "kill-sync")
-    assert cell["status"] == "done"
-    (repeat,) = cell["repeats"]
-    (kill,) = repeat["events"]
-    assert kill["node"] == "b" and kill["detail"].startswith("kill")
-    states = [(r["node"], r["detail"]) for r in repeat["records"] if r["kind"] == "state"]
+    assert cell.status == "done"
+    (repeat,) = cell.repeats
+    (kill,) = repeat.events
+    assert kill.record.node == "b" and kill.record.detail.startswith("kill")
+    states = [(r.node, r.detail) for r in repeat.records if r.kind == "state"]
     # With '1(b,c)' the potential standby becomes sync once b's walsender is gone ...
     assert ("c", "potential -> sync") in states
-    assert kill["detect_s"] is not None and kill["detect_s"] < 3.0
+    assert kill.effects.detect_s is not None and kill.effects.detect_s < 3.0
     # ... and b is started again: 1.5 s later within the repeat, or, on a machine too
     # slow for that, right after it; the cell only ends done once b streams as sync.
-    started = [r for r in repeat["records"] if r["node"] in ("b", "-")
-               and (r["detail"] == "start" or r["detail"] == "started b")]
-    assert started, repeat["records"]
-    assert kill["tps_before"] and kill["tps_before"] > 0
+    started = [r for r in repeat.records if r.node in ("b", "-")
+               and (r.detail == "start" or r.detail == "started b")]
+    assert started, repeat.records
+    assert kill.effects.tps_before and kill.effects.tps_before > 0
     # Every acknowledged row is on every node: pgbench's committed transactions are
     # the rows (batch 1), counted independently of the tool's own check.
     db = sqlite3.connect(fault_run["out"] / DB_NAME)
@@ -132,39 +132,40 @@ def test_killing_the_sync_standby_hands_over_to_the_potential_one(
             "where c.label = 'faults=kill-sync'").fetchone()[0]
     finally:
         db.close()
-    by_node = {d["node"]: d for d in repeat["durability"]}
+    by_node = {d.node: d for d in repeat.durability}
     assert set(by_node) == {"primary", "b", "c"}
-    assert by_node["primary"]["expected"] == acknowledged > 0
-    assert all(d["ok"] and d["rows"] >= acknowledged for d in by_node.values())
-    assert not cell["acknowledged_lost"]
+    assert by_node["primary"].expected == acknowledged > 0
+    assert all(d.ok and d.rows >= acknowledged for d in by_node.values())
+    assert not cell.acknowledged_lost
 
 
 def test_a_paused_sync_standby_stalls_commits(fault_run: dict[str, Any]) -> None:
     cell = _cell(run_faults(fault_run["out"]), "pause-sync")
-    (repeat,) = cell["repeats"]
-    (pause,) = repeat["events"]
+    (repeat,) = cell.repeats
+    (pause,) = (e.effects for e in repeat.events)
     # A stopped walreceiver still holds its connection: b stays 'sync', every commit
     # waits for it, and throughput all but stops until it is continued.
-    assert pause["tps_before"] and pause["tps_during"] is not None
-    assert pause["tps_during"] < 0.5 * pause["tps_before"]
-    assert repeat["slow_commits"] > 0
-    assert all(d["ok"] for d in repeat["durability"])
+    assert pause.tps_before and pause.tps_during is not None
+    assert pause.tps_during < 0.5 * pause.tps_before
+    assert repeat.slow_commits > 0
+    assert all(d.ok for d in repeat.durability)
 
 
 def test_a_reload_moves_the_sync_role(fault_run: dict[str, Any]) -> None:
     cell = _cell(run_faults(fault_run["out"]), "switch")
-    (repeat,) = cell["repeats"]
-    states = [(r["node"], r["detail"]) for r in repeat["records"] if r["kind"] == "state"]
+    (repeat,) = cell.repeats
+    states = [(r.node, r.detail) for r in repeat.records if r.kind == "state"]
     assert ("b", "sync -> async") in states and ("c", "potential -> sync") in states
-    (event,) = repeat["events"]
-    assert event["detect_s"] is not None and event["detect_s"] < 2.0
+    (event,) = repeat.events
+    assert event.effects.detect_s is not None and event.effects.detect_s < 2.0
 
 
 def test_no_standby_left_ends_the_cell_with_that_diagnosis(fault_run: dict[str, Any]) -> None:
     cell = _cell(run_faults(fault_run["out"]), "lose-all")
-    assert cell["status"] == "failed"
-    assert cell["error"].startswith("commits could not be acknowledged: no synchronous "
-                                    "standby for 2 s")
+    assert cell.status == "failed"
+    assert cell.error is not None
+    assert cell.error.startswith("commits could not be acknowledged: no synchronous "
+                                 "standby for 2 s")
     res = cli_here("results", str(fault_run["out"]))
     assert "commits could not be" in res.stdout
 
@@ -172,7 +173,7 @@ def test_no_standby_left_ends_the_cell_with_that_diagnosis(fault_run: dict[str, 
 def test_faults_command_and_report(fault_run: dict[str, Any]) -> None:
     res = cli_here("faults", str(fault_run["out"]), "--json")
     assert res.returncode == 0, res.stderr
-    assert json.loads(res.stdout) == json.loads(json.dumps(run_faults(fault_run["out"])))
+    assert json.loads(res.stdout) == [c.to_json() for c in run_faults(fault_run["out"])]
     text = cli_here("faults", str(fault_run["out"])).stdout
     assert "b: sync -> gone" in text and "rows found/expected" in text
 

@@ -8,6 +8,7 @@ refused without root, detached on SIGTERM and cleaned after kill -9."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -497,13 +498,12 @@ def test_interrupt_keeps_the_window(cluster: tuple[Path, str], tmp_path: Path) -
     # interval, or without a bound. It is printed without them (it was a traceback).
     from rich.console import Console
 
-    from syncrep_lab.analysis.observe import run_observations
+    from syncrep_lab.analysis.observe import WalsenderLoad, run_observations
     from syncrep_lab.terminal.analysis import print_observation
 
     (window,) = run_observations(out)
-    window["walsenders"] = [{"standby": "b", "cpu_us_per_commit": {
-        "mean": 31.5, "low": None, "high": None}, "cores_busy": 0.12, "max_tps": None,
-        "headroom": None}]
+    window = dataclasses.replace(window, walsenders=(WalsenderLoad(
+        "b", {"mean": 31.5, "low": None, "high": None}, 0.12, None, None),))
     console = Console(record=True, width=200, force_terminal=False)
     print_observation([window], console)
     assert "  walsender for b: 31.5 µs CPU per write, 0.12 of a core busy\n" in \

@@ -120,6 +120,71 @@ cpus = { primary = "0" }
     assert plan.said is not None and "placement p" in plan.said
 
 
+def test_units_hold_a_linked_cluster_with_plain_ones() -> None:
+    """A cluster behind emulated links is held up beside plain ones (the seed's group 4
+    with group 1), its namespaces named by its pool slot, so two linked clusters of one
+    run never share a name."""
+    from syncrep_lab.plan.placement import layout_for
+
+    spec = load_spec(_spec("""
+[links.lan]
+delay_ms = 1
+""").replace('standbys = [1, 0]', 'standbys = [1, 0]\nlink = ["socket", "lan"]'))
+    groups = _by_cluster(expand(spec).cells)
+    assert len(groups) == 4
+    plan = units(spec, groups, "interleaved", available=64 * 2**30)
+    assert [len(u.groups) for u in plan.units] == [4], plan.said
+    linked = next(g[0] for g in groups if g[0].link == "lan")
+    prefixes = set()
+    for slot in (0, 1, 2):
+        layout = layout_for(spec, linked, 1, slot_dir(Path("/tmp/run"), slot).name[4:])
+        assert layout is not None and layout.network is not None
+        prefixes.add(layout.network["prefix"])
+    assert len(prefixes) == 3, prefixes
+
+
+def test_units_short_of_memory_hold_the_clusters_compared() -> None:
+    """The seed preset's three clusters where two fit: held together are group 4's and
+    group 1's (group 4 is compared with group 1's on), not the first two; group 7's
+    cluster runs alone, saying memory was short."""
+    from syncrep_lab.plan.load import load_preset
+
+    spec, _ = load_preset("seed")
+    groups = _by_cluster(expand(spec).cells)
+    assert len(groups) == 3
+    memory = {g[0].cluster_key: cluster_memory(spec, g[0]) for g in groups}
+    linked = next(g[0] for g in groups if g[0].link == "seed-lan")
+    beside = next(g[0] for g in groups if g[0].standbys == 2 and g[0].link == "socket")
+    two = memory[linked.cluster_key] + memory[beside.cluster_key]
+    assert two < sum(memory.values())
+    plan = units(spec, groups, "interleaved", available=int(two / 0.75) + 1)
+    assert [len(u.groups) for u in plan.units] == [2, 1], plan.said
+    assert {g[0].cluster_key for g in plan.units[0].groups} == {
+        linked.cluster_key, beside.cluster_key}
+    assert plan.units[1].why_alone and "shared memory" in plan.units[1].why_alone
+    assert plan.said is not None and plan.said.startswith("2 clusters held up at once")
+
+
+def test_units_short_of_memory_rank_sets_by_the_comparisons_they_pair() -> None:
+    """Where the first two clusters would fit but pair no comparison, the two that pair
+    one are held together instead."""
+    spec = load_spec(_spec("""
+[links.lan]
+delay_ms = 1
+""").replace('standbys = [1, 0]', 'standbys = [0, 1]\nlink = ["socket", "lan"]\n'
+             'only = [{ link = "socket" }, { standbys = 1, link = "lan" }]')
+        .replace("baseline = { standbys = 1 }", 'baseline = { link = "socket" }'))
+    groups = _by_cluster(expand(spec).cells)
+    keys = [(g[0].standbys, g[0].link) for g in groups]
+    assert len(groups) == 3 and keys.index((1, "lan")) == 2, keys
+    memory = [cluster_memory(spec, g[0]) for g in groups]
+    pair = memory[keys.index((1, "socket"))] + memory[2]
+    assert pair < sum(memory)
+    plan = units(spec, groups, "interleaved", available=int(pair / 0.75) + 1)
+    held = [(g[0].standbys, g[0].link) for g in plan.units[0].groups]
+    assert sorted(held) == [(1, "lan"), (1, "socket")], plan.said
+
+
 def test_blocked_order_holds_one_cluster_at_a_time() -> None:
     spec = load_spec(_spec(order="blocked"))
     groups = _by_cluster(expand(spec).cells)

@@ -259,7 +259,7 @@ def test_diagnosis_names_the_mechanism(probed_run: Path) -> None:
 
     out = probed_run
     cells = {k: {v["mechanism"]: v for v in c["verdicts"]}
-             for k, c in _by_cell(diagnose_run(out)).items()}
+             for k, c in _by_cell([d.to_json() for d in diagnose_run(out)]).items()}
     old, new = cells["9.6 on"], cells["18 on"]
     if perfstat.unavailable_reason() is not None:
         assert new["commit-wait wake-up bound"]["confidence"] == "unknown"

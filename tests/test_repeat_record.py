@@ -7,7 +7,7 @@ import pytest
 
 from syncrep_lab.readers.pgbench_log import PgbenchSummary, ProgressSample, TransactionLogStats
 from syncrep_lab.run.repeat_record import Disturbance, build, summed_progress
-from syncrep_lab.run.workload import PgbenchRun
+from syncrep_lab.run.workload import ClientRun
 from syncrep_lab.stats.histogram import LatencyHistogram
 
 
@@ -19,13 +19,13 @@ def _stats(latencies_us: list[int], failed: int = 0) -> TransactionLogStats:
 
 
 def _run(tps: float, transactions: int, seconds: float, latency_ms: float,
-         progress: list[tuple[float, float, float]]) -> PgbenchRun:
-    return PgbenchRun(["pgbench"], 0, "", "", PgbenchSummary(
+         progress: list[tuple[float, float, float]]) -> ClientRun:
+    return ClientRun(["pgbench"], 0, "", "", PgbenchSummary(
         transactions=transactions, tps=tps, latency_avg_ms=latency_ms),
         [ProgressSample(t, v, lat, None) for t, v, lat in progress], [], seconds)
 
 
-def _build(runs: list[PgbenchRun], stats: list[TransactionLogStats]) -> dict[str, object]:
+def _build(runs: list[ClientRun], stats: list[TransactionLogStats]) -> dict[str, object]:
     return build(runs, stats, list(range(1, len(runs) + 1)), n=3, probed=False,
                  started_at="t", round_no=2, position=1, seen=Disturbance(),
                  stdout_path="o", stderr_path="e").values

@@ -52,9 +52,9 @@ def test_report_data_agree_with_the_store(stored: dict[str, Path]) -> None:
         assert data["verdict"]["best"]["idx"] == best["idx"]
         assert data["verdict"]["best"]["tps"] == pytest.approx(best["tps_mean"])
         lead = leading_verdict(next(c for c in diagnose_run(folder)
-                                    if c["idx"] == best["idx"])["verdicts"])
+                                    if c.idx == best["idx"]).verdicts)
         assert lead is not None
-        assert data["verdict"]["limit"]["mechanism"] == lead["mechanism"]
+        assert data["verdict"]["limit"] == lead.to_json()
         # The timeline is every repeat of that cell, second by second, as stored.
         repeats = db.execute("select r.id, r.probed from repeats r where cell_id = ? order by n",
                              (best["id"],)).fetchall()

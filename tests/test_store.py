@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from syncrep_lab.errors import UserError
 from syncrep_lab.store import (
     PROBE_TABLES,
     SCHEMA,
@@ -97,6 +98,32 @@ def test_a_machine_that_does_not_read_is_empty(tmp_path: Path) -> None:
         for text in ("not json", "[1]", ""):
             store.db.execute("update runs set machine_json = ?", (text,))
             assert store.run(run_id).machine == {}
+    finally:
+        store.close()
+
+
+def test_the_stored_spec_is_parsed_once_as_written_and_as_loaded(tmp_path: Path) -> None:
+    """A run's spec is read once however many readers ask: as written (no default filled
+    in) and as the plan loads it; a spec that is not TOML, or no longer loads, is {} and
+    None, and load() says why at its line."""
+    store = Store(tmp_path / "run", create=True)
+    try:
+        run_id = store.create_run("r", "name = 'r'\n[run]\nrepeats_min = 2\n", {}, "1")
+        run = store.run(run_id)
+        assert run.spec is run.spec and run.spec.table == {"name": "r",
+                                                            "run": {"repeats_min": 2}}
+        loaded = run.spec.loaded
+        assert loaded is not None and loaded is run.spec.load()
+        assert (loaded.run.repeats_min, loaded.run.confidence) == (2, 0.95)
+        for text in ("name = ", "name = 'r'\n[run]\nrepeats_min = 5\nrepeats_max = 3\n"):
+            store.db.execute("update runs set spec_toml = ?", (text,))
+            spec = store.run(run_id).spec
+            assert spec.loaded is None
+            with pytest.raises(UserError, match="stored spec"):
+                spec.load()
+        assert spec.table["run"] == {"repeats_min": 5, "repeats_max": 3}
+        store.db.execute("update runs set spec_toml = 'name = '")
+        assert store.run(run_id).spec.table == {}
     finally:
         store.close()
 

@@ -290,6 +290,12 @@ def test_the_seed_group_4_layout_keeps_b_beside_the_primary(workdir: Path) -> No
     links = {(r["cell_id"], r["a"], r["b"]) for r in db.execute(
         "select r.cell_id, l.a, l.b from links l join repeats r on r.id = l.repeat_id")}
     assert links == {(cells["seed-lan"], "primary", "c")}, links
+    # both clusters were up at once, their cells in the same rounds: group 4's ratio to
+    # group 1 is paired within rounds
+    rounds = {r["cell_id"]: {x["round"] for x in db.execute(
+        "select round from repeats where cell_id = ? and probed = 0", (r["cell_id"],))}
+        for r in db.execute("select distinct cell_id from repeats")}
+    assert rounds[cells["seed-lan"]] == rounds[cells["socket"]], rounds
     # the WAL reached c through the primary's link to it; b has no link, and its namespace
     # is the primary's (read once, as the primary's)
     net = {(r["cell_id"], r["node"], r["interface"]): r for r in db.execute(

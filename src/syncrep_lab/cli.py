@@ -19,7 +19,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +43,7 @@ from syncrep_lab.runas import divert_profiles
 from syncrep_lab.terminal import make_console, route_library_logs
 
 if TYPE_CHECKING:
+    from syncrep_lab.analysis.verdict import CellDiagnosis
     from syncrep_lab.pg.builds import Build
 
 out = make_console()
@@ -260,7 +261,7 @@ def ab_cmd(bases: tuple[str, ...], patches: tuple[str, ...], git_base: str | Non
         err.print(f"written: {escape(str(prep.out / 'summary.txt'))}, "
                   f"{escape(str(prep.out / 'ab.json'))}", soft_wrap=True)
 
-    render(Answer(lambda: answer, text, default=str), output)
+    render(Answer(answer.to_json, text, default=str), output)
     failed = failed_cells(answer)
     if failed:
         err.print(f"[red]{failed} cells failed[/] (their errors are in each run's store: "
@@ -543,9 +544,10 @@ def _resume_hint(out_dir: Path) -> Iterator[None]:
         raise
 
 
-def _print_results_and_verdicts(out_dir: Path, rows: list[dict[str, Any]]) -> None:
-    """The results table and each finished cell's leading verdict (``rows`` from
-    ``cell_summaries``, which carry the verdicts)."""
+def _print_results_and_verdicts(out_dir: Path, rows: list[dict[str, Any]],
+                                diagnosed: Sequence[CellDiagnosis]) -> None:
+    """The results table (``rows`` from ``cell_summaries``) and each finished cell's
+    leading verdict (``diagnosed``, the diagnosis the rows were made with)."""
     from syncrep_lab.analysis.faults import run_faults
     from syncrep_lab.terminal.analysis import print_verdict_lines
     from syncrep_lab.terminal.results import print_results
@@ -553,11 +555,12 @@ def _print_results_and_verdicts(out_dir: Path, rows: list[dict[str, Any]]) -> No
     print_results(out_dir, rows)
 
     for cell in run_faults(out_dir):
-        if cell["acknowledged_lost"]:
-            out.print(f"[bold red]cell {cell['idx']} {escape(cell['label'])}: acknowledged "
+        if cell.acknowledged_lost:
+            out.print(f"[bold red]cell {cell.idx} {escape(cell.label)}: acknowledged "
                       f"commits were lost (details: syncrep-lab faults {escape(str(out_dir))})[/]",
                       soft_wrap=True)
-    cells = [r for r in rows if r["status"] == "done"]
+    by_idx = {d.idx: d for d in diagnosed}
+    cells = [by_idx[r["idx"]] for r in rows if r["status"] == "done" and r["idx"] in by_idx]
     if cells:
         out.print("what limits each cell (details: syncrep-lab diagnose "
                   f"{escape(str(out_dir))}):")
@@ -566,11 +569,13 @@ def _print_results_and_verdicts(out_dir: Path, rows: list[dict[str, Any]]) -> No
 
 def _finish(out_dir: Path) -> None:
     """What `run` prints at the end: results, verdicts, and the exit status."""
+    from syncrep_lab.analysis.diagnosis import diagnose_run
     from syncrep_lab.report.data import cell_summaries
     from syncrep_lab.report.html import write_report
 
-    rows = cell_summaries(out_dir)
-    _print_results_and_verdicts(out_dir, rows)
+    diagnosed = diagnose_run(out_dir)
+    rows = cell_summaries(out_dir, diagnosed=diagnosed)
+    _print_results_and_verdicts(out_dir, rows, diagnosed)
     try:
         out.print(f"report: {escape(str(write_report(out_dir)))}")
     except Exception as exc:  # the figures are stored: a page that failed loses no run
@@ -591,13 +596,15 @@ def results(run_dir: Path | None, output: str) -> None:
     """One row per cell: mean TPS with its confidence interval, latencies, repeats used,
     the leading verdict and the largest cost per commit."""
     from syncrep_lab.analysis.cells import row_json
+    from syncrep_lab.analysis.diagnosis import diagnose_run
     from syncrep_lab.report.data import cell_summaries
     from syncrep_lab.terminal.results import write_csv
 
     folder = run_dir or _latest_run()
-    rows = cell_summaries(folder)
+    diagnosed = diagnose_run(folder)
+    rows = cell_summaries(folder, diagnosed=diagnosed)
     render(Answer(lambda: [row_json(r) for r in rows],
-                  lambda: _print_results_and_verdicts(folder, rows),
+                  lambda: _print_results_and_verdicts(folder, rows, diagnosed),
                   csv=lambda: write_csv(rows, sys.stdout)), output)
 
 
@@ -651,7 +658,10 @@ def diagnose(run_dir: Path | None, only_cell: int | None, output: str) -> None:
     from syncrep_lab.analysis.diagnosis import diagnose_run
     from syncrep_lab.terminal.analysis import print_diagnosis
 
-    _show_cells(diagnose_run, print_diagnosis, run_dir, only_cell, output)
+    cells = [c for c in diagnose_run(run_dir or _latest_run())
+             if only_cell is None or c.idx == only_cell]
+    render(Answer(lambda: [c.to_json() for c in cells], lambda: print_diagnosis(cells, out)),
+           output)
 
 
 Cell = TypeVar("Cell", bound=Mapping[str, Any])  # one cell's analysis, as --json prints it
@@ -742,20 +752,20 @@ def observe_cmd(conninfo: str | None, cluster_dir: Path | None, standbys: tuple[
                                   hosts_file, folder, label, anatomy),
                    say=lambda text: said.print(escape(text), soft_wrap=True))
     # the analysis (scipy) is imported after the window, not during it
-    from syncrep_lab.analysis.observe import observation_json, run_observations
+    from syncrep_lab.analysis.observe import run_observations
     from syncrep_lab.terminal.analysis import print_observation
 
-    windows = [w for w in run_observations(folder) if w["idx"] == done["cell"]]
+    windows = [w for w in run_observations(folder) if w.idx == done.cell]
     def text() -> None:
         print_observation(windows, out)
         out.print(f"stored in {folder} (syncrep-lab report {folder}; compare it with "
                   "another window's folder)")
 
-    render(Answer(lambda: {**done, "windows": [observation_json(w) for w in windows]}, text,
-                  default=str), output)
-    if done["signum"]:
-        sys.exit(128 + done["signum"])
-    if done["ended"]:
+    render(Answer(lambda: {**done.to_json(), "windows": [w.to_json() for w in windows]},
+                  text), output)
+    if done.signum:
+        sys.exit(128 + done.signum)
+    if done.ended:
         sys.exit(3)  # stored, but shorter than asked: the primary stopped answering
 
 
@@ -769,7 +779,8 @@ def faults_cmd(run_dir: Path | None, output: str) -> None:
     from syncrep_lab.terminal.analysis import print_faults
 
     cells = run_faults(run_dir or _latest_run())
-    render(Answer(lambda: cells, lambda: print_faults(cells, out)), output)
+    render(Answer(lambda: [c.to_json() for c in cells], lambda: print_faults(cells, out)),
+           output)
 
 
 @cli.command("scaling")

@@ -19,7 +19,6 @@ import dataclasses
 import json
 import math
 import statistics
-import tomllib
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -314,10 +313,8 @@ def comparable(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
 
 def _side_of(store: Store, run: StoredRun, cells: list[dict[str, Any]],
              drift: Drift | None) -> RunSide:
-    try:
-        spec_name = tomllib.loads(run.spec_toml or "").get("name")
-    except tomllib.TOMLDecodeError:
-        spec_name = None  # the run's name is the spec's anyway; this only double-checks it
+    # the run's name is the spec's anyway; this only double-checks it
+    spec_name = run.spec.table.get("name")
     return RunSide(str(store.folder), run.name, run.started_at, run.finished_at, run.status,
                    spec_name, run.tool_version,
                    tuple(sorted({c["version"] for c in cells if c["version"]})),

@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,7 +36,7 @@ from syncrep_lab.analysis.evidence import (
 from syncrep_lab.analysis.kernel import function_text
 from syncrep_lab.analysis.observe import observed_cells
 from syncrep_lab.analysis.sync_walsender import choose, stored_clues, sync_shown
-from syncrep_lab.analysis.verdict import LAG_OF_LEVEL, CellDiagnosis, Verdict, VerdictData
+from syncrep_lab.analysis.verdict import LAG_OF_LEVEL, CellDiagnosis, Verdict
 from syncrep_lab.errors import UserError
 from syncrep_lab.pg.replication import WAITING_LEVELS
 from syncrep_lab.store import HostRepeatRow, Store, StoredCell, queries
@@ -766,43 +766,38 @@ def diagnose_facts(facts: CellFacts) -> list[Verdict]:
     return sorted(verdicts, key=_rank)
 
 
-def _levels(verdict: VerdictData) -> list[str]:
-    """[worst, best]: the levels at the two ends of the evidence's intervals."""
-    return verdict.get("confidence_range") or [verdict["confidence"]] * 2
-
-
-def confidence_text(verdict: VerdictData) -> str:
+def confidence_text(verdict: Verdict) -> str:
     """"high", or "medium–high" where the evidence's interval spans a threshold."""
-    worst, best = _levels(verdict)
+    worst, best = verdict.levels
     return best if worst == best else f"{worst}–{best}"
 
 
-def verdict_title(verdict: VerdictData) -> str:
+def verdict_title(verdict: Verdict) -> str:
     """A verdict's name with its confidence, as it reads in a line: "the benchmark client
     is the bottleneck (high confidence)" (the name is a phrase of its own, which the
     confidence put before it would garble)."""
-    return f"{verdict['mechanism']} ({confidence_text(verdict)} confidence)"
+    return f"{verdict.mechanism} ({confidence_text(verdict)} confidence)"
 
 
-def leading_verdict(verdicts: list[VerdictData]) -> VerdictData | None:
+def leading_verdict(verdicts: Sequence[Verdict]) -> Verdict | None:
     """The most confident verdict that is not 'unknown' (they come sorted: on the
     highest level their evidence reaches)."""
-    return next((v for v in verdicts if v["confidence"] != "unknown"), None)
+    return next((v for v in verdicts if v.confidence != "unknown"), None)
 
 
-def tied_with_lead(verdicts: list[VerdictData]) -> list[VerdictData]:
+def tied_with_lead(verdicts: Sequence[Verdict]) -> list[Verdict]:
     """The other verdicts whose evidence reaches the leading verdict's highest level:
     at this precision either may be the limit, and the closing lines say so rather
     than let the noise pick one."""
     lead = leading_verdict(verdicts)
     if lead is None:
         return []
-    return [v for v in verdicts if v is not lead and v["confidence"] != "unknown"
-            and _levels(v)[1] == _levels(lead)[1]]
+    return [v for v in verdicts if v is not lead and v.confidence != "unknown"
+            and v.levels[1] == lead.levels[1]]
 
 
-def leading_title(verdicts: list[VerdictData],
-                  title: Callable[[VerdictData], str] = verdict_title) -> str:
+def leading_title(verdicts: Sequence[Verdict],
+                  title: Callable[[Verdict], str] = verdict_title) -> str:
     """The leading verdict's title, and the verdicts tied with it: "CPU saturation (high
     confidence), as likely at this precision: commit-wait wake-up bound (medium–high
     confidence)"; "" with no verdict. ``title`` writes each (the terminal's in colour)."""
@@ -915,9 +910,9 @@ def diagnose_run(folder: Path) -> list[CellDiagnosis]:
             # a live cluster watched, no load run: its own rules (analysis/observe.py)
             return observed_cells(store, run.id, machine)
         cpus = int(machine.get("cpus_usable") or machine.get("cpu_count") or 1)
-        out: list[CellDiagnosis] = []
         series = model.series_index(store.cells(run.id))
         anatomies: dict[int, tuple[StoredCell, Anatomy]] = {}
+        done: list[tuple[StoredCell, CellFacts, model.CellModel]] = []
         for cell in store.cells(run.id):
             if cell.status != "done":
                 continue
@@ -926,13 +921,12 @@ def diagnose_run(folder: Path) -> list[CellDiagnosis]:
             facts.bounds, facts.wait_bounds = list(bound.bounds), list(bound.wait_bounds)
             if facts.anatomy is not None:
                 anatomies[cell.idx] = (cell, facts.anatomy)
-            out.append({"idx": cell.idx, "label": cell.label, "tps_mean": facts.tps,
-                        "ceiling": model.headline(bound),
-                        "ceiling_errors": list(bound.errors),
-                        "verdicts": [v.json() for v in diagnose_facts(facts)]})
-        for d in out:
-            if d["idx"] in anatomies:
-                d["anatomy"] = _anatomy_growth(anatomies[d["idx"]], list(anatomies.values()))
-        return out
+            done.append((cell, facts, bound))
+        return [CellDiagnosis(
+            cell.idx, cell.label, facts.tps, model.headline(bound), tuple(bound.errors),
+            tuple(diagnose_facts(facts)),
+            anatomy=(_anatomy_growth(anatomies[cell.idx], list(anatomies.values()))
+                     if cell.idx in anatomies else None),
+            anatomy_key=cell.idx in anatomies) for cell, facts, bound in done]
     finally:
         store.close()

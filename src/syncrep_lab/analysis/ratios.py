@@ -45,16 +45,12 @@ from syncrep_lab.stats.pairing import baselines, by_round, paired, rows_per_seco
 from syncrep_lab.store import Store, StoredRepeat, StoredRun, cluster_key_text, with_defaults
 
 
-def stored_rules(spec_toml: str) -> tuple[list[dict[str, Any]], float, float | None]:
-    """The baseline rules, the confidence and the interval target of a stored spec (none,
-    0.95 and None when it no longer parses: the run still has its figures). The rules
-    are the spec's ``[compare]`` over its matrix, so the spec's own parser reads it: the
-    one import of the experiment package in the analysis, made only here."""
-    from syncrep_lab.plan.load import load_spec
-
-    try:
-        spec = load_spec(spec_toml, "stored spec")
-    except Exception:  # a spec of another version
+def stored_rules(run: StoredRun) -> tuple[list[dict[str, Any]], float, float | None]:
+    """The baseline rules, the confidence and the interval target of a run's stored spec
+    (none, 0.95 and None when it no longer loads: the run still has its figures). The
+    rules are the spec's ``[compare]`` over its matrix, as the plan's parser read it."""
+    spec = run.spec.loaded
+    if spec is None:
         return [], 0.95, None
     return spec.compare.rules(spec.matrix), spec.run.confidence, spec.run.ci_target
 
@@ -122,7 +118,7 @@ def ratios_to_baseline(store: Store, run: StoredRun) -> dict[int, BaselineRatio 
     cells = store.cells(run.id)
     params = {c.idx: c.params for c in cells}
     by_idx = {c.idx: c for c in cells}
-    rules, confidence, target = stored_rules(str(run.spec_toml))
+    rules, confidence, target = stored_rules(run)
     base_of = baselines(sorted((i, with_defaults(p)) for i, p in params.items()), rules)
     out: dict[int, BaselineRatio | None] = {}
     for idx, base in base_of.items():
@@ -202,7 +198,7 @@ def anatomy_to_baseline(store: Store, run: StoredRun) -> dict[int, BaselineAnato
     one, neither with an anatomy)."""
     cells = store.cells(run.id)
     by_idx = {c.idx: c for c in cells}
-    rules, _, _ = stored_rules(str(run.spec_toml))
+    rules, _, _ = stored_rules(run)
     base_of = baselines(sorted((c.idx, with_defaults(c.params)) for c in cells), rules)
     drift = run_drift(store, run.id)
     out: dict[int, BaselineAnatomy | None] = {}

@@ -9,32 +9,19 @@ diagnosis.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, NotRequired, TypedDict
 
 from syncrep_lab.analysis.evidence import Figure, Reach
+from syncrep_lab.json_form import JSON
 
 # The lag that matters for each level: what the sync standby must have done
 # before the commit returns.
 LAG_OF_LEVEL = {"remote_write": "write_ms", "on": "flush_ms", "remote_apply": "replay_ms"}
 
 
-class VerdictData(TypedDict):
-    """A verdict as the commands print it (``--json``) and the report reads it."""
-
-    mechanism: str
-    confidence: str  # the level at the evidence's point estimates
-    # the levels at the unfavourable and the favourable end of the evidence's intervals
-    confidence_range: list[str]
-    summary: str
-    evidence: dict[str, float | str]
-    intervals: dict[str, list[float]]  # an evidence figure -> [low, high]
-    next_steps: list[str]
-
-
-@dataclass
+@dataclass(frozen=True)
 class Verdict:
     mechanism: str
-    confidence: str  # high | medium | low | unknown
+    confidence: str  # high | medium | low | unknown: the level at the evidence's points
     summary: str
     evidence: dict[str, float | str] = field(default_factory=dict)
     next_steps: list[str] = field(default_factory=list)
@@ -48,17 +35,26 @@ class Verdict:
         return cls(mechanism, reach.point, summary, evidence, next_steps, reach,
                    {k: f for k, f in intervals.items() if f.known})
 
-    def json(self) -> VerdictData:
+    @property
+    def levels(self) -> tuple[str, str]:
+        """(worst, best): the levels at the unfavourable and the favourable end of the
+        evidence's intervals (the point's twice where it has none)."""
         reach = self.reach or Reach(self.confidence, self.confidence, self.confidence)
+        return reach.worst, reach.best
+
+    def to_json(self) -> dict[str, JSON]:
+        """The verdict as ``diagnose --json`` prints it and the report reads it."""
+        worst, best = self.levels
         return {"mechanism": self.mechanism, "confidence": self.confidence,
-                "confidence_range": [reach.worst, reach.best],
-                "summary": self.summary, "evidence": dict(self.evidence),
+                "confidence_range": [worst, best],
+                "summary": self.summary, "evidence": {k: v for k, v in self.evidence.items()},
                 "intervals": {k: [round(f.low, 3), round(f.high, 3)]
                               for k, f in self.intervals.items()},
                 "next_steps": list(self.next_steps)}
 
 
-class CellDiagnosis(TypedDict):
+@dataclass(frozen=True)
+class CellDiagnosis:
     """One done cell's diagnosis (``diagnose --json``); an observe window's carries its
     observation (analysis/observe.py) too."""
 
@@ -66,8 +62,24 @@ class CellDiagnosis(TypedDict):
     label: str
     tps_mean: float
     ceiling: str | None  # the model's headline
-    ceiling_errors: list[str]
-    verdicts: list[VerdictData]
+    ceiling_errors: tuple[str, ...]
+    verdicts: tuple[Verdict, ...]
     # which part of a commit grows with clients, against the same cell at fewer clients
-    anatomy: NotRequired[str | None]
-    observation: NotRequired[dict[str, Any]]
+    anatomy: str | None = None
+    # the JSON has "anatomy" (null where nothing is said of it) for a cell whose commits
+    # were timed and for every observe window, and no such key for any other cell
+    anatomy_key: bool = False
+
+    def extra_json(self) -> dict[str, JSON]:
+        """What a kind of cell adds to the JSON before its anatomy (an observe window:
+        its observation, analysis/observe.ObservedCell)."""
+        return {}
+
+    def to_json(self) -> dict[str, JSON]:
+        out: dict[str, JSON] = {
+            "idx": self.idx, "label": self.label, "tps_mean": self.tps_mean,
+            "ceiling": self.ceiling, "ceiling_errors": list(self.ceiling_errors),
+            "verdicts": [v.to_json() for v in self.verdicts], **self.extra_json()}
+        if self.anatomy_key:
+            out["anatomy"] = self.anatomy
+        return out

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from syncrep_lab.errors import UserError
+from syncrep_lab.json_form import JSON
 from syncrep_lab.observe.anatomy import MAX_SECONDS as ANATOMY_SECONDS
 from syncrep_lab.observe.anatomy import (
     NOT_HERE_FIX,
@@ -174,8 +175,26 @@ def _server_facts(primary: ObserverSession) -> ServerFacts:
     return ServerFacts(str(version), primary.version_num, watched, non_default, int(standbys))
 
 
+@dataclass(frozen=True)
+class Observed:
+    """What an ``observe`` did (``observe --json`` prints it with its window): the folder
+    the window is stored in, its cell there, the slices stored, why it ended before its
+    time (None: it ran it), the signal that ended it, and what was noted."""
+
+    out: Path
+    cell: int
+    slices: int
+    ended: str | None
+    signum: int | None
+    notes: tuple[str, ...]
+
+    def to_json(self) -> dict[str, JSON]:
+        return {"out": str(self.out), "cell": self.cell, "slices": self.slices,
+                "ended": self.ended, "signum": self.signum, "notes": list(self.notes)}
+
+
 def observe(opts: ObserveOptions, say: Callable[[str], None] = lambda _: None
-            ) -> dict[str, Any]:
+            ) -> Observed:
     """Watch the cluster for ``opts.seconds`` and store the window; what happened.
     ``say``: what the user must read before anything is attached."""
     check(opts)
@@ -236,7 +255,7 @@ def observe(opts: ObserveOptions, say: Callable[[str], None] = lambda _: None
 
 def _store(opts: ObserveOptions, watched: Watched, facts: ServerFacts,
            machine: dict[str, Any], notes: list[str], cpu_note: str | None,
-           program: str | None = None) -> dict[str, Any]:
+           program: str | None = None) -> Observed:
     if not watched.slices:
         raise UserError(f"nothing was gathered: {watched.ended or 'no full second sampled'}",
                         "observe for longer, with the servers up")
@@ -272,5 +291,4 @@ def _store(opts: ObserveOptions, watched: Watched, facts: ServerFacts,
                                version=facts.version, nodes=nodes,
                                settings={"primary": facts.settings}, notes=notes,
                                cpu_note=cpu_note, program=program)
-    return {"out": str(opts.out), "cell": idx, "slices": stored, "ended": watched.ended,
-            "signum": watched.signum, "notes": notes}
+    return Observed(opts.out, idx, stored, watched.ended, watched.signum, tuple(notes))

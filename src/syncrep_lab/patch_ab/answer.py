@@ -16,26 +16,30 @@ pairs each patched cell with its stock cell and gathers:
 - the model's bound of the sync walsender from each build's measured CPU per commit,
   and what binds at ``[reference] cores`` (analysis/model.py): the model's shape, not a
   forecast.
+
+The answer is a :class:`PatchVerdict` per base, which owns its JSON form (``ab.json``'s
+``answer``); terminal/ab.py presents it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from syncrep_lab.analysis.anatomy import cell_anatomy, releasing
+from syncrep_lab.analysis.anatomy import PerCommit, Releases, cell_anatomy, releasing
 from syncrep_lab.analysis.compare import FigureSide, FigureTest, compare_figure, cost_changes
 from syncrep_lab.analysis.costs import cell_costs, cluster_version, role_values, untraced_cpu
 from syncrep_lab.analysis.model import CellModel, run_model
-from syncrep_lab.analysis.ratios import ratios_to_baseline
+from syncrep_lab.analysis.ratios import BaselineRatio, ratios_to_baseline
 from syncrep_lab.analysis.sync_walsender import choose, stored_clues
-from syncrep_lab.json_form import finite
-from syncrep_lab.patch_ab.flamediff import cell_diffs, mark_moved
+from syncrep_lab.json_form import JSON, finite
+from syncrep_lab.patch_ab.flamediff import DiffGraph, cell_diffs, critical_z, mark_moved
 from syncrep_lab.patch_ab.spec import CONTROL_LEVELS, REFERENCE_CORES
-from syncrep_lab.plan.load import load_spec
 from syncrep_lab.stats.pairing import ratio_of
 from syncrep_lab.store import Store, StoredCell, queries
 
@@ -45,8 +49,371 @@ GPROF_FUNCTIONS = 8  # per role, the most called on either side
 ROLE_ORDER = ("backend", "walsender", "walwriter", "walreceiver", "startup", "pgbench")
 
 
-def _side(side: FigureSide) -> dict[str, Any]:
-    return {"n": side.n, "mean": side.mean, "low": side.low, "high": side.high}
+@dataclass(frozen=True)
+class SideFigure:
+    """One build's figure over its repeats: how many, the mean and its interval."""
+
+    n: int
+    mean: float | None
+    low: float | None
+    high: float | None
+
+    def to_json(self) -> dict[str, JSON]:
+        return {"n": self.n, "mean": self.mean, "low": self.low, "high": self.high}
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A cost per commit, stock against patched: each side's, B/A with its interval, and
+    whether it moved at the cell's per-figure level (:func:`_costs`)."""
+
+    stock: SideFigure
+    patched: SideFigure
+    ratio: float | None
+    low: float | None
+    high: float | None
+    significant: bool
+
+    def to_json(self) -> dict[str, JSON]:
+        return {"stock": self.stock.to_json(), "patched": self.patched.to_json(),
+                "ratio": self.ratio, "low": self.low, "high": self.high,
+                "significant": self.significant}
+
+
+@dataclass(frozen=True)
+class CpuFigure(Figure):
+    """CPU µs per commit: B/A paired by round where every repeat of both has some
+    (``paired_rounds``), else Welch's over the repeats (None)."""
+
+    paired_rounds: int | None = None
+
+    def to_json(self) -> dict[str, JSON]:
+        return {**super().to_json(), "paired_rounds": self.paired_rounds}
+
+
+@dataclass(frozen=True)
+class RoleCosts:
+    """A role both sides have: its CPU per commit (None: not comparable) and the system
+    calls per commit above SYSCALL_FLOOR."""
+
+    node: str
+    role: str
+    cpu_source: str
+    cpu_us: CpuFigure | None
+    syscalls: Mapping[str, Figure]
+
+    def to_json(self) -> dict[str, JSON]:
+        return {"node": self.node, "role": self.role, "cpu_source": self.cpu_source,
+                "cpu_us": self.cpu_us.to_json() if self.cpu_us else None,
+                "syscalls": {k: f.to_json() for k, f in self.syscalls.items()}}
+
+
+@dataclass(frozen=True)
+class MovedCost:
+    """A cost that moved (compare's ranking), stock's and patched's means, B/A."""
+
+    node: str
+    role: str
+    figure: str
+    kind: str
+    stock: float | None
+    patched: float | None
+    ratio: float | None
+    low: float | None
+    high: float | None
+
+    def to_json(self) -> dict[str, JSON]:
+        return {"node": self.node, "role": self.role, "figure": self.figure,
+                "kind": self.kind, "stock": self.stock, "patched": self.patched,
+                "ratio": self.ratio, "low": self.low, "high": self.high}
+
+
+@dataclass(frozen=True)
+class Part:
+    """A component of a backend's commit: µs per commit (its interval), per event."""
+
+    us_per_commit: PerCommit
+    mean_us: float | None
+    p99_us: float | None
+
+    def to_json(self) -> dict[str, JSON]:
+        return {"us_per_commit": self.us_per_commit.to_json(), "mean_us": self.mean_us,
+                "p99_us": self.p99_us}
+
+
+@dataclass(frozen=True)
+class AnatomySide:
+    """One build's commit anatomy (its probed repeats): the components by name, the
+    walsender that freed the waiters, the two ceilings the waiting sets."""
+
+    commits: int
+    components: Mapping[str, Part]
+    releases: Releases | None
+    little_bound_tps: float | None
+    release_bound_tps: float | None
+
+    def to_json(self) -> dict[str, JSON]:
+        r = self.releases
+        return {"commits": self.commits,
+                "components": {k: c.to_json() for k, c in self.components.items()},
+                "releases": None if r is None else r.to_json(),
+                "little_bound_tps": self.little_bound_tps,
+                "release_bound_tps": self.release_bound_tps}
+
+
+@dataclass(frozen=True)
+class GprofCalls:
+    """A function's calls per commit on each side (None: not called there, or not
+    compiled with -pg)."""
+
+    function: str
+    stock: float | None
+    patched: float | None
+
+    def to_json(self) -> dict[str, JSON]:
+        return {"function": self.function, "stock": self.stock, "patched": self.patched}
+
+
+@dataclass(frozen=True)
+class GprofRole:
+    """gprof's calls per commit of a role, the functions called most on either side."""
+
+    node: str
+    role: str
+    functions: tuple[GprofCalls, ...]
+
+    def to_json(self) -> dict[str, JSON]:
+        return {"node": self.node, "role": self.role,
+                "functions": [f.to_json() for f in self.functions]}
+
+
+@dataclass(frozen=True)
+class WalsenderBound:
+    """A walsender's bound in one build's model, and what binds at the reference's cores."""
+
+    role: str
+    demand_us: float | None
+    demand_low: float | None
+    demand_high: float | None
+    bound_tps: float
+    bound_low: float
+    bound_high: float
+    source: str
+    release_share: float | None
+    binding_here: str | None
+    binding_at_cores: str | None
+    max_tps_at_cores: float | None
+
+    def to_json(self) -> dict[str, JSON]:
+        return {"role": self.role, "demand_us": self.demand_us,
+                "demand_low": self.demand_low, "demand_high": self.demand_high,
+                "bound_tps": self.bound_tps, "bound_low": self.bound_low,
+                "bound_high": self.bound_high, "source": self.source,
+                "release_share": self.release_share, "binding_here": self.binding_here,
+                "binding_at_cores": self.binding_at_cores,
+                "max_tps_at_cores": self.max_tps_at_cores}
+
+
+@dataclass(frozen=True)
+class CostRatio:
+    """The sync walsender's CPU per commit, patched / stock, and whether it moved."""
+
+    ratio: float | None
+    low: float | None
+    high: float | None
+    significant: bool
+
+    def to_json(self) -> dict[str, JSON]:
+        return {"ratio": self.ratio, "low": self.low, "high": self.high,
+                "significant": self.significant}
+
+
+@dataclass(frozen=True)
+class BoundRatio:
+    """The walsender's bound, patched / stock: the inverse of its cost's ratio."""
+
+    ratio: float | None
+    low: float | None
+    high: float | None
+
+    def to_json(self) -> dict[str, JSON]:
+        return {"ratio": self.ratio, "low": self.low, "high": self.high}
+
+
+@dataclass(frozen=True)
+class WalsenderModel:
+    """The sync walsender's bound on each side and how it moves (:func:`_model`)."""
+
+    cores: float
+    walsender: str
+    stock: WalsenderBound
+    patched: WalsenderBound
+    cost_ratio: CostRatio | None
+    bound_ratio: BoundRatio
+
+    def to_json(self) -> dict[str, JSON]:
+        return {"cores": self.cores, "walsender": self.walsender,
+                "stock": self.stock.to_json(), "patched": self.patched.to_json(),
+                "cost_ratio": self.cost_ratio.to_json() if self.cost_ratio else None,
+                "bound_ratio": self.bound_ratio.to_json()}
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """A cell's TPS, patched / stock, as analysis/ratios.py gives it (``json``, printed
+    as is), and the figures the verdict and the summary read of it."""
+
+    json: Mapping[str, JSON]
+
+    def _figure(self, key: str) -> float | None:
+        value = self.json.get(key)
+        return float(value) if isinstance(value, int | float) else None
+
+    @property
+    def mean(self) -> float | None:
+        return self._figure("mean")
+
+    @property
+    def low(self) -> float | None:
+        return self._figure("low")
+
+    @property
+    def high(self) -> float | None:
+        return self._figure("high")
+
+    @property
+    def detectable_pct(self) -> float | None:
+        """The smallest change the run would have detected 4 times in 5, in percent."""
+        return self._figure("detectable_pct")
+
+
+def _ratio(found: BaselineRatio | None) -> Ratio | None:
+    return None if found is None else Ratio(found.to_json())
+
+
+@dataclass(frozen=True)
+class Compared:
+    """What a cell whose two sides finished compares beyond TPS: costs per role, those
+    that moved, the commit anatomy, gprof, the differential flame graphs and the model."""
+
+    roles: tuple[RoleCosts, ...]
+    moved: tuple[MovedCost, ...]
+    cost_notes: tuple[str, ...]
+    figures_tested: int
+    anatomy_stock: AnatomySide | None
+    anatomy_patched: AnatomySide | None
+    gprof: tuple[GprofRole, ...] | None
+    flame: tuple[DiffGraph, ...]
+    model: WalsenderModel | None
+
+    def to_json(self) -> dict[str, JSON]:
+        a, b = self.anatomy_stock, self.anatomy_patched
+        return {"roles": [r.to_json() for r in self.roles],
+                "moved": [m.to_json() for m in self.moved],
+                "cost_notes": list(self.cost_notes), "figures_tested": self.figures_tested,
+                "anatomy": {"stock": a.to_json() if a else None,
+                            "patched": b.to_json() if b else None},
+                "gprof": None if self.gprof is None else [g.to_json() for g in self.gprof],
+                "flame": [g.to_json() for g in self.flame],
+                "model": self.model.to_json() if self.model else None}
+
+
+@dataclass(frozen=True)
+class PatchedCell:
+    """A patched cell and its stock twin: their status and TPS, the paired ratio and its
+    verdict, and, where both finished, what else they compare (``compared``)."""
+
+    level: str
+    clients: int
+    control: bool  # a level whose commits never wait for a standby
+    label: str
+    stock_idx: int
+    patched_idx: int
+    stock_status: str
+    patched_status: str
+    stock_tps: float | None
+    patched_tps: float | None
+    ratio: Ratio | None
+    verdict: str  # faster | slower | no change | no interval | not measured
+    compared: Compared | None = None
+
+    @property
+    def statuses(self) -> dict[str, str]:
+        return {"stock": self.stock_status, "patched": self.patched_status}
+
+    @property
+    def model(self) -> WalsenderModel | None:
+        return self.compared.model if self.compared else None
+
+    def to_json(self) -> dict[str, JSON]:
+        out: dict[str, JSON] = {
+            "level": self.level, "clients": self.clients, "control": self.control,
+            "label": self.label, "stock_idx": self.stock_idx,
+            "patched_idx": self.patched_idx,
+            "status": {"stock": self.stock_status, "patched": self.patched_status},
+            "tps": {"stock": self.stock_tps, "patched": self.patched_tps},
+            "ratio": dict(self.ratio.json) if self.ratio else None,
+            "verdict": self.verdict}
+        if self.compared is not None:
+            out.update(self.compared.to_json())
+        return out
+
+
+@dataclass(frozen=True)
+class Control:
+    """Whether the control cells held 1 (None: none, or none measured), the cells that
+    moved, and the sentence that says it."""
+
+    held: bool | None
+    moved: tuple[int, ...]
+    sentence: str
+
+    def to_json(self) -> dict[str, JSON]:
+        return {"held": self.held, "moved": list(self.moved), "sentence": self.sentence}
+
+
+@dataclass(frozen=True)
+class PatchVerdict:
+    """``ab``'s answer for one base: the run, how it went, and each cell patched against
+    stock, the control's word last (``ab.json``'s ``answer`` is ``to_json()``)."""
+
+    run: str
+    report: str
+    status: str
+    started_at: str | None
+    finished_at: str | None
+    seconds: float | None
+    rounds: int
+    duration_s: int
+    budget: str | None
+    ci_target: float
+    confidence: float
+    stop_reasons: tuple[str, ...]
+    machine: Mapping[str, JSON]
+    versions: Mapping[str, str]
+    reference_cores: float
+    flame_z: float | None  # the |z| a frame had to pass to have moved
+    flame_hz: int
+    sync_walsender: str | None
+    cells: tuple[PatchedCell, ...]
+    control: Control
+
+    def to_json(self) -> dict[str, JSON]:
+        """The JSON form, unbounded figures null (JSON has no infinity)."""
+        return finite({
+            "run": self.run, "report": self.report, "status": self.status,
+            "started_at": self.started_at, "finished_at": self.finished_at,
+            "seconds": self.seconds, "rounds": self.rounds, "duration_s": self.duration_s,
+            "budget": self.budget, "ci_target": self.ci_target,
+            "confidence": self.confidence, "stop_reasons": list(self.stop_reasons),
+            "machine": dict(self.machine), "versions": dict(self.versions),
+            "reference_cores": self.reference_cores, "flame_z": self.flame_z,
+            "flame_hz": self.flame_hz, "sync_walsender": self.sync_walsender,
+            "cells": [c.to_json() for c in self.cells], "control": self.control.to_json()})
+
+
+def _side(side: FigureSide) -> SideFigure:
+    return SideFigure(side.n, side.mean, side.low, side.high)
 
 
 def _moved(test: FigureTest | None, alpha_each: float) -> bool:
@@ -55,14 +422,12 @@ def _moved(test: FigureTest | None, alpha_each: float) -> bool:
     return test is not None and test.p_value < alpha_each
 
 
-def _figure(name: str, a: list[float], b: list[float], alpha_each: float
-            ) -> dict[str, Any]:
+def _figure(name: str, a: list[float], b: list[float], alpha_each: float) -> Figure:
     """Stock (a) against patched (b): each side's mean and interval, B/A with its;
     ``significant`` at ``alpha_each`` (the cell's family-wise level shared out)."""
     fig = compare_figure(name, "per commit", a, b, None)
-    return {"stock": _side(fig.a), "patched": _side(fig.b), "ratio": fig.ratio,
-            "low": fig.ratio_low, "high": fig.ratio_high,
-            "significant": _moved(fig.test, alpha_each)}
+    return Figure(_side(fig.a), _side(fig.b), fig.ratio, fig.ratio_low, fig.ratio_high,
+                  _moved(fig.test, alpha_each))
 
 
 def _paired_cpu(store: Store, stock: StoredCell, patched: StoredCell,
@@ -84,14 +449,14 @@ def _paired_cpu(store: Store, stock: StoredCell, patched: StoredCell,
     return out
 
 
-def _role_rank(role: dict[str, Any]) -> tuple[int, int, str]:
-    base = role["role"].split(":", 1)[0]
+def _role_rank(role: RoleCosts) -> tuple[int, int, str]:
+    base = role.role.split(":", 1)[0]
     rank = ROLE_ORDER.index(base) if base in ROLE_ORDER else len(ROLE_ORDER)
-    return (0 if role["node"] == "primary" else 1, rank, f"{role['node']} {role['role']}")
+    return (0 if role.node == "primary" else 1, rank, f"{role.node} {role.role}")
 
 
 def _costs(store: Store, stock: StoredCell, patched: StoredCell, confidence: float
-           ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str], int]:
+           ) -> tuple[list[RoleCosts], list[MovedCost], list[str], int]:
     """Per role both sides have: CPU µs per commit (B/A paired by round where it can
     be, else Welch's over the repeats) and system calls per commit; then the costs that
     moved most (compare's ranking, those whose test says they moved), notes, and how
@@ -114,9 +479,7 @@ def _costs(store: Store, stock: StoredCell, patched: StoredCell, confidence: flo
         rb = by_b.get((ra["node"], ra["role"]))
         if rb is None:
             continue
-        entry: dict[str, Any] = {"node": ra["node"], "role": ra["role"],
-                                 "cpu_source": ra["cpu_source"], "cpu_us": None,
-                                 "syscalls": {}}
+        cpu: CpuFigure | None = None
         if ra["cpu_source"] == rb["cpu_source"] and ra["cpu_us_per_commit"] \
                 and rb["cpu_us_per_commit"] \
                 and max(*ra["cpu_us_per_commit"], *rb["cpu_us_per_commit"]) > 0:
@@ -124,53 +487,52 @@ def _costs(store: Store, stock: StoredCell, patched: StoredCell, confidence: flo
                           alpha_each)
             pair, each = paired.get((ra["node"], ra["role"]), (None, None)) \
                 if ra["cpu_source"] == "untraced" else (None, None)
-            fig["paired_rounds"] = None
+            cpu = CpuFigure(fig.stock, fig.patched, fig.ratio, fig.low, fig.high,
+                            fig.significant)
             if pair is not None and pair["low"] is not None and pair["high"] is not None \
                     and each is not None and each["low"] is not None \
                     and each["high"] is not None:
-                fig.update(ratio=pair["ratio"], low=pair["low"], high=pair["high"],
-                           significant=not each["low"] <= 1 <= each["high"],
-                           paired_rounds=pair["rounds"])
-            entry["cpu_us"] = fig
+                cpu = dataclasses.replace(cpu, ratio=pair["ratio"], low=pair["low"],
+                                          high=pair["high"],
+                                          significant=not each["low"] <= 1 <= each["high"],
+                                          paired_rounds=pair["rounds"])
+        syscalls = {}
         calls = ra["syscalls_per_commit"].keys() & rb["syscalls_per_commit"].keys()
         for name in sorted(calls):
             a, b = ra["syscalls_per_commit"][name], rb["syscalls_per_commit"][name]
             if a and b and max(sum(a) / len(a), sum(b) / len(b)) >= SYSCALL_FLOOR:
-                entry["syscalls"][name] = _figure(name, a, b, alpha_each)
-        if entry["cpu_us"] is not None or entry["syscalls"]:
-            roles.append(entry)
+                syscalls[name] = _figure(name, a, b, alpha_each)
+        if cpu is not None or syscalls:
+            roles.append(RoleCosts(ra["node"], ra["role"], ra["cpu_source"], cpu, syscalls))
     roles.sort(key=_role_rank)
-    moved = [{"node": c.node, "role": c.role, "figure": c.figure,
-              "kind": c.kind, "stock": c.a.mean, "patched": c.b.mean,
-              "ratio": c.ratio, "low": c.ratio_low, "high": c.ratio_high}
+    moved = [MovedCost(node=c.node, role=c.role, figure=c.figure, kind=c.kind,
+                       stock=c.a.mean, patched=c.b.mean, ratio=c.ratio,
+                       low=c.ratio_low, high=c.ratio_high)
              for c in changes.top if _moved(c.test, alpha_each)][:MOVED]
     return roles, moved, list(changes.notes), tested
 
 
-def _cpu_means(roles: list[dict[str, Any]]
+def _cpu_means(roles: list[RoleCosts]
                ) -> dict[tuple[str, str], tuple[float | None, float | None]]:
-    return {(r["node"], r["role"]): (r["cpu_us"]["stock"]["mean"],
-                                     r["cpu_us"]["patched"]["mean"])
-            for r in roles if r["cpu_us"] is not None}
+    return {(r.node, r.role): (r.cpu_us.stock.mean, r.cpu_us.patched.mean)
+            for r in roles if r.cpu_us is not None}
 
 
-def _anatomy(store: Store, cell: StoredCell) -> dict[str, Any] | None:
+def _anatomy(store: Store, cell: StoredCell) -> AnatomySide | None:
     commits = {r.id: int(r.transactions) for r in store.repeats(cell.id) if r.probed}
     found = cell_anatomy(store, commits, cell.typed_params.clients or 0)
     if found is None:
         return None
-    freed = releasing(found.releases)
-    return {"commits": found.commits,
-            "components": {c.component: {"us_per_commit": c.us_per_commit.to_json(),
-                                         "mean_us": c.mean_us, "p99_us": c.p99_us}
-                           for c in found.components},
-            "releases": freed.to_json() if freed is not None else None,
-            "little_bound_tps": found.little_bound_tps,
-            "release_bound_tps": found.release_bound_tps}
+    return AnatomySide(
+        commits=found.commits,
+        components={c.component: Part(c.us_per_commit, c.mean_us, c.p99_us)
+                    for c in found.components},
+        releases=releasing(found.releases),
+        little_bound_tps=found.little_bound_tps,
+        release_bound_tps=found.release_bound_tps)
 
 
-def _gprof(store: Store, stock: StoredCell, patched: StoredCell
-           ) -> list[dict[str, Any]] | None:
+def _gprof(store: Store, stock: StoredCell, patched: StoredCell) -> list[GprofRole] | None:
     """Per role both sides profiled (a profiling build): the functions called most per
     commit on either side, stock against patched (gprof's exact counts); None where
     neither side ran gprof."""
@@ -185,15 +547,13 @@ def _gprof(store: Store, stock: StoredCell, patched: StoredCell
         calls_b = {f["function"]: f["calls_per_commit"] for f in gb[key]["functions"]}
         names = sorted(calls_a.keys() | calls_b.keys(),
                        key=lambda fn: -max(calls_a.get(fn) or 0.0, calls_b.get(fn) or 0.0))
-        out.append({"node": key[0], "role": key[1],
-                    "functions": [{"function": fn, "stock": calls_a.get(fn),
-                                   "patched": calls_b.get(fn)}
-                                  for fn in names[:GPROF_FUNCTIONS]]})
+        out.append(GprofRole(key[0], key[1], tuple(
+            GprofCalls(fn, calls_a.get(fn), calls_b.get(fn)) for fn in names[:GPROF_FUNCTIONS])))
     return out
 
 
 def _sync_walsender(store: Store, cell: StoredCell, model: CellModel | None,
-                    anatomy: dict[str, Any] | None) -> str | None:
+                    anatomy: AnatomySide | None) -> str | None:
     """The walsender that releases the waiters, by the one rule
     (analysis/sync_walsender.py), among those the model bounds: the server's word, the
     names, then the commit anatomy's, the flame graph's (the model's serial share), the
@@ -204,7 +564,7 @@ def _sync_walsender(store: Store, cell: StoredCell, model: CellModel | None,
                and b.resource.startswith("walsender:")}
     if not senders:
         return None
-    freed = (anatomy or {}).get("releases")
+    freed = anatomy.releases if anatomy else None
     clues = dataclasses.replace(
         stored_clues(store, cell, senders),
         releases=[freed] if freed else [],
@@ -214,7 +574,7 @@ def _sync_walsender(store: Store, cell: StoredCell, model: CellModel | None,
     return chosen.role if chosen is not None else None
 
 
-def _walsender(model: CellModel | None, role: str) -> dict[str, Any] | None:
+def _walsender(model: CellModel | None, role: str) -> WalsenderBound | None:
     """A walsender's bound in a cell's model, and what binds at the reference's cores."""
     if model is None:
         return None
@@ -224,20 +584,18 @@ def _walsender(model: CellModel | None, role: str) -> dict[str, Any] | None:
     serial = next((s for s in model.serial if s.role == role), None)
     what_if = model.what_if
     d = bound.demand_us
-    return {"role": role, "demand_us": d.mean if d else None,
-            "demand_low": d.low if d else None, "demand_high": d.high if d else None,
-            "bound_tps": bound.max_tps.mean, "bound_low": bound.max_tps.low,
-            "bound_high": bound.max_tps.high, "source": bound.source,
-            "release_share": serial.share if serial else None,
-            "binding_here": model.binding,
-            "binding_at_cores": what_if.binding if what_if else None,
-            "max_tps_at_cores": (what_if.max_tps.mean
-                                 if what_if and what_if.max_tps else None)}
+    return WalsenderBound(
+        role=role, demand_us=d.mean if d else None, demand_low=d.low if d else None,
+        demand_high=d.high if d else None, bound_tps=bound.max_tps.mean,
+        bound_low=bound.max_tps.low, bound_high=bound.max_tps.high, source=bound.source,
+        release_share=serial.share if serial else None, binding_here=model.binding,
+        binding_at_cores=what_if.binding if what_if else None,
+        max_tps_at_cores=what_if.max_tps.mean if what_if and what_if.max_tps else None)
 
 
 def _model(stock: CellModel | None, patched: CellModel | None,
-           roles: list[dict[str, Any]], cores: float, role_name: str | None
-           ) -> dict[str, Any] | None:
+           roles: list[RoleCosts], cores: float, role_name: str | None
+           ) -> WalsenderModel | None:
     """The sync walsender's bound on each side and how it moves: 1 / its CPU per commit,
     so the bound's ratio is the inverse of the cost's (with the cost's interval)."""
     if stock is None or patched is None or role_name is None:
@@ -245,28 +603,28 @@ def _model(stock: CellModel | None, patched: CellModel | None,
     ws_a, ws_b = _walsender(stock, role_name), _walsender(patched, role_name)
     if ws_a is None or ws_b is None:
         return None
-    role = next((r for r in roles if r["node"] == "primary" and r["role"] == role_name),
-                None)
-    cost = role["cpu_us"] if role is not None else None
+    role = next((r for r in roles if r.node == "primary" and r.role == role_name), None)
+    cost = role.cpu_us if role is not None else None
     ratio = low = high = None
-    if cost is not None and cost["ratio"]:
-        ratio = 1 / cost["ratio"]
-        low = 1 / cost["high"] if cost["high"] else None
-        high = 1 / cost["low"] if cost["low"] else None
-    return {"cores": cores, "walsender": role_name, "stock": ws_a, "patched": ws_b,
-            "cost_ratio": None if cost is None else
-            {k: cost[k] for k in ("ratio", "low", "high", "significant")},
-            "bound_ratio": {"ratio": ratio, "low": low, "high": high}}
+    if cost is not None and cost.ratio:
+        ratio = 1 / cost.ratio
+        low = 1 / cost.high if cost.high else None
+        high = 1 / cost.low if cost.low else None
+    return WalsenderModel(
+        cores=cores, walsender=role_name, stock=ws_a, patched=ws_b,
+        cost_ratio=None if cost is None else CostRatio(cost.ratio, cost.low, cost.high,
+                                                       cost.significant),
+        bound_ratio=BoundRatio(ratio, low, high))
 
 
-def _verdict(ratio: dict[str, Any] | None) -> str:
-    if ratio is None or ratio.get("mean") is None:
+def _verdict(ratio: Ratio | None) -> str:
+    if ratio is None or ratio.mean is None:
         return "not measured"
-    if ratio.get("low") is None or ratio.get("high") is None:
+    if ratio.low is None or ratio.high is None:
         return "no interval"
-    if ratio["low"] > 1:
+    if ratio.low > 1:
         return "faster"
-    if ratio["high"] < 1:
+    if ratio.high < 1:
         return "slower"
     return "no change"
 
@@ -282,14 +640,42 @@ def _seconds(a: str | None, b: str | None) -> float | None:
     return (datetime.fromisoformat(b) - datetime.fromisoformat(a)).total_seconds()
 
 
+def _compared(store: Store, stock: StoredCell, cell: StoredCell, models: dict[int, CellModel],
+              cores: float, confidence: float, flame_hz: int, diffs: Path) -> Compared:
+    """What a cell and its stock twin, both finished, compare beyond TPS; its flame
+    graphs' frames are tested, not yet marked (:func:`read_answer` marks them over the
+    whole answer)."""
+    level = str(cell.typed_params.synchronous_commit)
+    clients = cell.typed_params.clients or 0
+    roles, moved, notes, tested = _costs(store, stock, cell, confidence)
+    anatomy_stock, anatomy_patched = _anatomy(store, stock), _anatomy(store, cell)
+    gprof = _gprof(store, stock, cell)
+    return Compared(
+        roles=tuple(roles), moved=tuple(moved), cost_notes=tuple(notes),
+        figures_tested=tested, anatomy_stock=anatomy_stock,
+        anatomy_patched=anatomy_patched, gprof=None if gprof is None else tuple(gprof),
+        flame=tuple(cell_diffs(store, stock.id, cell.id, flame_hz,
+                               diffs / f"{level}-{clients}", f"{level}, {clients} clients",
+                               _cpu_means(roles))),
+        model=_model(models.get(stock.idx), models.get(cell.idx), roles, cores,
+                     _sync_walsender(store, stock, models.get(stock.idx), anatomy_stock)))
+
+
+def _marked(cell: PatchedCell, z_crit: float | None) -> PatchedCell:
+    if cell.compared is None:
+        return cell
+    flame = tuple(mark_moved(g, z_crit) for g in cell.compared.flame)
+    return dataclasses.replace(cell, compared=dataclasses.replace(cell.compared, flame=flame))
+
+
 def read_answer(folder: Path, stock_name: str, patched_name: str, diffs: Path
-                ) -> dict[str, Any]:
+                ) -> PatchVerdict:
     """The answer for the run in ``folder`` whose ``pg`` axis is the two builds;
     differential flame graphs are written under ``diffs``."""
     store = Store(folder, create=False)
     try:
         run = store.run()
-        spec = load_spec(run.spec_toml, f"{folder}/spec.toml")
+        spec = run.spec.load()
         cores = float(spec.reference.get("cores") or REFERENCE_CORES)
         cells = store.cells(run.id)
         ratios = ratios_to_baseline(store, run)
@@ -305,58 +691,38 @@ def read_answer(folder: Path, stock_name: str, patched_name: str, diffs: Path
             if stock is None:
                 continue
             level = str(cell.typed_params.synchronous_commit)
-            clients = cell.typed_params.clients or 0
-            entry: dict[str, Any] = {
-                "level": level, "clients": clients, "control": level in CONTROL_LEVELS,
-                "label": cell.label, "stock_idx": stock.idx, "patched_idx": cell.idx,
-                "status": {"stock": stock.status, "patched": cell.status},
-                "tps": {"stock": stock.tps_mean, "patched": cell.tps_mean},
-                "ratio": ratio.to_json() if (ratio := ratios.get(cell.idx)) is not None
-                else None}
-            entry["verdict"] = _verdict(entry["ratio"])
+            ratio = _ratio(ratios.get(cell.idx))
+            compared = None
             if stock.status == "done" and cell.status == "done":
                 versions.setdefault("stock", cluster_version(store, stock))
                 versions.setdefault("patched", cluster_version(store, cell))
-                roles, moved, notes, tested = _costs(store, stock, cell,
-                                                     spec.run.confidence)
-                anatomy = {"stock": _anatomy(store, stock), "patched": _anatomy(store, cell)}
-                entry.update(roles=roles, moved=moved, cost_notes=notes,
-                             figures_tested=tested, anatomy=anatomy,
-                             gprof=_gprof(store, stock, cell),
-                             flame=cell_diffs(store, stock.id, cell.id,
-                                              spec.probes.flame_hz,
-                                              diffs / f"{level}-{clients}",
-                                              f"{level}, {clients} clients",
-                                              _cpu_means(roles)),
-                             model=_model(models.get(stock.idx), models.get(cell.idx),
-                                          roles, cores,
-                                          _sync_walsender(store, stock,
-                                                          models.get(stock.idx),
-                                                          anatomy["stock"])))
-            out_cells.append(entry)
-        out_cells.sort(key=lambda c: (c["control"], _level_rank(c["level"]), c["clients"]))
-        z_crit = mark_moved([g for c in out_cells for g in c.get("flame") or []])
+                compared = _compared(store, stock, cell, models, cores, spec.run.confidence,
+                                     spec.probes.flame_hz, diffs)
+            out_cells.append(PatchedCell(
+                level=level, clients=cell.typed_params.clients or 0,
+                control=level in CONTROL_LEVELS, label=cell.label, stock_idx=stock.idx,
+                patched_idx=cell.idx, stock_status=stock.status, patched_status=cell.status,
+                stock_tps=stock.tps_mean, patched_tps=cell.tps_mean, ratio=ratio,
+                verdict=_verdict(ratio), compared=compared))
+        out_cells.sort(key=lambda c: (c.control, _level_rank(c.level), c.clients))
+        z_crit = critical_z([g for c in out_cells if c.compared for g in c.compared.flame])
+        marked = [_marked(c, z_crit) for c in out_cells]
         # the walsender that releases the waiters, as the cells that wait found it (a
         # control cell's commits never wait: nothing there tells the two apart)
-        named = [c["model"]["walsender"] for c in out_cells
-                 if not c["control"] and c.get("model")]
+        named = [c.model.walsender for c in marked if not c.control and c.model]
         repeats = [r for c in cells for r in store.repeats(c.id)]
         rounds = max((int(r.round) for r in repeats if r.round is not None), default=0)
-        raw: dict[str, Any] = {
-            "run": str(folder), "report": str(folder / "report.html"),
-            "status": run.status, "started_at": run.started_at,
-            "finished_at": run.finished_at,
-            "seconds": _seconds(run.started_at, run.finished_at),
-            "rounds": rounds, "duration_s": spec.workload.duration,
-            "budget": spec.run.budget, "ci_target": spec.run.ci_target,
-            "confidence": spec.run.confidence,
-            "stop_reasons": sorted({str(c.stop_reason) for c in cells if c.stop_reason}),
-            "machine": run.machine, "versions": versions, "reference_cores": cores,
-            "flame_z": z_crit, "flame_hz": spec.probes.flame_hz,
-            "sync_walsender": max(sorted(set(named)), key=named.count) if named else None,
-            "cells": out_cells, "control": control(out_cells)}
-        found: dict[str, Any] = finite(raw)
-        return found
+        return PatchVerdict(
+            run=str(folder), report=str(folder / "report.html"), status=run.status,
+            started_at=run.started_at, finished_at=run.finished_at,
+            seconds=_seconds(run.started_at, run.finished_at), rounds=rounds,
+            duration_s=spec.workload.duration, budget=spec.run.budget,
+            ci_target=spec.run.ci_target, confidence=spec.run.confidence,
+            stop_reasons=tuple(sorted({str(c.stop_reason) for c in cells if c.stop_reason})),
+            machine=run.machine, versions=versions, reference_cores=cores, flame_z=z_crit,
+            flame_hz=spec.probes.flame_hz,
+            sync_walsender=max(sorted(set(named)), key=named.count) if named else None,
+            cells=tuple(marked), control=control(marked))
     finally:
         store.close()
 
@@ -366,21 +732,20 @@ def _level_rank(level: str) -> int:
     return order.index(level) if level in order else len(order)
 
 
-def control(cells: list[dict[str, Any]]) -> dict[str, Any]:
+def control(cells: list[PatchedCell]) -> Control:
     """Whether the control cells held 1: if one moved, the change is not the commit
     wait's alone."""
-    ctl = [c for c in cells if c["control"]]
-    measured = [c for c in ctl if c["verdict"] in ("faster", "slower", "no change")]
-    moved = [c for c in measured if c["verdict"] != "no change"]
+    ctl = [c for c in cells if c.control]
+    measured = [c for c in ctl if c.verdict in ("faster", "slower", "no change")]
+    moved = [c for c in measured if c.verdict != "no change"]
     if not ctl:
-        return {"held": None, "moved": [], "sentence": "no control cell in this matrix "
-                "(a level whose commits never wait for a standby, such as local)"}
+        return Control(None, (), "no control cell in this matrix "
+                       "(a level whose commits never wait for a standby, such as local)")
     if not measured:
-        return {"held": None, "moved": [], "sentence": "the control was not measured"}
+        return Control(None, (), "the control was not measured")
     if moved:
-        where = ", ".join(f"{c['level']} at {c['clients']} clients" for c in moved)
-        return {"held": False, "moved": [c["patched_idx"] for c in moved],
-                "sentence": f"the control moved ({where}): something other than the "
-                            "commit-wait path changed (the build, the machine)"}
-    return {"held": True, "moved": [],
-            "sentence": "the control held: its interval holds 1 in every control cell"}
+        where = ", ".join(f"{c.level} at {c.clients} clients" for c in moved)
+        return Control(False, tuple(c.patched_idx for c in moved),
+                       f"the control moved ({where}): something other than the "
+                       "commit-wait path changed (the build, the machine)")
+    return Control(True, (), "the control held: its interval holds 1 in every control cell")

@@ -23,11 +23,12 @@ from typing import Any
 
 from syncrep_lab import paths
 from syncrep_lab.errors import UserError
+from syncrep_lab.json_form import JSON
 from syncrep_lab.patch_ab import sources
-from syncrep_lab.patch_ab.answer import read_answer
+from syncrep_lab.patch_ab.answer import PatchVerdict, read_answer
 from syncrep_lab.patch_ab.spec import DEFAULT_BUDGET, DEFAULT_CLIENTS, default_spec, user_spec
 from syncrep_lab.patch_ab.spec import with_builds as spec_with_builds
-from syncrep_lab.pg.builds import FLAVORS
+from syncrep_lab.pg.builds import FLAVORS, Build
 from syncrep_lab.plan.spec import parse_duration
 from syncrep_lab.run.context import Events
 
@@ -143,14 +144,67 @@ def _slug(version: str, taken: set[str]) -> str:
     return name
 
 
-def _build_facts(b: Any) -> dict[str, Any]:
-    return {k: v for k, v in b.describe().items()
+def _plain(value: object) -> JSON:
+    """A value as ab.json writes it (paths and the like as their text)."""
+    found: JSON = json.loads(json.dumps(value, default=str))
+    return found
+
+
+def _build_facts(b: Build) -> dict[str, JSON]:
+    return {k: _plain(v) for k, v in b.describe().items()
             if k in ("name", "version", "flavor", "source", "configure", "patches",
                      "bin_dir", "copy_of", "seconds", "unfit")}
 
 
+@dataclass(frozen=True)
+class BaseAnswer:
+    """One base: its two builds, the patches, where its run, report and differential
+    flame graphs are (relative to the output folder), and the verdict."""
+
+    base: str  # as given
+    stock: Build
+    patched: Build
+    stock_from: str
+    patches: tuple[sources.PatchFile, ...]
+    note: str | None
+    run: str
+    report: str | None
+    flamediff: str
+    answer: PatchVerdict
+
+    def to_json(self) -> dict[str, JSON]:
+        return {"base": self.base, "stock": _build_facts(self.stock),
+                "patched": _build_facts(self.patched), "stock_from": self.stock_from,
+                "patches": [_plain(p.describe()) for p in self.patches], "note": self.note,
+                "run": self.run, "report": self.report, "flamediff": self.flamediff,
+                "answer": self.answer.to_json()}
+
+
+@dataclass(frozen=True)
+class AbAnswer:
+    """What ``ab`` found, every base (``ab.json`` and ``ab --json`` are ``to_json()``)."""
+
+    command: str  # the one command that makes this answer again
+    out: str
+    builds_dir: str
+    bases: tuple[BaseAnswer, ...]
+
+    @property
+    def machine(self) -> dict[str, JSON]:
+        """The machine the runs were made on (the last base's run's)."""
+        return dict(self.bases[-1].answer.machine) if self.bases else {}
+
+    def to_json(self) -> dict[str, JSON]:
+        out: dict[str, JSON] = {"command": self.command, "out": self.out,
+                                "builds_dir": self.builds_dir,
+                                "bases": [b.to_json() for b in self.bases]}
+        if self.bases:
+            out["machine"] = self.machine
+        return out
+
+
 def run_ab(prep: Prepared, display: Callable[[Path], AbstractContextManager[Events]],
-           progress: Callable[[str], None]) -> dict[str, Any]:
+           progress: Callable[[str], None]) -> AbAnswer:
     """Build, run, answer. ``display(run_folder)`` gives the run's live events."""
     from syncrep_lab.run.preflight import check_machine, check_out
     from syncrep_lab.run.runner import resume_run, start_run, stored_spec_text
@@ -159,8 +213,7 @@ def run_ab(prep: Prepared, display: Callable[[Path], AbstractContextManager[Even
     sides = sources.build_sides(prep.request, opts.flavor, opts.jobs, progress)
     prep.out.mkdir(parents=True, exist_ok=True)
     taken: set[str] = set()
-    answer: dict[str, Any] = {"command": command_line(opts, prep.out), "out": str(prep.out),
-                              "builds_dir": str(paths.builds_dir()), "bases": []}
+    bases = []
     for side in sides:
         slug = _slug(side.stock.version, taken)
         folder = prep.out / f"run-{slug}"
@@ -180,15 +233,14 @@ def run_ab(prep: Prepared, display: Callable[[Path], AbstractContextManager[Even
         report = _report(folder, progress)
         diffs = prep.out / f"flamediff-{slug}"
         found = read_answer(folder, side.stock.name, side.patched.name, diffs)
-        answer["machine"] = found["machine"]
-        answer["bases"].append({
-            "base": side.base, "stock": _build_facts(side.stock),
-            "patched": _build_facts(side.patched), "stock_from": side.stock_from,
-            "patches": [p.describe() for p in side.patches], "note": side.note,
-            "run": str(folder.relative_to(prep.out)),
-            "report": str(report.relative_to(prep.out)) if report else None,
-            "flamediff": str(diffs.relative_to(prep.out)), "answer": found})
-    return answer
+        bases.append(BaseAnswer(
+            base=side.base, stock=side.stock, patched=side.patched,
+            stock_from=side.stock_from, patches=tuple(side.patches), note=side.note,
+            run=str(folder.relative_to(prep.out)),
+            report=str(report.relative_to(prep.out)) if report else None,
+            flamediff=str(diffs.relative_to(prep.out)), answer=found))
+    return AbAnswer(command_line(opts, prep.out), str(prep.out), str(paths.builds_dir()),
+                    tuple(bases))
 
 
 def _report(folder: Path, progress: Callable[[str], None]) -> Path | None:
@@ -202,22 +254,22 @@ def _report(folder: Path, progress: Callable[[str], None]) -> Path | None:
         return None
 
 
-def write_answer(answer: dict[str, Any], lines: list[str], out: Path,
+def write_answer(answer: AbAnswer, lines: list[str], out: Path,
                  progress: Callable[[str], None]) -> None:
     """``ab.json`` and ``summary.txt`` in ``out``; the summary also beside each base's run,
     whose report is made again to show it (its section "The patch's verdict")."""
     from syncrep_lab.report.data import AB_SUMMARY_FILE
 
-    (out / ANSWER_FILE).write_text(json.dumps(answer, indent=2, default=str) + "\n")
+    (out / ANSWER_FILE).write_text(json.dumps(answer.to_json(), indent=2, default=str) + "\n")
     text = "\n".join(lines) + "\n"
     (out / SUMMARY_FILE).write_text(text)
-    for side in answer["bases"]:
-        folder = out / side["run"]
+    for side in answer.bases:
+        folder = out / side.run
         (folder / AB_SUMMARY_FILE).write_text(text)
-        if side.get("report"):
+        if side.report:
             _report(folder, progress)
 
 
-def failed_cells(answer: dict[str, Any]) -> int:
-    return sum(1 for side in answer["bases"] for c in side["answer"]["cells"]
-               if "failed" in c["status"].values())
+def failed_cells(answer: AbAnswer) -> int:
+    return sum(1 for side in answer.bases for c in side.answer.cells
+               if "failed" in (c.stock_status, c.patched_status))

@@ -25,11 +25,11 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from statistics import NormalDist
-from typing import Any
 
+from syncrep_lab.json_form import JSON
 from syncrep_lab.probes.flamegraph import ROOT_FRAMES, render_diff
 from syncrep_lab.store import Store, queries
 
@@ -42,6 +42,57 @@ SHOWN = 5  # moved frames kept per role
 class Side:
     folded: Path
     commits: int
+
+
+@dataclass(frozen=True)
+class FrameTest:
+    """A frame of a role, stock against patched: its share of the role's recorded CPU on
+    each side, ``z`` (how far patched's samples of it are from what the same share would
+    give, in standard deviations; positive: patched more), and its ns per commit where
+    the role's CPU per commit is known."""
+
+    frame: str
+    stock_share: float
+    patched_share: float
+    stock_ns_per_commit: float | None
+    patched_ns_per_commit: float | None
+    z: float
+
+    def to_json(self) -> dict[str, JSON]:
+        return {"frame": self.frame, "stock_share": self.stock_share,
+                "patched_share": self.patched_share,
+                "stock_ns_per_commit": self.stock_ns_per_commit,
+                "patched_ns_per_commit": self.patched_ns_per_commit, "z": self.z}
+
+
+@dataclass(frozen=True)
+class DiffGraph:
+    """A role's differential flame graph (``svg`` None where it could not be drawn, and
+    ``svg_error`` why), the samples on each side, and its frames beyond the sampling
+    noise: ``tests`` holds every frame tested until :func:`mark_moved` has read them all,
+    then ``moved`` the largest changes of share (at most SHOWN) of ``moved_count``."""
+
+    node: str
+    role: str
+    svg: str | None
+    samples_stock: int
+    samples_patched: int
+    svg_error: str | None
+    frames_tested: int
+    tests: tuple[FrameTest, ...] = ()
+    moved: tuple[FrameTest, ...] = ()
+    moved_count: int = 0
+
+    def to_json(self) -> dict[str, JSON]:
+        """The graph as ab.json holds it (its frames' tests are not kept)."""
+        out: dict[str, JSON] = {
+            "node": self.node, "role": self.role, "svg": self.svg,
+            "samples": {"stock": self.samples_stock, "patched": self.samples_patched}}
+        if self.svg_error is not None:
+            out["svg_error"] = self.svg_error
+        out.update(frames_tested=self.frames_tested, moved=[f.to_json() for f in self.moved],
+                   moved_count=self.moved_count)
+        return out
 
 
 def _sides(store: Store, cell_id: int) -> dict[tuple[str, str], Side]:
@@ -79,17 +130,15 @@ def _inclusive(stacks: Counter[str]) -> Counter[str]:
 
 def frame_tests(a: Counter[str], b: Counter[str], period_us: float,
                 cpu_us: tuple[float | None, float | None] = (None, None)
-                ) -> list[dict[str, Any]]:
-    """Each frame seen often enough on the two sides (folded stacks in µs): its share
-    of the role's recorded CPU on each, ``z`` (how far patched's samples of it are from
-    what the same share would give, in standard deviations; positive: patched more),
-    and, given each side's CPU µs per commit of the role, its ns per commit."""
+                ) -> list[FrameTest]:
+    """Each frame seen often enough on the two sides (folded stacks in µs), tested;
+    given each side's CPU µs per commit of the role, with its ns per commit."""
     inc_a, inc_b = _inclusive(a), _inclusive(b)
     total_a, total_b = sum(a.values()), sum(b.values())
     if total_a <= 0 or total_b <= 0:
         return []
     p = total_a / (total_a + total_b)
-    out: list[dict[str, Any]] = []
+    out: list[FrameTest] = []
     for frame in sorted(inc_a.keys() | inc_b.keys()):
         na = inc_a[frame] / period_us
         n = na + inc_b[frame] / period_us
@@ -97,38 +146,39 @@ def frame_tests(a: Counter[str], b: Counter[str], period_us: float,
             continue
         z = (na - n * p) / math.sqrt(n * p * (1 - p))
         share_a, share_b = inc_a[frame] / total_a, inc_b[frame] / total_b
-        out.append({"frame": frame, "stock_share": share_a, "patched_share": share_b,
-                    "stock_ns_per_commit": None if cpu_us[0] is None
-                    else 1000 * share_a * cpu_us[0],
-                    "patched_ns_per_commit": None if cpu_us[1] is None
-                    else 1000 * share_b * cpu_us[1],
-                    "z": -z})
+        out.append(FrameTest(
+            frame=frame, stock_share=share_a, patched_share=share_b,
+            stock_ns_per_commit=None if cpu_us[0] is None else 1000 * share_a * cpu_us[0],
+            patched_ns_per_commit=None if cpu_us[1] is None else 1000 * share_b * cpu_us[1],
+            z=-z))
     return out
 
 
-def mark_moved(graphs: list[dict[str, Any]]) -> float | None:
-    """Every graph's ``moved`` (its frames beyond the sampling noise, the largest change
-    of share first, at most SHOWN) and ``moved_count``, Bonferroni over every frame of
-    ``graphs``; its ``tests`` are dropped. Returns the |z| a frame had to pass."""
-    tested = sum(len(g["tests"]) for g in graphs)
-    z_crit = NormalDist().inv_cdf(1 - ALPHA / (2 * tested)) if tested else None
-    for g in graphs:
-        moved = [t for t in g.pop("tests") if z_crit is not None and abs(t["z"]) >= z_crit]
-        moved.sort(key=lambda f: -abs(f["patched_share"] - f["stock_share"]))
-        g.update(moved=moved[:SHOWN], moved_count=len(moved))
-    return z_crit
+def critical_z(graphs: list[DiffGraph]) -> float | None:
+    """The |z| a frame must pass to have moved: two-sided at ALPHA, Bonferroni over every
+    frame tested in ``graphs`` (None: none was)."""
+    tested = sum(len(g.tests) for g in graphs)
+    return NormalDist().inv_cdf(1 - ALPHA / (2 * tested)) if tested else None
+
+
+def mark_moved(graph: DiffGraph, z_crit: float | None) -> DiffGraph:
+    """The graph with its frames beyond ``z_crit`` (:func:`critical_z`) as ``moved``, the
+    largest change of share first, at most SHOWN, and their count; its tests dropped."""
+    moved = [t for t in graph.tests if z_crit is not None and abs(t.z) >= z_crit]
+    moved.sort(key=lambda f: -abs(f.patched_share - f.stock_share))
+    return replace(graph, tests=(), moved=tuple(moved[:SHOWN]), moved_count=len(moved))
 
 
 def cell_diffs(store: Store, stock_cell: int, patched_cell: int, hz: int, into: Path,
                label: str, cpu_us: dict[tuple[str, str], tuple[float | None, float | None]]
-               ) -> list[dict[str, Any]]:
+               ) -> list[DiffGraph]:
     """Per role both sides have: the differential flame graph (written into ``into``)
     and its frames' tests (``tests``, for :func:`mark_moved`); an empty list where either
     side has no flame graphs. ``cpu_us``: each role's CPU µs per commit, stock and
     patched (the measured repeats')."""
     a, b = _sides(store, stock_cell), _sides(store, patched_cell)
     period_us = 1e6 / hz
-    out: list[dict[str, Any]] = []
+    out: list[DiffGraph] = []
     for node, role in sorted(a.keys() & b.keys()):
         sa, sb = a[(node, role)], b[(node, role)]
         if not sa.folded.exists() or not sb.folded.exists():
@@ -136,25 +186,24 @@ def cell_diffs(store: Store, stock_cell: int, patched_cell: int, hz: int, into: 
         stacks_a, stacks_b = _read(sa.folded), _read(sb.folded)
         into.mkdir(parents=True, exist_ok=True)
         name = f"{node}-{role}".replace(":", "_").replace("/", "_")
-        svg = into / f"{name}.diff.svg"
-        entry: dict[str, Any] = {
-            "node": node, "role": role, "svg": str(svg),
-            "samples": {"stock": round(sum(stacks_a.values()) / period_us),
-                        "patched": round(sum(stacks_b.values()) / period_us)}}
+        svg: str | None = str(into / f"{name}.diff.svg")
+        error = None
         try:
-            render_diff(sa.folded, sb.folded, svg,
+            render_diff(sa.folded, sb.folded, into / f"{name}.diff.svg",
                         f"{role} on {node}: patched against stock",
                         f"{label}; red: a larger share of the role's CPU than in stock, "
                         "blue: a smaller one", "µs")
         except (RuntimeError, OSError) as exc:
-            entry["svg"] = None
-            entry["svg_error"] = str(exc)
+            svg, error = None, str(exc)
         # The client is the same program on both sides, and its stacks are the ones
         # DWARF unwinding cuts short (pgbench's threads: how many reach threadRun
         # changed fivefold between two recordings of one program): drawn, not tested.
         tests = ([] if node == "client" else
                  frame_tests(stacks_a, stacks_b, period_us,
                              cpu_us.get((node, role), (None, None))))
-        entry.update(frames_tested=len(tests), tests=tests)
-        out.append(entry)
+        out.append(DiffGraph(
+            node=node, role=role, svg=svg,
+            samples_stock=round(sum(stacks_a.values()) / period_us),
+            samples_patched=round(sum(stacks_b.values()) / period_us),
+            svg_error=error, frames_tested=len(tests), tests=tuple(tests)))
     return out

@@ -11,8 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import statistics
-import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ from syncrep_lab.analysis.noise import budget_sentences
 from syncrep_lab.analysis.ratios import target_text
 from syncrep_lab.analysis.resources import quota_json
 from syncrep_lab.analysis.scaling import Series, core_sweep, scaling
+from syncrep_lab.analysis.verdict import CellDiagnosis
 from syncrep_lab.errors import UserError
 from syncrep_lab.pg.conninfo import mask_text
 from syncrep_lab.pg.replication import WAITING_LEVELS
@@ -70,27 +70,29 @@ def _top_cost(cost: CellCosts | None) -> dict[str, Any] | None:
     return best
 
 
-def cell_summaries(folder: Path,
-                   costs: dict[int, RunCellCosts] | None = None) -> list[dict[str, Any]]:
+def cell_summaries(folder: Path, costs: dict[int, RunCellCosts] | None = None,
+                   diagnosed: Sequence[CellDiagnosis] | None = None) -> list[dict[str, Any]]:
     """One row per cell: the results, its verdicts and its largest cost per commit.
 
-    This is what ``results --json`` prints and what the report's tables show.
-    ``costs`` (``run_costs`` by cell index) is computed here unless given.
+    This is what ``results --json`` prints and what the report's tables show: the
+    verdicts in their JSON form, made here. ``costs`` (``run_costs`` by cell index) and
+    ``diagnosed`` (``diagnose_run``) are computed here unless given.
     """
     rows = cell_rows(folder)
-    diagnosed = {c["idx"]: c for c in diagnose_run(folder)}
+    by_idx = {c.idx: c for c in (diagnose_run(folder) if diagnosed is None else diagnosed)}
     if costs is None:
         costs = {c["idx"]: c for c in run_costs(folder)}
     for row in rows:
-        row["verdicts"] = diagnosed[row["idx"]]["verdicts"] if row["idx"] in diagnosed else []
-        row["ceiling"] = diagnosed[row["idx"]].get("ceiling") if row["idx"] in diagnosed \
-            else None
-        row["limit"] = leading_title(row["verdicts"])
+        cell = by_idx.get(row["idx"])
+        row["verdicts"] = [v.to_json() for v in cell.verdicts] if cell else []
+        row["ceiling"] = cell.ceiling if cell else None
+        row["limit"] = leading_title(cell.verdicts) if cell else ""
         row["top_cost"] = _top_cost(costs.get(row["idx"]))
     return rows
 
 
-def _verdict(cells: list[dict[str, Any]], series: list[Series]) -> dict[str, Any]:
+def _verdict(cells: list[dict[str, Any]], diagnosed: Sequence[CellDiagnosis],
+             series: list[Series]) -> dict[str, Any]:
     """The first thing a reader sees: the ceiling, the best configuration, the limit,
     what to try next."""
     done = [c for c in cells if c["status"] == "done" and c["tps_mean"] is not None]
@@ -101,19 +103,20 @@ def _verdict(cells: list[dict[str, Any]], series: list[Series]) -> dict[str, Any
     # Rows, not transactions: a transaction of 10 inserts carries 10 rows, and the
     # batch axis is one of the seed's remedies.
     best = max(pool, key=lambda c: float(c["tps_mean"]) * int(c["params"].get("batch") or 1))
-    lead = leading_verdict(best["verdicts"])
+    verdicts = next((d.verdicts for d in diagnosed if d.idx == best["idx"]), ())
+    lead = leading_verdict(verdicts)
     out: dict[str, Any] = {
         "sync_cells": len(sync),
         "best": {"idx": best["idx"], "label": best["label"], "tps": best["tps_mean"],
                  "batch": int(best["params"].get("batch") or 1),
                  "ci_low": best["tps_ci_low"], "ci_high": best["tps_ci_high"],
                  "p99_ms": best["lat_p99_ms"], "synchronous": bool(sync)},
-        "limit": lead,
+        "limit": lead.to_json() if lead else None,
         "limit_confidence": confidence_text(lead) if lead else "",
         # verdicts whose evidence reaches the same level: the noise cannot tell them apart
-        "tied": [verdict_title(t) for t in tied_with_lead(best["verdicts"])],
+        "tied": [verdict_title(t) for t in tied_with_lead(verdicts)],
         "ceiling": best.get("ceiling"),
-        "next_steps": lead["next_steps"] if lead else [],
+        "next_steps": list(lead.next_steps) if lead else [],
     }
     knees = []
     for entry in series:
@@ -414,8 +417,8 @@ def _method(store: Store, run_id: int, spec: dict[str, Any],
     if run.kind == "observe":
         from syncrep_lab.analysis.observe import observation
 
-        observed = [{"idx": o["idx"], "label": o["label"], "seconds": o["seconds"],
-                     "slices": o["slices"], "own": o["own"]}
+        observed = [{"idx": o.idx, "label": o.label, "seconds": o.seconds,
+                     "slices": o.slices, "own": o.own.to_json()}
                     for o in (observation(store, c, run.machine) for c in store.cells(run_id)
                               if c.status == "done")]
     return {
@@ -478,7 +481,8 @@ def report_data(folder: Path, cell: int | None = None) -> dict[str, Any]:
     ``cell`` picks the cell whose timeline and flame graphs are shown (default:
     the fastest cell whose commits waited for a standby)."""
     costs = {c["idx"]: c for c in run_costs(folder)}
-    cells = cell_summaries(folder, costs)
+    diagnosed = diagnose_run(folder)
+    cells = cell_summaries(folder, costs, diagnosed)
     series = scaling(folder)
     store = Store(folder, create=False)
     try:
@@ -487,11 +491,8 @@ def report_data(folder: Path, cell: int | None = None) -> dict[str, Any]:
         ids = {c.idx: c.id for c in store.cells(run_id)}
         for c in cells:
             c["id"] = ids[int(c["idx"])]
-        try:
-            spec = tomllib.loads(run.spec_toml)
-        except tomllib.TOMLDecodeError:
-            spec = {}
-        verdict = _verdict(cells, series)
+        spec = run.spec.table
+        verdict = _verdict(cells, diagnosed, series)
         chosen = _choose_cell(cells, verdict, cell)
         if cell is not None and chosen is None:
             raise UserError(f"cell {cell} is not a finished cell of {folder}",
@@ -528,7 +529,8 @@ def report_data(folder: Path, cell: int | None = None) -> dict[str, Any]:
             "placed": _placement_readback(store, cells, run.machine),
             "seed": seed_side_by_side(spec, cells, lambda cell_id: _measured_tps(store, cell_id)),
             "method": _method(store, run_id, spec, cells),
-            "faults": run_faults(folder),
+            # the page reads the faults' JSON form, as faults --json prints it
+            "faults": [c.to_json() for c in run_faults(folder)],
             "ab_summary": _ab_summary(folder),
         }
     finally:

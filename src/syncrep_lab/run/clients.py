@@ -13,7 +13,7 @@ from syncrep_lab.readers.pgbench_log import ProgressSample
 from syncrep_lab.run import sysbench
 from syncrep_lab.run.remote_client import RemoteRunningClient, start_remote_client
 from syncrep_lab.run.target import Target
-from syncrep_lab.run.workload import PgbenchRun, RunningClient, StallWatch, start_pgbench
+from syncrep_lab.run.workload import ClientRun, RunningClient, StallWatch, start_pgbench
 from syncrep_lab.store import ProcCostRow
 
 
@@ -71,7 +71,7 @@ def start_clients(targets: list[Target], options: ClientOptions, pgbench: Path,
     return running
 
 
-def finish_all(running: list[RunningClient]) -> list[PgbenchRun]:
+def finish_all(running: list[RunningClient]) -> list[ClientRun]:
     """Wait for every client; if one fails, the others are stopped too."""
     runs = []
     try:

@@ -15,6 +15,7 @@ import itertools
 import json
 import re
 import time
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -40,14 +41,15 @@ from syncrep_lab.plan.matrix import (
     Cell,
     settings_for,
     standby_names,
-    uses_namespaces,
 )
 from syncrep_lab.plan.spec import MAX_INSTANCES, Attach, Spec
 from syncrep_lab.probes.session import ProbeNode
 from syncrep_lab.run.context import RunContext
 from syncrep_lab.run.placement_watch import start_pinners
 from syncrep_lab.run.target import Target
+from syncrep_lab.stats.pairing import baselines
 from syncrep_lab.store import cluster_key_text
+from syncrep_lab.store.keys import with_defaults
 
 ADMIN_SECONDS = 10.0  # any of the tool's own short statements (pg/admin.py)
 
@@ -368,9 +370,10 @@ def units(spec: Spec, groups: list[list[Cell]], order: str, available: int | Non
           ) -> PoolPlan:
     """The plan's cluster groups as units: every group that can be held up beside the
     others in one unit, each other group alone. Held together are clusters the tool
-    builds as plain processes on this machine; a placement, cores, network namespaces
-    or links, several instances or a node on an SSH host take a cluster out (their
-    cpusets, namespaces and remote directories are made for one cluster at a time),
+    builds on this machine, in network namespaces too (each slot's are its own, and an
+    idle cluster's links carry nothing); a placement, cores, several instances or a
+    node on an SSH host take a cluster out (their cpusets and remote directories are
+    made for one cluster at a time, and one cluster's CPUs would be another's),
     and so does memory: the held clusters' shared_buffers and wal_buffers, with
     ``NODE_OVERHEAD`` per node, must fit in three quarters of MemAvailable (configured,
     not resident: the tables are emptied before every repeat, so little of it is touched)."""
@@ -383,32 +386,85 @@ def units(spec: Spec, groups: list[list[Cell]], order: str, available: int | Non
         why = _why_alone(spec, group[0])
         if why is not None:
             alone[i] = why
-    pooled = [g for i, g in enumerate(groups) if i not in alone]
-    need = sum(cluster_memory(spec, g[0]) for g in pooled)
+    pooled = [i for i in range(len(groups)) if i not in alone]
+    memory = {i: cluster_memory(spec, groups[i][0]) for i in pooled}
+    need = sum(memory.values())
     available = meminfo_available() if available is None else available
     estimate = {"clusters": len(pooled), "memory_needed": need, "memory_available": available}
-    if len(pooled) > 1 and available is not None and need > POOL_MEMORY_SHARE * available:
-        for i in range(len(groups)):
-            alone.setdefault(i, f"{len(pooled)} clusters need about {_mib(need)} of shared "
-                                f"memory, more than 3/4 of the {_mib(available)} available")
-        pooled = []
-    out: list[Unit] = []
-    if len(pooled) > 1:
-        out.append(Unit(pooled))
-    elif pooled:
-        alone[groups.index(pooled[0])] = "the only cluster that could be held with others"
+    limit = None if available is None else POOL_MEMORY_SHARE * available
+    held = _held_together(spec, groups, pooled, memory, limit)
+    # a cluster left out of every set: the only one that could be pooled, or memory
+    short = (f"{len(pooled)} clusters need about {_mib(need)} of shared memory, more "
+             f"than 3/4 of the {_mib(available or 0)} available")
+    in_held = {i for unit in held for i in unit}
+    for i in pooled:
+        if i not in in_held:
+            alone[i] = (short if len(pooled) > 1
+                        else "the only cluster that could be held with others")
+    out = [Unit([groups[i] for i in unit]) for unit in held]
     for i, group in enumerate(groups):
         if i in alone:
             out.append(Unit([group], why_alone=alone[i]))
-    if alone and len(pooled) > 1:
-        said = (f"{len(pooled)} clusters held up at once, their cells interleaved; "
-                f"{len(alone)} more one after another ({_reasons(alone)})")
-    elif len(pooled) > 1:
-        said = f"{len(pooled)} clusters held up at once, the cells of all interleaved"
+    sizes = " and ".join(str(len(u)) for u in held)
+    together = (f"{sizes} clusters held up at once, their cells interleaved" if len(held) == 1
+                else f"{sizes} clusters held up at once in turn, the cells of each set "
+                     "interleaved")
+    if held and len(held[0]) == len(groups):
+        said = f"{len(groups)} clusters held up at once, the cells of all interleaved"
+    elif held:
+        said = (f"{together}; {len(alone)} more one after another ({_reasons(alone)})"
+                if alone else f"{together} ({short}: those that pair the most comparisons "
+                              "held together)")
     else:
         said = (f"{len(groups)} clusters one after another, the cells of each interleaved "
                 f"(comparisons across clusters are not paired in time: {_reasons(alone)})")
     return PoolPlan(out, said, estimate)
+
+
+MAX_SUBSETS = 12  # clusters beyond which the sets held together are chosen in order
+
+
+def _held_together(spec: Spec, groups: list[list[Cell]], candidates: list[int],
+                   memory: dict[int, int], limit: float | None) -> list[list[int]]:
+    """The sets of clusters held up at once (indexes into ``groups``), in turn: all the
+    candidates where their memory fits; else the set that fits and pairs the most
+    comparisons across its clusters (a cell and its baseline in two of them), then the
+    one with the most clusters, then the earliest; the rest again, while two of them
+    fit together. A cluster in no set runs alone."""
+    group_of = {c.index: gi for gi, g in enumerate(groups) for c in g}
+    base_of = baselines([(c.index, with_defaults(c.params())) for g in groups for c in g],
+                        spec.compare.rules(spec.matrix))
+    crossing = Counter(frozenset((group_of[c], group_of[b])) for c, b in base_of.items()
+                       if b is not None and group_of[c] != group_of[b])
+
+    def fits(ids: tuple[int, ...]) -> bool:
+        return limit is None or sum(memory[i] for i in ids) <= limit
+
+    def rank(ids: tuple[int, ...]) -> tuple[int, int, tuple[int, ...]]:
+        paired = sum(n for pair, n in crossing.items() if pair <= set(ids))
+        return paired, len(ids), tuple(-i for i in ids)
+
+    held: list[list[int]] = []
+    left = list(candidates)
+    while len(left) > 1:
+        if fits(tuple(left)):
+            held.append(left)
+            break
+        if len(left) > MAX_SUBSETS:  # in order: as many as fit
+            ids: tuple[int, ...] = ()
+            for i in left:
+                if fits((*ids, i)):
+                    ids = (*ids, i)
+            best = ids if len(ids) > 1 else None
+        else:
+            best = max((ids for k in range(len(left) - 1, 1, -1)
+                        for ids in itertools.combinations(left, k) if fits(ids)),
+                       key=rank, default=None)
+        if best is None:
+            break
+        held.append(list(best))
+        left = [i for i in left if i not in best]
+    return held
 
 
 def _why_alone(spec: Spec, cell: Cell) -> str | None:
@@ -416,8 +472,6 @@ def _why_alone(spec: Spec, cell: Cell) -> str | None:
         return f"placement {cell.placement}"
     if cell.cores is not None:
         return "cores"
-    if uses_namespaces(spec, cell):
-        return "network namespaces"
     if cell.instances > 1:
         return f"{cell.instances} instances"
     if set(spec.topology.hosts) & set(standby_names(spec, cell.standbys)):

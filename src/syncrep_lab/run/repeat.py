@@ -42,7 +42,7 @@ from syncrep_lab.run.host_watch import HostWatch
 from syncrep_lab.run.io_watch import IoWatch
 from syncrep_lab.run.placement_watch import PlacementReadBack
 from syncrep_lab.run.target import Target
-from syncrep_lab.run.workload import PgbenchRun, RunningClient
+from syncrep_lab.run.workload import ClientRun, RunningClient
 from syncrep_lab.store import ANATOMY, MEASURED, PROBED, now
 
 
@@ -184,7 +184,7 @@ class Repeat:
                                self.ctx.spec.workload.duration)
         return Skipped(ANATOMY_PROBE, NOT_HERE)
 
-    def _finished(self, running: list[RunningClient]) -> list[PgbenchRun]:
+    def _finished(self, running: list[RunningClient]) -> list[ClientRun]:
         """The clients' runs, once all have ended, their output kept beside the repeat.
         A client that failed because the fault scenario left no standby says so."""
         try:
@@ -201,13 +201,13 @@ class Repeat:
             (self.dir / f"{name}.argv").write_text(" ".join(run.argv) + "\n")
         return runs
 
-    def _timeline(self, runs: list[PgbenchRun]) -> Timeline:
+    def _timeline(self, runs: list[ClientRun]) -> Timeline:
         """The repeat's one timeline: seconds since the client started
         (readers/timeline.py), placed with its host's clock offset."""
         offset = self.hosts.offset(runs[0].host) if self.hosts is not None else 0.0
         return Timeline.of(runs[0].launched_epoch, offset)
 
-    def _logs_of(self, runs: list[PgbenchRun]) -> list[TransactionLogStats]:
+    def _logs_of(self, runs: list[ClientRun]) -> list[TransactionLogStats]:
         """Each instance's logs, read once (sysbench: its histogram), then dropped unless
         the spec keeps them; a client that printed no summary fails the repeat."""
         if self.logs is None:
@@ -222,7 +222,7 @@ class Repeat:
                                 f"see {self.dir}/{run.driver}.stdout")
         return self.logs
 
-    def _rows_written(self, runs: list[PgbenchRun]) -> int:
+    def _rows_written(self, runs: list[ClientRun]) -> int:
         """Rows the clients were told were committed: their transactions times the batch."""
         return sum(s.transactions for s in self._logs_of(runs)) * self.cell.batch
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from syncrep_lab.readers.pgbench_log import TransactionLogStats
-from syncrep_lab.run.workload import PgbenchRun
+from syncrep_lab.run.workload import ClientRun
 from syncrep_lab.store import InstanceResultRow, SampleRow
 
 
@@ -40,7 +40,7 @@ class RepeatRecord:
         return float(self.values["tps"])
 
 
-def build(runs: list[PgbenchRun], per_instance: list[TransactionLogStats],
+def build(runs: list[ClientRun], per_instance: list[TransactionLogStats],
           instances: list[int], *, n: int, probed: int, started_at: str,
           round_no: int | None, position: int | None, seen: Disturbance,
           stdout_path: str, stderr_path: str) -> RepeatRecord:
@@ -78,7 +78,7 @@ def build(runs: list[PgbenchRun], per_instance: list[TransactionLogStats],
     return RepeatRecord(values, summed_progress(runs), rows)
 
 
-def summed_progress(runs: list[PgbenchRun]) -> list[SampleRow]:
+def summed_progress(runs: list[ClientRun]) -> list[SampleRow]:
     """Per-second progress of all instances as one: TPS summed, latency weighted by
     TPS (the first instance's own figures when there is one)."""
     if len(runs) == 1:

@@ -149,8 +149,9 @@ WATCH_PERIOD_S = 1.0
 
 
 @dataclass
-class PgbenchRun:
-    """One run of the client: pgbench, or sysbench read into pgbench's figures."""
+class ClientRun:
+    """What one run of the client left once it ended (``RunningClient.finish``): pgbench's
+    figures, or sysbench's read into pgbench's."""
 
     argv: list[str]
     returncode: int
@@ -169,7 +170,7 @@ class PgbenchRun:
     host: str | None = None
 
 
-def run_pgbench(pgbench: Path, conninfo: str, script: Path, **kwargs: Any) -> PgbenchRun:
+def run_pgbench(pgbench: Path, conninfo: str, script: Path, **kwargs: Any) -> ClientRun:
     """One pgbench run; raises UserError when pgbench fails or overruns its bound."""
     return start_pgbench(pgbench, conninfo, script, **kwargs).finish()
 
@@ -356,7 +357,7 @@ class RunningClient:
                 self.kill()
                 raise UserError(*stalled)
 
-    def finish(self) -> PgbenchRun:
+    def finish(self) -> ClientRun:
         """Wait for pgbench (bounded), then its figures; UserError when it failed."""
         proc, duration, extra_timeout = self.proc, self.duration, self.extra_timeout
         try:
@@ -387,12 +388,12 @@ class RunningClient:
         finally:
             self.close()
         if self.driver == "sysbench":
-            run = PgbenchRun(self.argv, code, stdout, stderr,
+            run = ClientRun(self.argv, code, stdout, stderr,
                              sysbench_output.parse_summary(stdout), self.progress, [], seconds,
                              "sysbench", sysbench_output.parse_histogram(stdout),
                              self.launched_epoch, self.host)
         else:
-            run = PgbenchRun(self.argv, code, stdout, stderr,
+            run = ClientRun(self.argv, code, stdout, stderr,
                              parse_summary(stdout), self.progress, logs, seconds,
                              launched_epoch=self.launched_epoch, host=self.host)
         if code != 0:

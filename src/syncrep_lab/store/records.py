@@ -17,8 +17,13 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import tomllib
 from dataclasses import Field, dataclass, field, fields
-from typing import Any
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from syncrep_lab.plan.spec import Spec
 
 
 def _json(column: str) -> dict[str, str]:
@@ -54,6 +59,47 @@ def _machine(text: str | None) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
+class StoredSpec:
+    """A run's stored spec (``runs.spec_toml``), read once however many readers ask:
+    ``table`` is its TOML as written (what the report and the fault report print of it,
+    defaults not filled in), ``loaded`` the plan's Spec, parsed and checked, or None where
+    it no longer loads (a spec an older version wrote: the run still has its figures)."""
+
+    text: str
+
+    @cached_property
+    def table(self) -> dict[str, Any]:
+        """The TOML's tables; {} where the text is not TOML (a store edited by hand)."""
+        try:
+            return tomllib.loads(self.text)
+        except tomllib.TOMLDecodeError:
+            return {}
+
+    @cached_property
+    def _outcome(self) -> Spec | Exception:
+        # The spec's own parser reads it (the rules of [compare] are the plan's): the
+        # store's one import of the plan, made here, where it is needed.
+        from syncrep_lab.plan.load import load_spec
+
+        try:
+            return load_spec(self.text, "stored spec")
+        except Exception as exc:  # a spec of another version, whatever its parser says
+            return exc
+
+    @property
+    def loaded(self) -> Spec | None:
+        outcome = self._outcome
+        return None if isinstance(outcome, Exception) else outcome
+
+    def load(self) -> Spec:
+        """The loaded spec, or the error that says, at its line, why it does not load."""
+        outcome = self._outcome
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+
+@dataclass(frozen=True)
 class StoredRun:
     """``runs``: one run (or one ``observe`` output folder's windows)."""
 
@@ -74,6 +120,11 @@ class StoredRun:
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> StoredRun:
         return cls(**_as_stored(cls, row), machine=_machine(row["machine_json"]))
+
+    @cached_property
+    def spec(self) -> StoredSpec:
+        """The stored spec, parsed once (as written, and as the plan loads it)."""
+        return StoredSpec(self.spec_toml or "")
 
 
 @dataclass(frozen=True)

@@ -5,10 +5,18 @@ from __future__ import annotations
 
 import shlex
 import textwrap
-from typing import Any
 
 from syncrep_lab import format as fmt
 from syncrep_lab.analysis.anatomy import PART_NAMES
+from syncrep_lab.patch_ab.answer import (
+    BoundRatio,
+    CostRatio,
+    Figure,
+    PatchedCell,
+    PatchVerdict,
+    RoleCosts,
+)
+from syncrep_lab.patch_ab.command import AbAnswer, BaseAnswer
 
 WIDTH = 72
 BACKEND_PARTS = ("local_flush", "commit_wait", "standby_wait", "wakeup_queue", "run_queue",
@@ -23,81 +31,83 @@ def wrap(text: str, indent: str = "", first: str | None = None) -> list[str]:
                          subsequent_indent=indent, break_on_hyphens=False) or [""]
 
 
-def _times(fig: dict[str, Any] | None) -> str:
-    """'x0.93 [0.88, 0.98]' for a B/A of ab.json with its interval."""
-    return "" if fig is None else fmt.times(fig.get("ratio"), fig.get("low"), fig.get("high"))
+def _times(fig: Figure | CostRatio | BoundRatio | None) -> str:
+    """'x0.93 [0.88, 0.98]' for a B/A with its interval."""
+    return "" if fig is None else fmt.times(fig.ratio, fig.low, fig.high)
 
 
-def _level(cell: dict[str, Any]) -> str:
-    return str(cell["level"]) + (" (ctl)" if cell["control"] else "")
+def _level(cell: PatchedCell) -> str:
+    return cell.level + (" (ctl)" if cell.control else "")
 
 
-def _head(cell: dict[str, Any]) -> str:
-    return f"{cell['level']}, {cell['clients']} clients" + (" (control)" if cell["control"]
-                                                            else "")
+def _head(cell: PatchedCell) -> str:
+    return f"{cell.level}, {cell.clients} clients" + (" (control)" if cell.control else "")
 
 
-def ratio_lines(ab: dict[str, Any]) -> list[str]:
-    conf = round(100 * ab["confidence"])
+def ratio_lines(ab: PatchVerdict) -> list[str]:
+    conf = round(100 * ab.confidence)
     lines = [f"Throughput, patched / stock (paired by round, {conf} % interval)",
              f"{'level':<18}{'clients':>7}  {'ratio':>5}  {'interval':<12} "
              f"{'could see':>9}  verdict"]
-    for c in ab["cells"]:
-        r = c["ratio"] or {}
-        mean = r.get("mean")
-        interval = (f"{r['low']:.3f}-{r['high']:.3f}" if r.get("low") is not None
-                    and r.get("high") is not None else "-")
-        seen = (f"±{r['detectable_pct']:.1f} %" if r.get("detectable_pct") is not None
+    for c in ab.cells:
+        r = c.ratio
+        mean = r.mean if r else None
+        interval = (f"{r.low:.3f}-{r.high:.3f}" if r is not None and r.low is not None
+                    and r.high is not None else "-")
+        seen = (f"±{r.detectable_pct:.1f} %" if r is not None and r.detectable_pct is not None
                 else "-")
-        verdict = c["verdict"]
-        lines.append(f"{_level(c):<18}{c['clients']:>7}  "
+        lines.append(f"{_level(c):<18}{c.clients:>7}  "
                      f"{(f'{mean:.3f}' if mean is not None else '-'):>5}  {interval:<12} "
-                     f"{seen:>9}  {verdict}")
-    missing = [c for c in ab["cells"] if c["verdict"] == "not measured"]
+                     f"{seen:>9}  {c.verdict}")
+    missing = [c for c in ab.cells if c.verdict == "not measured"]
     for c in missing:
-        failed = [side for side, status in c["status"].items() if status != "done"]
-        lines += wrap(f"{c['level']} at {c['clients']} clients: not measured, the "
-                      f"{' and '.join(failed)} cell {' and '.join(c['status'][f] for f in failed)}"
-                      f" (syncrep-lab results {ab['run']} says why).")
+        failed = [side for side, status in c.statuses.items() if status != "done"]
+        lines += wrap(f"{c.level} at {c.clients} clients: not measured, the "
+                      f"{' and '.join(failed)} cell {' and '.join(c.statuses[f] for f in failed)}"
+                      f" (syncrep-lab results {ab.run} says why).")
     lines += wrap("'no change': none larger than 'could see' (the change this run "
                   "would have detected 4 times in 5); 'ctl': the control, whose "
                   "commits return before the wait.")
-    lines += wrap(f"Control: {ab['control']['sentence']}.")
+    lines += wrap(f"Control: {ab.control.sentence}.")
     return lines
 
 
-def _cpu_lines(cell: dict[str, Any]) -> list[str]:
+def _roles(cell: PatchedCell) -> tuple[RoleCosts, ...]:
+    return cell.compared.roles if cell.compared else ()
+
+
+def _cpu_lines(cell: PatchedCell) -> list[str]:
     lines = []
-    for role in cell.get("roles") or []:
-        cpu = role["cpu_us"]
+    for role in _roles(cell):
+        cpu = role.cpu_us
         if cpu is None:
             continue
-        a, b = cpu["stock"]["mean"], cpu["patched"]["mean"]
+        a, b = cpu.stock.mean, cpu.patched.mean
         if max(a or 0.0, b or 0.0) < CPU_FLOOR_US:
             continue
-        name = f"{role['node']} {role['role']}"
-        mark = " *" if cpu["significant"] else ""
+        name = f"{role.node} {role.role}"
+        mark = " *" if cpu.significant else ""
         lines.append(f"  {name[:26]:<26} {fmt.figure(a):>7} -> {fmt.figure(b):>7}  "
                      f"{_times(cpu)}{mark}")
     return lines
 
 
-def _syscall_lines(cell: dict[str, Any], sync: str | None) -> list[str]:
+def _syscall_lines(cell: PatchedCell, sync: str | None) -> list[str]:
     """The commit path's roles (the primary's backends and its sync walsender): each
     system call per commit on both sides."""
-    roles = [r for r in cell.get("roles") or [] if r["node"] == "primary" and (
-        r["role"] == "backend" or r["role"] == sync
-        or (sync is None and r["role"].startswith("walsender")))]
+    roles = [r for r in _roles(cell) if r.node == "primary" and (
+        r.role == "backend" or r.role == sync
+        or (sync is None and r.role.startswith("walsender")))]
     lines = []
     counts = set()
     for role in roles:
-        for call, fig in role["syscalls"].items():
-            a, b = fig["stock"]["mean"], fig["patched"]["mean"]
+        for call, fig in role.syscalls.items():
+            a, b = fig.stock.mean, fig.patched.mean
             if a is None or b is None:
                 continue
-            counts.add(min(fig["stock"]["n"], fig["patched"]["n"]))
-            mark = " *" if fig["significant"] else ""
-            name = f"{role['role']} {call}"
+            counts.add(min(fig.stock.n, fig.patched.n))
+            mark = " *" if fig.significant else ""
+            name = f"{role.role} {call}"
             lines.append(f"    {name[:28]:<28} {fmt.figure(a, 2):>6} -> {fmt.figure(b, 2):>6}  "
                          f"{_times(fig)}{mark}")
     if not lines:
@@ -108,54 +118,53 @@ def _syscall_lines(cell: dict[str, Any], sync: str | None) -> list[str]:
     return [f"  system calls per commit (perf; {how}):", *lines]
 
 
-def _anatomy_lines(cell: dict[str, Any]) -> list[str]:
-    sides = cell.get("anatomy") or {}
-    a, b = sides.get("stock"), sides.get("patched")
+def _anatomy_lines(cell: PatchedCell) -> list[str]:
+    a = cell.compared.anatomy_stock if cell.compared else None
+    b = cell.compared.anatomy_patched if cell.compared else None
     if a is None or b is None:
         return []
     lines = ["  commit anatomy, µs per commit (probed repeats):"]
     for part in BACKEND_PARTS:
-        ca, cb = a["components"].get(part), b["components"].get(part)
+        ca, cb = a.components.get(part), b.components.get(part)
         if ca is None and cb is None:
             continue
-        va = ca["us_per_commit"]["mean"] if ca else None
-        vb = cb["us_per_commit"]["mean"] if cb else None
+        va = ca.us_per_commit.mean if ca else None
+        vb = cb.us_per_commit.mean if cb else None
         indent = "      " if part not in ("local_flush", "commit_wait") else "    "
         name = SHORT_PARTS.get(part) or PART_NAMES.get(part, part)
         lines.append(f"{indent}{name:<{30 - len(indent)}} {fmt.figure(va):>8} -> "
                      f"{fmt.figure(vb):>8}")
-    ra, rb = a.get("releases"), b.get("releases")
-    if ra and rb and ra.get("waiters_per_release") and rb.get("waiters_per_release"):
-        lines += wrap(f"{ra['walsender']} frees {ra['waiters_per_release']:.1f} -> "
-                      f"{rb['waiters_per_release']:.1f} waiters a release, "
-                      f"{fmt.figure(ra['per_waiter_us'], 2)} -> "
-                      f"{fmt.figure(rb['per_waiter_us'], 2)} "
+    ra, rb = a.releases, b.releases
+    if ra and rb and ra.waiters_per_release and rb.waiters_per_release:
+        lines += wrap(f"{ra.walsender} frees {ra.waiters_per_release:.1f} -> "
+                      f"{rb.waiters_per_release:.1f} waiters a release, "
+                      f"{fmt.figure(ra.per_waiter_us, 2)} -> "
+                      f"{fmt.figure(rb.per_waiter_us, 2)} "
                       "µs each", "    ")
     return lines
 
 
-def _gprof_lines(cell: dict[str, Any], sync: str | None) -> list[str]:
+def _gprof_lines(cell: PatchedCell, sync: str | None) -> list[str]:
     """gprof's calls per commit of the commit path's roles (a profiling build)."""
     lines = []
-    for g in cell.get("gprof") or []:
-        if g["node"] != "primary" or g["role"] not in ("backend", sync):
+    for g in (cell.compared.gprof if cell.compared else None) or ():
+        if g.node != "primary" or g.role not in ("backend", sync):
             continue
-        lines.append(f"  gprof, calls per commit in {g['role']} (exact counts):")
-        for f in g["functions"]:
-            lines.append(f"    {f['function'][:36]:<36} {fmt.figure(f['stock'], 2):>9} -> "
-                         f"{fmt.figure(f['patched'], 2):>9}")
+        lines.append(f"  gprof, calls per commit in {g.role} (exact counts):")
+        for f in g.functions:
+            lines.append(f"    {f.function[:36]:<36} {fmt.figure(f.stock, 2):>9} -> "
+                         f"{fmt.figure(f.patched, 2):>9}")
     return lines
 
 
-def _flame_lines(cell: dict[str, Any]) -> list[str]:
-    graphs = cell.get("flame") or []
+def _flame_lines(cell: PatchedCell) -> list[str]:
+    graphs = cell.compared.flame if cell.compared else ()
     if not graphs:
         return ["  flame graphs: none on one side (probes off, or perf missing)"]
-    moved = [g for g in graphs if g["moved"]]
-    tested = [g for g in graphs if g["frames_tested"]]
-    frames = sum(g["frames_tested"] for g in tested)
-    samples = (sum(g["samples"]["stock"] for g in tested),
-               sum(g["samples"]["patched"] for g in tested))
+    moved = [g for g in graphs if g.moved]
+    tested = [g for g in graphs if g.frames_tested]
+    frames = sum(g.frames_tested for g in tested)
+    samples = (sum(g.samples_stock for g in tested), sum(g.samples_patched for g in tested))
     if not moved:
         return wrap(f"flame graphs: no frame's share of its role moved beyond the "
                     f"sampling noise ({frames} frames of {len(tested)} "
@@ -163,104 +172,103 @@ def _flame_lines(cell: dict[str, Any]) -> list[str]:
                     f"{samples[0]:,} and {samples[1]:,} samples)", "    ", "  ")
     lines = ["  flame graphs, frames whose share of the role moved:"]
     for g in moved:
-        for f in g["moved"]:
-            who = f"{g['role']} {f['frame']}"
+        for f in g.moved:
+            who = f"{g.role} {f.frame}"
             ns = ""
-            if f["stock_ns_per_commit"] is not None and f["patched_ns_per_commit"] is not None:
-                ns = (f" ({f['stock_ns_per_commit']:,.0f} -> "
-                      f"{f['patched_ns_per_commit']:,.0f} ns)")
-            lines.append(f"    {who[:34]:<34} {100 * f['stock_share']:>5.1f} -> "
-                         f"{100 * f['patched_share']:>5.1f} %{ns}")
+            if f.stock_ns_per_commit is not None and f.patched_ns_per_commit is not None:
+                ns = (f" ({f.stock_ns_per_commit:,.0f} -> "
+                      f"{f.patched_ns_per_commit:,.0f} ns)")
+            lines.append(f"    {who[:34]:<34} {100 * f.stock_share:>5.1f} -> "
+                         f"{100 * f.patched_share:>5.1f} %{ns}")
     return lines
 
 
-def _model_lines(cell: dict[str, Any]) -> list[str]:
-    m = cell.get("model")
+def _model_lines(cell: PatchedCell) -> list[str]:
+    m = cell.model
     if m is None:
         return []
-    a, b, cost, bound = m["stock"], m["patched"], m["cost_ratio"], m["bound_ratio"]
-    text = (f"{_head(cell)}: {m['walsender']} {fmt.figure(a['demand_us'])} -> "
-            f"{fmt.figure(b['demand_us'])} µs of CPU per commit")
-    if cost and cost.get("ratio"):
+    a, b, cost, bound = m.stock, m.patched, m.cost_ratio, m.bound_ratio
+    text = (f"{_head(cell)}: {m.walsender} {fmt.figure(a.demand_us)} -> "
+            f"{fmt.figure(b.demand_us)} µs of CPU per commit")
+    if cost and cost.ratio:
         text += f", {_times(cost)}"
-    text += (f"; alone it would bind at {fmt.tps_short(a['bound_tps'])} -> "
-             f"{fmt.tps_short(b['bound_tps'])} tps")
-    if bound.get("ratio"):
+    text += (f"; alone it would bind at {fmt.tps_short(a.bound_tps)} -> "
+             f"{fmt.tps_short(b.bound_tps)} tps")
+    if bound.ratio:
         text += f", {_times(bound)}"
-    at = (f"; on {m['cores']:g} cores the model has {a['binding_at_cores']} bind "
-          + ("in both builds" if a["binding_at_cores"] == b["binding_at_cores"]
-             else f"with stock, {b['binding_at_cores']} with patched"))
+    at = (f"; on {m.cores:g} cores the model has {a.binding_at_cores} bind "
+          + ("in both builds" if a.binding_at_cores == b.binding_at_cores
+             else f"with stock, {b.binding_at_cores} with patched"))
     text += at + "."
     return wrap(text, "    ", "  ")
 
 
-def _model_sentence(ab: dict[str, Any]) -> list[str]:
+def _model_sentence(ab: PatchVerdict) -> list[str]:
     """The headline of the model: the waiting cell at the most clients."""
-    waiting = [c for c in ab["cells"] if not c["control"] and c.get("model")
-               and c["model"]["cost_ratio"] and c["model"]["cost_ratio"].get("ratio")]
+    waiting = [(c, c.model, c.model.cost_ratio, c.model.cost_ratio.ratio)
+               for c in ab.cells if not c.control and c.model and c.model.cost_ratio
+               and c.model.cost_ratio.ratio]
     if not waiting:
         return []
-    cell = max(waiting, key=lambda c: (c["clients"], c["level"] == "on"))
-    m = cell["model"]
-    cost, bound = m["cost_ratio"], m["bound_ratio"]
-    change = 100 * (cost["ratio"] - 1)
+    cell, m, cost, cost_ratio = max(waiting, key=lambda w: (w[0].clients, w[0].level == "on"))
+    bound = m.bound_ratio
+    change = 100 * (cost_ratio - 1)
     moves = "falls" if change < 0 else "rises"
-    text = (f"At {_head(cell)}, {m['walsender']}'s CPU per commit {moves} "
+    text = (f"At {_head(cell)}, {m.walsender}'s CPU per commit {moves} "
             f"{abs(change):.0f} %")
-    if cost.get("low") is not None and cost.get("high") is not None:
-        text += f" [{100 * (cost['low'] - 1):+.0f}, {100 * (cost['high'] - 1):+.0f} %]"
-    if not cost.get("significant"):
+    if cost.low is not None and cost.high is not None:
+        text += f" [{100 * (cost.low - 1):+.0f}, {100 * (cost.high - 1):+.0f} %]"
+    if not cost.significant:
         text += " (no change beyond its interval)"
-    up = 100 * (bound["ratio"] - 1)
+    up = 100 * ((bound.ratio or 0.0) - 1)
     text += (f"; where it binds, the ceiling would {'rise' if up >= 0 else 'fall'} "
              f"about {abs(up):.0f} %.")
     return wrap(text)
 
 
-def _build_lines(side: dict[str, Any]) -> list[str]:
+def _build_lines(side: BaseAnswer) -> list[str]:
     lines = []
-    for which in ("stock", "patched"):
-        b = side[which]
-        lines += wrap(f"{which}: {b['name']}, PostgreSQL {b['version']} ({b['flavor']}), "
-                      f"from {side['stock_from'] if which == 'stock' else b['source']}",
+    for which, b in (("stock", side.stock), ("patched", side.patched)):
+        lines += wrap(f"{which}: {b.name}, PostgreSQL {b.version} ({b.flavor}), "
+                      f"from {side.stock_from if which == 'stock' else b.source}",
                       "    ", "  ")
-        lines += wrap("configure " + " ".join(shlex.quote(f) for f in b["configure"]),
+        lines += wrap("configure " + " ".join(shlex.quote(f) for f in b.configure),
                       "      ", "    ")
-        if b.get("unfit"):
-            lines += wrap(f"not for performance figures: {b['unfit']}", "      ", "    ")
-    for p in side["patches"]:
-        lines += wrap(f"patch {p['name']} sha256 {p['sha256'][:16]}"
-                      + ("" if p["changes_files"] else " (changes no file)"), "    ", "  ")
-    if side.get("note"):
-        lines += wrap(side["note"], "    ", "  ")
+        if b.unfit:
+            lines += wrap(f"not for performance figures: {b.unfit}", "      ", "    ")
+    for p in side.patches:
+        lines += wrap(f"patch {p.name} sha256 {p.sha256[:16]}"
+                      + ("" if p.changes else " (changes no file)"), "    ", "  ")
+    if side.note:
+        lines += wrap(side.note, "    ", "  ")
     return lines
 
 
-def summary_lines(answer: dict[str, Any]) -> list[str]:
+def summary_lines(answer: AbAnswer) -> list[str]:
     """Every line of the answer, none wider than WIDTH."""
     lines: list[str] = []
-    machine = answer["machine"]
-    for side in answer["bases"]:
-        ab = side["answer"]
-        version = side["stock"]["version"]
+    machine = answer.machine
+    for side in answer.bases:
+        ab = side.answer
+        version = side.stock.version
         title = f"PostgreSQL {version}: stock against patched (syncrep-lab ab)"
         lines += [title, "=" * len(title)]
-        names = ", ".join(p["name"] for p in side["patches"]) or "none (the tree as it is)"
+        names = ", ".join(p.name for p in side.patches) or "none (the tree as it is)"
         lines += wrap(f"patches: {names}")
-        minutes = (ab["seconds"] or 0) / 60
-        budget = f", budget {ab['budget']}" if ab["budget"] else ""
-        stopped = ", ".join(ab["stop_reasons"]) or "-"
-        lines += wrap(f"{ab['rounds']} interleaved rounds of {ab['duration_s']} s repeats "
+        minutes = (ab.seconds or 0) / 60
+        budget = f", budget {ab.budget}" if ab.budget else ""
+        stopped = ", ".join(ab.stop_reasons) or "-"
+        lines += wrap(f"{ab.rounds} interleaved rounds of {ab.duration_s} s repeats "
                       f"in {minutes:.0f} min{budget} (rounds stopped by: {stopped}); "
                       f"{machine.get('cpus_usable')} CPUs, {machine.get('cpu_model')}, "
                       f"{machine.get('kernel')}")
         lines.append("")
         lines += ratio_lines(ab)
-        shown = [c for c in ab["cells"] if c.get("roles") is not None and (
-            c["verdict"] in ("faster", "slower")
-            or c["clients"] == max(x["clients"] for x in ab["cells"]))]
+        most = max((x.clients for x in ab.cells), default=0)
+        shown = [c for c in ab.cells if c.compared is not None and (
+            c.verdict in ("faster", "slower") or c.clients == most)]
         if shown:
-            conf = round(100 * ab["confidence"])
+            conf = round(100 * ab.confidence)
             lines += ["", f"Per commit, stock -> patched (B/A and its {conf} % interval; "
                           "* moved)"]
             lines += wrap("CPU µs from /proc over the measured repeats; system calls "
@@ -270,17 +278,18 @@ def summary_lines(answer: dict[str, Any]) -> list[str]:
                           "compares (Bonferroni: each at that level divided by their "
                           "number, given beside the cell).")
         for cell in shown:
-            lines += ["", f"{_head(cell)}: {cell['figures_tested']} figures compared"]
+            tested = cell.compared.figures_tested if cell.compared else 0
+            lines += ["", f"{_head(cell)}: {tested} figures compared"]
             lines += _cpu_lines(cell)
-            sync = (ab.get("sync_walsender") if cell["control"]
-                    else (cell.get("model") or {}).get("walsender"))
+            sync = (ab.sync_walsender if cell.control
+                    else cell.model.walsender if cell.model else None)
             lines += _syscall_lines(cell, sync)
             lines += _anatomy_lines(cell)
             lines += _gprof_lines(cell, sync)
             lines += _flame_lines(cell)
-        models = [c for c in ab["cells"] if not c["control"] and c.get("model")]
+        models = [c for c in ab.cells if not c.control and c.model]
         if models:
-            lines += ["", f"The walsender's bound (the model on {ab['reference_cores']:g} "
+            lines += ["", f"The walsender's bound (the model on {ab.reference_cores:g} "
                           "cores: a shape, not a forecast)"]
             lines += _model_sentence(ab)
             for cell in models:
@@ -288,11 +297,11 @@ def summary_lines(answer: dict[str, Any]) -> list[str]:
         lines += ["", "Builds"]
         lines += _build_lines(side)
         lines += ["", "Files (in the output folder)"]
-        lines += wrap(f"report: {side['report']}", "    ", "  ")
-        lines += wrap(f"differential flame graphs: {side['flamediff']}", "    ", "  ")
+        lines += wrap(f"report: {side.report}", "    ", "  ")
+        lines += wrap(f"differential flame graphs: {side.flamediff}", "    ", "  ")
         lines.append("")
     lines.append("Reproduce")
-    lines += wrap(answer["command"], "    ", "  ")
+    lines += wrap(answer.command, "    ", "  ")
     out = []
     for ln in lines:  # a figure wider than its column: wrapped, never past WIDTH
         ln = ln.rstrip()

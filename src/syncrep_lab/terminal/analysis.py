@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
 
 from rich.console import Console
 from rich.markup import escape
@@ -20,6 +19,7 @@ from syncrep_lab.analysis.compare import (
 )
 from syncrep_lab.analysis.costs import KEY_SYSCALLS, GprofProfile, RunCellCosts
 from syncrep_lab.analysis.diagnosis import confidence_text, leading_title
+from syncrep_lab.analysis.faults import CellFaults
 from syncrep_lab.analysis.kernel import function_text
 from syncrep_lab.analysis.model import (
     CellModel,
@@ -31,8 +31,9 @@ from syncrep_lab.analysis.model import (
     WaitBound,
     headline,
 )
+from syncrep_lab.analysis.observe import Observation
 from syncrep_lab.analysis.scaling import Series
-from syncrep_lab.analysis.verdict import CellDiagnosis, VerdictData
+from syncrep_lab.analysis.verdict import CellDiagnosis, Verdict
 from syncrep_lab.pg.replication import level_rank
 
 SHORT = {"epoll_create1": "ep_create", "epoll_ctl": "ep_ctl", "epoll_wait": "ep_wait",
@@ -253,51 +254,51 @@ def _gprof_line(g: GprofProfile) -> str:
 CONFIDENCE_STYLE = {"high": "bold red", "medium": "yellow", "low": "dim", "unknown": "dim"}
 
 
-def print_diagnosis(cells: list[CellDiagnosis], console: Console) -> None:
+def print_diagnosis(cells: Sequence[CellDiagnosis], console: Console) -> None:
     for cell in cells:
-        console.print(f"[bold]cell {cell['idx']} {escape(cell['label'])}[/]: "
-                      f"{cell['tps_mean']:,.0f} tps")
-        ceiling = cell.get("ceiling")
-        if ceiling:
-            console.print(f"  ceiling: {escape(ceiling)} (syncrep-lab model)", soft_wrap=True)
-        for error in cell.get("ceiling_errors") or []:
+        console.print(f"[bold]cell {cell.idx} {escape(cell.label)}[/]: "
+                      f"{cell.tps_mean:,.0f} tps")
+        if cell.ceiling:
+            console.print(f"  ceiling: {escape(cell.ceiling)} (syncrep-lab model)",
+                          soft_wrap=True)
+        for error in cell.ceiling_errors:
             console.print(f"  [red]model error[/red]: {escape(error)}", soft_wrap=True)
-        grown = cell.get("anatomy")
-        if grown:
-            console.print(f"  commit anatomy: {escape(grown)}", soft_wrap=True)
-        print_verdicts(cell["verdicts"], console)
+        if cell.anatomy:
+            console.print(f"  commit anatomy: {escape(cell.anatomy)}", soft_wrap=True)
+        print_verdicts(cell.verdicts, console)
 
 
-def styled_verdict_title(v: VerdictData) -> str:
+def styled_verdict_title(v: Verdict) -> str:
     """:func:`~syncrep_lab.analysis.diagnosis.verdict_title` in rich markup, the
     confidence in its colour."""
-    style = CONFIDENCE_STYLE[v["confidence"]]
-    return f"{escape(v['mechanism'])} [{style}]({escape(confidence_text(v))} confidence)[/]"
+    style = CONFIDENCE_STYLE[v.confidence]
+    return f"{escape(v.mechanism)} [{style}]({escape(confidence_text(v))} confidence)[/]"
 
 
-def print_verdicts(verdicts: list[VerdictData], console: Console) -> None:
+def print_verdicts(verdicts: Sequence[Verdict], console: Console) -> None:
     if not verdicts:
         console.print("  no rule fired: nothing here stands out as the limit")
     for v in verdicts:
-        console.print(f"  {styled_verdict_title(v)}: {escape(v['summary'])}", soft_wrap=True)
-        if v["evidence"]:
-            numbers = ", ".join(f"{k}={val}" + (f" [{v['intervals'][k][0]}, "
-                                                 f"{v['intervals'][k][1]}]"
-                                                 if k in v.get("intervals", {}) else "")
-                                for k, val in v["evidence"].items())
+        console.print(f"  {styled_verdict_title(v)}: {escape(v.summary)}", soft_wrap=True)
+        if v.evidence:
+            # an interval as the JSON gives it: its ends to 3 decimals
+            numbers = ", ".join(f"{k}={val}" + (f" [{round(v.intervals[k].low, 3)}, "
+                                                 f"{round(v.intervals[k].high, 3)}]"
+                                                 if k in v.intervals else "")
+                                for k, val in v.evidence.items())
             console.print(f"    evidence: {escape(numbers)}", soft_wrap=True)
-        for step in v["next_steps"]:
+        for step in v.next_steps:
             console.print(f"    try: {escape(step)}", soft_wrap=True)
 
 
-def print_verdict_lines(cells: list[dict[str, Any]], console: Console) -> None:
+def print_verdict_lines(cells: Sequence[CellDiagnosis], console: Console) -> None:
     """One line per cell: its most confident verdict (the full story: diagnose)."""
     for cell in cells:
-        line = leading_title(cell["verdicts"], styled_verdict_title)
+        line = leading_title(cell.verdicts, styled_verdict_title)
         if not line:
-            line = (f"[dim]{escape(cell['verdicts'][0]['summary'])}[/]" if cell["verdicts"]
+            line = (f"[dim]{escape(cell.verdicts[0].summary)}[/]" if cell.verdicts
                     else "no rule fired")
-        console.print(f"  cell {cell['idx']} {escape(cell['label'])}: {line}", soft_wrap=True)
+        console.print(f"  cell {cell.idx} {escape(cell.label)}: {line}", soft_wrap=True)
 
 
 def print_scaling(series: list[Series], console: Console) -> None:
@@ -473,7 +474,7 @@ def print_anatomy_comparison(cmp: AnatomyComparison, console: Console,
     console.print(f"  [bold]{escape(cmp.summary)}[/]", soft_wrap=True)
 
 
-def print_faults(cells: list[dict[str, Any]], console: Console) -> None:
+def print_faults(cells: list[CellFaults], console: Console) -> None:
     """Each faulted cell: its events and what followed, the slow commits, and the rows
     counted on every node afterwards (lost acknowledged commits in red)."""
     if not cells:
@@ -481,34 +482,35 @@ def print_faults(cells: list[dict[str, Any]], console: Console) -> None:
                       "faults axis in the spec)")
         return
     for cell in cells:
-        head = f"[bold]cell {cell['idx']} {escape(cell['label'])}[/]"
-        if cell["status"] != "done":
-            head += f": [red]{cell['status']}[/] {escape(cell['error'] or '')}"
+        head = f"[bold]cell {cell.idx} {escape(cell.label)}[/]"
+        if cell.status != "done":
+            head += f": [red]{cell.status}[/] {escape(cell.error or '')}"
         console.print(head, soft_wrap=True)
-        if not cell["repeats"]:
+        if not cell.repeats:
             continue
         table = Table(title_justify="left")
         for col in ("rep", "at s", "event", "seen by the primary", "after s", "TPS before",
                     "during", "back after s", "TPS after"):
             table.add_column(col, justify="left" if col in ("event", "seen by the primary")
                              else "right")
-        for r in cell["repeats"]:
-            for e in r["events"]:
-                table.add_row(str(r["n"]), f"{e['t_s']:.2f}", escape(f"{e['node']} {e['detail']}"),
-                              escape(e["detected"] or "no state change"),
-                              fmt.number(e["detect_s"], "{:.2f}"), fmt.number(e["tps_before"]),
-                              fmt.number(e["tps_during"]), fmt.number(e["recovery_s"], "{:.1f}"),
-                              fmt.number(e["tps_after"]))
+        for r in cell.repeats:
+            for e in r.events:
+                ev, fx = e.record, e.effects
+                table.add_row(str(r.n), f"{ev.t_s:.2f}", escape(f"{ev.node} {ev.detail}"),
+                              escape(fx.detected or "no state change"),
+                              fmt.number(fx.detect_s, "{:.2f}"), fmt.number(fx.tps_before),
+                              fmt.number(fx.tps_during), fmt.number(fx.recovery_s, "{:.1f}"),
+                              fmt.number(fx.tps_after))
         console.print(table)
-        for r in cell["repeats"]:
-            rows = "; ".join(f"{d['node']} {d['rows']:,}/{d['expected']:,}"
-                             for d in r["durability"]) or "not counted (not an insert workload)"
-            line = (f"  repeat {r['n']}: {r['slow_commits']:,} of {r['transactions']:,} commits "
-                    f"slower than {cell['slow_commit_ms']:g} ms; rows found/expected: {rows}")
+        for r in cell.repeats:
+            rows = "; ".join(f"{d.node} {d.rows:,}/{d.expected:,}"
+                             for d in r.durability) or "not counted (not an insert workload)"
+            line = (f"  repeat {r.n}: {r.slow_commits:,} of {r.transactions:,} commits "
+                    f"slower than {cell.slow_commit_ms:g} ms; rows found/expected: {rows}")
             console.print(escape(line), soft_wrap=True)
-            for d in r["lost"]:
-                console.print(f"  [bold red]ACKNOWLEDGED COMMITS LOST on {escape(d['node'])}: "
-                              f"{escape(d['detail'])}[/]", soft_wrap=True)
+            for d in r.lost:
+                console.print(f"  [bold red]ACKNOWLEDGED COMMITS LOST on {escape(d.node)}: "
+                              f"{escape(d.detail)}[/]", soft_wrap=True)
 
 
 def print_model(cells: list[CellModel], console: Console) -> None:
@@ -620,61 +622,63 @@ def _wait_there(b: WaitBound) -> str:
             f"{parts})")
 
 
-def print_observation(windows: list[dict[str, Any]], console: Console) -> None:
+def print_observation(windows: Sequence[Observation], console: Console) -> None:
     """``observe``'s answer: the rates, the wait, the sync walsender, the lags, the
     observer's own cost, then the verdicts as ``diagnose`` prints them."""
     for o in windows:
-        ci = o["writes_ci"]
-        interval = (f" [{ci[0]:,.0f}, {ci[1]:,.0f}]" if ci[0] is not None and ci[1] is not None
+        low, high = o.writes_ci
+        interval = (f" [{low:,.0f}, {high:,.0f}]" if low is not None and high is not None
                     else "")
-        console.print(f"[bold]window {o['idx']} {escape(o['label'])}[/]: {o['seconds']:.0f} s in "
-                      f"{o['slices']} slices, PostgreSQL {escape(o['version'])}, "
-                      f"synchronous_commit = {escape(str(o['synchronous_commit']))}, "
+        console.print(f"[bold]window {o.idx} {escape(o.label)}[/]: {o.seconds:.0f} s in "
+                      f"{o.slices} slices, PostgreSQL {escape(o.version)}, "
+                      f"synchronous_commit = {escape(str(o.synchronous_commit))}, "
                       f"synchronous_standby_names = "
-                      f"'{escape(str(o['synchronous_standby_names'] or ''))}'", soft_wrap=True)
-        console.print(f"  writes: {o['writes_per_s']:,.0f} transactions/s{interval} "
-                      f"(all commits {o['commits_per_s']:,.0f}/s, rollbacks "
-                      f"{o['rollbacks_per_s']:,.1f}/s); WAL {o['wal_mb_per_s']:,.2f} MB/s; "
-                      f"{o['sessions_max']} client sessions, {o['in_transaction_mean']:.2f} "
+                      f"'{escape(str(o.synchronous_standby_names or ''))}'", soft_wrap=True)
+        console.print(f"  writes: {o.writes_per_s:,.0f} transactions/s{interval} "
+                      f"(all commits {o.commits_per_s:,.0f}/s, rollbacks "
+                      f"{o.rollbacks_per_s:,.1f}/s); WAL {o.wal_mb_per_s:,.2f} MB/s; "
+                      f"{o.sessions_max} client sessions, {o.in_transaction_mean:.2f} "
                       "in a transaction on average", soft_wrap=True)
-        if o["sync_wait_share"] is not None:
-            console.print(f"  waiting for a standby: {100 * o['sync_wait_share']:.1f} % of the "
-                          f"backends' time in a transaction ({o['waiting_backends_mean']:.2f} "
+        if o.sync_wait_share is not None:
+            console.print(f"  waiting for a standby: {100 * o.sync_wait_share:.1f} % of the "
+                          f"backends' time in a transaction ({o.waiting_backends_mean or 0.0:.2f} "
                           "backends at once)", soft_wrap=True)
-        for w in o["walsenders"]:
-            if w["cores_busy"] is None:
+        for w in o.walsenders:
+            if w.cores_busy is None:
                 continue
             # a window cut short may have one slice (no interval) or no write (no CPU
             # per write): what is not known is left out, not formatted
-            cpu = w["cpu_us_per_commit"] or {}
-            per_write = (f"{cpu['mean']:,.1f} µs CPU per write"
-                         + (f" [{cpu['low']:,.1f}, {cpu['high']:,.1f}]"
-                            if cpu.get("low") is not None and cpu.get("high") is not None
-                            else "") + ", " if cpu.get("mean") is not None else "")
-            bound = (f"; alone it would bind at ~{fmt.tps(w['max_tps'])} tps"
-                     if w.get("max_tps") else "")
-            console.print(f"  walsender for {escape(w['standby'])}: {per_write}"
-                          f"{w['cores_busy']:.2f} of a core busy{bound}", soft_wrap=True)
-        for r in o["replication"]:
-            lags = ", ".join(f"{k} {r[f'{k}_ms']:.2f} ms" for k in ("write", "flush", "replay")
-                             if r.get(f"{k}_ms") is not None)
-            console.print(f"  standby {escape(str(r['standby']))} ({escape(str(r['states']))}): "
+            cpu = w.cpu_us_per_commit
+            per_write = ""
+            if cpu is not None and cpu["mean"] is not None:
+                per_write = (f"{cpu['mean']:,.1f} µs CPU per write"
+                             + (f" [{cpu['low']:,.1f}, {cpu['high']:,.1f}]"
+                                if cpu["low"] is not None and cpu["high"] is not None
+                                else "") + ", ")
+            bound = f"; alone it would bind at ~{fmt.tps(w.max_tps)} tps" if w.max_tps else ""
+            console.print(f"  walsender for {escape(w.standby)}: {per_write}"
+                          f"{w.cores_busy:.2f} of a core busy{bound}", soft_wrap=True)
+        for r in o.replication:
+            lags = ", ".join(f"{k} {lag:.2f} ms" for k, lag in (
+                ("write", r.write_ms), ("flush", r.flush_ms), ("replay", r.replay_ms))
+                if lag is not None)
+            console.print(f"  standby {escape(str(r.standby))} ({escape(str(r.states))}): "
                           f"{lags or 'no lag times (9.6)'}; flush distance "
-                          f"{(r['flush_bytes'] or 0) / 1024:,.1f} KiB on average", soft_wrap=True)
-        for c in o["state_changes"][:10]:
-            console.print(f"  at {c['t_s']:.1f} s standby {escape(str(c['standby']))}: "
-                          f"{escape(c['change'])}", soft_wrap=True)
-        if len(o["state_changes"]) > 10:
-            console.print(f"  ... {len(o['state_changes']) - 10} more sync-state changes "
+                          f"{(r.flush_bytes or 0) / 1024:,.1f} KiB on average", soft_wrap=True)
+        for c in o.state_changes[:10]:
+            console.print(f"  at {c.t_s:.1f} s standby {escape(str(c.standby))}: "
+                          f"{escape(c.change)}", soft_wrap=True)
+        if len(o.state_changes) > 10:
+            console.print(f"  ... {len(o.state_changes) - 10} more sync-state changes "
                           "(diagnose --json has them all)")
-        own = o["own"]
-        cost = (f"{100 * own['cpu_share_of_core']:.2f} % of a core" if own["cpu_share_of_core"]
-                is not None else "CPU not measured")
-        console.print(f"  the observer's own cost: {cost}, {own['queries_per_s']:.1f} "
+        own = o.own
+        cost = (f"{100 * own.cpu_share_of_core:.2f} % of a core"
+                if own.cpu_share_of_core is not None else "CPU not measured")
+        console.print(f"  the observer's own cost: {cost}, {own.queries_per_s:.1f} "
                       "read-only statements/s", soft_wrap=True)
-        if o.get("anatomy"):
-            for line in anatomy_lines(o["anatomy"]):
+        if o.anatomy:
+            for line in anatomy_lines(o.anatomy):
                 console.print(escape(line), soft_wrap=True)
-        for note in o["notes"]:
+        for note in o.notes:
             console.print(f"  [yellow]note[/]: {escape(note)}", soft_wrap=True)
-        print_verdicts(o["verdicts"], console)
+        print_verdicts(o.verdicts, console)
