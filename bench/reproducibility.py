@@ -108,11 +108,11 @@ def part_aa(args: argparse.Namespace) -> None:
         run(text, a, None)
         run(text, b, None)
         data = compare_runs(a, b)
-        for pair in data["pairs"]:
-            tps = pair["figures"][0]
+        for pair in data.pairs:
+            tps = pair.figures[0]
             cells += 1
-            declared["with drift"] += bool(tps["significant"])
-            values_a, values_b = tps["a"]["values"], tps["b"]["values"]
+            declared["with drift"] += bool(tps.significant)
+            values_a, values_b = tps.a.values, tps.b.values
             if len(values_a) > 1 and len(values_b) > 1:
                 declared["without drift"] += welch_t(values_b, values_a).significant
         print(f"A/A pair {i + 1}: so far {declared} of {cells} cells", flush=True)

@@ -195,18 +195,18 @@ def test_one_repeat_a_side_gives_the_ratio_alone(anatomy_run: Path) -> None:
                               for w, f in v.walsenders.items()})
 
     cmp = anatomy_comparison(first(a), first(b), None)
-    assert cmp is not None and cmp["figures"] and not cmp["changed"]
-    for fig in cmp["figures"]:
-        assert fig["verdict"] == ONE_REPEAT and fig["ratio_low"] is None
-        if fig["who"] == "backend":
-            key = fig["key"]
-            assert fig["ratio"] == pytest.approx(b.backend[key][0] / a.backend[key][0])
-    assert "no interval" in cmp["interval"] and "anatomy_repeats" in cmp["interval"]
-    assert ONE_REPEAT in cmp["summary"]
+    assert cmp is not None and cmp.figures and not cmp.changed
+    for fig in cmp.figures:
+        assert fig.verdict == ONE_REPEAT and fig.ratio_low is None
+        if fig.who == "backend":
+            key = fig.key
+            assert fig.ratio == pytest.approx(b.backend[key][0] / a.backend[key][0])
+    assert "no interval" in cmp.interval and "anatomy_repeats" in cmp.interval
+    assert ONE_REPEAT in cmp.summary
     # one side without an anatomy: said, nothing compared
     missing = anatomy_comparison(None, b, None, missing_a="skipped: no bpftrace")
-    assert missing is not None and missing["figures"] == []
-    assert missing["missing"] == "A has no commit anatomy (skipped: no bpftrace)"
+    assert missing is not None and missing.figures == ()
+    assert missing.missing == "A has no commit anatomy (skipped: no bpftrace)"
 
 
 def test_compare_sets_each_part_of_b_against_a(anatomy_run: Path, workdir: Path) -> None:
@@ -333,10 +333,11 @@ def test_the_releasing_walsender_is_the_one_that_freed_waiters() -> None:
     from syncrep_lab.analysis.anatomy import Releases, releasing
 
     def of(who: str, n: int, freed: int) -> Releases:
-        return {"walsender": who, "releases": n, "waiters_per_release": freed / n,
-                "release_us": 15.9, "per_waiter_us": 16.7 if freed else None,
-                "freed_per_commit": freed / 30_300, "us_per_commit": 16.6 if freed else None,
-                "gap_us": 150.0, "gap_p99_us": 800.0}
+        return Releases(walsender=who, releases=n, waiters_per_release=freed / n,
+                        release_us=15.9, per_waiter_us=16.7 if freed else None,
+                        freed_per_commit=freed / 30_300,
+                        us_per_commit=16.6 if freed else None, gap_us=150.0,
+                        gap_p99_us=800.0)
 
     b, c = of("walsender:b", 31_699, 30_267), of("walsender:c", 32_105, 0)
     assert releasing([b, c]) == b and releasing([c, b]) == b

@@ -20,6 +20,15 @@ from .data.runs.refresh import load
 from .helpers import cli_here
 
 
+def _compared(a: Path, b: Path, **kwargs: Any) -> Any:
+    """compare_runs's JSON form, as compare --json prints it."""
+    return compare_runs(a, b, **kwargs).to_json()
+
+
+def _cost_changes(a: list[RoleValues], b: list[RoleValues], top: int) -> Any:
+    return cost_changes(a, b, top).to_json()
+
+
 def _change(pair: Mapping[str, Any], node: str, role: str, figure: str
             ) -> tuple[int, dict[str, Any]]:
     """The rank and entry of one cost change among a pair's top changes."""
@@ -43,7 +52,7 @@ def _measured_tps(run: Path, label: str) -> list[float]:
 
 def test_96_against_18(workdir: Path) -> None:
     a, b = load("pg96-on", workdir), load("pg18-local-on", workdir)
-    data: Mapping[str, Any] = compare_runs(a, b)
+    data: Mapping[str, Any] = _compared(a, b)
     assert (data["a"]["run"], data["b"]["run"]) == ("pg96-on", "pg18-local-on")
     assert data["a"]["spec"] == "pg96-on" and data["a"]["status"] == "done"
     assert data["a"]["folder"] == str(a) and data["a"]["started_at"].startswith("2026-")
@@ -120,7 +129,7 @@ def test_costs_tested_with_two_probed_repeats(workdir: Path) -> None:
     a, b = load("pg96-on", workdir), load("pg18-local-on", workdir)
     _second_probed_repeat(a, 1.04)
     _second_probed_repeat(b, 0.97)
-    [pair] = compare_runs(a, b)["pairs"]
+    [pair] = _compared(a, b)["pairs"]
     _, epoll = _change(pair, "primary", "backend", "epoll_create1")
     assert epoll["a"]["n"] == epoll["b"]["n"] == 2
     assert epoll["significant"] is True and epoll["test"]["p_value"] < 0.05
@@ -135,7 +144,7 @@ def test_appearing_and_vanishing_costs_rank() -> None:
                  "cpu_us_per_commit": [200.0, 204.0], "context_switches_per_commit": [3.0, 3.1],
                  "syscalls_per_commit": calls}]
 
-    out = cost_changes(role({"epoll_create1": [0.98, 0.97], "futex": [0.0, 0.0],
+    out = _cost_changes(role({"epoll_create1": [0.98, 0.97], "futex": [0.0, 0.0],
                              "kill": [1.0, 1.02], "poll": [0.0, 0.0]}),
                        role({"epoll_create1": [0.0, 0.0], "futex": [2.7, 2.8],
                              "kill": [1.01, 0.99], "poll": [0.0, 0.0]}), top=10)
@@ -147,14 +156,14 @@ def test_appearing_and_vanishing_costs_rank() -> None:
     assert "poll" not in figures  # never called on either side: no change to rank
     assert out["top"][-1]["figure"] in ("kill", "CPU µs", "context switches")
     assert not any(c["significant"] for c in out["top"] if c["figure"] == "kill")
-    assert cost_changes(role({}), role({}), top=10)["top"] == []  # nothing moved
-    one = cost_changes(role({"futex": [0.0, 0.0]}), role({"futex": [2.7, 2.8]}), top=1)
+    assert _cost_changes(role({}), role({}), top=10)["top"] == []  # nothing moved
+    one = _cost_changes(role({"futex": [0.0, 0.0]}), role({"futex": [2.7, 2.8]}), top=1)
     assert [c["figure"] for c in one["top"]] == ["futex"] and one["compared"] == 3
 
 
 def test_run_against_itself(workdir: Path) -> None:
     run = load("pg18-local-on", workdir)
-    data: Mapping[str, Any] = compare_runs(run, run)
+    data: Mapping[str, Any] = _compared(run, run)
     assert data["dimensions"] == [] and data["machine_differences"] == []
     assert data["unmatched"] == {"a": [], "b": []}
     assert [(p["a"]["label"], p["b"]["label"]) for p in data["pairs"]] == [
@@ -185,7 +194,7 @@ def test_default_pg_and_named_18_are_one_server(workdir: Path) -> None:
                        (json.dumps(["18", params["standbys"], params["settings"]]),))
     finally:
         db.close()
-    data = compare_runs(a, b)
+    data = _compared(a, b)
     assert data["dimensions"] == []
     assert [p["key"] for p in data["pairs"]] == [{"synchronous_commit": "on"}]
     assert [c["label"] for c in data["unmatched"]["a"]] == ["sc=local"]
@@ -222,7 +231,7 @@ def test_machines_that_differ(workdir: Path) -> None:
     assert res.returncode == 0, res.stderr
     assert "warning: the machines differ (cpu_count: 2 vs 64)" in res.stdout
     assert "B is " in res.stdout and "epoll_create1" in res.stdout
-    data = compare_runs(a, b, force=True)
+    data = _compared(a, b, force=True)
     assert data["machine_differences"] == ["cpu_count: 2 vs 64", "cpus_usable: 2 vs 64"]
 
 
@@ -230,11 +239,11 @@ def test_json_is_the_library_data(workdir: Path) -> None:
     a, b = load("pg96-on", workdir), load("pg18-local-on", workdir)
     res = cli_here("compare", str(a), str(b), "--json")
     assert res.returncode == 0, res.stderr
-    assert json.loads(res.stdout) == compare_runs(a, b)
+    assert json.loads(res.stdout) == _compared(a, b)
     res = cli_here("compare", str(a), str(b), "--json", "--top", "3")
     assert res.returncode == 0, res.stderr
     data = json.loads(res.stdout)
-    assert data == compare_runs(a, b, top=3)
+    assert data == _compared(a, b, top=3)
     assert len(data["pairs"][0]["costs"]["top"]) == 3
 
 
@@ -263,10 +272,10 @@ def _update(run: Path, statement: str) -> None:
 
 def test_a_significant_difference_with_disturbed_repeats_says_so(workdir: Path) -> None:
     a, b = load("pg96-on", workdir), load("pg18-local-on", workdir)
-    [calm] = compare_runs(a, b)["pairs"]
+    [calm] = _compared(a, b)["pairs"]
     _update(a, "update repeats set disturbed = 'other processes took 0.80 CPUs' "
                "where probed = 0")
-    [pair] = compare_runs(a, b)["pairs"]
+    [pair] = _compared(a, b)["pairs"]
     assert pair["disturbed"]["a"]["repeats"] == pair["disturbed"]["a"]["of"] > 0
     assert pair["disturbed"]["b"]["repeats"] == 0
     # no difference found: nothing to doubt, no caveat
@@ -275,7 +284,7 @@ def test_a_significant_difference_with_disturbed_repeats_says_so(workdir: Path) 
     # B twice as fast: significant, and the disturbed side is named
     _update(b, "update repeats set tps = 2 * tps, lat_mean_ms = lat_mean_ms / 2, "
                "lat_p99_ms = lat_p99_ms / 2 where probed = 0")
-    [faster] = compare_runs(a, b)["pairs"]
+    [faster] = _compared(a, b)["pairs"]
     assert any(f["significant"] for f in faster["figures"])
     n = faster["disturbed"]["a"]["of"]
     assert f"A: {n} of {n} repeats disturbed" in faster["summary"]

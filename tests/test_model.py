@@ -10,10 +10,10 @@ import random
 import shutil
 import sqlite3
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from syncrep_lab.analysis.anatomy import Anatomy, Component, PerCommit
 from syncrep_lab.analysis.model import (
     Bound,
     CellModel,
@@ -234,18 +234,18 @@ def test_the_report_shows_what_the_reference_machine_s_cores_would_allow(
     assert row["max_tps"]["mean"] == pytest.approx(on.what_if.max_tps.mean)
 
 
-def _traced() -> Traced:
+def _part(name: str, us: float) -> Component:
+    return Component(name, PerCommit(us, None, None), None, 0, None, None, None, ())
+
+
+def _traced(*more: Component) -> Traced:
     """10 clients traced at 500 tps, 3 ms of local flush and 5 ms of commit wait per
     commit; walsender:b 125 µs per waiter freed, 0.8 waiters a commit (a fifth of the
     commits found their WAL confirmed and never queued): 100 µs a commit."""
-    def part(name: str, us: float) -> dict[str, object]:
-        return {"component": name, "us_per_commit": {"mean": us, "low": None, "high": None}}
-    anatomy = {"commits": 1000, "components": [part("local_flush", 3000.0),
-                                               part("commit_wait", 5000.0),
-                                               part("standby_wait", 4000.0),
-                                               part("wakeup_queue", 1000.0)],
-               "releases": [], "little_bound_tps": None, "release_bound_tps": None}
-    return Traced(anatomy, 1, 500.0, 10, _point(8000.0),  # type: ignore[arg-type]
+    anatomy = Anatomy(1000, (_part("local_flush", 3000.0), _part("commit_wait", 5000.0),
+                             _part("standby_wait", 4000.0), _part("wakeup_queue", 1000.0),
+                             *more), (), None, None)
+    return Traced(anatomy, 1, 500.0, 10, _point(8000.0),
                   _point(8000.0 * 500.0 / 10 / 1e6), "walsender:b", 2.0, 125.0, 100.0,
                   100.0 * 500.0 / 1e6)
 
@@ -277,10 +277,7 @@ def test_wait_bounds_carry_the_traced_shares_to_the_measured_pace() -> None:
 def test_another_machine_leaves_this_ones_wait_for_a_core_here() -> None:
     """A bigger machine has the cores this one lacked: the 2 ms of the 8 a woken backend
     waited for one here (the run queue) are not carried there; the rest is."""
-    traced = _traced()
-    run_queue: Any = {"component": "run_queue",
-                      "us_per_commit": {"mean": 2000.0, "low": None, "high": None}}
-    traced.anatomy["components"].append(run_queue)
+    traced = _traced(_part("run_queue", 2000.0))
     measured = Interval(1000.0, 900.0, 1100.0)
     here = {b.law: b for b in wait_bounds(traced, measured, at_clients=64)}["little"]
     there = {b.law: b for b in wait_bounds(traced, measured, at_clients=64,

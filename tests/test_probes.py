@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from syncrep_lab.analysis.costs import run_costs
+from syncrep_lab.analysis.costs import costs_json, run_costs
 from syncrep_lab.cluster import server
 from syncrep_lab.cluster.manifest import Manifest
 from syncrep_lab.cluster.ready import replication_rows
@@ -289,7 +289,7 @@ def test_the_commit_anatomy_of_9_6_and_18_side_by_side(probed_run: Path) -> None
     release wakes its waiters one latch at a time, so each commit that slept is woken by
     a kill of its own, and the walsender's release costs time per waiter freed; under
     `local` the commits ask for no standby and no wait is counted."""
-    cells = _by_cell(run_costs(probed_run))
+    cells = _by_cell([costs_json(c) for c in run_costs(probed_run)])  # as costs --json
     for key in ("9.6 on", "18 on"):
         a = cells[key]["anatomy"]
         assert a is not None, cells[key]["probes"].get("anatomy")

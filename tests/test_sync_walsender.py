@@ -25,9 +25,7 @@ BOTH = ("walsender:b", "walsender:c")
 
 
 def _freed(who: str, releases: int, waiters: float | None) -> Releases:
-    return {"walsender": who, "releases": releases, "waiters_per_release": waiters,
-            "release_us": None, "per_waiter_us": None, "freed_per_commit": None,
-            "us_per_commit": None, "gap_us": None, "gap_p99_us": None}
+    return Releases(who, releases, waiters, None, None, None, None, None, None)
 
 
 def test_each_clue_decides_only_where_the_stronger_ones_do_not() -> None:

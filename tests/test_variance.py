@@ -20,9 +20,9 @@ from syncrep_lab.analysis.compare import compare_runs
 from syncrep_lab.analysis.noise import (
     budget_sentences,
     repeat_overhead,
-    target_text,
     walsender_words,
 )
+from syncrep_lab.analysis.ratios import BaselineRatio, target_text
 from syncrep_lab.stats.intervals import (
     detectable_effect,
     paired_ratio,
@@ -248,7 +248,7 @@ def test_rows_carry_the_noise_and_the_detectable_change(tmp_path: Path) -> None:
     folder, written = _store_run(tmp_path / "run")
     rows = {r["label"]: r for r in cell_rows(folder)}
     for label, repeats in written.items():
-        noise = rows[label]["noise"]
+        noise = rows[label]["noise"].to_json()  # what results --json prints
         expected = noise_split(repeats)
         assert set(noise) == {"within", "between", "drift", "repeats", "seconds",
                               "seconds_per_repeat", "total", "short_term", "lag1",
@@ -260,7 +260,7 @@ def test_rows_carry_the_noise_and_the_detectable_change(tmp_path: Path) -> None:
         for part in ("within", "between", "drift"):
             assert noise[part] == pytest.approx(getattr(expected, part))
         json.dumps(noise)  # plain JSON
-    ratio = rows["sc=on"]["ratio_to_baseline"]
+    ratio = rows["sc=on"]["ratio_to_baseline"].to_json()  # what results --json prints
     logs = [math.log(a.mean / b.mean) for a, b in zip(written["sc=on"], written["sc=local"],
                                                       strict=True)]
     se = statistics.stdev(logs) / math.sqrt(6)
@@ -283,7 +283,7 @@ def test_the_results_text_says_where_the_noise_sits(tmp_path: Path) -> None:
     assert all("within" in line and "between" in line and "drift" in line for line in lines)
     assert any("(2 cells, 12 repeats)" in line or "(cell " in line for line in lines)
     assert budget_sentences(rows)  # the report's sentence on the budget
-    needed = next(r["ratio_to_baseline"]["rounds_for_target"] for r in rows
+    needed = next(r["ratio_to_baseline"].rounds_for_target for r in rows
                   if r["ratio_to_baseline"])
     said = [line for line in text.splitlines() if "short of ±3 %" in line]
     assert len(said) == 1 and said[0].startswith("cell 1 sc=on ÷ sc=local: ±"), text
@@ -302,21 +302,25 @@ def test_the_text_lines_by_hand() -> None:
     assert noise_text("2 cells", even).endswith(
         ": the state at a repeat's start is the largest part, though 4 repeats cannot "
         "tell it from none")
-    assert no_difference_text({"mean": 0.99, "low": 0.95, "high": 1.03,
-                               "detectable_pct": 5.04}) == (
+    def unpaired(mean: float, low: float | None, high: float | None,
+                 detectable: float | None = None) -> BaselineRatio:
+        return BaselineRatio("a", 0, mean, low, high, None, False, detectable)
+
+    assert no_difference_text(unpaired(0.99, 0.95, 1.03, 5.04)) == (
         "no difference larger than 5.0 % (interval 0.95–1.03); the smallest change this "
         "run detects (80 % power): 5.0 %")
-    assert no_difference_text({"mean": 0.8, "low": 0.75, "high": 0.85}) == ""
-    assert no_difference_text({"mean": 0.8, "low": None, "high": None}) == ""
-    short = {"paired": True, "mean": 1.0, "low": 0.92, "high": 1.08, "rounds": 10,
-             "target_pct": 3.0, "spread_pct": 11.2, "rounds_for_target": 56, "round_s": 30.0}
+    assert no_difference_text(unpaired(0.8, 0.75, 0.85)) == ""
+    assert no_difference_text(unpaired(0.8, None, None)) == ""
+    short = BaselineRatio("a", 0, 1.0, 0.92, 1.08, 10, True, None, target_pct=3.0,
+                          spread_pct=11.2, rounds_for_target=56, round_s=30.0)
     assert target_text(short) == (
         "±8.0 % after 10 rounds, short of ±3 %: the rounds' ratios spread by 11.2 %, so "
         "±3 % needs about 56 rounds (28 min at this run's 30 s a round)")
-    assert target_text({**short, "rounds_for_target": None}).endswith(
+    assert target_text(dataclasses.replace(short, rounds_for_target=None)).endswith(
         "so ±3 % is out of reach of more rounds")
-    assert target_text({**short, "low": 0.98, "high": 1.02}) == ""  # within its target
-    assert target_text({**short, "paired": False}) == ""  # its interval is another kind
+    within = dataclasses.replace(short, low=0.98, high=1.02)
+    assert target_text(within) == ""  # within its target
+    assert target_text(dataclasses.replace(short, paired=False)) == ""  # another kind
 
 
 def test_rounds_for_a_target() -> None:
@@ -337,21 +341,21 @@ def test_rounds_for_a_target() -> None:
 def test_stored_runs_show_noise_and_detectable(workdir: Path) -> None:
     run = load("pg18-local-on", workdir)
     rows = {r["label"]: r for r in cell_rows(run)}
-    noise = rows["sc=on"]["noise"]
-    assert noise["repeats"] == 2 and noise["between"] is None and noise["within"] > 0
+    noise = rows["sc=on"]["noise"].split
+    assert noise.repeats == 2 and noise.between is None and (noise.within or 0) > 0
     ratio = rows["sc=on"]["ratio_to_baseline"]
-    assert not ratio["paired"] and ratio["detectable_pct"] > 0
+    assert not ratio.paired and (ratio.detectable_pct or 0) > 0
     other = load("pg96-on", workdir)
     data = compare_runs(other, run, force=True)
-    tps = data["pairs"][0]["figures"][0]
-    assert tps["figure"] == "TPS" and tps["detectable_pct"] is not None
+    tps = data.pairs[0].figures[0]
+    assert tps.figure == "TPS" and tps.detectable_pct is not None
     # with each run's drift in it: the interval's half width is t(0.975) se, the
     # detectable change (t(0.975) + t(0.8)) se
-    assert tps["test"] is not None and tps["ratio"] is not None
-    assert tps["ratio_high"] is not None and tps["ratio_low"] is not None
-    df = tps["test"]["df"]
-    half = (tps["ratio_high"] - tps["ratio_low"]) / 2 / tps["ratio"]
-    assert tps["detectable_pct"] == pytest.approx(
+    assert tps.test is not None and tps.ratio is not None
+    assert tps.ratio_high is not None and tps.ratio_low is not None
+    df = tps.test.df
+    half = (tps.ratio_high - tps.ratio_low) / 2 / tps.ratio
+    assert tps.detectable_pct == pytest.approx(
         100 * half * (t_ppf(0.975, df) + t_ppf(0.8, df)) / t_ppf(0.975, df))
 
 
@@ -417,7 +421,7 @@ def test_a_repeat_s_cost_is_read_from_when_the_repeats_ran(workdir: Path) -> Non
     finally:
         store.close()
     assert overhead == pytest.approx(statistics.median(gaps))
-    assert {r["noise"]["repeat_overhead_s"] for r in cell_rows(run)} == {overhead}
+    assert {r["noise"].split.overhead_s for r in cell_rows(run)} == {overhead}
 
 
 def test_pearson_by_hand() -> None:
@@ -509,8 +513,10 @@ def test_the_sync_walsender_s_wait_for_a_core_and_the_spread_it_explains(
 
     folder = _walsender_store(tmp_path / "run")
     rows = {r["label"]: r for r in cell_rows(folder)}
-    assert rows["sc=local"]["noise"]["walsender"] is None
-    ws = rows["sc=on"]["noise"]["walsender"]
+    assert rows["sc=local"]["noise"].walsender is None
+    found = rows["sc=on"]["noise"].walsender
+    assert found is not None and found.correlation is not None
+    ws = found.to_json()  # what results --json prints
     shares = [ms / 1000 / 5.0 for ms in WAL_B_MS]
     logs = [math.log(t) for t in WAL_TPS]
     assert (ws["role"], ws["chosen_by"], ws["repeats"]) == (
@@ -529,26 +535,31 @@ def test_the_sync_walsender_s_wait_for_a_core_and_the_spread_it_explains(
              f"% over the 8 repeats; that explains {100 * r * r:.0f} % of the spread of the "
              f"repeats' TPS (r = −{abs(r):.2f}, p < 0.001: more waiting went with fewer "
              "commits)")
-    assert walsender_words(ws) == words
+    assert walsender_words(found) == words
     out = io.StringIO()
     print_results(folder, list(rows.values()), Console(file=out, width=400, highlight=False))
     assert f"cell 1 sc=on: {words}" in out.getvalue().splitlines(), out.getvalue()
     assert f"Cell 1 sc=on: T{words[1:]}." in budget_sentences(list(rows.values()))
     # p of 5 % or more: the figures, no sentence
-    assert walsender_words({**ws, "p": 0.05}) is None
-    assert walsender_words({**ws, "r": None, "r2": None, "p": None}) is None
+    assert walsender_words(dataclasses.replace(
+        found, correlation=dataclasses.replace(found.correlation, p_value=0.05))) is None
+    assert walsender_words(dataclasses.replace(found, correlation=None)) is None
 
 
 def test_the_sync_walsender_is_the_one_the_primary_showed(tmp_path: Path) -> None:
     """Replication samples (a probed repeat's) that show c as sync outweigh the names;
     under 4 measured repeats there is a share but no correlation."""
     folder = _walsender_store(tmp_path / "run", sync_state_of_c=True)
-    ws = next(r for r in cell_rows(folder) if r["label"] == "sc=on")["noise"]["walsender"]
+    found = next(r for r in cell_rows(folder) if r["label"] == "sc=on")["noise"].walsender
+    assert found is not None
+    ws = found.to_json()
     assert (ws["role"], ws["chosen_by"]) == ("walsender:c", "pg_stat_replication")
     assert ws["run_delay_share"]["per_repeat"] == pytest.approx(
         [ms / 1000 / 5.0 for ms in WAL_C_MS])
     assert ws["migrations_per_s"] == pytest.approx(2.0)
     few = _walsender_store(tmp_path / "few", repeats=3)
-    ws = next(r for r in cell_rows(few) if r["label"] == "sc=on")["noise"]["walsender"]
+    found = next(r for r in cell_rows(few) if r["label"] == "sc=on")["noise"].walsender
+    assert found is not None
+    ws = found.to_json()
     assert ws["repeats"] == 3 and (ws["r"], ws["r2"], ws["p"]) == (None, None, None)
-    assert walsender_words(ws) is None
+    assert walsender_words(found) is None

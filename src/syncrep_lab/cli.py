@@ -595,6 +595,7 @@ def _finish(out_dir: Path) -> None:
 def results(run_dir: Path | None, output: str) -> None:
     """One row per cell: mean TPS with its confidence interval, latencies, repeats used,
     the leading verdict and the largest cost per commit."""
+    from syncrep_lab.analysis.cells import row_json
     from syncrep_lab.analysis.diagnosis import diagnose_run
     from syncrep_lab.report.data import cell_summaries
     from syncrep_lab.terminal.results import write_csv
@@ -602,7 +603,8 @@ def results(run_dir: Path | None, output: str) -> None:
     folder = run_dir or _latest_run()
     diagnosed = diagnose_run(folder)
     rows = cell_summaries(folder, diagnosed=diagnosed)
-    render(Answer(lambda: rows, lambda: _print_results_and_verdicts(folder, rows, diagnosed),
+    render(Answer(lambda: [row_json(r) for r in rows],
+                  lambda: _print_results_and_verdicts(folder, rows, diagnosed),
                   csv=lambda: write_csv(rows, sys.stdout)), output)
 
 
@@ -641,10 +643,10 @@ def report(run_dir: Path | None, out_file: Path | None, cell: int | None,
 def costs(run_dir: Path | None, only_cell: int | None, output: str) -> None:
     """Cost per commit of every node and process role: CPU µs, context switches,
     system calls by kind; and the wait events each role was seen in."""
-    from syncrep_lab.analysis.costs import run_costs
+    from syncrep_lab.analysis.costs import costs_json, run_costs
     from syncrep_lab.terminal.analysis import print_costs
 
-    _show_cells(run_costs, print_costs, run_dir, only_cell, output)
+    _show_cells(run_costs, print_costs, run_dir, only_cell, output, costs_json)
 
 
 @cli.command()
@@ -669,11 +671,14 @@ def _show_cells(
     analyse: Callable[[Path], list[Cell]],
     show: Callable[[list[Cell], Console], None],
     run_dir: Path | None, only_cell: int | None, output: str,
+    json_of: Callable[[Cell], object] | None = None,
 ) -> None:
-    """An analysis of a run (the latest by default), one cell or all, as JSON or tables."""
+    """An analysis of a run (the latest by default), one cell or all, as JSON or tables;
+    ``json_of``: a cell's JSON form where the analysis holds typed results."""
     cells = [c for c in analyse(run_dir or _latest_run())
              if only_cell is None or c["idx"] == only_cell]
-    render(Answer(lambda: cells, lambda: show(cells, out)), output)
+    render(Answer(lambda: [json_of(c) for c in cells] if json_of else cells,
+                  lambda: show(cells, out)), output)
 
 
 @cli.command("model")
@@ -823,7 +828,7 @@ def compare_cmd(run_a: Path, run_b: Path, force: bool, top: int, output: str,
     from syncrep_lab.terminal.analysis import print_compare
 
     data = compare_runs(run_a, run_b, force=force, top=top)
-    render(Answer(lambda: data, lambda: print_compare(data, out)), output)
+    render(Answer(data.to_json, lambda: print_compare(data, out)), output)
     if html_out is not None:
         from syncrep_lab.report.html import render_compare, write_page
 

@@ -38,9 +38,10 @@ anatomy repeat (:func:`anatomy_values`), and why a cell has none (:func:`why_no_
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TypedDict
 
+from syncrep_lab.json_form import JSON
 from syncrep_lab.stats.histogram import LatencyHistogram
 from syncrep_lab.stats.intervals import mean_ci
 from syncrep_lab.store import Store, queries
@@ -52,27 +53,42 @@ WALSENDER_COMPONENTS = ("release", "release_gap", "waiters_freed")
 DISTRIBUTION_BINS = 4  # per power of two: the report's histograms
 
 
-class Interval(TypedDict):
+@dataclass(frozen=True)
+class PerCommit:
+    """A figure's mean over the repeats traced and its 95 % interval (low and high None
+    with one repeat; all None where none timed it)."""
+
     mean: float | None
     low: float | None
     high: float | None
 
+    def to_json(self) -> dict[str, JSON]:
+        return {"mean": self.mean, "low": self.low, "high": self.high}
 
-class Component(TypedDict):
+
+@dataclass(frozen=True)
+class Component:
     """One component of a backend's commit."""
 
     component: str
-    us_per_commit: Interval  # over the repeats traced (an observe window's slices)
+    us_per_commit: PerCommit  # over the repeats traced (an observe window's slices)
     share_of_wait: float | None  # of commit_wait's time (its parts only)
     events: int  # how many times it happened
     mean_us: float | None  # per event
     p50_us: float | None
     p99_us: float | None
-    # per event, for a chart: [low µs, high µs, events] at DISTRIBUTION_BINS per octave
-    distribution: list[tuple[float, float, int]]
+    # per event, for a chart: (low µs, high µs, events) at DISTRIBUTION_BINS per octave
+    distribution: tuple[tuple[float, float, int], ...]
+
+    def to_json(self) -> dict[str, JSON]:
+        return {"component": self.component, "us_per_commit": self.us_per_commit.to_json(),
+                "share_of_wait": self.share_of_wait, "events": self.events,
+                "mean_us": self.mean_us, "p50_us": self.p50_us, "p99_us": self.p99_us,
+                "distribution": [[low, high, n] for low, high, n in self.distribution]}
 
 
-class Releases(TypedDict):
+@dataclass(frozen=True)
+class Releases:
     """A walsender's releases of waiting backends."""
 
     walsender: str  # walsender:NAME, the standby it serves
@@ -85,37 +101,53 @@ class Releases(TypedDict):
     gap_us: float | None  # mean time between releases
     gap_p99_us: float | None
 
+    def to_json(self) -> dict[str, JSON]:
+        return {"walsender": self.walsender, "releases": self.releases,
+                "waiters_per_release": self.waiters_per_release,
+                "release_us": self.release_us, "per_waiter_us": self.per_waiter_us,
+                "freed_per_commit": self.freed_per_commit,
+                "us_per_commit": self.us_per_commit, "gap_us": self.gap_us,
+                "gap_p99_us": self.gap_p99_us}
 
-class Anatomy(TypedDict):
+
+@dataclass(frozen=True)
+class Anatomy:
     """A cell's commit anatomy (``costs --json``: ``anatomy``; None: not measured)."""
 
     commits: int  # the traced repeats' transactions (observe: that wrote)
-    components: list[Component]
-    releases: list[Releases]
+    components: tuple[Component, ...]
+    releases: tuple[Releases, ...]
     little_bound_tps: float | None
     release_bound_tps: float | None
+
+    def to_json(self) -> dict[str, JSON]:
+        return {"commits": self.commits,
+                "components": [c.to_json() for c in self.components],
+                "releases": [r.to_json() for r in self.releases],
+                "little_bound_tps": self.little_bound_tps,
+                "release_bound_tps": self.release_bound_tps}
 
 
 def _us(ns: float | None) -> float | None:
     return None if ns is None else ns / 1000.0
 
 
-def _interval(values: list[float]) -> Interval:
+def _interval(values: list[float]) -> PerCommit:
     if not values:
-        return {"mean": None, "low": None, "high": None}
+        return PerCommit(None, None, None)
     ci = mean_ci(values)
-    return {"mean": ci.mean, "low": ci.low, "high": ci.high}
+    return PerCommit(ci.mean, ci.low, ci.high)
 
 
-def releasing(releases: list[Releases]) -> Releases | None:
+def releasing(releases: Iterable[Releases]) -> Releases | None:
     """The walsender that freed the waiters: of those that freed any, the one with the
     most releases; None where none did (commits that do not wait). Not simply the one
     with the most releases: a potential standby's walsender enters
     SyncRepReleaseWaiters on every reply too and returns having freed nobody, and at
     some loads it makes more of those calls than the sync one makes releases (15.18 at
     8 clients: 32,105 against 31,699)."""
-    return max((r for r in releases if r["waiters_per_release"]),
-               key=lambda r: r["releases"], default=None)
+    return max((r for r in releases if r.waiters_per_release),
+               key=lambda r: r.releases, default=None)
 
 
 def cell_anatomy(store: Store, commits: dict[int, int], clients: int) -> Anatomy | None:
@@ -147,15 +179,15 @@ def cell_anatomy(store: Store, commits: dict[int, int], clients: int) -> Anatomy
         values = [per_repeat[key].get(r, 0.0) / 1000.0 / commits[r]
                   for r in measured if commits[r] > 0]
         h = merged[key]
-        components.append({
-            "component": name, "us_per_commit": _interval(values),
-            "share_of_wait": (totals[key] / wait_total
-                              if name in WAIT_PARTS and wait_total > 0 else None),
-            "events": events[key],
-            "mean_us": _us(totals[key] / events[key]) if events[key] else None,
-            "p50_us": _us(h.percentile(50)), "p99_us": _us(h.percentile(99)),
-            "distribution": [(low / 1000.0, high / 1000.0, n)
-                             for low, high, n in h.bins(DISTRIBUTION_BINS)]})
+        components.append(Component(
+            component=name, us_per_commit=_interval(values),
+            share_of_wait=(totals[key] / wait_total
+                           if name in WAIT_PARTS and wait_total > 0 else None),
+            events=events[key],
+            mean_us=_us(totals[key] / events[key]) if events[key] else None,
+            p50_us=_us(h.percentile(50)), p99_us=_us(h.percentile(99)),
+            distribution=tuple((low / 1000.0, high / 1000.0, n)
+                               for low, high, n in h.bins(DISTRIBUTION_BINS))))
     releases: list[Releases] = []
     for who in sorted({w for w, _ in events if w.startswith("walsender")}):
         n = events.get((who, "release"), 0)
@@ -163,22 +195,22 @@ def cell_anatomy(store: Store, commits: dict[int, int], clients: int) -> Anatomy
         spent = totals.get((who, "release"), 0.0)
         gaps = events.get((who, "release_gap"), 0)
         gap_h = merged.get((who, "release_gap"))
-        releases.append({
-            "walsender": who, "releases": n,
-            "waiters_per_release": freed / n if n else None,
-            "release_us": _us(spent / n) if n else None,
-            "per_waiter_us": _us(spent / freed) if freed else None,
-            "freed_per_commit": freed / all_commits if all_commits else None,
-            "us_per_commit": _us(spent / all_commits) if all_commits and spent else None,
-            "gap_us": _us(totals[(who, "release_gap")] / gaps) if gaps else None,
-            "gap_p99_us": _us(gap_h.percentile(99)) if gap_h is not None else None})
+        releases.append(Releases(
+            walsender=who, releases=n,
+            waiters_per_release=freed / n if n else None,
+            release_us=_us(spent / n) if n else None,
+            per_waiter_us=_us(spent / freed) if freed else None,
+            freed_per_commit=freed / all_commits if all_commits else None,
+            us_per_commit=_us(spent / all_commits) if all_commits and spent else None,
+            gap_us=_us(totals[(who, "release_gap")] / gaps) if gaps else None,
+            gap_p99_us=_us(gap_h.percentile(99)) if gap_h is not None else None))
     in_server = (totals.get(("backend", "local_flush"), 0.0) + wait_total) / 1e9
     busiest = releasing(releases)
-    return {
-        "commits": all_commits, "components": components, "releases": releases,
-        "little_bound_tps": (clients * all_commits / in_server if in_server > 0 else None),
-        "release_bound_tps": (1e6 / busiest["us_per_commit"]
-                              if busiest is not None and busiest["us_per_commit"] else None)}
+    return Anatomy(
+        commits=all_commits, components=tuple(components), releases=tuple(releases),
+        little_bound_tps=(clients * all_commits / in_server if in_server > 0 else None),
+        release_bound_tps=(1e6 / busiest.us_per_commit
+                           if busiest is not None and busiest.us_per_commit else None))
 
 
 @dataclass(frozen=True)
@@ -234,7 +266,7 @@ def why_no_anatomy(store: Store, cell_id: int) -> str:
 def share_of_commit(a: Anatomy, component: str) -> float | None:
     """A component's share of a commit's time in the server (the local flush and the
     commit wait)."""
-    found = {c["component"]: c["us_per_commit"]["mean"] for c in a["components"]}
+    found = {c.component: c.us_per_commit.mean for c in a.components}
     whole = (found.get("local_flush") or 0.0) + (found.get("commit_wait") or 0.0)
     value = found.get(component)
     return None if value is None or whole <= 0 else value / whole
@@ -243,23 +275,23 @@ def share_of_commit(a: Anatomy, component: str) -> float | None:
 def in_words(a: Anatomy) -> str | None:
     """A commit's parts and the wait-bound ceilings in one sentence (``diagnose`` of an
     observe window); None without a commit wait."""
-    found = {c["component"]: c for c in a["components"]}
+    found = {c.component: c for c in a.components}
     wait = found.get("commit_wait")
-    if wait is None or wait["us_per_commit"]["mean"] is None:
+    if wait is None or wait.us_per_commit.mean is None:
         return None
     flush = found.get("local_flush")
-    said = ((f"{flush['us_per_commit']['mean']:,.0f} µs flushing WAL and "
-             if flush is not None and flush["us_per_commit"]["mean"] is not None else "")
-            + f"{wait['us_per_commit']['mean']:,.0f} µs waiting for a standby")
+    said = ((f"{flush.us_per_commit.mean:,.0f} µs flushing WAL and "
+             if flush is not None and flush.us_per_commit.mean is not None else "")
+            + f"{wait.us_per_commit.mean:,.0f} µs waiting for a standby")
     parts = [f"{100 * share:.0f} % {PART_NAMES[p]}" for p in WAIT_PARTS
-             if p in found and (share := found[p]["share_of_wait"])]
+             if p in found and (share := found[p].share_of_wait)]
     sentence = f"a written transaction's commit spends {said}" + (
         f" ({', '.join(parts)})" if parts else "")
     bounds = []
-    if a["little_bound_tps"]:
-        bounds.append(f"~{a['little_bound_tps']:,.0f} tps at this concurrency (Little's law)")
-    if a["release_bound_tps"]:
-        bounds.append(f"~{a['release_bound_tps']:,.0f} tps where the walsender's serial "
+    if a.little_bound_tps:
+        bounds.append(f"~{a.little_bound_tps:,.0f} tps at this concurrency (Little's law)")
+    if a.release_bound_tps:
+        bounds.append(f"~{a.release_bound_tps:,.0f} tps where the walsender's serial "
                       "release binds")
     return sentence + ("; the wait alone caps commits at " + ", ".join(bounds)
                        if bounds else "")
@@ -281,10 +313,10 @@ def growth_sentence(low: tuple[int, Anatomy], high: tuple[int, Anatomy]) -> str 
     _, part, s_low, s_high = max(grown)
     sentence = (f"the {PART_NAMES[part]} takes {100 * s_high:.0f} % of a commit at {c_high} "
                 f"clients, {100 * s_low:.0f} % at {c_low}")
-    busiest = releasing(a_high["releases"])
-    if busiest is not None and busiest["per_waiter_us"]:
-        sentence += (f": {busiest['walsender']} frees {busiest['waiters_per_release']:.1f} "
-                     f"waiters per release at {busiest['per_waiter_us']:.2f} µs each")
+    busiest = releasing(a_high.releases)
+    if busiest is not None and busiest.per_waiter_us:
+        sentence += (f": {busiest.walsender} frees {busiest.waiters_per_release:.1f} "
+                     f"waiters per release at {busiest.per_waiter_us:.2f} µs each")
     return sentence
 
 

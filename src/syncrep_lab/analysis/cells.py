@@ -8,10 +8,11 @@ during) a run.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from syncrep_lab.analysis.noise import cell_noise, cell_walsender, noise_json, repeat_overhead
+from syncrep_lab.analysis.noise import cell_noise, repeat_overhead
 from syncrep_lab.analysis.ratios import anatomy_to_baseline, ratios_to_baseline
 from syncrep_lab.analysis.resources import cell_resources
 from syncrep_lab.store import Store
@@ -19,6 +20,16 @@ from syncrep_lab.store import Store
 COLUMNS = ("idx", "label", "status", "repeats", "stop_reason", "tps_mean", "tps_ci_low",
            "tps_ci_high", "tps_ci_rel", "lat_mean_ms", "lat_p50_ms", "lat_p90_ms",
            "lat_p99_ms", "lat_p999_ms", "lat_max_ms", "transactions", "failed", "error")
+
+
+def row_json(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A row as ``results --json`` and the report print it: its ratio and its commit
+    anatomy against its baseline's, and its noise, in their JSON form."""
+    out = dict(row)
+    for key in ("ratio_to_baseline", "anatomy_to_baseline", "noise"):
+        if out.get(key) is not None:
+            out[key] = out[key].to_json()
+    return out
 
 
 def cell_rows(folder: Path) -> list[dict[str, Any]]:
@@ -40,8 +51,7 @@ def cell_rows(folder: Path) -> list[dict[str, Any]]:
             row.update(cell_resources(store, cell.id))  # disks, network, quotas
             # an observe window's slices are consecutive, not repeats: no split
             row["noise"] = (None if run.kind == "observe"
-                            else noise_json(cell_noise(store, cell, overhead),
-                                            cell_walsender(store, cell)))
+                            else cell_noise(store, cell, overhead))
             rows.append(row)
         return rows
     finally:

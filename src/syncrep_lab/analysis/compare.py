@@ -2,8 +2,9 @@
 differ (ratio with a confidence interval, Welch's t-test), which per-commit
 costs changed most, and where a commit's time moved (each part of the commit anatomy,
 B/A over the anatomy repeats; also used within a run against a cell's baseline). Pure
-functions over the two stores: nothing here runs anything, and everything returned is
-plain JSON-able data.
+functions over the two stores: nothing here runs anything. What is returned is typed
+(:class:`Comparison`, each :class:`Pair`, each :class:`FigureComparison`), and each
+owns its JSON form (``to_json()``): what ``compare --json`` prints and the page reads.
 
 Cells are matched by their axes. The *compared dimensions* are the parameters
 that are constant within each run and differ between them (the server version,
@@ -14,6 +15,7 @@ up cell by cell, and the pairs differ only in what the comparison is about.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import statistics
@@ -21,7 +23,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
 
 from syncrep_lab import format as fmt
 from syncrep_lab.analysis.anatomy import (
@@ -32,6 +34,7 @@ from syncrep_lab.analysis.anatomy import (
 )
 from syncrep_lab.analysis.costs import RoleValues, cluster_version, role_values
 from syncrep_lab.errors import UserError
+from syncrep_lab.json_form import JSON
 from syncrep_lab.stats.intervals import (
     detectable_effect,
     mean_ci,
@@ -65,23 +68,72 @@ RUN_FIGURES = (("TPS", "tps", "tps", True),
 FLOOR = {"cpu_us": 1.0, "context_switches": 0.01, "syscall": 0.01}
 
 
-class FigureComparison(TypedDict):
+@dataclass(frozen=True)
+class FigureSide:
+    """One side's values of a figure: how many, their mean and its 95 % interval."""
+
+    n: int
+    mean: float | None
+    low: float | None
+    high: float | None
+    values: tuple[float, ...]
+
+    def to_json(self) -> dict[str, JSON]:
+        return {"n": self.n, "mean": self.mean, "low": self.low, "high": self.high,
+                "values": list(self.values)}
+
+
+@dataclass(frozen=True)
+class FigureTest:
+    """Welch's test of B against A (``t`` None where the answer is exact); with each
+    run's drift in it (``between_runs``) or on the log scale (``log_scale``)."""
+
+    t: float | None
+    df: float
+    p_value: float
+    significant: bool
+    between_runs: bool = False
+    log_scale: bool = False
+
+    def to_json(self) -> dict[str, JSON]:
+        out: dict[str, JSON] = {"t": self.t, "df": self.df, "p_value": self.p_value,
+                                "significant": self.significant}
+        if self.between_runs:
+            out["between_runs"] = True
+        if self.log_scale:
+            out["log_scale"] = True
+        return out
+
+
+@dataclass(frozen=True)
+class FigureComparison:
     """One figure of a pair (:func:`compare_figure`): each side's values, B/A, the test."""
 
     figure: str
     unit: str
-    a: dict[str, Any]  # n, mean, low, high, values
-    b: dict[str, Any]
+    a: FigureSide
+    b: FigureSide
     ratio: float | None
     ratio_low: float | None
     ratio_high: float | None
     # the smallest change of B/A, in percent, the test detects with 80 % power
     detectable_pct: float | None
-    test: dict[str, Any] | None  # t, df, p_value, significant (between_runs)
-    significant: bool | None
+    test: FigureTest | None
     verdict: str
 
+    @property
+    def significant(self) -> bool | None:
+        return None if self.test is None else self.test.significant
 
+    def to_json(self) -> dict[str, JSON]:
+        return {"figure": self.figure, "unit": self.unit, "a": self.a.to_json(),
+                "b": self.b.to_json(), "ratio": self.ratio, "ratio_low": self.ratio_low,
+                "ratio_high": self.ratio_high, "detectable_pct": self.detectable_pct,
+                "test": self.test.to_json() if self.test is not None else None,
+                "significant": self.significant, "verdict": self.verdict}
+
+
+@dataclass(frozen=True)
 class CostChange(FigureComparison):
     """A per-commit cost of one node's role, A against B, ranked by ``score``."""
 
@@ -91,63 +143,165 @@ class CostChange(FigureComparison):
     difference: float
     score: float
 
+    def to_json(self) -> dict[str, JSON]:
+        return {**super().to_json(), "node": self.node, "role": self.role,
+                "kind": self.kind, "difference": self.difference, "score": self.score}
 
-class CostChanges(TypedDict):
+
+@dataclass(frozen=True)
+class CostChanges:
     compared: int
-    top: list[CostChange]
-    roles_only_in_a: list[str]
-    roles_only_in_b: list[str]
-    notes: list[str]
+    top: tuple[CostChange, ...]
+    roles_only_in_a: tuple[str, ...]
+    roles_only_in_b: tuple[str, ...]
+    notes: tuple[str, ...]
+
+    def to_json(self) -> dict[str, JSON]:
+        return {"compared": self.compared, "top": [c.to_json() for c in self.top],
+                "roles_only_in_a": list(self.roles_only_in_a),
+                "roles_only_in_b": list(self.roles_only_in_b), "notes": list(self.notes)}
 
 
+@dataclass(frozen=True)
 class AnatomyFigure(FigureComparison):
     """One figure of the commit anatomy, A against B (:func:`anatomy_comparison`)."""
 
     who: str  # backend | walsender:NAME
     key: str  # a backend component, or per_waiter_us | waiters_per_release
 
+    def to_json(self) -> dict[str, JSON]:
+        return {**super().to_json(), "who": self.who, "key": self.key}
 
-class AnatomyComparison(TypedDict):
+
+@dataclass(frozen=True)
+class AnatomyComparison:
     """Where a commit's time moved between two cells: each component of the anatomy
     and each walsender's releases, B/A, over the anatomy repeats of each side."""
 
-    repeats: dict[str, int]  # anatomy repeats of a side (0: it has none)
+    repeats_a: int  # anatomy repeats of a side (0: it has none)
+    repeats_b: int
     missing: str | None  # the side without an anatomy and why; nothing compared then
     interval: str  # how the intervals were made, or why there are none
-    figures: list[AnatomyFigure]
-    only_in_a: list[str]  # components measured on one side only
-    only_in_b: list[str]
-    changed: list[str]  # "wake-up queue -35 % [-41, -28]", for each significant figure
+    figures: tuple[AnatomyFigure, ...]
+    only_in_a: tuple[str, ...]  # components measured on one side only
+    only_in_b: tuple[str, ...]
+    changed: tuple[str, ...]  # "wake-up queue -35 % [-41, -28]", each significant figure
     summary: str
 
+    def to_json(self) -> dict[str, JSON]:
+        return {"repeats": {"a": self.repeats_a, "b": self.repeats_b},
+                "missing": self.missing, "interval": self.interval,
+                "figures": [f.to_json() for f in self.figures],
+                "only_in_a": list(self.only_in_a), "only_in_b": list(self.only_in_b),
+                "changed": list(self.changed), "summary": self.summary}
 
-class Pair(TypedDict):
+
+@dataclass(frozen=True)
+class PairCell:
+    idx: int
+    label: str
+    version: str
+
+    def to_json(self) -> dict[str, JSON]:
+        return {"idx": self.idx, "label": self.label, "version": self.version}
+
+
+@dataclass(frozen=True)
+class Pair:
     """A cell of A and its match in B."""
 
-    key: dict[str, Any]
-    a: dict[str, Any]  # idx, label, version
-    b: dict[str, Any]
-    disturbed: dict[str, dict[str, int]]
-    figures: list[FigureComparison]  # RUN_FIGURES, in order
+    key: dict[str, JSON]  # the matched axes' values
+    a: PairCell
+    b: PairCell
+    disturbed: dict[str, tuple[int, int]]  # side -> (repeats something hit, repeats)
+    figures: tuple[FigureComparison, ...]  # RUN_FIGURES, in order
     summary: str
     costs: CostChanges
     anatomy: AnatomyComparison | None  # None: neither cell has one
 
+    def to_json(self) -> dict[str, JSON]:
+        return {"key": dict(self.key), "a": self.a.to_json(), "b": self.b.to_json(),
+                "disturbed": {k: {"repeats": n, "of": total}
+                              for k, (n, total) in self.disturbed.items()},
+                "figures": [f.to_json() for f in self.figures], "summary": self.summary,
+                "costs": self.costs.to_json(),
+                "anatomy": self.anatomy.to_json() if self.anatomy is not None else None}
 
-class Comparison(TypedDict):
-    """:func:`compare_runs`: what ``compare`` prints, as JSON too, and its page shows."""
 
-    a: dict[str, Any]  # the run: folder, name, times, versions, machine, drift
-    b: dict[str, Any]
-    dimensions: list[dict[str, Any]]
-    matched_on: list[str]
+@dataclass(frozen=True)
+class RunSide:
+    """One run of a comparison: what it is, its versions, machine and drift."""
+
+    folder: str
+    run: str
+    started_at: str | None
+    finished_at: str | None
+    status: str | None
+    spec: str | None  # the spec's name
+    tool_version: str | None
+    versions: tuple[str, ...]
+    machine: dict[str, JSON]
+    drift: Drift | None
+
+    def to_json(self) -> dict[str, JSON]:
+        d = self.drift
+        return {"folder": self.folder, "run": self.run, "started_at": self.started_at,
+                "finished_at": self.finished_at, "status": self.status, "spec": self.spec,
+                "tool_version": self.tool_version, "versions": list(self.versions),
+                "machine": self.machine,
+                "drift": None if d is None else {"sd": d.sd, "df": d.df, "source": d.source}}
+
+
+@dataclass(frozen=True)
+class Unmatched:
+    """A done cell of one run that no cell of the other matches."""
+
+    idx: int
+    label: str
+    key: dict[str, JSON]  # its values of the axes matched on
+
+    def to_json(self) -> dict[str, JSON]:
+        return {"idx": self.idx, "label": self.label, "key": dict(self.key)}
+
+
+@dataclass(frozen=True)
+class NotDone:
+    """A cell of one run that did not finish: not compared."""
+
+    idx: int
+    label: str
+    status: str
+
+    def to_json(self) -> dict[str, JSON]:
+        return {"idx": self.idx, "label": self.label, "status": self.status}
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """:func:`compare_runs`: what ``compare`` prints, as JSON too (:meth:`to_json`),
+    and its page shows (from the JSON form)."""
+
+    a: RunSide
+    b: RunSide
+    dimensions: tuple[dict[str, JSON], ...]  # name, label, a, b
+    matched_on: tuple[str, ...]
     between_runs: bool
     advice: str
-    machine_differences: list[str]
+    machine_differences: tuple[str, ...]
     alpha: float
-    pairs: list[Pair]
-    unmatched: dict[str, list[dict[str, Any]]]
-    not_done: dict[str, list[dict[str, Any]]]
+    pairs: tuple[Pair, ...]
+    # side ("a", "b") -> its cells without a match, and those not done
+    unmatched: dict[str, tuple[Unmatched, ...]]
+    not_done: dict[str, tuple[NotDone, ...]]
+
+    def to_json(self) -> dict[str, JSON]:
+        return {"a": self.a.to_json(), "b": self.b.to_json(),
+                "dimensions": [dict(d) for d in self.dimensions],
+                "matched_on": list(self.matched_on), "between_runs": self.between_runs,
+                "advice": self.advice, "machine_differences": list(self.machine_differences),
+                "alpha": self.alpha, "pairs": [p.to_json() for p in self.pairs],
+                "unmatched": {k: [c.to_json() for c in v] for k, v in self.unmatched.items()},
+                "not_done": {k: [c.to_json() for c in v] for k, v in self.not_done.items()}}
 
 
 def comparable(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
@@ -157,12 +311,14 @@ def comparable(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     return [f"{k}: {a.get(k)} vs {b.get(k)}" for k in keys if a.get(k) != b.get(k)]
 
 
-def _identity(store: Store, run: StoredRun) -> dict[str, Any]:
+def _side_of(store: Store, run: StoredRun, cells: list[dict[str, Any]],
+             drift: Drift | None) -> RunSide:
     # the run's name is the spec's anyway; this only double-checks it
     spec_name = run.spec.table.get("name")
-    return {"folder": str(store.folder), "run": run.name, "started_at": run.started_at,
-            "finished_at": run.finished_at, "status": run.status, "spec": spec_name,
-            "tool_version": run.tool_version}
+    return RunSide(str(store.folder), run.name, run.started_at, run.finished_at, run.status,
+                   spec_name, run.tool_version,
+                   tuple(sorted({c["version"] for c in cells if c["version"]})),
+                   run.machine, drift)
 
 
 def _cells(store: Store, run_id: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -218,28 +374,27 @@ def _measured(store: Store, cell_id: int) -> dict[str, list[float]]:
             for _, column, _, _ in RUN_FIGURES}
 
 
-def _side(values: Sequence[float]) -> dict[str, Any]:
+def _side(values: Sequence[float]) -> FigureSide:
     if not values:
-        return {"n": 0, "mean": None, "low": None, "high": None, "values": []}
+        return FigureSide(0, None, None, None, ())
     ci = mean_ci(values)
-    return {"n": ci.n, "mean": ci.mean, "low": ci.low, "high": ci.high, "values": list(values)}
+    return FigureSide(ci.n, ci.mean, ci.low, ci.high, tuple(values))
 
 
-def _test(a: Sequence[float], b: Sequence[float]) -> dict[str, Any] | None:
+def _test(a: Sequence[float], b: Sequence[float]) -> FigureTest | None:
     """Welch's t-test of b against a, or None with fewer than 2 values a side."""
     if len(a) < 2 or len(b) < 2:
         return None
     w = welch_t(b, a, alpha=ALPHA)
     # An exact answer (neither side varies) has t = ±inf, which JSON cannot hold.
-    return {"t": w.t if math.isfinite(w.t) else None, "df": w.df, "p_value": w.p_value,
-            "significant": w.significant}
+    return FigureTest(w.t if math.isfinite(w.t) else None, w.df, w.p_value, w.significant)
 
 
-def _verdict(test: dict[str, Any] | None, mean_a: float | None, mean_b: float | None,
+def _verdict(test: FigureTest | None, mean_a: float | None, mean_b: float | None,
              higher_is_better: bool | None, n_a: int, n_b: int) -> str:
     if test is None:
         return f"too few repeats ({n_a} vs {n_b})"
-    if not test["significant"] or mean_a is None or mean_b is None:
+    if not test.significant or mean_a is None or mean_b is None:
         return "no significant difference"
     if higher_is_better is None:
         return "B higher, significant" if mean_b > mean_a else "B lower, significant"
@@ -256,7 +411,7 @@ def compare_figure(name: str, unit: str, a: Sequence[float], b: Sequence[float],
     side_a, side_b = _side(a), _side(b)
     ratio = low = high = None
     se_rel: tuple[float, float] | None = None  # (se / ratio, df)
-    if a and b and side_a["mean"]:
+    if a and b and side_a.mean:
         r = ratio_ci(b, a)
         ratio, low, high = r.ratio, r.low, r.high
         if r.se is not None and r.df is not None and r.ratio > 0:
@@ -268,11 +423,9 @@ def compare_figure(name: str, unit: str, a: Sequence[float], b: Sequence[float],
             low, high, test, se_rel = widened
     detectable = (None if se_rel is None else
                   100 * detectable_effect(se_rel[0], se_rel[1], 1 - ALPHA))
-    return {"figure": name, "unit": unit, "a": side_a, "b": side_b, "ratio": ratio,
-            "ratio_low": low, "ratio_high": high, "detectable_pct": detectable, "test": test,
-            "significant": None if test is None else test["significant"],
-            "verdict": _verdict(test, side_a["mean"], side_b["mean"], higher_is_better,
-                                side_a["n"], side_b["n"])}
+    return FigureComparison(name, unit, side_a, side_b, ratio, low, high, detectable, test,
+                            _verdict(test, side_a.mean, side_b.mean, higher_is_better,
+                                     side_a.n, side_b.n))
 
 
 @dataclass(frozen=True)
@@ -313,7 +466,7 @@ def run_drift(store: Store, run_id: int) -> Drift | None:
 
 
 def _across_runs(a: Sequence[float], b: Sequence[float], between: tuple[Drift, Drift]
-                 ) -> tuple[float, float, dict[str, Any], tuple[float, float]] | None:
+                 ) -> tuple[float, float, FigureTest, tuple[float, float]] | None:
     """B/A's interval and test with both runs' drift added to the repeats' own spread:
     relative variance var(a)/(n·a²) + var(b)/(n·b²) + sd_a² + sd_b², degrees of freedom
     by Welch–Satterthwaite over the four parts; and (relative se, df)."""
@@ -328,16 +481,15 @@ def _across_runs(a: Sequence[float], b: Sequence[float], between: tuple[Drift, D
     ratio = mb / ma
     if total == 0:
         same = ratio == 1
-        return ratio, ratio, {"t": None, "df": float(na + nb - 2),
-                              "p_value": 1.0 if same else 0.0, "significant": not same,
-                              "between_runs": True}, (0.0, float(na + nb - 2))
+        return ratio, ratio, FigureTest(None, float(na + nb - 2), 1.0 if same else 0.0,
+                                        not same, between_runs=True), \
+            (0.0, float(na + nb - 2))
     df = total ** 2 / sum(v * v / d for v, d in parts if d > 0)
     se = ratio * math.sqrt(total)
     t = (ratio - 1) / se
     half = t_ppf(1 - ALPHA / 2, df) * se
     p = 2 * t_sf(abs(t), df)
-    return ratio - half, ratio + half, {"t": t, "df": df, "p_value": p,
-                                        "significant": p < ALPHA, "between_runs": True}, \
+    return ratio - half, ratio + half, FigureTest(t, df, p, p < ALPHA, between_runs=True), \
         (math.sqrt(total), df)
 
 
@@ -375,18 +527,23 @@ def cost_changes(a: list[RoleValues], b: list[RoleValues], top: int = TOP
             if not va or not vb:
                 continue
             entry = compare_figure(name, "per commit", va, vb, None)
-            mean_a, mean_b = entry["a"]["mean"], entry["b"]["mean"]
-            if mean_a == 0 and mean_b == 0:
+            mean_a, mean_b = entry.a.mean, entry.b.mean
+            if mean_a is None or mean_b is None or (mean_a == 0 and mean_b == 0):
                 continue  # never called on either side
-            changes.append({**entry, "node": node, "role": role, "kind": kind,
-                            "difference": mean_b - mean_a,
-                            "score": _score(kind, mean_a, mean_b)})
-    changes.sort(key=lambda c: (-c["score"], c["node"], c["role"], c["figure"]))
-    moved = [c for c in changes if c["score"] > 0]
+            changes.append(CostChange(**_fields(entry), node=node, role=role, kind=kind,
+                                      difference=mean_b - mean_a,
+                                      score=_score(kind, mean_a, mean_b)))
+    changes.sort(key=lambda c: (-c.score, c.node, c.role, c.figure))
+    moved = [c for c in changes if c.score > 0]
     only_a = sorted(f"{n} {r}" for n, r in by_a.keys() - by_b.keys())
     only_b = sorted(f"{n} {r}" for n, r in by_b.keys() - by_a.keys())
-    return {"compared": len(changes), "top": moved[:top], "roles_only_in_a": only_a,
-            "roles_only_in_b": only_b, "notes": notes}
+    return CostChanges(len(changes), tuple(moved[:top]), tuple(only_a), tuple(only_b),
+                       tuple(notes))
+
+
+def _fields(fig: FigureComparison) -> dict[str, Any]:
+    """A figure's fields, for the kinds that add to it (CostChange, AnatomyFigure)."""
+    return {f.name: getattr(fig, f.name) for f in dataclasses.fields(FigureComparison)}
 
 
 ONE_REPEAT = "one repeat: no interval"
@@ -412,9 +569,8 @@ def anatomy_comparison(a: AnatomyValues | None, b: AnatomyValues | None,
     if a is None or b is None:
         side, why = (names[0], missing_a) if a is None else (names[1], missing_b)
         text = f"{side} has no commit anatomy" + (f" ({why})" if why else "")
-        return {"repeats": repeats, "missing": text, "interval": "", "figures": [],
-                "only_in_a": [], "only_in_b": [], "changed": [],
-                "summary": f"{text}: nothing to compare"}
+        return AnatomyComparison(repeats["a"], repeats["b"], text, "", (), (), (), (),
+                                 f"{text}: nothing to compare")
     figures: list[AnatomyFigure] = []
     pairs: list[tuple[str, str, str, str, list[float], list[float]]] = [
         ("backend", name, PART_NAMES[name], "µs per commit", a.backend[name], b.backend[name])
@@ -427,12 +583,12 @@ def anatomy_comparison(a: AnatomyValues | None, b: AnatomyValues | None,
     for who, key, name, unit, va, vb in pairs:
         if not va or not vb or (not any(va) and not any(vb)):
             continue  # never happened on either side (the potential standby's releases)
-        figures.append({**log_ratio_figure(name, unit, va, vb, between), "who": who,
-                        "key": key})
-    changed = [f"{f['figure']} {fmt.change(f['ratio'])} [{fmt.change(f['ratio_low'], '')}, "
-               f"{fmt.change(f['ratio_high'], '')}]" for f in figures
-               if f["significant"] and f["ratio"] is not None
-               and f["ratio_low"] is not None and f["ratio_high"] is not None]
+        figures.append(AnatomyFigure(**_fields(log_ratio_figure(name, unit, va, vb, between)),
+                                     who=who, key=key))
+    changed = [f"{f.figure} {fmt.change(f.ratio)} [{fmt.change(f.ratio_low, '')}, "
+               f"{fmt.change(f.ratio_high, '')}]" for f in figures
+               if f.significant and f.ratio is not None
+               and f.ratio_low is not None and f.ratio_high is not None]
     only_a = sorted(PART_NAMES[n] for n in a.backend.keys() - b.backend.keys())
     only_b = sorted(PART_NAMES[n] for n in b.backend.keys() - a.backend.keys())
     if min(repeats.values()) < 2:
@@ -446,14 +602,13 @@ def anatomy_comparison(a: AnatomyValues | None, b: AnatomyValues | None,
                     "Welch's test on the log scale"
                     + (", the drift of the stretches of time they come from added"
                        if between is not None else ""))
-        tested = sum(1 for f in figures if f["test"] is not None)
+        tested = sum(1 for f in figures if f.test is not None)
         summary = ("commit anatomy: " + "; ".join(changed) + (
             "; the rest not significant" if len(changed) < tested else "")
             if changed else f"commit anatomy: no figure changed beyond its interval "
                             f"({tested} compared)")
-    return {"repeats": repeats, "missing": None, "interval": interval, "figures": figures,
-            "only_in_a": only_a, "only_in_b": only_b, "changed": changed,
-            "summary": summary}
+    return AnatomyComparison(repeats["a"], repeats["b"], None, interval, tuple(figures),
+                             tuple(only_a), tuple(only_b), tuple(changed), summary)
 
 
 def log_ratio_figure(name: str, unit: str, a: Sequence[float], b: Sequence[float],
@@ -468,9 +623,10 @@ def log_ratio_figure(name: str, unit: str, a: Sequence[float], b: Sequence[float
     positive = all(v > 0 for v in (*a, *b))
     ratio = (math.exp(statistics.fmean(math.log(v) for v in b)
                       - statistics.fmean(math.log(v) for v in a)) if positive and a and b
-             else side_b["mean"] / side_a["mean"] if side_a["mean"] else None)
+             else side_b.mean / side_a.mean if side_a.mean and side_b.mean is not None
+             else None)
     low = high = detectable = None
-    test: dict[str, Any] | None = None
+    test: FigureTest | None = None
     if positive and len(a) >= 2 and len(b) >= 2 and ratio is not None:
         parts = [(statistics.variance([math.log(v) for v in values]) / len(values),
                   len(values) - 1) for values in (a, b)]
@@ -479,9 +635,8 @@ def log_ratio_figure(name: str, unit: str, a: Sequence[float], b: Sequence[float
         log = math.log(ratio)
         if total == 0:  # no spread anywhere: the answer is exact
             low = high = ratio
-            test = {"t": None, "df": float(len(a) + len(b) - 2),
-                    "p_value": 1.0 if log == 0 else 0.0, "significant": log != 0,
-                    "log_scale": True}
+            test = FigureTest(None, float(len(a) + len(b) - 2), 1.0 if log == 0 else 0.0,
+                              log != 0, log_scale=True)
         else:
             df = total ** 2 / sum(v * v / k for v, k in parts if k > 0)
             se = math.sqrt(total)
@@ -489,15 +644,12 @@ def log_ratio_figure(name: str, unit: str, a: Sequence[float], b: Sequence[float
             p = 2 * t_sf(abs(log) / se, df)
             low, high = math.exp(log - half), math.exp(log + half)
             detectable = 100 * detectable_effect(se, df, 1 - ALPHA)
-            test = {"t": log / se, "df": df, "p_value": p, "significant": p < ALPHA,
-                    "log_scale": True}
+            test = FigureTest(log / se, df, p, p < ALPHA, log_scale=True)
     verdict = (_verdict(test, 1.0, ratio, None, len(a), len(b)) if test is not None
                else ONE_REPEAT if min(len(a), len(b)) == 1
                else "no interval (a repeat without it)")
-    return {"figure": name, "unit": unit, "a": side_a, "b": side_b, "ratio": ratio,
-            "ratio_low": low, "ratio_high": high, "detectable_pct": detectable,
-            "test": test, "significant": None if test is None else test["significant"],
-            "verdict": verdict}
+    return FigureComparison(name, unit, side_a, side_b, ratio, low, high, detectable, test,
+                            verdict)
 
 
 def cell_anatomy_comparison(store_a: Store, cell_a: int, store_b: Store, cell_b: int,
@@ -513,13 +665,13 @@ def cell_anatomy_comparison(store_a: Store, cell_a: int, store_b: Store, cell_b:
 
 def _one_liner(fig: FigureComparison) -> str:
     """hyperfine's way of putting it: 'B is 1.52 ± 0.10 times A's TPS'."""
-    if fig["ratio"] is None:
-        return f"no ratio for {fig['figure']} (a side has no value)"
-    if fig["ratio_low"] is None or fig["ratio_high"] is None:
-        return (f"B is {fig['ratio']:.2f} times A's {fig['figure']} (too few repeats for "
+    if fig.ratio is None:
+        return f"no ratio for {fig.figure} (a side has no value)"
+    if fig.ratio_low is None or fig.ratio_high is None:
+        return (f"B is {fig.ratio:.2f} times A's {fig.figure} (too few repeats for "
                 "an interval)")
-    half = (fig["ratio_high"] - fig["ratio_low"]) / 2
-    return f"B is {fig['ratio']:.2f} ± {half:.2f} times A's {fig['figure']}"
+    half = (fig.ratio_high - fig.ratio_low) / 2
+    return f"B is {fig.ratio:.2f} ± {half:.2f} times A's {fig.figure}"
 
 
 def _disturbed(store: Store, cell_id: int) -> tuple[int, int]:
@@ -537,20 +689,17 @@ def _pair(store_a: Store, store_b: Store, ca: dict[str, Any], cb: dict[str, Any]
     summary = _one_liner(figures[0])
     caveats = [f"{side.upper()}: {n} of {total} repeats disturbed" for side, (n, total)
                in hit.items() if n]
-    if caveats and any(f["significant"] for f in figures):
+    if caveats and any(f.significant for f in figures):
         # the tool saw something else on the machine in these repeats: a difference
         # may be that, not the change (run/reset.py says what it counts)
         summary += (f" ({'; '.join(caveats)}: the difference may be what hit them; "
                     "syncrep-lab results lists what)")
-    return {"key": {k: ca["params"].get(k) for k in axes},
-            "a": {"idx": ca["idx"], "label": ca["label"], "version": ca["version"]},
-            "b": {"idx": cb["idx"], "label": cb["label"], "version": cb["version"]},
-            "disturbed": {k: {"repeats": n, "of": total} for k, (n, total) in hit.items()},
-            "figures": figures, "summary": summary,
-            "costs": cost_changes(role_values(store_a, ca["id"]),
-                                  role_values(store_b, cb["id"]), top),
-            "anatomy": cell_anatomy_comparison(store_a, ca["id"], store_b, cb["id"],
-                                               between)}
+    return Pair({k: ca["params"].get(k) for k in axes},
+                PairCell(ca["idx"], ca["label"], ca["version"]),
+                PairCell(cb["idx"], cb["label"], cb["version"]), hit, tuple(figures),
+                summary, cost_changes(role_values(store_a, ca["id"]),
+                                      role_values(store_b, cb["id"]), top),
+                cell_anatomy_comparison(store_a, ca["id"], store_b, cb["id"], between))
 
 
 def compare_runs(folder_a: Path, folder_b: Path, *, force: bool = False, top: int = TOP
@@ -603,21 +752,13 @@ def _compare(store_a: Store, store_b: Store, *, force: bool, top: int) -> Compar
     unmatched_b = [cb for left in by_key.values() for cb in left]
     unmatched_b.sort(key=lambda c: c["idx"])
 
-    def brief(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        return [{"idx": c["idx"], "label": c["label"],
-                 "key": {k: c["params"].get(k) for k in axes}} for c in cells]
+    def brief(cells: list[dict[str, Any]]) -> tuple[Unmatched, ...]:
+        return tuple(Unmatched(c["idx"], c["label"], {k: c["params"].get(k) for k in axes})
+                     for c in cells)
 
-    sides = {}
-    for name, store, run, cells in (("a", store_a, run_a, cells_a),
-                                    ("b", store_b, run_b, cells_b)):
-        sides[name] = {**_identity(store, run),
-                       "versions": sorted({c["version"] for c in cells if c["version"]}),
-                       "machine": run.machine}
-    for name, drift in (("a", drift_a), ("b", drift_b)):
-        sides[name]["drift"] = (None if drift is None else
-                                {"sd": drift.sd, "df": drift.df, "source": drift.source})
-    return {"a": sides["a"], "b": sides["b"], "dimensions": dims, "matched_on": axes,
-            "between_runs": between is not None, "advice": ADVICE,
-            "machine_differences": differences, "alpha": ALPHA, "pairs": pairs,
-            "unmatched": {"a": brief(unmatched_a), "b": brief(unmatched_b)},
-            "not_done": {"a": not_done_a, "b": not_done_b}}
+    return Comparison(_side_of(store_a, run_a, cells_a, drift_a),
+                      _side_of(store_b, run_b, cells_b, drift_b), tuple(dims), tuple(axes),
+                      between is not None, ADVICE, tuple(differences), ALPHA, tuple(pairs),
+                      {"a": brief(unmatched_a), "b": brief(unmatched_b)},
+                      {"a": tuple(NotDone(**c) for c in not_done_a),
+                       "b": tuple(NotDone(**c) for c in not_done_b)})

@@ -154,6 +154,13 @@ class RunCellCosts(CellCosts):
     tps_mean: float | None
 
 
+def costs_json(costs: CellCosts) -> dict[str, object]:
+    """A cell's costs as ``costs --json`` and the report print them: the commit anatomy
+    in its JSON form (the rest is JSON-shaped already)."""
+    anatomy = costs["anatomy"]
+    return {**costs, "anatomy": anatomy.to_json() if anatomy is not None else None}
+
+
 def _ci(values: list[float]) -> MeanCI:
     if not values:
         return {"mean": None, "low": None, "high": None}

@@ -170,7 +170,7 @@ def _sync_walsender(store: Store, cell: StoredCell, facts: CellFacts) -> str | N
     shown = sync_shown((r["standby"], r["states"]) for r in facts.replication)
     clues = dataclasses.replace(
         stored_clues(store, cell, senders, shown),
-        releases=facts.anatomy["releases"] if facts.anatomy is not None else [],
+        releases=facts.anatomy.releases if facts.anatomy is not None else (),
         release_share={r: facts.frame_share("primary", r, "SyncRepReleaseWaiters")
                        for r in senders},
         kills={r: facts.syscall("primary", r, "kill") for r in senders},
@@ -370,16 +370,16 @@ def rule_walsender_binds(facts: CellFacts) -> Verdict | None:
     idle = machine_idle(facts, evidence, sender.partition(":")[2])
     said = [f"{sender} was on a CPU {100 * busy.point:.0f} % of the time"
             + (idle.replace("; ", " while ", 1) if idle else "")]
-    releases = facts.anatomy["releases"] if facts.anatomy is not None else []
+    releases = facts.anatomy.releases if facts.anatomy is not None else ()
     released = next((r for r in releases
-                     if r["walsender"] == sender and r["per_waiter_us"]), None)
+                     if r.walsender == sender and r.per_waiter_us), None)
     if released is not None:
-        freed = released.get("freed_per_commit")
-        per_waiter = float(released["per_waiter_us"] or 0.0)
+        freed = released.freed_per_commit
+        per_waiter = float(released.per_waiter_us or 0.0)
         # one walsender freeing (not a quorum's two sharing the waiters): the rest of the
         # commits never queued
-        alone = sum(1 for r in releases if r["waiters_per_release"]) == 1
-        said.append(f"it freed {released['waiters_per_release'] or 0:.1f} waiters a release "
+        alone = sum(1 for r in releases if r.waiters_per_release) == 1
+        said.append(f"it freed {released.waiters_per_release or 0:.1f} waiters a release "
                     f"at {per_waiter:,.0f} µs each"
                     + (f" ({freed:.2f} a commit: the other commits found their WAL "
                        "confirmed once they had SyncRepLock, and never queued)"

@@ -63,7 +63,7 @@ from pathlib import Path
 from typing import Any
 
 from syncrep_lab import format as fmt
-from syncrep_lab.analysis.anatomy import WAIT_PARTS, Anatomy, cell_anatomy
+from syncrep_lab.analysis.anatomy import WAIT_PARTS, Anatomy, PerCommit, cell_anatomy
 from syncrep_lab.analysis.costs import CPU_SOURCES, role_run_delay, role_values
 from syncrep_lab.analysis.sync_walsender import choose, stored_clues
 from syncrep_lab.json_form import JSON, finite
@@ -521,12 +521,11 @@ class Traced:
     release_share: float | None  # u: the part of a second it spent releasing
 
 
-def _anatomy_interval(value: dict[str, Any]) -> Interval | None:
+def _anatomy_interval(value: PerCommit) -> Interval | None:
     """analysis/anatomy.py's interval (low and high None with one traced repeat)."""
-    mean = value.get("mean")
+    mean, low, high = value.mean, value.low, value.high
     if mean is None:
         return None
-    low, high = value.get("low"), value.get("high")
     return Interval(float(mean), float(mean if low is None else max(0.0, low)),
                     float(mean if high is None else high))
 
@@ -546,8 +545,7 @@ def traced_commit(store: Store, cell: StoredCell) -> tuple[Traced | None, str | 
                       "no commit anatomy in this cell (it runs in a repeat of its own after "
                       "a probed one: [probes] anatomy, probed_repeats >= 1, root and bpftrace)")
     tps = sum(float(probed[r].tps) for r in traced) / len(traced)
-    parts = {c["component"]: _anatomy_interval(dict(c["us_per_commit"]))
-             for c in anatomy["components"]}
+    parts = {c.component: _anatomy_interval(c.us_per_commit) for c in anatomy.components}
     in_server = [v for k, v in parts.items() if k in ("local_flush", "commit_wait") and v]
     if not in_server or clients <= 0 or tps <= 0:
         return None, "the commit anatomy timed no commit in this cell"
@@ -555,15 +553,15 @@ def traced_commit(store: Store, cell: StoredCell) -> tuple[Traced | None, str | 
     share = Interval(*(x * tps / clients / 1e6 for x in (r.mean, r.low, r.high)))
     # the one rule names the walsender; its releases as the anatomy timed them
     chosen = choose(dataclasses.replace(
-        stored_clues(store, cell, [r["walsender"] for r in anatomy["releases"]]),
-        releases=anatomy["releases"]))
-    busiest = next((r for r in anatomy["releases"] if chosen is not None
-                    and r["walsender"] == chosen.role and r["waiters_per_release"]), None)
-    per_waiter = float(busiest["per_waiter_us"] or 0) if busiest is not None else None
-    per_commit = float(busiest["us_per_commit"] or 0) if busiest is not None else None
+        stored_clues(store, cell, [r.walsender for r in anatomy.releases]),
+        releases=anatomy.releases))
+    busiest = next((r for r in anatomy.releases if chosen is not None
+                    and r.walsender == chosen.role and r.waiters_per_release), None)
+    per_waiter = float(busiest.per_waiter_us or 0) if busiest is not None else None
+    per_commit = float(busiest.us_per_commit or 0) if busiest is not None else None
     return Traced(anatomy, len(traced), tps, clients, r, share,
-                  busiest["walsender"] if busiest is not None else None,
-                  busiest["waiters_per_release"] if busiest is not None else None, per_waiter,
+                  busiest.walsender if busiest is not None else None,
+                  busiest.waiters_per_release if busiest is not None else None, per_waiter,
                   per_commit, per_commit * tps / 1e6 if per_commit else None), None
 
 
@@ -590,8 +588,7 @@ def wait_bounds(t: Traced, measured: Interval, *,
         return []
     n = t.clients if at_clients is None else at_clients
     scale = measured.mean / t.tps  # the measured repeats' pace over the traced one's
-    traced = {c["component"]: float(c["us_per_commit"]["mean"] or 0.0)
-              for c in t.anatomy["components"]}
+    traced = {c.component: float(c.us_per_commit.mean or 0.0) for c in t.anatomy.components}
     short = sum(traced.get(p, 0.0) for p in SHORTAGE_PARTS) if elsewhere else 0.0
     kept = max(0.0, 1 - short / t.in_server_us.mean) if t.in_server_us.mean > 0 else 1.0
 
@@ -619,7 +616,7 @@ def wait_bounds(t: Traced, measured: Interval, *,
         carried=tuple(p for p in parts if not (short and p in SHORTAGE_PARTS)),
         dropped=tuple(p for p in parts if short and p in SHORTAGE_PARTS),
         clients=n, share_low=s.low, share_high=s.high,
-        traced_commits=t.anatomy["commits"], parts_us=parts)]
+        traced_commits=t.anatomy.commits, parts_us=parts)]
     if t.release_us and t.release_share:
         u = Interval(t.release_share, t.release_share, t.release_share)
         dropped_us = 0.0
@@ -1003,8 +1000,8 @@ def delayed_from(store: Store, cell: StoredCell, cells: list[StoredCell],
         return None
     demands = cell_demands(store, stock.id)
     sender = ("primary", traced.walsender)
-    freed = next((r["freed_per_commit"] for r in traced.anatomy["releases"]
-                  if r["walsender"] == traced.walsender), None)
+    freed = next((r.freed_per_commit for r in traced.anatomy.releases
+                  if r.walsender == traced.walsender), None)
     if sender not in demands or not freed:
         return None
     d, source, processes = demands[sender]

@@ -25,9 +25,9 @@ from typing import Any
 
 from syncrep_lab import format as fmt
 from syncrep_lab.analysis.sync_walsender import choose, stored_clues
+from syncrep_lab.json_form import JSON
 from syncrep_lab.stats.intervals import Correlation, MeanCI, mean_ci, pearson
 from syncrep_lab.stats.variance import (
-    PARTS,
     NoiseSplit,
     Repeat,
     RepeatLength,
@@ -82,7 +82,7 @@ def measured_repeats(store: Store, cell: StoredCell) -> list[StoredRepeat]:
                   key=lambda r: (str(r.started_at), r.n))
 
 
-def cell_noise(store: Store, cell: StoredCell, overhead_s: float | None = None
+def cell_split(store: Store, cell: StoredCell, overhead_s: float | None = None
                ) -> NoiseSplit | None:
     """The split of a cell's measured repeats (:func:`measured_repeats`), with the run's
     cost of a repeat (:func:`repeat_overhead`); None without any."""
@@ -111,10 +111,27 @@ class WalsenderNoise:
 
     role: str  # walsender:NAME
     chosen_by: str  # what told (analysis/sync_walsender.py: pg_stat_replication, ...)
-    shares: list[float]  # per measured repeat with the figure, in the order they ran
+    shares: tuple[float, ...]  # per measured repeat with the figure, in the order they ran
     share: MeanCI
     migrations_per_s: float | None  # mean over those repeats; None: not read here
     correlation: Correlation | None
+
+    def to_json(self) -> dict[str, JSON]:
+        """``noise.walsender``: the role, how it was chosen, its run delay's share of
+        each repeat (mean, its 95 % interval, per repeat), migrations per second, and r,
+        r², p of the repeats' log TPS against that share."""
+        c, share = self.correlation, self.share
+        return {"role": self.role, "chosen_by": self.chosen_by, "repeats": len(self.shares),
+                "run_delay_share": {"mean": share.mean, "low": share.low,
+                                    "high": share.high, "per_repeat": list(self.shares)},
+                "migrations_per_s": self.migrations_per_s,
+                "r": c.r if c else None, "r2": c.r2 if c else None,
+                "p": c.p_value if c else None}
+
+    @property
+    def explains_spread(self) -> bool:
+        """Whether the share explains part of the repeats' spread (p < ALPHA)."""
+        return self.correlation is not None and self.correlation.p_value < ALPHA
 
 
 def cell_walsender(store: Store, cell: StoredCell) -> WalsenderNoise | None:
@@ -147,55 +164,45 @@ def cell_walsender(store: Store, cell: StoredCell) -> WalsenderNoise | None:
     moves = [m / r.duration_s for r, _, m in timed if m is not None]
     correlation = (pearson([math.log(r.tps) for r, _, _ in timed], shares)
                    if len(timed) >= MIN_CORRELATED else None)
-    return WalsenderNoise(role, how, shares, mean_ci(shares),
+    return WalsenderNoise(role, how, tuple(shares), mean_ci(shares),
                           statistics.fmean(moves) if len(moves) == len(timed) else None,
                           correlation)
 
 
-def walsender_json(walsender: WalsenderNoise | None) -> dict[str, Any] | None:
-    """``noise.walsender``: the role, how it was chosen, its run delay's share of each
-    repeat (mean, its 95 % interval, per repeat), migrations per second, and r, r², p
-    of the repeats' log TPS against that share."""
-    if walsender is None:
-        return None
-    c, share = walsender.correlation, walsender.share
-    return {"role": walsender.role, "chosen_by": walsender.chosen_by,
-            "repeats": len(walsender.shares),
-            "run_delay_share": {"mean": share.mean, "low": share.low, "high": share.high,
-                                "per_repeat": walsender.shares},
-            "migrations_per_s": walsender.migrations_per_s,
-            "r": c.r if c else None, "r2": c.r2 if c else None,
-            "p": c.p_value if c else None}
+@dataclass(frozen=True)
+class CellNoise:
+    """A cell's noise (a results row's ``noise``): the split of its measured repeats and
+    its sync walsender's wait for a core (None: no sync walsender, or no run delay)."""
+
+    split: NoiseSplit
+    walsender: WalsenderNoise | None
+
+    def to_json(self) -> dict[str, JSON]:
+        """Each part as a fraction of the cell's mean (the relative sd of one repeat's
+        mean), what was used, what dominates, the repeat length that would narrow the
+        interval fastest (``best_seconds``, None: as long as the budget allows;
+        ``time_at_best``: the time it needs for the same interval, over the time the
+        repeats run need), and the sync walsender's (``walsender``)."""
+        split = self.split
+        length = repeat_length(split)
+        return {"within": split.within, "between": split.between, "drift": split.drift,
+                "repeats": split.repeats, "seconds": split.seconds,
+                "seconds_per_repeat": split.seconds_per_repeat, "total": split.total,
+                "short_term": split.short_term, "lag1": split.lag1,
+                "lag1_raw": split.lag1_raw, "dominant": split.dominant,
+                "between_p": split.between_p, "drift_p": split.drift_p, "note": split.note,
+                "repeat_overhead_s": split.overhead_s,
+                "best_seconds": length.best_s if length else None,
+                "time_at_best": length.time_ratio if length else None,
+                "walsender": self.walsender.to_json() if self.walsender else None}
 
 
-def noise_json(split: NoiseSplit | None, walsender: WalsenderNoise | None = None
-               ) -> dict[str, Any] | None:
-    """The ``noise`` object of a results row: each part as a fraction of the cell's
-    mean (the relative sd of one repeat's mean), what was used, what dominates, the
-    repeat length that would narrow the interval fastest (``best_seconds``, None: as
-    long as the budget allows; ``time_at_best``: the time it needs for the same
-    interval, over the time the repeats run need), and the sync walsender's wait for
-    a core (``walsender``, :func:`walsender_json`)."""
-    if split is None:
-        return None
-    length = repeat_length(split)
-    return {"within": split.within, "between": split.between, "drift": split.drift,
-            "repeats": split.repeats, "seconds": split.seconds,
-            "seconds_per_repeat": split.seconds_per_repeat, "total": split.total,
-            "short_term": split.short_term, "lag1": split.lag1, "lag1_raw": split.lag1_raw,
-            "dominant": split.dominant, "between_p": split.between_p,
-            "drift_p": split.drift_p, "note": split.note,
-            "repeat_overhead_s": split.overhead_s,
-            "best_seconds": length.best_s if length else None,
-            "time_at_best": length.time_ratio if length else None,
-            "walsender": walsender_json(walsender)}
-
-
-def _split(noise: dict[str, Any]) -> NoiseSplit:
-    return NoiseSplit(**{k: noise[k] for k in (
-        "repeats", "seconds", "seconds_per_repeat", *PARTS, "total", "short_term", "lag1",
-        "lag1_raw", "note", "between_p", "drift_p")},
-        overhead_s=noise.get("repeat_overhead_s"))
+def cell_noise(store: Store, cell: StoredCell, overhead_s: float | None = None
+               ) -> CellNoise | None:
+    """A cell's noise: :func:`cell_split` and :func:`cell_walsender`; None without a
+    measured repeat."""
+    split = cell_split(store, cell, overhead_s)
+    return None if split is None else CellNoise(split, cell_walsender(store, cell))
 
 
 # The repeat length is advised only where it saves this much of the time or more.
@@ -236,8 +243,8 @@ def noise_lines(rows: Sequence[dict[str, Any]]) -> list[tuple[str, NoiseSplit]]:
     """Where the run's noise sits, as (whose, split): one for the run when its cells
     agree (their parts pooled: the same part dominates in each, or none can be split),
     else one per cell."""
-    cells = [(r, _split(r["noise"])) for r in rows
-             if r["status"] == "done" and r.get("noise") and r["noise"]["repeats"]]
+    cells = [(r, r["noise"].split) for r in rows
+             if r["status"] == "done" and r.get("noise") and r["noise"].split.repeats]
     if not cells:
         return []
     if len(cells) > 1 and len({s.dominant for _, s in cells}) == 1:
@@ -247,22 +254,22 @@ def noise_lines(rows: Sequence[dict[str, Any]]) -> list[tuple[str, NoiseSplit]]:
     return [(f"cell {r['idx']}", s) for r, s in cells]
 
 
-def walsender_words(walsender: dict[str, Any] | None) -> str | None:
+def walsender_words(walsender: WalsenderNoise | None) -> str | None:
     """'the sync walsender (walsender:b) waited for a core 12 % of a repeat on average,
     from 8.0 to 17 % over the 12 repeats; that explains 40 % of the spread of the
     repeats' TPS (r = −0.63, p = 0.01: more waiting went with fewer commits)', from
     ``noise.walsender``, where p < ALPHA; None otherwise (the JSON keeps the figures)."""
-    if not walsender or walsender.get("p") is None or walsender["p"] >= ALPHA:
+    if walsender is None or walsender.correlation is None or not walsender.explains_spread:
         return None
-    share = walsender["run_delay_share"]
-    each = share["per_repeat"]
-    r, p = float(walsender["r"]), float(walsender["p"])
+    each = walsender.shares
+    r, p = walsender.correlation.r, walsender.correlation.p_value
     told = "p < 0.001" if p < 0.001 else f"p = {p:.2g}"
     went = "fewer" if r < 0 else "more"
-    return (f"the sync walsender ({walsender['role']}) waited for a core "
-            f"{fmt.share(share['mean'])} % of a repeat on average, from {fmt.share(min(each))} to "
+    return (f"the sync walsender ({walsender.role}) waited for a core "
+            f"{fmt.share(walsender.share.mean)} % of a repeat on average, from "
+            f"{fmt.share(min(each))} to "
             f"{fmt.share(max(each))} % over the {len(each)} repeats; that explains "
-            f"{100 * float(walsender['r2']):.0f} % of the spread of the repeats' TPS "
+            f"{100 * walsender.correlation.r2:.0f} % of the spread of the repeats' TPS "
             f"(r = {r:.2f}, {told}: more waiting went with {went} "
             f"commits)").replace("r = -", "r = −")
 
@@ -271,7 +278,7 @@ def walsender_lines(rows: Sequence[dict[str, Any]]) -> list[tuple[dict[str, Any]
     """(row, words) of each finished cell whose sync walsender's wait for a core explains
     part of its repeats' spread (:func:`walsender_words`)."""
     return [(r, words) for r in rows if r["status"] == "done" and r.get("noise")
-            and (words := walsender_words(r["noise"].get("walsender")))]
+            and (words := walsender_words(r["noise"].walsender))]
 
 
 def budget_sentences(rows: Sequence[dict[str, Any]]) -> list[str]:
@@ -298,27 +305,3 @@ def budget_sentences(rows: Sequence[dict[str, Any]]) -> list[str]:
     out += [f"Cell {r['idx']} {r['label']}: {words[0].upper()}{words[1:]}."
             for r, words in walsender_lines(rows)]
     return out
-
-
-def target_text(ratio: dict[str, Any] | None) -> str:
-    """'±8.1 % after 10 rounds, short of ±3 %: the rounds' ratios spread by 12.3 %, so
-    ±3 % needs about 64 rounds (32 min at this run's 30 s a round)', for a paired ratio
-    whose interval is wider than its target and whose spread asks for more rounds than
-    it had: why the budget was not enough, from the run's own figures. '' otherwise."""
-    if (not ratio or not ratio.get("paired") or ratio.get("low") is None
-            or ratio.get("target_pct") is None or ratio.get("spread_pct") is None):
-        return ""
-    half = 100 * (float(ratio["high"]) - float(ratio["low"])) / (2 * float(ratio["mean"]))
-    target, needed = float(ratio["target_pct"]), ratio.get("rounds_for_target")
-    rounds = int(ratio["rounds"])
-    if half <= target or (needed is not None and needed <= rounds):
-        return ""
-    text = (f"±{half:.1f} % after {rounds} rounds, short of ±{target:g} %: the rounds' "
-            f"ratios spread by {float(ratio['spread_pct']):.1f} %, so ±{target:g} % ")
-    if needed is None:
-        return text + "is out of reach of more rounds"
-    text += f"needs about {needed} rounds"
-    if ratio.get("round_s"):
-        text += (f" ({needed * float(ratio['round_s']) / 60:.0f} min at this run's "
-                 f"{float(ratio['round_s']):.0f} s a round)")
-    return text

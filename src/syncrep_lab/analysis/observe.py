@@ -148,7 +148,7 @@ class Observation:
             "lowest_bound": self.lowest_bound.to_json() if self.lowest_bound else None,
             "headroom": self.headroom, "cpus": self.cpus, "cpu_note": self.cpu_note,
             "own": self.own.to_json(), "notes": list(self.notes),
-            "anatomy": json_value(self.anatomy),
+            "anatomy": self.anatomy.to_json() if self.anatomy is not None else None,
             "verdicts": [v.to_json() for v in self.verdicts]}
 
 

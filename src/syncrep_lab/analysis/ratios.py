@@ -33,11 +33,13 @@ from __future__ import annotations
 import itertools
 import math
 import statistics
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from syncrep_lab.analysis.compare import AnatomyComparison, cell_anatomy_comparison, run_drift
 from syncrep_lab.analysis.noise import RESUMED_GAP_S
+from syncrep_lab.json_form import JSON
 from syncrep_lab.stats.intervals import detectable_effect, ratio_ci, rounds_for
 from syncrep_lab.stats.pairing import baselines, by_round, paired, rows_per_second
 from syncrep_lab.store import Store, StoredRepeat, StoredRun, cluster_key_text, with_defaults
@@ -79,17 +81,46 @@ def _side_by_side(a: dict[str, Any], b: dict[str, Any], mine: list[StoredRepeat]
     return max(min(span), min(other)) < min(max(span), max(other))
 
 
-def ratios_to_baseline(store: Store, run: StoredRun) -> dict[int, dict[str, Any] | None]:
-    """cell idx -> ``{baseline, baseline_idx, mean, low, high, rounds, paired,
-    detectable_pct}`` (paired: also ``spread_pct``, ``target_pct``, ``rounds_for_target``
-    and ``round_s``), or None (a baseline, a cell without one, or one that has no
-    figures)."""
+@dataclass(frozen=True)
+class BaselineRatio:
+    """A cell's ratio to its baseline (a results row's ``ratio_to_baseline``), in rows
+    per second: paired within rounds or not, with what a paired one's target would
+    take."""
+
+    baseline: str  # its label
+    baseline_idx: int
+    mean: float
+    low: float | None
+    high: float | None
+    rounds: int | None  # the rounds paired (None: not paired)
+    paired: bool
+    detectable_pct: float | None
+    # a paired ratio's only
+    spread_pct: float | None = None
+    target_pct: float | None = None
+    rounds_for_target: int | None = None
+    round_s: float | None = None
+
+    def to_json(self) -> dict[str, JSON]:
+        out: dict[str, JSON] = {
+            "baseline": self.baseline, "baseline_idx": self.baseline_idx,
+            "mean": self.mean, "low": self.low, "high": self.high, "rounds": self.rounds,
+            "paired": self.paired, "detectable_pct": self.detectable_pct}
+        if self.paired:
+            out.update(spread_pct=self.spread_pct, target_pct=self.target_pct,
+                       rounds_for_target=self.rounds_for_target, round_s=self.round_s)
+        return out
+
+
+def ratios_to_baseline(store: Store, run: StoredRun) -> dict[int, BaselineRatio | None]:
+    """cell idx -> its :class:`BaselineRatio`, or None (a baseline, a cell without one,
+    or one that has no figures)."""
     cells = store.cells(run.id)
     params = {c.idx: c.params for c in cells}
     by_idx = {c.idx: c for c in cells}
     rules, confidence, target = stored_rules(run)
     base_of = baselines(sorted((i, with_defaults(p)) for i, p in params.items()), rules)
-    out: dict[int, dict[str, Any] | None] = {}
+    out: dict[int, BaselineRatio | None] = {}
     for idx, base in base_of.items():
         out[idx] = None
         if base is None or by_idx[idx].status != "done" or by_idx[base].status != "done":
@@ -99,43 +130,78 @@ def ratios_to_baseline(store: Store, run: StoredRun) -> dict[int, dict[str, Any]
         pair = (paired(by_round(mine, params[idx]), by_round(theirs, params[base]),
                        confidence) if _side_by_side(params[idx], params[base], mine, theirs)
                 else None)
-        entry: dict[str, Any] = {"baseline": by_idx[base].label, "baseline_idx": base}
+        label = by_idx[base].label
         if pair is not None and pair.rounds >= 2:
             se = pair.log_se  # of the log ratio: relative already
-            entry.update(mean=pair.mean, low=pair.low, high=pair.high, rounds=pair.rounds,
-                         paired=True,
-                         detectable_pct=None if se is None else
-                         100 * detectable_effect(se, pair.rounds - 1, confidence),
-                         spread_pct=None if pair.log_sd is None else 100 * pair.log_sd,
-                         target_pct=None if target is None else 100 * target,
-                         rounds_for_target=None if pair.log_sd is None or target is None
-                         else rounds_for(pair.log_sd, math.log1p(target), confidence),
-                         round_s=round_seconds(mine))
+            out[idx] = BaselineRatio(
+                label, base, pair.mean, pair.low, pair.high, pair.rounds, True,
+                detectable_pct=None if se is None else
+                100 * detectable_effect(se, pair.rounds - 1, confidence),
+                spread_pct=None if pair.log_sd is None else 100 * pair.log_sd,
+                target_pct=None if target is None else 100 * target,
+                rounds_for_target=None if pair.log_sd is None or target is None
+                else rounds_for(pair.log_sd, math.log1p(target), confidence),
+                round_s=round_seconds(mine))
         elif mine and theirs:
             r = ratio_ci([rows_per_second(float(x.tps), params[idx]) for x in mine],
                          [rows_per_second(float(x.tps), params[base]) for x in theirs],
                          confidence)
-            entry.update(mean=r.ratio, low=r.low, high=r.high, rounds=None, paired=False,
-                         detectable_pct=None if r.se is None or r.df is None or r.ratio <= 0
-                         else 100 * detectable_effect(r.se / r.ratio, r.df, confidence))
-        else:
-            continue
-        out[idx] = entry
+            out[idx] = BaselineRatio(
+                label, base, r.ratio, r.low, r.high, None, False,
+                detectable_pct=None if r.se is None or r.df is None or r.ratio <= 0
+                else 100 * detectable_effect(r.se / r.ratio, r.df, confidence))
     return out
 
 
+def target_text(ratio: BaselineRatio | None) -> str:
+    """'±8.1 % after 10 rounds, short of ±3 %: the rounds' ratios spread by 12.3 %, so
+    ±3 % needs about 64 rounds (32 min at this run's 30 s a round)', for a paired ratio
+    whose interval is wider than its target and whose spread asks for more rounds than
+    it had: why the budget was not enough, from the run's own figures. '' otherwise."""
+    if (ratio is None or not ratio.paired or ratio.low is None or ratio.high is None
+            or ratio.rounds is None or ratio.target_pct is None
+            or ratio.spread_pct is None):
+        return ""
+    half = 100 * (ratio.high - ratio.low) / (2 * ratio.mean)
+    target, needed = ratio.target_pct, ratio.rounds_for_target
+    rounds = ratio.rounds
+    if half <= target or (needed is not None and needed <= rounds):
+        return ""
+    text = (f"±{half:.1f} % after {rounds} rounds, short of ±{target:g} %: the rounds' "
+            f"ratios spread by {ratio.spread_pct:.1f} %, so ±{target:g} % ")
+    if needed is None:
+        return text + "is out of reach of more rounds"
+    text += f"needs about {needed} rounds"
+    if ratio.round_s:
+        text += (f" ({needed * ratio.round_s / 60:.0f} min at this run's "
+                 f"{ratio.round_s:.0f} s a round)")
+    return text
 
-def anatomy_to_baseline(store: Store, run: StoredRun) -> dict[int, dict[str, Any] | None]:
-    """cell idx -> ``{baseline, baseline_idx}`` and the cell's commit anatomy against
-    its baseline's (:class:`~syncrep_lab.analysis.compare.AnatomyComparison`: the
-    baseline is A, the cell B), or None (a baseline, a cell without one, neither with an
-    anatomy)."""
+
+
+@dataclass(frozen=True)
+class BaselineAnatomy:
+    """A cell's commit anatomy against its baseline's (a results row's
+    ``anatomy_to_baseline``): the baseline is A, the cell B."""
+
+    baseline: str  # its label
+    baseline_idx: int
+    comparison: AnatomyComparison
+
+    def to_json(self) -> dict[str, JSON]:
+        return {"baseline": self.baseline, "baseline_idx": self.baseline_idx,
+                **self.comparison.to_json()}
+
+
+def anatomy_to_baseline(store: Store, run: StoredRun) -> dict[int, BaselineAnatomy | None]:
+    """cell idx -> its :class:`BaselineAnatomy`, or None (a baseline, a cell without
+    one, neither with an anatomy)."""
     cells = store.cells(run.id)
     by_idx = {c.idx: c for c in cells}
     rules, _, _ = stored_rules(run)
     base_of = baselines(sorted((c.idx, with_defaults(c.params)) for c in cells), rules)
     drift = run_drift(store, run.id)
-    out: dict[int, dict[str, Any] | None] = {}
+    out: dict[int, BaselineAnatomy | None] = {}
     for idx, base in base_of.items():
         out[idx] = None
         if base is None or by_idx[idx].status != "done" or by_idx[base].status != "done":
@@ -144,5 +210,5 @@ def anatomy_to_baseline(store: Store, run: StoredRun) -> dict[int, dict[str, Any
             store, by_idx[base].id, store, by_idx[idx].id,
             None if drift is None else (drift, drift), names=("the baseline", "the cell"))
         if found is not None:
-            out[idx] = {"baseline": by_idx[base].label, "baseline_idx": base, **found}
+            out[idx] = BaselineAnatomy(by_idx[base].label, base, found)
     return out

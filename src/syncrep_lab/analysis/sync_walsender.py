@@ -70,10 +70,10 @@ def choose(clues: Clues) -> SyncWalsender | None:
     named = _named(clues)
     if named is not None:
         return SyncWalsender(named, NAMES)
-    freed = releasing([r for r in clues.releases if r["walsender"] in clues.walsenders]
-                      if clues.walsenders else list(clues.releases))
+    freed = releasing([r for r in clues.releases if r.walsender in clues.walsenders]
+                      if clues.walsenders else clues.releases)
     if freed is not None:
-        return SyncWalsender(freed["walsender"], ANATOMY)
+        return SyncWalsender(freed.walsender, ANATOMY)
     for told_by, figures in ((FRAMES, clues.release_share), (KILLS, clues.kills),
                              (CPU, clues.cpu_us)):
         found = _most(figures, clues.walsenders)

@@ -31,11 +31,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from syncrep_lab.analysis.anatomy import Interval, Releases, cell_anatomy, releasing
-from syncrep_lab.analysis.compare import compare_figure, cost_changes
+from syncrep_lab.analysis.anatomy import PerCommit, Releases, cell_anatomy, releasing
+from syncrep_lab.analysis.compare import FigureSide, FigureTest, compare_figure, cost_changes
 from syncrep_lab.analysis.costs import cell_costs, cluster_version, role_values, untraced_cpu
 from syncrep_lab.analysis.model import CellModel, run_model
-from syncrep_lab.analysis.ratios import ratios_to_baseline
+from syncrep_lab.analysis.ratios import BaselineRatio, ratios_to_baseline
 from syncrep_lab.analysis.sync_walsender import choose, stored_clues
 from syncrep_lab.json_form import JSON, finite
 from syncrep_lab.patch_ab.flamediff import DiffGraph, cell_diffs, critical_z, mark_moved
@@ -128,28 +128,16 @@ class MovedCost:
                 "ratio": self.ratio, "low": self.low, "high": self.high}
 
 
-def _interval_json(i: Interval) -> dict[str, JSON]:
-    return {"mean": i["mean"], "low": i["low"], "high": i["high"]}
-
-
-def _releases_json(r: Releases) -> dict[str, JSON]:
-    return {"walsender": r["walsender"], "releases": r["releases"],
-            "waiters_per_release": r["waiters_per_release"], "release_us": r["release_us"],
-            "per_waiter_us": r["per_waiter_us"], "freed_per_commit": r["freed_per_commit"],
-            "us_per_commit": r["us_per_commit"], "gap_us": r["gap_us"],
-            "gap_p99_us": r["gap_p99_us"]}
-
-
 @dataclass(frozen=True)
 class Part:
     """A component of a backend's commit: µs per commit (its interval), per event."""
 
-    us_per_commit: Interval
+    us_per_commit: PerCommit
     mean_us: float | None
     p99_us: float | None
 
     def to_json(self) -> dict[str, JSON]:
-        return {"us_per_commit": _interval_json(self.us_per_commit), "mean_us": self.mean_us,
+        return {"us_per_commit": self.us_per_commit.to_json(), "mean_us": self.mean_us,
                 "p99_us": self.p99_us}
 
 
@@ -168,7 +156,7 @@ class AnatomySide:
         r = self.releases
         return {"commits": self.commits,
                 "components": {k: c.to_json() for k, c in self.components.items()},
-                "releases": None if r is None else _releases_json(r),
+                "releases": None if r is None else r.to_json(),
                 "little_bound_tps": self.little_bound_tps,
                 "release_bound_tps": self.release_bound_tps}
 
@@ -299,8 +287,8 @@ class Ratio:
         return self._figure("detectable_pct")
 
 
-def _ratio(found: dict[str, Any] | None) -> Ratio | None:
-    return None if found is None else Ratio(found)
+def _ratio(found: BaselineRatio | None) -> Ratio | None:
+    return None if found is None else Ratio(found.to_json())
 
 
 @dataclass(frozen=True)
@@ -424,22 +412,24 @@ class PatchVerdict:
             "cells": [c.to_json() for c in self.cells], "control": self.control.to_json()})
 
 
-def _side(fig: Mapping[str, Any]) -> SideFigure:
-    return SideFigure(fig["n"], fig["mean"], fig["low"], fig["high"])
+def _side(side: FigureSide) -> SideFigure:
+    return SideFigure(side.n, side.mean, side.low, side.high)
 
 
-def _moved(test: Mapping[str, Any] | None, alpha_each: float) -> bool:
+def _moved(test: FigureTest | None, alpha_each: float) -> bool:
     """Whether Welch's test says a figure moved at the per-figure level of the cell's
     family (:func:`_costs`)."""
-    return test is not None and test["p_value"] < alpha_each
+    return test is not None and test.p_value < alpha_each
 
 
 def _figure(name: str, a: list[float], b: list[float], alpha_each: float) -> Figure:
     """Stock (a) against patched (b): each side's mean and interval, B/A with its;
     ``significant`` at ``alpha_each`` (the cell's family-wise level shared out)."""
     fig = compare_figure(name, "per commit", a, b, None)
-    return Figure(_side(fig["a"]), _side(fig["b"]), fig["ratio"], fig["ratio_low"],
-                  fig["ratio_high"], _moved(fig["test"], alpha_each))
+    return Figure(_side(fig.a), _side(fig.b), fig.ratio, fig.ratio_low, fig.ratio_high,
+                  _moved(fig.test, alpha_each))
+
+
 def _paired_cpu(store: Store, stock: StoredCell, patched: StoredCell,
                 *confidences: float) -> dict[tuple[str, str], list[dict[str, Any]]]:
     """Per role, patched / stock CPU per commit paired by round (as the TPS ratio is:
@@ -479,7 +469,7 @@ def _costs(store: Store, stock: StoredCell, patched: StoredCell, confidence: flo
     cells that did not move at all. The intervals shown stay at ``confidence`` each."""
     va, vb = role_values(store, stock.id), role_values(store, patched.id)
     changes = cost_changes(va, vb, top=MOVED * 4)
-    tested = max(1, changes["compared"])
+    tested = max(1, changes.compared)
     alpha_each = (1 - confidence) / tested
     # the interval shown, and the one the mark is read from
     paired = _paired_cpu(store, stock, patched, confidence, 1 - alpha_each)
@@ -515,11 +505,11 @@ def _costs(store: Store, stock: StoredCell, patched: StoredCell, confidence: flo
         if cpu is not None or syscalls:
             roles.append(RoleCosts(ra["node"], ra["role"], ra["cpu_source"], cpu, syscalls))
     roles.sort(key=_role_rank)
-    moved = [MovedCost(node=c["node"], role=c["role"], figure=c["figure"], kind=c["kind"],
-                       stock=c["a"]["mean"], patched=c["b"]["mean"], ratio=c["ratio"],
-                       low=c["ratio_low"], high=c["ratio_high"])
-             for c in changes["top"] if _moved(c["test"], alpha_each)][:MOVED]
-    return roles, moved, changes["notes"], tested
+    moved = [MovedCost(node=c.node, role=c.role, figure=c.figure, kind=c.kind,
+                       stock=c.a.mean, patched=c.b.mean, ratio=c.ratio,
+                       low=c.ratio_low, high=c.ratio_high)
+             for c in changes.top if _moved(c.test, alpha_each)][:MOVED]
+    return roles, moved, list(changes.notes), tested
 
 
 def _cpu_means(roles: list[RoleCosts]
@@ -534,12 +524,12 @@ def _anatomy(store: Store, cell: StoredCell) -> AnatomySide | None:
     if found is None:
         return None
     return AnatomySide(
-        commits=found["commits"],
-        components={c["component"]: Part(c["us_per_commit"], c["mean_us"], c["p99_us"])
-                    for c in found["components"]},
-        releases=releasing(found["releases"]),
-        little_bound_tps=found["little_bound_tps"],
-        release_bound_tps=found["release_bound_tps"])
+        commits=found.commits,
+        components={c.component: Part(c.us_per_commit, c.mean_us, c.p99_us)
+                    for c in found.components},
+        releases=releasing(found.releases),
+        little_bound_tps=found.little_bound_tps,
+        release_bound_tps=found.release_bound_tps)
 
 
 def _gprof(store: Store, stock: StoredCell, patched: StoredCell) -> list[GprofRole] | None:

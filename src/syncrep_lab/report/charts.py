@@ -17,7 +17,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from syncrep_lab.analysis.anatomy import DISTRIBUTION_BINS
-from syncrep_lab.analysis.compare import Comparison
 from syncrep_lab.analysis.costs import KEY_SYSCALLS
 from syncrep_lab.pg.replication import level_rank
 from syncrep_lab.report.data import SHAPE_AXES
@@ -719,7 +718,7 @@ def all_charts(data: dict[str, Any]) -> dict[str, Chart]:
     return {k: v for k, v in charts.items() if v is not None}
 
 
-def compare_ratios(data: Comparison) -> Chart | None:
+def compare_ratios(data: Mapping[str, Any]) -> Chart | None:
     """B/A of each matched cell's TPS, mean and p99 latency, with 95 % intervals."""
     traces = []
     for i, figure in enumerate(("TPS", "mean latency", "p99 latency")):
@@ -760,7 +759,7 @@ def compare_costs(pair: Mapping[str, Any], n: int) -> Chart | None:
         yaxis={"rangemode": "normal"}, xaxis={"type": "log"}))
 
 
-def compare_charts(data: Comparison) -> dict[str, Chart]:
+def compare_charts(data: Mapping[str, Any]) -> dict[str, Chart]:
     charts: dict[str, Chart | None] = {"compare-ratios": compare_ratios(data)}
     for n, pair in enumerate(data["pairs"]):
         charts[f"compare-costs-{n}"] = compare_costs(pair, n)

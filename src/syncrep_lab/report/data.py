@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from syncrep_lab.analysis import model as bound_model
-from syncrep_lab.analysis.cells import cell_rows
-from syncrep_lab.analysis.costs import CellCosts, RunCellCosts, run_costs
+from syncrep_lab.analysis.cells import cell_rows, row_json
+from syncrep_lab.analysis.costs import CellCosts, RunCellCosts, costs_json, run_costs
 from syncrep_lab.analysis.diagnosis import (
     confidence_text,
     diagnose_run,
@@ -28,7 +28,8 @@ from syncrep_lab.analysis.diagnosis import (
     verdict_title,
 )
 from syncrep_lab.analysis.faults import run_faults
-from syncrep_lab.analysis.noise import budget_sentences, target_text
+from syncrep_lab.analysis.noise import budget_sentences
+from syncrep_lab.analysis.ratios import target_text
 from syncrep_lab.analysis.resources import quota_json
 from syncrep_lab.analysis.scaling import Series, core_sweep, scaling
 from syncrep_lab.analysis.verdict import CellDiagnosis
@@ -426,7 +427,8 @@ def _method(store: Store, run_id: int, spec: dict[str, Any],
         "order": run.order_mode or "blocked", "seed": run.seed,
         "order_note": run.order_note,
         "clusters": clusters, "budget": run_ctl.get("budget"),
-        "comparisons": [{"idx": c["idx"], "label": c["label"], **c["ratio_to_baseline"]}
+        "comparisons": [{"idx": c["idx"], "label": c["label"],
+                         **c["ratio_to_baseline"].to_json()}
                         for c in cells if c.get("ratio_to_baseline")],
         "notes": notes,
         "repeats_min": run_ctl.get("repeats_min", 3), "repeats_max": run_ctl.get("repeats_max", 10),
@@ -437,11 +439,11 @@ def _method(store: Store, run_id: int, spec: dict[str, Any],
         "cells": [{"idx": c["idx"], "label": c["label"], "repeats": c["repeats"],
                    "stop_reason": c["stop_reason"], "ci_rel": c["tps_ci_rel"]} for c in cells],
         # where each cell's noise sits (analysis/noise.py) and what it means for the budget
-        "noise": [{"idx": c["idx"], "label": c["label"], **c["noise"]} for c in cells
-                  if c["status"] == "done" and c.get("noise")],
+        "noise": [{"idx": c["idx"], "label": c["label"], **c["noise"].to_json()}
+                  for c in cells if c["status"] == "done" and c.get("noise")],
         "noise_budget": budget_sentences(cells),
         # a ratio short of its target: the rounds its spread asks for, at this run's pace
-        "short_of_target": [f"Cell {c['idx']} {c['label']} ÷ {c['ratio_to_baseline']['baseline']}"
+        "short_of_target": [f"Cell {c['idx']} {c['label']} ÷ {c['ratio_to_baseline'].baseline}"
                             f": {text}." for c in cells
                             if (text := target_text(c.get("ratio_to_baseline")))],
         "probes": probes, "probe_tps_ratio": overhead,
@@ -515,7 +517,8 @@ def report_data(folder: Path, cell: int | None = None) -> dict[str, Any]:
             # the page reads the model's JSON form, as model --json prints it
             "bounds": [m.to_json() for m in bound_model.run_model(folder)],
             "timeline": timeline,
-            "costs": [costs[c["idx"]] for c in cells if c["idx"] in costs],
+            # the page reads the costs' JSON form, as costs --json prints it
+            "costs": [costs_json(costs[c["idx"]]) for c in cells if c["idx"] in costs],
             "flamegraphs": {"idx": chosen["idx"] if chosen else None,
                             "graphs": _flamegraph_images(
                                 folder, costs.get(chosen["idx"]) if chosen else None,
@@ -535,6 +538,8 @@ def report_data(folder: Path, cell: int | None = None) -> dict[str, Any]:
     data["seed_machine"] = _seed_machine(folder, spec, data["seed"])
     for c in cells:
         del c["id"]
+    # the page reads the rows' JSON form, as results --json prints it
+    data["cells"] = [row_json(c) for c in cells]
     return data
 
 

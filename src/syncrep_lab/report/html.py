@@ -99,8 +99,10 @@ def render(data: dict[str, Any]) -> str:
         bound_levels=list(bound_levels(data["bounds"], data["cells"])))
 
 
-def render_compare(data: Comparison) -> str:
-    """The page for a comparison (see ``analysis.compare.compare_runs``)."""
+def render_compare(comparison: Comparison) -> str:
+    """The page for a comparison (see ``analysis.compare.compare_runs``): the template
+    and the charts read its JSON form, as ``compare --json`` prints it."""
+    data = comparison.to_json()
     charts = compare_charts(data)
     return _environment().get_template("compare.html.j2").render(
         d=data, charts=charts, charts_json=_json_for_script(

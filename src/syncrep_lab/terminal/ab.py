@@ -128,18 +128,18 @@ def _anatomy_lines(cell: PatchedCell) -> list[str]:
         ca, cb = a.components.get(part), b.components.get(part)
         if ca is None and cb is None:
             continue
-        va = ca.us_per_commit["mean"] if ca else None
-        vb = cb.us_per_commit["mean"] if cb else None
+        va = ca.us_per_commit.mean if ca else None
+        vb = cb.us_per_commit.mean if cb else None
         indent = "      " if part not in ("local_flush", "commit_wait") else "    "
         name = SHORT_PARTS.get(part) or PART_NAMES.get(part, part)
         lines.append(f"{indent}{name:<{30 - len(indent)}} {fmt.figure(va):>8} -> "
                      f"{fmt.figure(vb):>8}")
     ra, rb = a.releases, b.releases
-    if ra and rb and ra["waiters_per_release"] and rb["waiters_per_release"]:
-        lines += wrap(f"{ra['walsender']} frees {ra['waiters_per_release']:.1f} -> "
-                      f"{rb['waiters_per_release']:.1f} waiters a release, "
-                      f"{fmt.figure(ra['per_waiter_us'], 2)} -> "
-                      f"{fmt.figure(rb['per_waiter_us'], 2)} "
+    if ra and rb and ra.waiters_per_release and rb.waiters_per_release:
+        lines += wrap(f"{ra.walsender} frees {ra.waiters_per_release:.1f} -> "
+                      f"{rb.waiters_per_release:.1f} waiters a release, "
+                      f"{fmt.figure(ra.per_waiter_us, 2)} -> "
+                      f"{fmt.figure(rb.per_waiter_us, 2)} "
                       "µs each", "    ")
     return lines
 

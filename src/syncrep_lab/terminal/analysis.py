@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
 
 from rich.console import Console
 from rich.markup import escape
@@ -16,6 +15,7 @@ from syncrep_lab.analysis.compare import (
     AnatomyComparison,
     Comparison,
     FigureComparison,
+    FigureSide,
 )
 from syncrep_lab.analysis.costs import KEY_SYSCALLS, GprofProfile, RunCellCosts
 from syncrep_lab.analysis.diagnosis import confidence_text, leading_title
@@ -195,38 +195,37 @@ def kernel_lines(cell: RunCellCosts) -> list[str]:
 def anatomy_lines(a: Anatomy) -> list[str]:
     """A cell's commit anatomy in words: each component per commit, the commit wait's
     parts with their shares, the sync walsender's releases, and the two ceilings."""
-    by_name = {c["component"]: c for c in a["components"]}
+    by_name = {c.component: c for c in a.components}
 
     def us(name: str) -> str:
         c = by_name[name]
-        return f"{PART_NAMES[name]} {fmt.mean_pm(c['us_per_commit'], 1)} µs"
+        return f"{PART_NAMES[name]} {fmt.mean_pm(c.us_per_commit.to_json(), 1)} µs"
 
-    head = f"  where a commit's time goes ({a['commits']:,} commits traced, per commit):"
+    head = f"  where a commit's time goes ({a.commits:,} commits traced, per commit):"
     parts = [us(n) for n in ("local_flush", "commit_wait") if n in by_name]
-    split = [f"{us(n)} ({100 * (by_name[n]['share_of_wait'] or 0):.0f} %)"
+    split = [f"{us(n)} ({100 * (by_name[n].share_of_wait or 0):.0f} %)"
              for n in WAIT_PARTS if n in by_name]
     lines = [head + " " + "; ".join(parts) + (" = " + " + ".join(split) if split else "")
              if parts else head.removesuffix(", per commit):") + "): no commit flushed or waited"]
-    for r in a["releases"]:
-        if not r["releases"]:
+    for r in a.releases:
+        if not r.releases:
             continue
         # no colon right after the name: rich reads ":b:" as an emoji code
-        if not r["per_waiter_us"]:
-            lines.append(f"  {r['walsender']} made {r['releases']:,} releases and freed no "
-                         "waiter")
+        if not r.per_waiter_us:
+            lines.append(f"  {r.walsender} made {r.releases:,} releases and freed no waiter")
             continue
         lines.append(
-            f"  {r['walsender']} made {r['releases']:,} releases, "
-            f"{r['waiters_per_release'] or 0:.1f} waiters freed each, "
-            f"{r['release_us'] or 0:.1f} µs per release ({r['per_waiter_us']:.2f} µs per "
-            f"waiter), {r['gap_us'] or 0:,.0f} µs between releases "
-            f"(p99 {r['gap_p99_us'] or 0:,.0f} µs)")
+            f"  {r.walsender} made {r.releases:,} releases, "
+            f"{r.waiters_per_release or 0:.1f} waiters freed each, "
+            f"{r.release_us or 0:.1f} µs per release ({r.per_waiter_us:.2f} µs per "
+            f"waiter), {r.gap_us or 0:,.0f} µs between releases "
+            f"(p99 {r.gap_p99_us or 0:,.0f} µs)")
     bounds = []
-    if a["little_bound_tps"]:
-        bounds.append(f"{a['little_bound_tps']:,.0f} tps at this concurrency if only the "
+    if a.little_bound_tps:
+        bounds.append(f"{a.little_bound_tps:,.0f} tps at this concurrency if only the "
                       "flush and the wait remained (Little's law)")
-    if a["release_bound_tps"]:
-        bounds.append(f"{a['release_bound_tps']:,.0f} tps where the walsender's serial "
+    if a.release_bound_tps:
+        bounds.append(f"{a.release_bound_tps:,.0f} tps where the walsender's serial "
                       "release binds")
     if bounds:
         lines.append("  wait-bound ceilings: " + "; ".join(bounds))
@@ -334,30 +333,30 @@ VERDICT_STYLE = {"B faster, significant": "bold green", "B slower, significant":
                  "B higher, significant": "bold", "B lower, significant": "bold"}
 
 
-def _value(side: dict[str, Any], unit: str) -> str:
-    mean = side["mean"]
+def _value(side: FigureSide, unit: str) -> str:
+    mean = side.mean
     if mean is None:
         return "-"
     text = f"{mean:,.0f}" if unit == "tps" else f"{mean:.3f}" if unit == "ms" else f"{mean:.3g}"
-    return f"{text} (n={side['n']})"
+    return f"{text} (n={side.n})"
 
 
 def _ratio(fig: FigureComparison) -> str:
-    if fig["ratio"] is None:
+    if fig.ratio is None:
         # A per-commit figure that was 0 in A: B's calls are new, there is no ratio.
-        return "new in B" if (fig["b"]["mean"] or 0) > 0 else "-"
-    if fig["ratio_low"] is None or fig["ratio_high"] is None:
-        return f"{fig['ratio']:.2f}"
-    return f"{fig['ratio']:.2f} [{fig['ratio_low']:.2f}, {fig['ratio_high']:.2f}]"
+        return "new in B" if (fig.b.mean or 0) > 0 else "-"
+    if fig.ratio_low is None or fig.ratio_high is None:
+        return f"{fig.ratio:.2f}"
+    return f"{fig.ratio:.2f} [{fig.ratio_low:.2f}, {fig.ratio_high:.2f}]"
 
 
 def _detectable(fig: FigureComparison) -> str:
-    value = fig.get("detectable_pct")
+    value = fig.detectable_pct
     return "-" if value is None else f"±{value:.1f} %"
 
 
 def _p(fig: FigureComparison) -> str:
-    return "-" if fig["test"] is None else f"{fig['test']['p_value']:.3g}"
+    return "-" if fig.test is None else f"{fig.test.p_value:.3g}"
 
 
 def _styled_verdict(verdict: str) -> str:
@@ -366,114 +365,113 @@ def _styled_verdict(verdict: str) -> str:
     return f"[{style}]{escape(verdict)}[/]" if style else escape(verdict)
 
 
-def _key_text(key: dict[str, Any]) -> str:
+def _key_text(key: Mapping[str, object]) -> str:
     return ", ".join(f"{k}={v}" for k, v in key.items()) or "the only cell"
 
 
 def print_compare(data: Comparison, console: Console) -> None:
     """Run B against run A: the header, a table per matched cell, the costs that moved."""
-    a, b = data["a"], data["b"]
+    a, b = data.a, data.b
     for name, side in (("A", a), ("B", b)):
-        console.print(f"[bold]{name}[/]: {escape(str(side['run']))} in {escape(side['folder'])}"
-                      f" (started {escape(str(side['started_at']))}, {escape(str(side['status']))}"
-                      f", PostgreSQL {escape(', '.join(side['versions']) or '?')})",
+        console.print(f"[bold]{name}[/]: {escape(str(side.run))} in {escape(side.folder)}"
+                      f" (started {escape(str(side.started_at))}, {escape(str(side.status))}"
+                      f", PostgreSQL {escape(', '.join(side.versions) or '?')})",
                       soft_wrap=True)
-    dims = "; ".join(f"{escape(d['label'])} {escape(str(d['a']))} → {escape(str(d['b']))}"
-                     for d in data["dimensions"])
+    dims = "; ".join(f"{escape(str(d['label']))} {escape(str(d['a']))} → "
+                     f"{escape(str(d['b']))}" for d in data.dimensions)
     console.print(f"compared: {dims or 'nothing differs between the runs'}; cells matched on "
-                  f"{escape(', '.join(data['matched_on']) or 'nothing (one cell a side)')}",
+                  f"{escape(', '.join(data.matched_on) or 'nothing (one cell a side)')}",
                   soft_wrap=True)
-    for diff in data["machine_differences"]:
+    for diff in data.machine_differences:
         console.print(f"[yellow]warning: the machines differ ({escape(diff)}): figures may "
                       "differ for that reason alone[/]", soft_wrap=True)
-    drifts = [f"{name} ±{100 * side['drift']['sd']:.1f} % ({escape(side['drift']['source'])})"
-              for name, side in (("A", a), ("B", b)) if side.get("drift")]
-    if data.get("between_runs"):
+    drifts = [f"{name} ±{100 * side.drift.sd:.1f} % ({escape(side.drift.source)})"
+              for name, side in (("A", a), ("B", b)) if side.drift]
+    if data.between_runs:
         console.print(f"between runs: each run's own drift is added to the intervals and "
                       f"tests of its figures: {'; '.join(drifts)}", soft_wrap=True)
-    if data.get("advice"):
-        console.print(f"[dim]{escape(data['advice'])}[/]", soft_wrap=True)
+    if data.advice:
+        console.print(f"[dim]{escape(data.advice)}[/]", soft_wrap=True)
     explained = False  # what "detects" means, said under the first table that has it
-    for pair in data["pairs"]:
-        table = Table(title=f"{escape(_key_text(pair['key']))}: A cell {pair['a']['idx']} "
-                      f"{escape(pair['a']['label'])} vs B cell {pair['b']['idx']} "
-                      f"{escape(pair['b']['label'])}", title_justify="left")
+    for pair in data.pairs:
+        table = Table(title=f"{escape(_key_text(pair.key))}: A cell {pair.a.idx} "
+                      f"{escape(pair.a.label)} vs B cell {pair.b.idx} "
+                      f"{escape(pair.b.label)}", title_justify="left")
         for col in ("figure", "A", "B", "B/A [95% CI]", "detects", "p", "verdict"):
             table.add_column(col, justify="left" if col in ("figure", "verdict") else "right")
-        for fig in pair["figures"]:
-            unit = "" if fig["unit"] == "tps" else f" ({fig['unit']})"
-            table.add_row(escape(fig["figure"] + unit), _value(fig["a"], fig["unit"]),
-                          _value(fig["b"], fig["unit"]), _ratio(fig), _detectable(fig),
-                          _p(fig), _styled_verdict(fig["verdict"]))
+        for fig in pair.figures:
+            unit = "" if fig.unit == "tps" else f" ({fig.unit})"
+            table.add_row(escape(fig.figure + unit), _value(fig.a, fig.unit),
+                          _value(fig.b, fig.unit), _ratio(fig), _detectable(fig),
+                          _p(fig), _styled_verdict(fig.verdict))
         console.print(table)
-        if not explained and any(fig.get("detectable_pct") is not None
-                                 for fig in pair["figures"]):
+        if not explained and any(fig.detectable_pct is not None for fig in pair.figures):
             explained = True
             console.print("  [dim]detects: the smallest change of B/A its test would find "
                           "4 times in 5 (80 % power); below it, \"no significant "
                           "difference\" says little[/]", soft_wrap=True)
-        console.print(f"  [bold]{escape(pair['summary'])}[/]", soft_wrap=True)
-        if (anatomy := pair.get("anatomy")) is not None:
-            print_anatomy_comparison(anatomy, console)
-        costs = pair["costs"]
-        if not costs["top"]:
-            console.print("  no per-commit cost changed" if costs["compared"] else
+        console.print(f"  [bold]{escape(pair.summary)}[/]", soft_wrap=True)
+        if pair.anatomy is not None:
+            print_anatomy_comparison(pair.anatomy, console)
+        costs = pair.costs
+        if not costs.top:
+            console.print("  no per-commit cost changed" if costs.compared else
                           "  no per-commit costs on both sides (probes skipped or not run)",
                           soft_wrap=True)
             continue
-        ct = Table(title=f"per-commit costs that changed most ({len(costs['top'])} of "
-                   f"{costs['compared']}; ranked by |log B/A|)", title_justify="left")
+        ct = Table(title=f"per-commit costs that changed most ({len(costs.top)} of "
+                   f"{costs.compared}; ranked by |log B/A|)", title_justify="left")
         for col in ("node", "role", "per commit", "A", "B", "B/A", "B-A", "p", "verdict"):
             ct.add_column(col, justify="left" if col in ("node", "role", "per commit",
                                                          "verdict") else "right")
-        for c in costs["top"]:
-            ct.add_row(escape(c["node"]), escape(c["role"]), escape(c["figure"]),
-                       f"{c['a']['mean']:.3g}", f"{c['b']['mean']:.3g}",
-                       "new in B" if c["ratio"] is None else
-                       "gone in B" if c["b"]["mean"] == 0 else f"{c['ratio']:.3g}",
-                       f"{c['difference']:+.3g}", _p(c), _styled_verdict(c["verdict"]))
+        for c in costs.top:
+            ct.add_row(escape(c.node), escape(c.role), escape(c.figure),
+                       f"{c.a.mean:.3g}", f"{c.b.mean:.3g}",
+                       "new in B" if c.ratio is None else
+                       "gone in B" if c.b.mean == 0 else f"{c.ratio:.3g}",
+                       f"{c.difference:+.3g}", _p(c), _styled_verdict(c.verdict))
         console.print(ct)
-        if any(c["test"] is None for c in costs["top"]):
+        if any(c.test is None for c in costs.top):
             # Costs come from the probed repeats only, which are usually one per cell.
             console.print("  [dim]p: Welch's t needs 2 values a side; per-commit costs come "
                           "from probed repeats only (\\[probes] probed_repeats = 2 or more in "
                           "the spec gives them a test)[/]", soft_wrap=True)
-        for note in costs["notes"]:
+        for note in costs.notes:
             console.print(f"  [dim]{escape(note)}[/]", soft_wrap=True)
     for name in ("a", "b"):
-        for cell in data["unmatched"][name]:
-            console.print(f"[dim]unmatched in {name.upper()}: cell {cell['idx']} "
-                          f"{escape(cell['label'])} ({escape(_key_text(cell['key']))})[/]",
+        for cell in data.unmatched[name]:
+            console.print(f"[dim]unmatched in {name.upper()}: cell {cell.idx} "
+                          f"{escape(cell.label)} ({escape(_key_text(cell.key))})[/]",
                           soft_wrap=True)
-        for cell in data["not_done"][name]:
-            console.print(f"[dim]not compared, {escape(str(cell['status']))} in "
-                          f"{name.upper()}: cell {cell['idx']} {escape(cell['label'])}[/]",
+        for gone in data.not_done[name]:
+            console.print(f"[dim]not compared, {escape(gone.status)} in "
+                          f"{name.upper()}: cell {gone.idx} {escape(gone.label)}[/]",
                           soft_wrap=True)
-    if not data["pairs"]:
+    if not data.pairs:
         console.print("[yellow]no cell of A matches one of B: nothing to compare[/]")
 
 
 def print_anatomy_comparison(cmp: AnatomyComparison, console: Console,
                              a: str = "A", b: str = "B") -> None:
     """Where a commit's time moved: each anatomy figure of ``b`` against ``a``."""
-    if cmp["missing"] or not cmp["figures"]:
-        console.print(f"  [dim]{escape(cmp['summary'])}[/]", soft_wrap=True)
+    if cmp.missing or not cmp.figures:
+        console.print(f"  [dim]{escape(cmp.summary)}[/]", soft_wrap=True)
         return
-    table = Table(title=f"where a commit's time moved ({a}: {cmp['repeats']['a']}, {b}: "
-                  f"{cmp['repeats']['b']} anatomy repeats)", title_justify="left")
+    table = Table(title=f"where a commit's time moved ({a}: {cmp.repeats_a}, {b}: "
+                  f"{cmp.repeats_b} anatomy repeats)", title_justify="left")
     for col in ("part", "unit", a, b, f"{b}/{a} [95% CI]", "verdict"):
         table.add_column(col, justify="left" if col in ("part", "unit", "verdict")
                          else "right")
-    for f in cmp["figures"]:
-        table.add_row(escape(f["figure"]), escape(f["unit"]), fmt.amount(f["a"]["mean"]),
-                      fmt.amount(f["b"]["mean"]), _ratio(f), _styled_verdict(f["verdict"]))
+    for f in cmp.figures:
+        table.add_row(escape(f.figure), escape(f.unit), fmt.amount(f.a.mean),
+                      fmt.amount(f.b.mean), _ratio(f), _styled_verdict(f.verdict))
     console.print(table)
-    for side, parts in ((a, cmp["only_in_a"]), (b, cmp["only_in_b"])):
+    for side, parts in ((a, cmp.only_in_a), (b, cmp.only_in_b)):
         if parts:
             console.print(f"  [dim]measured in {side} only: {escape(', '.join(parts))}[/]",
                           soft_wrap=True)
-    console.print(f"  [dim]{escape(cmp['interval'])}[/]", soft_wrap=True)
-    console.print(f"  [bold]{escape(cmp['summary'])}[/]", soft_wrap=True)
+    console.print(f"  [dim]{escape(cmp.interval)}[/]", soft_wrap=True)
+    console.print(f"  [bold]{escape(cmp.summary)}[/]", soft_wrap=True)
 
 
 def print_faults(cells: list[CellFaults], console: Console) -> None:

@@ -19,9 +19,9 @@ from syncrep_lab.analysis.noise import (
     dominant_words,
     length_advice,
     noise_lines,
-    target_text,
     walsender_lines,
 )
+from syncrep_lab.analysis.ratios import BaselineRatio, target_text
 from syncrep_lab.stats.variance import PARTS, NoiseSplit
 from syncrep_lab.terminal import make_console
 
@@ -79,15 +79,15 @@ def print_results(folder: Path, rows: list[dict[str, Any]],
         line = no_difference_text(r.get("ratio_to_baseline"))
         if line:
             console.print(f"cell {r['idx']} {escape(r['label'])} ÷ "
-                          f"{escape(r['ratio_to_baseline']['baseline'])}: {line}",
+                          f"{escape(r['ratio_to_baseline'].baseline)}: {line}",
                           soft_wrap=True)
     for r in rows:
         # only where a part of the commit moved beyond its interval: the table in
         # results --json and compare has every figure
-        if (anatomy := r.get("anatomy_to_baseline")) and anatomy["changed"]:
+        if (anatomy := r.get("anatomy_to_baseline")) and anatomy.comparison.changed:
             console.print(f"cell {r['idx']} {escape(r['label'])} ÷ "
-                          f"{escape(anatomy['baseline'])}, commit anatomy: "
-                          f"{escape('; '.join(anatomy['changed']))}", soft_wrap=True)
+                          f"{escape(anatomy.baseline)}, commit anatomy: "
+                          f"{escape('; '.join(anatomy.comparison.changed))}", soft_wrap=True)
     for who, split in noise_lines(rows):
         console.print(noise_text(who, split), soft_wrap=True)
     for r, words in walsender_lines(rows):
@@ -101,7 +101,7 @@ def print_results(folder: Path, rows: list[dict[str, Any]],
     for r in rows:
         if line := target_text(r.get("ratio_to_baseline")):
             console.print(f"cell {r['idx']} {escape(r['label'])} ÷ "
-                          f"{escape(r['ratio_to_baseline']['baseline'])}: {line}",
+                          f"{escape(r['ratio_to_baseline'].baseline)}: {line}",
                           soft_wrap=True)
     for r in rows:
         for note in r.get("notes") or []:
@@ -109,30 +109,30 @@ def print_results(folder: Path, rows: list[dict[str, Any]],
                           soft_wrap=True)
 
 
-def ratio_text(ratio: dict[str, Any] | None) -> str:
+def ratio_text(ratio: BaselineRatio | None) -> str:
     """'0.830 (0.80–0.86)': a ratio to the baseline and its interval; † when the two
     were not measured in the same rounds."""
-    if not ratio:
+    if ratio is None:
         return ""
-    interval = (f" ({ratio['low']:.2f}–{ratio['high']:.2f})"
-                if ratio.get("low") is not None and ratio.get("high") is not None else "")
-    return f"{ratio['mean']:.3f}{interval}{'' if ratio.get('paired') else ' †'}"
+    interval = (f" ({ratio.low:.2f}–{ratio.high:.2f})"
+                if ratio.low is not None and ratio.high is not None else "")
+    return f"{ratio.mean:.3f}{interval}{'' if ratio.paired else ' †'}"
 
 
-def no_difference_text(ratio: dict[str, Any] | None) -> str:
+def no_difference_text(ratio: BaselineRatio | None) -> str:
     """'no difference larger than 4.1 % (interval 0.96–1.02); the smallest change this run
     detects (80 % power): 5.0 %', for a ratio whose interval holds 1: "no difference" is
     only as good as the interval is narrow. '' otherwise."""
-    if not ratio or ratio.get("low") is None or ratio.get("high") is None:
+    if ratio is None or ratio.low is None or ratio.high is None:
         return ""
-    low, high = float(ratio["low"]), float(ratio["high"])
+    low, high = ratio.low, ratio.high
     if not low <= 1 <= high:
         return ""
     text = (f"no difference larger than {100 * max(1 - low, high - 1):.1f} % "
             f"(interval {low:.2f}–{high:.2f})")
-    if ratio.get("detectable_pct") is not None:
+    if ratio.detectable_pct is not None:
         text += (f"; the smallest change this run detects (80 % power): "
-                 f"{ratio['detectable_pct']:.1f} %")
+                 f"{ratio.detectable_pct:.1f} %")
     return text
 
 
@@ -150,13 +150,13 @@ def noise_text(who: str, split: NoiseSplit) -> str:
 
 
 def print_ratio_legend(rows: list[dict[str, Any]], console: Console) -> None:
-    pairs = [f"{r['label']} ÷ {r['ratio_to_baseline']['baseline']}" for r in rows
+    pairs = [f"{r['label']} ÷ {r['ratio_to_baseline'].baseline}" for r in rows
              if r.get("ratio_to_baseline")]
     if not pairs:
         return
     shown = "; ".join(pairs[:8]) + (f"; and {len(pairs) - 8} more" if len(pairs) > 8 else "")
     console.print(f"÷ baseline, in rows/s: {escape(shown)}", soft_wrap=True)
-    if any(not r["ratio_to_baseline"].get("paired") for r in rows
+    if any(not r["ratio_to_baseline"].paired for r in rows
            if r.get("ratio_to_baseline")):
         console.print("† not measured in the same rounds as its baseline: the interval "
                       "leaves out the drift between the two (run.order = \"interleaved\" "
