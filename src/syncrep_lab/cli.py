@@ -43,6 +43,7 @@ from syncrep_lab.runas import divert_profiles
 from syncrep_lab.terminal import make_console, route_library_logs
 
 if TYPE_CHECKING:
+    from syncrep_lab.analysis.cells import CellRow
     from syncrep_lab.analysis.verdict import CellDiagnosis
     from syncrep_lab.pg.builds import Build
 
@@ -544,7 +545,7 @@ def _resume_hint(out_dir: Path) -> Iterator[None]:
         raise
 
 
-def _print_results_and_verdicts(out_dir: Path, rows: list[dict[str, Any]],
+def _print_results_and_verdicts(out_dir: Path, rows: list[CellRow],
                                 diagnosed: Sequence[CellDiagnosis]) -> None:
     """The results table (``rows`` from ``cell_summaries``) and each finished cell's
     leading verdict (``diagnosed``, the diagnosis the rows were made with)."""
@@ -560,7 +561,7 @@ def _print_results_and_verdicts(out_dir: Path, rows: list[dict[str, Any]],
                       f"commits were lost (details: syncrep-lab faults {escape(str(out_dir))})[/]",
                       soft_wrap=True)
     by_idx = {d.idx: d for d in diagnosed}
-    cells = [by_idx[r["idx"]] for r in rows if r["status"] == "done" and r["idx"] in by_idx]
+    cells = [by_idx[r.idx] for r in rows if r.status == "done" and r.idx in by_idx]
     if cells:
         out.print("what limits each cell (details: syncrep-lab diagnose "
                   f"{escape(str(out_dir))}):")
@@ -582,7 +583,7 @@ def _finish(out_dir: Path) -> None:
         cause = exc.cause if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"
         err.print(f"[yellow]no report:[/] {escape(cause)}; retry with: syncrep-lab report "
                   f"{escape(str(out_dir))}", soft_wrap=True)
-    failed = [r for r in rows if r["status"] == "failed"]
+    failed = [r for r in rows if r.status == "failed"]
     if failed:
         err.print(f"[red]{len(failed)} of {len(rows)} cells failed[/] (their errors are in "
                   "the table above and in the store)")
@@ -595,7 +596,6 @@ def _finish(out_dir: Path) -> None:
 def results(run_dir: Path | None, output: str) -> None:
     """One row per cell: mean TPS with its confidence interval, latencies, repeats used,
     the leading verdict and the largest cost per commit."""
-    from syncrep_lab.analysis.cells import row_json
     from syncrep_lab.analysis.diagnosis import diagnose_run
     from syncrep_lab.report.data import cell_summaries
     from syncrep_lab.terminal.results import write_csv
@@ -603,7 +603,7 @@ def results(run_dir: Path | None, output: str) -> None:
     folder = run_dir or _latest_run()
     diagnosed = diagnose_run(folder)
     rows = cell_summaries(folder, diagnosed=diagnosed)
-    render(Answer(lambda: [row_json(r) for r in rows],
+    render(Answer(lambda: [r.to_json() for r in rows],
                   lambda: _print_results_and_verdicts(folder, rows, diagnosed),
                   csv=lambda: write_csv(rows, sys.stdout)), output)
 

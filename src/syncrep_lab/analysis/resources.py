@@ -4,12 +4,11 @@ repeats (run/io_watch.py), and each CPU quota a placement set (placement/quota.p
 
 from __future__ import annotations
 
-from typing import Any
-
+from syncrep_lab.json_form import JSON
 from syncrep_lab.store import Store, queries
 
 
-def quota_json(q: queries.QuotaMeans) -> dict[str, Any]:
+def quota_json(q: queries.QuotaMeans) -> dict[str, JSON]:
     """A role's CPU quota as ``results --json`` and the report show it."""
     return {"instance": q.instance, "node": q.node, "role": q.role, "share": q.share,
             "quota_us": q.quota_us, "period_us": q.period_us, "repeats": q.repeats,
@@ -21,7 +20,7 @@ def _per_s(value: float, seconds: float) -> float | None:
     return value / seconds if seconds > 0 else None
 
 
-def disk_json(d: queries.DiskMeans) -> dict[str, Any]:
+def disk_json(d: queries.DiskMeans) -> dict[str, JSON]:
     """A block device over the cell's measured repeats, a second of them ("host" "" is
     this machine)."""
     return {"host": d.host, "device": d.device, "repeats": d.repeats,
@@ -30,7 +29,7 @@ def disk_json(d: queries.DiskMeans) -> dict[str, Any]:
             "ios_s": _per_s(d.reads + d.writes, d.seconds), "busy_share": d.busy_share}
 
 
-def net_json(n: queries.NetMeans) -> dict[str, Any]:
+def net_json(n: queries.NetMeans) -> dict[str, JSON]:
     """A network interface over the cell's measured repeats, a second of them (node ""
     is the host's own namespace; a node's to-PEER its emulated link to PEER)."""
     return {"host": n.host, "instance": n.instance, "node": n.node,
@@ -41,7 +40,7 @@ def net_json(n: queries.NetMeans) -> dict[str, Any]:
             "tx_packets_s": _per_s(n.tx_packets, n.seconds)}
 
 
-def cell_resources(store: Store, cell_id: int) -> dict[str, list[dict[str, Any]]]:
+def cell_resources(store: Store, cell_id: int) -> dict[str, list[dict[str, JSON]]]:
     """The disks, the network and the quotas of one cell, as JSON."""
     return {"disks": [disk_json(d) for d in queries.disk_means(store, cell_id)],
             "network": [net_json(n) for n in queries.net_means(store, cell_id)],
