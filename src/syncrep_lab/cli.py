@@ -19,14 +19,13 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
@@ -643,10 +642,13 @@ def report(run_dir: Path | None, out_file: Path | None, cell: int | None,
 def costs(run_dir: Path | None, only_cell: int | None, output: str) -> None:
     """Cost per commit of every node and process role: CPU µs, context switches,
     system calls by kind; and the wait events each role was seen in."""
-    from syncrep_lab.analysis.costs import costs_json, run_costs
+    from syncrep_lab.analysis.costs import run_costs
     from syncrep_lab.terminal.analysis import print_costs
 
-    _show_cells(run_costs, print_costs, run_dir, only_cell, output, costs_json)
+    cells = [c for c in run_costs(run_dir or _latest_run())
+             if only_cell is None or c.idx == only_cell]
+    render(Answer(lambda: [c.to_json() for c in cells], lambda: print_costs(cells, out)),
+           output)
 
 
 @cli.command()
@@ -662,23 +664,6 @@ def diagnose(run_dir: Path | None, only_cell: int | None, output: str) -> None:
              if only_cell is None or c.idx == only_cell]
     render(Answer(lambda: [c.to_json() for c in cells], lambda: print_diagnosis(cells, out)),
            output)
-
-
-Cell = TypeVar("Cell", bound=Mapping[str, Any])  # one cell's analysis, as --json prints it
-
-
-def _show_cells(
-    analyse: Callable[[Path], list[Cell]],
-    show: Callable[[list[Cell], Console], None],
-    run_dir: Path | None, only_cell: int | None, output: str,
-    json_of: Callable[[Cell], object] | None = None,
-) -> None:
-    """An analysis of a run (the latest by default), one cell or all, as JSON or tables;
-    ``json_of``: a cell's JSON form where the analysis holds typed results."""
-    cells = [c for c in analyse(run_dir or _latest_run())
-             if only_cell is None or c["idx"] == only_cell]
-    render(Answer(lambda: [json_of(c) for c in cells] if json_of else cells,
-                  lambda: show(cells, out)), output)
 
 
 @cli.command("model")

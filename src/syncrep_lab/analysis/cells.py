@@ -8,7 +8,6 @@ during) a run.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from syncrep_lab.analysis.ratios import (
     anatomy_to_baseline,
     ratios_to_baseline,
 )
-from syncrep_lab.analysis.resources import cell_resources
+from syncrep_lab.analysis.resources import Resources, cell_resources
 from syncrep_lab.analysis.verdict import Verdict
 from syncrep_lab.json_form import JSON
 from syncrep_lab.store import Store
@@ -90,10 +89,8 @@ class CellRow:
     anatomy_to_baseline: BaselineAnatomy | None
     notes: list[str]
     # each disk and network interface a second of the measured repeats, and the CPU
-    # quotas (analysis/resources.py), in their JSON form
-    disks: list[dict[str, JSON]]
-    network: list[dict[str, JSON]]
-    quotas: list[dict[str, JSON]]
+    # quotas (analysis/resources.py)
+    resources: Resources
     noise: CellNoise | None  # None in an observe window: its slices are not repeats
     cell_id: int  # the store's; not in the JSON
     summary: RowSummary | None = None  # report.data.cell_summaries's
@@ -125,16 +122,11 @@ class CellRow:
                                   if self.ratio_to_baseline is not None else None),
             "anatomy_to_baseline": (self.anatomy_to_baseline.to_json()
                                     if self.anatomy_to_baseline is not None else None),
-            "notes": list(self.notes), "disks": _listed(self.disks),
-            "network": _listed(self.network), "quotas": _listed(self.quotas),
+            "notes": list(self.notes), **self.resources.to_json(),
             "noise": self.noise.to_json() if self.noise is not None else None})
         if self.summary is not None:
             out.update(self.summary.to_json())
         return out
-
-
-def _listed(items: Sequence[JSON]) -> list[JSON]:
-    return list(items)
 
 
 assert tuple(f.name for f in fields(CellRow))[:len(COLUMNS)] == COLUMNS
@@ -149,14 +141,12 @@ def cell_rows(folder: Path) -> list[CellRow]:
         overhead = None if run.kind == "observe" else repeat_overhead(store, run.id)
         rows = []
         for cell in store.cells(run.id):
-            resources = cell_resources(store, cell.id)
             rows.append(CellRow(
                 **{k: getattr(cell, k) for k in COLUMNS},
                 axes=cell.axes, params=cell.params, run=run.name,
                 ratio_to_baseline=ratios.get(cell.idx),
                 anatomy_to_baseline=anatomies.get(cell.idx), notes=cell.notes,
-                disks=resources["disks"], network=resources["network"],
-                quotas=resources["quotas"],
+                resources=cell_resources(store, cell.id),
                 # an observe window's slices are consecutive, not repeats: no split
                 noise=None if run.kind == "observe" else cell_noise(store, cell, overhead),
                 cell_id=cell.id))

@@ -218,15 +218,15 @@ def observation(store: Store, cell: StoredCell, machine: dict[str, Any]) -> Obse
     seconds = sums["seconds"] or 1e-9
     rate = sums["writes"] / seconds
     version = cluster_version(store, cell)
-    shares = {(w["node"], w["role"]): w for w in costs["waits"]}
+    shares = {(w["node"], w["role"]): w for w in costs.waits}
     backend = shares.get(("primary", "backend"))
     waits_known = not version.startswith("9.")
     sync_share = (float(backend["share"].get("IPC:SyncRep", 0.0))
                   if backend is not None and waits_known else None)
     built = model.cell_model(store, cell, model.series_index([cell]), machine)
     bounds = {b.resource: b for b in built.bounds}
-    roles = {(r["node"], r["role"]): r for r in costs["roles"]}
-    replication = tuple(ReplicationSummary(**r) for r in costs["replication"])
+    roles = {(r["node"], r["role"]): r for r in costs.roles}
+    replication = tuple(costs.replication)
     walsenders = []
     for name in _sync_standbys(replication):
         role = roles.get(("primary", f"walsender:{name}"))
@@ -267,7 +267,7 @@ def observation(store: Store, cell: StoredCell, machine: dict[str, Any]) -> Obse
                           if sums["own_cpu_ms"] is not None else None),
                          sums["own_queries"] / seconds),
         notes=tuple(cell.notes),
-        anatomy=costs["anatomy"])
+        anatomy=costs.anatomy)
     return dataclasses.replace(found, verdicts=tuple(verdicts(found)))
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from syncrep_lab.analysis import model as bound_model
 from syncrep_lab.analysis.cells import CellRow, RowSummary, TopCost, cell_rows
-from syncrep_lab.analysis.costs import CellCosts, RunCellCosts, costs_json, run_costs
+from syncrep_lab.analysis.costs import CellCosts, RunCellCosts, run_costs
 from syncrep_lab.analysis.diagnosis import (
     confidence_text,
     diagnose_run,
@@ -62,7 +62,7 @@ def _top_cost(cost: CellCosts | None) -> TopCost | None:
     if not cost:
         return None
     best: TopCost | None = None
-    for role in cost["roles"]:
+    for role in cost.roles:
         mean = role["cpu_us_per_commit"]["mean"]
         if mean is not None and (best is None or mean > best.cpu_us):
             best = TopCost(role["node"], role["role"], mean, role["cpu_source"])
@@ -85,14 +85,14 @@ def cell_summaries(folder: Path, costs: dict[int, RunCellCosts] | None = None,
     """
     by_idx = {c.idx: c for c in (diagnose_run(folder) if diagnosed is None else diagnosed)}
     if costs is None:
-        costs = {c["idx"]: c for c in run_costs(folder)}
+        costs = {c.idx: c for c in run_costs(folder)}
     rows = []
     for row in cell_rows(folder):
         cell = by_idx.get(row.idx)
         rows.append(row.summed(RowSummary(
             verdicts=cell.verdicts if cell else (), ceiling=cell.ceiling if cell else None,
             limit=leading_title(cell.verdicts) if cell else "",
-            top_cost=_top_cost(costs.get(row.idx)))))
+            top_cost=_top_cost(c.costs if (c := costs.get(row.idx)) else None))))
     return rows
 
 
@@ -246,7 +246,7 @@ def _flamegraph_images(folder: Path, cost: CellCosts | None,
     Those of the commit path's two ends (the primary's backends, the walsender of a
     synchronous standby) and of the whole machine are shown open, the rest folded."""
     out = []
-    for g in cost["flamegraphs"] if cost else []:
+    for g in cost.flamegraphs if cost else []:
         svg = Path(g["svg"])
         opened = (g["role"] in ("backend", "all")
                   or (g["node"] == "primary"
@@ -483,7 +483,7 @@ def report_data(folder: Path, cell: int | None = None) -> dict[str, Any]:
 
     ``cell`` picks the cell whose timeline and flame graphs are shown (default:
     the fastest cell whose commits waited for a standby)."""
-    costs = {c["idx"]: c for c in run_costs(folder)}
+    costs = {c.idx: c for c in run_costs(folder)}
     diagnosed = diagnose_run(folder)
     cells = cell_summaries(folder, costs, diagnosed)
     series = scaling(folder)
@@ -518,10 +518,11 @@ def report_data(folder: Path, cell: int | None = None) -> dict[str, Any]:
             "bounds": [m.to_json() for m in bound_model.run_model(folder)],
             "timeline": timeline,
             # the page reads the costs' JSON form, as costs --json prints it
-            "costs": [costs_json(costs[c.idx]) for c in cells if c.idx in costs],
+            "costs": [costs[c.idx].to_json() for c in cells if c.idx in costs],
             "flamegraphs": {"idx": chosen.idx if chosen else None,
                             "graphs": _flamegraph_images(
-                                folder, costs.get(chosen.idx) if chosen else None,
+                                folder, c.costs if chosen and (c := costs.get(chosen.idx))
+                                else None,
                                 {name for t in topology for name, state in t["states"].items()
                                  if state in ("sync", "quorum")})},
             "placement": _placement_axes(cells),
