@@ -253,7 +253,7 @@ def _noise(row: CellRow) -> CellNoise:
 
 def test_rows_carry_the_noise_and_the_detectable_change(tmp_path: Path) -> None:
     folder, written = _store_run(tmp_path / "run")
-    rows = {r.label: r for r in cell_rows(folder)}
+    rows = {r.cell.label: r for r in cell_rows(folder)}
     for label, repeats in written.items():
         noise = _noise(rows[label]).to_json()  # what results --json prints
         expected = noise_split(repeats)
@@ -349,7 +349,7 @@ def test_rounds_for_a_target() -> None:
 
 def test_stored_runs_show_noise_and_detectable(workdir: Path) -> None:
     run = load("pg18-local-on", workdir)
-    rows = {r.label: r for r in cell_rows(run)}
+    rows = {r.cell.label: r for r in cell_rows(run)}
     noise = _noise(rows["sc=on"]).split
     assert noise.repeats == 2 and noise.between is None and (noise.within or 0) > 0
     ratio = rows["sc=on"].ratio_to_baseline
@@ -521,7 +521,7 @@ def test_the_sync_walsender_s_wait_for_a_core_and_the_spread_it_explains(
     from scipy.stats import pearsonr
 
     folder = _walsender_store(tmp_path / "run")
-    rows = {r.label: r for r in cell_rows(folder)}
+    rows = {r.cell.label: r for r in cell_rows(folder)}
     assert _noise(rows["sc=local"]).walsender is None
     found = _noise(rows["sc=on"]).walsender
     assert found is not None and found.correlation is not None
@@ -559,7 +559,7 @@ def test_the_sync_walsender_is_the_one_the_primary_showed(tmp_path: Path) -> Non
     """Replication samples (a probed repeat's) that show c as sync outweigh the names;
     under 4 measured repeats there is a share but no correlation."""
     folder = _walsender_store(tmp_path / "run", sync_state_of_c=True)
-    found = _noise(next(r for r in cell_rows(folder) if r.label == "sc=on")).walsender
+    found = _noise(next(r for r in cell_rows(folder) if r.cell.label == "sc=on")).walsender
     assert found is not None
     ws: dict[str, Any] = found.to_json()
     assert (ws["role"], ws["chosen_by"]) == ("walsender:c", "pg_stat_replication")
@@ -567,7 +567,7 @@ def test_the_sync_walsender_is_the_one_the_primary_showed(tmp_path: Path) -> Non
         [ms / 1000 / 5.0 for ms in WAL_C_MS])
     assert ws["migrations_per_s"] == pytest.approx(2.0)
     few = _walsender_store(tmp_path / "few", repeats=3)
-    found = _noise(next(r for r in cell_rows(few) if r.label == "sc=on")).walsender
+    found = _noise(next(r for r in cell_rows(few) if r.cell.label == "sc=on")).walsender
     assert found is not None
     ws = found.to_json()
     assert ws["repeats"] == 3 and (ws["r"], ws["r2"], ws["p"]) == (None, None, None)

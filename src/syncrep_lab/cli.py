@@ -560,7 +560,7 @@ def _print_results_and_verdicts(out_dir: Path, rows: list[CellRow],
                       f"commits were lost (details: syncrep-lab faults {escape(str(out_dir))})[/]",
                       soft_wrap=True)
     by_idx = {d.idx: d for d in diagnosed}
-    cells = [by_idx[r.idx] for r in rows if r.status == "done" and r.idx in by_idx]
+    cells = [by_idx[r.cell.idx] for r in rows if r.cell.status == "done" and r.cell.idx in by_idx]
     if cells:
         out.print("what limits each cell (details: syncrep-lab diagnose "
                   f"{escape(str(out_dir))}):")
@@ -582,7 +582,7 @@ def _finish(out_dir: Path) -> None:
         cause = exc.cause if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"
         err.print(f"[yellow]no report:[/] {escape(cause)}; retry with: syncrep-lab report "
                   f"{escape(str(out_dir))}", soft_wrap=True)
-    failed = [r for r in rows if r.status == "failed"]
+    failed = [r for r in rows if r.cell.status == "failed"]
     if failed:
         err.print(f"[red]{len(failed)} of {len(rows)} cells failed[/] (their errors are in "
                   "the table above and in the store)")

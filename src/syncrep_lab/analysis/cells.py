@@ -8,7 +8,7 @@ during) a run.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from syncrep_lab.analysis.noise import CellNoise, cell_noise, repeat_overhead
@@ -21,8 +21,7 @@ from syncrep_lab.analysis.ratios import (
 from syncrep_lab.analysis.resources import Resources, cell_resources
 from syncrep_lab.analysis.verdict import Verdict
 from syncrep_lab.json_form import JSON
-from syncrep_lab.store import Store
-from syncrep_lab.store.records import CellParams
+from syncrep_lab.store import Store, StoredCell
 
 COLUMNS = ("idx", "label", "status", "repeats", "stop_reason", "tps_mean", "tps_ci_low",
            "tps_ci_high", "tps_ci_rel", "lat_mean_ms", "lat_p50_ms", "lat_p90_ms",
@@ -63,41 +62,15 @@ class RowSummary:
 class CellRow:
     """A cell as ``results`` shows it; :meth:`to_json` is ``results --json``'s row."""
 
-    # the cells table's COLUMNS, in their order (the JSON and the CSV keep it)
-    idx: int
-    label: str
-    status: str  # pending | running | done | failed
-    repeats: int
-    stop_reason: str | None
-    tps_mean: float | None
-    tps_ci_low: float | None
-    tps_ci_high: float | None
-    tps_ci_rel: float | None
-    lat_mean_ms: float | None
-    lat_p50_ms: float | None
-    lat_p90_ms: float | None
-    lat_p99_ms: float | None
-    lat_p999_ms: float | None
-    lat_max_ms: float | None
-    transactions: int | None
-    failed: int | None
-    error: str | None
-    axes: dict[str, JSON]
-    params: dict[str, JSON]
+    cell: StoredCell  # the cells table's row: its COLUMNS, axes, params and notes
     run: str
     ratio_to_baseline: BaselineRatio | None
     anatomy_to_baseline: BaselineAnatomy | None
-    notes: list[str]
     # each disk and network interface a second of the measured repeats, and the CPU
     # quotas (analysis/resources.py)
     resources: Resources
     noise: CellNoise | None  # None in an observe window: its slices are not repeats
-    cell_id: int  # the store's; not in the JSON
     summary: RowSummary | None = None  # report.data.cell_summaries's
-
-    @property
-    def typed_params(self) -> CellParams:
-        return CellParams.of(self.params)
 
     @property
     def top_cost(self) -> TopCost | None:
@@ -105,7 +78,7 @@ class CellRow:
 
     def column(self, name: str) -> JSON:
         """One of COLUMNS by name (the CSV's)."""
-        value: JSON = getattr(self, name)
+        value: JSON = getattr(self.cell, name)
         return value
 
     def summed(self, summary: RowSummary) -> CellRow:
@@ -117,19 +90,16 @@ class CellRow:
         summary's keys last, where there is one."""
         out: dict[str, JSON] = {name: self.column(name) for name in COLUMNS}
         out.update({
-            "axes": self.axes, "params": self.params, "run": self.run,
+            "axes": self.cell.axes, "params": self.cell.params, "run": self.run,
             "ratio_to_baseline": (self.ratio_to_baseline.to_json()
                                   if self.ratio_to_baseline is not None else None),
             "anatomy_to_baseline": (self.anatomy_to_baseline.to_json()
                                     if self.anatomy_to_baseline is not None else None),
-            "notes": list(self.notes), **self.resources.to_json(),
+            "notes": list(self.cell.notes), **self.resources.to_json(),
             "noise": self.noise.to_json() if self.noise is not None else None})
         if self.summary is not None:
             out.update(self.summary.to_json())
         return out
-
-
-assert tuple(f.name for f in fields(CellRow))[:len(COLUMNS)] == COLUMNS
 
 
 def cell_rows(folder: Path) -> list[CellRow]:
@@ -142,14 +112,11 @@ def cell_rows(folder: Path) -> list[CellRow]:
         rows = []
         for cell in store.cells(run.id):
             rows.append(CellRow(
-                **{k: getattr(cell, k) for k in COLUMNS},
-                axes=cell.axes, params=cell.params, run=run.name,
-                ratio_to_baseline=ratios.get(cell.idx),
-                anatomy_to_baseline=anatomies.get(cell.idx), notes=cell.notes,
+                cell, run=run.name, ratio_to_baseline=ratios.get(cell.idx),
+                anatomy_to_baseline=anatomies.get(cell.idx),
                 resources=cell_resources(store, cell.id),
                 # an observe window's slices are consecutive, not repeats: no split
-                noise=None if run.kind == "observe" else cell_noise(store, cell, overhead),
-                cell_id=cell.id))
+                noise=None if run.kind == "observe" else cell_noise(store, cell, overhead)))
         return rows
     finally:
         store.close()

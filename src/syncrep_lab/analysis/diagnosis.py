@@ -876,7 +876,7 @@ def _anatomy_growth(this: tuple[StoredCell, Anatomy],
     but the clients) at its fewest clients."""
     cell, anatomy = this
 
-    def others(c: StoredCell) -> dict[str, Any]:
+    def others(c: StoredCell) -> dict[str, object]:
         return {k: v for k, v in c.params.items() if k != "clients"}
 
     clients = cell.typed_params.clients or 0

@@ -244,11 +244,7 @@ class NoisyRow(Protocol):
     module's noise into its rows: a protocol, not an import back)."""
 
     @property
-    def idx(self) -> int: ...
-    @property
-    def label(self) -> str: ...
-    @property
-    def status(self) -> str: ...
+    def cell(self) -> StoredCell: ...
     @property
     def noise(self) -> CellNoise | None: ...
 
@@ -261,14 +257,14 @@ def noise_lines(rows: Sequence[NoisyRow]) -> list[tuple[str, NoiseSplit]]:
     agree (their parts pooled: the same part dominates in each, or none can be split),
     else one per cell."""
     cells = [(r, r.noise.split) for r in rows
-             if r.status == "done" and r.noise and r.noise.split.repeats]
+             if r.cell.status == "done" and r.noise and r.noise.split.repeats]
     if not cells:
         return []
     if len(cells) > 1 and len({s.dominant for _, s in cells}) == 1:
         pooled = pooled_split([s for _, s in cells])
         if pooled is not None:
             return [(f"{len(cells)} cells", pooled)]
-    return [(f"cell {r.idx}", s) for r, s in cells]
+    return [(f"cell {r.cell.idx}", s) for r, s in cells]
 
 
 def walsender_words(walsender: WalsenderNoise | None) -> str | None:
@@ -294,7 +290,7 @@ def walsender_words(walsender: WalsenderNoise | None) -> str | None:
 def walsender_lines(rows: Sequence[Row]) -> list[tuple[Row, str]]:
     """(row, words) of each finished cell whose sync walsender's wait for a core explains
     part of its repeats' spread (:func:`walsender_words`)."""
-    return [(r, words) for r in rows if r.status == "done" and r.noise
+    return [(r, words) for r in rows if r.cell.status == "done" and r.noise
             and (words := walsender_words(r.noise.walsender))]
 
 
@@ -319,6 +315,6 @@ def budget_sentences(rows: Sequence[NoisyRow]) -> list[str]:
         out.append(f"{who[0].upper()}{who[1:]}: {dominant_words(split)} "
                    f"({100 * share:.0f} % of a repeat's variance); {advice}"
                    + (f"; here {length}" if length else "") + ".")
-    out += [f"Cell {r.idx} {r.label}: {words[0].upper()}{words[1:]}."
+    out += [f"Cell {r.cell.idx} {r.cell.label}: {words[0].upper()}{words[1:]}."
             for r, words in walsender_lines(rows)]
     return out

@@ -23,7 +23,7 @@ verdicts rest on instead.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -209,7 +209,15 @@ def _sync_standbys(replication: Sequence[ReplicationSummary]) -> list[str]:
             if {"sync", "quorum"} & set(str(r.states or "").split(","))]
 
 
-def observation(store: Store, cell: StoredCell, machine: dict[str, Any]) -> Observation:
+def _usable(machine: Mapping[str, JSON]) -> float | None:
+    """The machine record's usable CPUs, None where it has none (a count, as stored:
+    not made a float, so the JSON prints it as it was)."""
+    stored: Any = machine.get("cpus_usable")
+    cpus: float | None = stored
+    return cpus
+
+
+def observation(store: Store, cell: StoredCell, machine: Mapping[str, JSON]) -> Observation:
     """Every figure of the answer for one observe cell, and its verdicts."""
     cell_id = cell.id
     params = cell.params
@@ -261,7 +269,7 @@ def observation(store: Store, cell: StoredCell, machine: dict[str, Any]) -> Obse
         state_changes=tuple(_state_changes(store, cell_id)),
         lowest_bound=lowest,
         headroom=lowest.max_tps.mean / rate if lowest and rate > 0 else None,
-        cpus=built.cpus if built.bounds else machine.get("cpus_usable"),
+        cpus=built.cpus if built.bounds else _usable(machine),
         cpu_note=sums["cpu_note"],
         own=ObserverCost((sums["own_cpu_ms"] / 1000.0 / seconds
                           if sums["own_cpu_ms"] is not None else None),
@@ -419,7 +427,7 @@ def _waiting(o: Observation, share: float, busiest: Busiest | None,
                    "(flame graphs, wake-ups per commit)"])
 
 
-def observed_cells(store: Store, run_id: int, machine: dict[str, Any]
+def observed_cells(store: Store, run_id: int, machine: Mapping[str, JSON]
                    ) -> list[CellDiagnosis]:
     """An observe run's windows as the diagnosis gives a run's cells (``diagnose``, the
     report): each one's verdicts, with its observation."""

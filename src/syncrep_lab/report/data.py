@@ -71,7 +71,7 @@ def _top_cost(cost: CellCosts | None) -> TopCost | None:
 
 def _batch(c: CellRow) -> int:
     """Rows per transaction: the batch axis (1 without one)."""
-    batch: Any = c.params.get("batch")
+    batch: Any = c.cell.params.get("batch")
     return int(batch or 1)
 
 
@@ -88,11 +88,11 @@ def cell_summaries(folder: Path, costs: dict[int, RunCellCosts] | None = None,
         costs = {c.idx: c for c in run_costs(folder)}
     rows = []
     for row in cell_rows(folder):
-        cell = by_idx.get(row.idx)
+        cell = by_idx.get(row.cell.idx)
         rows.append(row.summed(RowSummary(
             verdicts=cell.verdicts if cell else (), ceiling=cell.ceiling if cell else None,
             limit=leading_title(cell.verdicts) if cell else "",
-            top_cost=_top_cost(c.costs if (c := costs.get(row.idx)) else None))))
+            top_cost=_top_cost(c.costs if (c := costs.get(row.cell.idx)) else None))))
     return rows
 
 
@@ -100,22 +100,22 @@ def _verdict(cells: list[CellRow], diagnosed: Sequence[CellDiagnosis],
              series: list[Series]) -> dict[str, Any]:
     """The first thing a reader sees: the ceiling, the best configuration, the limit,
     what to try next."""
-    done = [c for c in cells if c.status == "done" and c.tps_mean is not None]
+    done = [c for c in cells if c.cell.status == "done" and c.cell.tps_mean is not None]
     if not done:
         return {"missing": "no cell finished, so there is nothing to conclude yet"}
-    sync = [c for c in done if _is_sync_cell(c.params)]
+    sync = [c for c in done if _is_sync_cell(c.cell.params)]
     pool = sync or done
     # Rows, not transactions: a transaction of 10 inserts carries 10 rows, and the
     # batch axis is one of the seed's remedies.
-    best = max(pool, key=lambda c: (c.tps_mean or 0.0) * _batch(c))
-    verdicts = next((d.verdicts for d in diagnosed if d.idx == best.idx), ())
+    best = max(pool, key=lambda c: (c.cell.tps_mean or 0.0) * _batch(c))
+    verdicts = next((d.verdicts for d in diagnosed if d.idx == best.cell.idx), ())
     lead = leading_verdict(verdicts)
     out: dict[str, Any] = {
         "sync_cells": len(sync),
-        "best": {"idx": best.idx, "label": best.label, "tps": best.tps_mean,
+        "best": {"idx": best.cell.idx, "label": best.cell.label, "tps": best.cell.tps_mean,
                  "batch": _batch(best),
-                 "ci_low": best.tps_ci_low, "ci_high": best.tps_ci_high,
-                 "p99_ms": best.lat_p99_ms, "synchronous": bool(sync)},
+                 "ci_low": best.cell.tps_ci_low, "ci_high": best.cell.tps_ci_high,
+                 "p99_ms": best.cell.lat_p99_ms, "synchronous": bool(sync)},
         "limit": lead.to_json() if lead else None,
         "limit_confidence": confidence_text(lead) if lead else "",
         # verdicts whose evidence reaches the same level: the noise cannot tell them apart
@@ -129,7 +129,7 @@ def _verdict(cells: list[CellRow], diagnosed: Sequence[CellDiagnosis],
             if level in WAITING_LEVELS and lv["knee"]:
                 knees.append({"series": entry["series"], "level": level, **lv["knee"]})
     out["knees"] = knees
-    ratios = [{"series": e["series"], "level": level, **r}
+    ratios: list[dict[str, Any]] = [{"series": e["series"], "level": level, **r}
               for e in series for level, rs in e["ratios_to_local"].items()
               if level in WAITING_LEVELS for r in rs]
     out["price"] = max(ratios, key=lambda r: r["clients"]) if ratios else None
@@ -297,12 +297,12 @@ def seed_side_by_side(spec: dict[str, Any], cells: list[CellRow],
     rows = []
     for fig in figures:
         keys = {k: v for k, v in fig.items() if k != "tps"}
-        match = next((c for c in cells if c.status == "done"
-                      and all(c.params.get(k) == v for k, v in keys.items())), None)
+        match = next((c for c in cells if c.cell.status == "done"
+                      and all(c.cell.params.get(k) == v for k, v in keys.items())), None)
         rows.append({"where": keys, "seed_tps": fig.get("tps"),
-                     "idx": match.idx if match else None,
-                     "tps": match.tps_mean if match else None,
-                     "repeats_tps": measured(match.cell_id) if match else []})
+                     "idx": match.cell.idx if match else None,
+                     "tps": match.cell.tps_mean if match else None,
+                     "repeats_tps": measured(match.cell.id) if match else []})
     ratios = []
     for a in rows:
         for b in rows:
@@ -340,20 +340,20 @@ def seed_side_by_side(spec: dict[str, Any], cells: list[CellRow],
 def _placement_axes(cells: list[CellRow]) -> dict[str, Any]:
     """For each axis other than clients and the sync level that the run varied: TPS by
     its value, per sync level (the small multiples of the page)."""
-    axes = sorted({k for c in cells for k in c.axes if k not in SHAPE_AXES})
+    axes = sorted({k for c in cells for k in c.cell.axes if k not in SHAPE_AXES})
     out = []
     for axis in axes:
         points = []
         for c in cells:
-            if c.status != "done" or axis not in c.axes:
+            if c.cell.status != "done" or axis not in c.cell.axes:
                 continue
-            rest = " ".join(f"{k}={v}" for k, v in sorted(c.axes.items())
+            rest = " ".join(f"{k}={v}" for k, v in sorted(c.cell.axes.items())
                             if k != axis and k not in SHAPE_AXES)
-            points.append({"value": str(c.axes[axis]), "rest": rest,
-                           "level": c.params.get("synchronous_commit"),
-                           "clients": c.params.get("clients"), "tps": c.tps_mean,
-                           "low": c.tps_ci_low, "high": c.tps_ci_high,
-                           "idx": c.idx})
+            points.append({"value": str(c.cell.axes[axis]), "rest": rest,
+                           "level": c.cell.params.get("synchronous_commit"),
+                           "clients": c.cell.params.get("clients"), "tps": c.cell.tps_mean,
+                           "low": c.cell.tps_ci_low, "high": c.cell.tps_ci_high,
+                           "idx": c.cell.idx})
         out.append({"axis": axis, "points": points})
     if not out:
         return {"axes": [], "missing": "this run varied no axis besides the sync level and "
@@ -367,7 +367,7 @@ def _placement_readback(store: Store, cells: list[CellRow],
     reading), its links as applied, and each instance's own figures."""
     out: list[dict[str, Any]] = []
     for c in cells:
-        last = queries.last_measured_repeat(store, c.cell_id)
+        last = queries.last_measured_repeat(store, c.cell.id)
         if last is None:
             continue
         roles: list[dict[str, Any]] = [r._asdict() for r in queries.placement_of(store, last)]
@@ -382,12 +382,12 @@ def _placement_readback(store: Store, cells: list[CellRow],
                                   if e.get("backend") == "delayer" else str(e.get("backend"))
                                   for e in applied if isinstance(e, dict)
                                   and e.get("backend")})
-        instances = [asdict(i) for i in queries.instance_means(store, c.cell_id)]
-        quotas = [quota_json(q) for q in queries.quota_means(store, c.cell_id)]
+        instances = [asdict(i) for i in queries.instance_means(store, c.cell.id)]
+        quotas = [quota_json(q) for q in queries.quota_means(store, c.cell.id)]
         if roles or links or instances or quotas:
             for r in roles:
                 r["cgroup"] = r["cgroup"].rsplit("/syncrep-lab/", 1)[-1] if r["cgroup"] else ""
-            out.append({"idx": c.idx, "label": c.label, "roles": roles,
+            out.append({"idx": c.cell.idx, "label": c.cell.label, "roles": roles,
                         "links": links, "instances": instances, "quotas": quotas})
     nodes = machine.get("numa_nodes")
     note = None
@@ -405,18 +405,19 @@ def _method(store: Store, run_id: int, spec: dict[str, Any],
     probes = [asdict(p) for p in queries.probe_counts(store, run_id)]
     overhead: list[dict[str, Any]] = []
     for c in cells:
-        if c.status != "done":
+        if c.cell.status != "done":
             continue
-        reps = store.repeats(c.cell_id)
+        reps = store.repeats(c.cell.id)
         measured = [float(r.tps) for r in reps if not r.probed]
         probed = [float(r.tps) for r in reps if r.probed]
         if measured and probed:
-            overhead.append({"idx": c.idx, "label": c.label,
+            overhead.append({"idx": c.cell.idx, "label": c.cell.label,
                              "ratio": statistics.fmean(probed) / statistics.fmean(measured)})
     run_ctl = spec.get("run", {})
     run = store.run(run_id)
-    notes = [{"idx": c.idx, "label": c.label, "note": n} for c in cells for n in c.notes]
-    clusters = len({json.dumps([c.params.get(k) for k in CLUSTER_PARAMS]) for c in cells})
+    notes = [{"idx": c.cell.idx, "label": c.cell.label, "note": n}
+             for c in cells for n in c.cell.notes]
+    clusters = len({json.dumps([c.cell.params.get(k) for k in CLUSTER_PARAMS]) for c in cells})
     observed = []
     if run.kind == "observe":
         from syncrep_lab.analysis.observe import observation
@@ -431,7 +432,7 @@ def _method(store: Store, run_id: int, spec: dict[str, Any],
         "order": run.order_mode or "blocked", "seed": run.seed,
         "order_note": run.order_note,
         "clusters": clusters, "budget": run_ctl.get("budget"),
-        "comparisons": [{"idx": c.idx, "label": c.label, **ratio.to_json()}
+        "comparisons": [{"idx": c.cell.idx, "label": c.cell.label, **ratio.to_json()}
                         for c in cells if (ratio := c.ratio_to_baseline)],
         "notes": notes,
         "repeats_min": run_ctl.get("repeats_min", 3), "repeats_max": run_ctl.get("repeats_max", 10),
@@ -439,14 +440,14 @@ def _method(store: Store, run_id: int, spec: dict[str, Any],
         "warmup_s": spec.get("workload", {}).get("warmup"),
         "reset": run_ctl.get("reset", "full"),
         "duration_s": spec.get("workload", {}).get("duration"),
-        "cells": [{"idx": c.idx, "label": c.label, "repeats": c.repeats,
-                   "stop_reason": c.stop_reason, "ci_rel": c.tps_ci_rel} for c in cells],
+        "cells": [{"idx": c.cell.idx, "label": c.cell.label, "repeats": c.cell.repeats,
+                   "stop_reason": c.cell.stop_reason, "ci_rel": c.cell.tps_ci_rel} for c in cells],
         # where each cell's noise sits (analysis/noise.py) and what it means for the budget
-        "noise": [{"idx": c.idx, "label": c.label, **noise.to_json()}
-                  for c in cells if c.status == "done" and (noise := c.noise)],
+        "noise": [{"idx": c.cell.idx, "label": c.cell.label, **noise.to_json()}
+                  for c in cells if c.cell.status == "done" and (noise := c.noise)],
         "noise_budget": budget_sentences(cells),
         # a ratio short of its target: the rounds its spread asks for, at this run's pace
-        "short_of_target": [f"Cell {c.idx} {c.label} ÷ {ratio.baseline}: {text}."
+        "short_of_target": [f"Cell {c.cell.idx} {c.cell.label} ÷ {ratio.baseline}: {text}."
                             for c in cells if (ratio := c.ratio_to_baseline)
                             and (text := target_text(ratio))],
         "probes": probes, "probe_tps_ratio": overhead,
@@ -457,12 +458,12 @@ def _method(store: Store, run_id: int, spec: dict[str, Any],
 
 def _choose_cell(cells: list[CellRow], verdict: dict[str, Any],
                  wanted: int | None) -> CellRow | None:
-    done = [c for c in cells if c.status == "done"]
+    done = [c for c in cells if c.cell.status == "done"]
     if wanted is not None:
-        return next((c for c in done if c.idx == wanted), None)
+        return next((c for c in done if c.cell.idx == wanted), None)
     best = verdict.get("best")
     if best:
-        return next((c for c in done if c.idx == best["idx"]), None)
+        return next((c for c in done if c.cell.idx == best["idx"]), None)
     return done[0] if done else None
 
 
@@ -496,9 +497,9 @@ def report_data(folder: Path, cell: int | None = None) -> dict[str, Any]:
         chosen = _choose_cell(cells, verdict, cell)
         if cell is not None and chosen is None:
             raise UserError(f"cell {cell} is not a finished cell of {folder}",
-                            "pick one of: " + ", ".join(str(c.idx) for c in cells
-                                                        if c.status == "done"))
-        timeline = (_timeline(store, store.cell(chosen.cell_id))
+                            "pick one of: " + ", ".join(str(c.cell.idx) for c in cells
+                                                        if c.cell.status == "done"))
+        timeline = (_timeline(store, store.cell(chosen.cell.id))
                     if chosen else {"missing": "no cell finished"})
         topology = _topology(store, run_id)
         data: dict[str, Any] = {
@@ -518,10 +519,10 @@ def report_data(folder: Path, cell: int | None = None) -> dict[str, Any]:
             "bounds": [m.to_json() for m in bound_model.run_model(folder)],
             "timeline": timeline,
             # the page reads the costs' JSON form, as costs --json prints it
-            "costs": [costs[c.idx].to_json() for c in cells if c.idx in costs],
-            "flamegraphs": {"idx": chosen.idx if chosen else None,
+            "costs": [costs[c.cell.idx].to_json() for c in cells if c.cell.idx in costs],
+            "flamegraphs": {"idx": chosen.cell.idx if chosen else None,
                             "graphs": _flamegraph_images(
-                                folder, c.costs if chosen and (c := costs.get(chosen.idx))
+                                folder, c.costs if chosen and (c := costs.get(chosen.cell.idx))
                                 else None,
                                 {name for t in topology for name, state in t["states"].items()
                                  if state in ("sync", "quorum")})},
