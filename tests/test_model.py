@@ -10,6 +10,7 @@ import random
 import shutil
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,6 +29,7 @@ from syncrep_lab.analysis.model import (
     usl,
     wait_bounds,
 )
+from syncrep_lab.json_form import JSON
 from syncrep_lab.store import DB_NAME
 from tests.data.runs.refresh import load
 
@@ -224,7 +226,7 @@ def test_the_report_shows_what_the_reference_machine_s_cores_would_allow(
                'cores = 64\nfigures = [{ synchronous_commit = "on", tps = 70000 }]\n',))
     db.commit()
     db.close()
-    seen = report_data(folder)["seed_machine"]
+    seen: Any = report_data(folder)["seed_machine"]
     assert seen["cores"] == 64 and len(seen["rows"]) == 1
     row = seen["rows"][0]
     assert row["binding_here"] == "machine"  # 2 CPUs here
@@ -345,8 +347,9 @@ def test_the_report_shows_the_wait_bounds_of_a_cell_that_has_them(stored: Path) 
     from syncrep_lab.report.html import render
 
     data = report_data(stored)
-    waits = [b.to_json() for b in wait_bounds(_traced(), Interval(1000.0, 900.0, 1100.0))]
-    local = {**waits[0], "parts_us": {"local_flush": 1500.0}}
+    found = wait_bounds(_traced(), Interval(1000.0, 900.0, 1100.0))
+    waits: list[JSON] = [b.to_json() for b in found]
+    local: JSON = {**found[0].to_json(), "parts_us": {"local_flush": 1500.0}}
     for m in data["bounds"]:
         m["wait_bounds"] = waits if m["label"] == "sc=on" else [local]
     page = render(data)
@@ -355,8 +358,9 @@ def test_the_report_shows_the_wait_bounds_of_a_cell_that_has_them(stored: Path) 
     table = table[:table.index("</table>")]
     assert "2,500 (2,250 – 2,750)" in table and "20,000 (18,000 – 22,000)" in table
     assert table.count("<tr>") == 1 + len(data["bounds"])
-    drawn = [t for c in all_charts(data).values() if c["id"].startswith("bounds-")
-             for t in c["figure"]["data"] if t["name"] == "flush and wait (wait)"]
+    drawn: list[dict[str, Any]] = [
+        t for c in all_charts(data).values() if c["id"].startswith("bounds-")
+        for t in c["figure"]["data"] if t["name"] == "flush and wait (wait)"]
     assert drawn and all(t.get("line", {}).get("dash", "dot") == "dot" for t in drawn)
 
 

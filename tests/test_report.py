@@ -11,6 +11,7 @@ import json
 import math
 import sqlite3
 import statistics
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,7 @@ def _db(folder: Path) -> sqlite3.Connection:
 
 def test_report_data_agree_with_the_store(stored: dict[str, Path]) -> None:
     folder = stored["pg18-local-on"]
-    data = report_data(folder)
+    data: Mapping[str, Any] = report_data(folder)  # read by key, as the page does
     db = _db(folder)
     try:
         cells = db.execute("select * from cells order by idx").fetchall()
@@ -203,7 +204,7 @@ def test_a_run_ends_with_its_report(workdir: Path) -> None:
     assert res.returncode == 0, res.stdout + res.stderr
     page_path = out / "report.html"
     assert f"report: {page_path}" in res.stdout.replace("\n", "")
-    data = report_data(out)
+    data: Mapping[str, Any] = report_data(out)
     db = _db(out)
     try:
         def measured(sc: str, batch: int) -> dict[int, float]:
@@ -274,7 +275,7 @@ def test_the_seed_presets_reference_gives_the_seeds_ratios() -> None:
     from syncrep_lab.report.data import seed_side_by_side
 
     spec = tomllib.loads(preset_text("seed"))
-    seed = seed_side_by_side(spec, [], lambda _cell_id: [])
+    seed: Mapping[str, Any] = seed_side_by_side(spec, [], lambda _cell_id: [])
     ratios = {(r["what"], tuple(sorted(r["given"].items()))): r for r in seed["ratios"]}
     socket = ("link", "socket")
     on_local = ratios[("synchronous_commit on / local", (("batch", 1), socket,
@@ -327,7 +328,7 @@ def test_the_cell_table_says_what_stopped_each_cell(workdir: Path) -> None:
         assert f"{repeats[0]}{shown[0]}" in res.stdout
 
 
-def _bound_colours(chart: dict[str, Any]) -> dict[str, str]:
+def _bound_colours(chart: Mapping[str, Any]) -> dict[str, str]:
     """trace name -> its colour, in a bound chart."""
     return {t["name"]: (t.get("marker") or t.get("line") or {})["color"]
             for t in chart["figure"]["data"]}

@@ -19,14 +19,19 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from syncrep_lab import paths
 from syncrep_lab.errors import UserError
 from syncrep_lab.json_form import JSON
 from syncrep_lab.patch_ab import sources
 from syncrep_lab.patch_ab.answer import PatchVerdict, read_answer
-from syncrep_lab.patch_ab.spec import DEFAULT_BUDGET, DEFAULT_CLIENTS, default_spec, user_spec
+from syncrep_lab.patch_ab.spec import (
+    DEFAULT_BUDGET,
+    DEFAULT_CLIENTS,
+    Table,
+    default_spec,
+    user_spec,
+)
 from syncrep_lab.patch_ab.spec import with_builds as spec_with_builds
 from syncrep_lab.pg.builds import FLAVORS, Build
 from syncrep_lab.plan.spec import parse_duration
@@ -56,7 +61,7 @@ class Prepared:
 
     options: Options
     request: sources.Request
-    data: dict[str, Any]  # the spec, before its pg axis is set
+    data: Table  # the spec, before its pg axis is set
     clients: list[int] | None
     out: Path
     spec_dir: Path

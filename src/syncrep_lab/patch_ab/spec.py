@@ -20,9 +20,10 @@ import json
 import math
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import TypeAlias
 
 from syncrep_lab.errors import UserError
+from syncrep_lab.json_form import JSON
 from syncrep_lab.plan.load import load_spec, load_spec_file
 from syncrep_lab.plan.spec import Spec
 
@@ -32,48 +33,67 @@ DEFAULT_CLIENTS = (8, 64)
 DEFAULT_BUDGET = "8m"
 REFERENCE_CORES = 64  # the seed's primary
 
+# A spec's data: a TOML table whose values are JSON's kinds (a spec holds no dates), so
+# it is copied through JSON and typed as JSON.
+Table: TypeAlias = dict[str, JSON]
+
 
 def default_spec(name: str, description: str, clients: list[int], budget: str
-                 ) -> dict[str, Any]:
+                 ) -> Table:
     return {
         "name": name, "description": description,
         "topology": {"standbys": 2, "sync": "1(b,c)"},
         "workload": {"kind": "insert", "duration": 5, "warmup": 2},
-        "matrix": {"synchronous_commit": list(LEVELS), "clients": clients},
+        "matrix": {"synchronous_commit": list(LEVELS), "clients": list(clients)},
         "run": {"repeats_min": 5, "repeats_max": 40, "ci_target": 0.02, "budget": budget},
         "reference": {"cores": REFERENCE_CORES},
     }
 
 
-def user_spec(path: Path) -> dict[str, Any]:
+def user_spec(path: Path) -> Table:
     """A spec file's data, checked as ``run`` checks it (every error with its line)."""
     _spec, text = load_spec_file(path)
-    data: dict[str, Any] = tomllib.loads(text)
+    data: Table = tomllib.loads(text)
     return data
 
 
-def with_builds(data: dict[str, Any], stock: str, patched: str, *,
+def with_builds(data: Table, stock: str, patched: str, *,
                 budget: str | None = None, clients: list[int] | None = None
                 ) -> tuple[Spec, str]:
     """The spec with the two builds as its ``pg`` axis and stock as every cell's
     baseline (and ``budget``, ``clients`` where given), parsed, and its text."""
-    data = json.loads(json.dumps(data))  # a copy, nested tables included
-    matrix = data.setdefault("matrix", {})
-    if matrix.get("pg") or data.get("topology", {}).get("pg"):
+    data = _copy(data)
+    matrix = _section(data, "matrix")
+    topology = data.get("topology")
+    if matrix.get("pg") or (isinstance(topology, dict) and topology.get("pg")):
         raise UserError("the spec names a pg of its own; ab sets the pg axis to its two builds",
                         "leave pg out of the spec's [topology] and [matrix]")
-    if data.get("topology", {}).get("attach"):
+    if isinstance(topology, dict) and topology.get("attach"):
         raise UserError("the spec attaches to a running cluster; ab runs its own builds",
                         "leave [topology.attach] out of the spec")
     matrix["pg"] = [stock, patched]
     if clients:
-        matrix["clients"] = clients
+        matrix["clients"] = list(clients)
     data["compare"] = {"baseline": {"pg": stock}}
     if budget is not None:
-        data.setdefault("run", {})["budget"] = budget
-    data.setdefault("reference", {}).setdefault("cores", REFERENCE_CORES)
+        _section(data, "run")["budget"] = budget
+    _section(data, "reference").setdefault("cores", REFERENCE_CORES)
     text = to_toml(data)
     return load_spec(text, "ab's spec"), text
+
+
+def _copy(data: Table) -> Table:
+    """A copy, nested tables included."""
+    copied: Table = json.loads(json.dumps(data))
+    return copied
+
+
+def _section(data: Table, key: str) -> Table:
+    """The table under ``key``, made empty where the spec has none."""
+    section = data.setdefault(key, {})
+    if not isinstance(section, dict):
+        raise UserError(f"the spec's {key} is not a table", f"write it as [{key}]")
+    return section
 
 
 # --- TOML out --------------------------------------------------------------------------
@@ -84,7 +104,7 @@ def _key(key: str) -> str:
     return key if bare else json.dumps(key)
 
 
-def _value(value: Any) -> str:
+def _value(value: JSON) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):
@@ -105,19 +125,19 @@ def _value(value: Any) -> str:
     raise TypeError(f"no TOML for {type(value).__name__}")
 
 
-def _table(value: Any, prefix: tuple[str, ...]) -> bool:
+def _table(value: JSON, prefix: tuple[str, ...]) -> bool:
     """Whether a value is written as a table of its own: the spec's sections, and any
     table holding one; a table of plain values inside a section is written inline."""
     return isinstance(value, dict) and (not prefix or any(isinstance(v, dict)
                                                           for v in value.values()))
 
 
-def to_toml(data: dict[str, Any], prefix: tuple[str, ...] = ()) -> str:
+def to_toml(data: Table, prefix: tuple[str, ...] = ()) -> str:
     """``data`` as TOML: plain keys first, then each table under its header."""
     lines = [f"{_key(k)} = {_value(v)}" for k, v in data.items() if not _table(v, prefix)]
     out = "\n".join(lines) + ("\n" if lines else "")
     for k, v in data.items():
-        if _table(v, prefix):
+        if isinstance(v, dict) and _table(v, prefix):
             path = (*prefix, k)
             body = to_toml(v, path)
             head = f"[{'.'.join(_key(p) for p in path)}]\n"

@@ -13,13 +13,15 @@ from __future__ import annotations
 import math
 import zlib
 from collections import defaultdict
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeAlias, TypedDict
 
 from syncrep_lab.analysis.anatomy import DISTRIBUTION_BINS
 from syncrep_lab.analysis.costs import KEY_SYSCALLS
+from syncrep_lab.analysis.scaling import LocalRatio, Series
+from syncrep_lab.json_form import JSON
 from syncrep_lab.pg.replication import level_rank
-from syncrep_lab.report.data import SHAPE_AXES
+from syncrep_lab.report.data import SHAPE_AXES, ReportData
 
 LEVEL_COLOURS = {"off": "#7f7f7f", "local": "#1f77b4", "remote_write": "#ff7f0e",
                  "on": "#d62728", "remote_apply": "#9467bd"}
@@ -28,7 +30,27 @@ PALETTE = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#f
 LATENCY_PERCENTILES = (("lat_p50_ms", "p50"), ("lat_p90_ms", "p90"), ("lat_p99_ms", "p99"),
                        ("lat_p999_ms", "p99.9"))
 
-Chart = dict[str, Any]
+
+class Figure(TypedDict):
+    """A plotly figure as plotly.js takes it: its traces and its layout."""
+
+    data: list[dict[str, JSON]]
+    layout: dict[str, JSON]
+
+
+class Chart(TypedDict):
+    """A chart of the page: the element it is drawn in, and its figure."""
+
+    id: str
+    figure: Figure
+
+
+# What the charts read: the report's sections in their JSON form (report --json), as
+# the page's template reads them. A chart reads them by key, unchecked (as the template
+# does): the signatures say which section goes in, mypy checks that at the callers.
+Rows: TypeAlias = list[dict[str, JSON]]  # the cells' rows, or a section's entries
+Costs: TypeAlias = Sequence[Mapping[str, object]]  # costs --json's cells
+Pair: TypeAlias = tuple[dict[str, JSON], dict[str, JSON]]  # a cell's row and its model
 
 
 def _colour(level: str | None, i: int = 0) -> str:
@@ -120,9 +142,10 @@ def _series_of(cell: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted(rest.items()))
 
 
-def throughput(cells: list[dict[str, Any]]) -> Chart | None:
+def throughput(rows: Rows) -> Chart | None:
     """TPS against clients per sync level with the 95 % interval as a band; when the
     run has one client count, TPS per cell as bars with error bars."""
+    cells: list[dict[str, Any]] = rows
     done = [c for c in cells if c["status"] == "done" and c["tps_mean"] is not None]
     if not done:
         return None
@@ -170,7 +193,8 @@ def throughput(cells: list[dict[str, Any]]) -> Chart | None:
         "transactions per second", xaxis={"type": "log", "tickvals": sorted(clients)}))
 
 
-def latency(cells: list[dict[str, Any]]) -> Chart | None:
+def latency(rows: Rows) -> Chart | None:
+    cells: list[dict[str, Any]] = rows
     done = [c for c in cells if c["status"] == "done" and c["lat_p50_ms"] is not None]
     if not done:
         return None
@@ -182,7 +206,7 @@ def latency(cells: list[dict[str, Any]]) -> Chart | None:
         "cell", "latency (ms, log scale)", yaxis={"type": "log", "rangemode": "normal"}))
 
 
-def _error_y(ratios: list[dict[str, Any]]) -> dict[str, Any]:
+def _error_y(ratios: Sequence[LocalRatio]) -> dict[str, Any]:
     return {"type": "data", "visible": True, "symmetric": False,
             "array": [(r["high"] - r["ratio"]) if r["high"] is not None else 0
                       for r in ratios],
@@ -190,7 +214,7 @@ def _error_y(ratios: list[dict[str, Any]]) -> dict[str, Any]:
                            for r in ratios]}
 
 
-def ratio_to_local(series: list[dict[str, Any]]) -> Chart | None:
+def ratio_to_local(series: list[Series]) -> Chart | None:
     levels = [(entry, level, ratios) for entry in series
               for level, ratios in sorted(entry["ratios_to_local"].items(),
                                           key=lambda kv: level_rank(kv[0]))]
@@ -240,14 +264,15 @@ def _per_second(timeline: dict[str, Any], key: str, chart_id: str, title: str,
     return _chart(chart_id, data, _layout(title, "time in repeat (s)", y_title))
 
 
-def timeline_tps(timeline: dict[str, Any]) -> Chart | None:
+def timeline_tps(timeline: dict[str, JSON]) -> Chart | None:
     return _per_second(timeline, "tps", "timeline-tps",
                        f"Cell {timeline.get('idx')} ({timeline.get('label')}): TPS each second",
                        "transactions per second")
 
 
-def fault_timeline(cell: dict[str, Any], n: int) -> Chart | None:
+def fault_timeline(faults: dict[str, JSON], n: int) -> Chart | None:
     """A faulted cell's TPS each second, with its events marked where they fired."""
+    cell: dict[str, Any] = faults
     reps = [r for r in cell["repeats"] if r.get("samples")]
     if not reps:
         return None
@@ -270,13 +295,14 @@ def fault_timeline(cell: dict[str, Any], n: int) -> Chart | None:
         "transactions per second", shapes=marks, annotations=notes))
 
 
-def timeline_latency(timeline: dict[str, Any]) -> Chart | None:
+def timeline_latency(timeline: dict[str, JSON]) -> Chart | None:
     return _per_second(timeline, "latency_ms", "timeline-latency",
                        f"Cell {timeline.get('idx')}: mean latency each second (pgbench -P)",
                        "latency (ms)")
 
 
-def timeline_lags(timeline: dict[str, Any]) -> Chart | None:
+def timeline_lags(section: dict[str, JSON]) -> Chart | None:
+    timeline: dict[str, Any] = section
     lags = timeline.get("lags") or {}
     data = []
     for i, (standby, lag) in enumerate(sorted(lags.items())):
@@ -304,7 +330,8 @@ def timeline_lags(timeline: dict[str, Any]) -> Chart | None:
         "time since the probes started (s)", "lag (ms)", shapes=events))
 
 
-def timeline_waits(timeline: dict[str, Any]) -> Chart | None:
+def timeline_waits(section: dict[str, JSON]) -> Chart | None:
+    timeline: dict[str, Any] = section
     waits = timeline.get("backend_waits") or {}
     if not waits.get("t"):
         return None
@@ -340,8 +367,9 @@ def _significant(values: dict[str, float], share: float = 0.02) -> set[str]:
     return {k for k, v in values.items() if top > 0 and v >= share * top}
 
 
-def waits(cost: dict[str, Any] | None) -> Chart | None:
+def waits(chosen: Mapping[str, object] | None) -> Chart | None:
     """Where each role's sampled time went, by wait kind, as stacked shares."""
+    cost: Mapping[str, Any] | None = chosen
     if not cost or not cost.get("waits"):
         return None
     roles = [w for w in cost["waits"] if w["samples"] > 0 and _on_commit_path(w["role"])]
@@ -365,7 +393,8 @@ def waits(cost: dict[str, Any] | None) -> Chart | None:
         height=max(300, 40 * len(roles) + 150), yaxis={"rangemode": "normal"}))
 
 
-def latency_breakdown(cost: dict[str, Any] | None) -> Chart | None:
+def latency_breakdown(chosen: Mapping[str, object] | None) -> Chart | None:
+    cost: Mapping[str, Any] | None = chosen
     lb = (cost or {}).get("latency_breakdown")
     if not lb:
         return None
@@ -387,9 +416,10 @@ ANATOMY_PARTS = (("local_flush", "local WAL flush"), ("standby_wait", "waiting f
                  ("unsignalled", "released before it slept"))
 
 
-def commit_anatomy(costs: list[dict[str, Any]]) -> Chart | None:
+def commit_anatomy(of_cells: Costs) -> Chart | None:
     """Where a commit's time goes, per cell with a commit anatomy: the local flush and
     the commit wait's parts, µs per commit, stacked."""
+    costs: Sequence[Mapping[str, Any]] = of_cells
     cells = [c for c in costs if c.get("anatomy")]
     if not cells:
         return None
@@ -411,16 +441,17 @@ def commit_anatomy(costs: list[dict[str, Any]]) -> Chart | None:
         yaxis={"rangemode": "normal", "autorange": "reversed"}))
 
 
-def _anatomy_parts(cost: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def _anatomy_parts(cost: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     return {p["component"]: p for p in cost["anatomy"]["components"]}
 
 
-def anatomy_against_clients(cells: list[dict[str, Any]], costs: list[dict[str, Any]]
-                            ) -> dict[str, Chart]:
+def anatomy_against_clients(rows: Rows, of_cells: Costs) -> dict[str, Chart]:
     """Per sync level with the anatomy at two client counts or more: each part of a
     commit (µs per commit, its 95 % interval over the anatomy's repeats where there are
     two) against clients, a line per part (and per series where the run has several);
     the part that grows is the one that sets the ceiling."""
+    cells: list[dict[str, Any]] = rows
+    costs: Sequence[Mapping[str, Any]] = of_cells
     by_idx = {c["idx"]: c for c in cells}
     groups: dict[str, dict[str, list[tuple[int, dict[str, dict[str, Any]]]]]] = \
         defaultdict(lambda: defaultdict(list))
@@ -465,10 +496,11 @@ def anatomy_against_clients(cells: list[dict[str, Any]], costs: list[dict[str, A
     return charts
 
 
-def anatomy_histograms(cost: dict[str, Any] | None) -> Chart | None:
+def anatomy_histograms(chosen: Mapping[str, object] | None) -> Chart | None:
     """The chosen cell's distribution of each part of a commit, per event: the share of
     events in each quarter-octave bin, on a log axis (a part's mean can hide two modes:
     most waits released at once and a tail that waited a round trip)."""
+    cost: Mapping[str, Any] | None = chosen
     if not cost or not cost.get("anatomy"):
         return None
     parts = _anatomy_parts(cost)
@@ -500,7 +532,7 @@ def anatomy_histograms(cost: dict[str, Any] | None) -> Chart | None:
         "share of events (%)", xaxis={"type": "log"}))
 
 
-def _per_role(costs: list[dict[str, Any]], figure: str, chart_id: str, title: str,
+def _per_role(costs: Sequence[Mapping[str, Any]], figure: str, chart_id: str, title: str,
               y_title: str) -> Chart | None:
     """A per-commit figure of every node and role that matters at the chart's scale,
     one bar per cell, with its 95 % interval over the probed repeats."""
@@ -524,20 +556,21 @@ def _per_role(costs: list[dict[str, Any]], figure: str, chart_id: str, title: st
     return _chart(chart_id, data, _layout(title, "node and role", y_title))
 
 
-def cpu_per_commit(costs: list[dict[str, Any]]) -> Chart | None:
+def cpu_per_commit(costs: Costs) -> Chart | None:
     return _per_role(costs, "cpu_us_per_commit", "cpu",
                      "CPU per commit of each node and process role (95 % CI over probed "
                      "repeats)", "CPU µs per commit")
 
 
-def context_switches(costs: list[dict[str, Any]]) -> Chart | None:
+def context_switches(costs: Costs) -> Chart | None:
     return _per_role(costs, "context_switches_per_commit", "switches",
                      "Context switches per commit of each node and role",
                      "context switches per commit")
 
 
-def syscalls(cost: dict[str, Any] | None) -> Chart | None:
+def syscalls(chosen: Mapping[str, object] | None) -> Chart | None:
     """The chosen cell's system calls per commit by kind, stacked per role."""
+    cost: Mapping[str, Any] | None = chosen
     roles = [r for r in (cost or {}).get("roles", []) if r["syscalls_per_commit"]]
     totals = {_role_name(r): sum((v.get("mean") or 0.0) for v in r["syscalls_per_commit"].values())
               for r in roles}
@@ -562,8 +595,9 @@ def syscalls(cost: dict[str, Any] | None) -> Chart | None:
         "system calls per commit", barmode="stack"))
 
 
-def placement(placement_data: dict[str, Any]) -> list[Chart]:
+def placement(section: dict[str, JSON]) -> list[Chart]:
     """One small chart per varied axis: TPS by the axis's value, per sync level."""
+    placement_data: dict[str, Any] = section
     charts = []
     for axis in placement_data.get("axes", []):
         by_level: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -591,7 +625,8 @@ def placement(placement_data: dict[str, Any]) -> list[Chart]:
     return charts
 
 
-def seed_ratios(seed: dict[str, Any]) -> Chart | None:
+def seed_ratios(section: dict[str, JSON]) -> Chart | None:
+    seed: dict[str, Any] = section
     ratios = seed.get("ratios") or []
     if not ratios:
         return None
@@ -616,16 +651,17 @@ def seed_ratios(seed: dict[str, Any]) -> Chart | None:
 BOUNDS_SHOWN = 5  # the lowest bounds of a level drawn; the others are far above
 
 
-def bound_levels(models: list[dict[str, Any]], cells: list[dict[str, Any]]
-                 ) -> dict[str, list[tuple[dict[str, Any], dict[str, Any]]]]:
+def bound_levels(models: Rows, cells: Rows) -> dict[str, list[Pair]]:
     """(cell, model) pairs of each synchronous_commit level that has bounds."""
     by_idx = {c["idx"]: c for c in cells}
-    out: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = defaultdict(list)
+    out: dict[str, list[Pair]] = defaultdict(list)
     for m in models:
         cell = by_idx.get(m["idx"])
         if (cell is not None and (m["bounds"] or m.get("wait_bounds"))
                 and m["measured_tps"] is not None):
-            out[str(cell["params"].get("synchronous_commit"))].append((cell, m))
+            params = cell["params"]
+            level = params.get("synchronous_commit") if isinstance(params, dict) else None
+            out[str(level)].append((cell, m))
     return dict(sorted(out.items(), key=lambda kv: level_rank(kv[0])))
 
 
@@ -634,10 +670,11 @@ def _every_bound(m: dict[str, Any]) -> list[dict[str, Any]]:
     return [*m["bounds"], *(m.get("wait_bounds") or [])]
 
 
-def bounds(level: str, pairs: list[tuple[dict[str, Any], dict[str, Any]]]) -> Chart:
+def bounds(level: str, of_level: list[Pair]) -> Chart:
     """The classic bound chart of one level: measured TPS against clients with each
     of the lowest bounds as a line (the wait bounds dotted); at one client count, bars
     per cell."""
+    pairs: list[tuple[dict[str, Any], dict[str, Any]]] = of_level
     resources: list[str] = []
     for _, m in pairs:  # the lowest few, and the walsenders' wherever they are
         for b in m["bounds"]:
@@ -687,7 +724,7 @@ def bounds(level: str, pairs: list[tuple[dict[str, Any], dict[str, Any]]]) -> Ch
                                                    barmode="group"))
 
 
-def all_charts(data: dict[str, Any]) -> dict[str, Chart]:
+def all_charts(data: ReportData) -> dict[str, Chart]:
     """Every chart the page can show, by section slot; absent ones are left out."""
     idx = data["timeline"].get("idx")
     chosen = next((c for c in data["costs"] if c["idx"] == idx), None)
@@ -718,8 +755,9 @@ def all_charts(data: dict[str, Any]) -> dict[str, Chart]:
     return {k: v for k, v in charts.items() if v is not None}
 
 
-def compare_ratios(data: Mapping[str, Any]) -> Chart | None:
+def compare_ratios(comparison: Mapping[str, JSON]) -> Chart | None:
     """B/A of each matched cell's TPS, mean and p99 latency, with 95 % intervals."""
+    data: Mapping[str, Any] = comparison
     traces = []
     for i, figure in enumerate(("TPS", "mean latency", "p99 latency")):
         x, y, up, down = [], [], [], []
@@ -744,8 +782,9 @@ def compare_ratios(data: Mapping[str, Any]) -> Chart | None:
                  "line": {"dash": "dot", "color": "#999"}}]))
 
 
-def compare_costs(pair: Mapping[str, Any], n: int) -> Chart | None:
+def compare_costs(matched: Mapping[str, JSON], n: int) -> Chart | None:
     """The per-commit costs of one matched cell that changed most, A beside B."""
+    pair: Mapping[str, Any] = matched
     top = pair.get("costs", {}).get("top", [])
     if not top:
         return None
@@ -759,7 +798,8 @@ def compare_costs(pair: Mapping[str, Any], n: int) -> Chart | None:
         yaxis={"rangemode": "normal"}, xaxis={"type": "log"}))
 
 
-def compare_charts(data: Mapping[str, Any]) -> dict[str, Chart]:
+def compare_charts(comparison: Mapping[str, JSON]) -> dict[str, Chart]:
+    data: Mapping[str, Any] = comparison
     charts: dict[str, Chart | None] = {"compare-ratios": compare_ratios(data)}
     for n, pair in enumerate(data["pairs"]):
         charts[f"compare-costs-{n}"] = compare_costs(pair, n)

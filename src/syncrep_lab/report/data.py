@@ -11,10 +11,10 @@ from __future__ import annotations
 import base64
 import json
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from syncrep_lab.analysis import model as bound_model
 from syncrep_lab.analysis.cells import CellRow, RowSummary, TopCost, cell_rows
@@ -31,9 +31,10 @@ from syncrep_lab.analysis.faults import run_faults
 from syncrep_lab.analysis.noise import budget_sentences
 from syncrep_lab.analysis.ratios import target_text
 from syncrep_lab.analysis.resources import quota_json
-from syncrep_lab.analysis.scaling import Series, core_sweep, scaling
+from syncrep_lab.analysis.scaling import CoreSweep, Series, core_sweep, scaling
 from syncrep_lab.analysis.verdict import CellDiagnosis
 from syncrep_lab.errors import UserError
+from syncrep_lab.json_form import JSON
 from syncrep_lab.pg.conninfo import mask_text
 from syncrep_lab.pg.replication import WAITING_LEVELS
 from syncrep_lab.pg.sync_names import SyncNamesError, expected_states, parse
@@ -44,6 +45,41 @@ from syncrep_lab.store import CLUSTER_PARAMS, PROBED, Store, StoredCell, queries
 SHAPE_AXES = ("clients", "synchronous_commit")
 # Flame graphs larger than this are linked, not embedded, to keep the page light.
 EMBED_SVG_MAX_BYTES = 3 * 1024 * 1024
+
+
+class Flamegraphs(TypedDict):
+    """The chosen cell's flame graphs (``idx``: the cell, None when none finished)."""
+
+    idx: int | None
+    graphs: list[dict[str, JSON]]
+
+
+class ReportData(TypedDict):
+    """What :func:`report_data` returns, section by section: the analyses' results in
+    their JSON form (as their own commands print them with --json) and the report's
+    own sections, JSON-shaped (the page's template and ``report --json`` read them)."""
+
+    folder: str
+    run: dict[str, JSON]
+    machine: dict[str, JSON]
+    hosts: list[dict[str, JSON]]
+    spec_toml: str
+    topology: list[dict[str, JSON]]
+    cells: list[dict[str, JSON]]  # as results --json prints them
+    verdict: dict[str, JSON]
+    scaling: list[Series]
+    bounds: list[dict[str, JSON]]  # as model --json prints them
+    timeline: dict[str, JSON]
+    costs: list[Mapping[str, object]]  # as costs --json prints them
+    flamegraphs: Flamegraphs
+    placement: dict[str, JSON]
+    cores: list[CoreSweep]
+    placed: dict[str, JSON]
+    seed: dict[str, JSON]
+    method: dict[str, JSON]
+    faults: list[dict[str, JSON]]  # as faults --json prints them
+    ab_summary: str | None
+    seed_machine: dict[str, JSON] | None
 
 
 def _is_sync_cell(params: dict[str, Any]) -> bool:
@@ -278,9 +314,9 @@ def _baseline(axis: str, values: set[Any]) -> Any:
     return None
 
 
-def seed_side_by_side(spec: dict[str, Any], cells: list[CellRow],
+def seed_side_by_side(spec: Mapping[str, object], cells: Sequence[CellRow],
                       measured: Callable[[int], list[tuple[int | None, float]]]
-                      ) -> dict[str, Any]:
+                      ) -> dict[str, JSON]:
     """The spec's reference figures next to this run's, and their ratios.
 
     Absolute figures from another machine mean little; the ratios between
@@ -289,7 +325,8 @@ def seed_side_by_side(spec: dict[str, Any], cells: list[CellRow],
     ``batch`` (a transaction of 10 inserts is 10 rows). ``measured`` gives the
     (round, TPS) of a cell's measured repeats, by the cell's id: ratios are paired
     over rounds where the run interleaved the two cells."""
-    ref = spec.get("reference") or {}
+    reference = spec.get("reference")
+    ref: Mapping[str, Any] = reference if isinstance(reference, Mapping) else {}
     figures = ref.get("figures") or []
     if not figures:
         return {"missing": "the spec has no [reference] figures (the seed preset has the "
@@ -479,7 +516,7 @@ def _ab_summary(folder: Path) -> str | None:
         return None
 
 
-def report_data(folder: Path, cell: int | None = None) -> dict[str, Any]:
+def report_data(folder: Path, cell: int | None = None) -> ReportData:
     """Every section of the report, from the store of the run in ``folder``.
 
     ``cell`` picks the cell whose timeline and flame graphs are shown (default:
@@ -499,51 +536,61 @@ def report_data(folder: Path, cell: int | None = None) -> dict[str, Any]:
             raise UserError(f"cell {cell} is not a finished cell of {folder}",
                             "pick one of: " + ", ".join(str(c.cell.idx) for c in cells
                                                         if c.cell.status == "done"))
-        timeline = (_timeline(store, store.cell(chosen.cell.id))
+        timeline: dict[str, Any] = (_timeline(store, store.cell(chosen.cell.id))
                     if chosen else {"missing": "no cell finished"})
         topology = _topology(store, run_id)
-        data: dict[str, Any] = {
-            "folder": str(folder),
-            "run": {"name": run.name, "started_at": run.started_at,
-                    "finished_at": run.finished_at, "status": run.status,
-                    "tool_version": run.tool_version,
-                    "description": spec.get("description", "")},
-            "machine": run.machine,
-            "hosts": _hosts(store, run_id, run.machine),
-            "spec_toml": mask_text(run.spec_toml),  # stores before masking had them
-            "topology": topology,
-            "cells": cells,  # their JSON form below
-            "verdict": verdict,
-            "scaling": series,
-            # the page reads the model's JSON form, as model --json prints it
-            "bounds": [m.to_json() for m in bound_model.run_model(folder)],
-            "timeline": timeline,
-            # the page reads the costs' JSON form, as costs --json prints it
-            "costs": [costs[c.cell.idx].to_json() for c in cells if c.cell.idx in costs],
-            "flamegraphs": {"idx": chosen.cell.idx if chosen else None,
-                            "graphs": _flamegraph_images(
-                                folder, c.costs if chosen and (c := costs.get(chosen.cell.idx))
-                                else None,
-                                {name for t in topology for name, state in t["states"].items()
-                                 if state in ("sync", "quorum")})},
-            "placement": _placement_axes(cells),
-            "cores": core_sweep(folder),
-            "placed": _placement_readback(store, cells, run.machine),
-            "seed": seed_side_by_side(spec, cells, lambda cell_id: _measured_tps(store, cell_id)),
-            "method": _method(store, run_id, spec, cells),
-            # the page reads the faults' JSON form, as faults --json prints it
-            "faults": [c.to_json() for c in run_faults(folder)],
-            "ab_summary": _ab_summary(folder),
-        }
+        hosts = _hosts(store, run_id, run.machine)
+        # the page reads the model's JSON form, as model --json prints it
+        bounds = [m.to_json() for m in bound_model.run_model(folder)]
+        flamegraphs: Flamegraphs = {"idx": chosen.cell.idx if chosen else None,
+                       "graphs": _flamegraph_images(
+                           folder, c.costs if chosen and (c := costs.get(chosen.cell.idx))
+                           else None,
+                           {name for t in topology for name, state in t["states"].items()
+                            if state in ("sync", "quorum")})}
+        placement = _placement_axes(cells)
+        cores = core_sweep(folder)
+        placed = _placement_readback(store, cells, run.machine)
+        seed = seed_side_by_side(spec, cells, lambda cell_id: _measured_tps(store, cell_id))
+        method = _method(store, run_id, spec, cells)
+        # the page reads the faults' JSON form, as faults --json prints it
+        faults = [c.to_json() for c in run_faults(folder)]
+        ab_summary = _ab_summary(folder)
     finally:
         store.close()
-    data["seed_machine"] = _seed_machine(folder, spec, data["seed"])
-    # the page reads the rows' JSON form, as results --json prints it
-    data["cells"] = [c.to_json() for c in cells]
-    return data
+    seed_machine = _seed_machine(folder, spec, seed)
+    # the sections in the order report --json prints them
+    return {
+        "folder": str(folder),
+        "run": {"name": run.name, "started_at": run.started_at,
+                "finished_at": run.finished_at, "status": run.status,
+                "tool_version": run.tool_version,
+                "description": spec.get("description", "")},
+        "machine": run.machine,
+        "hosts": hosts,
+        "spec_toml": mask_text(run.spec_toml),  # stores before masking had them
+        "topology": topology,
+        # the page reads the rows' JSON form, as results --json prints it
+        "cells": [c.to_json() for c in cells],
+        "verdict": verdict,
+        "scaling": series,
+        "bounds": bounds,
+        "timeline": timeline,
+        # the page reads the costs' JSON form, as costs --json prints it
+        "costs": [costs[c.cell.idx].to_json() for c in cells if c.cell.idx in costs],
+        "flamegraphs": flamegraphs,
+        "placement": placement,
+        "cores": cores,
+        "placed": placed,
+        "seed": seed,
+        "method": method,
+        "faults": faults,
+        "ab_summary": ab_summary,
+        "seed_machine": seed_machine,
+    }
 
 
-def _seed_machine(folder: Path, spec: dict[str, Any], seed: dict[str, Any]
+def _seed_machine(folder: Path, spec: dict[str, Any], seed: Mapping[str, Any]
                   ) -> dict[str, Any] | None:
     """What this machine's CPU per commit would allow on the reference's cores
     (``[reference] cores``), next to the reference's figures: the shape, not the

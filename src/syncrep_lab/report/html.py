@@ -23,8 +23,9 @@ from syncrep_lab import __version__
 from syncrep_lab import format as fmt
 from syncrep_lab.analysis.compare import Comparison
 from syncrep_lab.errors import UserError
+from syncrep_lab.json_form import JSON
 from syncrep_lab.report.charts import LEVEL_COLOURS, all_charts, bound_levels, compare_charts
-from syncrep_lab.report.data import report_data
+from syncrep_lab.report.data import ReportData, report_data
 
 REPORT_NAME = "report.html"
 
@@ -39,14 +40,15 @@ def plotly_js() -> str:
                         "reinstall with ./run setup") from None
 
 
-def _json_for_script(value: Any) -> str:
+def _json_for_script(value: object) -> str:
     """JSON safe inside a <script> element: no '</' can close it early."""
     return json.dumps(value, separators=(",", ":")).replace("</", "<\\/")
 
 
-def topology_svg(cluster: dict[str, Any]) -> str:
+def topology_svg(section: dict[str, JSON]) -> str:
     """A small drawing of one cluster: the primary, each standby, and the state in
     which the primary's sync rule holds it (sync, potential, quorum, async)."""
+    cluster: dict[str, Any] = section  # report_data's topology entry, read by key
     standbys = [n for n in cluster["nodes"] if n.get("role") == "standby"]
     height = max(90, 50 * len(standbys) + 20)
     box = 'rx="6" fill="#f4f6fa" stroke="#4c78a8"'
@@ -87,7 +89,7 @@ def _environment() -> jinja2.Environment:
     return env
 
 
-def render(data: dict[str, Any]) -> str:
+def render(data: ReportData) -> str:
     """The page for the report data (see ``data.report_data``)."""
     charts = all_charts(data)
     template = _environment().get_template("report.html.j2")
