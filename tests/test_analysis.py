@@ -71,6 +71,7 @@ def test_scaling_of_a_real_run(workdir: Path) -> None:
         assert sorted(on) == sorted(local) == [1, 2] and r["paired"] and r["rounds"] == 2
         expected = math.exp(statistics.fmean(math.log(on[k] / local[k]) for k in on))
         assert abs(r["ratio"] - expected) < 1e-9
+        assert r["low"] is not None and r["high"] is not None
         assert r["low"] <= r["ratio"] <= r["high"]
     res = cli_here("scaling", str(out))
     assert res.returncode == 0, res.stderr

@@ -88,7 +88,7 @@ def test_without_perf_cpu_comes_from_proc(workdir: Path) -> None:
     assert verdict is None or verdict.confidence != "unknown"
     assert ("CPU saturation" in on) == (used / 2 >= 0.6)
     roles: dict[tuple[str, str], Any] = {(r["node"], r["role"]): r
-                                         for r in run_costs(run)[0]["roles"]}
+                                         for r in run_costs(run)[0].costs.roles}
     assert roles[("primary", "backend")]["cpu_source"] == "proc"
     assert roles[("primary", "backend")]["cpu_us_per_commit"]["mean"] > 0
     res = cli_here("costs", str(run))
@@ -109,10 +109,10 @@ def test_standby_and_network_rule(workdir: Path) -> None:
     """The rule's branches, on a real cell's figures with the standby side changed."""
     facts = _facts(load("pg18-local-on", workdir), "sc=on")
     assert facts.latency_ms is not None
-    sync = [r for r in facts.replication if r["states"] == "sync"]
-    assert [r["standby"] for r in sync] == ["b"]
-    base = dict(sync[0])
-    slow = {**base, "flush_ms": 0.9 * facts.latency_ms}
+    sync = [r for r in facts.replication if r.states == "sync"]
+    assert [r.standby for r in sync] == ["b"]
+    base = sync[0]
+    slow = dataclasses.replace(base, flush_ms=0.9 * facts.latency_ms)
     waits = dict(facts.waits)
     # The standby's walreceiver busy flushing: standby flush bound.
     waits[("b", "walreceiver")] = {"IO:WalSync": 0.7, "Activity:WalReceiverMain": 0.3}
@@ -126,7 +126,7 @@ def test_standby_and_network_rule(workdir: Path) -> None:
         facts, replication=[slow], waits=waits))
     assert v is not None and "on the wire" in v.summary
     # A lag that is a small part of the commit: not this mechanism.
-    quick = {**base, "flush_ms": 0.1 * facts.latency_ms}
+    quick = dataclasses.replace(base, flush_ms=0.1 * facts.latency_ms)
     assert diagnosis.rule_standby_or_network(dataclasses.replace(
         facts, replication=[quick], waits=waits)) is None
     # Under local, no standby is waited for.

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from syncrep_lab.analysis.costs import costs_json, run_costs
+from syncrep_lab.analysis.costs import run_costs
 from syncrep_lab.cluster import server
 from syncrep_lab.cluster.manifest import Manifest
 from syncrep_lab.cluster.ready import replication_rows
@@ -144,7 +144,7 @@ def _by_cell(cells: Sequence[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]
 
 def test_costs_per_commit_tell_the_sync_story(probed_run: Path) -> None:
     out = probed_run
-    cells = _by_cell(run_costs(out))
+    cells = _by_cell([c.to_json() for c in run_costs(out)])
     local, on = cells["18 local"], cells["18 on"]
     # gprof needs a profiling build (tests/test_pg_build.py runs one): on the
     # installed servers it is skipped, saying how to get one, and nothing is restarted.
@@ -289,7 +289,7 @@ def test_the_commit_anatomy_of_9_6_and_18_side_by_side(probed_run: Path) -> None
     release wakes its waiters one latch at a time, so each commit that slept is woken by
     a kill of its own, and the walsender's release costs time per waiter freed; under
     `local` the commits ask for no standby and no wait is counted."""
-    cells = _by_cell([costs_json(c) for c in run_costs(probed_run)])  # as costs --json
+    cells = _by_cell([c.to_json() for c in run_costs(probed_run)])  # as costs --json
     for key in ("9.6 on", "18 on"):
         a = cells[key]["anatomy"]
         assert a is not None, cells[key]["probes"].get("anatomy")
@@ -489,7 +489,7 @@ def test_the_kernel_share_follows_the_stacks_to_postgresql(probed_run: Path) -> 
     """The seed's perf report -g reading, from the flame graphs' folded stacks: each
     role's samples that ended in the kernel, and the PostgreSQL function that called
     into it (the C library's wrappers passed over)."""
-    on = _by_cell(run_costs(probed_run))["18 on"]
+    on = _by_cell([c.to_json() for c in run_costs(probed_run)])["18 on"]
     kernel = {(k["node"], k["role"]): k for k in on["kernel"]}
     sender = kernel[("primary", "walsender:b")]
     assert 0 < sender["kernel_share"] <= 1 and sender["samples"] > 0, sender

@@ -11,13 +11,15 @@ import math
 import random
 import statistics
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.console import Console
 
-from syncrep_lab.analysis.cells import cell_rows
+from syncrep_lab.analysis.cells import CellRow, cell_rows
 from syncrep_lab.analysis.compare import compare_runs
 from syncrep_lab.analysis.noise import (
+    CellNoise,
     budget_sentences,
     repeat_overhead,
     walsender_words,
@@ -244,11 +246,16 @@ def _store_run(folder: Path) -> tuple[Path, dict[str, list[Repeat]]]:
     return folder, written
 
 
+def _noise(row: CellRow) -> CellNoise:
+    assert row.noise is not None
+    return row.noise
+
+
 def test_rows_carry_the_noise_and_the_detectable_change(tmp_path: Path) -> None:
     folder, written = _store_run(tmp_path / "run")
-    rows = {r["label"]: r for r in cell_rows(folder)}
+    rows = {r.cell.label: r for r in cell_rows(folder)}
     for label, repeats in written.items():
-        noise = rows[label]["noise"].to_json()  # what results --json prints
+        noise = _noise(rows[label]).to_json()  # what results --json prints
         expected = noise_split(repeats)
         assert set(noise) == {"within", "between", "drift", "repeats", "seconds",
                               "seconds_per_repeat", "total", "short_term", "lag1",
@@ -260,7 +267,9 @@ def test_rows_carry_the_noise_and_the_detectable_change(tmp_path: Path) -> None:
         for part in ("within", "between", "drift"):
             assert noise[part] == pytest.approx(getattr(expected, part))
         json.dumps(noise)  # plain JSON
-    ratio = rows["sc=on"]["ratio_to_baseline"].to_json()  # what results --json prints
+    on = rows["sc=on"].ratio_to_baseline
+    assert on is not None
+    ratio: dict[str, Any] = on.to_json()  # what results --json prints
     logs = [math.log(a.mean / b.mean) for a, b in zip(written["sc=on"], written["sc=local"],
                                                       strict=True)]
     se = statistics.stdev(logs) / math.sqrt(6)
@@ -283,8 +292,8 @@ def test_the_results_text_says_where_the_noise_sits(tmp_path: Path) -> None:
     assert all("within" in line and "between" in line and "drift" in line for line in lines)
     assert any("(2 cells, 12 repeats)" in line or "(cell " in line for line in lines)
     assert budget_sentences(rows)  # the report's sentence on the budget
-    needed = next(r["ratio_to_baseline"].rounds_for_target for r in rows
-                  if r["ratio_to_baseline"])
+    needed = next(r.ratio_to_baseline.rounds_for_target for r in rows
+                  if r.ratio_to_baseline)
     said = [line for line in text.splitlines() if "short of ±3 %" in line]
     assert len(said) == 1 and said[0].startswith("cell 1 sc=on ÷ sc=local: ±"), text
     assert said[0].endswith(f"±3 % needs about {needed} rounds ({needed:.0f} min at this "
@@ -340,11 +349,11 @@ def test_rounds_for_a_target() -> None:
 
 def test_stored_runs_show_noise_and_detectable(workdir: Path) -> None:
     run = load("pg18-local-on", workdir)
-    rows = {r["label"]: r for r in cell_rows(run)}
-    noise = rows["sc=on"]["noise"].split
+    rows = {r.cell.label: r for r in cell_rows(run)}
+    noise = _noise(rows["sc=on"]).split
     assert noise.repeats == 2 and noise.between is None and (noise.within or 0) > 0
-    ratio = rows["sc=on"]["ratio_to_baseline"]
-    assert not ratio.paired and (ratio.detectable_pct or 0) > 0
+    ratio = rows["sc=on"].ratio_to_baseline
+    assert ratio is not None and not ratio.paired and (ratio.detectable_pct or 0) > 0
     other = load("pg96-on", workdir)
     data = compare_runs(other, run, force=True)
     tps = data.pairs[0].figures[0]
@@ -421,7 +430,7 @@ def test_a_repeat_s_cost_is_read_from_when_the_repeats_ran(workdir: Path) -> Non
     finally:
         store.close()
     assert overhead == pytest.approx(statistics.median(gaps))
-    assert {r["noise"].split.overhead_s for r in cell_rows(run)} == {overhead}
+    assert {_noise(r).split.overhead_s for r in cell_rows(run)} == {overhead}
 
 
 def test_pearson_by_hand() -> None:
@@ -512,11 +521,11 @@ def test_the_sync_walsender_s_wait_for_a_core_and_the_spread_it_explains(
     from scipy.stats import pearsonr
 
     folder = _walsender_store(tmp_path / "run")
-    rows = {r["label"]: r for r in cell_rows(folder)}
-    assert rows["sc=local"]["noise"].walsender is None
-    found = rows["sc=on"]["noise"].walsender
+    rows = {r.cell.label: r for r in cell_rows(folder)}
+    assert _noise(rows["sc=local"]).walsender is None
+    found = _noise(rows["sc=on"]).walsender
     assert found is not None and found.correlation is not None
-    ws = found.to_json()  # what results --json prints
+    ws: dict[str, Any] = found.to_json()  # what results --json prints
     shares = [ms / 1000 / 5.0 for ms in WAL_B_MS]
     logs = [math.log(t) for t in WAL_TPS]
     assert (ws["role"], ws["chosen_by"], ws["repeats"]) == (
@@ -550,15 +559,15 @@ def test_the_sync_walsender_is_the_one_the_primary_showed(tmp_path: Path) -> Non
     """Replication samples (a probed repeat's) that show c as sync outweigh the names;
     under 4 measured repeats there is a share but no correlation."""
     folder = _walsender_store(tmp_path / "run", sync_state_of_c=True)
-    found = next(r for r in cell_rows(folder) if r["label"] == "sc=on")["noise"].walsender
+    found = _noise(next(r for r in cell_rows(folder) if r.cell.label == "sc=on")).walsender
     assert found is not None
-    ws = found.to_json()
+    ws: dict[str, Any] = found.to_json()
     assert (ws["role"], ws["chosen_by"]) == ("walsender:c", "pg_stat_replication")
     assert ws["run_delay_share"]["per_repeat"] == pytest.approx(
         [ms / 1000 / 5.0 for ms in WAL_C_MS])
     assert ws["migrations_per_s"] == pytest.approx(2.0)
     few = _walsender_store(tmp_path / "few", repeats=3)
-    found = next(r for r in cell_rows(few) if r["label"] == "sc=on")["noise"].walsender
+    found = _noise(next(r for r in cell_rows(few) if r.cell.label == "sc=on")).walsender
     assert found is not None
     ws = found.to_json()
     assert ws["repeats"] == 3 and (ws["r"], ws["r2"], ws["p"]) == (None, None, None)

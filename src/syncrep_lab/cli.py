@@ -19,14 +19,13 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
@@ -43,6 +42,7 @@ from syncrep_lab.runas import divert_profiles
 from syncrep_lab.terminal import make_console, route_library_logs
 
 if TYPE_CHECKING:
+    from syncrep_lab.analysis.cells import CellRow
     from syncrep_lab.analysis.verdict import CellDiagnosis
     from syncrep_lab.pg.builds import Build
 
@@ -544,7 +544,7 @@ def _resume_hint(out_dir: Path) -> Iterator[None]:
         raise
 
 
-def _print_results_and_verdicts(out_dir: Path, rows: list[dict[str, Any]],
+def _print_results_and_verdicts(out_dir: Path, rows: list[CellRow],
                                 diagnosed: Sequence[CellDiagnosis]) -> None:
     """The results table (``rows`` from ``cell_summaries``) and each finished cell's
     leading verdict (``diagnosed``, the diagnosis the rows were made with)."""
@@ -560,7 +560,7 @@ def _print_results_and_verdicts(out_dir: Path, rows: list[dict[str, Any]],
                       f"commits were lost (details: syncrep-lab faults {escape(str(out_dir))})[/]",
                       soft_wrap=True)
     by_idx = {d.idx: d for d in diagnosed}
-    cells = [by_idx[r["idx"]] for r in rows if r["status"] == "done" and r["idx"] in by_idx]
+    cells = [by_idx[r.cell.idx] for r in rows if r.cell.status == "done" and r.cell.idx in by_idx]
     if cells:
         out.print("what limits each cell (details: syncrep-lab diagnose "
                   f"{escape(str(out_dir))}):")
@@ -582,7 +582,7 @@ def _finish(out_dir: Path) -> None:
         cause = exc.cause if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"
         err.print(f"[yellow]no report:[/] {escape(cause)}; retry with: syncrep-lab report "
                   f"{escape(str(out_dir))}", soft_wrap=True)
-    failed = [r for r in rows if r["status"] == "failed"]
+    failed = [r for r in rows if r.cell.status == "failed"]
     if failed:
         err.print(f"[red]{len(failed)} of {len(rows)} cells failed[/] (their errors are in "
                   "the table above and in the store)")
@@ -595,7 +595,6 @@ def _finish(out_dir: Path) -> None:
 def results(run_dir: Path | None, output: str) -> None:
     """One row per cell: mean TPS with its confidence interval, latencies, repeats used,
     the leading verdict and the largest cost per commit."""
-    from syncrep_lab.analysis.cells import row_json
     from syncrep_lab.analysis.diagnosis import diagnose_run
     from syncrep_lab.report.data import cell_summaries
     from syncrep_lab.terminal.results import write_csv
@@ -603,7 +602,7 @@ def results(run_dir: Path | None, output: str) -> None:
     folder = run_dir or _latest_run()
     diagnosed = diagnose_run(folder)
     rows = cell_summaries(folder, diagnosed=diagnosed)
-    render(Answer(lambda: [row_json(r) for r in rows],
+    render(Answer(lambda: [r.to_json() for r in rows],
                   lambda: _print_results_and_verdicts(folder, rows, diagnosed),
                   csv=lambda: write_csv(rows, sys.stdout)), output)
 
@@ -643,10 +642,13 @@ def report(run_dir: Path | None, out_file: Path | None, cell: int | None,
 def costs(run_dir: Path | None, only_cell: int | None, output: str) -> None:
     """Cost per commit of every node and process role: CPU µs, context switches,
     system calls by kind; and the wait events each role was seen in."""
-    from syncrep_lab.analysis.costs import costs_json, run_costs
+    from syncrep_lab.analysis.costs import run_costs
     from syncrep_lab.terminal.analysis import print_costs
 
-    _show_cells(run_costs, print_costs, run_dir, only_cell, output, costs_json)
+    cells = [c for c in run_costs(run_dir or _latest_run())
+             if only_cell is None or c.idx == only_cell]
+    render(Answer(lambda: [c.to_json() for c in cells], lambda: print_costs(cells, out)),
+           output)
 
 
 @cli.command()
@@ -662,23 +664,6 @@ def diagnose(run_dir: Path | None, only_cell: int | None, output: str) -> None:
              if only_cell is None or c.idx == only_cell]
     render(Answer(lambda: [c.to_json() for c in cells], lambda: print_diagnosis(cells, out)),
            output)
-
-
-Cell = TypeVar("Cell", bound=Mapping[str, Any])  # one cell's analysis, as --json prints it
-
-
-def _show_cells(
-    analyse: Callable[[Path], list[Cell]],
-    show: Callable[[list[Cell], Console], None],
-    run_dir: Path | None, only_cell: int | None, output: str,
-    json_of: Callable[[Cell], object] | None = None,
-) -> None:
-    """An analysis of a run (the latest by default), one cell or all, as JSON or tables;
-    ``json_of``: a cell's JSON form where the analysis holds typed results."""
-    cells = [c for c in analyse(run_dir or _latest_run())
-             if only_cell is None or c["idx"] == only_cell]
-    render(Answer(lambda: [json_of(c) for c in cells] if json_of else cells,
-                  lambda: show(cells, out)), output)
 
 
 @cli.command("model")

@@ -8,31 +8,101 @@ during) a run.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
-from syncrep_lab.analysis.noise import cell_noise, repeat_overhead
-from syncrep_lab.analysis.ratios import anatomy_to_baseline, ratios_to_baseline
-from syncrep_lab.analysis.resources import cell_resources
-from syncrep_lab.store import Store
+from syncrep_lab.analysis.noise import CellNoise, cell_noise, repeat_overhead
+from syncrep_lab.analysis.ratios import (
+    BaselineAnatomy,
+    BaselineRatio,
+    anatomy_to_baseline,
+    ratios_to_baseline,
+)
+from syncrep_lab.analysis.resources import Resources, cell_resources
+from syncrep_lab.analysis.verdict import Verdict
+from syncrep_lab.json_form import JSON
+from syncrep_lab.store import Store, StoredCell
 
 COLUMNS = ("idx", "label", "status", "repeats", "stop_reason", "tps_mean", "tps_ci_low",
            "tps_ci_high", "tps_ci_rel", "lat_mean_ms", "lat_p50_ms", "lat_p90_ms",
            "lat_p99_ms", "lat_p999_ms", "lat_max_ms", "transactions", "failed", "error")
 
 
-def row_json(row: Mapping[str, Any]) -> dict[str, Any]:
-    """A row as ``results --json`` and the report print it: its ratio and its commit
-    anatomy against its baseline's, and its noise, in their JSON form."""
-    out = dict(row)
-    for key in ("ratio_to_baseline", "anatomy_to_baseline", "noise"):
-        if out.get(key) is not None:
-            out[key] = out[key].to_json()
-    return out
+@dataclass(frozen=True)
+class TopCost:
+    """The role whose CPU per commit is the largest: where a commit's CPU goes first."""
+
+    node: str
+    role: str
+    cpu_us: float
+    source: str  # a key of costs.CPU_SOURCES
+
+    def to_json(self) -> dict[str, JSON]:
+        return {"node": self.node, "role": self.role, "cpu_us": self.cpu_us,
+                "source": self.source}
 
 
-def cell_rows(folder: Path) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class RowSummary:
+    """What ``results`` and the report add to a row beside the store's figures: its
+    verdicts, the model's ceiling, the leading verdict's title and its largest cost."""
+
+    verdicts: tuple[Verdict, ...]
+    ceiling: str | None
+    limit: str  # '' without a diagnosis
+    top_cost: TopCost | None
+
+    def to_json(self) -> dict[str, JSON]:
+        return {"verdicts": [v.to_json() for v in self.verdicts], "ceiling": self.ceiling,
+                "limit": self.limit,
+                "top_cost": self.top_cost.to_json() if self.top_cost else None}
+
+
+@dataclass(frozen=True)
+class CellRow:
+    """A cell as ``results`` shows it; :meth:`to_json` is ``results --json``'s row."""
+
+    cell: StoredCell  # the cells table's row: its COLUMNS, axes, params and notes
+    run: str
+    ratio_to_baseline: BaselineRatio | None
+    anatomy_to_baseline: BaselineAnatomy | None
+    # each disk and network interface a second of the measured repeats, and the CPU
+    # quotas (analysis/resources.py)
+    resources: Resources
+    noise: CellNoise | None  # None in an observe window: its slices are not repeats
+    summary: RowSummary | None = None  # report.data.cell_summaries's
+
+    @property
+    def top_cost(self) -> TopCost | None:
+        return self.summary.top_cost if self.summary else None
+
+    def column(self, name: str) -> JSON:
+        """One of COLUMNS by name (the CSV's)."""
+        value: JSON = getattr(self.cell, name)
+        return value
+
+    def summed(self, summary: RowSummary) -> CellRow:
+        return replace(self, summary=summary)
+
+    def to_json(self) -> dict[str, JSON]:
+        """The row as ``results --json`` and the report print it: its ratio and its
+        commit anatomy against its baseline's, and its noise, in their JSON form; the
+        summary's keys last, where there is one."""
+        out: dict[str, JSON] = {name: self.column(name) for name in COLUMNS}
+        out.update({
+            "axes": self.cell.axes, "params": self.cell.params, "run": self.run,
+            "ratio_to_baseline": (self.ratio_to_baseline.to_json()
+                                  if self.ratio_to_baseline is not None else None),
+            "anatomy_to_baseline": (self.anatomy_to_baseline.to_json()
+                                    if self.anatomy_to_baseline is not None else None),
+            "notes": list(self.cell.notes), **self.resources.to_json(),
+            "noise": self.noise.to_json() if self.noise is not None else None})
+        if self.summary is not None:
+            out.update(self.summary.to_json())
+        return out
+
+
+def cell_rows(folder: Path) -> list[CellRow]:
     store = Store(folder, create=False)
     try:
         run = store.run()
@@ -41,18 +111,12 @@ def cell_rows(folder: Path) -> list[dict[str, Any]]:
         overhead = None if run.kind == "observe" else repeat_overhead(store, run.id)
         rows = []
         for cell in store.cells(run.id):
-            row = {k: getattr(cell, k) for k in COLUMNS}
-            row["axes"] = cell.axes
-            row["params"] = cell.params
-            row["run"] = run.name
-            row["ratio_to_baseline"] = ratios.get(cell.idx)
-            row["anatomy_to_baseline"] = anatomies.get(cell.idx)
-            row["notes"] = cell.notes
-            row.update(cell_resources(store, cell.id))  # disks, network, quotas
-            # an observe window's slices are consecutive, not repeats: no split
-            row["noise"] = (None if run.kind == "observe"
-                            else cell_noise(store, cell, overhead))
-            rows.append(row)
+            rows.append(CellRow(
+                cell, run=run.name, ratio_to_baseline=ratios.get(cell.idx),
+                anatomy_to_baseline=anatomies.get(cell.idx),
+                resources=cell_resources(store, cell.id),
+                # an observe window's slices are consecutive, not repeats: no split
+                noise=None if run.kind == "observe" else cell_noise(store, cell, overhead)))
         return rows
     finally:
         store.close()

@@ -20,10 +20,10 @@ import json
 import math
 import statistics
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from syncrep_lab import format as fmt
 from syncrep_lab.analysis.anatomy import (
@@ -304,14 +304,14 @@ class Comparison:
                 "not_done": {k: [c.to_json() for c in v] for k, v in self.not_done.items()}}
 
 
-def comparable(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+def comparable(a: Mapping[str, JSON], b: Mapping[str, JSON]) -> list[str]:
     """How two machines (run/machine.machine_metadata) differ in what matters for
     comparing figures."""
     keys = ("kernel", "cpu_model", "cpu_count", "cpus_usable", "memory_bytes", "arch")
     return [f"{k}: {a.get(k)} vs {b.get(k)}" for k in keys if a.get(k) != b.get(k)]
 
 
-def _side_of(store: Store, run: StoredRun, cells: list[dict[str, Any]],
+def _side_of(store: Store, run: StoredRun, cells: list[ComparedCell],
              drift: Drift | None) -> RunSide:
     # the run's name is the spec's anyway; this only double-checks it
     spec_name = run.spec.table.get("name")
@@ -321,40 +321,52 @@ def _side_of(store: Store, run: StoredRun, cells: list[dict[str, Any]],
                    run.machine, drift)
 
 
-def _cells(store: Store, run_id: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+class ComparedCell(TypedDict):
+    """A done cell of a compared run (:func:`_cells`)."""
+
+    id: int
+    idx: int
+    label: str
+    status: str
+    axes: dict[str, JSON]
+    params: dict[str, JSON]  # a copy, ``pg`` the server version that ran the cell
+    version: str  # '' when not recorded
+
+
+def _cells(store: Store, run_id: int) -> tuple[list[ComparedCell], list[NotDone]]:
     """Done cells with their parameters (``pg`` resolved to the server version that
     ran them), and the cells that are not done."""
-    done, other = [], []
+    done: list[ComparedCell] = []
+    other: list[NotDone] = []
     for cell in store.cells(run_id):
-        # params a copy: ``pg`` is resolved below
-        entry: dict[str, Any] = {"id": cell.id, "idx": cell.idx, "label": cell.label,
-                                 "status": cell.status, "axes": cell.axes,
-                                 "params": dict(cell.params)}
         if cell.status != "done":
-            other.append({k: entry[k] for k in ("idx", "label", "status")})
+            other.append(NotDone(cell.idx, cell.label, cell.status))
             continue
         # pg None (the default installation) and pg "18" are the same server when
         # they resolve to the same version: compare what actually ran.
-        entry["version"] = cluster_version(store, cell)
-        entry["params"]["pg"] = entry["version"] or entry["params"].get("pg")
-        done.append(entry)
+        version = cluster_version(store, cell)
+        params: dict[str, JSON] = dict(cell.params)
+        params["pg"] = version or params.get("pg")
+        done.append({"id": cell.id, "idx": cell.idx, "label": cell.label,
+                     "status": cell.status, "axes": cell.axes, "params": params,
+                     "version": version})
     return done, other
 
 
-def _constant(cells: list[dict[str, Any]], name: str) -> tuple[bool, Any]:
+def _constant(cells: list[ComparedCell], name: str) -> tuple[bool, JSON]:
     values = {json.dumps(c["params"].get(name), sort_keys=True) for c in cells}
     if len(values) != 1:
         return False, None
     return True, cells[0]["params"].get(name)
 
 
-def compared_dimensions(a: list[dict[str, Any]], b: list[dict[str, Any]]
-                        ) -> list[dict[str, Any]]:
+def compared_dimensions(a: list[ComparedCell], b: list[ComparedCell]
+                        ) -> list[dict[str, JSON]]:
     """The parameters constant within each run and different between the runs."""
     if not a or not b:
         return []
     names = sorted({k for c in a + b for k in c["params"]})
-    dims = []
+    dims: list[dict[str, JSON]] = []
     for name in names:
         const_a, value_a = _constant(a, name)
         const_b, value_b = _constant(b, name)
@@ -364,7 +376,7 @@ def compared_dimensions(a: list[dict[str, Any]], b: list[dict[str, Any]]
     return dims
 
 
-def _match_key(cell: dict[str, Any], axes: list[str]) -> str:
+def _match_key(cell: ComparedCell, axes: list[str]) -> str:
     return json.dumps({k: cell["params"].get(k) for k in axes}, sort_keys=True)
 
 
@@ -680,7 +692,7 @@ def _disturbed(store: Store, cell_id: int) -> tuple[int, int]:
     return sum(1 for r in rows if r.disturbed), len(rows)
 
 
-def _pair(store_a: Store, store_b: Store, ca: dict[str, Any], cb: dict[str, Any],
+def _pair(store_a: Store, store_b: Store, ca: ComparedCell, cb: ComparedCell,
           axes: list[str], top: int, between: tuple[Drift, Drift] | None) -> Pair:
     ma, mb = _measured(store_a, ca["id"]), _measured(store_b, cb["id"])
     figures = [compare_figure(name, unit, ma[column], mb[column], more_is_better, between)
@@ -737,7 +749,7 @@ def _compare(store_a: Store, store_b: Store, *, force: bool, top: int) -> Compar
     dims = compared_dimensions(cells_a, cells_b)
     dim_names = {d["name"] for d in dims}
     axes = sorted({k for c in cells_a + cells_b for k in c["axes"]} - dim_names)
-    by_key: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    by_key: dict[str, list[ComparedCell]] = defaultdict(list)
     for cb in cells_b:
         by_key[_match_key(cb, axes)].append(cb)
     drift_a, drift_b = run_drift(store_a, run_a.id), run_drift(store_b, run_b.id)
@@ -752,7 +764,7 @@ def _compare(store_a: Store, store_b: Store, *, force: bool, top: int) -> Compar
     unmatched_b = [cb for left in by_key.values() for cb in left]
     unmatched_b.sort(key=lambda c: c["idx"])
 
-    def brief(cells: list[dict[str, Any]]) -> tuple[Unmatched, ...]:
+    def brief(cells: list[ComparedCell]) -> tuple[Unmatched, ...]:
         return tuple(Unmatched(c["idx"], c["label"], {k: c["params"].get(k) for k in axes})
                      for c in cells)
 
@@ -760,5 +772,4 @@ def _compare(store_a: Store, store_b: Store, *, force: bool, top: int) -> Compar
                       _side_of(store_b, run_b, cells_b, drift_b), tuple(dims), tuple(axes),
                       between is not None, ADVICE, tuple(differences), ALPHA, tuple(pairs),
                       {"a": brief(unmatched_a), "b": brief(unmatched_b)},
-                      {"a": tuple(NotDone(**c) for c in not_done_a),
-                       "b": tuple(NotDone(**c) for c in not_done_b)})
+                      {"a": tuple(not_done_a), "b": tuple(not_done_b)})

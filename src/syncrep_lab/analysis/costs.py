@@ -13,13 +13,14 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Collection
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TypedDict
 
 from syncrep_lab.analysis.anatomy import Anatomy, cell_anatomy
-from syncrep_lab.analysis.kernel import cell_kernel
-from syncrep_lab.analysis.resources import cell_resources
+from syncrep_lab.analysis.kernel import FlameGraph, RoleKernel, cell_kernel
+from syncrep_lab.analysis.resources import Resources, cell_resources
+from syncrep_lab.json_form import JSON, json_value
 from syncrep_lab.stats.intervals import mean_ci
 from syncrep_lab.store import Store, StoredCell, cluster_key_text, queries
 
@@ -82,25 +83,6 @@ class WakeupCosts(TypedDict):
     per_commit: MeanCI
 
 
-class FrameShare(TypedDict):
-    """A frame's share of its role's on-CPU time: with its callees, and its own."""
-
-    frame: str
-    inclusive: float
-    self: float
-
-
-class FlameGraph(TypedDict):
-    """A role's flame graph (files named in full) and its frames' shares of its CPU."""
-
-    node: str
-    role: str
-    cpu_us: int
-    svg: str
-    folded: str
-    frames: list[FrameShare]
-
-
 class GprofFunction(TypedDict):
     """A function of a role's gprof profile: exact calls per commit (None: code not
     compiled with -pg) and its share of the role's sampled time."""
@@ -123,42 +105,54 @@ class GprofProfile(TypedDict):
     functions: list[GprofFunction]  # the hottest by self time, then the most called
 
 
-class CellCosts(TypedDict):
-    """:func:`cell_costs`: what the diagnosis, the model, observe and the report read."""
+@dataclass(frozen=True)
+class CellCosts:
+    """:func:`cell_costs`: what the diagnosis, the model, observe and the report read.
+    The figures per role and pair stay TypedDicts: they are JSON-shaped, and their
+    readers (the terminal, the report's charts) take them as they are printed."""
 
     roles: list[RoleCosts]
     waits: list[WaitShares]
     latency_breakdown: dict[str, float] | None  # latency_ms, then ms per BREAKDOWN kind
-    replication: list[dict[str, Any]]  # store.queries.ReplicationSummary's fields
+    replication: list[queries.ReplicationSummary]
     wakeups: list[WakeupCosts]
     flamegraphs: list[FlameGraph]
-    numa: list[dict[str, Any]]  # store.queries.NumaPagesMean's fields
+    # each role's share of on-CPU samples in the kernel and where (analysis/kernel.py)
+    kernel: list[RoleKernel]
+    numa: list[queries.NumaPagesMean]
     gprof: list[GprofProfile]
     anatomy: Anatomy | None  # where a commit's time goes (analysis/anatomy.py)
     probes: dict[str, list[str]]  # probe -> its outcomes ('ran', 'skipped: why', ...)
     # each disk and network interface a second of the measured repeats, and the CPU
     # quotas (analysis/resources.py)
-    disks: list[dict[str, Any]]
-    network: list[dict[str, Any]]
-    quotas: list[dict[str, Any]]
-    # each role's share of on-CPU samples in the kernel and where (analysis/kernel.py)
-    kernel: list[dict[str, Any]]
+    resources: Resources
+
+    def to_json(self) -> dict[str, JSON]:
+        """The costs as ``costs --json`` and the report print them."""
+        return {"roles": json_value(self.roles), "waits": json_value(self.waits),
+                "latency_breakdown": json_value(self.latency_breakdown),
+                "replication": [json_value(asdict(r)) for r in self.replication],
+                "wakeups": json_value(self.wakeups), "flamegraphs": json_value(self.flamegraphs),
+                "kernel": [k.to_json() for k in self.kernel],
+                "numa": [json_value(asdict(r)) for r in self.numa],
+                "gprof": json_value(self.gprof),
+                "anatomy": self.anatomy.to_json() if self.anatomy is not None else None,
+                "probes": json_value(self.probes), **self.resources.to_json()}
 
 
-class RunCellCosts(CellCosts):
+@dataclass(frozen=True)
+class RunCellCosts:
     """A done cell's costs in :func:`run_costs` (``costs --json``)."""
 
     idx: int
     label: str
     version: str
     tps_mean: float | None
+    costs: CellCosts
 
-
-def costs_json(costs: CellCosts) -> dict[str, object]:
-    """A cell's costs as ``costs --json`` and the report print them: the commit anatomy
-    in its JSON form (the rest is JSON-shaped already)."""
-    anatomy = costs["anatomy"]
-    return {**costs, "anatomy": anatomy.to_json() if anatomy is not None else None}
+    def to_json(self) -> dict[str, JSON]:
+        return {"idx": self.idx, "label": self.label, "version": self.version,
+                "tps_mean": self.tps_mean, **self.costs.to_json()}
 
 
 def _ci(values: list[float]) -> MeanCI:
@@ -328,23 +322,19 @@ def cell_costs(store: Store, cell_id: int) -> CellCosts:
                "share": {k: v / totals[(node, role)] for k, v in
                          sorted(events.items(), key=lambda kv: -kv[1])}}
               for (node, role), events in sorted(waits.items()) if totals[(node, role)]]
-    resources = cell_resources(store, cell_id)
     graphs = _flamegraphs(store, list(repeats))
-    return {"roles": roles, "waits": shares,
-            "latency_breakdown": _latency_breakdown(store, list(repeats), waits),
-            "replication": _replication(store, list(repeats)),
-            "wakeups": _wakeups(store, tps),
-            "flamegraphs": graphs,
-            "kernel": [k.json() for k in cell_kernel(graphs)],
-            "numa": _numa(store, list(repeats)),
-            "gprof": _gprof(store, repeats, roles),
-            # the repeats that have one: a run's anatomy repeat, an observe window's
-            # slices (measured, not probed: the window is all there is)
-            "anatomy": cell_anatomy(store, repeats,
-                                    store.cell(cell_id).typed_params.clients or 0),
-            "probes": {k: sorted(v) for k, v in probe_status.items()},
-            "disks": resources["disks"], "network": resources["network"],
-            "quotas": resources["quotas"]}
+    return CellCosts(
+        roles=roles, waits=shares,
+        latency_breakdown=_latency_breakdown(store, list(repeats), waits),
+        replication=(queries.replication_summary(store, list(repeats)) if repeats else []),
+        wakeups=_wakeups(store, tps), flamegraphs=graphs, kernel=cell_kernel(graphs),
+        numa=queries.numa_pages_mean(store, list(repeats)) if repeats else [],
+        gprof=_gprof(store, repeats, roles),
+        # the repeats that have one: a run's anatomy repeat, an observe window's
+        # slices (measured, not probed: the window is all there is)
+        anatomy=cell_anatomy(store, repeats, store.cell(cell_id).typed_params.clients or 0),
+        probes={k: sorted(v) for k, v in probe_status.items()},
+        resources=cell_resources(store, cell_id))
 
 
 def _wakeups(store: Store, tps: dict[int, float]) -> list[WakeupCosts]:
@@ -431,12 +421,6 @@ def _gprof(store: Store, commits: dict[int, int], roles: list[RoleCosts]
     return out
 
 
-def _numa(store: Store, repeat_ids: list[int]) -> list[dict[str, Any]]:
-    if not repeat_ids:
-        return []
-    return [asdict(r) for r in queries.numa_pages_mean(store, repeat_ids)]
-
-
 # Where a primary backend's time per transaction goes, by wait event. With no
 # think time, each pgbench connection's cycle is one transaction, so the mean
 # latency split by the share of samples in each state is time per commit.
@@ -469,12 +453,6 @@ def _latency_breakdown(store: Store, repeat_ids: list[int],
     return out
 
 
-def _replication(store: Store, repeat_ids: list[int]) -> list[dict[str, Any]]:
-    if not repeat_ids:
-        return []
-    return [asdict(r) for r in queries.replication_summary(store, repeat_ids)]
-
-
 def run_costs(folder: Path) -> list[RunCellCosts]:
     store = Store(folder, create=False)
     try:
@@ -484,8 +462,8 @@ def run_costs(folder: Path) -> list[RunCellCosts]:
             if cell.status != "done":
                 continue
             version = cluster_version(store, cell)
-            out.append({"idx": cell.idx, "label": cell.label, "version": version,
-                        "tps_mean": cell.tps_mean, **cell_costs(store, cell.id)})
+            out.append(RunCellCosts(cell.idx, cell.label, version, cell.tps_mean,
+                                    cell_costs(store, cell.id)))
         return out
     finally:
         store.close()

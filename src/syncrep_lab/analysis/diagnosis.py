@@ -33,7 +33,7 @@ from syncrep_lab.analysis.evidence import (
     share_figure,
     wait_samples,
 )
-from syncrep_lab.analysis.kernel import function_text
+from syncrep_lab.analysis.kernel import RoleKernel, function_text
 from syncrep_lab.analysis.observe import observed_cells
 from syncrep_lab.analysis.sync_walsender import choose, stored_clues, sync_shown
 from syncrep_lab.analysis.verdict import LAG_OF_LEVEL, CellDiagnosis, Verdict
@@ -61,7 +61,7 @@ class CellFacts:
     wakeups: dict[tuple[str, str, str, str], float] = field(default_factory=dict)
     # (node, role) -> {frame: share of the role's on-CPU time, inclusive}
     frames: dict[tuple[str, str], dict[str, float]] = field(default_factory=dict)
-    replication: list[dict[str, Any]] = field(default_factory=list)
+    replication: list[queries.ReplicationSummary] = field(default_factory=list)
     latency_ms: float | None = None
     # the bottleneck model's bounds, lowest first (analysis/model.py), when it has them
     bounds: list[model.Bound] = field(default_factory=list)
@@ -82,7 +82,7 @@ class CellFacts:
     disks: list[queries.DiskMeans] = field(default_factory=list)
     network: list[queries.NetMeans] = field(default_factory=list)
     # each role's kernel share of its on-CPU samples (analysis/kernel.py)
-    kernel: list[dict[str, Any]] = field(default_factory=list)
+    kernel: list[RoleKernel] = field(default_factory=list)
     # the emulated links' rates: (a, b) -> bits a second, where the link has one
     link_rates: dict[tuple[str, str], int] = field(default_factory=dict)
     # the primary's interface to each peer it has a link to (to-b; l3-... where long)
@@ -167,7 +167,7 @@ def _sync_walsender(store: Store, cell: StoredCell, facts: CellFacts) -> str | N
     hold of each of the primary's walsenders."""
     senders = [r for (n, r) in facts.roles if n == "primary" and r.startswith("walsender:")]
     # the replication samples as cell_costs read them (every repeat of the cell)
-    shown = sync_shown((r["standby"], r["states"]) for r in facts.replication)
+    shown = sync_shown((r.standby, r.states) for r in facts.replication)
     clues = dataclasses.replace(
         stored_clues(store, cell, senders, shown),
         releases=facts.anatomy.releases if facts.anatomy is not None else (),
@@ -511,15 +511,15 @@ def rule_kernel_heavy(facts: CellFacts) -> Verdict | None:
     name = "most of a role's CPU is in the kernel"
     path = {("primary", "backend"), *((("primary", facts.sync_walsender),)
                                       if facts.sync_walsender else ())}
-    heavy = [k for k in facts.kernel if (k["node"], k["role"]) in path
-             and k["kernel_share"] >= KERNEL_HEAVY and k["top"]]
+    heavy = [k for k in facts.kernel if (k.node, k.role) in path
+             and k.kernel_share >= KERNEL_HEAVY and k.top]
     if not heavy:
         return None
     told = "; ".join(
-        f"{k['role']} {100 * k['kernel_share']:.0f} % ("
-        + ", ".join(function_text(f) for f in k["top"][:3]) + ")" for k in heavy)
+        f"{k.role} {100 * k.kernel_share:.0f} % ("
+        + ", ".join(function_text(f) for f in k.top[:3]) + ")" for k in heavy)
     evidence: dict[str, float | str] = {
-        f"{k['role']}_kernel_share": round(k["kernel_share"], 3) for k in heavy}
+        f"{k.role}_kernel_share": round(k.kernel_share, 3) for k in heavy}
     return Verdict(
         name, "low", f"of their on-CPU samples, in the kernel: {told}", evidence,
         ["the kernel's time follows the system calls per commit (costs): fewer wake-ups "
@@ -685,15 +685,15 @@ def rule_standby_or_network(facts: CellFacts) -> Verdict | None:
     name = "network or standby flush/apply bound"
     if facts.synchronous_commit not in WAITING_LEVELS:
         return None
-    sync = [r for r in facts.replication if "sync" in str(r.get("states", "")).split(",")
-            or str(r.get("states")) == "quorum"]
-    lag_key = LAG_OF_LEVEL[facts.synchronous_commit]
-    lags = [float(r[lag_key]) for r in sync if r.get(lag_key) is not None]
+    sync = [r for r in facts.replication if "sync" in str(r.states).split(",")
+            or str(r.states) == "quorum"]
+    lag_key = LAG_OF_LEVEL[facts.synchronous_commit]  # a ReplicationSummary field
+    lags = [float(lag) for r in sync if (lag := getattr(r, lag_key)) is not None]
     if not sync or not lags or not facts.latency_ms:
         return Verdict(name, "unknown",
                        "cannot judge: no per-standby lag was sampled (pg_stat_replication "
                        "reports lags from PostgreSQL 10; or the replication sampler was off)")
-    standby = str(sync[0]["standby"])
+    standby = sync[0].standby
     lag = min(lags)
     share = lag / facts.latency_ms
     evidence: dict[str, float | str] = {"standby": standby, f"{lag_key[:-3]}_lag_ms": round(lag, 3),
@@ -813,27 +813,27 @@ def cell_facts(store: Store, cell: StoredCell, cpus: int) -> CellFacts:
     costs = cell_costs(store, cell.id)
     repeats = store.repeats(cell.id)
     params = cell.params
-    perf = costs["probes"].get("perf", [])
+    perf = costs.probes.get("perf", [])
     perf_missing = None if any(s == "ran" for s in perf) else ("; ".join(perf) or
                                                                "no perf data stored")
-    lb = costs["latency_breakdown"]
+    lb = costs.latency_breakdown
     facts = CellFacts(
         wakeups={(w["waker_node"], w["waker_role"], w["wakee_node"], w["wakee_role"]):
-                 float(w["per_commit"]["mean"] or 0.0) for w in costs["wakeups"]},
+                 float(w["per_commit"]["mean"] or 0.0) for w in costs.wakeups},
         frames={(g["node"], g["role"]): {f["frame"]: f["inclusive"] for f in g["frames"]}
-                for g in costs["flamegraphs"]},
-        replication=costs["replication"],
+                for g in costs.flamegraphs},
+        replication=costs.replication,
         latency_ms=(float(lb["latency_ms"]) if lb else
                     float(cell.lat_mean_ms) if cell.lat_mean_ms is not None else None),
         version=cluster_version(store, cell),
         label=cell.label, tps=float(cell.tps_mean or 0.0), clients=int(params["clients"]),
         synchronous_commit=str(params["synchronous_commit"]), cpus=cpus,
-        roles={(r["node"], r["role"]): r for r in costs["roles"]},
-        waits={(w["node"], w["role"]): w["share"] for w in costs["waits"]},
+        roles={(r["node"], r["role"]): r for r in costs.roles},
+        waits={(w["node"], w["role"]): w["share"] for w in costs.waits},
         perf_missing=perf_missing,
         hosts=_host_load(store, cell.id),
-        anatomy=costs["anatomy"],
-        kernel=costs["kernel"],
+        anatomy=costs.anatomy,
+        kernel=costs.kernel,
         wait_repeats=wait_samples(store, [r.id for r in repeats if r.probed]),
         busy_spread=busy_spread(store, {r.id: (int(r.transactions), float(r.tps))
                                         for r in repeats if not r.probed}),
@@ -876,7 +876,7 @@ def _anatomy_growth(this: tuple[StoredCell, Anatomy],
     but the clients) at its fewest clients."""
     cell, anatomy = this
 
-    def others(c: StoredCell) -> dict[str, Any]:
+    def others(c: StoredCell) -> dict[str, object]:
         return {k: v for k, v in c.params.items() if k != "clients"}
 
     clients = cell.typed_params.clients or 0

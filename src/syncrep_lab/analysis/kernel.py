@@ -15,10 +15,12 @@ without entering the kernel: they count as the process's own time.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
+
+from syncrep_lab.json_form import JSON
 
 KERNEL = "_[k]"
 # the C library's system call wrappers, as perf names them when their names carry no
@@ -35,6 +37,26 @@ WRAPPERS = frozenset({
     "drain"})
 TOP = 5  # kernel functions shown per role
 VDSO = "__vdso_"
+
+
+class FrameShare(TypedDict):
+    """A frame's share of its role's on-CPU time: with its callees, and its own."""
+
+    frame: str
+    inclusive: float
+    self: float
+
+
+class FlameGraph(TypedDict):
+    """A role's flame graph (files named in full) and its frames' shares of its CPU, as
+    analysis/costs.py reads them from the store: the folded stacks read here."""
+
+    node: str
+    role: str
+    cpu_us: int
+    svg: str
+    folded: str
+    frames: list[FrameShare]
 
 
 def in_kernel(frame: str) -> bool:
@@ -57,17 +79,17 @@ class RoleKernel:
     kernel_share: float  # of it, the stacks that ended in the kernel
     top: list[KernelFunction]
 
-    def json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, JSON]:
         return {"node": self.node, "role": self.role, "samples": self.samples,
                 "kernel_share": self.kernel_share,
                 "top": [{"function": f.function, "caller": f.caller, "share": f.share}
                         for f in self.top]}
 
 
-def function_text(f: Mapping[str, Any]) -> str:
+def function_text(f: KernelFunction) -> str:
     """A top kernel function as costs and diagnose say it: ``function ← caller 24 %``."""
-    caller = f" ← {f['caller']}" if f["caller"] else ""
-    return f"{f['function']}{caller} {100 * f['share']:.0f} %"
+    caller = f" ← {f.caller}" if f.caller else ""
+    return f"{f.function}{caller} {100 * f.share:.0f} %"
 
 
 def _caller(frames: list[str]) -> str:
@@ -100,7 +122,7 @@ def role_kernel(node: str, role: str, folded: str, top: int = TOP) -> RoleKernel
                       [KernelFunction(f, c, n / total) for (f, c), n in ended.most_common(top)])
 
 
-def cell_kernel(flamegraphs: Sequence[Mapping[str, Any]]) -> list[RoleKernel]:
+def cell_kernel(flamegraphs: Sequence[FlameGraph]) -> list[RoleKernel]:
     """Each role's kernel share, from the folded files of a cell's flame graphs (its
     last probed repeat's; analysis/costs.py), but the all-processes graph."""
     out = []

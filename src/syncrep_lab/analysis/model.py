@@ -57,10 +57,10 @@ import math
 import random
 import warnings
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from syncrep_lab import format as fmt
 from syncrep_lab.analysis.anatomy import WAIT_PARTS, Anatomy, PerCommit, cell_anatomy
@@ -71,6 +71,10 @@ from syncrep_lab.pg.replication import WAITING_LEVELS
 from syncrep_lab.pg.roles import CLIENT_PROGRAMS
 from syncrep_lab.stats.intervals import mean_ci
 from syncrep_lab.store import Store, StoredCell, queries
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 # Roles that are one process each: each of them is a serial point.
 SINGLE = ("walsender", "walwriter", "walreceiver", "startup", "checkpointer", "bgwriter")
@@ -656,7 +660,11 @@ def _measured(cell: StoredCell) -> Interval | None:
 # --- the Universal Scalability Law ---------------------------------------------------------
 
 
-def usl(n: Any, lam: float, sigma: float, kappa: float) -> Any:
+# X(N) at one N, or at each of an array of them (scipy's curve_fit passes its x)
+Concurrency = TypeVar("Concurrency", float, "npt.NDArray[np.float64]")
+
+
+def usl(n: Concurrency, lam: float, sigma: float, kappa: float) -> Concurrency:
     return lam * n / (1 + sigma * (n - 1) + kappa * n * (n - 1))
 
 
@@ -754,13 +762,20 @@ def cell_demands(store: Store, cell_id: int) -> Demands:
     return demands
 
 
+def machine_cpus(machine: Mapping[str, JSON]) -> float:
+    """The CPUs a run's machine record (run/machine.machine_metadata) says the run
+    could use: its usable ones, else its count, else 1."""
+    cpus: Any = machine.get("cpus_usable") or machine.get("cpu_count") or 1
+    return float(cpus)
+
+
 def cell_model(store: Store, cell: StoredCell, by_series: dict[str, dict[int, StoredCell]],
-               machine: dict[str, Any], *, cores: float | None = None,
+               machine: Mapping[str, JSON], *, cores: float | None = None,
                clients: int | None = None) -> CellModel:
     params, p = cell.params, cell.typed_params
     n_clients = p.clients or 1
     threads = p.threads or 1
-    cpus = float(machine.get("cpus_usable") or machine.get("cpu_count") or 1)
+    cpus = machine_cpus(machine)
     server_cores = p.cores
     demands = cell_demands(store, cell.id)
     one = by_series[_series_key(params, "clients")].get(1)
@@ -972,7 +987,7 @@ def _primary_settings_but(store: Store, cell: StoredCell, name: str) -> dict[str
 
 
 def delayed_from(store: Store, cell: StoredCell, cells: list[StoredCell],
-                 machine: dict[str, Any]) -> DelayedFrom | None:
+                 machine: Mapping[str, JSON]) -> DelayedFrom | None:
     """A cell whose sync walsender spends d µs more on each waiter it frees (the slowed
     build's synchronous_release_delay_us), predicted from the cell that differs only in
     having it 0: that cell's demands with the walsender's raised by d times the waiters
@@ -1008,8 +1023,7 @@ def delayed_from(store: Store, cell: StoredCell, cells: list[StoredCell],
     added = delay * float(freed)
     demands[sender] = (Interval(d.mean + added, d.low + added, d.high + added), source,
                        processes)
-    found = bounds(demands, cpus=float(machine.get("cpus_usable") or
-                                       machine.get("cpu_count") or 1),
+    found = bounds(demands, cpus=machine_cpus(machine),
                    clients=cell.typed_params.clients or 1,
                    threads=cell.typed_params.threads or 1, r1_ms=None, r1_source="")
     lowest = min((b for b in found if b.kind != "clients"), key=lambda b: b.max_tps.mean)

@@ -21,7 +21,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Protocol, TypeVar
 
 from syncrep_lab import format as fmt
 from syncrep_lab.analysis.sync_walsender import choose, stored_clues
@@ -239,19 +239,32 @@ def dominant_words(split: NoiseSplit) -> str | None:
     return words
 
 
-def noise_lines(rows: Sequence[dict[str, Any]]) -> list[tuple[str, NoiseSplit]]:
+class NoisyRow(Protocol):
+    """What the lines below read of a row (analysis/cells.py's CellRow, which reads this
+    module's noise into its rows: a protocol, not an import back)."""
+
+    @property
+    def cell(self) -> StoredCell: ...
+    @property
+    def noise(self) -> CellNoise | None: ...
+
+
+Row = TypeVar("Row", bound=NoisyRow)
+
+
+def noise_lines(rows: Sequence[NoisyRow]) -> list[tuple[str, NoiseSplit]]:
     """Where the run's noise sits, as (whose, split): one for the run when its cells
     agree (their parts pooled: the same part dominates in each, or none can be split),
     else one per cell."""
-    cells = [(r, r["noise"].split) for r in rows
-             if r["status"] == "done" and r.get("noise") and r["noise"].split.repeats]
+    cells = [(r, r.noise.split) for r in rows
+             if r.cell.status == "done" and r.noise and r.noise.split.repeats]
     if not cells:
         return []
     if len(cells) > 1 and len({s.dominant for _, s in cells}) == 1:
         pooled = pooled_split([s for _, s in cells])
         if pooled is not None:
             return [(f"{len(cells)} cells", pooled)]
-    return [(f"cell {r['idx']}", s) for r, s in cells]
+    return [(f"cell {r.cell.idx}", s) for r, s in cells]
 
 
 def walsender_words(walsender: WalsenderNoise | None) -> str | None:
@@ -274,14 +287,14 @@ def walsender_words(walsender: WalsenderNoise | None) -> str | None:
             f"commits)").replace("r = -", "r = −")
 
 
-def walsender_lines(rows: Sequence[dict[str, Any]]) -> list[tuple[dict[str, Any], str]]:
+def walsender_lines(rows: Sequence[Row]) -> list[tuple[Row, str]]:
     """(row, words) of each finished cell whose sync walsender's wait for a core explains
     part of its repeats' spread (:func:`walsender_words`)."""
-    return [(r, words) for r in rows if r["status"] == "done" and r.get("noise")
-            and (words := walsender_words(r["noise"].walsender))]
+    return [(r, words) for r in rows if r.cell.status == "done" and r.noise
+            and (words := walsender_words(r.noise.walsender))]
 
 
-def budget_sentences(rows: Sequence[dict[str, Any]]) -> list[str]:
+def budget_sentences(rows: Sequence[NoisyRow]) -> list[str]:
     """What dominates the noise and what that means for the budget: a sentence per
     line of :func:`noise_lines`, then one per cell whose sync walsender's wait for a
     core explains part of the spread (:func:`walsender_lines`); the report's Method."""
@@ -302,6 +315,6 @@ def budget_sentences(rows: Sequence[dict[str, Any]]) -> list[str]:
         out.append(f"{who[0].upper()}{who[1:]}: {dominant_words(split)} "
                    f"({100 * share:.0f} % of a repeat's variance); {advice}"
                    + (f"; here {length}" if length else "") + ".")
-    out += [f"Cell {r['idx']} {r['label']}: {words[0].upper()}{words[1:]}."
+    out += [f"Cell {r.cell.idx} {r.cell.label}: {words[0].upper()}{words[1:]}."
             for r, words in walsender_lines(rows)]
     return out

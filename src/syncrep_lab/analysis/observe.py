@@ -23,7 +23,7 @@ verdicts rest on instead.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -209,7 +209,15 @@ def _sync_standbys(replication: Sequence[ReplicationSummary]) -> list[str]:
             if {"sync", "quorum"} & set(str(r.states or "").split(","))]
 
 
-def observation(store: Store, cell: StoredCell, machine: dict[str, Any]) -> Observation:
+def _usable(machine: Mapping[str, JSON]) -> float | None:
+    """The machine record's usable CPUs, None where it has none (a count, as stored:
+    not made a float, so the JSON prints it as it was)."""
+    stored: Any = machine.get("cpus_usable")
+    cpus: float | None = stored
+    return cpus
+
+
+def observation(store: Store, cell: StoredCell, machine: Mapping[str, JSON]) -> Observation:
     """Every figure of the answer for one observe cell, and its verdicts."""
     cell_id = cell.id
     params = cell.params
@@ -218,15 +226,15 @@ def observation(store: Store, cell: StoredCell, machine: dict[str, Any]) -> Obse
     seconds = sums["seconds"] or 1e-9
     rate = sums["writes"] / seconds
     version = cluster_version(store, cell)
-    shares = {(w["node"], w["role"]): w for w in costs["waits"]}
+    shares = {(w["node"], w["role"]): w for w in costs.waits}
     backend = shares.get(("primary", "backend"))
     waits_known = not version.startswith("9.")
     sync_share = (float(backend["share"].get("IPC:SyncRep", 0.0))
                   if backend is not None and waits_known else None)
     built = model.cell_model(store, cell, model.series_index([cell]), machine)
     bounds = {b.resource: b for b in built.bounds}
-    roles = {(r["node"], r["role"]): r for r in costs["roles"]}
-    replication = tuple(ReplicationSummary(**r) for r in costs["replication"])
+    roles = {(r["node"], r["role"]): r for r in costs.roles}
+    replication = tuple(costs.replication)
     walsenders = []
     for name in _sync_standbys(replication):
         role = roles.get(("primary", f"walsender:{name}"))
@@ -261,13 +269,13 @@ def observation(store: Store, cell: StoredCell, machine: dict[str, Any]) -> Obse
         state_changes=tuple(_state_changes(store, cell_id)),
         lowest_bound=lowest,
         headroom=lowest.max_tps.mean / rate if lowest and rate > 0 else None,
-        cpus=built.cpus if built.bounds else machine.get("cpus_usable"),
+        cpus=built.cpus if built.bounds else _usable(machine),
         cpu_note=sums["cpu_note"],
         own=ObserverCost((sums["own_cpu_ms"] / 1000.0 / seconds
                           if sums["own_cpu_ms"] is not None else None),
                          sums["own_queries"] / seconds),
         notes=tuple(cell.notes),
-        anatomy=costs["anatomy"])
+        anatomy=costs.anatomy)
     return dataclasses.replace(found, verdicts=tuple(verdicts(found)))
 
 
@@ -419,7 +427,7 @@ def _waiting(o: Observation, share: float, busiest: Busiest | None,
                    "(flame graphs, wake-ups per commit)"])
 
 
-def observed_cells(store: Store, run_id: int, machine: dict[str, Any]
+def observed_cells(store: Store, run_id: int, machine: Mapping[str, JSON]
                    ) -> list[CellDiagnosis]:
     """An observe run's windows as the diagnosis gives a run's cells (``diagnose``, the
     report): each one's verdicts, with its observation."""

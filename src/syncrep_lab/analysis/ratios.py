@@ -40,12 +40,13 @@ from typing import Any
 from syncrep_lab.analysis.compare import AnatomyComparison, cell_anatomy_comparison, run_drift
 from syncrep_lab.analysis.noise import RESUMED_GAP_S
 from syncrep_lab.json_form import JSON
+from syncrep_lab.plan.spec import Scalar
 from syncrep_lab.stats.intervals import detectable_effect, ratio_ci, rounds_for
 from syncrep_lab.stats.pairing import baselines, by_round, paired, rows_per_second
 from syncrep_lab.store import Store, StoredRepeat, StoredRun, cluster_key_text, with_defaults
 
 
-def stored_rules(run: StoredRun) -> tuple[list[dict[str, Any]], float, float | None]:
+def stored_rules(run: StoredRun) -> tuple[list[dict[str, Scalar]], float, float | None]:
     """The baseline rules, the confidence and the interval target of a run's stored spec
     (none, 0.95 and None when it no longer loads: the run still has its figures). The
     rules are the spec's ``[compare]`` over its matrix, as the plan's parser read it."""

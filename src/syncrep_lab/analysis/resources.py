@@ -4,12 +4,13 @@ repeats (run/io_watch.py), and each CPU quota a placement set (placement/quota.p
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
 
+from syncrep_lab.json_form import JSON
 from syncrep_lab.store import Store, queries
 
 
-def quota_json(q: queries.QuotaMeans) -> dict[str, Any]:
+def quota_json(q: queries.QuotaMeans) -> dict[str, JSON]:
     """A role's CPU quota as ``results --json`` and the report show it."""
     return {"instance": q.instance, "node": q.node, "role": q.role, "share": q.share,
             "quota_us": q.quota_us, "period_us": q.period_us, "repeats": q.repeats,
@@ -21,28 +22,75 @@ def _per_s(value: float, seconds: float) -> float | None:
     return value / seconds if seconds > 0 else None
 
 
-def disk_json(d: queries.DiskMeans) -> dict[str, Any]:
+@dataclass(frozen=True)
+class DiskRates:
     """A block device over the cell's measured repeats, a second of them ("host" "" is
-    this machine)."""
-    return {"host": d.host, "device": d.device, "repeats": d.repeats,
-            "read_mb_s": _per_s(d.read_bytes / 1e6, d.seconds),
-            "write_mb_s": _per_s(d.write_bytes / 1e6, d.seconds),
-            "ios_s": _per_s(d.reads + d.writes, d.seconds), "busy_share": d.busy_share}
+    this machine); None where the counters ran over no time."""
+
+    host: str
+    device: str
+    repeats: int
+    read_mb_s: float | None
+    write_mb_s: float | None
+    ios_s: float | None
+    busy_share: float | None
+
+    @classmethod
+    def of(cls, d: queries.DiskMeans) -> DiskRates:
+        return cls(d.host, d.device, d.repeats, _per_s(d.read_bytes / 1e6, d.seconds),
+                   _per_s(d.write_bytes / 1e6, d.seconds),
+                   _per_s(d.reads + d.writes, d.seconds), d.busy_share)
+
+    def to_json(self) -> dict[str, JSON]:
+        return {"host": self.host, "device": self.device, "repeats": self.repeats,
+                "read_mb_s": self.read_mb_s, "write_mb_s": self.write_mb_s,
+                "ios_s": self.ios_s, "busy_share": self.busy_share}
 
 
-def net_json(n: queries.NetMeans) -> dict[str, Any]:
+@dataclass(frozen=True)
+class NetRates:
     """A network interface over the cell's measured repeats, a second of them (node ""
     is the host's own namespace; a node's to-PEER its emulated link to PEER)."""
-    return {"host": n.host, "instance": n.instance, "node": n.node,
-            "interface": n.interface, "repeats": n.repeats,
-            "rx_mb_s": _per_s(n.rx_bytes / 1e6, n.seconds),
-            "tx_mb_s": _per_s(n.tx_bytes / 1e6, n.seconds),
-            "rx_packets_s": _per_s(n.rx_packets, n.seconds),
-            "tx_packets_s": _per_s(n.tx_packets, n.seconds)}
+
+    host: str
+    instance: int
+    node: str
+    interface: str
+    repeats: int
+    rx_mb_s: float | None
+    tx_mb_s: float | None
+    rx_packets_s: float | None
+    tx_packets_s: float | None
+
+    @classmethod
+    def of(cls, n: queries.NetMeans) -> NetRates:
+        return cls(n.host, n.instance, n.node, n.interface, n.repeats,
+                   _per_s(n.rx_bytes / 1e6, n.seconds), _per_s(n.tx_bytes / 1e6, n.seconds),
+                   _per_s(n.rx_packets, n.seconds), _per_s(n.tx_packets, n.seconds))
+
+    def to_json(self) -> dict[str, JSON]:
+        return {"host": self.host, "instance": self.instance, "node": self.node,
+                "interface": self.interface, "repeats": self.repeats,
+                "rx_mb_s": self.rx_mb_s, "tx_mb_s": self.tx_mb_s,
+                "rx_packets_s": self.rx_packets_s, "tx_packets_s": self.tx_packets_s}
 
 
-def cell_resources(store: Store, cell_id: int) -> dict[str, list[dict[str, Any]]]:
-    """The disks, the network and the quotas of one cell, as JSON."""
-    return {"disks": [disk_json(d) for d in queries.disk_means(store, cell_id)],
-            "network": [net_json(n) for n in queries.net_means(store, cell_id)],
-            "quotas": [quota_json(q) for q in queries.quota_means(store, cell_id)]}
+@dataclass(frozen=True)
+class Resources:
+    """The disks, the network and the CPU quotas of one cell."""
+
+    disks: list[DiskRates]
+    network: list[NetRates]
+    quotas: list[queries.QuotaMeans]
+
+    def to_json(self) -> dict[str, JSON]:
+        return {"disks": [d.to_json() for d in self.disks],
+                "network": [n.to_json() for n in self.network],
+                "quotas": [quota_json(q) for q in self.quotas]}
+
+
+def cell_resources(store: Store, cell_id: int) -> Resources:
+    """The disks, the network and the quotas of one cell."""
+    return Resources([DiskRates.of(d) for d in queries.disk_means(store, cell_id)],
+                     [NetRates.of(n) for n in queries.net_means(store, cell_id)],
+                     queries.quota_means(store, cell_id))

@@ -27,11 +27,31 @@ class Knee(TypedDict):
     gain_after: float
 
 
+class LevelPoint(TypedDict):
+    """A client count of a level: the cell's mean TPS and latencies."""
+
+    clients: int
+    tps: float | None
+    p99_ms: float | None
+    mean_ms: float | None
+
+
 class Level(TypedDict):
     """One synchronous_commit level of a series: TPS and latency by clients."""
 
-    points: list[dict[str, Any]]  # clients, tps, p99_ms, mean_ms
+    points: list[LevelPoint]
     knee: Knee | None
+
+
+class LocalRatio(TypedDict):
+    """A client count's TPS against local's (stats/pairing.ratio_of)."""
+
+    clients: int
+    ratio: float
+    low: float | None
+    high: float | None
+    rounds: int | None  # the rounds paired; None: the ratio of the means
+    paired: bool
 
 
 class Series(TypedDict):
@@ -39,17 +59,37 @@ class Series(TypedDict):
 
     series: str  # the other axes' values, or "all cells"
     levels: dict[str, Level]
-    # level -> each client count's ratio to local (stats/pairing.ratio_of's fields)
-    ratios_to_local: dict[str, list[dict[str, Any]]]
+    # level -> each client count's ratio to local
+    ratios_to_local: dict[str, list[LocalRatio]]
+
+
+class CorePoint(TypedDict):
+    """A core count of a group: its cell's mean TPS and 95 % interval."""
+
+    cores: int
+    tps: float
+    low: float | None
+    high: float | None
+
+
+class CoreKnee(TypedDict):
+    cores: int  # the count after which more cores add less than KNEE_GAIN
+    tps: float
+    gain_after: float
+
+
+class CoreBest(TypedDict):
+    cores: int
+    tps: float
 
 
 class CoreSweep(TypedDict):
     """:func:`core_sweep`'s group of cells that differ only in ``cores``."""
 
     series: str
-    points: list[dict[str, Any]]  # cores, tps, low, high
-    knee: dict[str, Any] | None  # cores, tps, gain_after
-    best: dict[str, Any]  # cores, tps
+    points: list[CorePoint]
+    knee: CoreKnee | None
+    best: CoreBest
     more_is_worse: bool
 
 
@@ -96,22 +136,25 @@ def scaling(folder: Path) -> list[Series]:
         for level, by_clients in levels.items():
             points = [(c, float(v["tps"])) for c, v in sorted(by_clients.items())]
             entry["levels"][level] = {
-                "points": [{"clients": c, **{k: v for k, v in by_clients[c].items()
-                                             if k != "tps_repeats"}} for c, _ in points],
+                "points": [{"clients": c, "tps": by_clients[c]["tps"],
+                            "p99_ms": by_clients[c]["p99_ms"],
+                            "mean_ms": by_clients[c]["mean_ms"]} for c, _ in points],
                 "knee": knee(points),
             }
         local = levels.get("local", {})
         for level, by_clients in levels.items():
             if level == "local":
                 continue
-            ratios = []
+            ratios: list[LocalRatio] = []
             for clients, v in sorted(by_clients.items()):
                 base = local.get(clients)
                 if base is None or not base["tps_repeats"] or not v["tps_repeats"]:
                     continue
                 r = ratio_of(v["tps_repeats"], base["tps_repeats"])
                 assert r is not None
-                ratios.append({"clients": clients, **r})
+                ratios.append({"clients": clients, "ratio": r["ratio"], "low": r["low"],
+                               "high": r["high"], "rounds": r["rounds"],
+                               "paired": r["paired"]})
             if ratios:
                 entry["ratios_to_local"][level] = ratios
         out.append(entry)

@@ -539,8 +539,8 @@ def _gprof(store: Store, stock: StoredCell, patched: StoredCell) -> list[GprofRo
     probed = [r.id for c in (stock, patched) for r in store.repeats(c.id) if r.probed]
     if not probed or not queries.gprof_of(store, probed)[0]:
         return None
-    ga = {(g["node"], g["role"]): g for g in cell_costs(store, stock.id)["gprof"]}
-    gb = {(g["node"], g["role"]): g for g in cell_costs(store, patched.id)["gprof"]}
+    ga = {(g["node"], g["role"]): g for g in cell_costs(store, stock.id).gprof}
+    gb = {(g["node"], g["role"]): g for g in cell_costs(store, patched.id).gprof}
     out = []
     for key in sorted(ga.keys() & gb.keys()):
         calls_a = {f["function"]: f["calls_per_commit"] for f in ga[key]["functions"]}

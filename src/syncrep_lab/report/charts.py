@@ -18,7 +18,7 @@ from typing import Any, TypeAlias, TypedDict
 
 from syncrep_lab.analysis.anatomy import DISTRIBUTION_BINS
 from syncrep_lab.analysis.costs import KEY_SYSCALLS
-from syncrep_lab.analysis.scaling import Series
+from syncrep_lab.analysis.scaling import LocalRatio, Series
 from syncrep_lab.json_form import JSON
 from syncrep_lab.pg.replication import level_rank
 from syncrep_lab.report.data import SHAPE_AXES, ReportData
@@ -206,7 +206,7 @@ def latency(rows: Rows) -> Chart | None:
         "cell", "latency (ms, log scale)", yaxis={"type": "log", "rangemode": "normal"}))
 
 
-def _error_y(ratios: list[dict[str, Any]]) -> dict[str, Any]:
+def _error_y(ratios: Sequence[LocalRatio]) -> dict[str, Any]:
     return {"type": "data", "visible": True, "symmetric": False,
             "array": [(r["high"] - r["ratio"]) if r["high"] is not None else 0
                       for r in ratios],

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from syncrep_lab.analysis import model as bound_model
-from syncrep_lab.analysis.cells import cell_rows, row_json
-from syncrep_lab.analysis.costs import CellCosts, RunCellCosts, costs_json, run_costs
+from syncrep_lab.analysis.cells import CellRow, RowSummary, TopCost, cell_rows
+from syncrep_lab.analysis.costs import CellCosts, RunCellCosts, run_costs
 from syncrep_lab.analysis.diagnosis import (
     confidence_text,
     diagnose_run,
@@ -93,66 +93,70 @@ def _measured_tps(store: Store, cell_id: int) -> list[tuple[int | None, float]]:
     return [(r.round, float(r.tps)) for r in store.repeats(cell_id) if not r.probed]
 
 
-def _top_cost(cost: CellCosts | None) -> dict[str, Any] | None:
+def _top_cost(cost: CellCosts | None) -> TopCost | None:
     """The role whose CPU per commit is the largest: where a commit's CPU goes first."""
     if not cost:
         return None
-    best: dict[str, Any] | None = None
-    for role in cost["roles"]:
+    best: TopCost | None = None
+    for role in cost.roles:
         mean = role["cpu_us_per_commit"]["mean"]
-        if mean is not None and (best is None or mean > best["cpu_us"]):
-            best = {"node": role["node"], "role": role["role"], "cpu_us": mean,
-                    "source": role["cpu_source"]}
+        if mean is not None and (best is None or mean > best.cpu_us):
+            best = TopCost(role["node"], role["role"], mean, role["cpu_source"])
     return best
 
 
+def _batch(c: CellRow) -> int:
+    """Rows per transaction: the batch axis (1 without one)."""
+    batch: Any = c.cell.params.get("batch")
+    return int(batch or 1)
+
+
 def cell_summaries(folder: Path, costs: dict[int, RunCellCosts] | None = None,
-                   diagnosed: Sequence[CellDiagnosis] | None = None
-                   ) -> list[dict[str, object]]:
+                   diagnosed: Sequence[CellDiagnosis] | None = None) -> list[CellRow]:
     """One row per cell: the results, its verdicts and its largest cost per commit.
 
     This is what ``results --json`` prints and what the report's tables show: the
     verdicts in their JSON form, made here. ``costs`` (``run_costs`` by cell index) and
     ``diagnosed`` (``diagnose_run``) are computed here unless given.
     """
-    rows = cell_rows(folder)
     by_idx = {c.idx: c for c in (diagnose_run(folder) if diagnosed is None else diagnosed)}
     if costs is None:
-        costs = {c["idx"]: c for c in run_costs(folder)}
-    for row in rows:
-        cell = by_idx.get(row["idx"])
-        row["verdicts"] = [v.to_json() for v in cell.verdicts] if cell else []
-        row["ceiling"] = cell.ceiling if cell else None
-        row["limit"] = leading_title(cell.verdicts) if cell else ""
-        row["top_cost"] = _top_cost(costs.get(row["idx"]))
+        costs = {c.idx: c for c in run_costs(folder)}
+    rows = []
+    for row in cell_rows(folder):
+        cell = by_idx.get(row.cell.idx)
+        rows.append(row.summed(RowSummary(
+            verdicts=cell.verdicts if cell else (), ceiling=cell.ceiling if cell else None,
+            limit=leading_title(cell.verdicts) if cell else "",
+            top_cost=_top_cost(c.costs if (c := costs.get(row.cell.idx)) else None))))
     return rows
 
 
-def _verdict(cells: list[dict[str, Any]], diagnosed: Sequence[CellDiagnosis],
+def _verdict(cells: list[CellRow], diagnosed: Sequence[CellDiagnosis],
              series: list[Series]) -> dict[str, Any]:
     """The first thing a reader sees: the ceiling, the best configuration, the limit,
     what to try next."""
-    done = [c for c in cells if c["status"] == "done" and c["tps_mean"] is not None]
+    done = [c for c in cells if c.cell.status == "done" and c.cell.tps_mean is not None]
     if not done:
         return {"missing": "no cell finished, so there is nothing to conclude yet"}
-    sync = [c for c in done if _is_sync_cell(c["params"])]
+    sync = [c for c in done if _is_sync_cell(c.cell.params)]
     pool = sync or done
     # Rows, not transactions: a transaction of 10 inserts carries 10 rows, and the
     # batch axis is one of the seed's remedies.
-    best = max(pool, key=lambda c: float(c["tps_mean"]) * int(c["params"].get("batch") or 1))
-    verdicts = next((d.verdicts for d in diagnosed if d.idx == best["idx"]), ())
+    best = max(pool, key=lambda c: (c.cell.tps_mean or 0.0) * _batch(c))
+    verdicts = next((d.verdicts for d in diagnosed if d.idx == best.cell.idx), ())
     lead = leading_verdict(verdicts)
     out: dict[str, Any] = {
         "sync_cells": len(sync),
-        "best": {"idx": best["idx"], "label": best["label"], "tps": best["tps_mean"],
-                 "batch": int(best["params"].get("batch") or 1),
-                 "ci_low": best["tps_ci_low"], "ci_high": best["tps_ci_high"],
-                 "p99_ms": best["lat_p99_ms"], "synchronous": bool(sync)},
+        "best": {"idx": best.cell.idx, "label": best.cell.label, "tps": best.cell.tps_mean,
+                 "batch": _batch(best),
+                 "ci_low": best.cell.tps_ci_low, "ci_high": best.cell.tps_ci_high,
+                 "p99_ms": best.cell.lat_p99_ms, "synchronous": bool(sync)},
         "limit": lead.to_json() if lead else None,
         "limit_confidence": confidence_text(lead) if lead else "",
         # verdicts whose evidence reaches the same level: the noise cannot tell them apart
         "tied": [verdict_title(t) for t in tied_with_lead(verdicts)],
-        "ceiling": best.get("ceiling"),
+        "ceiling": best.summary.ceiling if best.summary else None,
         "next_steps": list(lead.next_steps) if lead else [],
     }
     knees = []
@@ -161,7 +165,7 @@ def _verdict(cells: list[dict[str, Any]], diagnosed: Sequence[CellDiagnosis],
             if level in WAITING_LEVELS and lv["knee"]:
                 knees.append({"series": entry["series"], "level": level, **lv["knee"]})
     out["knees"] = knees
-    ratios = [{"series": e["series"], "level": level, **r}
+    ratios: list[dict[str, Any]] = [{"series": e["series"], "level": level, **r}
               for e in series for level, rs in e["ratios_to_local"].items()
               if level in WAITING_LEVELS for r in rs]
     out["price"] = max(ratios, key=lambda r: r["clients"]) if ratios else None
@@ -278,7 +282,7 @@ def _flamegraph_images(folder: Path, cost: CellCosts | None,
     Those of the commit path's two ends (the primary's backends, the walsender of a
     synchronous standby) and of the whole machine are shown open, the rest folded."""
     out = []
-    for g in cost["flamegraphs"] if cost else []:
+    for g in cost.flamegraphs if cost else []:
         svg = Path(g["svg"])
         opened = (g["role"] in ("backend", "all")
                   or (g["node"] == "primary"
@@ -310,7 +314,7 @@ def _baseline(axis: str, values: set[Any]) -> Any:
     return None
 
 
-def seed_side_by_side(spec: Mapping[str, object], summaries: Sequence[Mapping[str, object]],
+def seed_side_by_side(spec: Mapping[str, object], cells: Sequence[CellRow],
                       measured: Callable[[int], list[tuple[int | None, float]]]
                       ) -> dict[str, JSON]:
     """The spec's reference figures next to this run's, and their ratios.
@@ -321,7 +325,6 @@ def seed_side_by_side(spec: Mapping[str, object], summaries: Sequence[Mapping[st
     ``batch`` (a transaction of 10 inserts is 10 rows). ``measured`` gives the
     (round, TPS) of a cell's measured repeats, by the cell's id: ratios are paired
     over rounds where the run interleaved the two cells."""
-    cells: Sequence[Mapping[str, Any]] = summaries  # cell_summaries', read by key
     reference = spec.get("reference")
     ref: Mapping[str, Any] = reference if isinstance(reference, Mapping) else {}
     figures = ref.get("figures") or []
@@ -331,12 +334,12 @@ def seed_side_by_side(spec: Mapping[str, object], summaries: Sequence[Mapping[st
     rows = []
     for fig in figures:
         keys = {k: v for k, v in fig.items() if k != "tps"}
-        match = next((c for c in cells if c["status"] == "done"
-                      and all(c["params"].get(k) == v for k, v in keys.items())), None)
+        match = next((c for c in cells if c.cell.status == "done"
+                      and all(c.cell.params.get(k) == v for k, v in keys.items())), None)
         rows.append({"where": keys, "seed_tps": fig.get("tps"),
-                     "idx": match["idx"] if match else None,
-                     "tps": match["tps_mean"] if match else None,
-                     "repeats_tps": measured(int(match["id"])) if match else []})
+                     "idx": match.cell.idx if match else None,
+                     "tps": match.cell.tps_mean if match else None,
+                     "repeats_tps": measured(match.cell.id) if match else []})
     ratios = []
     for a in rows:
         for b in rows:
@@ -371,23 +374,23 @@ def seed_side_by_side(spec: Mapping[str, object], summaries: Sequence[Mapping[st
     return {"source": ref.get("source", ""), "figures": rows, "ratios": ratios}
 
 
-def _placement_axes(cells: list[dict[str, Any]]) -> dict[str, Any]:
+def _placement_axes(cells: list[CellRow]) -> dict[str, Any]:
     """For each axis other than clients and the sync level that the run varied: TPS by
     its value, per sync level (the small multiples of the page)."""
-    axes = sorted({k for c in cells for k in c["axes"] if k not in SHAPE_AXES})
+    axes = sorted({k for c in cells for k in c.cell.axes if k not in SHAPE_AXES})
     out = []
     for axis in axes:
         points = []
         for c in cells:
-            if c["status"] != "done" or axis not in c["axes"]:
+            if c.cell.status != "done" or axis not in c.cell.axes:
                 continue
-            rest = " ".join(f"{k}={v}" for k, v in sorted(c["axes"].items())
+            rest = " ".join(f"{k}={v}" for k, v in sorted(c.cell.axes.items())
                             if k != axis and k not in SHAPE_AXES)
-            points.append({"value": str(c["axes"][axis]), "rest": rest,
-                           "level": c["params"].get("synchronous_commit"),
-                           "clients": c["params"].get("clients"), "tps": c["tps_mean"],
-                           "low": c["tps_ci_low"], "high": c["tps_ci_high"],
-                           "idx": c["idx"]})
+            points.append({"value": str(c.cell.axes[axis]), "rest": rest,
+                           "level": c.cell.params.get("synchronous_commit"),
+                           "clients": c.cell.params.get("clients"), "tps": c.cell.tps_mean,
+                           "low": c.cell.tps_ci_low, "high": c.cell.tps_ci_high,
+                           "idx": c.cell.idx})
         out.append({"axis": axis, "points": points})
     if not out:
         return {"axes": [], "missing": "this run varied no axis besides the sync level and "
@@ -395,13 +398,13 @@ def _placement_axes(cells: list[dict[str, Any]]) -> dict[str, Any]:
     return {"axes": out}
 
 
-def _placement_readback(store: Store, cells: list[dict[str, Any]],
+def _placement_readback(store: Store, cells: list[CellRow],
                         machine: dict[str, Any]) -> dict[str, Any]:
     """Per placed cell: what the kernel gave each role (the last measured repeat's
     reading), its links as applied, and each instance's own figures."""
-    out = []
+    out: list[dict[str, Any]] = []
     for c in cells:
-        last = queries.last_measured_repeat(store, c["id"])
+        last = queries.last_measured_repeat(store, c.cell.id)
         if last is None:
             continue
         roles: list[dict[str, Any]] = [r._asdict() for r in queries.placement_of(store, last)]
@@ -416,12 +419,12 @@ def _placement_readback(store: Store, cells: list[dict[str, Any]],
                                   if e.get("backend") == "delayer" else str(e.get("backend"))
                                   for e in applied if isinstance(e, dict)
                                   and e.get("backend")})
-        instances = [asdict(i) for i in queries.instance_means(store, c["id"])]
-        quotas = [quota_json(q) for q in queries.quota_means(store, c["id"])]
+        instances = [asdict(i) for i in queries.instance_means(store, c.cell.id)]
+        quotas = [quota_json(q) for q in queries.quota_means(store, c.cell.id)]
         if roles or links or instances or quotas:
             for r in roles:
                 r["cgroup"] = r["cgroup"].rsplit("/syncrep-lab/", 1)[-1] if r["cgroup"] else ""
-            out.append({"idx": c["idx"], "label": c["label"], "roles": roles,
+            out.append({"idx": c.cell.idx, "label": c.cell.label, "roles": roles,
                         "links": links, "instances": instances, "quotas": quotas})
     nodes = machine.get("numa_nodes")
     note = None
@@ -434,24 +437,24 @@ def _placement_readback(store: Store, cells: list[dict[str, Any]],
 
 
 def _method(store: Store, run_id: int, spec: dict[str, Any],
-            cells: list[dict[str, Any]]) -> dict[str, Any]:
+            cells: list[CellRow]) -> dict[str, Any]:
     """How the figures were obtained: repeats, confidence target, probes and their cost."""
     probes = [asdict(p) for p in queries.probe_counts(store, run_id)]
-    overhead = []
+    overhead: list[dict[str, Any]] = []
     for c in cells:
-        if c["status"] != "done":
+        if c.cell.status != "done":
             continue
-        reps = store.repeats(int(c["id"]))
+        reps = store.repeats(c.cell.id)
         measured = [float(r.tps) for r in reps if not r.probed]
         probed = [float(r.tps) for r in reps if r.probed]
         if measured and probed:
-            overhead.append({"idx": c["idx"], "label": c["label"],
+            overhead.append({"idx": c.cell.idx, "label": c.cell.label,
                              "ratio": statistics.fmean(probed) / statistics.fmean(measured)})
     run_ctl = spec.get("run", {})
     run = store.run(run_id)
-    notes = [{"idx": c["idx"], "label": c["label"], "note": n}
-             for c in cells for n in (c.get("notes") or [])]
-    clusters = len({json.dumps([c["params"].get(k) for k in CLUSTER_PARAMS]) for c in cells})
+    notes = [{"idx": c.cell.idx, "label": c.cell.label, "note": n}
+             for c in cells for n in c.cell.notes]
+    clusters = len({json.dumps([c.cell.params.get(k) for k in CLUSTER_PARAMS]) for c in cells})
     observed = []
     if run.kind == "observe":
         from syncrep_lab.analysis.observe import observation
@@ -466,39 +469,38 @@ def _method(store: Store, run_id: int, spec: dict[str, Any],
         "order": run.order_mode or "blocked", "seed": run.seed,
         "order_note": run.order_note,
         "clusters": clusters, "budget": run_ctl.get("budget"),
-        "comparisons": [{"idx": c["idx"], "label": c["label"],
-                         **c["ratio_to_baseline"].to_json()}
-                        for c in cells if c.get("ratio_to_baseline")],
+        "comparisons": [{"idx": c.cell.idx, "label": c.cell.label, **ratio.to_json()}
+                        for c in cells if (ratio := c.ratio_to_baseline)],
         "notes": notes,
         "repeats_min": run_ctl.get("repeats_min", 3), "repeats_max": run_ctl.get("repeats_max", 10),
         "ci_target": run_ctl.get("ci_target", 0.03), "confidence": run_ctl.get("confidence", 0.95),
         "warmup_s": spec.get("workload", {}).get("warmup"),
         "reset": run_ctl.get("reset", "full"),
         "duration_s": spec.get("workload", {}).get("duration"),
-        "cells": [{"idx": c["idx"], "label": c["label"], "repeats": c["repeats"],
-                   "stop_reason": c["stop_reason"], "ci_rel": c["tps_ci_rel"]} for c in cells],
+        "cells": [{"idx": c.cell.idx, "label": c.cell.label, "repeats": c.cell.repeats,
+                   "stop_reason": c.cell.stop_reason, "ci_rel": c.cell.tps_ci_rel} for c in cells],
         # where each cell's noise sits (analysis/noise.py) and what it means for the budget
-        "noise": [{"idx": c["idx"], "label": c["label"], **c["noise"].to_json()}
-                  for c in cells if c["status"] == "done" and c.get("noise")],
+        "noise": [{"idx": c.cell.idx, "label": c.cell.label, **noise.to_json()}
+                  for c in cells if c.cell.status == "done" and (noise := c.noise)],
         "noise_budget": budget_sentences(cells),
         # a ratio short of its target: the rounds its spread asks for, at this run's pace
-        "short_of_target": [f"Cell {c['idx']} {c['label']} ÷ {c['ratio_to_baseline'].baseline}"
-                            f": {text}." for c in cells
-                            if (text := target_text(c.get("ratio_to_baseline")))],
+        "short_of_target": [f"Cell {c.cell.idx} {c.cell.label} ÷ {ratio.baseline}: {text}."
+                            for c in cells if (ratio := c.ratio_to_baseline)
+                            and (text := target_text(ratio))],
         "probes": probes, "probe_tps_ratio": overhead,
         "probe_tps_ratio_median": (statistics.median(o["ratio"] for o in overhead)
                                    if overhead else None),
     }
 
 
-def _choose_cell(cells: list[dict[str, Any]], verdict: dict[str, Any],
-                 wanted: int | None) -> dict[str, Any] | None:
-    done = [c for c in cells if c["status"] == "done"]
+def _choose_cell(cells: list[CellRow], verdict: dict[str, Any],
+                 wanted: int | None) -> CellRow | None:
+    done = [c for c in cells if c.cell.status == "done"]
     if wanted is not None:
-        return next((c for c in done if c["idx"] == wanted), None)
+        return next((c for c in done if c.cell.idx == wanted), None)
     best = verdict.get("best")
     if best:
-        return next((c for c in done if c["idx"] == best["idx"]), None)
+        return next((c for c in done if c.cell.idx == best["idx"]), None)
     return done[0] if done else None
 
 
@@ -519,33 +521,31 @@ def report_data(folder: Path, cell: int | None = None) -> ReportData:
 
     ``cell`` picks the cell whose timeline and flame graphs are shown (default:
     the fastest cell whose commits waited for a standby)."""
-    costs = {c["idx"]: c for c in run_costs(folder)}
+    costs = {c.idx: c for c in run_costs(folder)}
     diagnosed = diagnose_run(folder)
-    cells: list[dict[str, Any]] = cell_summaries(folder, costs, diagnosed)  # read by key
+    cells = cell_summaries(folder, costs, diagnosed)
     series = scaling(folder)
     store = Store(folder, create=False)
     try:
         run = store.run()
         run_id = run.id
-        ids = {c.idx: c.id for c in store.cells(run_id)}
-        for c in cells:
-            c["id"] = ids[int(c["idx"])]
         spec = run.spec.table
         verdict = _verdict(cells, diagnosed, series)
         chosen = _choose_cell(cells, verdict, cell)
         if cell is not None and chosen is None:
             raise UserError(f"cell {cell} is not a finished cell of {folder}",
-                            "pick one of: " + ", ".join(str(c["idx"]) for c in cells
-                                                        if c["status"] == "done"))
-        timeline: dict[str, Any] = (_timeline(store, store.cell(chosen["id"]))
+                            "pick one of: " + ", ".join(str(c.cell.idx) for c in cells
+                                                        if c.cell.status == "done"))
+        timeline: dict[str, Any] = (_timeline(store, store.cell(chosen.cell.id))
                     if chosen else {"missing": "no cell finished"})
         topology = _topology(store, run_id)
         hosts = _hosts(store, run_id, run.machine)
         # the page reads the model's JSON form, as model --json prints it
         bounds = [m.to_json() for m in bound_model.run_model(folder)]
-        flamegraphs: Flamegraphs = {"idx": chosen["idx"] if chosen else None,
+        flamegraphs: Flamegraphs = {"idx": chosen.cell.idx if chosen else None,
                        "graphs": _flamegraph_images(
-                           folder, costs.get(chosen["idx"]) if chosen else None,
+                           folder, c.costs if chosen and (c := costs.get(chosen.cell.idx))
+                           else None,
                            {name for t in topology for name, state in t["states"].items()
                             if state in ("sync", "quorum")})}
         placement = _placement_axes(cells)
@@ -559,8 +559,6 @@ def report_data(folder: Path, cell: int | None = None) -> ReportData:
     finally:
         store.close()
     seed_machine = _seed_machine(folder, spec, seed)
-    for c in cells:
-        del c["id"]
     # the sections in the order report --json prints them
     return {
         "folder": str(folder),
@@ -573,13 +571,13 @@ def report_data(folder: Path, cell: int | None = None) -> ReportData:
         "spec_toml": mask_text(run.spec_toml),  # stores before masking had them
         "topology": topology,
         # the page reads the rows' JSON form, as results --json prints it
-        "cells": [row_json(c) for c in cells],
+        "cells": [c.to_json() for c in cells],
         "verdict": verdict,
         "scaling": series,
         "bounds": bounds,
         "timeline": timeline,
         # the page reads the costs' JSON form, as costs --json prints it
-        "costs": [costs_json(costs[c["idx"]]) for c in cells if c["idx"] in costs],
+        "costs": [costs[c.cell.idx].to_json() for c in cells if c.cell.idx in costs],
         "flamegraphs": flamegraphs,
         "placement": placement,
         "cores": cores,

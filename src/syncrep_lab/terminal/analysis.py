@@ -17,7 +17,7 @@ from syncrep_lab.analysis.compare import (
     FigureComparison,
     FigureSide,
 )
-from syncrep_lab.analysis.costs import KEY_SYSCALLS, GprofProfile, RunCellCosts
+from syncrep_lab.analysis.costs import KEY_SYSCALLS, CellCosts, GprofProfile, RunCellCosts
 from syncrep_lab.analysis.diagnosis import confidence_text, leading_title
 from syncrep_lab.analysis.faults import CellFaults
 from syncrep_lab.analysis.kernel import function_text
@@ -45,28 +45,29 @@ _SOURCE_MARK = {"perf": " (perf)", "proc": " (/proc, probed)"}
 
 
 def print_costs(cells: list[RunCellCosts], console: Console) -> None:
-    for cell in cells:
-        tps = cell["tps_mean"]
-        title = f"cell {cell['idx']} {escape(cell['label'])}: {tps:,.0f} tps" if tps else ""
-        if not cell["roles"]:
-            reasons = "; ".join(s for v in cell["probes"].values() for s in v) or "no probes"
+    for run_cell in cells:
+        cell = run_cell.costs
+        tps = run_cell.tps_mean
+        title = f"cell {run_cell.idx} {escape(run_cell.label)}: {tps:,.0f} tps" if tps else ""
+        if not cell.roles:
+            reasons = "; ".join(s for v in cell.probes.values() for s in v) or "no probes"
             console.print(f"{title}: no per-process costs ({escape(reasons)})", soft_wrap=True)
         else:
             # Only the calls some role makes at least once per 20 commits.
-            seen = {k for r in cell["roles"] for k, v in r["syscalls_per_commit"].items()
+            seen = {k for r in cell.roles for k, v in r["syscalls_per_commit"].items()
                     if (v.get("mean") or 0) >= 0.05}
             calls = [s for s in KEY_SYSCALLS if s in seen]
             table = Table(title=title + " - per commit (CPU and context switches: mean ± "
                           "95% CI half-width over repeats, from /proc in the measured "
                           "repeats unless marked (perf) or (/proc, probed); system calls: "
                           "mean, from the probed repeats)", title_justify="left")
-            sched_cols = any(r["sched"] for r in cell["roles"])
+            sched_cols = any(r["sched"] for r in cell.roles)
             extra = ("asleep µs", "run queue µs") if sched_cols else ()
             for col in ("node", "role", "CPU µs", "ctx sw", *extra, *calls):
                 left = col in ("node", "role")
                 table.add_column(SHORT.get(col, col), justify="left" if left else "right",
                                  no_wrap=left, min_width=12 if col == "role" else None)
-            for r in cell["roles"]:
+            for r in cell.roles:
                 if not (r["cpu_us_per_commit"]["mean"] or r["sched"]):
                     continue  # idle all repeat: nothing to show
                 sc = r["syscalls_per_commit"]
@@ -79,13 +80,13 @@ def print_costs(cells: list[RunCellCosts], console: Console) -> None:
                               *(f"{sc[s]['mean']:.2f}" if s in sc and sc[s]["mean"] is not None
                             else "-" for s in calls))
             console.print(table)
-        wakes = [w for w in cell.get("wakeups", []) if (w["per_commit"]["mean"] or 0) >= 0.05]
+        wakes = [w for w in cell.wakeups if (w["per_commit"]["mean"] or 0) >= 0.05]
         if wakes:
             console.print("  wake-ups per commit (scheduler trace): " + "; ".join(
                 f"{escape(w['waker_node'])} {escape(w['waker_role'])} → "
                 f"{escape(w['wakee_node'])} {escape(w['wakee_role'])} "
                 f"{fmt.mean_pm(w['per_commit'], 2)}" for w in wakes[:8]), soft_wrap=True)
-        for g in cell.get("flamegraphs", []):
+        for g in cell.flamegraphs:
             # Where the role's CPU goes in its own code (PostgreSQL, pgbench): functions by
             # inclusive share, leaving out the kernel's and the near-root frames
             # every stack of the role shares.
@@ -96,33 +97,33 @@ def print_costs(cells: list[RunCellCosts], console: Console) -> None:
             console.print(f"  flame graph {escape(g['node'])} {escape(g['role'])} "
                           f"({g['cpu_us'] / 1e3:,.0f} ms on CPU): {escape(g['svg'])}"
                           + (f"; {top}" if hottest else ""), soft_wrap=True)
-        for profile in cell.get("gprof", []):
+        for profile in cell.gprof:
             console.print(_gprof_line(profile), soft_wrap=True)
-        anatomy = cell.get("anatomy")
+        anatomy = cell.anatomy
         if anatomy:
             for line in anatomy_lines(anatomy):
                 console.print(escape(line), soft_wrap=True)
-        lb = cell.get("latency_breakdown")
+        lb = cell.latency_breakdown
         if lb:
             standby_wait = (f"{lb['sync_wait_ms']:.2f} ms" if not
-                            str(cell.get("version", "")).startswith("9.")
+                            run_cell.version.startswith("9.")
                             else "not visible on 9.6 (no wait event; counted as on CPU)")
             console.print(
                 f"  a commit's {lb['latency_ms']:.2f} ms on the primary's backends: "
                 f"waiting for the standby {standby_wait}, WAL write/flush "
                 f"{lb['wal_ms']:.2f} ms, on CPU {lb['cpu_ms']:.2f} ms, waiting for the client "
                 f"{lb['client_ms']:.2f} ms, other {lb['other_ms']:.2f} ms", soft_wrap=True)
-        for rep in cell.get("replication", []):
+        for rep in cell.replication:
             lags = ", ".join(
-                f"{label} {fmt.ms(rep[key])}" for label, key in
-                (("write", "write_ms"), ("flush", "flush_ms"), ("replay", "replay_ms"))
-                if rep.get(key) is not None)
-            console.print(f"  standby {escape(rep['standby'])} ({escape(str(rep['states']))}): "
+                f"{label} {fmt.ms(lag)}" for label, lag in
+                (("write", rep.write_ms), ("flush", rep.flush_ms), ("replay", rep.replay_ms))
+                if lag is not None)
+            console.print(f"  standby {escape(rep.standby)} ({escape(str(rep.states))}): "
                           f"mean lag {lags or 'not reported by this version'}; flush behind "
-                          f"by {rep['flush_bytes'] or 0:,.0f} bytes on average", soft_wrap=True)
+                          f"by {rep.flush_bytes or 0:,.0f} bytes on average", soft_wrap=True)
         for line in resource_lines(cell) + kernel_lines(cell):
             console.print(escape(line), soft_wrap=True)
-        waits = [w for w in cell["waits"] if w["role"] in ("backend", "walsender")
+        waits = [w for w in cell.waits if w["role"] in ("backend", "walsender")
                  or w["role"].startswith("walsender")]
         for w in waits:
             top = ", ".join(f"{k} {100 * v:.0f} %" for k, v in list(w["share"].items())[:4])
@@ -130,27 +131,28 @@ def print_costs(cells: list[RunCellCosts], console: Console) -> None:
                           soft_wrap=True)
 
 
-def resource_lines(cell: RunCellCosts) -> list[str]:
+def resource_lines(cell: CellCosts) -> list[str]:
     """The disks and the links a second of the measured repeats: beside the CPU, the
     rest of "the machine sits idle"."""
     out = []
-    disks = [d for d in cell.get("disks", []) if d["busy_share"] is not None]
+    # busy_share is None where the counters ran over no time: so are the rates
+    disks = [d for d in cell.resources.disks if d.busy_share is not None]
     if disks:
         out.append("  disks: " + "; ".join(
-            f"{d['host'] + ' ' if d['host'] else ''}{d['device']} busy "
-            f"{100 * d['busy_share']:.0f} %, {d['write_mb_s']:.1f} MB/s written, "
-            f"{d['read_mb_s']:.1f} MB/s read, {d['ios_s']:,.0f} I/Os a second"
+            f"{d.host + ' ' if d.host else ''}{d.device} busy "
+            f"{100 * (d.busy_share or 0.0):.0f} %, {d.write_mb_s:.1f} MB/s written, "
+            f"{d.read_mb_s:.1f} MB/s read, {d.ios_s:,.0f} I/Os a second"
             for d in disks))
-    nets = [n for n in cell.get("network", []) if n["interface"] != "lo"
-            and (n["rx_mb_s"] or n["tx_mb_s"])]
+    nets = [n for n in cell.resources.network if n.interface != "lo"
+            and (n.rx_mb_s or n.tx_mb_s)]
     if nets:
         out.append("  network: " + "; ".join(
-            f"{n['host'] + ' ' if n['host'] else ''}{n['node'] + ' ' if n['node'] else ''}"
-            f"{n['interface']} out {n['tx_mb_s']:.2f} MB/s, in {n['rx_mb_s']:.2f} MB/s "
-            f"({n['tx_packets_s']:,.0f} and {n['rx_packets_s']:,.0f} packets a second)"
+            f"{n.host + ' ' if n.host else ''}{n.node + ' ' if n.node else ''}"
+            f"{n.interface} out {n.tx_mb_s:.2f} MB/s, in {n.rx_mb_s:.2f} MB/s "
+            f"({n.tx_packets_s:,.0f} and {n.rx_packets_s:,.0f} packets a second)"
             for n in nets))
     writers = sorted(((r["disk_bytes_per_commit"]["write"]["mean"] or 0.0, r)
-                      for r in cell["roles"] if "write" in r.get("disk_bytes_per_commit", {})),
+                      for r in cell.roles if "write" in r.get("disk_bytes_per_commit", {})),
                      key=lambda wr: -wr[0])
     if writers and writers[0][0] > 0:
         out.append("  disk writes a commit, by role: " + ", ".join(
@@ -184,12 +186,12 @@ def _twin_how(p: HeldFrom | DelayedFrom | LinkedFrom) -> tuple[str, str]:
                        f"{fmt.tps(p.predicted_tps)} tps (Little's law)")
 
 
-def kernel_lines(cell: RunCellCosts) -> list[str]:
+def kernel_lines(cell: CellCosts) -> list[str]:
     """Each role's kernel share of its on-CPU samples, with the kernel functions its
     stacks ended in and the PostgreSQL function that called into the kernel."""
-    return [f"  kernel: {k['node']} {k['role']} {100 * k['kernel_share']:.0f} % of its on-CPU "
-            "samples; " + ", ".join(function_text(f) for f in k["top"][:3])
-            for k in cell.get("kernel", []) if k["node"] != "client" and k["top"]]
+    return [f"  kernel: {k.node} {k.role} {100 * k.kernel_share:.0f} % of its on-CPU "
+            "samples; " + ", ".join(function_text(f) for f in k.top[:3])
+            for k in cell.kernel if k.node != "client" and k.top]
 
 
 def anatomy_lines(a: Anatomy) -> list[str]:

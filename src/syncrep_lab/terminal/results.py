@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import csv
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from syncrep_lab import format as fmt
-from syncrep_lab.analysis.cells import COLUMNS
+from syncrep_lab.analysis.cells import COLUMNS, CellRow, TopCost
 from syncrep_lab.analysis.noise import (
     dominant_words,
     length_advice,
@@ -26,32 +26,34 @@ from syncrep_lab.stats.variance import PARTS, NoiseSplit
 from syncrep_lab.terminal import make_console
 
 
-def write_csv(rows: list[dict[str, Any]], out: IO[str]) -> None:
-    axes = sorted({k for r in rows for k in r["axes"]})
+def write_csv(rows: list[CellRow], out: IO[str]) -> None:
+    axes = sorted({k for r in rows for k in r.cell.axes})
     writer = csv.writer(out)
-    limit = ["limit"] if any("limit" in r for r in rows) else []
-    top = ["top_cpu_per_commit"] if any("top_cost" in r for r in rows) else []
+    # rows with a summary (report.data.cell_summaries) have a limit and a top cost
+    summed = any(r.summary is not None for r in rows)
+    limit = ["limit"] if summed else []
+    top = ["top_cpu_per_commit"] if summed else []
     writer.writerow([*axes, *COLUMNS, *limit, *top])
     for r in rows:
-        writer.writerow([*(r["axes"].get(a, "") for a in axes), *(r[c] for c in COLUMNS),
-                         *(r.get(c, "") for c in limit),
-                         *(top_cost_text(r.get("top_cost")) for _ in top)])
+        writer.writerow([*(r.cell.axes.get(a, "") for a in axes), *(r.column(c) for c in COLUMNS),
+                         *((r.summary.limit if r.summary else "") for _ in limit),
+                         *(top_cost_text(r.top_cost) for _ in top)])
 
 
-def top_cost_text(top: dict[str, Any] | None) -> str:
+def top_cost_text(top: TopCost | None) -> str:
     """'primary backend 257 µs': the role whose CPU per commit is the largest."""
     if not top:
         return "-"
-    source = " (/proc)" if top.get("source") == "proc" else ""
-    return f"{top['node']} {top['role']} {top['cpu_us']:,.0f} µs{source}"
+    source = " (/proc)" if top.source == "proc" else ""
+    return f"{top.node} {top.role} {top.cpu_us:,.0f} µs{source}"
 
 
-def print_results(folder: Path, rows: list[dict[str, Any]],
+def print_results(folder: Path, rows: list[CellRow],
                   console: Console | None = None) -> None:
     console = console or make_console()
     table = Table(title=f"results of {folder}", title_justify="left")
-    costs = any(r.get("top_cost") for r in rows)
-    ratios = any(r.get("ratio_to_baseline") for r in rows)
+    costs = any(r.top_cost for r in rows)
+    ratios = any(r.ratio_to_baseline for r in rows)
     for col, justify in (("#", "right"), ("cell", "left"), ("TPS", "right"),
                          ("± 95% CI", "right"), ("repeats", "right"), ("mean ms", "right"),
                          ("p50 ms", "right"), ("p99 ms", "right"), ("p99.9 ms", "right"),
@@ -59,53 +61,54 @@ def print_results(folder: Path, rows: list[dict[str, Any]],
                          *((("top CPU per commit", "left"),) if costs else ())):
         table.add_column(col, justify=justify)
     for r in rows:
-        if r["status"] != "done":
-            note = r["error"] or r["status"]
-            table.add_row(str(r["idx"]), escape(r["label"]), f"[red]{r['status']}[/]", "",
-                          str(r["repeats"]), escape(note.splitlines()[0][:60]) if note else "",
+        c = r.cell
+        if c.status != "done":
+            note = c.error or c.status
+            table.add_row(str(c.idx), escape(c.label), f"[red]{c.status}[/]", "",
+                          str(c.repeats), escape(note.splitlines()[0][:60]) if note else "",
                           "", "", "", *([""] if ratios else []), *([""] if costs else []))
             continue
-        ci = "-" if r["tps_ci_rel"] is None else f"{100 * r['tps_ci_rel']:.1f} %"
-        reps = f"{r['repeats']}" + ("" if r["stop_reason"] in ("ci", "window")
-                                    else f" ({r['stop_reason'] or 'max'})")
-        table.add_row(str(r["idx"]), escape(r["label"]), fmt.number(r["tps_mean"]), ci, reps,
-                      fmt.number(r["lat_mean_ms"], "{:.3f}"), fmt.number(r["lat_p50_ms"], "{:.3f}"),
-                      fmt.number(r["lat_p99_ms"], "{:.3f}"), fmt.number(r["lat_p999_ms"], "{:.3f}"),
-                      *([escape(ratio_text(r.get("ratio_to_baseline")))] if ratios else []),
-                      *([top_cost_text(r.get("top_cost"))] if costs else []))
+        ci = "-" if c.tps_ci_rel is None else f"{100 * c.tps_ci_rel:.1f} %"
+        reps = f"{c.repeats}" + ("" if c.stop_reason in ("ci", "window")
+                                 else f" ({c.stop_reason or 'max'})")
+        table.add_row(str(c.idx), escape(c.label), fmt.number(c.tps_mean), ci, reps,
+                      fmt.number(c.lat_mean_ms, "{:.3f}"), fmt.number(c.lat_p50_ms, "{:.3f}"),
+                      fmt.number(c.lat_p99_ms, "{:.3f}"), fmt.number(c.lat_p999_ms, "{:.3f}"),
+                      *([escape(ratio_text(r.ratio_to_baseline))] if ratios else []),
+                      *([top_cost_text(r.top_cost)] if costs else []))
     console.print(table)
     print_ratio_legend(rows, console)
     for r in rows:
-        line = no_difference_text(r.get("ratio_to_baseline"))
-        if line:
-            console.print(f"cell {r['idx']} {escape(r['label'])} ÷ "
-                          f"{escape(r['ratio_to_baseline'].baseline)}: {line}",
+        line = no_difference_text(r.ratio_to_baseline)
+        if line and r.ratio_to_baseline:
+            console.print(f"cell {r.cell.idx} {escape(r.cell.label)} ÷ "
+                          f"{escape(r.ratio_to_baseline.baseline)}: {line}",
                           soft_wrap=True)
     for r in rows:
         # only where a part of the commit moved beyond its interval: the table in
         # results --json and compare has every figure
-        if (anatomy := r.get("anatomy_to_baseline")) and anatomy.comparison.changed:
-            console.print(f"cell {r['idx']} {escape(r['label'])} ÷ "
+        if (anatomy := r.anatomy_to_baseline) and anatomy.comparison.changed:
+            console.print(f"cell {r.cell.idx} {escape(r.cell.label)} ÷ "
                           f"{escape(anatomy.baseline)}, commit anatomy: "
                           f"{escape('; '.join(anatomy.comparison.changed))}", soft_wrap=True)
     for who, split in noise_lines(rows):
         console.print(noise_text(who, split), soft_wrap=True)
     for r, words in walsender_lines(rows):
-        console.print(f"cell {r['idx']} {escape(r['label'])}: {escape(words)}", soft_wrap=True)
-    maxed = sum(1 for r in rows if r["status"] == "done"
-                 and r["stop_reason"] not in ("ci", "window"))
+        console.print(f"cell {r.cell.idx} {escape(r.cell.label)}: {escape(words)}", soft_wrap=True)
+    maxed = sum(1 for r in rows if r.cell.status == "done"
+                 and r.cell.stop_reason not in ("ci", "window"))
     if maxed:
         console.print(f"[yellow]{maxed} cell(s) stopped (repeats_max or the budget) before "
                       "their comparison met the confidence target: their intervals are "
                       "wider than asked ('(max)', '(budget)').[/]")
     for r in rows:
-        if line := target_text(r.get("ratio_to_baseline")):
-            console.print(f"cell {r['idx']} {escape(r['label'])} ÷ "
-                          f"{escape(r['ratio_to_baseline'].baseline)}: {line}",
+        if (line := target_text(r.ratio_to_baseline)) and r.ratio_to_baseline:
+            console.print(f"cell {r.cell.idx} {escape(r.cell.label)} ÷ "
+                          f"{escape(r.ratio_to_baseline.baseline)}: {line}",
                           soft_wrap=True)
     for r in rows:
-        for note in r.get("notes") or []:
-            console.print(f"[yellow]cell {r['idx']} {escape(r['label'])}:[/] {escape(note)}",
+        for note in r.cell.notes:
+            console.print(f"[yellow]cell {r.cell.idx} {escape(r.cell.label)}:[/] {escape(note)}",
                           soft_wrap=True)
 
 
@@ -149,15 +152,14 @@ def noise_text(who: str, split: NoiseSplit) -> str:
     return f"{text}; {length}" if length else text
 
 
-def print_ratio_legend(rows: list[dict[str, Any]], console: Console) -> None:
-    pairs = [f"{r['label']} ÷ {r['ratio_to_baseline'].baseline}" for r in rows
-             if r.get("ratio_to_baseline")]
+def print_ratio_legend(rows: list[CellRow], console: Console) -> None:
+    ratios = [(r, r.ratio_to_baseline) for r in rows if r.ratio_to_baseline]
+    pairs = [f"{r.cell.label} ÷ {ratio.baseline}" for r, ratio in ratios]
     if not pairs:
         return
     shown = "; ".join(pairs[:8]) + (f"; and {len(pairs) - 8} more" if len(pairs) > 8 else "")
     console.print(f"÷ baseline, in rows/s: {escape(shown)}", soft_wrap=True)
-    if any(not r["ratio_to_baseline"].paired for r in rows
-           if r.get("ratio_to_baseline")):
+    if any(not ratio.paired for _, ratio in ratios):
         console.print("† not measured in the same rounds as its baseline: the interval "
                       "leaves out the drift between the two (run.order = \"interleaved\" "
                       "pairs them)", soft_wrap=True)
