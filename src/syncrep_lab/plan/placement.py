@@ -93,10 +93,10 @@ def layout_for(spec: Spec, cell: Cell, instance: int, run_key: str) -> Layout | 
                  for standby in names if wanted[standby] != SOCKET]
         if wanted[CLIENT_LINK] != SOCKET:
             links.append(Link(CLIENT, "primary", profiles[wanted[CLIENT_LINK]]))
-        # the run's digest and the pool slot ("digest-kN"): clusters of one run held up
-        # at once each get namespaces of their own
-        slot = run_key[10:].replace("-", "")
-        plan = plan_network(f"srl-{run_key[:5]}{slot}{instance}", links)
+        # the run's digest and the pool slot ("DIGEST" or "DIGEST-kN", run/clusters.py's
+        # slot_dir): clusters of one run held up at once get namespaces of their own
+        digest, _, slot = run_key.partition("-")
+        plan = plan_network(f"srl-{digest[:5]}{slot}{instance}", links)
         layout.network = plan.to_json()
         for node, launch in layout.nodes.items():
             # a standby beside the primary shares its namespace and its unix socket
