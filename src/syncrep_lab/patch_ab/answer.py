@@ -259,39 +259,6 @@ class WalsenderModel:
 
 
 @dataclass(frozen=True)
-class Ratio:
-    """A cell's TPS, patched / stock, as analysis/ratios.py gives it (``json``, printed
-    as is), and the figures the verdict and the summary read of it."""
-
-    json: Mapping[str, JSON]
-
-    def _figure(self, key: str) -> float | None:
-        value = self.json.get(key)
-        return float(value) if isinstance(value, int | float) else None
-
-    @property
-    def mean(self) -> float | None:
-        return self._figure("mean")
-
-    @property
-    def low(self) -> float | None:
-        return self._figure("low")
-
-    @property
-    def high(self) -> float | None:
-        return self._figure("high")
-
-    @property
-    def detectable_pct(self) -> float | None:
-        """The smallest change the run would have detected 4 times in 5, in percent."""
-        return self._figure("detectable_pct")
-
-
-def _ratio(found: BaselineRatio | None) -> Ratio | None:
-    return None if found is None else Ratio(found.to_json())
-
-
-@dataclass(frozen=True)
 class Compared:
     """What a cell whose two sides finished compares beyond TPS: costs per role, those
     that moved, the commit anatomy, gprof, the differential flame graphs and the model."""
@@ -333,7 +300,7 @@ class PatchedCell:
     patched_status: str
     stock_tps: float | None
     patched_tps: float | None
-    ratio: Ratio | None
+    ratio: BaselineRatio | None  # TPS, patched / stock
     verdict: str  # faster | slower | no change | no interval | not measured
     compared: Compared | None = None
 
@@ -352,7 +319,7 @@ class PatchedCell:
             "patched_idx": self.patched_idx,
             "status": {"stock": self.stock_status, "patched": self.patched_status},
             "tps": {"stock": self.stock_tps, "patched": self.patched_tps},
-            "ratio": dict(self.ratio.json) if self.ratio else None,
+            "ratio": self.ratio.to_json() if self.ratio else None,
             "verdict": self.verdict}
         if self.compared is not None:
             out.update(self.compared.to_json())
@@ -617,8 +584,8 @@ def _model(stock: CellModel | None, patched: CellModel | None,
         bound_ratio=BoundRatio(ratio, low, high))
 
 
-def _verdict(ratio: Ratio | None) -> str:
-    if ratio is None or ratio.mean is None:
+def _verdict(ratio: BaselineRatio | None) -> str:
+    if ratio is None:
         return "not measured"
     if ratio.low is None or ratio.high is None:
         return "no interval"
@@ -691,7 +658,7 @@ def read_answer(folder: Path, stock_name: str, patched_name: str, diffs: Path
             if stock is None:
                 continue
             level = str(cell.typed_params.synchronous_commit)
-            ratio = _ratio(ratios.get(cell.idx))
+            ratio = ratios.get(cell.idx)
             compared = None
             if stock.status == "done" and cell.status == "done":
                 versions.setdefault("stock", cluster_version(store, stock))
