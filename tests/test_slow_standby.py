@@ -83,6 +83,9 @@ def _refused(res: subprocess.CompletedProcess[str], *needles: str) -> None:
      ["settings set 'slowflush' is not in matrix.settings, so it never applies"]),
     (("[topology]", "[topology]\nattach = { primary = 'host=/tmp port=1' }"),
      ["an attached cluster's nodes are set up by its owner"]),
+    (("[topology]", "[hosts.far]\naddress = '10.0.0.7'\nbin_dir = '/usr/bin'\n\n"
+      "[topology]\nclone = 'basebackup'\nhosts = { b = 'far' }"),
+     ["b runs on the SSH host 'far', and a slow flush is made on this machine"]),
 ])
 def test_a_slow_node_that_cannot_be_is_refused(tmp_path: Path, edit: tuple[str, str],
                                                needles: list[str]) -> None:

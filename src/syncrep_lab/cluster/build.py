@@ -376,6 +376,11 @@ def _node_values(opts: UpOptions, inst: Installation, nodes: list[Node],
     for node in nodes:
         own = opts.node_settings.get(node.name, {})
         recovery[node.name] = recovery_conf_settings(own, inst.version.num)
+        if recovery[node.name] and node.host is not None:
+            raise UserError(f"{node.name}: {', '.join(recovery[node.name])} is recovery.conf's "
+                            f"on PostgreSQL {inst.version}, which a standby on an SSH host "
+                            "is not given", "run that standby here, or on PostgreSQL 12 or "
+                            "later")
         own = {k: v for k, v in own.items() if k not in recovery[node.name]}
         mine = dict(common.values) if not own else resolve_settings(
             inst.program("postgres"), opts.profile, len(nodes), {**opts.settings, **own}).values
