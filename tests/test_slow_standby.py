@@ -5,7 +5,6 @@ of three one-client cells serves the physics tests; the refusals run in this pro
 
 from __future__ import annotations
 
-import shutil
 import sqlite3
 import statistics
 import subprocess
@@ -16,9 +15,12 @@ import pytest
 
 from syncrep_lab import paths
 
-from .helpers import cli, cli_here, shared_tmp
+from .helpers import cli_here, run_postmasters, spec_run
 
-FLUSH_US = 3000  # b's flush delay in the slowflush cell
+# b's flush delay in the slowflush cell: well above what a flush of this machine's shared
+# disk takes when other work writes to it (the stock standby's flush part went from
+# 0.3 to 2.6 ms, median, between two sittings)
+FLUSH_US = 10_000
 REPLAY_MS = 5  # b's recovery_min_apply_delay in the slowreplay cell
 
 SPEC = f"""\
@@ -120,12 +122,7 @@ def test_no_gcc_is_refused_before_anything_is_made(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def run() -> Iterator[Path]:
-    work = shared_tmp("srl-slow-standby-")
-    (work / "spec.toml").write_text(SPEC)
-    res = cli("run", str(work / "spec.toml"), "--out", str(work / "run"), timeout=600)
-    assert res.returncode == 0, res.stdout + res.stderr
-    yield work / "run"
-    shutil.rmtree(work, ignore_errors=True)
+    yield from spec_run("srl-slow-standby-", SPEC)
 
 
 def _samples(run: Path) -> dict[str, list[tuple[float, float, float]]]:
@@ -165,14 +162,15 @@ def test_a_slow_flush_moves_the_flush_part_alone(run: Path) -> None:
     assert len(stock) >= 5 and len(slow) >= 5, {k: len(v) for k, v in samples.items()}
     delay = FLUSH_US / 1000
     added = _part(slow, "flush") - _part(stock, "flush")
-    # the sleep, and no more than twice it (a flush waits for one sleep, not a queue)
-    assert 0.8 * delay <= added <= 2 * delay, (added, _part(stock, "flush"))
+    # the sleep (less what the disk gave the stock flush at another moment), and no more
+    # than twice it (a flush waits for one sleep, not a queue of them)
+    assert 0.6 * delay <= added <= 2 * delay, (added, _part(stock, "flush"))
     # the write part is written before the flush: it does not carry the delay
     assert _part(slow, "write") - _part(stock, "write") < 0.3 * delay, (
         _part(slow, "write"), _part(stock, "write"))
     # and a remote_apply commit waits for the flush: about the delay more
     p50 = _p50_latency(run)
-    assert p50["slowflush"] - p50["default"] >= 0.8 * delay, p50
+    assert p50["slowflush"] - p50["default"] >= 0.6 * delay, p50
 
 
 def test_a_slow_replay_moves_remote_apply_and_not_the_flush(run: Path) -> None:
@@ -198,6 +196,7 @@ def test_a_slow_replay_moves_remote_apply_and_not_the_flush(run: Path) -> None:
 def test_the_slow_standby_leaves_nothing(run: Path) -> None:
     """What made b slow lived in its processes alone: once the run ended, no process
     on this machine has this session's library mapped."""
+    assert run_postmasters(run) == []
     library = str(paths.cache_dir() / "slow-flush-")
     holding = []
     for entry in Path("/proc").iterdir():
