@@ -375,7 +375,9 @@ def _node_values(opts: UpOptions, inst: Installation, nodes: list[Node],
     recovery: dict[str, dict[str, str]] = {}
     for node in nodes:
         own = opts.node_settings.get(node.name, {})
-        recovery[node.name] = recovery_conf_settings(own, inst.version.num)
+        # a primary has no recovery.conf: there such a setting is refused as unknown
+        recovery[node.name] = (recovery_conf_settings(own, inst.version.num)
+                               if node.role == "standby" else {})
         if recovery[node.name] and node.host is not None:
             raise UserError(f"{node.name}: {', '.join(recovery[node.name])} is recovery.conf's "
                             f"on PostgreSQL {inst.version}, which a standby on an SSH host "
