@@ -33,10 +33,13 @@ def far() -> Iterator[SshdHost]:
 
 def _spec(host: SshdHost, known_hosts: str | None = None,
           placed: str = 'sync = "c"\nclone = "basebackup"\nhosts = { c = "far" }',
-          probed: bool = False, anatomy: bool = False, sudo: bool = False) -> str:
+          probed: bool = False, anatomy: bool = False, sudo: bool = False,
+          duration: int = 2) -> str:
     """One measured repeat; the probed repeat (the standbys' sync states are sampled
     there) and the commit anatomy (a repeat of its own after it) only where a test
-    reads them; ``sudo``: the account runs bpftrace with sudo -n on the host."""
+    reads them; ``sudo``: the account runs bpftrace with sudo -n on the host. Repeats of
+    2 s: what is read of them (a sync state sampled, CPU read on the host, rows counted)
+    needs no more; a test that counts seconds of progress asks for more."""
     return f"""\
 name = "remote"
 
@@ -48,7 +51,7 @@ standbys = 2
 {host.hosts_table("far", BIN_15, known_hosts)}{"sudo = true" if sudo else ""}
 [workload]
 clients = 2
-duration = 3
+duration = {duration}
 warmup = 0
 
 [run]
@@ -128,7 +131,8 @@ def test_an_unreachable_host_is_refused_with_the_reason(workdir: Path, far: Sshd
 
 
 def test_the_client_on_an_ssh_host_runs_pgbench_there(workdir: Path, far: SshdHost) -> None:
-    db = _done_run(workdir, far, _spec(far, placed='hosts = { client = "far" }'))
+    # 3 s: two whole seconds of progress at least
+    db = _done_run(workdir, far, _spec(far, placed='hosts = { client = "far" }', duration=3))
     for repeat in db.execute("select id, transactions, pgbench_transactions, stdout_path "
                              "from repeats").fetchall():
         # the per-transaction logs came back from the host: every transaction in them
@@ -177,10 +181,9 @@ def test_a_killed_tool_leaves_nothing_on_the_host(workdir: Path, far: SshdHost,
     traces the primary there: it ends with its watchdog's channel too."""
     spec = workdir / "spec.toml"
     tracing = "primary" in placed
-    text = _spec(far, placed=placed, anatomy=tracing, sudo=tracing)
     # the anatomy's repeat comes after a measured and a probed one: short ones
-    spec.write_text(text.replace("duration = 3", "duration = 2" if tracing
-                                 else "duration = 60"))
+    spec.write_text(_spec(far, placed=placed, anatomy=tracing, sudo=tracing,
+                          duration=2 if tracing else 60))
 
     def load() -> list[int]:
         """The host's pgbench running the load: not the `pgbench --version` the host
@@ -308,9 +311,9 @@ def test_faults_act_on_the_standby_on_its_host(workdir: Path, far: SshdHost) -> 
     """kill -9 and stop of the synchronous standby there, each brought back there within
     the repeat: c is killed and started, then stopped and started, while b here takes
     over; every acknowledged row is on every node afterwards."""
-    text = _spec(far, placed='sync = "1(c,b)"\nclone = "basebackup"\nhosts = { c = "far" }')
     # c has 2.5 s between its start and its stop to stream again (a loaded machine)
-    text = text.replace("duration = 3", "duration = 7") + """
+    text = _spec(far, placed='sync = "1(c,b)"\nclone = "basebackup"\nhosts = { c = "far" }',
+                 duration=7) + """
 [matrix]
 faults = ["kill-stop-c"]
 
@@ -411,7 +414,7 @@ def test_two_instances_each_stream_to_a_standby_on_the_host(workdir: Path,
     """instances = 2 with c on the host: each instance's c is made there in a data dir of
     its own, on a port of its own, and both stream there while the run measures; both
     instances' figures are stored, and nothing is left on the host."""
-    text = _spec(far, placed=INSTANCES_ON_HOST).replace("duration = 3", "duration = 4")
+    text = _spec(far, placed=INSTANCES_ON_HOST, duration=4)
     tool, seen = _run_watching(workdir, far, text, kill=False)
     out = tool.stdout.read().decode(errors="replace") if tool.stdout else ""
     assert tool.returncode == 0, out + far.sshd_log()
@@ -434,7 +437,7 @@ def test_a_killed_run_of_two_instances_is_cleaned_off_the_host(workdir: Path,
                                                                far: SshdHost) -> None:
     """kill -9 of the tool while both instances' c stream on the host: `clean` finds both
     (each instance's cluster manifest records its c there) and leaves nothing there."""
-    text = _spec(far, placed=INSTANCES_ON_HOST).replace("duration = 3", "duration = 60")
+    text = _spec(far, placed=INSTANCES_ON_HOST, duration=60)
     _, seen = _run_watching(workdir, far, text, kill=True)
     assert len(seen) == 2, seen
     cleaned = cli("clean", timeout=120)

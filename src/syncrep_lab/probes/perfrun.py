@@ -63,6 +63,7 @@ class PerfProcess:
         self.name = name
         self.proc: subprocess.Popen[bytes] | None = None
         self.err: IO[bytes] | None = None
+        self.interrupted = False
 
     def start(self, settle: float = 0.15) -> None:
         """Start; raise if perf fails at once (it needs a moment to open its events,
@@ -71,6 +72,7 @@ class PerfProcess:
         # tool killed) would die of SIGPIPE on its last message, before it ends its
         # workload, and a pipe inherited by that workload keeps reads waiting.
         self.err = tempfile.TemporaryFile()  # noqa: SIM115 - read and closed by _stderr
+        self.interrupted = False
         self.proc = subprocess.Popen(
             self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=self.err, process_group=0,
@@ -92,12 +94,19 @@ class PerfProcess:
         self.err = None
         return text
 
+    def interrupt(self) -> None:
+        """SIGINT without waiting: several perfs told at once end together (each takes
+        a few tenths of a second to close its events and write), then ``stop`` each."""
+        if self.proc is not None and not self.interrupted and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            self.interrupted = True  # once: perf is closing, a second SIGINT adds nothing
+
     def stop(self, timeout: float = 30) -> bytes:
-        """SIGINT, then wait; returns what perf wrote on stderr."""
+        """SIGINT (unless ``interrupt`` sent it), then wait; returns what perf wrote on
+        stderr."""
         if self.proc is None:
             raise RuntimeError(f"{self.name} was not started")
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
+        self.interrupt()
         try:
             self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:

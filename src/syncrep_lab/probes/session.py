@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import resource
 import subprocess
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -292,21 +293,39 @@ class RepeatProbes:
                 self._skip("proc", "turned off in the spec ([probes] proc_hz = 0)")
         else:
             self._skip("proc", self._local_reason() or "")
-        counts = self._stop("perf", self.perf.stop if self.perf else None)
-        self._stop("flamegraphs", self.oncpu.stop if self.oncpu else None)
+        # every recording told to end at once: each perf takes a few tenths of a second
+        # to close its events and write, and they need not take them one after another
+        for recorder in (self.perf, self.oncpu, self.sched):
+            if recorder is not None and recorder.perf is not None:
+                recorder.perf.interrupt()
+        # the scheduler trace first (its perf has mostly ended with its sleep): it is
+        # read in a thread while the others close and the stacks are folded, each mostly
+        # a perf script of its own that need not wait for the other
         self._stop("sched", self.sched.stop if self.sched else None)
-        if self.sampler is not None:
-            self.data.activity = self.sampler.stop()
-            self.data.sampled_from = self.sampler.started
-            errors = [f"{n}: {r.error}" for n, r in self.data.activity.items() if r.error]
-            self.data.status["activity"] = (("failed", "; ".join(errors)) if errors
-                                            else ("ran", None))
-        if counts is not None:
-            self.data.costs = perfstat.cost_rows(self.processes, counts)
-        profiler = self.gprof
-        if profiler is not None:  # last: it ends the walsenders the others watch
-            self.data.gprof = self._stop("gprof", lambda: profiler.stop(self._role_of))
-        self._analyse()
+        reading = None
+        if self.sched is not None and self.data.status["sched"][0] == "ran":
+            reading = threading.Thread(target=self._read_sched, args=(self.sched,),
+                                       name="sched trace", daemon=True)
+            reading.start()
+        try:
+            counts = self._stop("perf", self.perf.stop if self.perf else None)
+            self._stop("flamegraphs", self.oncpu.stop if self.oncpu else None)
+            if self.sampler is not None:
+                self.data.activity = self.sampler.stop()
+                self.data.sampled_from = self.sampler.started
+                errors = [f"{n}: {r.error}" for n, r in self.data.activity.items()
+                          if r.error]
+                self.data.status["activity"] = (("failed", "; ".join(errors)) if errors
+                                                else ("ran", None))
+            if counts is not None:
+                self.data.costs = perfstat.cost_rows(self.processes, counts)
+            profiler = self.gprof
+            if profiler is not None:  # last: it ends the walsenders the others watch
+                self.data.gprof = self._stop("gprof", lambda: profiler.stop(self._role_of))
+            self._fold()
+        finally:
+            if reading is not None:
+                reading.join()
         return self.data
 
     def abort(self) -> None:
@@ -338,8 +357,16 @@ class RepeatProbes:
         self.data.status[probe] = ("ran", None)
         return result
 
-    def _analyse(self) -> None:
-        """Fold and render the stacks, read the scheduler trace; then drop the recordings."""
+    def _read_sched(self, recorder: sched.SchedRecorder) -> None:
+        """Read the scheduler trace; then drop the recording."""
+        try:
+            self.data.sched = sched.parse(recorder.out, self._role_of)
+        except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
+            self.data.status["sched"] = ("failed", str(exc))
+        recorder.out.unlink(missing_ok=True)
+
+    def _fold(self) -> None:
+        """Fold and render the stacks; then drop the recording."""
         if self.oncpu is not None and self.data.status["flamegraphs"][0] == "ran":
             try:
                 self.data.flame = flamegraph.flame_graphs(
@@ -349,12 +376,6 @@ class RepeatProbes:
             except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
                 self.data.status["flamegraphs"] = ("failed", str(exc))
             self.oncpu.out.unlink(missing_ok=True)
-        if self.sched is not None and self.data.status["sched"][0] == "ran":
-            try:
-                self.data.sched = sched.parse(self.sched.out, self._role_of)
-            except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
-                self.data.status["sched"] = ("failed", str(exc))
-            self.sched.out.unlink(missing_ok=True)
 
 
 

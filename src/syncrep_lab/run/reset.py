@@ -25,6 +25,7 @@ without it the checkpoint is left out and said once.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from dataclasses import dataclass
@@ -76,7 +77,7 @@ def reset(primary: str, standbys: list[str], insert_table: str | None, version_n
         row = conn.execute(f"select {lsn_fn}::text").fetchone()
         assert row is not None
         target = str(row[0])
-        behind = not _caught_up(conn, target, version_num)
+        behind = not _caught_up(conn, target, version_num, standbys)
     for conninfo in standbys if mode == "full" else []:
         try:
             with admin_connection(conninfo, seconds=30, what="a standby") as sconn:
@@ -90,20 +91,52 @@ def reset(primary: str, standbys: list[str], insert_table: str | None, version_n
     return ResetResult(notes, behind)
 
 
-def _caught_up(conn: psycopg.Connection[Any], target: str, version_num: int) -> bool:
+def _caught_up(conn: psycopg.Connection[Any], target: str, version_num: int,
+               standbys: list[str] | None = None) -> bool:
+    """Whether every streaming standby replays up to ``target`` within CATCH_UP_SECONDS.
+
+    The primary hears of a standby's replay in the standby's next status message. 10 and
+    later send one as soon as they replay; 9.6's walreceiver only every
+    wal_receiver_status_interval (a second, pg/settings.py), so the primary's view alone
+    kept each 9.6 repeat waiting about a second for a replay long done. While the
+    primary's view lags, the ``standbys`` syncrep-lab reaches are asked themselves: when
+    each has replayed up to the target and they are at least as many as the standbys
+    streaming from the primary, every one of those has too (a standby that does not
+    answer leaves the primary's view to decide)."""
     replay = "replay_lsn" if version_num >= 100000 else "replay_location"
     diff = "pg_wal_lsn_diff" if version_num >= 100000 else "pg_xlog_location_diff"
+    replayed = ("pg_last_wal_replay_lsn()" if version_num >= 100000 else
+                "pg_last_xlog_replay_location()")
     deadline = time.monotonic() + CATCH_UP_SECONDS
-    while True:
-        row = conn.execute(
-            f"select count(*) filter (where {replay} is null or "
-            f"{diff}(%s::pg_lsn, {replay}) > 0) from pg_stat_replication "
-            "where state = 'streaming'", (target,)).fetchone()
-        if row is None or int(row[0]) == 0:
-            return True
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
+    with contextlib.ExitStack() as opened:
+        asked: list[psycopg.Connection[Any]] | None = None
+        while True:
+            row = conn.execute(
+                f"select count(*) filter (where {replay} is null or "
+                f"{diff}(%s::pg_lsn, {replay}) > 0), count(*) from pg_stat_replication "
+                "where state = 'streaming'", (target,)).fetchone()
+            if row is None or int(row[0]) == 0:
+                return True
+            if standbys and len(standbys) >= int(row[1]):
+                try:
+                    if asked is None:
+                        asked = [opened.enter_context(admin_connection(
+                            s, seconds=CATCH_UP_SECONDS + 5, what="a standby"))
+                            for s in standbys]
+                    if all(_replayed(s, replayed, diff, target) for s in asked):
+                        return True
+                except psycopg.Error:
+                    standbys = None  # the primary's view alone, as before
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.02)
+
+
+def _replayed(conn: psycopg.Connection[Any], replayed: str, diff: str, target: str) -> bool:
+    """Whether the standby on ``conn`` has replayed up to ``target``."""
+    row = conn.execute(f"select {replayed} is not null and {diff}(%s::pg_lsn, {replayed}) <= 0",
+                       (target,)).fetchone()
+    return row is not None and bool(row[0])
 
 
 def counters(admin: str, version_num: int, table: str) -> Counters | None:
