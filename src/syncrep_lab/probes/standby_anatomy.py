@@ -1,0 +1,361 @@
+"""The standby's half of a synchronous commit: the commit anatomy's ``standby_wait``
+(probes/anatomy.py) split, commit by commit, into the steps between the backend's wait
+and the release that frees it.
+
+A committing backend waits in ``SyncRepWaitForLSN(lsn)``. Its WAL reaches the standby
+and comes back confirmed through one pipeline of single processes, each step done for
+a batch of commits at once, in order:
+
+- ``send``: from the wait's start to the sync walsender's ``sendto`` of the WAL that
+  holds the commit's LSN (the walsender's wake-up, its read of the WAL and its framing);
+- ``transit_out``: from that ``sendto``'s entry to the return of the walreceiver's next
+  ``recvfrom`` that got bytes (the kernel's network path both ends, and the wait for the
+  walreceiver to ask, where it was busy);
+- ``write``: from there to the end of the walreceiver's next WAL ``write``/``pwrite64``;
+- ``flush``: from there to the end of its next ``fdatasync``/``fsync``;
+- ``reply``: from there to its next ``sendto`` (the status message: after the flush it
+  carries the new flush position; under ``remote_write`` the reply after the write is
+  the one, and the flush is no part of the wait);
+- ``transit_back``: from that ``sendto``'s entry to the return of the walsender's next
+  ``recvfrom`` that got bytes;
+- ``reply_handling``: from there to the walsender's next ``SyncRepReleaseWaiters``.
+
+Each boundary is an event of its own, timed in the kernel: the parts are measured, none
+is the whole less the others. What ties them to a commit is the LSN where there is one
+and the pipeline's order elsewhere: the walsender's send is the first whose
+``MyWalSnd->sentPtr`` (set by XLogSendPhysical before the send: the WAL in the message)
+is at or past the commit's LSN, the wait's first argument; every later step is the
+process's first event of its kind after the step before, which is what the
+walreceiver's loop does (receive, write, reply, flush, reply). A boundary earlier than
+the one before it (the walsender sent the WAL before the backend began to wait) counts
+from that one: the part is 0, never negative. The release that really freed the commit
+is the anatomy's (the one whose ``kill`` woke it): ``whole`` is that
+``standby_wait``, commit by commit, and the parts' sum is held against it (the sum check:
+it fails where the pipeline's order is not what the join assumes).
+
+System-call tracepoints are the same on every version and build (9.6's fetched binary
+is stripped: its static functions and variables, LogstreamResult and sentPtr among
+them, are not there to probe or read; the embedded 18 inlines XLogWalRcvWrite and
+XLogWalRcvProcessMsg); only the walsender's position is read from memory, through
+``MyWalSnd`` (exported in every build, its ``sentPtr`` 8 bytes into ``WalSnd`` from
+9.6 to 18). Processes are filtered by pid, the walsender's and the walreceiver's, in
+the kernel: both live as long as the stream.
+
+Not split: replay (``remote_apply``: the startup process's progress is not an event of
+the walreceiver's loop; its reply comes when the startup process asks for one), so a
+``remote_apply`` commit is left out, and said to be; a standby on an SSH host (its clock
+is not this one's: the transits cannot be taken apart there).
+
+Joined per window, in Python: bpftrace cannot look, at a walsender's send, for the
+waiters it covers (no loop over a map in 0.17), so the events are printed (one line per
+system call of the two processes: per batch, not per commit) and one line per commit
+that slept to its release; :func:`join` matches them. What that costs is measured beside
+the anatomy's (bench/anatomy_cost.py, docs/benchmarks.md).
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import re
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import psycopg
+
+from syncrep_lab import procs
+from syncrep_lab.pg.admin import admin_connection
+from syncrep_lab.probes.uprobe_points import elf_symbols
+from syncrep_lab.stats.histogram import LatencyHistogram
+from syncrep_lab.store import AnatomyRow
+
+PROBE = "standby_anatomy"
+PARTS = ("send", "transit_out", "write", "flush", "reply", "transit_back",
+         "reply_handling")
+WHOLE = "whole"  # the anatomy's standby_wait of the commits joined
+WHO = "standby:"  # the rows' ``who``: standby:NAME
+WALSND = "MyWalSnd"
+SENT_OFFSET = 8  # WalSnd.sentPtr: after pid_t pid and WalSndState state, 9.6 to 18
+REMOTE_WRITE, REMOTE_APPLY = 2, 4  # synchronous_commit's enum, 9.6 to 18
+
+
+@dataclass(frozen=True)
+class Standby:
+    """The sync standby the parts are taken for: its name, its walsender's pid on the
+    primary and its walreceiver's, and where ``MyWalSnd`` is in the walsender."""
+
+    name: str
+    walsender: int
+    walreceiver: int
+    walsnd_at: int
+
+
+def _rows(admin: str, query: str) -> list[tuple[object, ...]]:
+    with admin_connection(admin, seconds=5, what="a node") as conn:
+        return [tuple(r) for r in conn.execute(query)]
+
+
+def load_base(pid: int, binary: Path) -> int:
+    """Where ``binary`` is loaded in process ``pid``, to add to its linked addresses: 0
+    for a position-dependent executable, the start of its first mapping for a
+    position-independent one. OSError where the process is gone."""
+    with binary.open("rb") as f:
+        header = f.read(18)
+    if header[16] != 3:  # ET_DYN
+        return 0
+    exe = Path(f"/proc/{pid}/exe").resolve()
+    for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
+        fields = line.split()
+        if len(fields) >= 6 and fields[2] == "00000000" and Path(fields[5]) == exe:
+            return int(fields[0].split("-")[0], 16)
+    raise OSError(f"the server binary is not mapped in process {pid}")
+
+
+def find(primary_admin: str, standbys: Mapping[str, str], binary: Path) -> Standby | str:
+    """The sync standby on this machine, or why its half of a commit cannot be split
+    (with the fix where there is one): ``standbys`` maps each standby's name to the
+    tool's connection to it; ``binary`` is the primary's server binary."""
+    try:
+        streaming = _rows(primary_admin, "select pid, application_name, sync_state "
+                                         "from pg_stat_replication")
+    except psycopg.Error as exc:
+        return f"the primary did not say which standby is synchronous: {exc}"
+    sync = sorted((str(state) != "sync", str(name), int(str(pid)))
+                  for pid, name, state in streaming if str(state) in ("sync", "quorum"))
+    if not sync:
+        return "no synchronous standby is streaming from the primary"
+    _, name, walsender = sync[0]
+    admin = standbys.get(name)
+    if admin is None:
+        return f"the synchronous standby {name} is not one of the cluster's nodes here"
+    try:
+        receivers = _rows(admin, "select pid from pg_stat_wal_receiver")
+    except psycopg.Error as exc:
+        return f"the standby {name} did not say which process receives the WAL: {exc}"
+    if not receivers or receivers[0][0] is None:
+        return f"the standby {name} has no walreceiver running"
+    walreceiver = int(str(receivers[0][0]))
+    if not procs.alive(walreceiver) or not procs.alive(walsender):
+        return (f"the standby {name}'s walreceiver is not a process of this machine (on an "
+                "SSH host its clock is another: the transits cannot be taken apart)")
+    try:
+        symbol = elf_symbols(binary, (WALSND,)).get(WALSND)
+        if symbol is None or symbol[1] != 1:
+            return f"the server binary {binary} exports no {WALSND}"
+        return Standby(name, walsender, walreceiver,
+                       load_base(walsender, binary) + symbol[0])
+    except (OSError, ValueError) as exc:
+        return f"cannot read where {WALSND} is in the walsender: {exc}"
+
+
+# -- the program's part ---------------------------------------------------------------
+
+
+def probes(s: Standby) -> str:
+    """The bpftrace probes on the walsender's and the walreceiver's system calls (the
+    commit lines and the releases are printed by probes/anatomy.py's program)."""
+    w, r = int(s.walsender), int(s.walreceiver)
+    return f"""
+// The standby's half (probes/standby_anatomy.py): walsender {w}, walreceiver {r}.
+tracepoint:syscalls:sys_enter_sendto /pid == {w}/ {{
+    $snd = *uptr((uint64 *){int(s.walsnd_at)});
+    $sent = (uint64)0;
+    if ($snd) {{ $sent = *uptr((uint64 *)($snd + {SENT_OFFSET})); }}
+    printf("S %d %llu %llu\\n", args->fd, nsecs, $sent);
+}}
+tracepoint:syscalls:sys_enter_recvfrom /pid == {w} || pid == {r}/ {{ @rfd[pid] = args->fd; }}
+tracepoint:syscalls:sys_exit_recvfrom /(pid == {w} || pid == {r}) && args->ret > 0/ {{
+    printf("%s %d %llu\\n", pid == {w} ? "r" : "R", @rfd[pid], nsecs);
+}}
+tracepoint:syscalls:sys_enter_write, tracepoint:syscalls:sys_enter_pwrite64 /pid == {r}/ {{
+    @wfd[pid] = args->fd;
+}}
+tracepoint:syscalls:sys_exit_write, tracepoint:syscalls:sys_exit_pwrite64
+/pid == {r} && args->ret > 0/ {{ printf("W %d %llu\\n", @wfd[pid], nsecs); }}
+tracepoint:syscalls:sys_exit_fdatasync, tracepoint:syscalls:sys_exit_fsync /pid == {r}/ {{
+    printf("F 0 %llu\\n", nsecs);
+}}
+tracepoint:syscalls:sys_enter_sendto /pid == {r}/ {{ printf("P %d %llu\\n", args->fd, nsecs); }}
+"""
+
+
+# -- the join -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Commit:
+    """A wait that slept to its release: its start, its LSN, the start of the release
+    that freed it (the anatomy's), its synchronous_commit level."""
+
+    start: int
+    lsn: int
+    release: int
+    level: int
+
+
+@dataclass
+class Events:
+    """What the program printed: the commits, and each process's events in time order."""
+
+    commits: list[Commit]
+    sends: list[tuple[int, int]]  # the walsender's (sendto entry, sentPtr), its socket
+    received: list[int]  # the walreceiver's recvfrom returns with bytes
+    writes: list[int]  # its WAL writes' returns
+    flushes: list[int]  # its fdatasync/fsync returns
+    replies: list[int]  # its sendto entries
+    read_back: list[int]  # the walsender's recvfrom returns with bytes, on its socket
+    releases: list[int]  # the walsender's SyncRepReleaseWaiters entries
+
+
+def _printed(text: str) -> Iterator[list[str]]:
+    """The words of every line the program printed with printf (``-f json``)."""
+    for line in text.splitlines():
+        if '"printf"' not in line:
+            continue
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and entry.get("type") == "printf":
+            for printed in str(entry.get("data", "")).splitlines():
+                yield printed.split()
+
+
+def events(text: str) -> Events:
+    """The events in what bpftrace printed, each list in time order. The walsender's
+    socket is the descriptor most of its sends went to (another is a statistics
+    socket's); the walreceiver's WAL writes are those not to its standard streams.
+
+    >>> text = '\\n'.join(json.dumps({"type": "printf", "data": d}) for d in (
+    ...     "C 100 5000 900 3\\n", "S 9 150 5000\\n", "R 4 170\\n", "W 7 200\\n",
+    ...     "F 0 300\\n", "P 4 310\\n", "r 9 330\\n", "L 340\\n", "W 2 999\\n"))
+    >>> e = events(text)
+    >>> e.commits, e.sends, e.writes, e.read_back
+    ([Commit(start=100, lsn=5000, release=900, level=3)], [(150, 5000)], [200], [330])
+    """
+    commits: list[Commit] = []
+    raw: dict[str, list[tuple[int, int, int]]] = {k: [] for k in "SRWFPrL"}
+    for words in _printed(text):
+        try:
+            if words[0] == "C" and len(words) == 5:
+                commits.append(Commit(*(int(w) for w in words[1:])))
+            elif words[0] == "L" and len(words) == 2:
+                raw["L"].append((0, int(words[1]), 0))
+            elif words[0] in raw and len(words) >= 3:
+                raw[words[0]].append((int(words[1]), int(words[2]),
+                                      int(words[3]) if len(words) > 3 else 0))
+        except ValueError:
+            continue
+    socket = Counter(fd for fd, _, _ in raw["S"]).most_common(1)
+    fd = socket[0][0] if socket else -1
+
+    def times(kind: str, keep: bool = True) -> list[int]:
+        return sorted(t for f, t, _ in raw[kind] if keep or f == fd)
+
+    return Events(
+        commits=sorted(commits, key=lambda c: c.start),
+        sends=sorted((t, sent) for f, t, sent in raw["S"] if f == fd),
+        received=times("R"), writes=sorted(t for f, t, _ in raw["W"] if f > 2),
+        flushes=times("F"), replies=times("P"), read_back=times("r", keep=False),
+        releases=times("L"))
+
+
+def _after(times: Sequence[int], t: int) -> int | None:
+    """The first of the sorted ``times`` after ``t``."""
+    i = bisect.bisect_right(times, t)
+    return times[i] if i < len(times) else None
+
+
+@dataclass(frozen=True)
+class Joined:
+    """The commits' parts (part -> nanoseconds, one per commit joined), the whole of
+    each (the anatomy's standby_wait), and the commits left out and why."""
+
+    parts: dict[str, list[int]]
+    whole: list[int]
+    unmatched: int  # an event of the chain not seen (the window's end)
+    applied: int  # remote_apply commits: replay not split
+
+
+def join(e: Events) -> Joined:
+    """Each commit's parts (see the module's text): its chain of boundaries, each the
+    process's first event of the kind after the boundary before, the walsender's send
+    found by LSN.
+
+    >>> e = Events([Commit(100, 5000, 340, 3)], [(90, 4000), (150, 5000)], [170], [200],
+    ...            [300], [205, 310], [330], [340])
+    >>> j = join(e)
+    >>> [j.parts[p][0] for p in PARTS], j.whole
+    ([50, 20, 30, 100, 10, 20, 10], [240])
+    """
+    parts: dict[str, list[int]] = {p: [] for p in PARTS}
+    whole: list[int] = []
+    unmatched = applied = 0
+    sent_lsns = [lsn for _, lsn in e.sends]
+    flushed = bool(e.flushes)
+    for c in e.commits:
+        if c.level >= REMOTE_APPLY:
+            applied += 1
+            continue
+        i = bisect.bisect_left(sent_lsns, c.lsn)
+        # sentPtr only grows, but a send's bytes may have left before this wait began:
+        # the first send at or past the LSN is the one that carried it
+        if i >= len(e.sends):
+            unmatched += 1
+            continue
+        sent = e.sends[i][0]
+        got = _after(e.received, sent)
+        wrote = _after(e.writes, got) if got is not None else None
+        synced = (_after(e.flushes, wrote) if wrote is not None and flushed
+                  and c.level > REMOTE_WRITE else wrote)
+        replied = _after(e.replies, synced) if synced is not None else None
+        heard = _after(e.read_back, replied) if replied is not None else None
+        released = _after(e.releases, heard) if heard is not None else None
+        if released is None or got is None or wrote is None or synced is None:
+            unmatched += 1
+            continue
+        bounds = [c.start]
+        for t in (sent, got, wrote, synced, replied, heard, released):
+            assert t is not None
+            bounds.append(max(t, bounds[-1]))
+        for name, low, high in zip(PARTS, bounds, bounds[1:], strict=False):
+            if name == "flush" and not (flushed and c.level > REMOTE_WRITE):
+                continue
+            parts[name].append(high - low)
+        whole.append(max(c.release, c.start) - c.start)
+    return Joined(parts, whole, unmatched, applied)
+
+
+def rows(joined: Joined, name: str) -> list[AnatomyRow]:
+    """The ``anatomy`` rows of the standby's half: ``standby:NAME``, each part's
+    aggregate over the commits joined, then the whole's."""
+    found = []
+    for component, values in (*((p, joined.parts[p]) for p in PARTS), (WHOLE, joined.whole)):
+        if not values:
+            continue
+        h = LatencyHistogram()
+        h.record_array(np.array(values, dtype=np.int64))
+        assert h.min is not None and h.max is not None
+        found.append(AnatomyRow(WHO + name, component, h.count, float(h.total),
+                                float(h.min), float(h.max), h.to_bytes()))
+    return found
+
+
+def lost(said: str) -> int:
+    """The events bpftrace says it lost (its perf buffer full: "Lost N events")."""
+    return sum(int(m) for m in re.findall(r"Lost (\d+) events", said))
+
+
+def standby_rows(text: str, name: str) -> tuple[list[AnatomyRow], str | None]:
+    """The rows of what bpftrace printed, and why there are none (None: there are)."""
+    joined = join(events(text))
+    if joined.whole:
+        return rows(joined, name), None
+    if joined.applied:
+        return [], ("remote_apply: the standby's replay is not split (not an event of the "
+                    "walreceiver's loop)")
+    return [], (f"no commit joined to the standby's events ({joined.unmatched} without "
+                "their chain)")
