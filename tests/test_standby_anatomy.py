@@ -23,7 +23,7 @@ from syncrep_lab.probes.anatomy import CommitAnatomy
 from syncrep_lab.run.workload import ClientRun, prepare_tables, run_pgbench, script_text
 from syncrep_lab.store import AnatomyRow, ProbeRow
 
-from .helpers import shared_tmp
+from .helpers import cli, shared_tmp
 
 SUM_WITHIN = 0.15  # the parts' sum against the whole
 
@@ -123,22 +123,100 @@ def test_on_96_the_parts_add_up_to_the_wait_for_the_standby(
     _sum_check(standby, backend, standby_anatomy.PARTS)
 
 
-def test_join_takes_the_send_by_lsn_and_the_rest_in_order() -> None:
-    e = standby_anatomy.Events(
-        commits=[standby_anatomy.Commit(100, 5000, 330, 3)],
-        sends=[(90, 4000), (150, 5000), (400, 9000)], received=[95, 170, 405],
-        writes=[96, 200], flushes=[97, 300], replies=[98, 205, 310], read_back=[99, 320],
-        releases=[99, 330])
-    joined = standby_anatomy.join(e)
+def test_join_takes_the_send_by_lsn_and_the_rest_by_bytes_and_order() -> None:
+    def events(*commits: standby_anatomy.Commit) -> standby_anatomy.Events:
+        # two batches: the second's WAL (LSN 9000) sent at 160 while the first's reply
+        # is on its way; each reply read alone
+        return standby_anatomy.Events(
+            commits=list(commits), sends=[(90, 80, 4000), (150, 80, 5000), (160, 40, 9000)],
+            received=[(95, 80), (170, 60), (175, 60)], writes=[96, 200, 260],
+            flushes=[97, 300, 400], replies=[(98, 39), (205, 39), (310, 39), (410, 39)],
+            read_back=[(99, 39), (320, 39), (330, 39), (500, 39)],
+            releases=[99, 325, 340, 505])
+
+    joined = standby_anatomy.join(events(standby_anatomy.Commit(100, 5000, 340, 3)))
+    # the second send's last byte came in the receive at 175, not the one at 170
     assert [joined.parts[p] for p in standby_anatomy.PARTS] == [
-        [50], [20], [30], [100], [10], [10], [10]]
-    assert joined.whole == [230]
+        [50], [25], [25], [100], [10], [20], [10]]
+    assert joined.whole == [240]
     # a send before the wait began counts from the wait: 0, and so does its transit
-    early = standby_anatomy.join(standby_anatomy.Events(
-        [standby_anatomy.Commit(160, 4500, 330, 3)], *list(vars(e).values())[1:]))
-    assert early.parts["send"] == [0] and early.parts["transit_out"] == [10]
-    # a chain without its end is left out, not cut short
-    cut = standby_anatomy.join(standby_anatomy.Events(
-        [standby_anatomy.Commit(100, 9000, 990, 3)], *list(vars(e).values())[1:]))
-    assert cut.whole == [] and cut.unmatched == 1
+    early = standby_anatomy.join(events(standby_anatomy.Commit(160, 4500, 340, 3)))
+    assert early.parts["send"] == [0] and early.parts["transit_out"] == [15]
+    # under remote_write the reply after the write, no flush
+    written = standby_anatomy.join(events(standby_anatomy.Commit(100, 5000, 325, 2)))
+    assert written.parts["flush"] == [] and written.parts["reply"] == [5]
+    # a chain without its end is left out, not cut short; remote_apply is not split
+    cut = standby_anatomy.join(events(standby_anatomy.Commit(100, 9900, 990, 3),
+                                      standby_anatomy.Commit(100, 5000, 340, 4)))
+    assert (cut.whole, cut.unmatched, cut.applied) == ([], 1, 1)
     assert json.dumps(standby_anatomy.rows(joined, "b")[0].who) == '"standby:b"'
+
+
+LINKED = """\
+name = "standby-linked"
+
+[topology]
+standbys = 1
+sync = "b"
+
+[network]
+namespaces = true
+
+# the flushes without the disk: its noise would be in a part this test says does not move
+[settings]
+fsync = "off"
+
+[links.far]
+delay_ms = {delay}
+
+[matrix]
+link = ["none", "far"]
+synchronous_commit = ["on"]
+
+[workload]
+clients = 2
+duration = 2
+warmup = 0
+
+[run]
+repeats_min = 1
+repeats_max = 1
+
+[probes]
+flamegraphs = false
+sched = false
+"""
+
+
+def test_a_longer_link_moves_only_the_transits(tmp_path: Path) -> None:
+    """d ms each way between the primary and its sync standby: the transits out and back
+    grow by d each (2·d together) and the standby's other parts stay as they were; the
+    parts add up to the wait in both cells; costs and diagnose name the transit."""
+    delay_ms = 2
+    spec = tmp_path / "spec.toml"
+    spec.write_text(LINKED.format(delay=delay_ms))
+    result = cli("run", str(spec), "--out", str(tmp_path / "run"), timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    costs = json.loads(cli("costs", str(tmp_path / "run"), "--json").stdout)
+    halves: dict[str, dict[str, float]] = {}
+    for cell in costs:
+        [half] = cell["anatomy"]["standby"]
+        assert half["standby"] == "standby:b" and half["commits"] > 100, half
+        assert abs(half["sum_ratio"] - 1) <= SUM_WITHIN, half
+        link = "far" if "far" in cell["label"] else "none"
+        halves[link] = {p["component"]: p["us_per_commit"]["mean"] for p in half["parts"]}
+    round_trip_us = 2 * delay_ms * 1000.0
+    assert set(halves["far"]) == set(halves["none"]) == set(standby_anatomy.PARTS) - {"flush"}
+    for part in ("transit_out", "transit_back"):
+        moved = halves["far"][part] - halves["none"][part]
+        assert 0.4 * round_trip_us <= moved <= 0.7 * round_trip_us, (part, halves)
+    for part in set(halves["far"]) - {"transit_out", "transit_back"}:
+        moved = halves["far"][part] - halves["none"][part]
+        assert abs(moved) < 0.1 * round_trip_us, (part, halves)
+    text = cli("costs", str(tmp_path / "run")).stdout
+    assert "the wait for standby b (" in text and "transit out" in text, text
+    far = next(c for c in json.loads(cli("diagnose", str(tmp_path / "run"), "--json").stdout)
+               if "far" in c["label"])
+    said = [v for v in far["verdicts"]
+            if v["mechanism"] == "network or standby flush/apply bound"]
+    assert said and "the part that binds is the transit" in said[0]["summary"], far

@@ -22,7 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from syncrep_lab.analysis import model
-from syncrep_lab.analysis.anatomy import Anatomy, growth_sentence, share_of_commit
+from syncrep_lab.analysis.anatomy import (
+    Anatomy,
+    growth_sentence,
+    share_of_commit,
+    standby_sentence,
+)
 from syncrep_lab.analysis.costs import RoleCosts, cell_costs, cluster_version
 from syncrep_lab.analysis.evidence import (
     Figure,
@@ -681,7 +686,21 @@ def rule_link_full(facts: CellFacts) -> Verdict | None:
 
 
 def rule_standby_or_network(facts: CellFacts) -> Verdict | None:
-    """Commits wait on the standby's side or the wire, not on the primary."""
+    """Commits wait on the standby's side or the wire, not on the primary; where the
+    commit anatomy split the wait for the standby, the part that binds is named."""
+    verdict = _standby_or_network(facts)
+    halves = facts.anatomy.standby if facts.anatomy is not None else ()
+    said = standby_sentence(halves[0]) if halves else None
+    binding = halves[0].binding() if halves else None
+    if verdict is None or said is None or binding is None:
+        return verdict
+    evidence = {**verdict.evidence, "standby_part_binding": binding.component,
+                "standby_part_share_of_wait": round(binding.share_of_wait or 0.0, 3)}
+    return dataclasses.replace(verdict, summary=f"{verdict.summary}; the part that binds "
+                               f"is {said}", evidence=evidence)
+
+
+def _standby_or_network(facts: CellFacts) -> Verdict | None:
     name = "network or standby flush/apply bound"
     if facts.synchronous_commit not in WAITING_LEVELS:
         return None

@@ -15,7 +15,10 @@ a batch of commits at once, in order:
 - ``flush``: from there to the end of its next ``fdatasync``/``fsync``;
 - ``reply``: from there to its next ``sendto`` (the status message: after the flush it
   carries the new flush position; under ``remote_write`` the reply after the write is
-  the one, and the flush is no part of the wait);
+  the one, and the flush is no part of the wait). The walreceiver replies twice a batch,
+  after its writes (their position changed) and after its flush: where it does not
+  sync (``fsync = off``) the flush is not an event, is no part, and the reply is the
+  second after the write (taking the first, the parts summed to 0.84 of the wait);
 - ``transit_back``: from that ``sendto``'s entry to the return of the walsender's next
   ``recvfrom`` that got bytes;
 - ``reply_handling``: from there to the walsender's next ``SyncRepReleaseWaiters``.
@@ -156,7 +159,8 @@ def find(primary_admin: str, standbys: Mapping[str, str], binary: Path) -> Stand
 
 def probes(s: Standby) -> str:
     """The bpftrace probes on the walsender's and the walreceiver's system calls (the
-    commit lines and the releases are printed by probes/anatomy.py's program)."""
+    commit lines and the releases are printed by probes/anatomy.py's program): each
+    send and receive with its bytes, the sends timed at their entry."""
     w, r = int(s.walsender), int(s.walreceiver)
     return f"""
 // The standby's half (probes/standby_anatomy.py): walsender {w}, walreceiver {r}.
@@ -164,11 +168,16 @@ tracepoint:syscalls:sys_enter_sendto /pid == {w}/ {{
     $snd = *uptr((uint64 *){int(s.walsnd_at)});
     $sent = (uint64)0;
     if ($snd) {{ $sent = *uptr((uint64 *)($snd + {SENT_OFFSET})); }}
-    printf("S %d %llu %llu\\n", args->fd, nsecs, $sent);
+    @sfd[pid] = args->fd; @st[pid] = nsecs; @sp[pid] = $sent;
+}}
+tracepoint:syscalls:sys_enter_sendto /pid == {r}/ {{ @sfd[pid] = args->fd; @st[pid] = nsecs; }}
+tracepoint:syscalls:sys_exit_sendto /(pid == {w} || pid == {r}) && args->ret > 0/ {{
+    printf("%s %d %llu %lld %llu\\n", pid == {w} ? "S" : "P", @sfd[pid], @st[pid], args->ret,
+           @sp[pid]);
 }}
 tracepoint:syscalls:sys_enter_recvfrom /pid == {w} || pid == {r}/ {{ @rfd[pid] = args->fd; }}
 tracepoint:syscalls:sys_exit_recvfrom /(pid == {w} || pid == {r}) && args->ret > 0/ {{
-    printf("%s %d %llu\\n", pid == {w} ? "r" : "R", @rfd[pid], nsecs);
+    printf("%s %d %llu %lld\\n", pid == {w} ? "r" : "R", @rfd[pid], nsecs, args->ret);
 }}
 tracepoint:syscalls:sys_enter_write, tracepoint:syscalls:sys_enter_pwrite64 /pid == {r}/ {{
     @wfd[pid] = args->fd;
@@ -178,7 +187,6 @@ tracepoint:syscalls:sys_exit_write, tracepoint:syscalls:sys_exit_pwrite64
 tracepoint:syscalls:sys_exit_fdatasync, tracepoint:syscalls:sys_exit_fsync /pid == {r}/ {{
     printf("F 0 %llu\\n", nsecs);
 }}
-tracepoint:syscalls:sys_enter_sendto /pid == {r}/ {{ printf("P %d %llu\\n", args->fd, nsecs); }}
 """
 
 
@@ -196,17 +204,20 @@ class Commit:
     level: int
 
 
+Stream = list[tuple[int, int]]  # (time, bytes) of a process's sends or receives, in order
+
+
 @dataclass
 class Events:
     """What the program printed: the commits, and each process's events in time order."""
 
     commits: list[Commit]
-    sends: list[tuple[int, int]]  # the walsender's (sendto entry, sentPtr), its socket
-    received: list[int]  # the walreceiver's recvfrom returns with bytes
+    sends: list[tuple[int, int, int]]  # the walsender's (sendto entry, bytes, sentPtr)
+    received: Stream  # the walreceiver's recvfrom returns, on its socket
     writes: list[int]  # its WAL writes' returns
     flushes: list[int]  # its fdatasync/fsync returns
-    replies: list[int]  # its sendto entries
-    read_back: list[int]  # the walsender's recvfrom returns with bytes, on its socket
+    replies: Stream  # its sendto entries
+    read_back: Stream  # the walsender's recvfrom returns, on its socket
     releases: list[int]  # the walsender's SyncRepReleaseWaiters entries
 
 
@@ -225,48 +236,85 @@ def _printed(text: str) -> Iterator[list[str]]:
 
 
 def events(text: str) -> Events:
-    """The events in what bpftrace printed, each list in time order. The walsender's
-    socket is the descriptor most of its sends went to (another is a statistics
-    socket's); the walreceiver's WAL writes are those not to its standard streams.
+    """The events in what bpftrace printed, each list in time order. A process's socket
+    is the descriptor most of its sends went to (another is a statistics socket's); the
+    walreceiver's WAL writes are those not to its standard streams.
 
     >>> text = '\\n'.join(json.dumps({"type": "printf", "data": d}) for d in (
-    ...     "C 100 5000 900 3\\n", "S 9 150 5000\\n", "R 4 170\\n", "W 7 200\\n",
-    ...     "F 0 300\\n", "P 4 310\\n", "r 9 330\\n", "L 340\\n", "W 2 999\\n"))
+    ...     "C 100 5000 900 3\\n", "S 9 150 80 5000\\n", "R 4 170 80\\n", "W 7 200\\n",
+    ...     "F 0 300\\n", "P 4 310 39 0\\n", "r 9 330 39\\n", "L 340\\n", "W 2 999\\n"))
     >>> e = events(text)
     >>> e.commits, e.sends, e.writes, e.read_back
-    ([Commit(start=100, lsn=5000, release=900, level=3)], [(150, 5000)], [200], [330])
+    ([Commit(start=100, lsn=5000, release=900, level=3)], [(150, 80, 5000)], [200], [(330, 39)])
     """
     commits: list[Commit] = []
-    raw: dict[str, list[tuple[int, int, int]]] = {k: [] for k in "SRWFPrL"}
+    raw: dict[str, list[tuple[int, ...]]] = {k: [] for k in "SRWFPrL"}
     for words in _printed(text):
         try:
             if words[0] == "C" and len(words) == 5:
                 commits.append(Commit(*(int(w) for w in words[1:])))
             elif words[0] == "L" and len(words) == 2:
-                raw["L"].append((0, int(words[1]), 0))
+                raw["L"].append((0, int(words[1])))
             elif words[0] in raw and len(words) >= 3:
-                raw[words[0]].append((int(words[1]), int(words[2]),
-                                      int(words[3]) if len(words) > 3 else 0))
+                raw[words[0]].append(tuple(int(w) for w in words[1:]))
         except ValueError:
             continue
-    socket = Counter(fd for fd, _, _ in raw["S"]).most_common(1)
-    fd = socket[0][0] if socket else -1
 
-    def times(kind: str, keep: bool = True) -> list[int]:
-        return sorted(t for f, t, _ in raw[kind] if keep or f == fd)
+    def socket(kind: str) -> int:
+        found = Counter(e[0] for e in raw[kind]).most_common(1)
+        return found[0][0] if found else -1
 
+    def stream(kind: str, fd: int) -> Stream:
+        return sorted((e[1], e[2]) for e in raw[kind] if e[0] == fd and len(e) >= 3)
+
+    walsender, walreceiver = socket("S"), socket("P")
     return Events(
         commits=sorted(commits, key=lambda c: c.start),
-        sends=sorted((t, sent) for f, t, sent in raw["S"] if f == fd),
-        received=times("R"), writes=sorted(t for f, t, _ in raw["W"] if f > 2),
-        flushes=times("F"), replies=times("P"), read_back=times("r", keep=False),
-        releases=times("L"))
+        sends=sorted((e[1], e[2], e[3]) for e in raw["S"] if e[0] == walsender
+                     and len(e) >= 4),
+        received=stream("R", walreceiver),
+        writes=sorted(e[1] for e in raw["W"] if e[0] > 2),
+        flushes=sorted(e[1] for e in raw["F"]), replies=stream("P", walreceiver),
+        read_back=stream("r", walsender), releases=sorted(e[1] for e in raw["L"]))
 
 
 def _after(times: Sequence[int], t: int) -> int | None:
     """The first of the sorted ``times`` after ``t``."""
     i = bisect.bisect_right(times, t)
     return times[i] if i < len(times) else None
+
+
+class _Pipe:
+    """One direction of the replication connection: what one process sent and what the
+    other received, as byte offsets in the stream (a socket is first in, first out). The
+    stream is taken up where the probe saw its first send: receives that ended before
+    it were of bytes sent earlier."""
+
+    def __init__(self, sent: Stream, got: Stream) -> None:
+        self.sent_at = [t for t, _ in sent]
+        self.sent_end = list(_cumulative(n for _, n in sent))
+        first = sent[0][0] if sent else 0
+        got = [(t, n) for t, n in got if t >= first]
+        self.got_at = [t for t, _ in got]
+        self.got_end = list(_cumulative(n for _, n in got))
+
+    def received(self, k: int) -> int | None:
+        """The index of the receive that got the last byte of send ``k``."""
+        j = bisect.bisect_left(self.got_end, self.sent_end[k])
+        return j if j < len(self.got_at) else None
+
+    def sends_in(self, j: int, k: int) -> int:
+        """How many sends, up to ``k``, receive ``j`` finished: their messages, handled
+        one after the other once it returned."""
+        before = self.got_end[j - 1] if j > 0 else 0
+        return k - bisect.bisect_right(self.sent_end, before) + 1
+
+
+def _cumulative(values: Iterator[int]) -> Iterator[int]:
+    total = 0
+    for v in values:
+        total += v
+        yield total
 
 
 @dataclass(frozen=True)
@@ -281,12 +329,16 @@ class Joined:
 
 
 def join(e: Events) -> Joined:
-    """Each commit's parts (see the module's text): its chain of boundaries, each the
-    process's first event of the kind after the boundary before, the walsender's send
-    found by LSN.
+    """Each commit's parts (see the module's text): the walsender's send found by LSN,
+    the receive that got its last byte by the bytes sent and received on the connection
+    (a receive may get several sends, or a send's bytes come in several), the write,
+    flush and reply as the walreceiver's next of the kind, the walsender's receive of
+    that reply by bytes again, and the release it caused by count (the walsender calls
+    SyncRepReleaseWaiters once for each reply it reads, in order).
 
-    >>> e = Events([Commit(100, 5000, 340, 3)], [(90, 4000), (150, 5000)], [170], [200],
-    ...            [300], [205, 310], [330], [340])
+    >>> e = Events([Commit(100, 5000, 340, 3)], [(90, 80, 4000), (150, 80, 5000)],
+    ...            [(95, 80), (170, 80)], [200], [300], [(205, 39), (310, 39)],
+    ...            [(320, 39), (330, 39)], [325, 340])
     >>> j = join(e)
     >>> [j.parts[p][0] for p in PARTS], j.whole
     ([50, 20, 30, 100, 10, 20, 10], [240])
@@ -294,32 +346,41 @@ def join(e: Events) -> Joined:
     parts: dict[str, list[int]] = {p: [] for p in PARTS}
     whole: list[int] = []
     unmatched = applied = 0
-    sent_lsns = [lsn for _, lsn in e.sends]
+    sent_lsns = [lsn for _, _, lsn in e.sends]
+    out = _Pipe([(t, n) for t, n, _ in e.sends], e.received)
+    back = _Pipe(e.replies, e.read_back)
+    reply_at = [t for t, _ in e.replies]
     flushed = bool(e.flushes)
     for c in e.commits:
         if c.level >= REMOTE_APPLY:
             applied += 1
             continue
-        i = bisect.bisect_left(sent_lsns, c.lsn)
-        # sentPtr only grows, but a send's bytes may have left before this wait began:
-        # the first send at or past the LSN is the one that carried it
-        if i >= len(e.sends):
-            unmatched += 1
-            continue
-        sent = e.sends[i][0]
-        got = _after(e.received, sent)
+        # sentPtr only grows; a send's bytes may have left before this wait began: the
+        # first send at or past the LSN is the one that carried it
+        k = bisect.bisect_left(sent_lsns, c.lsn)
+        j = out.received(k) if k < len(e.sends) else None
+        got = out.got_at[j] if j is not None else None
         wrote = _after(e.writes, got) if got is not None else None
         synced = (_after(e.flushes, wrote) if wrote is not None and flushed
                   and c.level > REMOTE_WRITE else wrote)
-        replied = _after(e.replies, synced) if synced is not None else None
-        heard = _after(e.read_back, replied) if replied is not None else None
-        released = _after(e.releases, heard) if heard is not None else None
+        r = bisect.bisect_right(reply_at, synced) if synced is not None else len(reply_at)
+        if not flushed and c.level > REMOTE_WRITE:
+            # no sync to see (fsync off): the reply after the write gives the write's
+            # position, the flush's is the next one
+            r += 1
+        heard = back.received(r) if r < len(reply_at) else None
+        released = None
+        if heard is not None:
+            n = bisect.bisect_right(e.releases, back.got_at[heard])
+            n += back.sends_in(heard, r) - 1
+            released = e.releases[n] if n < len(e.releases) else None
         if released is None or got is None or wrote is None or synced is None:
             unmatched += 1
             continue
+        assert heard is not None
         bounds = [c.start]
-        for t in (sent, got, wrote, synced, replied, heard, released):
-            assert t is not None
+        for t in (e.sends[k][0], got, wrote, synced, reply_at[r], back.got_at[heard],
+                  released):
             bounds.append(max(t, bounds[-1]))
         for name, low, high in zip(PARTS, bounds, bounds[1:], strict=False):
             if name == "flush" and not (flushed and c.level > REMOTE_WRITE):
