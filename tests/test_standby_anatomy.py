@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -114,6 +116,36 @@ def test_remote_apply_is_said_not_split(cluster: Manifest, tmp_path: Path) -> No
     assert said.status == "skipped" and "remote_apply" in str(said.reason), said
 
 
+def test_observe_splits_the_wait_for_a_standby_named(cluster: Manifest, tmp_path: Path
+                                                      ) -> None:
+    """observe --anatomy --standby b=...: each slice's commits get the standby's half,
+    which adds up to their wait for it; costs shows it."""
+    b = cluster.node("b")
+    bench = subprocess.Popen(
+        [str(resolve(cluster.bin_dir).program("pgbench")), "-n", "-c", "4", "-j", "2",
+         "-T", "30", "-f", str(cluster.dir / "insert.sql"), cluster.conninfo(cluster.primary)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(1.0)
+        res = cli("observe", "--dir", str(cluster.dir), "--standby",
+                  f"b={cluster.conninfo(b)}", "--seconds", "4", "--slice", "2", "--anatomy",
+                  "--out", str(tmp_path / "obs"), "--json", timeout=120)
+    finally:
+        bench.terminate()
+        bench.wait(timeout=60)
+    assert res.returncode == 0, res.stdout + res.stderr
+    notes = json.loads(res.stdout)["windows"][0]["notes"]
+    assert any(n.startswith("the wait for standby b split for") for n in notes), notes
+    [costs] = json.loads(cli("costs", str(tmp_path / "obs"), "--json").stdout)
+    [half] = costs["anatomy"]["standby"]
+    assert half["commits"] > 1000 and abs(half["sum_ratio"] - 1) <= SUM_WITHIN, half
+    parts = {p["component"]: p for p in half["parts"]}
+    assert set(parts) == set(standby_anatomy.PARTS), sorted(parts)
+    # per commit with an interval over the two slices
+    assert all(p["us_per_commit"]["low"] is not None for p in parts.values()), parts
+    assert "the wait for standby b (" in cli("costs", str(tmp_path / "obs")).stdout
+
+
 @pytest.mark.slow
 def test_on_96_the_parts_add_up_to_the_wait_for_the_standby(
         pg96: object, make_cluster: Callable[..., Manifest], tmp_path: Path) -> None:
@@ -182,9 +214,13 @@ warmup = 0
 repeats_min = 1
 repeats_max = 1
 
+[compare]
+baseline = {{ link = "none" }}
+
 [probes]
 flamegraphs = false
 sched = false
+standby_anatomy = true
 """
 
 
@@ -220,3 +256,11 @@ def test_a_longer_link_moves_only_the_transits(tmp_path: Path) -> None:
     said = [v for v in far["verdicts"]
             if v["mechanism"] == "network or standby flush/apply bound"]
     assert said and "the part that binds is the transit" in said[0]["summary"], far
+    # against its baseline (no delay): the standby's transits are what grew
+    rows = json.loads(cli("results", str(tmp_path / "run"), "--json").stdout)
+    cmp = next(r for r in rows if "far" in r["label"])["anatomy_to_baseline"]
+    by = {f["key"]: f for f in cmp["figures"] if f["who"] == "standby:b"}
+    assert by["transit_out"]["ratio"] > 5 and by["transit_back"]["ratio"] > 5, by
+    assert by["write"]["ratio"] < by["transit_out"]["ratio"] / 5, by
+    # the report: the standby's half stacked beside the commit's parts
+    assert 'id="chart-anatomy-standby"' in (tmp_path / "run" / "report.html").read_text()

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from syncrep_lab.json_form import JSON
 from syncrep_lab.stats.histogram import LatencyHistogram
@@ -295,6 +295,9 @@ class AnatomyValues:
     # walsender:NAME -> per_waiter_us | waiters_per_release -> one per repeat in which it
     # released (per_waiter_us: in which it freed a waiter)
     walsenders: dict[str, dict[str, list[float]]]
+    # standby:NAME -> a part of its half -> µs per commit joined, one per repeat that
+    # joined any
+    standby: dict[str, dict[str, list[float]]] = field(default_factory=dict)
 
 
 def anatomy_values(store: Store, cell_id: int) -> AnatomyValues | None:
@@ -321,7 +324,12 @@ def anatomy_values(store: Store, cell_id: int) -> AnatomyValues | None:
                               if freed.get(r)],
             "waiters_per_release": [freed.get(r, 0.0) / releases[r] for r in measured
                                     if releases.get(r)]}
-    return AnatomyValues(len(measured), backend, walsenders)
+    standby = {who: {part: [total[(who, part)].get(r, 0.0) / 1000.0
+                            / count[(who, STANDBY_WHOLE)][r]
+                            for r in measured if count[(who, STANDBY_WHOLE)].get(r)]
+                     for part in STANDBY_PARTS if (who, part) in total}
+               for who in sorted({w for w, _ in total if w.startswith(STANDBY)})}
+    return AnatomyValues(len(measured), backend, walsenders, standby)
 
 
 def why_no_anatomy(store: Store, cell_id: int) -> str:

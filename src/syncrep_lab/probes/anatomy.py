@@ -343,13 +343,16 @@ def program(binary: str, postmasters: Sequence[int], exclude: Sequence[int] = ()
     by = int(snapshots_by or 0)
     prints = " ".join(f"print(@{m});" for m in (*(f"h_{c}" for c in COMPONENTS), "sum",
                                                  SNAPSHOT))
+    # a snapshot's moment, to cut the standby's half at the slices
+    moment = "" if standby is None else \
+        f'\n    printf("M %d %llu\\n", @{SNAPSHOT}, nsecs);'
     numbered = "" if snapshots_by is None else f"""
 // Snapshots: kill(itself, 0) by the observer (pid {by}) numbers one and asks bpftrace to
 // print the aggregates, the number last (the module's text says why not SIGUSR1).
 BEGIN {{ @{SNAPSHOT} = 0; }}
 
 tracepoint:syscalls:sys_enter_kill /pid == {by} && args->pid == {by} && args->sig == 0/ {{
-    @{SNAPSHOT} = @{SNAPSHOT} + 1;
+    @{SNAPSHOT} = @{SNAPSHOT} + 1;{moment}
     {prints}
 }}
 """
@@ -800,7 +803,8 @@ class CommitAnatomy:
                  exclude: Callable[[], Iterable[int]] | None = None,
                  names: Callable[[], Mapping[int, str]] | None = None,
                  snapshots: bool = False, at_entry: bool = False,
-                 standbys: Mapping[str, str] | None = None) -> None:
+                 standbys: Mapping[str, str] | None = None,
+                 primary_admin: str | None = None) -> None:
         self.binary = binary
         self.postmasters = list(postmasters)
         self.out_dir = out_dir
@@ -810,6 +814,7 @@ class CommitAnatomy:
         # the standbys' connections by name: the sync one's half of each commit is split
         # too (probes/standby_anatomy.py); None: not asked for
         self.standbys = standbys
+        self.primary_admin = primary_admin or (self.admins[0] if self.admins else None)
         self.standby: standby_anatomy.Standby | None = None
         self.standby_status: tuple[str, str | None] = ("skipped", "not asked for")
         self.status: tuple[str, str | None] = ("skipped", "not started")
@@ -871,8 +876,8 @@ class CommitAnatomy:
 
     def _spawn(self) -> None:
         self.names = self._walsenders()
-        if self.standbys is not None and self.admins:
-            found = standby_anatomy.find(self.admins[0], self.standbys, self.binary)
+        if self.standbys is not None and self.primary_admin is not None:
+            found = standby_anatomy.find(self.primary_admin, self.standbys, self.binary)
             self.standby = found if isinstance(found, standby_anatomy.Standby) else None
             self.standby_status = (("ran", None) if self.standby is not None
                                    else ("skipped", str(found)))

@@ -24,17 +24,20 @@ a batch of commits at once, in order:
 - ``reply_handling``: from there to the walsender's next ``SyncRepReleaseWaiters``.
 
 Each boundary is an event of its own, timed in the kernel: the parts are measured, none
-is the whole less the others. What ties them to a commit is the LSN where there is one
-and the pipeline's order elsewhere: the walsender's send is the first whose
-``MyWalSnd->sentPtr`` (set by XLogSendPhysical before the send: the WAL in the message)
-is at or past the commit's LSN, the wait's first argument; every later step is the
-process's first event of its kind after the step before, which is what the
-walreceiver's loop does (receive, write, reply, flush, reply). A boundary earlier than
-the one before it (the walsender sent the WAL before the backend began to wait) counts
-from that one: the part is 0, never negative. The release that really freed the commit
-is the anatomy's (the one whose ``kill`` woke it): ``whole`` is that
-``standby_wait``, commit by commit, and the parts' sum is held against it (the sum check:
-it fails where the pipeline's order is not what the join assumes).
+is the whole less the others. What ties them to a commit: the walsender's send is the
+first whose ``MyWalSnd->sentPtr`` (set by XLogSendPhysical before the send: the WAL in
+the message) is at or past the commit's LSN, the wait's first argument; the receive
+that got it is found by the bytes sent and received on the connection (a socket is
+first in, first out), the reply's likewise; the write, flush and reply are the
+walreceiver's next of their kind, which is what its loop does (receive, write, reply,
+flush, reply); the release is the one that reply caused, by count (the walsender calls
+SyncRepReleaseWaiters once per reply it reads). A boundary earlier than the one before
+it (the walsender sent the WAL before the backend began to wait) counts from that one:
+the part is 0, never negative. The release that really freed the commit is the
+anatomy's (the one whose ``kill`` woke it): ``whole`` is that ``standby_wait``, commit by
+commit, and the parts' sum is held against it (the sum check: it fails where the join
+is wrong; matched by time alone it summed to 0.84 and 0.90 of the wait:
+docs/decisions.md, "The standby's half of a commit").
 
 System-call tracepoints are the same on every version and build (9.6's fetched binary
 is stripped: its static functions and variables, LogstreamResult and sentPtr among
@@ -318,14 +321,35 @@ def _cumulative(values: Iterator[int]) -> Iterator[int]:
 
 
 @dataclass(frozen=True)
-class Joined:
-    """The commits' parts (part -> nanoseconds, one per commit joined), the whole of
-    each (the anatomy's standby_wait), and the commits left out and why."""
+class Chain:
+    """A commit joined: when its wait began, its parts (nanoseconds; a part not measured
+    for it is absent), its whole (the anatomy's standby_wait)."""
 
-    parts: dict[str, list[int]]
-    whole: list[int]
+    start: int
+    parts: dict[str, int]
+    whole: int
+
+
+@dataclass(frozen=True)
+class Joined:
+    """The commits joined, and those left out and why."""
+
+    chains: list[Chain]
     unmatched: int  # an event of the chain not seen (the window's end)
     applied: int  # remote_apply commits: replay not split
+
+    @property
+    def parts(self) -> dict[str, list[int]]:
+        """Part -> its nanoseconds, one per commit that has it."""
+        return {p: [c.parts[p] for c in self.chains if p in c.parts] for p in PARTS}
+
+    @property
+    def whole(self) -> list[int]:
+        return [c.whole for c in self.chains]
+
+    def between(self, low: int, high: int) -> Joined:
+        """The commits whose wait began in [low, high) (an observe window's slice)."""
+        return Joined([c for c in self.chains if low <= c.start < high], 0, 0)
 
 
 def join(e: Events) -> Joined:
@@ -343,8 +367,7 @@ def join(e: Events) -> Joined:
     >>> [j.parts[p][0] for p in PARTS], j.whole
     ([50, 20, 30, 100, 10, 20, 10], [240])
     """
-    parts: dict[str, list[int]] = {p: [] for p in PARTS}
-    whole: list[int] = []
+    chains: list[Chain] = []
     unmatched = applied = 0
     sent_lsns = [lsn for _, _, lsn in e.sends]
     out = _Pipe([(t, n) for t, n, _ in e.sends], e.received)
@@ -382,12 +405,11 @@ def join(e: Events) -> Joined:
         for t in (e.sends[k][0], got, wrote, synced, reply_at[r], back.got_at[heard],
                   released):
             bounds.append(max(t, bounds[-1]))
-        for name, low, high in zip(PARTS, bounds, bounds[1:], strict=False):
-            if name == "flush" and not (flushed and c.level > REMOTE_WRITE):
-                continue
-            parts[name].append(high - low)
-        whole.append(max(c.release, c.start) - c.start)
-    return Joined(parts, whole, unmatched, applied)
+        chains.append(Chain(c.start, {
+            name: high - low for name, low, high in zip(PARTS, bounds, bounds[1:], strict=False)
+            if name != "flush" or (flushed and c.level > REMOTE_WRITE)},
+            max(c.release, c.start) - c.start))
+    return Joined(chains, unmatched, applied)
 
 
 def rows(joined: Joined, name: str) -> list[AnatomyRow]:
@@ -402,6 +424,15 @@ def rows(joined: Joined, name: str) -> list[AnatomyRow]:
         assert h.min is not None and h.max is not None
         found.append(AnatomyRow(WHO + name, component, h.count, float(h.total),
                                 float(h.min), float(h.max), h.to_bytes()))
+    return found
+
+
+def marks(text: str) -> dict[int, int]:
+    """The moment (nsecs) of each numbered snapshot (probes/anatomy.py's ``M`` lines)."""
+    found: dict[int, int] = {}
+    for words in _printed(text):
+        if words[0] == "M" and len(words) == 3 and words[1].isdigit() and words[2].isdigit():
+            found.setdefault(int(words[1]), int(words[2]))
     return found
 
 
