@@ -166,7 +166,7 @@ def main() -> None:
         timed: dict[str, list[float]] = {k: [] for k in places}
         where: dict[str, dict[str, int]] = {}
         fallbacks: dict[str, list[str]] = {k: [] for k in places}
-        joined: list[float] = []  # the standby's half: commits joined / commits timed
+        joined: list[float] = []  # the standby's half: commits joined / those that slept
         for n in range(1, args.rounds + 1):
             order = ["bare", *places]
             rng.shuffle(order)
@@ -210,9 +210,11 @@ def main() -> None:
                     commits = next((r.count for r in rows.anatomy
                                     if (r.who, r.component) == ("backend", "commit_wait")), 0)
                     timed[kind].append(commits / run.summary.transactions)
-                    if kind == "standby":
+                    if kind == "standby":  # of the waits that slept to their release
+                        slept = next((r.count for r in rows.anatomy if (r.who, r.component)
+                                      == ("backend", "standby_wait")), 0)
                         joined.append(next((r.count for r in rows.anatomy
-                                            if r.component == "whole"), 0) / commits)
+                                            if r.component == "whole"), 0) / max(slept, 1))
                     startup_cpu[kind].append(recorder.ready_cpu_s)
                     window_cpu_per_commit[kind].append((cpu - recorder.ready_cpu_s)
                                                        / run.summary.transactions)
@@ -238,7 +240,8 @@ def main() -> None:
             print(f"  commits timed / pgbench's transactions: median "
                   f"{statistics.median(timed[kind]):.3f}")
             if kind == "standby":
-                print(f"  commits joined to the standby's events / timed: median "
+                print(f"  commits joined to the standby's events / those that slept to "
+                      f"their release: median "
                       f"{statistics.median(joined):.3f}")
             extra = [p - b for p, b in zip(server_cpu[kind], server_cpu["bare"], strict=True)]
             low, high = median_interval(extra)
