@@ -55,6 +55,7 @@ STANDBY = "standby:"
 STANDBY_PARTS = ("send", "transit_out", "write", "flush", "reply", "transit_back",
                  "reply_handling")
 STANDBY_WHOLE = "whole"
+STANDBY_SYNC = "sync_call"  # each fdatasync/fsync of the walreceiver, per call
 DISTRIBUTION_BINS = 4  # per power of two: the report's histograms
 
 
@@ -129,11 +130,13 @@ class StandbyParts:
     parts: tuple[Component, ...]  # share_of_wait: of the whole
     whole_us: float | None  # per commit joined
     sum_ratio: float | None
+    sync_us: float | None = None  # the walreceiver's fdatasync/fsync, mean per call
+    syncs: int = 0  # those calls
 
     def to_json(self) -> dict[str, JSON]:
         return {"standby": self.standby, "commits": self.commits,
                 "parts": [p.to_json() for p in self.parts], "whole_us": self.whole_us,
-                "sum_ratio": self.sum_ratio}
+                "sum_ratio": self.sum_ratio, "sync_us": self.sync_us, "syncs": self.syncs}
 
     def binding(self) -> Component | None:
         """The part that takes the most of the whole."""
@@ -279,9 +282,11 @@ def _standby_parts(who: str, measured: list[int],
         parts.append(_component(name, values, events[key], totals[key],
                                 totals[key] / whole if whole > 0 else None, merged[key]))
     summed = sum(totals.get((who, p), 0.0) for p in STANDBY_PARTS)
+    syncs = events.get((who, STANDBY_SYNC), 0)
     return StandbyParts(who, counts, tuple(parts),
                         _us(whole / counts) if counts else None,
-                        summed / whole if whole > 0 else None)
+                        summed / whole if whole > 0 else None,
+                        _us(totals[(who, STANDBY_SYNC)] / syncs) if syncs else None, syncs)
 
 
 @dataclass(frozen=True)
@@ -416,6 +421,8 @@ def standby_sentence(s: StandbyParts) -> str | None:
     return (f"the {STANDBY_NAMES[part.component]}: {100 * part.share_of_wait:.0f} % of "
             f"the wait for standby {s.standby.removeprefix(STANDBY)}"
             + (f", {mean:,.0f} µs per commit" if mean is not None else "")
+            + (f", {s.sync_us / 1000:.2f} ms an fdatasync"
+               if part.component == "flush" and s.sync_us is not None else "")
             + (f" (the parts sum to {s.sum_ratio:.2f} of the wait)"
                if s.sum_ratio is not None else ""))
 
@@ -428,7 +435,9 @@ def standby_line(s: StandbyParts) -> str:
     return (f"the wait for standby {s.standby.removeprefix(STANDBY)} ({s.commits:,} commits "
             f"joined, per commit): {parts}"
             + (f" = {s.sum_ratio:.2f} of its {s.whole_us:,.0f} µs"
-               if s.sum_ratio is not None and s.whole_us is not None else ""))
+               if s.sum_ratio is not None and s.whole_us is not None else "")
+            + (f"; {s.syncs:,} fdatasync calls, {s.sync_us:,.0f} µs each"
+               if s.sync_us is not None else ""))
 
 
 PART_NAMES = {"local_flush": "local WAL flush", "commit_wait": "commit wait",

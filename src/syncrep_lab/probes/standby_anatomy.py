@@ -66,7 +66,7 @@ import json
 import re
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -82,6 +82,7 @@ PROBE = "standby_anatomy"
 PARTS = ("send", "transit_out", "write", "flush", "reply", "transit_back",
          "reply_handling")
 WHOLE = "whole"  # the anatomy's standby_wait of the commits joined
+SYNC = "sync_call"  # each fdatasync/fsync of the walreceiver, per call
 WHO = "standby:"  # the rows' ``who``: standby:NAME
 WALSND = "MyWalSnd"
 SENT_OFFSET = 8  # WalSnd.sentPtr: after pid_t pid and WalSndState state, 9.6 to 18
@@ -187,8 +188,11 @@ tracepoint:syscalls:sys_enter_write, tracepoint:syscalls:sys_enter_pwrite64 /pid
 }}
 tracepoint:syscalls:sys_exit_write, tracepoint:syscalls:sys_exit_pwrite64
 /pid == {r} && args->ret > 0/ {{ printf("W %d %llu\\n", @wfd[pid], nsecs); }}
+tracepoint:syscalls:sys_enter_fdatasync, tracepoint:syscalls:sys_enter_fsync /pid == {r}/ {{
+    @fs[pid] = nsecs;
+}}
 tracepoint:syscalls:sys_exit_fdatasync, tracepoint:syscalls:sys_exit_fsync /pid == {r}/ {{
-    printf("F 0 %llu\\n", nsecs);
+    printf("F 0 %llu %llu\\n", nsecs, nsecs - @fs[pid]);
 }}
 """
 
@@ -222,6 +226,8 @@ class Events:
     replies: Stream  # its sendto entries
     read_back: Stream  # the walsender's recvfrom returns, on its socket
     releases: list[int]  # the walsender's SyncRepReleaseWaiters entries
+    # its fdatasync/fsync calls: (return, how long each took)
+    syncs: list[tuple[int, int]] = field(default_factory=list)
 
 
 def _printed(text: str) -> Iterator[list[str]]:
@@ -278,7 +284,8 @@ def events(text: str) -> Events:
         received=stream("R", walreceiver),
         writes=sorted(e[1] for e in raw["W"] if e[0] > 2),
         flushes=sorted(e[1] for e in raw["F"]), replies=stream("P", walreceiver),
-        read_back=stream("r", walsender), releases=sorted(e[1] for e in raw["L"]))
+        read_back=stream("r", walsender), releases=sorted(e[1] for e in raw["L"]),
+        syncs=sorted((e[1], e[2]) for e in raw["F"] if len(e) >= 3))
 
 
 def _after(times: Sequence[int], t: int) -> int | None:
@@ -337,6 +344,7 @@ class Joined:
     chains: list[Chain]
     unmatched: int  # an event of the chain not seen (the window's end)
     applied: int  # remote_apply commits: replay not split
+    syncs: list[tuple[int, int]] = field(default_factory=list)  # as Events has them
 
     @property
     def parts(self) -> dict[str, list[int]]:
@@ -348,8 +356,10 @@ class Joined:
         return [c.whole for c in self.chains]
 
     def between(self, low: int, high: int) -> Joined:
-        """The commits whose wait began in [low, high) (an observe window's slice)."""
-        return Joined([c for c in self.chains if low <= c.start < high], 0, 0)
+        """The commits whose wait began in [low, high) (an observe window's slice), and
+        the syncs that ended in it."""
+        return Joined([c for c in self.chains if low <= c.start < high], 0, 0,
+                      [s for s in self.syncs if low <= s[0] < high])
 
 
 def join(e: Events) -> Joined:
@@ -409,14 +419,17 @@ def join(e: Events) -> Joined:
             name: high - low for name, low, high in zip(PARTS, bounds, bounds[1:], strict=False)
             if name != "flush" or (flushed and c.level > REMOTE_WRITE)},
             max(c.release, c.start) - c.start))
-    return Joined(chains, unmatched, applied)
+    return Joined(chains, unmatched, applied, e.syncs)
 
 
 def rows(joined: Joined, name: str) -> list[AnatomyRow]:
     """The ``anatomy`` rows of the standby's half: ``standby:NAME``, each part's
-    aggregate over the commits joined, then the whole's."""
+    aggregate over the commits joined, then the whole's, then the walreceiver's syncs
+    (each fdatasync/fsync call's own time, once, however many commits it covered)."""
     found = []
-    for component, values in (*((p, joined.parts[p]) for p in PARTS), (WHOLE, joined.whole)):
+    syncs = [d for _, d in joined.syncs] if joined.chains else []
+    for component, values in (*((p, joined.parts[p]) for p in PARTS), (WHOLE, joined.whole),
+                              (SYNC, syncs)):
         if not values:
             continue
         h = LatencyHistogram()
