@@ -26,6 +26,7 @@ from syncrep_lab.run.workload import ClientRun, prepare_tables, run_pgbench, scr
 from syncrep_lab.store import AnatomyRow, ProbeRow
 
 from .helpers import cli, shared_tmp
+from .test_topology import LINKED_ANATOMY
 
 SUM_WITHIN = 0.15  # the parts' sum against the whole
 
@@ -51,11 +52,7 @@ def _recorded(manifest: Manifest, out: Path, level: str = "on", clients: int = 4
               ) -> tuple[dict[str, AnatomyRow], dict[str, AnatomyRow], list[ProbeRow],
                          ClientRun]:
     """The standby's rows and the backends' by component, the probes' rows, the run."""
-    pid = server.postmaster_pid(manifest.primary.data_dir(manifest.dir))
-    assert pid is not None
-    recorder = CommitAnatomy(
-        Path(f"/proc/{pid}/exe"), [pid], out, [manifest.admin_conninfo(manifest.primary)],
-        standbys={n.name: manifest.admin_conninfo(n) for n in manifest.standbys})
+    recorder = _recorder(manifest, out)
     recorder.start()
     assert recorder.status == ("ran", None), recorder.status
     assert recorder.standby is not None, recorder.standby_status
@@ -66,6 +63,15 @@ def _recorded(manifest: Manifest, out: Path, level: str = "on", clients: int = 4
     standby = {r.component: r for r in rows.anatomy if r.who.startswith("standby:")}
     backend = {r.component: r for r in rows.anatomy if r.who == "backend"}
     return standby, backend, rows.probes, run
+
+
+def _recorder(manifest: Manifest, out: Path) -> CommitAnatomy:
+    """The anatomy of the primary with the standbys' half asked for."""
+    pid = server.postmaster_pid(manifest.primary.data_dir(manifest.dir))
+    assert pid is not None
+    return CommitAnatomy(
+        Path(f"/proc/{pid}/exe"), [pid], out, [manifest.admin_conninfo(manifest.primary)],
+        standbys={n.name: manifest.admin_conninfo(n) for n in manifest.standbys})
 
 
 def _sum_check(standby: dict[str, AnatomyRow], backend: dict[str, AnatomyRow],
@@ -106,11 +112,7 @@ def test_under_remote_write_the_flush_is_no_part(cluster: Manifest, tmp_path: Pa
 
 
 def test_remote_apply_is_said_not_split(cluster: Manifest, tmp_path: Path) -> None:
-    pid = server.postmaster_pid(cluster.primary.data_dir(cluster.dir))
-    assert pid is not None
-    recorder = CommitAnatomy(
-        Path(f"/proc/{pid}/exe"), [pid], tmp_path, [cluster.admin_conninfo(cluster.primary)],
-        standbys={n.name: cluster.admin_conninfo(n) for n in cluster.standbys})
+    recorder = _recorder(cluster, tmp_path)
     recorder.start()
     run_pgbench(resolve(cluster.bin_dir).program("pgbench"), cluster.conninfo(cluster.primary),
                 cluster.dir / "insert.sql", clients=2, threads=1, duration=1,
@@ -189,53 +191,23 @@ def test_join_takes_the_send_by_lsn_and_the_rest_by_bytes_and_order() -> None:
     assert json.dumps(standby_anatomy.rows(joined, "b")[0].who) == '"standby:b"'
 
 
-LINKED = """\
-name = "standby-linked"
-
-[topology]
-standbys = 1
-sync = "b"
-
-[network]
-namespaces = true
-
-# the flushes without the disk: its noise would be in a part this test says does not move
-[settings]
-fsync = "off"
-
-[links.far]
-delay_ms = {delay}
-
-[matrix]
-link = ["none", "far"]
-synchronous_commit = ["on"]
-
-[workload]
-clients = 2
-duration = 2
-warmup = 0
-
-[run]
-repeats_min = 1
-repeats_max = 1
-
+# the topology test's two cells (2 ms each way on the link to b, or none), with the
+# standby's half asked for and the cell without a delay as the other's baseline
+LINKED = LINKED_ANATOMY.replace("sched = false\n", "sched = false\nstandby_anatomy = true\n") + """
 [compare]
-baseline = {{ link = "none" }}
-
-[probes]
-flamegraphs = false
-sched = false
-standby_anatomy = true
+baseline = { link = "none" }
 """
+DELAY_MS = 2
 
 
 def test_a_longer_link_moves_only_the_transits(tmp_path: Path) -> None:
     """d ms each way between the primary and its sync standby: the transits out and back
     grow by d each (2·d together) and the standby's other parts stay as they were; the
     parts add up to the wait in both cells; costs and diagnose name the transit."""
-    delay_ms = 2
+    delay_ms = DELAY_MS
+    assert f"delay_ms = {delay_ms}" in LINKED and "standby_anatomy = true" in LINKED
     spec = tmp_path / "spec.toml"
-    spec.write_text(LINKED.format(delay=delay_ms))
+    spec.write_text(LINKED)
     result = cli("run", str(spec), "--out", str(tmp_path / "run"), timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     costs = json.loads(cli("costs", str(tmp_path / "run"), "--json").stdout)
