@@ -29,6 +29,7 @@ from .helpers import cli, shared_tmp
 from .test_topology import LINKED_ANATOMY
 
 SUM_WITHIN = 0.15  # the parts' sum against the whole
+FLUSHED = tuple(p for p in standby_anatomy.PARTS if p != "replay")  # under `on`
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +97,7 @@ def test_on_18_the_parts_add_up_to_the_wait_for_the_standby(
     assert ProbeRow("standby_anatomy", "ran", None) in probes, probes
     assert run.summary.transactions is not None and run.summary.transactions > 300
     assert {r.who for r in standby.values()} == {"standby:b"}
-    _sum_check(standby, backend, standby_anatomy.PARTS)
+    _sum_check(standby, backend, FLUSHED)
     # a durable standby's flush is a real fdatasync: tens of µs at least; each call
     # covers a batch of commits, and a commit's flush part is at least a call's time on
     # average (it may also wait for the call before its own to end)
@@ -108,19 +109,15 @@ def test_on_18_the_parts_add_up_to_the_wait_for_the_standby(
 
 def test_under_remote_write_the_flush_is_no_part(cluster: Manifest, tmp_path: Path) -> None:
     standby, backend, _, _ = _recorded(cluster, tmp_path / "out", "remote_write")
-    _sum_check(standby, backend, tuple(p for p in standby_anatomy.PARTS if p != "flush"))
+    _sum_check(standby, backend, tuple(p for p in FLUSHED if p != "flush"))
 
 
-def test_remote_apply_is_said_not_split(cluster: Manifest, tmp_path: Path) -> None:
-    recorder = _recorder(cluster, tmp_path)
-    recorder.start()
-    run_pgbench(resolve(cluster.bin_dir).program("pgbench"), cluster.conninfo(cluster.primary),
-                cluster.dir / "insert.sql", clients=2, threads=1, duration=1,
-                synchronous_commit="remote_apply")
-    rows = recorder.stop()
-    assert not [r for r in rows.anatomy if r.who.startswith("standby:")]
-    [said] = [p for p in rows.probes if p.probe == "standby_anatomy"]
-    assert said.status == "skipped" and "remote_apply" in str(said.reason), said
+def test_under_remote_apply_the_replay_is_a_part(cluster: Manifest, tmp_path: Path) -> None:
+    """The reply whose apply position covers the commit ends its replay (from the flush:
+    the startup process's replay and its request for a reply, the reply not apart)."""
+    standby, backend, _, _ = _recorded(cluster, tmp_path / "out", "remote_apply")
+    _sum_check(standby, backend, tuple(p for p in standby_anatomy.PARTS if p != "reply"))
+    assert standby["replay"].total > 0, standby["replay"]
 
 
 def test_observe_splits_the_wait_for_a_standby_named(cluster: Manifest, tmp_path: Path
@@ -147,7 +144,7 @@ def test_observe_splits_the_wait_for_a_standby_named(cluster: Manifest, tmp_path
     [half] = costs["anatomy"]["standby"]
     assert half["commits"] > 1000 and abs(half["sum_ratio"] - 1) <= SUM_WITHIN, half
     parts = {p["component"]: p for p in half["parts"]}
-    assert set(parts) == set(standby_anatomy.PARTS), sorted(parts)
+    assert set(parts) == set(FLUSHED), sorted(parts)
     # per commit with an interval over the two slices
     assert all(p["us_per_commit"]["low"] is not None for p in parts.values()), parts
     assert "the wait for standby b (" in cli("costs", str(tmp_path / "obs")).stdout
@@ -159,7 +156,7 @@ def test_on_96_the_parts_add_up_to_the_wait_for_the_standby(
     manifest = _made(make_cluster(pg="9.6"))
     standby, backend, probes, _ = _recorded(manifest, tmp_path / "out")
     assert ProbeRow("standby_anatomy", "ran", None) in probes, probes
-    _sum_check(standby, backend, standby_anatomy.PARTS)
+    _sum_check(standby, backend, FLUSHED)
 
 
 def test_join_takes_the_send_by_lsn_and_the_rest_by_bytes_and_order() -> None:
@@ -176,7 +173,7 @@ def test_join_takes_the_send_by_lsn_and_the_rest_by_bytes_and_order() -> None:
     joined = standby_anatomy.join(events(standby_anatomy.Commit(100, 5000, 340, 3)))
     # the second send's last byte came in the receive at 175, not the one at 170
     assert [joined.parts[p] for p in standby_anatomy.PARTS] == [
-        [50], [25], [25], [100], [10], [20], [10]]
+        [50], [25], [25], [100], [], [10], [20], [10]]
     assert joined.whole == [240]
     # a send before the wait began counts from the wait: 0, and so does its transit
     early = standby_anatomy.join(events(standby_anatomy.Commit(160, 4500, 340, 3)))
@@ -219,7 +216,7 @@ def test_a_longer_link_moves_only_the_transits(tmp_path: Path) -> None:
         link = "far" if "far" in cell["label"] else "none"
         halves[link] = {p["component"]: p["us_per_commit"]["mean"] for p in half["parts"]}
     round_trip_us = 2 * delay_ms * 1000.0
-    assert set(halves["far"]) == set(halves["none"]) == set(standby_anatomy.PARTS) - {"flush"}
+    assert set(halves["far"]) == set(halves["none"]) == set(FLUSHED) - {"flush"}
     for part in ("transit_out", "transit_back"):
         moved = halves["far"][part] - halves["none"][part]
         assert 0.4 * round_trip_us <= moved <= 0.7 * round_trip_us, (part, halves)

@@ -13,12 +13,16 @@ a batch of commits at once, in order:
   walreceiver to ask, where it was busy);
 - ``write``: from there to the end of the walreceiver's next WAL ``write``/``pwrite64``;
 - ``flush``: from there to the end of its next ``fdatasync``/``fsync``;
-- ``reply``: from there to its next ``sendto`` (the status message: after the flush it
-  carries the new flush position; under ``remote_write`` the reply after the write is
-  the one, and the flush is no part of the wait). The walreceiver replies twice a batch,
-  after its writes (their position changed) and after its flush: where it does not
-  sync (``fsync = off``) the flush is not an event, is no part, and the reply is the
-  second after the write (taking the first, the parts summed to 0.84 of the wait);
+- ``reply``: from there to its ``sendto`` of the status message whose position (the
+  level's: write, flush or apply) covers the commit's LSN, read from the message (its
+  three positions, big-endian, 6, 14 and 22 bytes in, from 9.6 to 18). The walreceiver
+  replies after its writes (their position changed) and again after its flush; under
+  ``remote_write`` the first is the one and the flush is no part of the wait; where
+  it does not sync (``fsync = off``) the flush is not an event and is no part;
+- ``replay`` (``remote_apply``, instead of ``reply``): from the flush to the status
+  message whose apply position covers the commit: the startup process's replay up to it
+  and its request for a reply (the reply itself is not apart: its start is no event of
+  the startup process's that this program sees);
 - ``transit_back``: from that ``sendto``'s entry to the return of the walsender's next
   ``recvfrom`` that got bytes;
 - ``reply_handling``: from there to the walsender's next ``SyncRepReleaseWaiters``.
@@ -26,31 +30,32 @@ a batch of commits at once, in order:
 Each boundary is an event of its own, timed in the kernel: the parts are measured, none
 is the whole less the others. What ties them to a commit: the walsender's send is the
 first whose ``MyWalSnd->sentPtr`` (set by XLogSendPhysical before the send: the WAL in
-the message) is at or past the commit's LSN, the wait's first argument; the receive
-that got it is found by the bytes sent and received on the connection (a socket is
-first in, first out), the reply's likewise; the write, flush and reply are the
-walreceiver's next of their kind, which is what its loop does (receive, write, reply,
-flush, reply); the release is the one that reply caused, by count (the walsender calls
-SyncRepReleaseWaiters once per reply it reads). A boundary earlier than the one before
-it (the walsender sent the WAL before the backend began to wait) counts from that one:
-the part is 0, never negative. The release that really freed the commit is the
-anatomy's (the one whose ``kill`` woke it): ``whole`` is that ``standby_wait``, commit by
-commit, and the parts' sum is held against it (the sum check: it fails where the join
-is wrong; matched by time alone it summed to 0.84 and 0.90 of the wait:
-docs/decisions.md, "The standby's half of a commit").
+the message) is at or past the commit's LSN, the wait's first argument; the receive that
+got it is found by the bytes sent and received on the connection (a socket is first in,
+first out), the reply's likewise; the write and flush are the walreceiver's next of
+their kind, which is what its loop does (receive, write, reply, flush, reply); the reply
+is found by the position it carries; the release is the one that reply caused, by count
+(the walsender calls SyncRepReleaseWaiters once per reply it reads). A boundary earlier
+than the one before it (the walsender sent the WAL before the backend began to wait)
+counts from that one: the part is 0, never negative. The release that really freed the
+commit is the anatomy's (the one whose ``kill`` woke it): ``whole`` is that
+``standby_wait``, commit by commit, and the parts' sum is held against it (the sum
+check: it fails where the join is wrong; matched by time alone it summed to 0.84 and
+0.90 of the wait, and 2.5 times it where the probe was attached under load without
+taking off the bytes already on their way: docs/decisions.md, "The standby's half of a
+commit").
 
-System-call tracepoints are the same on every version and build (9.6's fetched binary
-is stripped: its static functions and variables, LogstreamResult and sentPtr among
-them, are not there to probe or read; the embedded 18 inlines XLogWalRcvWrite and
-XLogWalRcvProcessMsg); only the walsender's position is read from memory, through
-``MyWalSnd`` (exported in every build, its ``sentPtr`` 8 bytes into ``WalSnd`` from
-9.6 to 18). Processes are filtered by pid, the walsender's and the walreceiver's, in
-the kernel: both live as long as the stream.
+System-call tracepoints are the same on every version and build (9.6's fetched binary is
+stripped: its static functions and variables, LogstreamResult and sentPtr among them,
+are not there to probe or read; the embedded 18 inlines XLogWalRcvWrite and
+XLogWalRcvProcessMsg); read from memory are only the walsender's position, through
+``MyWalSnd`` (exported in every build, its ``sentPtr`` 8 bytes into ``WalSnd`` from 9.6
+to 18), and the walreceiver's status messages as it sends them. Processes are filtered
+by pid, the walsender's and the walreceiver's, in the kernel: both live as long as the
+stream.
 
-Not split: replay (``remote_apply``: the startup process's progress is not an event of
-the walreceiver's loop; its reply comes when the startup process asks for one), so a
-``remote_apply`` commit is left out, and said to be; a standby on an SSH host (its clock
-is not this one's: the transits cannot be taken apart there).
+Not split: a standby on an SSH host (its clock is not this one's: the transits cannot
+be taken apart there), said so in the probe's row.
 
 Joined per window, in Python: bpftrace cannot look, at a walsender's send, for the
 waiters it covers (no loop over a map in 0.17), so the events are printed (one line per
@@ -79,7 +84,7 @@ from syncrep_lab.stats.histogram import LatencyHistogram
 from syncrep_lab.store import AnatomyRow
 
 PROBE = "standby_anatomy"
-PARTS = ("send", "transit_out", "write", "flush", "reply", "transit_back",
+PARTS = ("send", "transit_out", "write", "flush", "replay", "reply", "transit_back",
          "reply_handling")
 WHOLE = "whole"  # the anatomy's standby_wait of the commits joined
 SYNC = "sync_call"  # each fdatasync/fsync of the walreceiver, per call
@@ -174,10 +179,20 @@ tracepoint:syscalls:sys_enter_sendto /pid == {w}/ {{
     if ($snd) {{ $sent = *uptr((uint64 *)($snd + {SENT_OFFSET})); }}
     @sfd[pid] = args->fd; @st[pid] = nsecs; @sp[pid] = $sent;
 }}
-tracepoint:syscalls:sys_enter_sendto /pid == {r}/ {{ @sfd[pid] = args->fd; @st[pid] = nsecs; }}
-tracepoint:syscalls:sys_exit_sendto /(pid == {w} || pid == {r}) && args->ret > 0/ {{
-    printf("%s %d %llu %lld %llu\\n", pid == {w} ? "S" : "P", @sfd[pid], @st[pid], args->ret,
-           @sp[pid]);
+tracepoint:syscalls:sys_exit_sendto /pid == {w} && args->ret > 0/ {{
+    printf("S %d %llu %lld %llu\\n", @sfd[pid], @st[pid], args->ret, @sp[pid]);
+}}
+// the walreceiver's status message: 'd', its length, 'r', then the write, flush and
+// apply positions (big-endian, turned in Python), from 9.6 to 18
+tracepoint:syscalls:sys_enter_sendto /pid == {r}/ {{
+    $b = (uint64)args->buff;
+    @sfd[pid] = args->fd; @st[pid] = nsecs; @pk[pid] = *uptr((uint8 *)$b);
+    @pw[pid] = *uptr((uint64 *)($b + 6)); @pf[pid] = *uptr((uint64 *)($b + 14));
+    @pa[pid] = *uptr((uint64 *)($b + 22));
+}}
+tracepoint:syscalls:sys_exit_sendto /pid == {r} && args->ret > 0/ {{
+    printf("P %d %llu %lld %d %llu %llu %llu\\n", @sfd[pid], @st[pid], args->ret, @pk[pid],
+           @pw[pid], @pf[pid], @pa[pid]);
 }}
 tracepoint:syscalls:sys_enter_recvfrom /pid == {w} || pid == {r}/ {{ @rfd[pid] = args->fd; }}
 tracepoint:syscalls:sys_exit_recvfrom /(pid == {w} || pid == {r}) && args->ret > 0/ {{
@@ -228,6 +243,8 @@ class Events:
     releases: list[int]  # the walsender's SyncRepReleaseWaiters entries
     # its fdatasync/fsync calls: (return, how long each took)
     syncs: list[tuple[int, int]] = field(default_factory=list)
+    # each reply's (write, flush, apply) positions, None where it was no status message
+    positions: list[tuple[int, int, int] | None] = field(default_factory=list)
 
 
 def _printed(text: str) -> Iterator[list[str]]:
@@ -277,15 +294,30 @@ def events(text: str) -> Events:
         return sorted((e[1], e[2]) for e in raw[kind] if e[0] == fd and len(e) >= 3)
 
     walsender, walreceiver = socket("S"), socket("P")
+    replies = sorted(e[1:] for e in raw["P"] if e[0] == walreceiver and len(e) >= 3)
     return Events(
         commits=sorted(commits, key=lambda c: c.start),
         sends=sorted((e[1], e[2], e[3]) for e in raw["S"] if e[0] == walsender
                      and len(e) >= 4),
         received=stream("R", walreceiver),
         writes=sorted(e[1] for e in raw["W"] if e[0] > 2),
-        flushes=sorted(e[1] for e in raw["F"]), replies=stream("P", walreceiver),
+        flushes=sorted(e[1] for e in raw["F"]), replies=[(e[0], e[1]) for e in replies],
         read_back=stream("r", walsender), releases=sorted(e[1] for e in raw["L"]),
-        syncs=sorted((e[1], e[2]) for e in raw["F"] if len(e) >= 3))
+        syncs=sorted((e[1], e[2]) for e in raw["F"] if len(e) >= 3),
+        positions=[_positions(e[2:]) for e in replies])
+
+
+def _positions(words: Sequence[int]) -> tuple[int, int, int] | None:
+    """A reply's write, flush and apply positions from its first byte and the three
+    8-byte words read little-endian (the message has them big-endian); None where it is
+    no status message (its first byte not 'd')."""
+    if len(words) < 4 or words[0] != ord("d"):
+        return None
+
+    def turned(v: int) -> int:
+        return int.from_bytes((v & (2**64 - 1)).to_bytes(8, "little"), "big")
+
+    return turned(words[1]), turned(words[2]), turned(words[3])
 
 
 def _after(times: Sequence[int], t: int) -> int | None:
@@ -296,17 +328,28 @@ def _after(times: Sequence[int], t: int) -> int | None:
 
 class _Pipe:
     """One direction of the replication connection: what one process sent and what the
-    other received, as byte offsets in the stream (a socket is first in, first out). The
-    stream is taken up where the probe saw its first send: receives that ended before
-    it were of bytes sent earlier."""
+    other received, as byte offsets in the stream (a socket is first in, first out).
+
+    The receiver's first bytes may have been sent before the probe was attached (on a
+    busy server, ``observe``'s case): so many bytes, ``ahead``, are taken off its
+    offsets. No receive can end with bytes of a send not yet begun, so by the time each
+    send begins at most the sends before it, and ``ahead``, have been received; the
+    least ``ahead`` that holds for every send is the one taken (it is the true one as
+    soon as the receiver has once caught up with the sender between two sends, which
+    it does after every batch). Taking none, the parts of a window attached under load
+    summed to 2.5 times its wait."""
 
     def __init__(self, sent: Stream, got: Stream) -> None:
         self.sent_at = [t for t, _ in sent]
         self.sent_end = list(_cumulative(n for _, n in sent))
-        first = sent[0][0] if sent else 0
-        got = [(t, n) for t, n in got if t >= first]
         self.got_at = [t for t, _ in got]
-        self.got_end = list(_cumulative(n for _, n in got))
+        got_end = list(_cumulative(n for _, n in got))
+        ahead = 0
+        for k, t in enumerate(self.sent_at):
+            i = bisect.bisect_left(self.got_at, t)  # the receives ended before it began
+            if i:
+                ahead = max(ahead, got_end[i - 1] - (self.sent_end[k - 1] if k else 0))
+        self.got_end = [g - ahead for g in got_end]
 
     def received(self, k: int) -> int | None:
         """The index of the receive that got the last byte of send ``k``."""
@@ -316,7 +359,7 @@ class _Pipe:
     def sends_in(self, j: int, k: int) -> int:
         """How many sends, up to ``k``, receive ``j`` finished: their messages, handled
         one after the other once it returned."""
-        before = self.got_end[j - 1] if j > 0 else 0
+        before = max(self.got_end[j - 1], 0) if j > 0 else 0
         return k - bisect.bisect_right(self.sent_end, before) + 1
 
 
@@ -343,7 +386,7 @@ class Joined:
 
     chains: list[Chain]
     unmatched: int  # an event of the chain not seen (the window's end)
-    applied: int  # remote_apply commits: replay not split
+    applied: int  # remote_apply commits left out: no reply's position was read
     syncs: list[tuple[int, int]] = field(default_factory=list)  # as Events has them
 
     @property
@@ -374,7 +417,7 @@ def join(e: Events) -> Joined:
     ...            [(95, 80), (170, 80)], [200], [300], [(205, 39), (310, 39)],
     ...            [(320, 39), (330, 39)], [325, 340])
     >>> j = join(e)
-    >>> [j.parts[p][0] for p in PARTS], j.whole
+    >>> [v[0] for v in j.parts.values() if v], j.whole  # no replay under `on`
     ([50, 20, 30, 100, 10, 20, 10], [240])
     """
     chains: list[Chain] = []
@@ -384,8 +427,9 @@ def join(e: Events) -> Joined:
     back = _Pipe(e.replies, e.read_back)
     reply_at = [t for t, _ in e.replies]
     flushed = bool(e.flushes)
+    read = any(p is not None for p in e.positions)  # the replies' positions
     for c in e.commits:
-        if c.level >= REMOTE_APPLY:
+        if c.level >= REMOTE_APPLY and not read:
             applied += 1
             continue
         # sentPtr only grows; a send's bytes may have left before this wait began: the
@@ -397,7 +441,12 @@ def join(e: Events) -> Joined:
         synced = (_after(e.flushes, wrote) if wrote is not None and flushed
                   and c.level > REMOTE_WRITE else wrote)
         r = bisect.bisect_right(reply_at, synced) if synced is not None else len(reply_at)
-        if not flushed and c.level > REMOTE_WRITE:
+        if read:
+            # the first reply since whose position (the level's) covers the commit
+            at = min(c.level, REMOTE_APPLY) - REMOTE_WRITE
+            while r < len(reply_at) and ((p := e.positions[r]) is None or p[at] < c.lsn):
+                r += 1
+        elif not flushed and c.level > REMOTE_WRITE:
             # no sync to see (fsync off): the reply after the write gives the write's
             # position, the flush's is the next one
             r += 1
@@ -415,8 +464,11 @@ def join(e: Events) -> Joined:
         for t in (e.sends[k][0], got, wrote, synced, reply_at[r], back.got_at[heard],
                   released):
             bounds.append(max(t, bounds[-1]))
+        # under remote_apply the span from the flush to the reply is the startup
+        # process's replay and its request for a reply: replay, the reply not apart
+        names = [p for p in PARTS if p != ("reply" if c.level >= REMOTE_APPLY else "replay")]
         chains.append(Chain(c.start, {
-            name: high - low for name, low, high in zip(PARTS, bounds, bounds[1:], strict=False)
+            name: high - low for name, low, high in zip(names, bounds, bounds[1:], strict=False)
             if name != "flush" or (flushed and c.level > REMOTE_WRITE)},
             max(c.release, c.start) - c.start))
     return Joined(chains, unmatched, applied, e.syncs)
@@ -460,7 +512,8 @@ def standby_rows(text: str, name: str) -> tuple[list[AnatomyRow], str | None]:
     if joined.whole:
         return rows(joined, name), None
     if joined.applied:
-        return [], ("remote_apply: the standby's replay is not split (not an event of the "
-                    "walreceiver's loop)")
+        return [], ("remote_apply: the standby's replies carried no position to find the "
+                    "one that confirmed the replay by (not status messages as this program "
+                    "reads them)")
     return [], (f"no commit joined to the standby's events ({joined.unmatched} without "
                 "their chain)")
