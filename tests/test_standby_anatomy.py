@@ -157,6 +157,9 @@ def test_on_96_the_parts_add_up_to_the_wait_for_the_standby(
     standby, backend, probes, _ = _recorded(manifest, tmp_path / "out")
     assert ProbeRow("standby_anatomy", "ran", None) in probes, probes
     _sum_check(standby, backend, FLUSHED)
+    # 9.6's status messages read as 18's: the replay found by its apply position
+    standby, backend, _, _ = _recorded(manifest, tmp_path / "applied", "remote_apply")
+    _sum_check(standby, backend, tuple(p for p in standby_anatomy.PARTS if p != "reply"))
 
 
 def test_join_takes_the_send_by_lsn_and_the_rest_by_bytes_and_order() -> None:

@@ -238,13 +238,15 @@ class WindowAnatomy:
         if standby is None:
             return [f"the wait for the standby was not split: {self.probe.standby_status[1]}"]
         try:
-            lost = standby_anatomy.lost(self.probe.stderr_path.read_text(errors="replace"))
+            lost = standby_anatomy.lost(
+                self.probe.stderr_path.read_text(errors="replace") + text)
         except OSError:
             lost = 0
         if lost:
             return [f"the wait for the standby was not split: bpftrace lost {lost} events"]
-        joined = standby_anatomy.join(standby_anatomy.events(text))
         moments = standby_anatomy.marks(text)
+        joined = standby_anatomy.join(standby_anatomy.since(
+            standby_anatomy.events(text), min(moments.values(), default=0)))
         for s in watched.slices:
             low, high = moments.get(s.anatomy_from or -1), moments.get(s.anatomy_to or -1)
             if s.anatomy and low is not None and high is not None:

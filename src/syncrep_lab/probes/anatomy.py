@@ -907,6 +907,8 @@ class CommitAnatomy:
         others on their first instruction) and wait until they are attached."""
         env = {**os.environ, ATTACHED: "1",
                "BPFTRACE_MAP_KEYS_MAX": str(map_keys(len(self.names) or 2))}
+        if self.standby is not None:  # a line per event: room for their bursts
+            env["BPFTRACE_PERF_RB_PAGES"] = str(standby_anatomy.PERF_PAGES)
         if offsets:
             # bcc reads a binary's symbols from $BCC_SYMFS/<its path> first, where its
             # build ID matches: there, and only for this bpftrace, the aliases
@@ -1108,7 +1110,7 @@ class CommitAnatomy:
         found = anatomy_rows(parse_output(text), names)
         if self.standby is not None:
             standby, why = standby_anatomy.standby_rows(text, self.standby.name)
-            lost = standby_anatomy.lost(self.stderr_path.read_text(errors="replace"))
+            lost = standby_anatomy.lost(self.stderr_path.read_text(errors="replace") + text)
             self.standby_status = (("failed", f"bpftrace lost {lost} events") if lost
                                    else ("ran", None) if why is None else ("skipped", why))
             found += standby if not lost else []

@@ -90,6 +90,9 @@ WHOLE = "whole"  # the anatomy's standby_wait of the commits joined
 SYNC = "sync_call"  # each fdatasync/fsync of the walreceiver, per call
 WHO = "standby:"  # the rows' ``who``: standby:NAME
 WALSND = "MyWalSnd"
+# pages of bpftrace's perf ring buffer per CPU (its default 64): the lines come in
+# bursts of a batch's, and one lost breaks the byte offsets of every join after it
+PERF_PAGES = 1024
 SENT_OFFSET = 8  # WalSnd.sentPtr: after pid_t pid and WalSndState state, 9.6 to 18
 REMOTE_WRITE, REMOTE_APPLY = 2, 4  # synchronous_commit's enum, 9.6 to 18
 
@@ -307,6 +310,22 @@ def events(text: str) -> Events:
         positions=[_positions(e[2:]) for e in replies])
 
 
+def since(e: Events, t: int) -> Events:
+    """The events from ``t`` on. bpftrace attaches its probes one after another: on a
+    busy server (``observe``) one side's events are seen before the other's, sends
+    whose receives were not (the receiver's offsets then run behind: a window summed to
+    3.5 times its wait) or the other way; from a moment when every probe was attached
+    (the window's first snapshot) on, only bytes already on their way are unseen, and
+    :class:`_Pipe` takes them off."""
+    return Events(
+        [c for c in e.commits if c.start >= t], [s for s in e.sends if s[0] >= t],
+        [r for r in e.received if r[0] >= t], [w for w in e.writes if w >= t],
+        [f for f in e.flushes if f >= t],
+        [r for r in e.replies if r[0] >= t], [r for r in e.read_back if r[0] >= t],
+        [r for r in e.releases if r >= t], [s for s in e.syncs if s[0] >= t],
+        [p for r, p in zip(e.replies, e.positions, strict=False) if r[0] >= t])
+
+
 def _positions(words: Sequence[int]) -> tuple[int, int, int] | None:
     """A reply's write, flush and apply positions from its first byte and the three
     8-byte words read little-endian (the message has them big-endian); None where it is
@@ -502,8 +521,16 @@ def marks(text: str) -> dict[int, int]:
 
 
 def lost(said: str) -> int:
-    """The events bpftrace says it lost (its perf buffer full: "Lost N events")."""
-    return sum(int(m) for m in re.findall(r"Lost (\d+) events", said))
+    """The events bpftrace says it lost (its perf buffer full), in what it printed: "Lost
+    N events" as text, ``{"type": "lost_events", "data": {"events": N}}`` with ``-f
+    json`` (on stdout, among the lines).
+
+    >>> lost('Lost 3 events\\n{"type": "lost_events", "data": {"events": 4}}')
+    7
+    """
+    return (sum(int(m) for m in re.findall(r"Lost (\d+) events", said))
+            + sum(int(m) for m in re.findall(
+                r'"type": *"lost_events", *"data": *\{ *"events": *(\d+)', said)))
 
 
 def standby_rows(text: str, name: str) -> tuple[list[AnatomyRow], str | None]:
