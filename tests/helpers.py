@@ -8,11 +8,12 @@ Test files import these from here, never from one another or from conftest.py.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from syncrep_lab.run.clusters import MAX_SLOTS, slot_dir
@@ -198,3 +199,14 @@ def run_postmasters(out: Path) -> list[int]:
     """Postgres processes of any cluster the run in ``out`` built (every pool slot): not
     those of another test's cluster in the session's state dir."""
     return postmasters_in(*(slot_dir(out.absolute(), slot) for slot in range(MAX_SLOTS)))
+
+
+def spec_run(prefix: str, spec: str, timeout: float = 600) -> Iterator[Path]:
+    """A module fixture's body: ``spec`` run in a shared folder of its own (the run
+    must succeed), its run folder given, the folder removed afterwards."""
+    work = shared_tmp(prefix)
+    (work / "spec.toml").write_text(spec)
+    res = cli("run", str(work / "spec.toml"), "--out", str(work / "run"), timeout=timeout)
+    assert res.returncode == 0, res.stdout + res.stderr
+    yield work / "run"
+    shutil.rmtree(work, ignore_errors=True)

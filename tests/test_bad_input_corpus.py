@@ -127,7 +127,8 @@ SPECS: dict[str, tuple[list[str], int | None]] = {
     "script_without_file": (["workload.script: kind = 'script' needs script = 'file.sql'"],
                             3),
     "undefined_settings_set": (["matrix.settings: no settings set 'fast' (define "
-                                "[settings_sets.fast])"], 4),
+                                "[settings_sets.fast], or [nodes.NODE.sets.fast] for one "
+                                "node)"], 4),
     "attach_varies_pg": (["matrix.pg: cannot vary pg of an attached cluster"], 7),
     "attach_bad_conninfo": (["topology.attach.primary: unterminated quoted string"], None),
     # synchronous_standby_names

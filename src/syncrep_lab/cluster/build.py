@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from syncrep_lab.cluster import server
+from syncrep_lab.cluster import server, slow_flush
 from syncrep_lab.cluster.manifest import MANIFEST, Manifest, Node, load, register
 from syncrep_lab.cluster.ready import manifest_log_tail, wait_ready, wait_replication
 from syncrep_lab.cluster.teardown import remove_cluster
@@ -37,7 +37,7 @@ from syncrep_lab.errors import ClusterFailure, UserError
 from syncrep_lab.pg import sync_names
 from syncrep_lab.pg.admin import admin_connection
 from syncrep_lab.pg.installations import Installation, reachable_by, resolve
-from syncrep_lab.pg.settings import render_conf, resolve_settings
+from syncrep_lab.pg.settings import ResolvedSettings, conf_value, render_conf, resolve_settings
 from syncrep_lab.pg.sync_names import check_standby_names, check_sync, default_standby_names
 from syncrep_lab.placement import layout as placing
 from syncrep_lab.placement.layout import Layout
@@ -59,6 +59,10 @@ class UpOptions:
     tcp: bool = False
     port: int | None = None
     settings: dict[str, str] = field(default_factory=dict)
+    # a node's own settings over ``settings`` ([nodes.NAME] of a spec)
+    node_settings: dict[str, dict[str, str]] = field(default_factory=dict)
+    # a node whose WAL flushes are made slow: the µs each waits (cluster/slow_flush.py)
+    flush_delay_us: dict[str, int] = field(default_factory=dict)
     profile: str = "benchmark"
     clone: str = "copy"  # copy | basebackup
     timeout: float = 60.0
@@ -168,9 +172,24 @@ host    replication  all   127.0.0.1/32  trust
 """
 
 
+# Settings of recovery.conf before 12 (not server settings there: --describe-config
+# does not know them, and postgresql.conf may not hold them)
+RECOVERY_CONF = ("recovery_min_apply_delay",)
+
+
+def recovery_conf_settings(values: dict[str, str], version_num: int) -> dict[str, str]:
+    """Those of ``values`` that go into a standby's recovery.conf on this version."""
+    if version_num >= 120000:
+        return {}
+    return {k: v for k, v in values.items() if k in RECOVERY_CONF}
+
+
 def configure_node(
-    account: Account, manifest: Manifest, node: Node, inst: Installation, values: dict[str, str]
+    account: Account, manifest: Manifest, node: Node, inst: Installation, values: dict[str, str],
+    recovery: dict[str, str] | None = None,
 ) -> None:
+    """Write ``node``'s configuration: ``values`` into syncrep-lab.conf, and before 12 a
+    standby's recovery.conf with ``recovery`` (recovery_conf_settings) in it."""
     data = node.data_dir(manifest.dir)
     layout = manifest.placed()
     subnets = layout.subnets() if layout is not None else []
@@ -227,7 +246,8 @@ def configure_node(
             _write(account, data / "recovery.conf",
                    "standby_mode = 'on'\n"
                    f"primary_conninfo = '{conninfo}'\n"
-                   "recovery_target_timeline = 'latest'\n")
+                   "recovery_target_timeline = 'latest'\n"
+                   + "".join(f"{k} = {conf_value(v)}\n" for k, v in (recovery or {}).items()))
 
 
 def _primary_from_here(manifest: Manifest, standby: str) -> str:
@@ -294,7 +314,7 @@ def _remote_primary(manifest: Manifest, inst: Installation, values: dict[str, st
                f"the primary on {spec.name}")
 
 
-def _remote_standbys(manifest: Manifest, inst: Installation, values: dict[str, str],
+def _remote_standbys(manifest: Manifest, inst: Installation, values: dict[str, dict[str, str]],
                      deadline: float, say: Progress) -> None:
     """The standbys placed on SSH hosts: the primary gets the cluster's password (which the
     client on an SSH host uses too), each standby is made and started on its host
@@ -322,7 +342,7 @@ def _remote_standbys(manifest: Manifest, inst: Installation, values: dict[str, s
         data = remote_node.start_standby(
             spec=spec, cluster_dir=manifest.dir, name=node.name, port=node.port,
             primary_address=primary_address, primary_port=manifest.primary.port,
-            tool_address=address, secret=secret, settings=values,
+            tool_address=address, secret=secret, settings=values[node.name],
             version_num=inst.version.num, deadline=deadline,
             prefix=manifest.on_host(node.name))
         wait_ready(manifest.admin_conninfo(node), None,
@@ -341,6 +361,37 @@ def describe(layout: Layout) -> str:
     parts += [f"{p.node}/{p.role} on {','.join(map(str, p.cpus))}" for p in layout.pins]
     parts += [f"{q.node}/{q.role} held to {q.share:g} CPU" for q in layout.quotas]
     return "; ".join(parts) or "nothing"
+
+
+def _node_values(opts: UpOptions, inst: Installation, nodes: list[Node],
+                 common: ResolvedSettings, say: Progress,
+                 ) -> tuple[dict[str, dict[str, str]], dict[str, dict[str, str]]]:
+    """Each node's settings (the common ones, then its own, each checked against what
+    this server knows) and, before 12, what goes into its recovery.conf. A node whose
+    flushes are made slow gets fsync on where the profile turned it off: with fsync off
+    a server never flushes, and the delay would never be paid (a user's own fsync = off
+    is refused by the spec's check, plan/checks.py)."""
+    values: dict[str, dict[str, str]] = {}
+    recovery: dict[str, dict[str, str]] = {}
+    for node in nodes:
+        own = opts.node_settings.get(node.name, {})
+        # a primary has no recovery.conf: there such a setting is refused as unknown
+        recovery[node.name] = (recovery_conf_settings(own, inst.version.num)
+                               if node.role == "standby" else {})
+        if recovery[node.name] and node.host is not None:
+            raise UserError(f"{node.name}: {', '.join(recovery[node.name])} is recovery.conf's "
+                            f"on PostgreSQL {inst.version}, which a standby on an SSH host "
+                            "is not given", "run that standby here, or on PostgreSQL 12 or "
+                            "later")
+        own = {k: v for k, v in own.items() if k not in recovery[node.name]}
+        mine = dict(common.values) if not own else resolve_settings(
+            inst.program("postgres"), opts.profile, len(nodes), {**opts.settings, **own}).values
+        if node.flush_delay_us and mine.get("fsync", "on").lower() in ("off", "false"):
+            mine["fsync"] = "on"
+            say(f"{node.name}: fsync on (the {opts.profile} profile's off would never "
+                f"flush, and {node.name}'s flushes are {node.flush_delay_us} µs slower)")
+        values[node.name] = mine
+    return values, recovery
 
 
 def up(opts: UpOptions, progress: Progress | None = None) -> Manifest:
@@ -363,9 +414,12 @@ def up(opts: UpOptions, progress: Progress | None = None) -> Manifest:
     settings = resolve_settings(inst.program("postgres"), opts.profile, 1 + len(names),
                                 opts.settings)
     ports = choose_ports(1 + len(names), opts.port, opts.taken_ports)
-    nodes = [Node("primary", "primary", ports[0], host=opts.hosts.get("primary"))]
-    nodes += [Node(n, "standby", p, host=opts.hosts.get(n))
+    nodes = [Node("primary", "primary", ports[0], host=opts.hosts.get("primary"),
+                  flush_delay_us=opts.flush_delay_us.get("primary", 0))]
+    nodes += [Node(n, "standby", p, host=opts.hosts.get(n),
+                   flush_delay_us=opts.flush_delay_us.get(n, 0))
               for n, p in zip(names, ports[1:], strict=True)]
+    values, recovery = _node_values(opts, inst, nodes, settings, say)
     manifest = Manifest(
         dir=cluster_dir, bin_dir=str(inst.bin_dir), version=str(inst.version), sync=rendered,
         tcp=opts.tcp, nodes=nodes, settings=settings.values,
@@ -412,19 +466,22 @@ def up(opts: UpOptions, progress: Progress | None = None) -> Manifest:
                                              [n.data_dir(cluster_dir) for n in rest])
         postgres = inst.program("postgres")
         if manifest.primary.host is not None:
-            _remote_primary(manifest, inst, settings.values, deadline, say)
+            _remote_primary(manifest, inst, values["primary"], deadline, say)
         else:
-            configure_node(account, manifest, manifest.primary, inst, settings.values)
+            configure_node(account, manifest, manifest.primary, inst, values["primary"])
             say("starting the primary")
             primary_proc = server.spawn(account, postgres,
                                         manifest.primary.data_dir(cluster_dir),
                                         manifest.primary.log_file(cluster_dir),
-                                        manifest.launch("primary"))
+                                        manifest.launch("primary"),
+                                        slow_flush.environment(manifest.primary.flush_delay_us))
             spawned.append(primary_proc)
             wait_ready(manifest.admin_conninfo(manifest.primary), primary_proc,
                        manifest.primary.log_file(cluster_dir), deadline, "the primary")
+            if manifest.primary.flush_delay_us:
+                slow_flush.check_loaded(primary_proc.pid, "the primary")
         if opts.hosts or opts.client_host is not None:
-            _remote_standbys(manifest, inst, settings.values, deadline, say)
+            _remote_standbys(manifest, inst, values, deadline, say)
         say(f"starting {len(manifest.standbys)} standbys")
         procs = {}
         for node in manifest.standbys:
@@ -435,16 +492,20 @@ def up(opts: UpOptions, progress: Progress | None = None) -> Manifest:
             else:  # each standby starts as soon as its own copy is complete
                 mine = [c for c in copying if c[0] == node.data_dir(cluster_dir)]
                 finish_copies(mine)
-            configure_node(account, manifest, node, inst, settings.values)
+            configure_node(account, manifest, node, inst, values[node.name],
+                           recovery[node.name])
             procs[node.name] = server.spawn(account, postgres, node.data_dir(cluster_dir),
                                             node.log_file(cluster_dir),
-                                            manifest.launch(node.name))
+                                            manifest.launch(node.name),
+                                            slow_flush.environment(node.flush_delay_us))
             spawned.append(procs[node.name])
         for node in manifest.standbys:
             if node.host is not None:
                 continue
             wait_ready(manifest.admin_conninfo(node), procs[node.name],
                               node.log_file(cluster_dir), deadline, f"standby {node.name}")
+            if node.flush_delay_us:
+                slow_flush.check_loaded(procs[node.name].pid, f"standby {node.name}")
         say("waiting for " + ", ".join(f"{k}={v}" for k, v in expected.states.items()))
         wait_replication(manifest.admin_conninfo(manifest.primary), expected, deadline,
                          manifest_log_tail(manifest))

@@ -39,6 +39,8 @@ class Node:
     port: int
     host: dict[str, Any] | None = None  # an SSH host (hosts.ssh.HostSpec fields), or here
     remote_data: str | None = None  # its data dir on that host
+    # µs each fsync/fdatasync of its processes waits first (cluster/slow_flush.py)
+    flush_delay_us: int = 0
 
     def data_dir(self, cluster_dir: Path) -> Path:
         return cluster_dir / self.name

@@ -16,6 +16,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,9 +31,10 @@ STOP_SIGNALS = {"smart": signal.SIGTERM, "fast": signal.SIGINT, "immediate": sig
 
 def spawn(
     account: Account, postgres: Path, data_dir: Path, log_file: Path,
-    launch: Launch | None = None,
+    launch: Launch | None = None, env: Mapping[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
-    """Start a postmaster in its placement (``launch``: namespace, numactl, cpuset).
+    """Start a postmaster in its placement (``launch``: namespace, numactl, cpuset), with
+    ``env`` added to its environment (a slow flush's preload, cluster/slow_flush.py).
 
     ``ip netns exec`` needs root and the server must not have it, so when the tool is
     root the chain is ``ip netns exec NS numactl ... setpriv --reuid ... postgres``:
@@ -51,6 +53,7 @@ def spawn(
         argv = [*prefix, *argv]
     # a profiling build's server writes DATA/gprof/PID/gmon.out (runas.divert_profiles)
     kwargs["env"].pop(PROFILE_PREFIX, None)
+    kwargs["env"].update(env or {})
     log = open(log_file, "ab")  # noqa: SIM115 - handed to the child, closed below
     try:
         if not account.is_self:

@@ -29,8 +29,11 @@ from syncrep_lab.plan.matrix import (
     SOCKET,
     axis_values,
     expand,
+    flush_delay_us,
     link_profiles,
+    node_settings,
     settings_for,
+    settings_set_names,
     standby_names,
     uses_namespaces,
 )
@@ -77,9 +80,11 @@ def check_spec(spec: Spec) -> list[Problem]:
                 problems.append((("matrix", kind, idx),
                                  f"{key!r} is not an axis (axes: {', '.join(AXES)})"))
     for name in m.settings or []:
-        if name != DEFAULT_SETTINGS_SET and name not in spec.settings_sets:
+        if name != DEFAULT_SETTINGS_SET and name not in settings_set_names(spec):
             problems.append((("matrix", "settings"),
-                             f"no settings set {name!r} (define [settings_sets.{name}])"))
+                             f"no settings set {name!r} (define [settings_sets.{name}], or "
+                             f"[nodes.NODE.sets.{name}] for one node)"))
+    problems += _node_problems(spec)
     problems += _fault_problems(spec)
     problems += placement_problems(spec)
     problems += _build_problems(spec)
@@ -157,6 +162,68 @@ def check_spec(spec: Spec) -> list[Problem]:
                              f"{cell.clients} clients need max_connections >= "
                              f"{cell.clients + 5}, the server gets {max_conn}"))
     return problems
+
+
+OFF = ("off", "false", "no", "0", "f", "n")  # how PostgreSQL's booleans say off
+NO_FLUSH_CALL = ("open_datasync", "open_sync")  # WAL made durable by its writes alone
+
+
+def _node_problems(spec: Spec) -> list[Problem]:
+    """[nodes.NAME]: a node the cells have, sets the matrix names, and a slow flush that
+    can be paid: a node of this machine's that flushes its WAL with a call."""
+    if not spec.nodes:
+        return []
+    if spec.topology.attach is not None:
+        return [(("nodes",), "an attached cluster's nodes are set up by its owner: [nodes] "
+                 "applies to clusters syncrep-lab makes")]
+    problems: list[Problem] = []
+    standby_counts = spec.matrix.standbys or [spec.topology.standbys]
+    known = ["primary", *standby_names(spec, max(standby_counts))]
+    sets = spec.matrix.settings or [DEFAULT_SETTINGS_SET]
+    for name, node in spec.nodes.items():
+        if name not in known:
+            problems.append((("nodes", name), f"{name!r} is not a node of any cell (nodes: "
+                             f"{', '.join(known)}): name one of them"))
+            continue
+        for set_name in node.sets:
+            if set_name not in sets:
+                problems.append((("nodes", name, "sets", set_name),
+                                 f"settings set {set_name!r} is not in matrix.settings, so "
+                                 "it never applies: add it there, or leave "
+                                 f"[nodes.{name}.sets.{set_name}] out"))
+        for set_name in sets:
+            delay = flush_delay_us(spec, set_name, name)
+            if delay == 0:
+                continue
+            in_set = node.sets.get(set_name)
+            where: tuple[str | int, ...] = (
+                ("nodes", name, "sets", set_name, "flush_delay_us")
+                if in_set is not None and in_set.flush_delay_us is not None
+                else ("nodes", name, "flush_delay_us"))
+            problems += _slow_flush_problems(spec, set_name, name, where)
+    return problems
+
+
+def _slow_flush_problems(spec: Spec, set_name: str, node: str,
+                         where: tuple[str | int, ...]) -> list[Problem]:
+    """A node made to flush slowly that never flushes, or not here. The seed profile's
+    fsync = off is the tool's and is overridden on that node (cluster/build.py); the
+    user's own is refused, since overriding it would change what they asked for."""
+    if node in spec.topology.hosts:
+        return [(where, f"{node} runs on the SSH host {spec.topology.hosts[node]!r}, and a "
+                 "slow flush is made on this machine: leave flush_delay_us out for it, or "
+                 "run it here")]
+    values = {**settings_for(spec, set_name), **node_settings(spec, set_name, node)}
+    label = "" if set_name == DEFAULT_SETTINGS_SET else f" in settings set {set_name!r}"
+    if values.get("fsync", "on").lower() in OFF:
+        return [(where, f"{node}'s fsync is off{label}, so its WAL is never flushed and a "
+                 "flush delay would never be paid: set fsync = true in "
+                 f"[nodes.{node}.settings], or leave flush_delay_us out")]
+    if values.get("wal_sync_method", "fdatasync").lower() in NO_FLUSH_CALL:
+        return [(where, f"{node}'s wal_sync_method is {values['wal_sync_method']}{label}: "
+                 "its WAL is made durable by its writes, with no flush to slow down; use "
+                 "fdatasync or fsync there, or leave flush_delay_us out")]
+    return []
 
 
 FAULT_TARGETS = ("sync", "potential")

@@ -193,10 +193,44 @@ def expand(spec: Spec, cpu_count: int = 2) -> Plan:
 
 
 def settings_for(spec: Spec, settings_set: str) -> dict[str, str]:
+    """Every node's settings in the cells of ``settings_set``: [settings], then the set's
+    (a set may be defined by nodes' sets alone: nothing then for every node)."""
     merged = {k: _setting_text(v) for k, v in spec.settings.items()}
     if settings_set != DEFAULT_SETTINGS_SET:
-        merged.update({k: _setting_text(v) for k, v in spec.settings_sets[settings_set].items()})
+        merged.update({k: _setting_text(v)
+                       for k, v in spec.settings_sets.get(settings_set, {}).items()})
     return merged
+
+
+def node_settings(spec: Spec, settings_set: str, node: str) -> dict[str, str]:
+    """What ``node`` gets over :func:`settings_for`'s in the cells of ``settings_set``:
+    [nodes.NODE] settings, then [nodes.NODE.sets.SET]'s."""
+    own = spec.nodes.get(node)
+    if own is None:
+        return {}
+    merged = {k: _setting_text(v) for k, v in own.settings.items()}
+    in_set = own.sets.get(settings_set)
+    if in_set is not None:
+        merged.update({k: _setting_text(v) for k, v in in_set.settings.items()})
+    return merged
+
+
+def flush_delay_us(spec: Spec, settings_set: str, node: str) -> int:
+    """The µs each WAL flush of ``node`` is made slower in the cells of ``settings_set``
+    (cluster/slow_flush.py): its set's, else [nodes.NODE]'s, else 0."""
+    own = spec.nodes.get(node)
+    if own is None:
+        return 0
+    in_set = own.sets.get(settings_set)
+    if in_set is not None and in_set.flush_delay_us is not None:
+        return in_set.flush_delay_us
+    return own.flush_delay_us
+
+
+def settings_set_names(spec: Spec) -> set[str]:
+    """The settings sets the ``settings`` axis may name: [settings_sets.SET] and every
+    [nodes.NODE.sets.SET]."""
+    return {*spec.settings_sets, *(name for n in spec.nodes.values() for name in n.sets)}
 
 
 def _setting_text(value: Scalar) -> str:

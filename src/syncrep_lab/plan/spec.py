@@ -29,6 +29,7 @@ Scalar = str | int | float | bool
 PRESETS = ("quick", "seed", "regime")
 Driver = Literal["pgbench", "sysbench"]  # the client program
 MAX_INSTANCES = 16  # independent primaries on one machine, at most
+MAX_FLUSH_DELAY_US = 1_000_000  # a second a flush: beyond it a node is down, not slow
 
 
 class _Strict(BaseModel):
@@ -289,6 +290,24 @@ class Compare(_Strict):
         return self.baseline if isinstance(self.baseline, list) else [self.baseline]
 
 
+class NodeSet(_Strict):
+    """[nodes.NAME.sets.SET]: the node in the cells whose ``settings`` axis is SET, over
+    what [nodes.NAME] gives it."""
+
+    settings: dict[str, Scalar] = Field(default_factory=dict)
+    flush_delay_us: Annotated[int, Field(ge=0, le=MAX_FLUSH_DELAY_US)] | None = None
+
+
+class NodeSpec(_Strict):
+    """[nodes.NAME]: one node (a standby's name, or ``primary``) apart from the others:
+    server settings of its own, and its WAL flushes made slow (cluster/slow_flush.py)."""
+
+    settings: dict[str, Scalar] = Field(default_factory=dict)
+    # each fsync and fdatasync of the node's processes waits this long first
+    flush_delay_us: Annotated[int, Field(ge=0, le=MAX_FLUSH_DELAY_US)] = 0
+    sets: dict[str, NodeSet] = Field(default_factory=dict)
+
+
 class BuildSpec(_Strict):
     """[builds.NAME]: PostgreSQL built from source before the run (pg/builds.py, cached
     like `syncrep-lab pg build`), named NAME for matrix.pg or topology.pg."""
@@ -309,6 +328,7 @@ class Spec(_Strict):
     topology: Topology = Field(default_factory=Topology)
     settings: dict[str, Scalar] = Field(default_factory=dict)
     settings_sets: dict[str, dict[str, Scalar]] = Field(default_factory=dict)
+    nodes: dict[str, NodeSpec] = Field(default_factory=dict)
     workload: Workload = Field(default_factory=Workload)
     matrix: Matrix = Field(default_factory=Matrix)
     run: RunControl = Field(default_factory=RunControl)

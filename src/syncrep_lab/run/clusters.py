@@ -39,6 +39,8 @@ from syncrep_lab.pg.sync_names import check_sync
 from syncrep_lab.plan.matrix import (
     NO_PLACEMENT,
     Cell,
+    flush_delay_us,
+    node_settings,
     settings_for,
     standby_names,
 )
@@ -110,6 +112,10 @@ class ActiveCluster:
                 dir=self.instance_dir(instance), pg=cell.pg, standbys=cell.standbys,
                 names=topo.names[: cell.standbys] if topo.names else None, sync=cell.sync,
                 tcp=topo.tcp, settings=settings_for(spec, cell.settings_set),
+                node_settings={node: node_settings(spec, cell.settings_set, node)
+                               for node in spec.nodes},
+                flush_delay_us={node: flush_delay_us(spec, cell.settings_set, node)
+                                for node in spec.nodes},
                 profile=topo.profile, clone=topo.clone, timeout=spec.run.ready_timeout,
                 layout=layout_for(spec, cell, instance, self.dir.name[4:]),
                 hosts={node: asdict(spec.ssh_host(host))
@@ -124,7 +130,9 @@ class ActiveCluster:
             self._record(cell, manifest.version, manifest.bin_dir,
                          {n.name: manifest.admin_conninfo(n) for n in manifest.nodes},
                          [{"name": n.name, "role": n.role, "port": n.port,
-                           **({"instance": instance} if cell.instances > 1 else {})}
+                           **({"instance": instance} if cell.instances > 1 else {}),
+                           **({"flush_delay_us": n.flush_delay_us}
+                              if n.flush_delay_us else {})}
                           for n in manifest.nodes])
             # a node on an SSH host has no local processes: its CPU comes over SSH
             named = self.ctx.named

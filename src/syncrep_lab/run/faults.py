@@ -30,7 +30,7 @@ from typing import Any
 
 import psycopg
 
-from syncrep_lab.cluster import server
+from syncrep_lab.cluster import server, slow_flush
 from syncrep_lab.cluster.manifest import Manifest
 from syncrep_lab.cluster.ready import wait_ready
 from syncrep_lab.errors import UserError
@@ -144,8 +144,10 @@ class _Here:
                                 "exit", "syncrep-lab clean, then run the cell again")
             time.sleep(0.05)
         m = self.manifest
+        # started as the cluster started it: a slow flush stays slow across a restart
         proc = server.spawn(server_account(), Path(m.bin_dir) / "postgres", self.data_dir,
-                            self.log_file, m.launch(self.name))
+                            self.log_file, m.launch(self.name),
+                            slow_flush.environment(m.node(self.name).flush_delay_us))
         wait_ready(m.admin_conninfo(m.node(self.name)), proc, self.log_file, deadline,
                    f"standby {self.name}")
 

@@ -1,9 +1,9 @@
 """What this machine (and the hosts it reaches) must have for a spec, checked before
 anything is created: the PostgreSQL installations and the sync specs for their
 versions, CPUs, NUMA nodes, writable cpusets, numactl, network namespaces, SSH hosts,
-an attached cluster's ability to acknowledge the cells' commits, and a run folder that
-can be made. The spec's own checks, which read nothing of the machine, are
-plan/checks.py.
+gcc for a slow flush's preload library, an attached cluster's ability to acknowledge the
+cells' commits, and a run folder that can be made. The spec's own checks, which read
+nothing of the machine, are plan/checks.py.
 """
 
 from __future__ import annotations
@@ -18,9 +18,11 @@ from syncrep_lab.errors import UserError
 from syncrep_lab.pg.conninfo import require_parses
 from syncrep_lab.pg.sync_names import check_sync
 from syncrep_lab.plan.matrix import (
+    DEFAULT_SETTINGS_SET,
     NO_PLACEMENT,
     Plan,
     expand,
+    flush_delay_us,
     standby_names,
     uses_namespaces,
 )
@@ -44,6 +46,11 @@ def check_machine(spec: Spec) -> None:
         check_serves(spec)  # a cell that would wait for ever is refused now
         return
     _check_placement(spec)
+    if any(flush_delay_us(spec, name, node) for node in spec.nodes
+           for name in spec.matrix.settings or [DEFAULT_SETTINGS_SET]):
+        from syncrep_lab.cluster import slow_flush
+
+        slow_flush.library()  # compiled now, or a UserError naming what is missing
     if spec.topology.hosts:
         check_hosts(spec)
     check_installations(spec, unbuilt_ok=True)
