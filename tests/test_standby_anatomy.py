@@ -26,6 +26,8 @@ from syncrep_lab.run.workload import ClientRun, prepare_tables, run_pgbench, scr
 from syncrep_lab.store import AnatomyRow, ProbeRow
 
 from .helpers import cli, shared_tmp
+from .test_slow_standby import FLUSH_US, REPLAY_MS
+from .test_slow_standby import SPEC as SLOW_SPEC
 from .test_topology import LINKED_ANATOMY
 
 SUM_WITHIN = 0.15  # the parts' sum against the whole
@@ -241,3 +243,44 @@ def test_a_longer_link_moves_only_the_transits(tmp_path: Path) -> None:
     assert by["write"]["ratio"] < by["transit_out"]["ratio"] / 5, by
     # the report: the standby's half stacked beside the commit's parts
     assert 'id="chart-anatomy-standby"' in (tmp_path / "run" / "report.html").read_text()
+
+
+# the slow-standby test's three cells (b stock, b's flushes 10 ms late, b's replay 5 ms
+# behind), remote_apply at one client, with the anatomy and the standby's half asked for
+SLOW = SLOW_SPEC.replace("anatomy = false\n", "anatomy = true\nstandby_anatomy = true\n")
+
+
+def test_a_slow_flush_moves_the_flush_part_and_a_slow_replay_the_replay(
+        tmp_path: Path) -> None:
+    assert SLOW != SLOW_SPEC
+    spec = tmp_path / "spec.toml"
+    spec.write_text(SLOW)
+    result = cli("run", str(spec), "--out", str(tmp_path / "run"), timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    halves: dict[str, dict[str, float]] = {}
+    for cell in json.loads(cli("costs", str(tmp_path / "run"), "--json").stdout):
+        [half] = cell["anatomy"]["standby"]
+        assert half["commits"] > 50 and abs(half["sum_ratio"] - 1) <= SUM_WITHIN, half
+        halves[cell["label"].split("set=")[-1]] = {
+            p["component"]: p["us_per_commit"]["mean"] for p in half["parts"]}
+    stock, flushed, replayed = halves["default"], halves["slowflush"], halves["slowreplay"]
+    assert set(stock) == {p for p in standby_anatomy.PARTS if p != "reply"}, stock
+    flush_us, replay_us = FLUSH_US, REPLAY_MS * 1000.0
+
+    def moved(cell: dict[str, float], part: str) -> float:
+        return cell[part] - stock[part]
+
+    # the sleep before each fdatasync is in the flush part, about once, and nowhere else
+    assert 0.6 * flush_us <= moved(flushed, "flush") <= 2 * flush_us, (flushed, stock)
+    for part in set(stock) - {"flush"}:
+        assert abs(moved(flushed, part)) < 0.2 * flush_us, (part, flushed, stock)
+    # commit records applied 5 ms after their commit: the replay part, less what came
+    # before it; the flush and the rest as they were
+    assert 0.6 * replay_us <= moved(replayed, "replay") <= 1.5 * replay_us, (replayed, stock)
+    for part in set(stock) - {"replay"}:
+        assert abs(moved(replayed, part)) < 0.2 * replay_us, (part, replayed, stock)
+    # diagnose names the flush where it binds, with an fdatasync's own time
+    slow = next(c for c in json.loads(cli("diagnose", str(tmp_path / "run"), "--json").stdout)
+                if c["label"].endswith("slowflush"))
+    said = " ".join(v["summary"] for v in slow["verdicts"])
+    assert "the part that binds is the standby's flush" in said, slow["verdicts"]
