@@ -458,9 +458,10 @@ def map_keys(walsenders: int) -> int:
 Maps = dict[str, dict[str, int]]  # a print's maps: name -> key -> value
 
 
-def _map_lines(text: str) -> Iterator[tuple[str, Any]]:
-    """(map name, its data) of every map bpftrace printed with ``-f json``, in order: one
-    JSON object a line. Lines that are not JSON (none are expected) are passed over."""
+def printed(text: str, kind: str) -> Iterator[Any]:
+    """The data of every object of type ``kind`` (map, printf) bpftrace printed with ``-f
+    json``, in order: one JSON object a line. Lines that are not JSON (none are
+    expected) are passed over."""
     for line in text.splitlines():
         line = line.strip()
         if not line.startswith("{"):
@@ -469,10 +470,15 @@ def _map_lines(text: str) -> Iterator[tuple[str, Any]]:
             entry = json.loads(line)
         except ValueError:
             continue
-        if isinstance(entry, dict) and entry.get("type") == "map":
-            data = entry.get("data")
-            if isinstance(data, dict):
-                yield from data.items()
+        if isinstance(entry, dict) and entry.get("type") == kind:
+            yield entry.get("data")
+
+
+def _map_lines(text: str) -> Iterator[tuple[str, Any]]:
+    """(map name, its data) of every map bpftrace printed, in order."""
+    for data in printed(text, "map"):
+        if isinstance(data, dict):
+            yield from data.items()
 
 
 @dataclass

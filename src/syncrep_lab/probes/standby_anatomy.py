@@ -67,7 +67,6 @@ the anatomy's (bench/anatomy_cost.py, docs/benchmarks.md).
 from __future__ import annotations
 
 import bisect
-import json
 import re
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
@@ -252,16 +251,11 @@ class Events:
 
 def _printed(text: str) -> Iterator[list[str]]:
     """The words of every line the program printed with printf (``-f json``)."""
-    for line in text.splitlines():
-        if '"printf"' not in line:
-            continue
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(entry, dict) and entry.get("type") == "printf":
-            for printed in str(entry.get("data", "")).splitlines():
-                yield printed.split()
+    from syncrep_lab.probes.anatomy import printed  # it imports this module
+
+    for data in printed(text, "printf"):
+        for line in str(data or "").splitlines():
+            yield line.split()
 
 
 def events(text: str) -> Events:
@@ -269,6 +263,7 @@ def events(text: str) -> Events:
     is the descriptor most of its sends went to (another is a statistics socket's); the
     walreceiver's WAL writes are those not to its standard streams.
 
+    >>> import json
     >>> text = '\\n'.join(json.dumps({"type": "printf", "data": d}) for d in (
     ...     "C 100 5000 900 3\\n", "S 9 150 80 5000\\n", "R 4 170 80\\n", "W 7 200\\n",
     ...     "F 0 300\\n", "P 4 310 39 0\\n", "r 9 330 39\\n", "L 340\\n", "W 2 999\\n"))
