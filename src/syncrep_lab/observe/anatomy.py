@@ -246,7 +246,7 @@ class WindowAnatomy:
             return [f"the wait for the standby was not split: bpftrace lost {lost} events"]
         moments = standby_anatomy.marks(text)
         joined = standby_anatomy.join(standby_anatomy.since(
-            standby_anatomy.events(text), min(moments.values(), default=0)))
+            standby_anatomy.events(text), self.probe.attached_ns))
         for s in watched.slices:
             low, high = moments.get(s.anatomy_from or -1), moments.get(s.anatomy_to or -1)
             if s.anatomy and low is not None and high is not None:

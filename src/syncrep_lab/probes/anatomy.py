@@ -831,6 +831,7 @@ class CommitAnatomy:
         self.nudges = 0  # stop signals sent again (see NUDGE_SIGNAL)
         self._scanned, self._tail = 0, b""  # how far the output was searched for a print
         self.ready_cpu_s: float | None = None  # bpftrace's CPU once attached
+        self.attached_ns = 0  # when it was (time.monotonic_ns(), the clock of nsecs)
         # where each function's probes went, bytes from its start (once started), and
         # why they are on the first instructions when the decoder chose others
         self.offsets: dict[str, int] = {}
@@ -959,6 +960,8 @@ class CommitAnatomy:
             self._check_places(proc.pid, offsets)
         self.offsets = {f: offsets.get(f, 0) for f in SYMBOLS}
         self.ready_cpu_s = self.cpu_seconds()
+        # every probe attached from here on: CLOCK_MONOTONIC, bpftrace's nsecs too
+        self.attached_ns = time.monotonic_ns()
 
     def said_excerpt(self) -> str:
         """What bpftrace said on stderr, without the noise (see :func:`_excerpt`)."""
@@ -1115,7 +1118,8 @@ class CommitAnatomy:
         names = {**self.names, **self._walsenders()}
         found = anatomy_rows(parse_output(text), names)
         if self.standby is not None:
-            standby, why = standby_anatomy.standby_rows(text, self.standby.name)
+            standby, why = standby_anatomy.standby_rows(text, self.standby.name,
+                                                        self.attached_ns)
             lost = standby_anatomy.lost(self.stderr_path.read_text(errors="replace") + text)
             self.standby_status = (("failed", f"bpftrace lost {lost} events") if lost
                                    else ("ran", None) if why is None else ("skipped", why))

@@ -309,9 +309,12 @@ def since(e: Events, t: int) -> Events:
     """The events from ``t`` on. bpftrace attaches its probes one after another: on a
     busy server (``observe``) one side's events are seen before the other's, sends
     whose receives were not (the receiver's offsets then run behind: a window summed to
-    3.5 times its wait) or the other way; from a moment when every probe was attached
-    (the window's first snapshot) on, only bytes already on their way are unseen, and
-    :class:`_Pipe` takes them off."""
+    3.5 times its wait) or the other way, and not only under a workload: in a run, a
+    standby still catching up when the probe attached gave a send of 64 KB whose receive
+    came before its probe, and not one commit joined. From a moment when every probe was
+    attached on (``time.monotonic_ns()`` once bpftrace says so: the clock of its
+    ``nsecs``), only bytes already on their way are unseen, and :class:`_Pipe` takes
+    them off."""
     return Events(
         [c for c in e.commits if c.start >= t], [s for s in e.sends if s[0] >= t],
         [r for r in e.received if r[0] >= t], [w for w in e.writes if w >= t],
@@ -528,9 +531,11 @@ def lost(said: str) -> int:
                 r'"type": *"lost_events", *"data": *\{ *"events": *(\d+)', said)))
 
 
-def standby_rows(text: str, name: str) -> tuple[list[AnatomyRow], str | None]:
-    """The rows of what bpftrace printed, and why there are none (None: there are)."""
-    joined = join(events(text))
+def standby_rows(text: str, name: str, attached: int = 0
+                 ) -> tuple[list[AnatomyRow], str | None]:
+    """The rows of what bpftrace printed from ``attached`` on (see :func:`since`), and
+    why there are none (None: there are)."""
+    joined = join(since(events(text), attached))
     if joined.whole:
         return rows(joined, name), None
     if joined.applied:
