@@ -188,7 +188,7 @@ tracepoint:syscalls:sys_exit_sendto /pid == {w} && args->ret > 0/ {{
 // apply positions (big-endian, turned in Python), from 9.6 to 18
 tracepoint:syscalls:sys_enter_sendto /pid == {r}/ {{
     $b = (uint64)args->buff;
-    @sfd[pid] = args->fd; @st[pid] = nsecs; @pk[pid] = *uptr((uint8 *)$b);
+    @sfd[pid] = args->fd; @st[pid] = nsecs; @pk[pid] = *uptr((uint8 *)($b + 5));
     @pw[pid] = *uptr((uint64 *)($b + 6)); @pf[pid] = *uptr((uint64 *)($b + 14));
     @pa[pid] = *uptr((uint64 *)($b + 22));
 }}
@@ -325,10 +325,11 @@ def since(e: Events, t: int) -> Events:
 
 
 def _positions(words: Sequence[int]) -> tuple[int, int, int] | None:
-    """A reply's write, flush and apply positions from its first byte and the three
-    8-byte words read little-endian (the message has them big-endian); None where it is
-    no status message (its first byte not 'd')."""
-    if len(words) < 4 or words[0] != ord("d"):
+    """A reply's write, flush and apply positions from its type (the byte after the
+    CopyData header) and the three 8-byte words read little-endian (the message has
+    them big-endian); None where it is no status message (its type not 'r': hot standby
+    feedback is 'h')."""
+    if len(words) < 4 or words[0] != ord("r"):
         return None
 
     def turned(v: int) -> int:
