@@ -6,7 +6,9 @@ interleaved.
 Each round runs pgbench once bare and once per probe placement asked (``--places``:
 ``emulated``, the probes where the tool puts them, on each function's first instruction
 the kernel emulates, probes/uprobe_points.py; ``entry``, all on the functions' first
-instructions, as before), each with the recorder started before it and stopped after it
+instructions, as before; ``standby``, where ``emulated`` puts them, and the sync
+standby's half split too, probes/standby_anatomy.py: its system-call probes and the
+lines it prints), each with the recorder started before it and stopped after it
 (a probed repeat's window), in an order drawn per round; the ratio probed / bare of each
 round is one paired value. Printed per placement: where the probes went, the median of
 those ratios with a distribution-free 95 % interval (order statistics of the rounds:
@@ -23,12 +25,13 @@ breakpoints: trapping, and stepping over the probed instruction where it is not
 emulated). With both placements, their paired ratio too.
 
     .venv/bin/python bench/anatomy_cost.py [--rounds 6] [--duration 4] [--clients 32]
-        [--pg 18] [--seed 1] [--places emulated,entry]
+        [--pg 18] [--seed 1] [--places emulated,entry,standby]
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 import os
 import random
@@ -121,12 +124,14 @@ def main() -> None:
     ap.add_argument("--pg", default=None, help="installation (default: the embedded 18)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--places", default="emulated",
-                    help="probe placements to measure, comma-separated: emulated, entry")
+                    help="probe placements to measure, comma-separated: emulated, entry, "
+                         "standby (emulated with the standby's half)")
     args = ap.parse_args()
     places = args.places.split(",")
-    if not places or set(places) - {"emulated", "entry"} or len(set(places)) < len(places):
-        raise SystemExit(f"--places {args.places}: give emulated, entry or both, "
-                         "comma-separated")
+    if (not places or set(places) - {"emulated", "entry", "standby"}
+            or len(set(places)) < len(places)):
+        raise SystemExit(f"--places {args.places}: give emulated, entry, standby or "
+                         "several, comma-separated")
     shutdown.install()
     root = Path(tempfile.mkdtemp(prefix="srl-anatomy-cost-", dir="/tmp"))
     root.chmod(0o755)
@@ -161,6 +166,7 @@ def main() -> None:
         timed: dict[str, list[float]] = {k: [] for k in places}
         where: dict[str, dict[str, int]] = {}
         fallbacks: dict[str, list[str]] = {k: [] for k in places}
+        joined: list[float] = []  # the standby's half: commits joined / those that slept
         for n in range(1, args.rounds + 1):
             order = ["bare", *places]
             rng.shuffle(order)
@@ -169,10 +175,14 @@ def main() -> None:
                 if kind != "bare":
                     recorder = anatomy.CommitAnatomy(
                         binary, [postmaster], root / f"a{n}-{kind}",
-                        [manifest.admin_conninfo(primary)], at_entry=kind == "entry")
+                        [manifest.admin_conninfo(primary)], at_entry=kind == "entry",
+                        standbys=({n.name: manifest.admin_conninfo(n)
+                                   for n in manifest.standbys} if kind == "standby" else None))
                     recorder.start()
-                    if recorder.status[0] != "ran":
-                        raise SystemExit(f"the probe did not start: {recorder.status}")
+                    if recorder.status[0] != "ran" or (kind == "standby"
+                                                       and recorder.standby is None):
+                        raise SystemExit(f"the probe did not start: {recorder.status} "
+                                         f"{recorder.standby_status}")
                     if recorder.fallback is None:
                         where[kind] = recorder.offsets
                     else:  # the recorder fell back to the first instructions
@@ -200,6 +210,11 @@ def main() -> None:
                     commits = next((r.count for r in rows.anatomy
                                     if (r.who, r.component) == ("backend", "commit_wait")), 0)
                     timed[kind].append(commits / run.summary.transactions)
+                    if kind == "standby":  # of the waits that slept to their release
+                        slept = next((r.count for r in rows.anatomy if (r.who, r.component)
+                                      == ("backend", "standby_wait")), 0)
+                        joined.append(next((r.count for r in rows.anatomy
+                                            if r.component == "whole"), 0) / max(slept, 1))
                     startup_cpu[kind].append(recorder.ready_cpu_s)
                     window_cpu_per_commit[kind].append((cpu - recorder.ready_cpu_s)
                                                        / run.summary.transactions)
@@ -224,6 +239,10 @@ def main() -> None:
                   f"{geo.low or math.nan:.3f} - {geo.high or math.nan:.3f})")
             print(f"  commits timed / pgbench's transactions: median "
                   f"{statistics.median(timed[kind]):.3f}")
+            if kind == "standby":
+                print(f"  commits joined to the standby's events / those that slept to "
+                      f"their release: median "
+                      f"{statistics.median(joined):.3f}")
             extra = [p - b for p, b in zip(server_cpu[kind], server_cpu["bare"], strict=True)]
             low, high = median_interval(extra)
             share = [e / b for e, b in zip(extra, cpu_all["bare"], strict=True)]
@@ -242,11 +261,11 @@ def main() -> None:
             if stats_before is not None:
                 print(f"  the BPF programs' own run time: median "
                       f"{statistics.median(bpf_per_commit[kind]) / 1e3:.2f} µs per commit")
-        if len(places) == 2:
-            ratios = [a / b for a, b in zip(tps[places[0]], tps[places[1]], strict=True)]
+        for first, second in itertools.pairwise(places):
+            ratios = [a / b for a, b in zip(tps[first], tps[second], strict=True)]
             low, high = median_interval(ratios)
-            geo = paired_ratio(tps[places[0]], tps[places[1]])
-            print(f"\n{places[0]} / {places[1]}: median {statistics.median(ratios):.3f} (95 % "
+            geo = paired_ratio(tps[first], tps[second])
+            print(f"\n{first} / {second}: median {statistics.median(ratios):.3f} (95 % "
                   f"interval {low:.3f} - {high:.3f}); geometric mean {geo.mean:.3f} (95 % CI "
                   f"{geo.low or math.nan:.3f} - {geo.high or math.nan:.3f})")
     finally:

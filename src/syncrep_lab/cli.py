@@ -708,7 +708,8 @@ def model_cmd(run_dir: Path | None, only_cell: int | None, cores: float | None,
 @click.option("--anatomy", is_flag=True,
               help="Also time every commit inside the primary (bpftrace uprobes, for the "
                    "window only): root, on the primary's machine; every server of its binary "
-                   "here pays the traps while attached.")
+                   "here pays the traps while attached. With --standby, the sync standby's "
+                   "half of each commit too, where it runs on this machine.")
 @output_options()
 def observe_cmd(conninfo: str | None, cluster_dir: Path | None, standbys: tuple[str, ...],
                 seconds: float, hz: float, slice_seconds: int, host: str | None,
@@ -722,6 +723,7 @@ def observe_cmd(conninfo: str | None, cluster_dir: Path | None, standbys: tuple[
     if (conninfo is None) == (cluster_dir is None):
         raise UserError("give the primary's CONNINFO or --dir of a cluster the tool made",
                         "e.g. syncrep-lab observe 'host=db1 dbname=postgres user=monitor'")
+    named = tuple(given)  # with --anatomy, the sync one's half is split too
     if cluster_dir is not None:
         manifest = _load(cluster_dir)
         conninfo = manifest.conninfo(manifest.primary)
@@ -734,7 +736,7 @@ def observe_cmd(conninfo: str | None, cluster_dir: Path | None, standbys: tuple[
     if output != "json":
         out.print(f"observing for {seconds:g} s at {hz:g} Hz (read-only, no load) ...")
     done = observe(ObserveOptions(conninfo, given, seconds, hz, slice_seconds, host,
-                                  hosts_file, folder, label, anatomy),
+                                  hosts_file, folder, label, anatomy, named),
                    say=lambda text: said.print(escape(text), soft_wrap=True))
     # the analysis (scipy) is imported after the window, not during it
     from syncrep_lab.analysis.observe import run_observations

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from syncrep_lab.json_form import JSON
 from syncrep_lab.stats.histogram import LatencyHistogram
@@ -50,6 +50,12 @@ BACKEND_COMPONENTS = ("local_flush", "commit_wait", "standby_wait", "wakeup_queu
                       "run_queue", "unsignalled")
 WAIT_PARTS = ("standby_wait", "wakeup_queue", "run_queue", "unsignalled")
 WALSENDER_COMPONENTS = ("release", "release_gap", "waiters_freed")
+# the sync standby's half (probes/standby_anatomy.py), rows of standby:NAME
+STANDBY = "standby:"
+STANDBY_PARTS = ("send", "transit_out", "write", "flush", "replay", "reply",
+                 "transit_back", "reply_handling")
+STANDBY_WHOLE = "whole"
+STANDBY_SYNC = "sync_call"  # each fdatasync/fsync of the walreceiver, per call
 DISTRIBUTION_BINS = 4  # per power of two: the report's histograms
 
 
@@ -111,6 +117,34 @@ class Releases:
 
 
 @dataclass(frozen=True)
+class StandbyParts:
+    """The sync standby's half of the commits that slept to their release
+    (probes/standby_anatomy.py): ``standby_wait`` in its parts, each per commit joined,
+    with its share of the whole; ``whole_us`` is the anatomy's standby_wait of those
+    commits and ``sum_ratio`` the parts' sum over it (measured apart: the check that
+    they add up). A part not measured (the flush under remote_write, or with fsync off)
+    is absent."""
+
+    standby: str  # standby:NAME
+    commits: int  # commits joined
+    parts: tuple[Component, ...]  # share_of_wait: of the whole
+    whole_us: float | None  # per commit joined
+    sum_ratio: float | None
+    sync_us: float | None = None  # the walreceiver's fdatasync/fsync, mean per call
+    syncs: int = 0  # those calls
+
+    def to_json(self) -> dict[str, JSON]:
+        return {"standby": self.standby, "commits": self.commits,
+                "parts": [p.to_json() for p in self.parts], "whole_us": self.whole_us,
+                "sum_ratio": self.sum_ratio, "sync_us": self.sync_us, "syncs": self.syncs}
+
+    def binding(self) -> Component | None:
+        """The part that takes the most of the whole."""
+        return max((p for p in self.parts if p.share_of_wait is not None),
+                   key=lambda p: p.share_of_wait or 0.0, default=None)
+
+
+@dataclass(frozen=True)
 class Anatomy:
     """A cell's commit anatomy (``costs --json``: ``anatomy``; None: not measured)."""
 
@@ -119,13 +153,17 @@ class Anatomy:
     releases: tuple[Releases, ...]
     little_bound_tps: float | None
     release_bound_tps: float | None
+    standby: tuple[StandbyParts, ...] = ()  # the sync standby's half, where measured
 
     def to_json(self) -> dict[str, JSON]:
-        return {"commits": self.commits,
-                "components": [c.to_json() for c in self.components],
-                "releases": [r.to_json() for r in self.releases],
-                "little_bound_tps": self.little_bound_tps,
-                "release_bound_tps": self.release_bound_tps}
+        found: dict[str, JSON] = {
+            "commits": self.commits, "components": [c.to_json() for c in self.components],
+            "releases": [r.to_json() for r in self.releases],
+            "little_bound_tps": self.little_bound_tps,
+            "release_bound_tps": self.release_bound_tps}
+        if self.standby:  # a key only where measured: the outputs before it are the same
+            found["standby"] = [s.to_json() for s in self.standby]
+        return found
 
 
 def _us(ns: float | None) -> float | None:
@@ -162,9 +200,11 @@ def cell_anatomy(store: Store, commits: dict[int, int], clients: int) -> Anatomy
     events: dict[tuple[str, str], int] = defaultdict(int)
     totals: dict[tuple[str, str], float] = defaultdict(float)
     merged: dict[tuple[str, str], LatencyHistogram] = {}
+    counted: dict[tuple[str, str], dict[int, int]] = defaultdict(dict)
     for repeat_id, row in rows:
         key = (row.who, row.component)
         per_repeat[key][repeat_id] = float(row.total)
+        counted[key][repeat_id] = int(row.count)
         events[key] += int(row.count)
         totals[key] += float(row.total)
         histogram = LatencyHistogram.from_bytes(row.histogram)
@@ -178,16 +218,10 @@ def cell_anatomy(store: Store, commits: dict[int, int], clients: int) -> Anatomy
             continue
         values = [per_repeat[key].get(r, 0.0) / 1000.0 / commits[r]
                   for r in measured if commits[r] > 0]
-        h = merged[key]
-        components.append(Component(
-            component=name, us_per_commit=_interval(values),
-            share_of_wait=(totals[key] / wait_total
-                           if name in WAIT_PARTS and wait_total > 0 else None),
-            events=events[key],
-            mean_us=_us(totals[key] / events[key]) if events[key] else None,
-            p50_us=_us(h.percentile(50)), p99_us=_us(h.percentile(99)),
-            distribution=tuple((low / 1000.0, high / 1000.0, n)
-                               for low, high, n in h.bins(DISTRIBUTION_BINS))))
+        components.append(_component(
+            name, values, events[key], totals[key],
+            totals[key] / wait_total if name in WAIT_PARTS and wait_total > 0 else None,
+            merged[key]))
     releases: list[Releases] = []
     for who in sorted({w for w, _ in events if w.startswith("walsender")}):
         n = events.get((who, "release"), 0)
@@ -206,11 +240,53 @@ def cell_anatomy(store: Store, commits: dict[int, int], clients: int) -> Anatomy
             gap_p99_us=_us(gap_h.percentile(99)) if gap_h is not None else None))
     in_server = (totals.get(("backend", "local_flush"), 0.0) + wait_total) / 1e9
     busiest = releasing(releases)
+    standby = tuple(
+        _standby_parts(who, measured, per_repeat, counted, events, totals, merged)
+        for who in sorted({w for w, _ in events if w.startswith(STANDBY)}))
     return Anatomy(
         commits=all_commits, components=tuple(components), releases=tuple(releases),
         little_bound_tps=(clients * all_commits / in_server if in_server > 0 else None),
         release_bound_tps=(1e6 / busiest.us_per_commit
-                           if busiest is not None and busiest.us_per_commit else None))
+                           if busiest is not None and busiest.us_per_commit else None),
+        standby=standby)
+
+
+def _component(name: str, values: list[float], events: int, total: float,
+               share: float | None, h: LatencyHistogram) -> Component:
+    return Component(
+        component=name, us_per_commit=_interval(values), share_of_wait=share,
+        events=events, mean_us=_us(total / events) if events else None,
+        p50_us=_us(h.percentile(50)), p99_us=_us(h.percentile(99)),
+        distribution=tuple((low / 1000.0, high / 1000.0, n)
+                           for low, high, n in h.bins(DISTRIBUTION_BINS)))
+
+
+def _standby_parts(who: str, measured: list[int],
+                   per_repeat: dict[tuple[str, str], dict[int, float]],
+                   counted: dict[tuple[str, str], dict[int, int]],
+                   events: dict[tuple[str, str], int], totals: dict[tuple[str, str], float],
+                   merged: dict[tuple[str, str], LatencyHistogram]) -> StandbyParts:
+    """A standby's parts: each per commit joined (in every repeat its commits are the
+    whole's), its share of the whole, the sum against the whole."""
+    whole_key = (who, STANDBY_WHOLE)
+    joined = counted[whole_key]
+    counts = events.get(whole_key, 0)
+    whole = totals.get(whole_key, 0.0)
+    parts = []
+    for name in STANDBY_PARTS:
+        key = (who, name)
+        if key not in events:
+            continue
+        values = [per_repeat[key].get(r, 0.0) / 1000.0 / joined[r]
+                  for r in measured if joined.get(r)]
+        parts.append(_component(name, values, events[key], totals[key],
+                                totals[key] / whole if whole > 0 else None, merged[key]))
+    summed = sum(totals.get((who, p), 0.0) for p in STANDBY_PARTS)
+    syncs = events.get((who, STANDBY_SYNC), 0)
+    return StandbyParts(who, counts, tuple(parts),
+                        _us(whole / counts) if counts else None,
+                        summed / whole if whole > 0 else None,
+                        _us(totals[(who, STANDBY_SYNC)] / syncs) if syncs else None, syncs)
 
 
 @dataclass(frozen=True)
@@ -224,6 +300,9 @@ class AnatomyValues:
     # walsender:NAME -> per_waiter_us | waiters_per_release -> one per repeat in which it
     # released (per_waiter_us: in which it freed a waiter)
     walsenders: dict[str, dict[str, list[float]]]
+    # standby:NAME -> a part of its half -> µs per commit joined, one per repeat that
+    # joined any
+    standby: dict[str, dict[str, list[float]]] = field(default_factory=dict)
 
 
 def anatomy_values(store: Store, cell_id: int) -> AnatomyValues | None:
@@ -250,7 +329,12 @@ def anatomy_values(store: Store, cell_id: int) -> AnatomyValues | None:
                               if freed.get(r)],
             "waiters_per_release": [freed.get(r, 0.0) / releases[r] for r in measured
                                     if releases.get(r)]}
-    return AnatomyValues(len(measured), backend, walsenders)
+    standby = {who: {part: [total[(who, part)].get(r, 0.0) / 1000.0
+                            / count[(who, STANDBY_WHOLE)][r]
+                            for r in measured if count[(who, STANDBY_WHOLE)].get(r)]
+                     for part in STANDBY_PARTS if (who, part) in total}
+               for who in sorted({w for w, _ in total if w.startswith(STANDBY)})}
+    return AnatomyValues(len(measured), backend, walsenders, standby)
 
 
 def why_no_anatomy(store: Store, cell_id: int) -> str:
@@ -318,6 +402,43 @@ def growth_sentence(low: tuple[int, Anatomy], high: tuple[int, Anatomy]) -> str 
         sentence += (f": {busiest.walsender} frees {busiest.waiters_per_release:.1f} "
                      f"waiters per release at {busiest.per_waiter_us:.2f} µs each")
     return sentence
+
+
+STANDBY_NAMES = {"send": "primary's send", "transit_out": "transit out",
+                 "write": "standby's write", "flush": "standby's flush",
+                 "replay": "standby's replay",
+                 "reply": "standby's reply", "transit_back": "transit back",
+                 "reply_handling": "walsender's handling of the reply"}
+
+
+def standby_sentence(s: StandbyParts) -> str | None:
+    """The part of the wait for the standby that binds, in words: "the standby's flush:
+    46 % of the wait for standby b, 599 µs per commit (the parts sum to 1.00 of the
+    wait)"; None without a part."""
+    part = s.binding()
+    if part is None or part.share_of_wait is None:
+        return None
+    mean = part.us_per_commit.mean
+    return (f"the {STANDBY_NAMES[part.component]}: {100 * part.share_of_wait:.0f} % of "
+            f"the wait for standby {s.standby.removeprefix(STANDBY)}"
+            + (f", {mean:,.0f} µs per commit" if mean is not None else "")
+            + (f", {s.sync_us / 1000:.2f} ms an fdatasync"
+               if part.component == "flush" and s.sync_us is not None else "")
+            + (f" (the parts sum to {s.sum_ratio:.2f} of the wait)"
+               if s.sum_ratio is not None else ""))
+
+
+def standby_line(s: StandbyParts) -> str:
+    """A standby's parts per commit joined, each with its share of the wait."""
+    parts = " + ".join(
+        f"{STANDBY_NAMES[p.component]} {p.us_per_commit.mean or 0:,.0f} µs "
+        f"({100 * (p.share_of_wait or 0):.0f} %)" for p in s.parts)
+    return (f"the wait for standby {s.standby.removeprefix(STANDBY)} ({s.commits:,} commits "
+            f"joined, per commit): {parts}"
+            + (f" = {s.sum_ratio:.2f} of its {s.whole_us:,.0f} µs"
+               if s.sum_ratio is not None and s.whole_us is not None else "")
+            + (f"; {s.syncs:,} fdatasync calls, {s.sync_us:,.0f} µs each"
+               if s.sync_us is not None else ""))
 
 
 PART_NAMES = {"local_flush": "local WAL flush", "commit_wait": "commit wait",

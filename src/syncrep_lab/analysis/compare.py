@@ -28,6 +28,9 @@ from typing import Any, TypedDict
 from syncrep_lab import format as fmt
 from syncrep_lab.analysis.anatomy import (
     PART_NAMES,
+    STANDBY,
+    STANDBY_NAMES,
+    STANDBY_PARTS,
     AnatomyValues,
     anatomy_values,
     why_no_anatomy,
@@ -166,8 +169,10 @@ class CostChanges:
 class AnatomyFigure(FigureComparison):
     """One figure of the commit anatomy, A against B (:func:`anatomy_comparison`)."""
 
-    who: str  # backend | walsender:NAME
-    key: str  # a backend component, or per_waiter_us | waiters_per_release
+    who: str  # backend | walsender:NAME | standby:NAME
+    # a backend component, per_waiter_us | waiters_per_release, or a part of the
+    # standby's half
+    key: str
 
     def to_json(self) -> dict[str, JSON]:
         return {**super().to_json(), "who": self.who, "key": self.key}
@@ -590,6 +595,12 @@ def anatomy_comparison(a: AnatomyValues | None, b: AnatomyValues | None,
     for who in sorted(a.walsenders.keys() & b.walsenders.keys()):
         pairs += [(who, key, f"{who} {label}", unit, a.walsenders[who][key],
                    b.walsenders[who][key]) for key, label, unit in RELEASE_FIGURES]
+    for who in sorted(a.standby.keys() & b.standby.keys()):  # the standby's half
+        pairs += [(who, part, f"{STANDBY_NAMES[part]} ({who.removeprefix(STANDBY)})",
+                   "µs per commit",
+                   a.standby[who][part], b.standby[who][part])
+                  for part in STANDBY_PARTS if part in a.standby[who].keys()
+                  & b.standby[who].keys()]
     order = {name: i for i, name in enumerate(PART_NAMES)}
     pairs.sort(key=lambda p: (p[0] != "backend", order.get(p[1], 0), p[0], p[1]))
     for who, key, name, unit, va, vb in pairs:

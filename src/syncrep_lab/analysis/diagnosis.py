@@ -22,7 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from syncrep_lab.analysis import model
-from syncrep_lab.analysis.anatomy import Anatomy, growth_sentence, share_of_commit
+from syncrep_lab.analysis.anatomy import (
+    Anatomy,
+    growth_sentence,
+    share_of_commit,
+    standby_sentence,
+)
 from syncrep_lab.analysis.costs import RoleCosts, cell_costs, cluster_version
 from syncrep_lab.analysis.evidence import (
     Figure,
@@ -681,7 +686,50 @@ def rule_link_full(facts: CellFacts) -> Verdict | None:
 
 
 def rule_standby_or_network(facts: CellFacts) -> Verdict | None:
-    """Commits wait on the standby's side or the wire, not on the primary."""
+    """Commits wait on the standby's side or the wire, not on the primary; where the
+    commit anatomy split the wait for the standby, the part that binds is named."""
+    verdict = _standby_or_network(facts)
+    halves = facts.anatomy.standby if facts.anatomy is not None else ()
+    said = standby_sentence(halves[0]) if halves else None
+    binding = halves[0].binding() if halves else None
+    if said is None or binding is None or facts.anatomy is None:
+        return verdict
+    evidence: dict[str, float | str] = {
+        "standby_part_binding": binding.component,
+        "standby_part_share_of_wait": round(binding.share_of_wait or 0.0, 3)}
+    if verdict is not None:
+        return dataclasses.replace(verdict, summary=f"{verdict.summary}; the part that "
+                                   f"binds is {said}", evidence={**verdict.evidence,
+                                                                 **evidence})
+    # the lags and wait events did not say it (a remote_apply cell's replay lag, a
+    # sleep no wait event shows), the anatomy timed it: the wait's share of a commit
+    waiting = share_of_commit(facts.anatomy, "standby_wait")
+    if waiting is None or waiting < 0.5:
+        return None
+    evidence["standby_wait_share_of_commit"] = round(waiting, 3)
+    return Verdict("network or standby flush/apply bound",
+                   "high" if waiting >= 0.7 and (binding.share_of_wait or 0) >= 0.5
+                   else "medium",
+                   f"the commit anatomy puts {100 * waiting:.0f} % of a commit in the wait "
+                   f"for the standby; the part that binds is {said}", evidence,
+                   [STANDBY_STEPS.get(binding.component, STANDBY_STEPS["transit_out"])])
+
+
+STANDBY_STEPS = {
+    "flush": "faster WAL storage on the standby (or remote_write, which does not wait "
+             "for its flush)",
+    "replay": "remote_apply waits for replay: on or remote_write do not; a replay held "
+              "back (recovery_min_apply_delay, a conflict) is the standby's setting",
+    "write": "the standby's WAL writes: its disk or its walreceiver's CPU",
+    "send": "the walsender's CPU on the primary (a core of its own)",
+    "reply": "the standby's walreceiver's CPU (a core of its own)",
+    "reply_handling": "the walsender's CPU on the primary (a core of its own)",
+    "transit_out": "measure the round trip between the hosts; put the synchronous standby "
+                   "nearer (or use quorum ANY over standbys on short links)"}
+STANDBY_STEPS["transit_back"] = STANDBY_STEPS["transit_out"]
+
+
+def _standby_or_network(facts: CellFacts) -> Verdict | None:
     name = "network or standby flush/apply bound"
     if facts.synchronous_commit not in WAITING_LEVELS:
         return None

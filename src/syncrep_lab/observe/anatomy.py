@@ -41,6 +41,7 @@ from syncrep_lab.errors import UserError
 from syncrep_lab.observe.cpu import local_postmaster
 from syncrep_lab.observe.session import ObserverSession
 from syncrep_lab.observe.watch import Watched
+from syncrep_lab.probes import standby_anatomy
 from syncrep_lab.probes.anatomy import (
     PROBE,
     SNAPSHOT_SECONDS,
@@ -152,11 +153,16 @@ class WindowAnatomy:
     kills what still runs and removes its working folder, on every path."""
 
     def __init__(self, session: ObserverSession, postmaster: int, binary: Path,
-                 names: Callable[[], Mapping[int, str]]) -> None:
+                 names: Callable[[], Mapping[int, str]],
+                 standbys: tuple[str, Mapping[str, str]] | None = None) -> None:
+        """``standbys``: the primary's connection and the standbys' by name (``--standby``):
+        the sync one's half of each commit is split too, where it runs here."""
         self.work = work_dir()
         self.probe = CommitAnatomy(binary, [postmaster], self.work, names=names,
                                    exclude=lambda: not_backends(session, postmaster),
-                                   snapshots=True)
+                                   snapshots=True,
+                                   standbys=standbys[1] if standbys is not None else None,
+                                   primary_admin=standbys[0] if standbys is not None else None)
         self.program = ""  # what was attached, kept with the window
         self.waited: list[float] = []  # seconds from each snapshot asked to its print
         self.missed: list[str] = []  # snapshots that did not come, and why
@@ -220,7 +226,36 @@ class WindowAnatomy:
             s.anatomy = slice_rows(found, names)
             s.anatomy_probe = ProbeRow(PROBE, "ran", None)
         notes += [f"slice {n} has no commit anatomy: {why}" for n, why in missing]
-        return notes
+        return notes + self._standby(text, watched)
+
+    def _standby(self, text: str, watched: Watched) -> list[str]:
+        """The sync standby's half of each slice's commits (probes/standby_anatomy.py):
+        the window's events joined once (a chain crosses the slices' edges), each commit
+        given to the slice its wait began in; what the window keeps about it."""
+        standby = self.probe.standby
+        if self.probe.standbys is None:
+            return []
+        if standby is None:
+            return [f"the wait for the standby was not split: {self.probe.standby_status[1]}"]
+        try:
+            lost = standby_anatomy.lost(
+                self.probe.stderr_path.read_text(errors="replace") + text)
+        except OSError:
+            lost = 0
+        if lost:
+            return [f"the wait for the standby was not split: bpftrace lost {lost} events"]
+        moments = standby_anatomy.marks(text)
+        joined = standby_anatomy.join(standby_anatomy.since(
+            standby_anatomy.events(text), self.probe.attached_ns))
+        for s in watched.slices:
+            low, high = moments.get(s.anatomy_from or -1), moments.get(s.anatomy_to or -1)
+            if s.anatomy and low is not None and high is not None:
+                s.anatomy = s.anatomy + standby_anatomy.rows(joined.between(low, high),
+                                                             standby.name)
+        return [f"the wait for standby {standby.name} split for {len(joined.chains):,} "
+                f"commits ({joined.unmatched:,} without their whole chain"
+                + (f", {joined.applied:,} under remote_apply, whose replay is not split"
+                   if joined.applied else "") + ")"]
 
     def close(self) -> None:
         self.probe.abort()

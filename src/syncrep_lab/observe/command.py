@@ -49,6 +49,9 @@ class ObserveOptions:
     out: Path = Path("observe")
     label: str | None = None
     anatomy: bool = False  # the commit anatomy probe on the primary (observe/anatomy.py)
+    # the standbys named with --standby (not those --dir adds): with --anatomy, the sync
+    # one's half of each commit is split too (probes/standby_anatomy.py)
+    named: tuple[str, ...] = ()
 
 
 def parse_standby(text: str) -> tuple[str, str]:
@@ -232,7 +235,9 @@ def observe(opts: ObserveOptions, say: Callable[[str], None] = lambda _: None
         if prepared is not None:
             postmaster, binary = prepared
             say(warning(binary, postmaster, opts.seconds))
-            anatomy = WindowAnatomy(primary, postmaster, binary, lambda: watch.seen)
+            split = {n: c for n, c in opts.standbys.items() if n in opts.named}
+            anatomy = WindowAnatomy(primary, postmaster, binary, lambda: watch.seen,
+                                    (opts.primary, split) if split else None)
             anatomy.start()
             watch.mark = anatomy.mark
         watched_out = watch.run(opts.seconds)

@@ -211,6 +211,10 @@ class Probes(_Strict):
     # its repeats per cell, after the probed ones: from 2, its figures and their ratios
     # (compare, results --json) get an interval over repeats; one repeat gives none
     anatomy_repeats: Annotated[int, Field(ge=1, le=20)] = 1
+    # the sync standby's half of each commit too, where it runs on this machine
+    # (probes/standby_anatomy.py): off by default, its lines cost bpftrace a core's share
+    # on a small machine, and the anatomy's own parts would carry it
+    standby_anatomy: bool = False
 
 
 ResetMode = Literal["full", "no-checkpoint", "none"]

@@ -104,6 +104,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from syncrep_lab import paths, procs, shutdown
+from syncrep_lab.probes import standby_anatomy
 from syncrep_lab.probes.recorder import Ending
 from syncrep_lab.probes.uprobe_points import (
     alias_elf,
@@ -300,7 +301,8 @@ def level_read(symbols: Mapping[str, tuple[int, int]], offset: int = 0) -> str |
 
 def program(binary: str, postmasters: Sequence[int], exclude: Sequence[int] = (),
             level: str | None = None, snapshots_by: int | None = None,
-            offsets: Mapping[str, int] | None = None) -> str:
+            offsets: Mapping[str, int] | None = None,
+            standby: standby_anatomy.Standby | None = None) -> str:
     """The bpftrace program for the primaries whose postmasters are ``postmasters``,
     running ``binary`` (a path bpftrace can open: the primary's /proc/PID/exe); the
     processes ``exclude`` (the postmasters' children when it starts) are no backends;
@@ -309,7 +311,10 @@ def program(binary: str, postmasters: Sequence[int], exclude: Sequence[int] = ()
     ``snapshots_by``: the process whose ``kill(itself, 0)`` takes a snapshot;
     ``offsets``: where in each function its probes go (uprobe_points.probe_offsets; a
     function not in it, or at 0, on its first instruction), named by the symbols
-    :func:`alias_symbols` defines.
+    :func:`alias_symbols` defines; ``standby``: the sync standby whose half of each
+    commit is split too (probes/standby_anatomy.py: each commit that slept to its
+    release printed with its LSN, the walsender's releases, the two processes' system
+    calls).
 
     >>> text = program("/proc/42/exe", [42], [43])
     >>> 'uprobe:"/proc/42/exe":SyncRepWaitForLSN' in text
@@ -338,13 +343,16 @@ def program(binary: str, postmasters: Sequence[int], exclude: Sequence[int] = ()
     by = int(snapshots_by or 0)
     prints = " ".join(f"print(@{m});" for m in (*(f"h_{c}" for c in COMPONENTS), "sum",
                                                  SNAPSHOT))
+    # a snapshot's moment, to cut the standby's half at the slices
+    moment = "" if standby is None else \
+        f'\n    printf("M %d %llu\\n", @{SNAPSHOT}, nsecs);'
     numbered = "" if snapshots_by is None else f"""
 // Snapshots: kill(itself, 0) by the observer (pid {by}) numbers one and asks bpftrace to
 // print the aggregates, the number last (the module's text says why not SIGUSR1).
 BEGIN {{ @{SNAPSHOT} = 0; }}
 
 tracepoint:syscalls:sys_enter_kill /pid == {by} && args->pid == {by} && args->sig == 0/ {{
-    @{SNAPSHOT} = @{SNAPSHOT} + 1;
+    @{SNAPSHOT} = @{SNAPSHOT} + 1;{moment}
     {prints}
 }}
 """
@@ -353,6 +361,16 @@ tracepoint:syscalls:sys_enter_kill /pid == {by} && args->pid == {by} && args->si
                             for f in ("XLogFlush", "SyncRepWaitForLSN",
                                       "SyncRepReleaseWaiters"))
     where = ", ".join(f"{f}+{at[f]}" for f in SYMBOLS)
+    # the standby's half: the wait's LSN (its first argument: the instructions before an
+    # offset probe leave the argument registers alone) and level kept to the return
+    keep = "" if standby is None else f"@lsn[pid] = arg0; @lvl[pid] = {level or '3'};"
+    said = "" if standby is None else \
+        'printf("C %llu %llu %llu %d\\n", $entry, @lsn[pid], @kill_rel[pid], @lvl[pid]);'
+    released = "" if standby is None else \
+        f'if (pid == {int(standby.walsender)}) {{ printf("L %llu\\n", $now); }}'
+    forget = "" if standby is None else "delete(@lsn[pid]); delete(@lvl[pid]);"
+    cleared = "" if standby is None else \
+        "clear(@lsn); clear(@lvl); clear(@rfd); clear(@wfd);"
     return f"""// The commit anatomy probe of syncrep-lab (probes/anatomy.py): durations in ns.
 // Temporary, per process: @flush (its last XLogFlush's entry), @wait (the wait's
 // entry), @kill_at and @kill_rel (the kill for a waiting backend and the start of the
@@ -372,7 +390,7 @@ uprobe:{b}:{wait} /{backend}/ {{
     delete(@flush[pid]);
     // a wait left by an error (a cancel) never returned: its kill is not this one's
     delete(@kill_at[pid]); delete(@kill_rel[pid]);
-    if ($level > 1) {{ @wait[pid] = $now; }} else {{ delete(@wait[pid]); }}
+    if ($level > 1) {{ @wait[pid] = $now; {keep} }} else {{ delete(@wait[pid]); }}
 }}
 
 uretprobe:{b}:{wait} /@wait[pid]/ {{
@@ -384,16 +402,17 @@ uretprobe:{b}:{wait} /@wait[pid]/ {{
         {agg("standby_wait", "$rel - $entry")}
         {agg("wakeup_queue", "$kill - $rel")}
         {agg("run_queue", "$now - $kill")}
+        {said}
     }} else {{
         {agg("unsignalled", "$now - $entry")}
     }}
-    delete(@wait[pid]); delete(@kill_at[pid]); delete(@kill_rel[pid]);
+    delete(@wait[pid]); delete(@kill_at[pid]); delete(@kill_rel[pid]); {forget}
     @done[pid] = $now;
 }}
 
 uprobe:{b}:{release} /{ours}/ {{
     $now = nsecs; $end = @rel_end[pid];
-    @rel[pid] = $now; @freed[pid] = 0;
+    @rel[pid] = $now; @freed[pid] = 0; {released}
     if ($end) {{
         {agg("release_gap", "$now - $end")}
     }}
@@ -421,9 +440,9 @@ tracepoint:syscalls:sys_enter_kill /@rel[pid]/ {{
 
 END {{
     clear(@flush); clear(@wait); clear(@kill_at); clear(@kill_rel); clear(@done);
-    clear(@rel); clear(@rel_end); clear(@freed);
+    clear(@rel); clear(@rel_end); clear(@freed); {cleared}
 }}
-{numbered}"""
+{numbered}{"" if standby is None else standby_anatomy.probes(standby)}"""
 
 
 def map_keys(walsenders: int) -> int:
@@ -439,9 +458,10 @@ def map_keys(walsenders: int) -> int:
 Maps = dict[str, dict[str, int]]  # a print's maps: name -> key -> value
 
 
-def _map_lines(text: str) -> Iterator[tuple[str, Any]]:
-    """(map name, its data) of every map bpftrace printed with ``-f json``, in order: one
-    JSON object a line. Lines that are not JSON (none are expected) are passed over."""
+def printed(text: str, kind: str) -> Iterator[Any]:
+    """The data of every object of type ``kind`` (map, printf) bpftrace printed with ``-f
+    json``, in order: one JSON object a line. Lines that are not JSON (none are
+    expected) are passed over."""
     for line in text.splitlines():
         line = line.strip()
         if not line.startswith("{"):
@@ -450,10 +470,15 @@ def _map_lines(text: str) -> Iterator[tuple[str, Any]]:
             entry = json.loads(line)
         except ValueError:
             continue
-        if isinstance(entry, dict) and entry.get("type") == "map":
-            data = entry.get("data")
-            if isinstance(data, dict):
-                yield from data.items()
+        if isinstance(entry, dict) and entry.get("type") == kind:
+            yield entry.get("data")
+
+
+def _map_lines(text: str) -> Iterator[tuple[str, Any]]:
+    """(map name, its data) of every map bpftrace printed, in order."""
+    for data in printed(text, "map"):
+        if isinstance(data, dict):
+            yield from data.items()
 
 
 @dataclass
@@ -783,13 +808,21 @@ class CommitAnatomy:
                  admins: Sequence[str] = (), *,
                  exclude: Callable[[], Iterable[int]] | None = None,
                  names: Callable[[], Mapping[int, str]] | None = None,
-                 snapshots: bool = False, at_entry: bool = False) -> None:
+                 snapshots: bool = False, at_entry: bool = False,
+                 standbys: Mapping[str, str] | None = None,
+                 primary_admin: str | None = None) -> None:
         self.binary = binary
         self.postmasters = list(postmasters)
         self.out_dir = out_dir
         self.admins = list(admins)
         self.exclude, self.names_of, self.snapshots = exclude, names, snapshots
         self.at_entry = at_entry
+        # the standbys' connections by name: the sync one's half of each commit is split
+        # too (probes/standby_anatomy.py); None: not asked for
+        self.standbys = standbys
+        self.primary_admin = primary_admin or (self.admins[0] if self.admins else None)
+        self.standby: standby_anatomy.Standby | None = None
+        self.standby_status: tuple[str, str | None] = ("skipped", "not asked for")
         self.status: tuple[str, str | None] = ("skipped", "not started")
         self.running: _Running | None = None
         self.names: dict[int, str] = {}
@@ -798,6 +831,7 @@ class CommitAnatomy:
         self.nudges = 0  # stop signals sent again (see NUDGE_SIGNAL)
         self._scanned, self._tail = 0, b""  # how far the output was searched for a print
         self.ready_cpu_s: float | None = None  # bpftrace's CPU once attached
+        self.attached_ns = 0  # when it was (time.monotonic_ns(), the clock of nsecs)
         # where each function's probes went, bytes from its start (once started), and
         # why they are on the first instructions when the decoder chose others
         self.offsets: dict[str, int] = {}
@@ -849,6 +883,11 @@ class CommitAnatomy:
 
     def _spawn(self) -> None:
         self.names = self._walsenders()
+        if self.standbys is not None and self.primary_admin is not None:
+            found = standby_anatomy.find(self.primary_admin, self.standbys, self.binary)
+            self.standby = found if isinstance(found, standby_anatomy.Standby) else None
+            self.standby_status = (("ran", None) if self.standby is not None
+                                   else ("skipped", str(found)))
         exclude = sorted(set(self.exclude()) if self.exclude is not None else
                          {c for p in self.postmasters for c in procs.children(p)})
         self.excluded = exclude
@@ -875,6 +914,8 @@ class CommitAnatomy:
         others on their first instruction) and wait until they are attached."""
         env = {**os.environ, ATTACHED: "1",
                "BPFTRACE_MAP_KEYS_MAX": str(map_keys(len(self.names) or 2))}
+        if self.standby is not None:  # a line per event: room for their bursts
+            env["BPFTRACE_PERF_RB_PAGES"] = str(standby_anatomy.PERF_PAGES)
         if offsets:
             # bcc reads a binary's symbols from $BCC_SYMFS/<its path> first, where its
             # build ID matches: there, and only for this bpftrace, the aliases
@@ -885,7 +926,8 @@ class CommitAnatomy:
         level = level_read(symbols, offsets.get("SyncRepWaitForLSN", 0))
         self.program_path.write_text(program(
             str(self.binary), self.postmasters, exclude, level,
-            snapshots_by=os.getpid() if self.snapshots else None, offsets=offsets))
+            snapshots_by=os.getpid() if self.snapshots else None, offsets=offsets,
+            standby=self.standby))
         # Files, not pipes: nobody reads them while it runs, and a bpftrace whose reader
         # is gone must not die of SIGPIPE (it is killed by PR_SET_PDEATHSIG instead).
         out = self.output_path.open("w+b")
@@ -918,6 +960,8 @@ class CommitAnatomy:
             self._check_places(proc.pid, offsets)
         self.offsets = {f: offsets.get(f, 0) for f in SYMBOLS}
         self.ready_cpu_s = self.cpu_seconds()
+        # every probe attached from here on: CLOCK_MONOTONIC, bpftrace's nsecs too
+        self.attached_ns = time.monotonic_ns()
 
     def said_excerpt(self) -> str:
         """What bpftrace said on stderr, without the noise (see :func:`_excerpt`)."""
@@ -1045,6 +1089,9 @@ class CommitAnatomy:
                     self.abort()
                     self.status = ("failed", str(exc))
         rows.probes.append(ProbeRow(PROBE, *self.status))
+        if self.standbys is not None:
+            rows.probes.append(ProbeRow(standby_anatomy.PROBE, *(
+                self.standby_status if self.status[0] == "ran" else self.status)))
         return rows
 
     def _finish(self, running: _Running) -> list[AnatomyRow]:
@@ -1069,7 +1116,15 @@ class CommitAnatomy:
                                + (_excerpt(self.stderr_path.read_text(errors="replace"))
                                   or "it said nothing"))
         names = {**self.names, **self._walsenders()}
-        return anatomy_rows(parse_output(text), names)
+        found = anatomy_rows(parse_output(text), names)
+        if self.standby is not None:
+            standby, why = standby_anatomy.standby_rows(text, self.standby.name,
+                                                        self.attached_ns)
+            lost = standby_anatomy.lost(self.stderr_path.read_text(errors="replace") + text)
+            self.standby_status = (("failed", f"bpftrace lost {lost} events") if lost
+                                   else ("ran", None) if why is None else ("skipped", why))
+            found += standby if not lost else []
+        return found
 
     def abort(self) -> None:
         """Kill bpftrace at once (its probes go with it); keep nothing."""

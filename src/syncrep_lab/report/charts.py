@@ -16,7 +16,12 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeAlias, TypedDict
 
-from syncrep_lab.analysis.anatomy import DISTRIBUTION_BINS
+from syncrep_lab.analysis.anatomy import (
+    DISTRIBUTION_BINS,
+    STANDBY,
+    STANDBY_NAMES,
+    STANDBY_PARTS,
+)
 from syncrep_lab.analysis.costs import KEY_SYSCALLS
 from syncrep_lab.analysis.scaling import LocalRatio, Series
 from syncrep_lab.json_form import JSON
@@ -441,6 +446,40 @@ def commit_anatomy(of_cells: Costs) -> Chart | None:
         yaxis={"rangemode": "normal", "autorange": "reversed"}))
 
 
+def standby_anatomy(of_cells: Costs) -> Chart | None:
+    """The wait for the standby in its parts (probes/standby_anatomy.py), per cell that
+    has them: the commit's parts on the primary in one bar and, beside it, the sync
+    standby's half of the wait in another, µs per commit (the standby's per commit it
+    joined), stacked."""
+    costs: Sequence[Mapping[str, Any]] = of_cells
+    cells = [c for c in costs if (c.get("anatomy") or {}).get("standby")]
+    if not cells:
+        return None
+    rows: list[tuple[str, dict[str, float]]] = []
+    for c in cells:
+        found = _anatomy_parts(c)
+        rows.append((f"{c['idx']}: {c['label']}, the commit",
+                     {key: found[key]["us_per_commit"]["mean"] or 0.0
+                      for key, _ in ANATOMY_PARTS if key in found}))
+        for half in c["anatomy"]["standby"]:
+            name = str(half["standby"]).removeprefix(STANDBY)
+            rows.append((f"{c['idx']}: {c['label']}, the wait for {name}",
+                         {p["component"]: p["us_per_commit"]["mean"] or 0.0
+                          for p in half["parts"]}))
+    labels = [label for label, _ in rows]
+    parts = [*ANATOMY_PARTS, *((k, STANDBY_NAMES[k]) for k in STANDBY_PARTS)]
+    data = []
+    for i, (key, name) in enumerate(parts):
+        values = [found.get(key, 0.0) for _, found in rows]
+        if any(values):
+            data.append({"type": "bar", "orientation": "h", "name": name, "y": labels,
+                         "x": values, "marker": {"color": PALETTE[i % len(PALETTE)]}})
+    return _chart("anatomy-standby", data, _layout(
+        "The wait for the standby in its parts, beside the commit's (µs per commit)",
+        "µs per commit", "cell", barmode="stack", height=max(300, 40 * len(rows) + 150),
+        yaxis={"rangemode": "normal", "autorange": "reversed"}))
+
+
 def _anatomy_parts(cost: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     return {p["component"]: p for p in cost["anatomy"]["components"]}
 
@@ -739,6 +778,7 @@ def all_charts(data: ReportData) -> dict[str, Chart]:
         "waits": waits(chosen),
         "breakdown": latency_breakdown(chosen),
         "anatomy": commit_anatomy(data["costs"]),
+        "anatomy-standby": standby_anatomy(data["costs"]),
         "anatomy-histograms": anatomy_histograms(chosen),
         "cpu": cpu_per_commit(data["costs"]),
         "switches": context_switches(data["costs"]),

@@ -175,8 +175,12 @@ class Repeat:
         the primary on an SSH host, run there (probes/host_anatomy.py)."""
         primaries = _local_primaries(self.targets)
         if primaries:  # the rest of anatomy_unavailable is the probe's own start()
+            # and the sync standby's half of each commit, where asked for
+            standbys = ({n.name: n.admin for n in self.target.nodes if not n.primary}
+                        if self.ctx.spec.probes.standby_anatomy else None)
             return CommitAnatomy(_binary(primaries), [pid for pid, _ in primaries],
-                                 self.dir, [admin for _, admin in primaries])
+                                 self.dir, [admin for _, admin in primaries],
+                                 standbys=standbys)
         on_host = _host_primary(self.targets)
         if on_host is not None:
             spec, data_dir, admin = on_host

@@ -30,7 +30,8 @@ class SampleRow(NamedTuple):
 class ProbeRow(NamedTuple):
     """``probes``: whether each probe ran in a repeat, and why not."""
 
-    probe: str  # perf | activity | proc | flamegraphs | sched | gprof | anatomy
+    # perf | activity | proc | flamegraphs | sched | gprof | anatomy | standby_anatomy
+    probe: str
     status: str  # ran | skipped | failed
     reason: str | None
 
@@ -312,12 +313,14 @@ class HostRepeatRow(NamedTuple):
 
 class AnatomyRow(NamedTuple):
     """``anatomy``: the commit anatomy probe's aggregate of one component (probes/
-    anatomy.py), for the backends or one walsender. Nanoseconds, but ``waiters_freed``
-    (waiters a release signalled)."""
+    anatomy.py), for the backends, one walsender or the sync standby's half of the
+    commits (probes/standby_anatomy.py). Nanoseconds, but ``waiters_freed`` (waiters a
+    release signalled)."""
 
-    who: str  # backend | walsender:NAME (the standby it serves)
+    who: str  # backend | walsender:NAME (the standby it serves) | standby:NAME
     component: str  # local_flush | commit_wait | standby_wait | wakeup_queue | run_queue
-    # | unsignalled (backend); release | release_gap | waiters_freed (walsender)
+    # | unsignalled (backend); release | release_gap | waiters_freed (walsender); send |
+    # transit_out | write | flush | reply | transit_back | reply_handling | whole (standby)
     # the column's name; it hides tuple.count, which nothing calls on a row
     count: int  # type: ignore[assignment]
     total: float  # exact sum, ns

@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from syncrep_lab import format as fmt
-from syncrep_lab.analysis.anatomy import PART_NAMES, WAIT_PARTS, Anatomy
+from syncrep_lab.analysis.anatomy import PART_NAMES, WAIT_PARTS, Anatomy, standby_line
 from syncrep_lab.analysis.compare import (
     ONE_REPEAT,
     AnatomyComparison,
@@ -222,6 +222,7 @@ def anatomy_lines(a: Anatomy) -> list[str]:
             f"{r.release_us or 0:.1f} µs per release ({r.per_waiter_us:.2f} µs per "
             f"waiter), {r.gap_us or 0:,.0f} µs between releases "
             f"(p99 {r.gap_p99_us or 0:,.0f} µs)")
+    lines += [f"  {standby_line(s)}" for s in a.standby]
     bounds = []
     if a.little_bound_tps:
         bounds.append(f"{a.little_bound_tps:,.0f} tps at this concurrency if only the "

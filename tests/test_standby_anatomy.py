@@ -1,0 +1,295 @@
+"""The standby's half of a commit (probes/standby_anatomy.py) on real servers, real
+pgbench and real bpftrace: each part measured, their sum against the anatomy's
+standby_wait of the same commits (18 and 9.6), and a longer link moving only the
+transits."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from syncrep_lab.cluster import server
+from syncrep_lab.cluster.build import UpOptions, up
+from syncrep_lab.cluster.manifest import Manifest
+from syncrep_lab.cluster.teardown import remove_cluster
+from syncrep_lab.pg.installations import resolve
+from syncrep_lab.plan.spec import Workload
+from syncrep_lab.probes import standby_anatomy
+from syncrep_lab.probes.anatomy import CommitAnatomy
+from syncrep_lab.run.workload import ClientRun, prepare_tables, run_pgbench, script_text
+from syncrep_lab.store import AnatomyRow, ProbeRow
+
+from .helpers import cli, shared_tmp
+from .test_slow_standby import FLUSH_US, REPLAY_MS
+from .test_slow_standby import SPEC as SLOW_SPEC
+from .test_topology import LINKED_ANATOMY
+
+SUM_WITHIN = 0.15  # the parts' sum against the whole
+FLUSHED = tuple(p for p in standby_anatomy.PARTS if p != "replay")  # under `on`
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Manifest]:
+    """The seed's shape on the embedded PostgreSQL 18 (a primary, standbys b and c, b
+    the sync one), durable: its standby syncs its WAL."""
+    where = shared_tmp("srl-standby-")
+    manifest = _made(up(UpOptions(dir=where / "c")))
+    yield manifest
+    remove_cluster(manifest.dir)
+    shutil.rmtree(where, ignore_errors=True)
+
+
+def _made(manifest: Manifest) -> Manifest:
+    prepare_tables(manifest.admin_conninfo(manifest.primary), Workload())
+    (manifest.dir / "insert.sql").write_text(script_text(Workload(), 1, manifest.dir))
+    return manifest
+
+
+def _recorded(manifest: Manifest, out: Path, level: str = "on", clients: int = 4,
+              ) -> tuple[dict[str, AnatomyRow], dict[str, AnatomyRow], list[ProbeRow],
+                         ClientRun]:
+    """The standby's rows and the backends' by component, the probes' rows, the run."""
+    recorder = _recorder(manifest, out)
+    recorder.start()
+    assert recorder.status == ("ran", None), recorder.status
+    assert recorder.standby is not None, recorder.standby_status
+    run = run_pgbench(resolve(manifest.bin_dir).program("pgbench"),
+                      manifest.conninfo(manifest.primary), manifest.dir / "insert.sql",
+                      clients=clients, threads=2, duration=2, synchronous_commit=level)
+    rows = recorder.stop()
+    standby = {r.component: r for r in rows.anatomy if r.who.startswith("standby:")}
+    backend = {r.component: r for r in rows.anatomy if r.who == "backend"}
+    return standby, backend, rows.probes, run
+
+
+def _recorder(manifest: Manifest, out: Path) -> CommitAnatomy:
+    """The anatomy of the primary with the standbys' half asked for."""
+    pid = server.postmaster_pid(manifest.primary.data_dir(manifest.dir))
+    assert pid is not None
+    return CommitAnatomy(
+        Path(f"/proc/{pid}/exe"), [pid], out, [manifest.admin_conninfo(manifest.primary)],
+        standbys={n.name: manifest.admin_conninfo(n) for n in manifest.standbys})
+
+
+def _sum_check(standby: dict[str, AnatomyRow], backend: dict[str, AnatomyRow],
+               parts: tuple[str, ...]) -> None:
+    whole = standby[standby_anatomy.WHOLE]
+    # most commits that slept to their release are joined to the standby's events
+    assert whole.count >= 0.8 * backend["standby_wait"].count, (whole, backend)
+    # the joined commits' whole is the anatomy's standby_wait of those commits
+    assert whole.total <= backend["standby_wait"].total
+    assert set(standby) - {standby_anatomy.SYNC} == {*parts, standby_anatomy.WHOLE}, sorted(
+        standby)
+    for part in parts:
+        assert standby[part].count == whole.count, (part, standby[part])
+    summed = sum(standby[p].total for p in parts)
+    assert abs(summed - whole.total) <= SUM_WITHIN * whole.total, (
+        summed, whole.total, {p: standby[p].total / whole.count for p in parts})
+
+
+def test_on_18_the_parts_add_up_to_the_wait_for_the_standby(
+        cluster: Manifest, tmp_path: Path) -> None:
+    standby, backend, probes, run = _recorded(cluster, tmp_path / "out")
+    assert ProbeRow("standby_anatomy", "ran", None) in probes, probes
+    assert run.summary.transactions is not None and run.summary.transactions > 300
+    assert {r.who for r in standby.values()} == {"standby:b"}
+    _sum_check(standby, backend, FLUSHED)
+    # a durable standby's flush is a real fdatasync: tens of µs at least; each call
+    # covers a batch of commits, and a commit's flush part is at least a call's time on
+    # average (it may also wait for the call before its own to end)
+    flush, syncs = standby["flush"], standby[standby_anatomy.SYNC]
+    assert flush.total / flush.count > 10_000, flush
+    assert 0 < syncs.count < flush.count, (syncs, flush)
+    assert flush.total / flush.count >= 0.8 * syncs.total / syncs.count, (syncs, flush)
+
+
+def test_under_remote_write_the_flush_is_no_part(cluster: Manifest, tmp_path: Path) -> None:
+    standby, backend, _, _ = _recorded(cluster, tmp_path / "out", "remote_write")
+    _sum_check(standby, backend, tuple(p for p in FLUSHED if p != "flush"))
+
+
+def test_under_remote_apply_the_replay_is_a_part(cluster: Manifest, tmp_path: Path) -> None:
+    """The reply whose apply position covers the commit ends its replay (from the flush:
+    the startup process's replay and its request for a reply, the reply not apart)."""
+    standby, backend, _, _ = _recorded(cluster, tmp_path / "out", "remote_apply")
+    _sum_check(standby, backend, tuple(p for p in standby_anatomy.PARTS if p != "reply"))
+    assert standby["replay"].total > 0, standby["replay"]
+
+
+def test_observe_splits_the_wait_for_a_standby_named(cluster: Manifest, tmp_path: Path
+                                                      ) -> None:
+    """observe --anatomy --standby b=...: each slice's commits get the standby's half,
+    which adds up to their wait for it; costs shows it."""
+    b = cluster.node("b")
+    bench = subprocess.Popen(
+        [str(resolve(cluster.bin_dir).program("pgbench")), "-n", "-c", "4", "-j", "2",
+         "-T", "30", "-f", str(cluster.dir / "insert.sql"), cluster.conninfo(cluster.primary)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(1.0)
+        res = cli("observe", "--dir", str(cluster.dir), "--standby",
+                  f"b={cluster.conninfo(b)}", "--seconds", "4", "--slice", "2", "--anatomy",
+                  "--out", str(tmp_path / "obs"), "--json", timeout=120)
+    finally:
+        bench.terminate()
+        bench.wait(timeout=60)
+    assert res.returncode == 0, res.stdout + res.stderr
+    notes = json.loads(res.stdout)["windows"][0]["notes"]
+    assert any(n.startswith("the wait for standby b split for") for n in notes), notes
+    [costs] = json.loads(cli("costs", str(tmp_path / "obs"), "--json").stdout)
+    [half] = costs["anatomy"]["standby"]
+    assert half["commits"] > 1000 and abs(half["sum_ratio"] - 1) <= SUM_WITHIN, half
+    parts = {p["component"]: p for p in half["parts"]}
+    assert set(parts) == set(FLUSHED), sorted(parts)
+    # per commit with an interval over the two slices
+    assert all(p["us_per_commit"]["low"] is not None for p in parts.values()), parts
+    assert "the wait for standby b (" in cli("costs", str(tmp_path / "obs")).stdout
+
+
+@pytest.mark.slow
+def test_on_96_the_parts_add_up_to_the_wait_for_the_standby(
+        pg96: object, make_cluster: Callable[..., Manifest], tmp_path: Path) -> None:
+    manifest = _made(make_cluster(pg="9.6"))
+    standby, backend, probes, _ = _recorded(manifest, tmp_path / "out")
+    assert ProbeRow("standby_anatomy", "ran", None) in probes, probes
+    _sum_check(standby, backend, FLUSHED)
+    # 9.6's status messages read as 18's: the replay found by its apply position
+    standby, backend, _, _ = _recorded(manifest, tmp_path / "applied", "remote_apply")
+    _sum_check(standby, backend, tuple(p for p in standby_anatomy.PARTS if p != "reply"))
+
+
+def test_join_takes_the_send_by_lsn_and_the_rest_by_bytes_and_order() -> None:
+    def events(*commits: standby_anatomy.Commit) -> standby_anatomy.Events:
+        # two batches: the second's WAL (LSN 9000) sent at 160 while the first's reply
+        # is on its way; each reply read alone
+        return standby_anatomy.Events(
+            commits=list(commits), sends=[(90, 80, 4000), (150, 80, 5000), (160, 40, 9000)],
+            received=[(95, 80), (170, 60), (175, 60)], writes=[96, 200, 260],
+            flushes=[97, 300, 400], replies=[(98, 39), (205, 39), (310, 39), (410, 39)],
+            read_back=[(99, 39), (320, 39), (330, 39), (500, 39)],
+            releases=[99, 325, 340, 505])
+
+    joined = standby_anatomy.join(events(standby_anatomy.Commit(100, 5000, 340, 3)))
+    # the second send's last byte came in the receive at 175, not the one at 170
+    assert [joined.parts[p] for p in standby_anatomy.PARTS] == [
+        [50], [25], [25], [100], [], [10], [20], [10]]
+    assert joined.whole == [240]
+    # a send before the wait began counts from the wait: 0, and so does its transit
+    early = standby_anatomy.join(events(standby_anatomy.Commit(160, 4500, 340, 3)))
+    assert early.parts["send"] == [0] and early.parts["transit_out"] == [15]
+    # under remote_write the reply after the write, no flush
+    written = standby_anatomy.join(events(standby_anatomy.Commit(100, 5000, 325, 2)))
+    assert written.parts["flush"] == [] and written.parts["reply"] == [5]
+    # a chain without its end is left out, not cut short; remote_apply is not split
+    cut = standby_anatomy.join(events(standby_anatomy.Commit(100, 9900, 990, 3),
+                                      standby_anatomy.Commit(100, 5000, 340, 4)))
+    assert (cut.whole, cut.unmatched, cut.applied) == ([], 1, 1)
+    assert json.dumps(standby_anatomy.rows(joined, "b")[0].who) == '"standby:b"'
+
+
+# the topology test's two cells (2 ms each way on the link to b, or none), with the
+# standby's half asked for and the cell without a delay as the other's baseline
+LINKED = LINKED_ANATOMY.replace("sched = false\n", "sched = false\nstandby_anatomy = true\n") + """
+[compare]
+baseline = { link = "none" }
+"""
+DELAY_MS = 2
+
+
+def test_a_longer_link_moves_only_the_transits(tmp_path: Path) -> None:
+    """d ms each way between the primary and its sync standby: the transits out and back
+    grow by d each (2·d together) and the standby's other parts stay as they were; the
+    parts add up to the wait in both cells; costs and diagnose name the transit."""
+    delay_ms = DELAY_MS
+    assert f"delay_ms = {delay_ms}" in LINKED and "standby_anatomy = true" in LINKED
+    spec = tmp_path / "spec.toml"
+    spec.write_text(LINKED)
+    result = cli("run", str(spec), "--out", str(tmp_path / "run"), timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    costs = json.loads(cli("costs", str(tmp_path / "run"), "--json").stdout)
+    halves: dict[str, dict[str, float]] = {}
+    for cell in costs:
+        [half] = cell["anatomy"]["standby"]
+        assert half["standby"] == "standby:b" and half["commits"] > 100, half
+        assert abs(half["sum_ratio"] - 1) <= SUM_WITHIN, half
+        link = "far" if "far" in cell["label"] else "none"
+        halves[link] = {p["component"]: p["us_per_commit"]["mean"] for p in half["parts"]}
+    round_trip_us = 2 * delay_ms * 1000.0
+    assert set(halves["far"]) == set(halves["none"]) == set(FLUSHED) - {"flush"}
+    for part in ("transit_out", "transit_back"):
+        moved = halves["far"][part] - halves["none"][part]
+        assert 0.4 * round_trip_us <= moved <= 0.7 * round_trip_us, (part, halves)
+    for part in set(halves["far"]) - {"transit_out", "transit_back"}:
+        moved = halves["far"][part] - halves["none"][part]
+        assert abs(moved) < 0.1 * round_trip_us, (part, halves)
+    text = cli("costs", str(tmp_path / "run")).stdout
+    assert "the wait for standby b (" in text and "transit out" in text, text
+    far = next(c for c in json.loads(cli("diagnose", str(tmp_path / "run"), "--json").stdout)
+               if "far" in c["label"])
+    said = [v for v in far["verdicts"]
+            if v["mechanism"] == "network or standby flush/apply bound"]
+    assert said and "the part that binds is the transit" in said[0]["summary"], far
+    # against its baseline (no delay): the standby's transits are what grew
+    rows = json.loads(cli("results", str(tmp_path / "run"), "--json").stdout)
+    cmp = next(r for r in rows if "far" in r["label"])["anatomy_to_baseline"]
+    by = {f["key"]: f for f in cmp["figures"] if f["who"] == "standby:b"}
+    assert by["transit_out"]["ratio"] > 5 and by["transit_back"]["ratio"] > 5, by
+    assert by["write"]["ratio"] < by["transit_out"]["ratio"] / 5, by
+    # the report: the standby's half stacked beside the commit's parts
+    assert 'id="chart-anatomy-standby"' in (tmp_path / "run" / "report.html").read_text()
+
+
+# the slow-standby test's three cells (b stock, b's flushes 10 ms late, b's replay held),
+# remote_apply at one client, with the anatomy and the standby's half asked for. The
+# replay is held 20 ms, not 5: recovery_min_apply_delay runs from the commit's time on
+# the primary, so the replay part is the delay less what came before it, and the
+# shared disk's noise once put 1.7 ms more into the flush and took it from a 5 ms replay
+REPLAY_HELD_MS = 20
+SLOW = SLOW_SPEC.replace("anatomy = false\n", "anatomy = true\nstandby_anatomy = true\n"
+                         ).replace(f'recovery_min_apply_delay = "{REPLAY_MS}ms"',
+                                   f'recovery_min_apply_delay = "{REPLAY_HELD_MS}ms"')
+
+
+def test_a_slow_flush_moves_the_flush_part_and_a_slow_replay_the_replay(
+        tmp_path: Path) -> None:
+    assert "standby_anatomy = true" in SLOW and f'"{REPLAY_HELD_MS}ms"' in SLOW
+    spec = tmp_path / "spec.toml"
+    spec.write_text(SLOW)
+    result = cli("run", str(spec), "--out", str(tmp_path / "run"), timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    halves: dict[str, dict[str, float]] = {}
+    for cell in json.loads(cli("costs", str(tmp_path / "run"), "--json").stdout):
+        [half] = cell["anatomy"]["standby"]
+        assert half["commits"] > 50 and abs(half["sum_ratio"] - 1) <= SUM_WITHIN, half
+        halves[cell["label"].split("set=")[-1]] = {
+            p["component"]: p["us_per_commit"]["mean"] for p in half["parts"]}
+    stock, flushed, replayed = halves["default"], halves["slowflush"], halves["slowreplay"]
+    assert set(stock) == {p for p in standby_anatomy.PARTS if p != "reply"}, stock
+    flush_us, replay_us = FLUSH_US, REPLAY_HELD_MS * 1000.0
+
+    def moved(cell: dict[str, float], part: str) -> float:
+        return cell[part] - stock[part]
+
+    # the sleep before each fdatasync is in the flush part, about once, and nowhere else
+    assert 0.6 * flush_us <= moved(flushed, "flush") <= 2 * flush_us, (flushed, stock)
+    for part in set(stock) - {"flush"}:
+        assert abs(moved(flushed, part)) < 0.2 * flush_us, (part, flushed, stock)
+    # commit records applied 20 ms after their commit: the wait up to the replay's end
+    # at least that, the replay part that less what came before it; the flush and the
+    # rest as they were
+    applied = sum(replayed[p] for p in ("send", "transit_out", "write", "flush", "replay"))
+    assert 0.8 * replay_us <= applied <= 1.5 * replay_us, (replayed, stock)
+    assert 0.6 * replay_us <= moved(replayed, "replay") <= 1.5 * replay_us, (replayed, stock)
+    for part in set(stock) - {"replay"}:
+        assert abs(moved(replayed, part)) < 0.2 * replay_us, (part, replayed, stock)
+    # diagnose names the flush where it binds, with an fdatasync's own time
+    slow = next(c for c in json.loads(cli("diagnose", str(tmp_path / "run"), "--json").stdout)
+                if c["label"].endswith("slowflush"))
+    said = " ".join(v["summary"] for v in slow["verdicts"])
+    assert "the part that binds is the standby's flush" in said, slow["verdicts"]
