@@ -5,6 +5,7 @@ of three one-client cells serves the physics tests; the refusals run in this pro
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import statistics
 import subprocess
@@ -14,14 +15,20 @@ from pathlib import Path
 import pytest
 
 from syncrep_lab import paths
+from syncrep_lab.probes import standby_anatomy
 
 from .helpers import cli_here, run_postmasters, spec_run
+from .test_standby_anatomy import SUM_WITHIN
 
 # b's flush delay in the slowflush cell: well above what a flush of this machine's shared
 # disk takes when other work writes to it (the stock standby's flush part went from
 # 0.3 to 2.6 ms, median, between two sittings)
 FLUSH_US = 10_000
-REPLAY_MS = 5  # b's recovery_min_apply_delay in the slowreplay cell
+# b's recovery_min_apply_delay in the slowreplay cell. 20 ms, not 5: it runs from the
+# commit's time on the primary, so the standby's replay part (the commit anatomy's) is the
+# delay less what came before it, and the shared disk's noise once put 1.7 ms more into
+# the flush and took it from a 5 ms replay
+REPLAY_MS = 20
 
 SPEC = f"""\
 name = "slow-standby"
@@ -55,7 +62,8 @@ numa = false
 flamegraphs = false
 sched = false
 gprof = false
-anatomy = false
+anatomy = true
+standby_anatomy = true
 proc_hz = 0
 wait_events_hz = 1
 replication_hz = 50
@@ -208,3 +216,39 @@ def test_the_slow_standby_leaves_nothing(run: Path) -> None:
                 continue
     assert holding == []
     assert any(paths.cache_dir().glob("slow-flush-*.so"))  # it was made, and is kept
+
+
+def test_a_slow_flush_moves_the_flush_part_and_a_slow_replay_the_replay(run: Path) -> None:
+    """The commit anatomy's split of the same cells: the sleep before each fdatasync is
+    in the standby's flush part alone, the held replay in its replay part alone."""
+    assert "standby_anatomy = true" in SPEC
+    halves: dict[str, dict[str, float]] = {}
+    for cell in json.loads(cli_here("costs", str(run), "--json").stdout):
+        [half] = cell["anatomy"]["standby"]
+        assert half["commits"] > 50 and abs(half["sum_ratio"] - 1) <= SUM_WITHIN, half
+        halves[cell["label"].split("set=")[-1]] = {
+            p["component"]: p["us_per_commit"]["mean"] for p in half["parts"]}
+    stock, flushed, replayed = halves["default"], halves["slowflush"], halves["slowreplay"]
+    assert set(stock) == {p for p in standby_anatomy.PARTS if p != "reply"}, stock
+    flush_us, replay_us = FLUSH_US, REPLAY_MS * 1000.0
+
+    def moved(cell: dict[str, float], part: str) -> float:
+        return cell[part] - stock[part]
+
+    # the sleep before each fdatasync is in the flush part, about once, and nowhere else
+    assert 0.6 * flush_us <= moved(flushed, "flush") <= 2 * flush_us, (flushed, stock)
+    for part in set(stock) - {"flush"}:
+        assert abs(moved(flushed, part)) < 0.2 * flush_us, (part, flushed, stock)
+    # commit records applied 20 ms after their commit: the wait up to the replay's end
+    # at least that, the replay part that less what came before it; the flush and the
+    # rest as they were
+    applied = sum(replayed[p] for p in ("send", "transit_out", "write", "flush", "replay"))
+    assert 0.8 * replay_us <= applied <= 1.5 * replay_us, (replayed, stock)
+    assert 0.6 * replay_us <= moved(replayed, "replay") <= 1.5 * replay_us, (replayed, stock)
+    for part in set(stock) - {"replay"}:
+        assert abs(moved(replayed, part)) < 0.2 * replay_us, (part, replayed, stock)
+    # diagnose names the flush where it binds, with an fdatasync's own time
+    slow = next(c for c in json.loads(cli_here("diagnose", str(run), "--json").stdout)
+                if c["label"].endswith("slowflush"))
+    said = " ".join(v["summary"] for v in slow["verdicts"])
+    assert "the part that binds is the standby's flush" in said, slow["verdicts"]

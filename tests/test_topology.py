@@ -30,6 +30,7 @@ from .helpers import (
     still_alive,
     wait_until,
 )
+from .test_standby_anatomy import FLUSHED, SUM_WITHIN
 
 CPUSET_ROOT = Path("/sys/fs/cgroup/cpuset/syncrep-lab")
 QUOTA_ROOT = Path("/sys/fs/cgroup/cpu/syncrep-lab")
@@ -396,6 +397,11 @@ repeats_max = 1
 [probes]
 flamegraphs = false
 sched = false
+standby_anatomy = true
+
+# the standby's half against the cell without a delay
+[compare]
+baseline = { link = "none" }
 """
 
 
@@ -441,7 +447,48 @@ def test_a_longer_link_lengthens_only_the_wait_for_the_standby(workdir: Path) ->
     # the network figures behind it: the WAL went out on the primary's link to b
     to_b = [n for n in far["network"] if (n["node"], n["interface"]) == ("primary", "to-b")]
     assert to_b and to_b[0]["tx_mb_s"] > 0, far["network"]
+    _the_standby_half_moves_only_the_transits(workdir / "run", costs)
     assert _left_by(workdir / "run") == {"namespaces": [], "cpusets": []}
+
+
+DELAY_MS = 2  # LINKED_ANATOMY's delay each way
+
+
+def _the_standby_half_moves_only_the_transits(run: Path, costs: list[Any]) -> None:
+    """The same run split further: the transits out and back grow by the delay each
+    (2·d together) and the standby's other parts stay as they were; the parts add up to
+    the wait in both cells; costs and diagnose name the transit (probes/standby_anatomy.py)."""
+    assert f"delay_ms = {DELAY_MS}" in LINKED_ANATOMY
+    halves: dict[str, dict[str, float]] = {}
+    for cell in costs:
+        [half] = cell["anatomy"]["standby"]
+        assert half["standby"] == "standby:b" and half["commits"] > 100, half
+        assert abs(half["sum_ratio"] - 1) <= SUM_WITHIN, half
+        link = "far" if "far" in cell["label"] else "none"
+        halves[link] = {p["component"]: p["us_per_commit"]["mean"] for p in half["parts"]}
+    round_trip_us = 2 * DELAY_MS * 1000.0
+    assert set(halves["far"]) == set(halves["none"]) == set(FLUSHED) - {"flush"}
+    for part in ("transit_out", "transit_back"):
+        moved = halves["far"][part] - halves["none"][part]
+        assert 0.4 * round_trip_us <= moved <= 0.7 * round_trip_us, (part, halves)
+    for part in set(halves["far"]) - {"transit_out", "transit_back"}:
+        moved = halves["far"][part] - halves["none"][part]
+        assert abs(moved) < 0.1 * round_trip_us, (part, halves)
+    text = cli_here("costs", str(run)).stdout
+    assert "the wait for standby b (" in text and "transit out" in text, text
+    far = next(c for c in json.loads(cli_here("diagnose", str(run), "--json").stdout)
+               if "far" in c["label"])
+    said = [v for v in far["verdicts"]
+            if v["mechanism"] == "network or standby flush/apply bound"]
+    assert said and "the part that binds is the transit" in said[0]["summary"], far
+    # against its baseline (no delay): the standby's transits are what grew
+    rows = json.loads(cli_here("results", str(run), "--json").stdout)
+    cmp = next(r for r in rows if "far" in r["label"])["anatomy_to_baseline"]
+    by = {f["key"]: f for f in cmp["figures"] if f["who"] == "standby:b"}
+    assert by["transit_out"]["ratio"] > 5 and by["transit_back"]["ratio"] > 5, by
+    assert by["write"]["ratio"] < by["transit_out"]["ratio"] / 5, by
+    # the report: the standby's half stacked beside the commit's parts
+    assert 'id="chart-anatomy-standby"' in (run / "report.html").read_text()
 
 
 INSTANCES = """\
