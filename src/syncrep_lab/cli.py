@@ -709,13 +709,25 @@ def model_cmd(run_dir: Path | None, only_cell: int | None, cores: float | None,
               help="Also time every commit inside the primary (bpftrace uprobes, for the "
                    "window only): root, on the primary's machine; every server of its binary "
                    "here pays the traps while attached.")
+@click.option("--serve", "serve_addr", default=None, metavar="HOST:PORT",
+              help="Observe window after window (--seconds each) and serve the latest "
+                   "window's answer for Prometheus at /metrics (:0 picks a free port).")
+@click.option("--textfile", type=click.Path(path_type=Path), default=None,
+              help="Write the latest window's answer to this file for node_exporter's "
+                   "textfile collector (atomically, each window).")
+@click.option("--windows", type=int, default=None,
+              help="With --serve/--textfile: stop after this many windows (default: "
+                   "until stopped).")
 @output_options()
 def observe_cmd(conninfo: str | None, cluster_dir: Path | None, standbys: tuple[str, ...],
                 seconds: float, hz: float, slice_seconds: int, host: str | None,
                 hosts_file: Path | None, out_dir: Path | None, label: str | None,
-                anatomy: bool, output: str) -> None:
+                anatomy: bool, serve_addr: str | None, textfile: Path | None,
+                windows: int | None, output: str) -> None:
     """Watch a running cluster, read-only and without load: is synchronous replication
-    what limits its commits, and how much headroom is left. Needs pg_monitor."""
+    what limits its commits, and how much headroom is left. Needs pg_monitor.
+    With --serve or --textfile it keeps watching, window after window, and exports each
+    window's answer as Prometheus metrics."""
     from syncrep_lab.observe.command import ObserveOptions, observe, parse_standby
 
     given = dict(parse_standby(s) for s in standbys)
@@ -731,6 +743,16 @@ def observe_cmd(conninfo: str | None, cluster_dir: Path | None, standbys: tuple[
     folder = out_dir or RUNS_DIR / f"observe-{time.strftime('%Y%m%d-%H%M%S')}"
     # what it says while it watches goes to stderr where stdout is JSON
     said = err if output == "json" else out
+    if serve_addr is not None or textfile is not None or windows is not None:
+        from syncrep_lab.observe.serve import ServeOptions, serve
+
+        status = serve(ObserveOptions(conninfo, given, seconds, hz, slice_seconds, host,
+                                      hosts_file, folder, label, anatomy),
+                       ServeOptions(serve_addr, textfile, windows, keep=out_dir is not None),
+                       say=lambda text: said.print(escape(text), soft_wrap=True),
+                       line=(lambda text: print(text, flush=True)) if output == "json"
+                       else None)
+        sys.exit(status)
     if output != "json":
         out.print(f"observing for {seconds:g} s at {hz:g} Hz (read-only, no load) ...")
     done = observe(ObserveOptions(conninfo, given, seconds, hz, slice_seconds, host,
@@ -740,13 +762,13 @@ def observe_cmd(conninfo: str | None, cluster_dir: Path | None, standbys: tuple[
     from syncrep_lab.analysis.observe import run_observations
     from syncrep_lab.terminal.analysis import print_observation
 
-    windows = [w for w in run_observations(folder) if w.idx == done.cell]
+    answered = [w for w in run_observations(folder) if w.idx == done.cell]
     def text() -> None:
-        print_observation(windows, out)
+        print_observation(answered, out)
         out.print(f"stored in {folder} (syncrep-lab report {folder}; compare it with "
                   "another window's folder)")
 
-    render(Answer(lambda: {**done.to_json(), "windows": [w.to_json() for w in windows]},
+    render(Answer(lambda: {**done.to_json(), "windows": [w.to_json() for w in answered]},
                   text), output)
     if done.signum:
         sys.exit(128 + done.signum)
