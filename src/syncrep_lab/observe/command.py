@@ -199,6 +199,19 @@ class Observed:
                 "lags": [lag.to_json() for lag in self.lags]}
 
 
+def _require_streaming(standby: ObserverSession) -> None:
+    """Refuse a standby whose WAL receiver is not streaming: nothing of the primary's
+    commits passes through it, so its figures would answer nothing."""
+    rows = standby.query("select status from pg_stat_wal_receiver")
+    status = str(rows[0][0]) if rows and rows[0][0] is not None else None
+    if status != "streaming":
+        said = f"its WAL receiver is {status}" if status else "it has no WAL receiver"
+        raise UserError(f"--standby {standby.node}: {mask_conninfo(standby.conninfo)} is in "
+                        f"recovery but not streaming from a primary ({said})",
+                        "check its primary_conninfo and the primary's log, or leave "
+                        f"--standby {standby.node} out")
+
+
 class Observer:
     """The read-only sessions, CPU readers and sampling of one observed cluster, open
     from :meth:`open` to :meth:`close`, watched one window at a time (:meth:`window`):
@@ -225,6 +238,7 @@ class Observer:
             for name, conninfo in opts.standbys.items():
                 standbys.append(open_session(name, conninfo, primary=False))
                 self.sessions.append(standbys[-1])
+                _require_streaming(standbys[-1])
             self.facts = _server_facts(primary)
             self.watch = Watch(primary, standbys, hz=opts.hz,
                                slice_seconds=opts.slice_seconds, cpu=self.readers)

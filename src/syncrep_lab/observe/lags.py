@@ -36,6 +36,7 @@ FIXED_IN = {13: 23, 14: 20, 15: 15, 16: 11, 17: 7, 18: 1}
 # positions kept: the lag from positions of a standby further behind is not known
 HISTORY_SECONDS = 600.0
 PARTS = ("write", "flush", "replay")
+STALL_SECONDS = 1.0  # replay standing still this long, while the standby flushes
 
 
 def lag_columns_may_freeze(version_num: int) -> bool:
@@ -98,9 +99,26 @@ class StandbyLags:
                 "reason": self.reason}
 
 
+def _stalled(samples: list[tuple[float, tuple[float | None, ...], float]]) -> bool:
+    """Whether replay stood still for the window's last STALL_SECONDS or more while the
+    standby flushed WAL (a standby that replays what it flushes is not stalled)."""
+    end = samples[-1]
+    replay, flush = end[1][3], end[1][2]
+    if replay is None or flush is None:
+        return False
+    since = end
+    for sample in reversed(samples):
+        if sample[1][3] != replay:
+            break
+        since = sample
+    return (end[0] - since[0] >= STALL_SECONDS and since[1][2] is not None
+            and flush > since[1][2])
+
+
 class Positions:
-    """The primary's insert position over time, and each standby's positions, sampled
-    with the view (``record``), kept for HISTORY_SECONDS."""
+    """The primary's insert position over time, kept for HISTORY_SECONDS, and each
+    standby's positions, sampled with the view (``record``), kept until a window reads
+    them (:meth:`window`)."""
 
     def __init__(self) -> None:
         self.times: deque[float] = deque()
@@ -122,8 +140,6 @@ class Positions:
         while self.times and self.times[0] < at - HISTORY_SECONDS:
             self.times.popleft()
             self.primary.popleft()
-        while self.rows and self.rows[0][0] < at - HISTORY_SECONDS:
-            self.rows.popleft()
 
     def passed(self, lsn: float) -> float | None:
         """When the primary began writing the WAL after ``lsn``: between its last sample
@@ -143,6 +159,8 @@ class Positions:
         for at, standby, pos, primary in self.rows:
             if start <= at <= end:
                 found.setdefault(standby, []).append((at, pos, primary))
+        while self.rows and self.rows[0][0] <= end:  # each window reads its own once
+            self.rows.popleft()
         freeze = lag_columns_may_freeze(version_num)
         primary_end = self.primary[-1] if self.primary else 0.0
         out = []
@@ -159,26 +177,22 @@ class Positions:
                         values.append(0.0)  # caught up: nothing waits for it
                         continue
                     when = self.passed(p)
-                    if when is None:
-                        missing.append(part)
-                        break
-                    values.append(max(0.0, at - when))
-                else:
-                    lags[part] = sum(values) / len(values) if values else None
-                    continue
-                lags[part] = None
-            first, last = samples[0][1], samples[-1][1]
-            stalled = (len(samples) > 1 and first[3] is not None and last[3] is not None
-                       and first[2] is not None and last[2] is not None
-                       and last[3] == first[3] and last[2] > first[2])
+                    if when is not None:  # None: behind the positions kept
+                        values.append(max(0.0, at - when))
+                lags[part] = sum(values) / len(values) if values else None
+                if not values and any(pos[k] is not None for _, pos, _ in samples):
+                    missing.append(part)
+            last = samples[-1][1]
+            stalled = _stalled(samples)
             stale = freeze and stalled
             reason = None
             if stale:
                 reason = (f"replay stalled and this PostgreSQL predates the fix of "
                           f"{FIX_COMMIT}: write_lag and flush_lag may be frozen")
             elif missing:
-                reason = (f"{', '.join(missing)} position older than the "
-                          f"{HISTORY_SECONDS:.0f} s of positions kept")
+                reason = (f"{', '.join(missing)} position older than the primary's "
+                          "positions kept (since the observer started, at most "
+                          f"{HISTORY_SECONDS:.0f} s)")
             out.append(StandbyLags(standby, primary_end, last[0], last[1], last[2], last[3],
                                    lags, stalled, stale, reason))
         return out

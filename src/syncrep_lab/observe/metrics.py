@@ -220,7 +220,8 @@ def _standbys(f: Families, figures: WindowFigures, lags: Sequence[StandbyLags]) 
 def _anatomy(f: Families, figures: WindowFigures) -> None:
     a = figures.observation.anatomy
     if a is None:
-        f.absent("syncrep_commit_part_seconds", "observe without --anatomy")
+        for name in ("syncrep_commit_part_seconds", "syncrep_commit_part_seconds_per_commit"):
+            f.absent(name, "observe without --anatomy")
         return
     for c in a.components:
         f.gauge("syncrep_commit_part_seconds_per_commit", "A part of the commit, per "

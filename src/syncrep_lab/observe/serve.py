@@ -66,8 +66,9 @@ def parse_address(text: str) -> tuple[str, int]:
     host, sep, port = text.rpartition(":")
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
-    elif ":" in host:
-        sep = ""  # an IPv6 address without brackets: the port cannot be told from it
+    elif ":" in host:  # an IPv6 address without brackets: the port cannot be told
+        raise UserError(f"--serve {text!r} is not HOST:PORT",
+                        "put an IPv6 address in brackets, e.g. [::1]:9187")
     if not sep or not port.isdigit() or not 0 <= int(port) <= 65535 or " " in host:
         raise UserError(f"--serve {text!r} is not HOST:PORT", ADDRESS_FIX)
     return host, int(port)
