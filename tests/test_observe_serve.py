@@ -41,9 +41,9 @@ from syncrep_lab.observe.serve import ServeOptions, check
 from syncrep_lab.pg.installations import Installation
 
 from .helpers import as_nobody, cli, cli_here, shared_tmp, wait_until
+from .test_observe import WORKLOAD, _up
 
 DASHBOARD = Path(__file__).parent.parent / "examples" / "grafana-observe.json"
-WORKLOAD = "insert into serve_rows(v) values (1);\n"
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 
@@ -51,13 +51,9 @@ Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 def cluster() -> Iterator[tuple[Path, str, str]]:
     root = shared_tmp("srl-serve-")
     where = root / "c"
-    res = cli("cluster", "up", "--pg", "18", "--standbys", "1", "--dir", str(where))
-    assert res.returncode == 0, res.stdout + res.stderr
+    conninfo = _up(where, 1)
     manifest = load(where)
     assert manifest is not None
-    conninfo = manifest.conninfo(manifest.primary)
-    with psycopg.connect(conninfo, autocommit=True) as conn:
-        conn.execute("create table if not exists serve_rows(id bigserial, v int)")
     yield where, conninfo, manifest.conninfo(manifest.standbys[0])
     cli("cluster", "down", "--dir", str(where))
     shutil.rmtree(root, ignore_errors=True)

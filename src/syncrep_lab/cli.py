@@ -765,6 +765,13 @@ def observe_cmd(conninfo: str | None, cluster_dir: Path | None, standbys: tuple[
     answered = [w for w in run_observations(folder) if w.idx == done.cell]
     def text() -> None:
         print_observation(answered, out)
+        for lag in done.lags:
+            parts = ", ".join(f"{part} {1000 * value:.2f} ms" if value is not None
+                              else f"{part} unknown" for part, value in lag.lag_s.items())
+            said = (f"; {lag.reason}" if lag.reason else "") + (
+                "; replay stalled" if lag.replay_stalled and not lag.stale else "")
+            out.print(f"standby {escape(lag.standby)} from WAL positions: {parts}"
+                      f"{escape(said)}", soft_wrap=True)
         out.print(f"stored in {folder} (syncrep-lab report {folder}; compare it with "
                   "another window's folder)")
 

@@ -27,6 +27,7 @@ import json
 import os
 import shutil
 import socket
+import socketserver
 import tempfile
 import threading
 import time
@@ -152,6 +153,13 @@ def _handler(answer: Answer) -> type[BaseHTTPRequestHandler]:
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
+    def server_bind(self) -> None:
+        # HTTPServer's looks its own name up (getfqdn): seconds where DNS is slow, and a
+        # name nothing here uses
+        socketserver.TCPServer.server_bind(self)
+        self.server_name, self.server_port = str(self.server_address[0]), \
+            int(self.server_address[1])
+
 
 def bind(address: str) -> ThreadingHTTPServer:
     """The listening server on ``address`` (UserError where it cannot listen)."""
@@ -229,7 +237,8 @@ def serve(opts: ObserveOptions, options: ServeOptions, say: Callable[[str], None
     finally:
         observer.close()
         if server is not None:
-            server.shutdown()
+            if thread is not None:
+                server.shutdown()  # waits for serve_forever: only once it runs
             server.server_close()
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
