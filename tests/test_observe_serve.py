@@ -439,3 +439,19 @@ def test_a_stalled_replay_gets_its_lag_from_positions(
     (view,) = window["replication"]
     assert view["replay_max_ms"] > 1000, view
     assert not math.isnan(by["replay"])
+
+
+def test_anatomy_bins_become_fixed_octave_buckets() -> None:
+    from syncrep_lab.observe.metrics import BUCKETS_NS, _buckets
+
+    # two bins an octave (µs): 3 events in 2-2.83 µs, 5 in 2.83-4, 7 in 64-90.5
+    bins = [(2.048, 2.896, 3), (2.896, 4.096, 5), (65.536, 92.682, 7)]
+    got = dict(_buckets(bins, 16))  # one event beyond every bin
+    assert len(got) == len(BUCKETS_NS) + 1
+    assert got["2.048e-06"] == 0
+    assert got["4.096e-06"] == 8  # both bins of that octave, whole
+    assert got["6.5536e-05"] == 8
+    assert got["0.000131072"] == 15
+    assert got["+Inf"] == 16
+    counts = [got[repr(le / 1e9)] for le in BUCKETS_NS]
+    assert counts == sorted(counts)  # cumulative

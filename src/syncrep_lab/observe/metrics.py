@@ -28,6 +28,8 @@ from syncrep_lab.analysis.observe import WindowFigures
 from syncrep_lab.observe.lags import PARTS, StandbyLags
 
 POSITIONS = ("sent", "write", "flush", "replay")
+CEILING = ("The rate of writes at which this resource alone would be saturated (the "
+           "bottleneck model's bound; kind wait: the commit anatomy's)")
 
 
 class Families:
@@ -139,13 +141,23 @@ def _ceilings(f: Families, figures: WindowFigures) -> None:
         f.absent("syncrep_ceiling_writes_per_second", why)
     for b in bounds:
         labels = {"resource": b.resource, "kind": b.kind}
-        f.gauge("syncrep_ceiling_writes_per_second", "The rate at which this resource "
-                "alone would be saturated (the bottleneck model's bound)", b.max_tps.mean,
-                labels)
+        f.gauge("syncrep_ceiling_writes_per_second", CEILING, b.max_tps.mean, labels)
         f.gauge("syncrep_ceiling_writes_per_second_lower", "Its 95 % interval, lower end",
                 b.max_tps.low, labels)
         f.gauge("syncrep_ceiling_writes_per_second_upper", "Its 95 % interval, upper end",
                 b.max_tps.high, labels)
+    a = o.anatomy
+    if not built.wait_bounds and a is not None:
+        # the model reads wait bounds from a run's traced cell; a window's anatomy has
+        # its own (analysis/anatomy.py), without an interval
+        for resource, tps in (("commit_wait_little", a.little_bound_tps),
+                              ("walsender_release", a.release_bound_tps)):
+            f.gauge("syncrep_ceiling_writes_per_second", CEILING, tps,
+                    {"resource": resource, "kind": "wait"},
+                    why="the commit anatomy could not bound it")
+    elif not built.wait_bounds:
+        f.absent("syncrep_ceiling_writes_per_second",
+                 "wait bounds: " + (built.wait_missing or "observe without --anatomy"))
     lowest = o.lowest_bound
     headroom = "The lowest capacity ceiling over the window's rate of writes"
     f.gauge("syncrep_headroom_ratio", headroom, o.headroom, why=why)
@@ -237,13 +249,18 @@ def _anatomy(f: Families, figures: WindowFigures) -> None:
     f.others.append(histogram)
 
 
+# the histogram's bucket bounds: every octave from 1 µs to about 1 s, the same in every
+# window (the anatomy's bins, several an octave, each fall inside one octave, so the
+# cumulative counts at these bounds are exact)
+BUCKETS_NS = tuple(2 ** k for k in range(10, 31))
+
+
 def _buckets(distribution: Iterable[tuple[float, float, int]], events: int
              ) -> list[tuple[str, float]]:
-    """Cumulative buckets (upper bounds in seconds) of a part's (low µs, high µs, n)."""
-    out: list[tuple[str, float]] = []
-    seen = 0
-    for _, high, n in sorted(distribution):
-        seen += n
-        out.append((repr(high / 1e6), float(seen)))
-    out.append(("+Inf", float(max(events, seen))))
+    """Cumulative buckets (upper bounds in seconds, BUCKETS_NS) of a part's (low µs,
+    high µs, events) bins."""
+    bins = [(high * 1000.0, n) for _, high, n in distribution]
+    out = [(repr(le / 1e9), float(sum(n for high, n in bins if high <= le * (1 + 1e-9))))
+           for le in BUCKETS_NS]
+    out.append(("+Inf", float(max(events, sum(n for _, n in bins)))))
     return out
