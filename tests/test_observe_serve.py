@@ -455,3 +455,12 @@ def test_anatomy_bins_become_fixed_octave_buckets() -> None:
     assert got["+Inf"] == 16
     counts = [got[repr(le / 1e9)] for le in BUCKETS_NS]
     assert counts == sorted(counts)  # cumulative
+
+
+def test_the_primarys_positions_are_kept_ten_minutes_only() -> None:
+    kept = Positions()
+    for second in range(1200):
+        kept.record(float(second), [(1, "b", "sync", None, None, None, None,
+                                     1e6 * second, 0.0, 0.0, 0.0, 0.0)])
+    assert 600 <= len(kept.times) == len(kept.primary) <= 611
+    assert kept.times[0] >= 1199 - 611

@@ -23,6 +23,7 @@ steady rate) and it never freezes.
 from __future__ import annotations
 
 import bisect
+from array import array
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
@@ -121,8 +122,10 @@ class Positions:
     them (:meth:`window`)."""
 
     def __init__(self) -> None:
-        self.times: deque[float] = deque()
-        self.primary: deque[float] = deque()
+        # two flat arrays of doubles (16 bytes a sample, 96 KB for ten minutes at
+        # 10 Hz), searched in place; trimmed ten seconds at a time
+        self.times = array("d")
+        self.primary = array("d")
         # (time, standby, (sent, write, flush, replay), the primary's position then)
         self.rows: deque[tuple[float, str, tuple[float | None, ...], float]] = deque()
 
@@ -137,15 +140,16 @@ class Positions:
         for r in rows:
             self.rows.append((at, str(r[1]), tuple(None if v is None else float(v)
                                                    for v in r[8:12]), float(r[7])))
-        while self.times and self.times[0] < at - HISTORY_SECONDS:
-            self.times.popleft()
-            self.primary.popleft()
+        if self.times and self.times[0] < at - HISTORY_SECONDS - 10.0:
+            old = bisect.bisect_left(self.times, at - HISTORY_SECONDS)
+            del self.times[:old]
+            del self.primary[:old]
 
     def passed(self, lsn: float) -> float | None:
         """When the primary began writing the WAL after ``lsn``: between its last sample
         at or before ``lsn`` and its first past it, interpolated (WAL written at a steady
         pace between two samples); None when that was before the positions kept."""
-        primary = list(self.primary)
+        primary = self.primary
         i = bisect.bisect_right(primary, lsn)  # the first sample past lsn
         if i == 0 or i >= len(primary):
             return None
