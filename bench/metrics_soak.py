@@ -11,7 +11,7 @@ a 50 ms target. pgbench runs at a fixed --rate so that the machine (2 cores shar
 three servers, pgbench and the exporter) is not saturated.
 
     .venv/bin/python bench/metrics_soak.py [--minutes 10] [--window 30] [--rate 500]
-        [--json out.json]
+        [--json out.json] [--arenas N]
 """
 
 from __future__ import annotations
