@@ -710,13 +710,25 @@ def model_cmd(run_dir: Path | None, only_cell: int | None, cores: float | None,
                    "window only): root, on the primary's machine; every server of its binary "
                    "here pays the traps while attached. With --standby, the sync standby's "
                    "half of each commit too, where it runs on this machine.")
+@click.option("--serve", "serve_addr", default=None, metavar="HOST:PORT",
+              help="Observe window after window (--seconds each) and serve the latest "
+                   "window's answer for Prometheus at /metrics (:0 picks a free port).")
+@click.option("--textfile", type=click.Path(path_type=Path), default=None,
+              help="Write the latest window's answer to this file for node_exporter's "
+                   "textfile collector (atomically, each window).")
+@click.option("--windows", type=int, default=None,
+              help="With --serve/--textfile: stop after this many windows (default: "
+                   "until stopped).")
 @output_options()
 def observe_cmd(conninfo: str | None, cluster_dir: Path | None, standbys: tuple[str, ...],
                 seconds: float, hz: float, slice_seconds: int, host: str | None,
                 hosts_file: Path | None, out_dir: Path | None, label: str | None,
-                anatomy: bool, output: str) -> None:
+                anatomy: bool, serve_addr: str | None, textfile: Path | None,
+                windows: int | None, output: str) -> None:
     """Watch a running cluster, read-only and without load: is synchronous replication
-    what limits its commits, and how much headroom is left. Needs pg_monitor."""
+    what limits its commits, and how much headroom is left. Needs pg_monitor.
+    With --serve or --textfile it keeps watching, window after window, and exports each
+    window's answer as Prometheus metrics."""
     from syncrep_lab.observe.command import ObserveOptions, observe, parse_standby
 
     given = dict(parse_standby(s) for s in standbys)
@@ -733,22 +745,37 @@ def observe_cmd(conninfo: str | None, cluster_dir: Path | None, standbys: tuple[
     folder = out_dir or RUNS_DIR / f"observe-{time.strftime('%Y%m%d-%H%M%S')}"
     # what it says while it watches goes to stderr where stdout is JSON
     said = err if output == "json" else out
+    opts = ObserveOptions(conninfo, given, seconds, hz, slice_seconds, host, hosts_file,
+                          folder, label, anatomy, named)
+    if serve_addr is not None or textfile is not None or windows is not None:
+        from syncrep_lab.observe.serve import ServeOptions, serve
+
+        status = serve(opts, ServeOptions(serve_addr, textfile, windows, keep=out_dir is not None),
+                       say=lambda text: said.print(escape(text), soft_wrap=True),
+                       line=(lambda text: print(text, flush=True)) if output == "json"
+                       else None)
+        sys.exit(status)
     if output != "json":
         out.print(f"observing for {seconds:g} s at {hz:g} Hz (read-only, no load) ...")
-    done = observe(ObserveOptions(conninfo, given, seconds, hz, slice_seconds, host,
-                                  hosts_file, folder, label, anatomy, named),
-                   say=lambda text: said.print(escape(text), soft_wrap=True))
+    done = observe(opts, say=lambda text: said.print(escape(text), soft_wrap=True))
     # the analysis (scipy) is imported after the window, not during it
     from syncrep_lab.analysis.observe import run_observations
     from syncrep_lab.terminal.analysis import print_observation
 
-    windows = [w for w in run_observations(folder) if w.idx == done.cell]
+    answered = [w for w in run_observations(folder) if w.idx == done.cell]
     def text() -> None:
-        print_observation(windows, out)
+        print_observation(answered, out)
+        for lag in done.lags:
+            parts = ", ".join(f"{part} {1000 * value:.2f} ms" if value is not None
+                              else f"{part} unknown" for part, value in lag.lag_s.items())
+            said = (f"; {lag.reason}" if lag.reason else "") + (
+                "; replay stalled" if lag.replay_stalled and not lag.stale else "")
+            out.print(f"standby {escape(lag.standby)} from WAL positions: {parts}"
+                      f"{escape(said)}", soft_wrap=True)
         out.print(f"stored in {folder} (syncrep-lab report {folder}; compare it with "
                   "another window's folder)")
 
-    render(Answer(lambda: {**done.to_json(), "windows": [w.to_json() for w in windows]},
+    render(Answer(lambda: {**done.to_json(), "windows": [w.to_json() for w in answered]},
                   text), output)
     if done.signum:
         sys.exit(128 + done.signum)

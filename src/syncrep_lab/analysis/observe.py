@@ -31,7 +31,7 @@ from typing import Any
 from syncrep_lab import format as fmt
 from syncrep_lab.analysis import model
 from syncrep_lab.analysis.anatomy import Anatomy, in_words, share_of_commit
-from syncrep_lab.analysis.costs import MeanCI, cell_costs, cluster_version
+from syncrep_lab.analysis.costs import CellCosts, MeanCI, cell_costs, cluster_version
 from syncrep_lab.analysis.verdict import LAG_OF_LEVEL, CellDiagnosis, Verdict
 from syncrep_lab.json_form import JSON, json_value
 from syncrep_lab.pg.replication import WAITING_LEVELS
@@ -217,8 +217,24 @@ def _usable(machine: Mapping[str, JSON]) -> float | None:
     return cpus
 
 
+@dataclass(frozen=True)
+class WindowFigures:
+    """An observe cell's answer with the costs and the bottleneck model it was read
+    from (``observe --serve`` exports every role's CPU and every ceiling of them)."""
+
+    observation: Observation
+    costs: CellCosts
+    model: model.CellModel
+
+
 def observation(store: Store, cell: StoredCell, machine: Mapping[str, JSON]) -> Observation:
     """Every figure of the answer for one observe cell, and its verdicts."""
+    return window_figures(store, cell, machine).observation
+
+
+def window_figures(store: Store, cell: StoredCell, machine: Mapping[str, JSON]
+                   ) -> WindowFigures:
+    """:func:`observation`, with the costs and the model it was read from."""
     cell_id = cell.id
     params = cell.params
     sums = _sums(store, cell_id)
@@ -276,7 +292,8 @@ def observation(store: Store, cell: StoredCell, machine: Mapping[str, JSON]) -> 
                          sums["own_queries"] / seconds),
         notes=tuple(cell.notes),
         anatomy=costs.anatomy)
-    return dataclasses.replace(found, verdicts=tuple(verdicts(found)))
+    return WindowFigures(dataclasses.replace(found, verdicts=tuple(verdicts(found))), costs,
+                         built)
 
 
 def verdicts(o: Observation) -> list[Verdict]:
@@ -436,6 +453,17 @@ def observed_cells(store: Store, run_id: int, machine: Mapping[str, JSON]
                          observation=o)
             for o in (observation(store, c, machine)
                       for c in store.cells(run_id) if c.status == "done")]
+
+
+def run_figures(folder: Path, idx: int) -> WindowFigures:
+    """The figures of the observe window stored as cell ``idx`` of ``folder``."""
+    store = Store(folder, create=False)
+    try:
+        run = store.run()
+        (cell,) = [c for c in store.cells(run.id) if c.idx == idx]
+        return window_figures(store, cell, run.machine)
+    finally:
+        store.close()
 
 
 def run_observations(folder: Path) -> list[Observation]:

@@ -5,7 +5,9 @@ sample, and nothing is written before the window has something to store."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
+import time
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,6 +24,7 @@ from syncrep_lab.observe.anatomy import (
     warning,
 )
 from syncrep_lab.observe.cpu import LocalCpu, NodeCpu, RemoteCpu, local_postmaster
+from syncrep_lab.observe.lags import StandbyLags
 from syncrep_lab.observe.session import ObserverSession, ServerGone, open_session
 from syncrep_lab.observe.watch import Watch, Watched
 from syncrep_lab.pg.conninfo import mask_conninfo, mask_text, require_parses
@@ -182,7 +185,8 @@ def _server_facts(primary: ObserverSession) -> ServerFacts:
 class Observed:
     """What an ``observe`` did (``observe --json`` prints it with its window): the folder
     the window is stored in, its cell there, the slices stored, why it ended before its
-    time (None: it ran it), the signal that ended it, and what was noted."""
+    time (None: it ran it), the signal that ended it, what was noted, and each standby's
+    positions and lags from positions (observe/lags.py)."""
 
     out: Path
     cell: int
@@ -190,72 +194,145 @@ class Observed:
     ended: str | None
     signum: int | None
     notes: tuple[str, ...]
+    lags: tuple[StandbyLags, ...] = ()
 
     def to_json(self) -> dict[str, JSON]:
         return {"out": str(self.out), "cell": self.cell, "slices": self.slices,
-                "ended": self.ended, "signum": self.signum, "notes": list(self.notes)}
+                "ended": self.ended, "signum": self.signum, "notes": list(self.notes),
+                "lags": [lag.to_json() for lag in self.lags]}
+
+
+def _require_streaming(standby: ObserverSession) -> None:
+    """Refuse a standby whose WAL receiver is not streaming: nothing of the primary's
+    commits passes through it, so its figures would answer nothing."""
+    rows = standby.query("select status from pg_stat_wal_receiver")
+    status = str(rows[0][0]) if rows and rows[0][0] is not None else None
+    if status != "streaming":
+        said = f"its WAL receiver is {status}" if status else "it has no WAL receiver"
+        raise UserError(f"--standby {standby.node}: {mask_conninfo(standby.conninfo)} is in "
+                        f"recovery but not streaming from a primary ({said})",
+                        "check its primary_conninfo and the primary's log, or leave "
+                        f"--standby {standby.node} out")
+
+
+class Observer:
+    """The read-only sessions, CPU readers and sampling of one observed cluster, open
+    from :meth:`open` to :meth:`close`, watched one window at a time (:meth:`window`):
+    ``observe`` watches one, ``observe --serve`` one after another."""
+
+    def __init__(self, opts: ObserveOptions, say: Callable[[str], None]) -> None:
+        check(opts)
+        self.opts, self.say = opts, say
+        self.sessions: list[ObserverSession] = []
+        self.readers: dict[str, NodeCpu] = {}
+        self.anatomy: WindowAnatomy | None = None
+        self.prepared: tuple[int, Path] | None = None
+        self.warned = False
+        self.notes: list[str] = []  # said of every window
+
+    def open(self) -> None:
+        opts = self.opts
+        try:
+            primary = open_session("primary", opts.primary, primary=True)
+            self.sessions.append(primary)
+            # checked first, so that what it lacks is said before anything else is done
+            self.prepared = prerequisites(primary) if opts.anatomy else None
+            standbys = []
+            for name, conninfo in opts.standbys.items():
+                standbys.append(open_session(name, conninfo, primary=False))
+                self.sessions.append(standbys[-1])
+                _require_streaming(standbys[-1])
+            self.facts = _server_facts(primary)
+            self.watch = Watch(primary, standbys, hz=opts.hz,
+                               slice_seconds=opts.slice_seconds, cpu=self.readers)
+            self.watch.replication(None, 0.0)
+            reader, self.cpu_note, self.machine = _cpu_reader(
+                primary, opts, self.watch.names, opts.host is not None)
+            if reader is not None:
+                self.readers["primary"] = reader
+            for standby in standbys:
+                local, why, _ = _cpu_reader(standby, opts, self.watch.names, False)
+                if local is not None:
+                    self.readers[standby.node] = local
+                else:
+                    self.notes.append(f"standby {standby.node}'s CPU was not read: {why}")
+            unknown = sorted(set(opts.standbys) - set(self.watch.walsenders.values()))
+            if unknown:
+                self.notes.append(
+                    f"not in pg_stat_replication as application_name: {', '.join(unknown)} "
+                    "(their walsenders are not named after them)")
+        except ServerGone as exc:
+            raise UserError(f"the server stopped answering before the observation began: "
+                            f"{exc}", "check that it is up, then observe again") from None
+
+    def window(self, seconds: float, warn_seconds: float | None = None
+               ) -> tuple[Watched, list[str], list[StandbyLags]]:
+        """Watch one window: what was gathered, its notes, and each standby's lags from
+        positions. ``warn_seconds``: the attachment the anatomy's warning names."""
+        for reader in self.readers.values():
+            reader.cut()  # the CPU since the last window is no slice's
+        self.watch.notes = []
+        notes = list(self.notes)
+        try:
+            if self.prepared is not None:
+                postmaster, binary = self.prepared
+                if not self.warned:
+                    self.say(warning(binary, postmaster, warn_seconds or seconds))
+                    self.warned = True
+                split = {n: c for n, c in self.opts.standbys.items() if n in self.opts.named}
+                self.anatomy = WindowAnatomy(self.sessions[0], postmaster, binary,
+                                             lambda: self.watch.seen,
+                                             (self.opts.primary, split) if split else None)
+                self.anatomy.start()
+                self.watch.mark = self.anatomy.mark
+            began = time.monotonic()
+            watched = self.watch.run(seconds)
+            if self.anatomy is not None:
+                notes += self.anatomy.end(watched, self.watch.seen)
+        except ServerGone as exc:
+            raise UserError(f"the server stopped answering before the observation began: "
+                            f"{exc}", "check that it is up, then observe again") from None
+        finally:
+            if self.anatomy is not None:
+                self.program = self.anatomy.program
+                self.anatomy.close()  # killed if it still runs: nothing stays attached
+                self.anatomy = None
+        lags = self.watch.positions.window(began, time.monotonic(), self.facts.version_num)
+        for lag in lags:
+            if lag.stale:
+                notes.append(f"standby {lag.standby}: {lag.reason}; its lags from "
+                             "positions are given instead")
+        return watched, notes + watched.notes, lags
+
+    def close(self) -> None:
+        if self.anatomy is not None:
+            self.anatomy.close()
+        for reader_ in self.readers.values():
+            with contextlib.suppress(Exception):
+                reader_.close()
+        for session in self.sessions:
+            session.close()
+
+    def store(self, watched: Watched, notes: list[str], lags: list[StandbyLags],
+              out: Path | None = None) -> Observed:
+        """Store the window in ``out`` (``--out`` by default)."""
+        opts = self.opts if out is None else dataclasses.replace(self.opts, out=out)
+        done = _store(opts, watched, self.facts, self.machine, notes, self.cpu_note,
+                      getattr(self, "program", None) if self.prepared else None)
+        return dataclasses.replace(done, lags=tuple(lags))
 
 
 def observe(opts: ObserveOptions, say: Callable[[str], None] = lambda _: None
             ) -> Observed:
     """Watch the cluster for ``opts.seconds`` and store the window; what happened.
     ``say``: what the user must read before anything is attached."""
-    check(opts)
-    sessions: list[ObserverSession] = []
-    readers: dict[str, NodeCpu] = {}
-    anatomy: WindowAnatomy | None = None
+    observer = Observer(opts, say)
     try:
-        primary = open_session("primary", opts.primary, primary=True)
-        sessions.append(primary)
-        # checked first, so that what it lacks is said before anything else is done
-        prepared = prerequisites(primary) if opts.anatomy else None
-        standbys = []
-        for name, conninfo in opts.standbys.items():
-            standbys.append(open_session(name, conninfo, primary=False))
-            sessions.append(standbys[-1])
-        facts = _server_facts(primary)
-        watch = Watch(primary, standbys, hz=opts.hz, slice_seconds=opts.slice_seconds,
-                      cpu=readers)
-        watch.replication(None, 0.0)
-        reader, cpu_note, machine = _cpu_reader(primary, opts, watch.names,
-                                                opts.host is not None)
-        if reader is not None:
-            readers["primary"] = reader
-        notes: list[str] = []
-        for standby in standbys:
-            local, why, _ = _cpu_reader(standby, opts, watch.names, False)
-            if local is not None:
-                readers[standby.node] = local
-            else:
-                notes.append(f"standby {standby.node}'s CPU was not read: {why}")
-        unknown = sorted(set(opts.standbys) - set(watch.walsenders.values()))
-        if unknown:
-            notes.append(f"not in pg_stat_replication as application_name: "
-                         f"{', '.join(unknown)} (their walsenders are not named after them)")
-        if prepared is not None:
-            postmaster, binary = prepared
-            say(warning(binary, postmaster, opts.seconds))
-            split = {n: c for n, c in opts.standbys.items() if n in opts.named}
-            anatomy = WindowAnatomy(primary, postmaster, binary, lambda: watch.seen,
-                                    (opts.primary, split) if split else None)
-            anatomy.start()
-            watch.mark = anatomy.mark
-        watched_out = watch.run(opts.seconds)
-        if anatomy is not None:
-            notes += anatomy.end(watched_out, watch.seen)
-    except ServerGone as exc:
-        raise UserError(f"the server stopped answering before the observation began: {exc}",
-                        "check that it is up, then observe again") from None
+        observer.open()
+        watched, notes, lags = observer.window(opts.seconds)
     finally:
-        if anatomy is not None:
-            anatomy.close()  # killed if it still runs: nothing stays attached
-        for reader_ in readers.values():
-            with contextlib.suppress(Exception):
-                reader_.close()
-        for session in sessions:
-            session.close()
-    return _store(opts, watched_out, facts, machine, notes + watched_out.notes, cpu_note,
-                  anatomy.program if anatomy is not None else None)
+        observer.close()
+    return observer.store(watched, notes, lags)
 
 
 def _store(opts: ObserveOptions, watched: Watched, facts: ServerFacts,

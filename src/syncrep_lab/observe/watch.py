@@ -14,7 +14,9 @@ over repeats. What a slice counts:
 - **wait events** of every process (``pg_stat_activity``), client backends only while
   in a transaction (an idle session is not part of any commit's time), the observer's
   own session never;
-- **pg_stat_replication**: each standby's sync state, lags and flush distance;
+- **pg_stat_replication**: each standby's sync state, lags and flush distance, and
+  its WAL positions with the primary's (kept in memory for lags from positions,
+  observe/lags.py);
 - **CPU per role** from /proc (observe/cpu.py), where the server's processes are
   reachable;
 - with ``--anatomy``, a numbered snapshot of the commit anatomy probe's aggregates
@@ -38,8 +40,8 @@ from datetime import UTC, datetime, timedelta
 
 from syncrep_lab.errors import Interrupted, UserError
 from syncrep_lab.observe.cpu import NodeCpu
+from syncrep_lab.observe.lags import Positions, replication_sql
 from syncrep_lab.observe.session import ObserverSession, ServerGone
-from syncrep_lab.probes.activity import replication_sql
 from syncrep_lab.store import (
     AnatomyRow,
     ObservedRow,
@@ -149,6 +151,8 @@ class Watch:
         self.sql = {"activity": activity_sql(v), "replication": replication_sql(v),
                     "counters": counters_sql(v)}
         self.notes: list[str] = []
+        # the primary's and the standbys' WAL positions over time (observe/lags.py)
+        self.positions = Positions()
 
     def names(self) -> dict[int, str]:
         """pid -> the standby each walsender serves, as last sampled."""
@@ -162,6 +166,7 @@ class Watch:
 
     def replication(self, slice_: Slice | None, t_s: float) -> None:
         rows = self.primary.query(self.sql["replication"])
+        self.positions.record(time.monotonic(), rows)
         self.walsenders = {int(r[0]): str(r[1]) for r in rows}
         self.seen.update(self.walsenders)
         if slice_ is not None:
