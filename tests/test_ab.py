@@ -26,6 +26,7 @@ import pytest
 from syncrep_lab import paths
 from syncrep_lab.errors import UserError
 from syncrep_lab.patch_ab import sources
+from syncrep_lab.patch_ab.spec import Table, with_builds
 from syncrep_lab.pg.builds import build, list_builds
 from syncrep_lab.terminal.ab import WIDTH
 
@@ -79,6 +80,19 @@ def test_a_spec_is_checked_with_its_lines_and_may_not_name_a_pg(workdir: Path) -
     res = cli_here("ab", "18", "--patch", str(EMPTY), "--spec", str(own))
     assert res.returncode == 2 and "ab sets the pg axis" in res.stderr
     assert "Traceback" not in res.stderr
+
+
+def test_standby_anatomy_is_turned_on_unless_the_spec_says_whether() -> None:
+    """--standby-anatomy sets [probes] standby_anatomy for the anatomy repeats; a spec
+    that says whether keeps its word (no server: the spec ab would run)."""
+    base: Table = {"name": "x", "probes": {"sched": False}}
+    on, text = with_builds(base, "stock", "patched", standby_anatomy=True)
+    assert on.probes.standby_anatomy and on.probes.anatomy and "standby_anatomy" in text
+    assert base == {"name": "x", "probes": {"sched": False}}  # not changed in place
+    assert not with_builds(base, "stock", "patched")[0].probes.standby_anatomy
+    own: Table = {"name": "x", "probes": {"standby_anatomy": False}}
+    assert not with_builds(own, "stock", "patched", standby_anatomy=True)[0] \
+        .probes.standby_anatomy
 
 
 def test_an_output_folder_holding_a_run_is_not_overwritten(workdir: Path) -> None:
@@ -150,8 +164,8 @@ def test_a_patch_that_changes_nothing_is_an_a_a(root: Path) -> None:
     build): every ratio's interval holds 1, the control holds, the differential flame
     graphs show no frame beyond the sampling noise. With --standby-anatomy the wait for
     standby b is split on both sides, each part's ratio given and none marked (one
-    anatomy repeat a cell, the default: no interval, so none can be; two would add 17 s
-    to the 17 s the anatomy repeats already add here)."""
+    anatomy repeat a cell, the default: no interval, so none can be; the anatomy
+    repeats add some 20 s here, two a cell would add as much again)."""
     answer = _ab(root, EMPTY, "", "aa", 3, "--standby-anatomy")
     side = answer["bases"][0]
     assert side["patched"]["copy_of"] == side["stock"]["name"]

@@ -178,8 +178,8 @@ def _standby_lines(cell: PatchedCell) -> list[str]:
                          f"{fmt.figure(pb.mean if pb else None):>8} {_times(fig)}{mark}")
         if sa.sum_ratio is not None and sb.sum_ratio is not None:
             lines += wrap(f"the parts sum to {sa.sum_ratio:.2f} -> {sb.sum_ratio:.2f} of "
-                          f"the wait for it ({fmt.figure(sa.whole_us)} -> "
-                          f"{fmt.figure(sb.whole_us)} µs)", "        ", "      ")
+                          f"its {fmt.figure(sa.whole_us)} -> {fmt.figure(sb.whole_us)} µs",
+                          "        ", "      ")
     return lines
 
 
