@@ -26,6 +26,7 @@ import pytest
 from syncrep_lab import paths
 from syncrep_lab.errors import UserError
 from syncrep_lab.patch_ab import sources
+from syncrep_lab.patch_ab.spec import Table, with_builds
 from syncrep_lab.pg.builds import build, list_builds
 from syncrep_lab.terminal.ab import WIDTH
 
@@ -81,6 +82,19 @@ def test_a_spec_is_checked_with_its_lines_and_may_not_name_a_pg(workdir: Path) -
     assert "Traceback" not in res.stderr
 
 
+def test_standby_anatomy_is_turned_on_unless_the_spec_says_whether() -> None:
+    """--standby-anatomy sets [probes] standby_anatomy for the anatomy repeats; a spec
+    that says whether keeps its word (no server: the spec ab would run)."""
+    base: Table = {"name": "x", "probes": {"sched": False}}
+    on, text = with_builds(base, "stock", "patched", standby_anatomy=True)
+    assert on.probes.standby_anatomy and on.probes.anatomy and "standby_anatomy" in text
+    assert base == {"name": "x", "probes": {"sched": False}}  # not changed in place
+    assert not with_builds(base, "stock", "patched")[0].probes.standby_anatomy
+    own: Table = {"name": "x", "probes": {"standby_anatomy": False}}
+    assert not with_builds(own, "stock", "patched", standby_anatomy=True)[0] \
+        .probes.standby_anatomy
+
+
 def test_an_output_folder_holding_a_run_is_not_overwritten(workdir: Path) -> None:
     (workdir / "run-18.6").mkdir()
     (workdir / "run-18.6" / "syncrep-lab.sqlite").write_text("")
@@ -124,11 +138,12 @@ def test_a_patch_that_does_not_apply_or_compile_is_refused_and_nothing_is_cached
 SMALL = (Path(__file__).parent / "data" / "ab-small.toml").read_text()
 
 
-def _ab(root: Path, patch: Path, probes: str, name: str, rounds: int) -> dict[str, Any]:
+def _ab(root: Path, patch: Path, probes: str, name: str, rounds: int, *more: str
+        ) -> dict[str, Any]:
     spec = _spec(root, SMALL.format(probes=probes, rounds=rounds, confidence=0.99),
                  f"{name}.toml")
     res = cli("ab", "18", "--patch", str(patch), "--spec", str(spec), "--out",
-              str(root / name), timeout=1800, cwd=root)
+              str(root / name), *more, timeout=1800, cwd=root)
     assert res.returncode == 0, res.stdout + res.stderr
     lines = res.stdout.splitlines()
     assert lines and max(len(ln) for ln in lines) <= WIDTH
@@ -147,8 +162,11 @@ def root() -> Iterator[Path]:
 def test_a_patch_that_changes_nothing_is_an_a_a(root: Path) -> None:
     """The same bytes on both sides (an empty patch: stock's installation copied, no
     build): every ratio's interval holds 1, the control holds, the differential flame
-    graphs show no frame beyond the sampling noise."""
-    answer = _ab(root, EMPTY, "anatomy = false", "aa", rounds=3)
+    graphs show no frame beyond the sampling noise. With --standby-anatomy the wait for
+    standby b is split on both sides, each part's ratio given and none marked (one
+    anatomy repeat a cell, the default: no interval, so none can be; the anatomy
+    repeats add some 20 s here, two a cell would add as much again)."""
+    answer = _ab(root, EMPTY, "", "aa", 3, "--standby-anatomy")
     side = answer["bases"][0]
     assert side["patched"]["copy_of"] == side["stock"]["name"]
     assert side["patched"]["seconds"] == 0.0 and "A/A" in side["note"]
@@ -192,9 +210,24 @@ def test_a_patch_that_changes_nothing_is_an_a_a(root: Path) -> None:
     # Bonferroni over every frame: one chance frame would be 1 run in 20 or less; two
     # in one A/A would be a differential that reads noise as change
     assert sum(g["moved_count"] for c in ab["cells"] for g in c["flame"]) <= 1
+    on = ab["cells"][0]
+    for which in ("stock", "patched"):
+        halves = {h["standby"]: h for h in on["anatomy"][which]["standby"]}
+        b = halves["standby:b"]  # the sync standby's; fsync off: no flush in it
+        assert {"send", "transit_out", "write", "reply", "transit_back",
+                "reply_handling"} <= b["parts"].keys() and "flush" not in b["parts"], b
+        assert b["commits"] > 100 and 0.8 < b["sum_ratio"] < 1.2, b
+    parts = [f for f in on["standby_half"] if f["standby"] == "standby:b"]
+    assert len(parts) >= 6 and all(f["ratio"] > 0 and f["low"] is None
+                                   and f["stock"]["n"] == f["patched"]["n"] == 1
+                                   for f in parts), parts
+    assert not [f["part"] for c in ab["cells"] for f in c["standby_half"]
+                if f["significant"]]
     summary = " ".join((root / "aa" / "summary.txt").read_text().split())
     assert "the control held" in summary and "a copy of the stock build" in summary
-    assert f"--patch {EMPTY}" in summary
+    assert f"--patch {EMPTY}" in summary and "--standby-anatomy" in summary
+    assert "the wait for standby b, µs per commit joined" in summary
+    assert "transit out" in summary and "the parts sum to" in summary
     # the run's report shows the answer too
     page = (root / "aa" / side["report"]).read_text()
     assert "The patch's verdict (syncrep-lab ab)" in page and 'href="#ab"' in page

@@ -11,7 +11,10 @@ pairs each patched cell with its stock cell and gathers:
 - per role, CPU µs and system calls per commit, stock against patched, each side with
   its interval over repeats and B/A with its own (analysis/costs.py ``role_values``,
   analysis/compare.py ``compare_figure``, ``cost_changes``);
-- the commit anatomy's components per side where that probe ran (analysis/anatomy.py);
+- the commit anatomy's components per side where that probe ran (analysis/anatomy.py),
+  and the wait for each standby in its parts where ``[probes] standby_anatomy`` split it
+  (per side, and each part patched / stock over the anatomy repeats, as ``compare``
+  takes the anatomy's ratios: analysis/compare.py ``log_ratio_figure``);
 - differential flame graphs per role (patch_ab/flamediff.py);
 - the model's bound of the sync walsender from each build's measured CPU per commit,
   and what binds at ``[reference] cores`` (analysis/model.py): the model's shape, not a
@@ -31,8 +34,25 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from syncrep_lab.analysis.anatomy import PerCommit, Releases, cell_anatomy, releasing
-from syncrep_lab.analysis.compare import FigureSide, FigureTest, compare_figure, cost_changes
+from syncrep_lab.analysis.anatomy import (
+    STANDBY_PARTS,
+    PerCommit,
+    Releases,
+    StandbyParts,
+    anatomy_values,
+    cell_anatomy,
+    releasing,
+)
+from syncrep_lab.analysis.compare import (
+    Drift,
+    FigureComparison,
+    FigureSide,
+    FigureTest,
+    compare_figure,
+    cost_changes,
+    log_ratio_figure,
+    run_drift,
+)
 from syncrep_lab.analysis.costs import cell_costs, cluster_version, role_values, untraced_cpu
 from syncrep_lab.analysis.model import CellModel, run_model
 from syncrep_lab.analysis.ratios import BaselineRatio, ratios_to_baseline
@@ -142,15 +162,43 @@ class Part:
 
 
 @dataclass(frozen=True)
+class StandbyHalf:
+    """One build's wait for a standby in its parts (probes/standby_anatomy.py): each
+    part in µs per commit joined, with its interval over the anatomy repeats (none with
+    one); ``whole_us`` the anatomy's wait for the standby of those commits and
+    ``sum_ratio`` the parts' sum over it (measured apart: the check that they add up).
+    A part not measured (the flush under remote_write or with fsync off) is absent."""
+
+    standby: str  # standby:NAME
+    commits: int  # commits joined
+    parts: Mapping[str, PerCommit]
+    whole_us: float | None
+    sum_ratio: float | None
+
+    @classmethod
+    def of(cls, found: StandbyParts) -> StandbyHalf:
+        return cls(found.standby, found.commits,
+                   {p.component: p.us_per_commit for p in found.parts},
+                   found.whole_us, found.sum_ratio)
+
+    def to_json(self) -> dict[str, JSON]:
+        return {"standby": self.standby, "commits": self.commits,
+                "parts": {k: v.to_json() for k, v in self.parts.items()},
+                "whole_us": self.whole_us, "sum_ratio": self.sum_ratio}
+
+
+@dataclass(frozen=True)
 class AnatomySide:
     """One build's commit anatomy (its probed repeats): the components by name, the
-    walsender that freed the waiters, the two ceilings the waiting sets."""
+    walsender that freed the waiters, the two ceilings the waiting sets, and the wait
+    for each standby in its parts where ``standby_anatomy`` split it (else none)."""
 
     commits: int
     components: Mapping[str, Part]
     releases: Releases | None
     little_bound_tps: float | None
     release_bound_tps: float | None
+    standby: tuple[StandbyHalf, ...] = ()
 
     def to_json(self) -> dict[str, JSON]:
         r = self.releases
@@ -158,7 +206,23 @@ class AnatomySide:
                 "components": {k: c.to_json() for k, c in self.components.items()},
                 "releases": None if r is None else r.to_json(),
                 "little_bound_tps": self.little_bound_tps,
-                "release_bound_tps": self.release_bound_tps}
+                "release_bound_tps": self.release_bound_tps,
+                "standby": [s.to_json() for s in self.standby]}
+
+
+@dataclass(frozen=True)
+class StandbyPartFigure:
+    """A part of the wait for a standby, stock against patched: each side's µs per
+    commit joined over its anatomy repeats, B/A (the ratio of the geometric means, its
+    interval with two repeats a side or more, as ``compare`` takes the anatomy's) and
+    whether it moved at the cell's per-figure level (:func:`_standby_half`)."""
+
+    standby: str  # standby:NAME
+    part: str  # one of analysis/anatomy.py's STANDBY_PARTS
+    figure: Figure
+
+    def to_json(self) -> dict[str, JSON]:
+        return {"standby": self.standby, "part": self.part, **self.figure.to_json()}
 
 
 @dataclass(frozen=True)
@@ -272,6 +336,8 @@ class Compared:
     gprof: tuple[GprofRole, ...] | None
     flame: tuple[DiffGraph, ...]
     model: WalsenderModel | None
+    # the wait for each standby in its parts, patched / stock (empty: not split)
+    standby_half: tuple[StandbyPartFigure, ...] = ()
 
     def to_json(self) -> dict[str, JSON]:
         a, b = self.anatomy_stock, self.anatomy_patched
@@ -282,7 +348,8 @@ class Compared:
                             "patched": b.to_json() if b else None},
                 "gprof": None if self.gprof is None else [g.to_json() for g in self.gprof],
                 "flame": [g.to_json() for g in self.flame],
-                "model": self.model.to_json() if self.model else None}
+                "model": self.model.to_json() if self.model else None,
+                "standby_half": [f.to_json() for f in self.standby_half]}
 
 
 @dataclass(frozen=True)
@@ -422,8 +489,8 @@ def _role_rank(role: RoleCosts) -> tuple[int, int, str]:
     return (0 if role.node == "primary" else 1, rank, f"{role.node} {role.role}")
 
 
-def _costs(store: Store, stock: StoredCell, patched: StoredCell, confidence: float
-           ) -> tuple[list[RoleCosts], list[MovedCost], list[str], int]:
+def _costs(store: Store, stock: StoredCell, patched: StoredCell, confidence: float,
+           also: int = 0) -> tuple[list[RoleCosts], list[MovedCost], list[str], int]:
     """Per role both sides have: CPU µs per commit (B/A paired by round where it can
     be, else Welch's over the repeats) and system calls per commit; then the costs that
     moved most (compare's ranking, those whose test says they moved), notes, and how
@@ -433,10 +500,12 @@ def _costs(store: Store, stock: StoredCell, patched: StoredCell, confidence: flo
     figures the cell compares (Bonferroni: each at that level divided by their number,
     every role's CPU, context switches and system calls), as the flame graphs' frames
     are: marked at that level each, some 24 rows a side would show one move in most
-    cells that did not move at all. The intervals shown stay at ``confidence`` each."""
+    cells that did not move at all. The intervals shown stay at ``confidence`` each.
+    ``also``: the cell's other figures tested (the parts of the wait for a standby),
+    counted in the family."""
     va, vb = role_values(store, stock.id), role_values(store, patched.id)
     changes = cost_changes(va, vb, top=MOVED * 4)
-    tested = max(1, changes.compared)
+    tested = max(1, changes.compared + also)
     alpha_each = (1 - confidence) / tested
     # the interval shown, and the one the mark is read from
     paired = _paired_cpu(store, stock, patched, confidence, 1 - alpha_each)
@@ -496,7 +565,30 @@ def _anatomy(store: Store, cell: StoredCell) -> AnatomySide | None:
                     for c in found.components},
         releases=releasing(found.releases),
         little_bound_tps=found.little_bound_tps,
-        release_bound_tps=found.release_bound_tps)
+        release_bound_tps=found.release_bound_tps,
+        standby=tuple(StandbyHalf.of(s) for s in found.standby))
+
+
+def _standby_half(store: Store, stock: StoredCell, patched: StoredCell,
+                  between: tuple[Drift, Drift] | None
+                  ) -> list[tuple[str, str, FigureComparison]]:
+    """Each part of the wait for a standby both sides split, patched / stock over the
+    anatomy repeats, as ``results --json`` takes a cell's anatomy against its
+    baseline's (the ratio of the geometric means, Welch's test on the logs, the run's
+    drift twice: a cell's anatomy repeats come after the rounds, one cell after another,
+    never paired; one repeat on a side: a ratio alone), not yet marked:
+    :func:`_compared` marks them at the cell's per-figure level, the costs' family."""
+    a, b = anatomy_values(store, stock.id), anatomy_values(store, patched.id)
+    if a is None or b is None:
+        return []
+    out = []
+    for who in sorted(a.standby.keys() & b.standby.keys()):
+        for part in STANDBY_PARTS:
+            va, vb = a.standby[who].get(part), b.standby[who].get(part)
+            if va and vb and (any(va) or any(vb)):
+                out.append((who, part, log_ratio_figure(part, "µs per commit", va, vb,
+                                                        between)))
+    return out
 
 
 def _gprof(store: Store, stock: StoredCell, patched: StoredCell) -> list[GprofRole] | None:
@@ -608,13 +700,21 @@ def _seconds(a: str | None, b: str | None) -> float | None:
 
 
 def _compared(store: Store, stock: StoredCell, cell: StoredCell, models: dict[int, CellModel],
-              cores: float, confidence: float, flame_hz: int, diffs: Path) -> Compared:
+              cores: float, confidence: float, flame_hz: int, diffs: Path,
+              between: tuple[Drift, Drift] | None) -> Compared:
     """What a cell and its stock twin, both finished, compare beyond TPS; its flame
     graphs' frames are tested, not yet marked (:func:`read_answer` marks them over the
     whole answer)."""
     level = str(cell.typed_params.synchronous_commit)
     clients = cell.typed_params.clients or 0
-    roles, moved, notes, tested = _costs(store, stock, cell, confidence)
+    halves = _standby_half(store, stock, cell, between)
+    roles, moved, notes, tested = _costs(store, stock, cell, confidence, also=sum(
+        1 for _, _, f in halves if f.test is not None))
+    alpha_each = (1 - confidence) / tested
+    standby_half = tuple(
+        StandbyPartFigure(who, part, Figure(_side(f.a), _side(f.b), f.ratio, f.ratio_low,
+                                            f.ratio_high, _moved(f.test, alpha_each)))
+        for who, part, f in halves)
     anatomy_stock, anatomy_patched = _anatomy(store, stock), _anatomy(store, cell)
     gprof = _gprof(store, stock, cell)
     return Compared(
@@ -625,7 +725,8 @@ def _compared(store: Store, stock: StoredCell, cell: StoredCell, models: dict[in
                                diffs / f"{level}-{clients}", f"{level}, {clients} clients",
                                _cpu_means(roles))),
         model=_model(models.get(stock.idx), models.get(cell.idx), roles, cores,
-                     _sync_walsender(store, stock, models.get(stock.idx), anatomy_stock)))
+                     _sync_walsender(store, stock, models.get(stock.idx), anatomy_stock)),
+        standby_half=standby_half)
 
 
 def _marked(cell: PatchedCell, z_crit: float | None) -> PatchedCell:
@@ -649,6 +750,7 @@ def read_answer(folder: Path, stock_name: str, patched_name: str, diffs: Path
         stock_cells = {_pair_key(c.params): c for c in cells
                        if c.typed_params.pg == stock_name}
         models = {m.idx: m for m in run_model(folder, cores=cores, fits=False)}
+        drift = run_drift(store, run.id)
         out_cells = []
         versions: dict[str, str] = {}
         for cell in cells:
@@ -664,7 +766,8 @@ def read_answer(folder: Path, stock_name: str, patched_name: str, diffs: Path
                 versions.setdefault("stock", cluster_version(store, stock))
                 versions.setdefault("patched", cluster_version(store, cell))
                 compared = _compared(store, stock, cell, models, cores, spec.run.confidence,
-                                     spec.probes.flame_hz, diffs)
+                                     spec.probes.flame_hz, diffs,
+                                     None if drift is None else (drift, drift))
             out_cells.append(PatchedCell(
                 level=level, clients=cell.typed_params.clients or 0,
                 control=level in CONTROL_LEVELS, label=cell.label, stock_idx=stock.idx,

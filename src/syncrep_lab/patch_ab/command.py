@@ -53,6 +53,7 @@ class Options:
     out: Path | None = None
     jobs: int | None = None
     resume: bool = False
+    standby_anatomy: bool = False  # the anatomy repeats split the wait for the standby
 
 
 @dataclass(frozen=True)
@@ -100,7 +101,8 @@ def prepare(opts: Options) -> Prepared:
                             clients or list(DEFAULT_CLIENTS), opts.budget or DEFAULT_BUDGET)
         spec_dir = Path.cwd()
     # the spec as it will run, with stand-in names: its errors before any build
-    spec_with_builds(data, "ab-stock", "ab-patched", budget=opts.budget, clients=clients)
+    spec_with_builds(data, "ab-stock", "ab-patched", budget=opts.budget, clients=clients,
+                     standby_anatomy=opts.standby_anatomy)
     out = (opts.out or Path("syncrep-runs") / f"ab-{time.strftime('%Y%m%d-%H%M%S')}").absolute()
     if out.exists() and not out.is_dir():
         raise UserError(f"--out {out} is not a directory", "choose a folder for the answer")
@@ -136,6 +138,8 @@ def command_line(opts: Options, out: Path) -> str:
         words += ["--clients", opts.clients]
     if opts.budget is not None:
         words += ["--budget", opts.budget]
+    if opts.standby_anatomy:
+        words.append("--standby-anatomy")
     words += ["--out", str(out)]
     return shlex.join(words)
 
@@ -223,7 +227,8 @@ def run_ab(prep: Prepared, display: Callable[[Path], AbstractContextManager[Even
         slug = _slug(side.stock.version, taken)
         folder = prep.out / f"run-{slug}"
         spec, text = spec_with_builds(prep.data, side.stock.name, side.patched.name,
-                                      budget=opts.budget, clients=prep.clients)
+                                      budget=opts.budget, clients=prep.clients,
+                                      standby_anatomy=opts.standby_anatomy)
         started = time.monotonic()  # each base's run: its budget from here to its report
         if (folder / "syncrep-lab.sqlite").exists():
             with display(folder) as events:

@@ -58,10 +58,12 @@ def user_spec(path: Path) -> Table:
 
 
 def with_builds(data: Table, stock: str, patched: str, *,
-                budget: str | None = None, clients: list[int] | None = None
-                ) -> tuple[Spec, str]:
+                budget: str | None = None, clients: list[int] | None = None,
+                standby_anatomy: bool = False) -> tuple[Spec, str]:
     """The spec with the two builds as its ``pg`` axis and stock as every cell's
-    baseline (and ``budget``, ``clients`` where given), parsed, and its text."""
+    baseline (and ``budget``, ``clients`` where given), parsed, and its text.
+    ``standby_anatomy``: the anatomy repeats split the wait for the standby too, unless
+    the spec's ``[probes]`` says whether they do (its own choice kept)."""
     data = _copy(data)
     matrix = _section(data, "matrix")
     topology = data.get("topology")
@@ -77,6 +79,8 @@ def with_builds(data: Table, stock: str, patched: str, *,
     data["compare"] = {"baseline": {"pg": stock}}
     if budget is not None:
         _section(data, "run")["budget"] = budget
+    if standby_anatomy:
+        _section(data, "probes").setdefault("standby_anatomy", True)
     _section(data, "reference").setdefault("cores", REFERENCE_CORES)
     text = to_toml(data)
     return load_spec(text, "ab's spec"), text

@@ -7,7 +7,7 @@ import shlex
 import textwrap
 
 from syncrep_lab import format as fmt
-from syncrep_lab.analysis.anatomy import PART_NAMES
+from syncrep_lab.analysis.anatomy import PART_NAMES, STANDBY, STANDBY_PARTS
 from syncrep_lab.patch_ab.answer import (
     BoundRatio,
     CostRatio,
@@ -22,6 +22,12 @@ WIDTH = 72
 BACKEND_PARTS = ("local_flush", "commit_wait", "standby_wait", "wakeup_queue", "run_queue",
                  "unsignalled")
 SHORT_PARTS = {"unsignalled": "released before sleeping"}
+# the parts of the wait for a standby, in a column (analysis/anatomy.py's STANDBY_NAMES
+# spelt out are too wide for it)
+STANDBY_SHORT = {"send": "primary's send", "transit_out": "transit out",
+                 "write": "standby's write", "flush": "standby's flush",
+                 "replay": "standby's replay", "reply": "standby's reply",
+                 "transit_back": "transit back", "reply_handling": "reply's handling"}
 CPU_FLOOR_US = 1.0  # roles under 1 µs of CPU per commit on both sides are not listed
 SYSCALL_CHANGE = 0.10  # one probed repeat a side: calls shown where they moved by 10 %
 
@@ -141,6 +147,39 @@ def _anatomy_lines(cell: PatchedCell) -> list[str]:
                       f"{fmt.figure(ra.per_waiter_us, 2)} -> "
                       f"{fmt.figure(rb.per_waiter_us, 2)} "
                       "µs each", "    ")
+    return lines + _standby_lines(cell)
+
+
+def _standby_lines(cell: PatchedCell) -> list[str]:
+    """The wait for each standby in its parts (``--standby-anatomy``), stock ->
+    patched, B/A with its interval over the anatomy repeats, ``*`` where it moved at the
+    cell's per-figure level (as the costs are marked)."""
+    if cell.compared is None or cell.compared.anatomy_stock is None \
+            or cell.compared.anatomy_patched is None:
+        return []
+    a = {s.standby: s for s in cell.compared.anatomy_stock.standby}
+    b = {s.standby: s for s in cell.compared.anatomy_patched.standby}
+    ratios = {(f.standby, f.part): f.figure for f in cell.compared.standby_half}
+    lines = []
+    for who in sorted(a.keys() & b.keys()):
+        sa, sb = a[who], b[who]
+        lines += wrap(f"the wait for standby {who.removeprefix(STANDBY)}, µs per "
+                      f"commit joined ({sa.commits:,} -> {sb.commits:,}):",
+                      "      ", "    ")
+        for part in STANDBY_PARTS:
+            pa, pb = sa.parts.get(part), sb.parts.get(part)
+            if pa is None and pb is None:
+                continue
+            fig = ratios.get((who, part))
+            mark = " *" if fig is not None and fig.significant else ""
+            # the anatomy's columns above, one space before B/A: 72 with a mark
+            lines.append(f"      {STANDBY_SHORT[part]:<24} "
+                         f"{fmt.figure(pa.mean if pa else None):>8} -> "
+                         f"{fmt.figure(pb.mean if pb else None):>8} {_times(fig)}{mark}")
+        if sa.sum_ratio is not None and sb.sum_ratio is not None:
+            lines += wrap(f"the parts sum to {sa.sum_ratio:.2f} -> {sb.sum_ratio:.2f} of "
+                          f"its {fmt.figure(sa.whole_us)} -> {fmt.figure(sb.whole_us)} µs",
+                          "        ", "      ")
     return lines
 
 
