@@ -265,7 +265,11 @@ def test_sigterm_ends_the_server_and_the_sessions(cluster: tuple[Path, str, str]
     assert _samples(text)[("syncrep_up", ())] == 0  # no window has ended yet
     assert "no window has ended yet" in text
     wait_until(lambda: _sessions(conninfo) == 1, 20, "the observer's session")
-    scratch = {p for p in Path(os.environ.get("TMPDIR", "/tmp")).glob("syncrep-lab-serve-*")}
+    # its own scratch folder (another observer's, of a run beside this one, is not its)
+    tmp = Path(os.environ.get("TMPDIR", "/tmp"))
+    wait_until(lambda: any(tmp.glob(f"syncrep-lab-serve-{proc.pid}-*")), 20,
+               "the observer's scratch folder")
+    scratch = set(tmp.glob(f"syncrep-lab-serve-{proc.pid}-*"))
     proc.send_signal(signal.SIGTERM)
     _, stderr = proc.communicate(timeout=30)
     assert proc.returncode == 128 + signal.SIGTERM, stderr

@@ -206,7 +206,8 @@ def serve(opts: ObserveOptions, options: ServeOptions, say: Callable[[str], None
             say(f"serving the answer of each {opts.seconds:g} s window at {shown(server)}")
         observer.open()
         if not options.keep:
-            scratch = Path(tempfile.mkdtemp(prefix="syncrep-lab-serve-"))
+            # named by this process, so that whose it is can be told
+            scratch = Path(tempfile.mkdtemp(prefix=f"syncrep-lab-serve-{os.getpid()}-"))
         n = 0
         while options.windows is None or n < options.windows:
             n += 1

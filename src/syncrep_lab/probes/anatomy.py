@@ -105,6 +105,7 @@ from typing import IO, Any
 
 from syncrep_lab import paths, procs, shutdown
 from syncrep_lab.probes import standby_anatomy
+from syncrep_lab.probes.bpftrace_json import printed
 from syncrep_lab.probes.recorder import Ending
 from syncrep_lab.probes.uprobe_points import (
     alias_elf,
@@ -456,22 +457,6 @@ def map_keys(walsenders: int) -> int:
 
 
 Maps = dict[str, dict[str, int]]  # a print's maps: name -> key -> value
-
-
-def printed(text: str, kind: str) -> Iterator[Any]:
-    """The data of every object of type ``kind`` (map, printf) bpftrace printed with ``-f
-    json``, in order: one JSON object a line. Lines that are not JSON (none are
-    expected) are passed over."""
-    for line in text.splitlines():
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(entry, dict) and entry.get("type") == kind:
-            yield entry.get("data")
 
 
 def _map_lines(text: str) -> Iterator[tuple[str, Any]]:

@@ -78,6 +78,7 @@ import psycopg
 
 from syncrep_lab import procs
 from syncrep_lab.pg.admin import admin_connection
+from syncrep_lab.probes.bpftrace_json import printed
 from syncrep_lab.probes.uprobe_points import elf_symbols
 from syncrep_lab.stats.histogram import LatencyHistogram
 from syncrep_lab.store import AnatomyRow
@@ -251,8 +252,6 @@ class Events:
 
 def _printed(text: str) -> Iterator[list[str]]:
     """The words of every line the program printed with printf (``-f json``)."""
-    from syncrep_lab.probes.anatomy import printed  # it imports this module
-
     for data in printed(text, "printf"):
         for line in str(data or "").splitlines():
             yield line.split()
