@@ -8,6 +8,7 @@ laptop in a train as on the machine that ran the experiment.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -20,7 +21,7 @@ import jinja2
 import plotly
 from markupsafe import escape
 
-from syncrep_lab import __version__
+from syncrep_lab import __version__, paths
 from syncrep_lab import format as fmt
 from syncrep_lab.analysis.compare import Comparison
 from syncrep_lab.errors import UserError
@@ -78,11 +79,32 @@ def topology_svg(section: dict[str, JSON]) -> str:
     return "".join(parts)
 
 
-# One environment per process: it keeps the templates it compiled (a third of a second
-# for the report's), so a process that renders several pages compiles each once.
+class _CompiledTemplates(jinja2.FileSystemBytecodeCache):
+    """The templates' compiled code kept in the tool's cache, checked against each
+    template's source (and Python's version) before it is used: a fresh process (every
+    `run` writes its report) compiles the report's template (a third of a second here)
+    once per source, not once per run. A cache that cannot be written is not used."""
+
+    def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        with contextlib.suppress(OSError):
+            super().dump_bytecode(bucket)
+
+
+def _compiled() -> jinja2.BytecodeCache | None:
+    folder = paths.cache_dir() / "page-code"  # (templates/ holds initdb's)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return _CompiledTemplates(str(folder))
+
+
+# One environment per process: it keeps the templates it compiled, so a process that
+# renders several pages loads each once.
 @functools.cache
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
+        bytecode_cache=_compiled(),
         loader=jinja2.FunctionLoader(
             lambda name: resources.files("syncrep_lab.report").joinpath(
                 "templates", name).read_text(encoding="utf-8")),
