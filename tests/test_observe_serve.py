@@ -462,9 +462,13 @@ def test_anatomy_bins_become_fixed_octave_buckets() -> None:
 
 
 def test_the_primarys_positions_are_kept_ten_minutes_only() -> None:
-    kept = Positions()
-    for second in range(1200):
+    kept = Positions(hz=1.0)
+    for second in range(3000):  # moved to the front of its arrays twice
         kept.record(float(second), [(1, "b", "sync", None, None, None, None,
                                      1e6 * second, 0.0, 0.0, 0.0, 0.0)])
-    assert 600 <= len(kept.times) == len(kept.primary) <= 611
-    assert kept.times[0] >= 1199 - 611
+    assert 600 <= len(kept) <= 611
+    assert kept.times[kept.start] >= 2999 - 611
+    # made whole at first (1 Hz: room for 1,220 samples) and never reallocated
+    assert len(kept.times) == len(kept.primary) == kept.capacity == 1220
+    assert kept.passed(1e6 * 2900.5) == 2900.5
+    assert kept.passed(1e6 * 2000) is None  # before the positions kept

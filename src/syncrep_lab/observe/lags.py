@@ -121,37 +121,59 @@ class Positions:
     standby's positions, sampled with the view (``record``), kept until a window reads
     them (:meth:`window`)."""
 
-    def __init__(self) -> None:
-        # two flat arrays of doubles (16 bytes a sample, 96 KB for ten minutes at
-        # 10 Hz), searched in place; trimmed ten seconds at a time
-        self.times = array("d")
-        self.primary = array("d")
+    def __init__(self, hz: float = 10.0) -> None:
+        # two flat arrays of doubles (16 bytes a sample, 96 KB for ten minutes at 10 Hz),
+        # searched in place, used from ``start`` to ``end``. Made whole at once, twice the
+        # bound (ten minutes and the trim's ten seconds at ``hz``): appended to one sample
+        # at a time they were reallocated as they grew for ten minutes, each copy leaving
+        # the last one's block in the heap (RSS that grew, docs/benchmarks.md); when the
+        # end is reached, the samples kept move to the front.
+        self.capacity = max(64, int(2 * (HISTORY_SECONDS + 10.0) * hz))
+        self.times = array("d", bytes(8 * self.capacity))
+        self.primary = array("d", bytes(8 * self.capacity))
+        self.start = self.end = 0
         # (time, standby, (sent, write, flush, replay), the primary's position then)
         self.rows: deque[tuple[float, str, tuple[float | None, ...], float]] = deque()
+
+    def __len__(self) -> int:
+        return self.end - self.start
 
     def record(self, at: float, rows: list[tuple[Any, ...]]) -> None:
         """Rows of :func:`replication_sql` read at monotonic time ``at``."""
         rows = [r for r in rows if len(r) > 7 and r[7] is not None]
         if rows:
             lsn = float(rows[0][7])
-            if not self.primary or lsn >= self.primary[-1]:
-                self.times.append(at)
-                self.primary.append(lsn)
+            if self.end == self.start or lsn >= self.primary[self.end - 1]:
+                if self.end == self.capacity:
+                    self._move_to_front()
+                self.times[self.end] = at
+                self.primary[self.end] = lsn
+                self.end += 1
         for r in rows:
             self.rows.append((at, str(r[1]), tuple(None if v is None else float(v)
                                                    for v in r[8:12]), float(r[7])))
-        if self.times and self.times[0] < at - HISTORY_SECONDS - 10.0:
-            old = bisect.bisect_left(self.times, at - HISTORY_SECONDS)
-            del self.times[:old]
-            del self.primary[:old]
+        if self.end > self.start and self.times[self.start] < at - HISTORY_SECONDS - 10.0:
+            self.start = bisect.bisect_left(self.times, at - HISTORY_SECONDS, self.start,
+                                            self.end)
+
+    def _move_to_front(self) -> None:
+        n = self.end - self.start
+        if n > self.capacity * 3 // 4:  # sampled faster than ``hz`` said: twice the room
+            self.times.extend(array("d", bytes(8 * self.capacity)))
+            self.primary.extend(array("d", bytes(8 * self.capacity)))
+            self.capacity *= 2
+            return
+        self.times[:n] = self.times[self.start:self.end]  # as long: not reallocated
+        self.primary[:n] = self.primary[self.start:self.end]
+        self.start, self.end = 0, n
 
     def passed(self, lsn: float) -> float | None:
         """When the primary began writing the WAL after ``lsn``: between its last sample
         at or before ``lsn`` and its first past it, interpolated (WAL written at a steady
         pace between two samples); None when that was before the positions kept."""
         primary = self.primary
-        i = bisect.bisect_right(primary, lsn)  # the first sample past lsn
-        if i == 0 or i >= len(primary):
+        i = bisect.bisect_right(primary, lsn, self.start, self.end)  # the first past lsn
+        if i == self.start or i >= self.end:
             return None
         l0, l1 = primary[i - 1], primary[i]
         t0, t1 = self.times[i - 1], self.times[i]
@@ -166,7 +188,7 @@ class Positions:
         while self.rows and self.rows[0][0] <= end:  # each window reads its own once
             self.rows.popleft()
         freeze = lag_columns_may_freeze(version_num)
-        primary_end = self.primary[-1] if self.primary else 0.0
+        primary_end = self.primary[self.end - 1] if len(self) else 0.0
         out = []
         for standby, samples in sorted(found.items()):
             lags: dict[str, float | None] = {}

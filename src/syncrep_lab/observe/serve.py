@@ -33,7 +33,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry, write_to_textfile
@@ -127,6 +127,8 @@ class Answer(Collector):
 
 def _handler(answer: Answer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
+        timeout = 10  # one scrape at a time: a client that sends nothing is dropped
+
         def do_GET(self) -> None:
             if self.path.split("?")[0] not in ("/metrics", "/"):
                 self.send_error(404, "only /metrics is served")
@@ -150,8 +152,11 @@ def _handler(answer: Answer) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
+class _Server(HTTPServer):
+    # One thread serves every scrape, one after another (a scrape takes a few ms): a
+    # thread per connection, as ThreadingHTTPServer makes, may be given a malloc arena of
+    # its own when it overlaps the observer's work, and the arenas stay in RSS
+    # (docs/decisions.md, "observe --serve on one thread").
 
     def server_bind(self) -> None:
         # HTTPServer's looks its own name up (getfqdn): seconds where DNS is slow, and a
@@ -161,7 +166,7 @@ class _Server(ThreadingHTTPServer):
             int(self.server_address[1])
 
 
-def bind(address: str) -> ThreadingHTTPServer:
+def bind(address: str) -> HTTPServer:
     """The listening server on ``address`` (UserError where it cannot listen)."""
     host, port = parse_address(address)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -180,7 +185,7 @@ def bind(address: str) -> ThreadingHTTPServer:
                         "give an address of this machine, e.g. :9187") from None
 
 
-def shown(server: ThreadingHTTPServer) -> str:
+def shown(server: HTTPServer) -> str:
     host, port = server.server_address[:2]
     host = str(host)
     return f"http://{f'[{host}]' if ':' in host else host or '0.0.0.0'}:{port}/metrics"

@@ -152,7 +152,7 @@ class Watch:
                     "counters": counters_sql(v)}
         self.notes: list[str] = []
         # the primary's and the standbys' WAL positions over time (observe/lags.py)
-        self.positions = Positions()
+        self.positions = Positions(hz)
 
     def names(self) -> dict[int, str]:
         """pid -> the standby each walsender serves, as last sampled."""
