@@ -471,9 +471,11 @@ def _the_standby_half_moves_only_the_transits(run: Path, costs: list[Any]) -> No
     for part in ("transit_out", "transit_back"):
         moved = halves["far"][part] - halves["none"][part]
         assert 0.4 * round_trip_us <= moved <= 0.7 * round_trip_us, (part, halves)
+    # the others within the bound the primary's parts have above: the walsender's send
+    # moved by 410 µs of the 4 ms once in a loaded suite (the link's delayer takes CPU)
     for part in set(halves["far"]) - {"transit_out", "transit_back"}:
         moved = halves["far"][part] - halves["none"][part]
-        assert abs(moved) < 0.1 * round_trip_us, (part, halves)
+        assert abs(moved) < 0.15 * round_trip_us, (part, halves)
     text = cli_here("costs", str(run)).stdout
     assert "the wait for standby b (" in text and "transit out" in text, text
     far = next(c for c in json.loads(cli_here("diagnose", str(run), "--json").stdout)
