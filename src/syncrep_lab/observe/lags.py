@@ -63,15 +63,9 @@ def replication_sql(version_num: int) -> str:
     position and the standby's sent, write, flush and replay positions in bytes after
     them on 10 and later (9.6 has no lag columns: nothing for positions to stand in
     for, and the statement is the probe's)."""
-    sql = activity.replication_sql(version_num)
-    if version_num < 100000:
-        return sql
-    head, sep, tail = sql.rpartition(" from pg_stat_replication")
-    assert sep, "probes/activity.py's statement changed its shape"
-    diff = "pg_wal_lsn_diff({}, '0/0')::float8"
-    return (head + ", " + ", ".join(diff.format(c) for c in (
-        "pg_current_wal_lsn()", "sent_lsn", "write_lsn", "flush_lsn", "replay_lsn"))
-        + sep + tail)
+    return activity.replication_sql(version_num, tuple(
+        f"pg_wal_lsn_diff({c}, '0/0')::float8" for c in (
+            "pg_current_wal_lsn()", "sent_lsn", "write_lsn", "flush_lsn", "replay_lsn")))
 
 
 @dataclass(frozen=True)

@@ -31,16 +31,17 @@ from pg_stat_get_activity(null) where pid <> pg_backend_pid()"""
 ACTIVITY_STMT = b"syncrep_lab_activity"
 
 
-def replication_sql(version_num: int) -> str:
+def replication_sql(version_num: int, extra: tuple[str, ...] = ()) -> str:
     """pg_stat_replication on the primary, one row per walsender: pid, standby, sync_state,
-    write, flush and replay lag in ms (null before 10) and the flush distance in bytes."""
+    write, flush and replay lag in ms (null before 10) and the flush distance in bytes,
+    then the ``extra`` columns (10 and later; observe/lags.py's positions)."""
     if version_num >= 100000:
         return ("select pid, application_name, sync_state, "
                 "(extract(epoch from write_lag) * 1000)::float8, "
                 "(extract(epoch from flush_lag) * 1000)::float8, "
                 "(extract(epoch from replay_lag) * 1000)::float8, "
-                "pg_wal_lsn_diff(pg_current_wal_lsn(), flush_lsn)::float8 "
-                "from pg_stat_replication")
+                "pg_wal_lsn_diff(pg_current_wal_lsn(), flush_lsn)::float8"
+                + "".join(f", {c}" for c in extra) + " from pg_stat_replication")
     return ("select pid, application_name, sync_state, null::float8, null::float8, "
             "null::float8, pg_xlog_location_diff(pg_current_xlog_location(), "
             "flush_location)::float8 from pg_stat_replication")
