@@ -189,10 +189,13 @@ def _postmaster(manifest: Manifest) -> int:
     return pid
 
 
-def _recorder(manifest: Manifest, out: Path) -> CommitAnatomy:
+def _recorder(manifest: Manifest, out: Path, standbys: bool = False) -> CommitAnatomy:
+    """The anatomy of the primary; with ``standbys``, the standbys' half asked for too."""
     pid = _postmaster(manifest)
     return CommitAnatomy(Path(f"/proc/{pid}/exe"), [pid], out,
-                         [manifest.admin_conninfo(manifest.primary)])
+                         [manifest.admin_conninfo(manifest.primary)],
+                         standbys={n.name: manifest.admin_conninfo(n)
+                                   for n in manifest.standbys} if standbys else None)
 
 
 def _pgbench(manifest: Manifest, level: str, clients: int = 12,

@@ -14,18 +14,17 @@ from pathlib import Path
 
 import pytest
 
-from syncrep_lab.cluster import server
 from syncrep_lab.cluster.build import UpOptions, up
 from syncrep_lab.cluster.manifest import Manifest
 from syncrep_lab.cluster.teardown import remove_cluster
 from syncrep_lab.pg.installations import resolve
 from syncrep_lab.plan.spec import Workload
 from syncrep_lab.probes import standby_anatomy
-from syncrep_lab.probes.anatomy import CommitAnatomy
 from syncrep_lab.run.workload import ClientRun, prepare_tables, run_pgbench, script_text
 from syncrep_lab.store import AnatomyRow, ProbeRow
 
 from .helpers import cli, shared_tmp
+from .test_anatomy import _recorder
 
 SUM_WITHIN = 0.15  # the parts' sum against the whole
 FLUSHED = tuple(p for p in standby_anatomy.PARTS if p != "replay")  # under `on`
@@ -52,7 +51,7 @@ def _recorded(manifest: Manifest, out: Path, level: str = "on", clients: int = 4
               ) -> tuple[dict[str, AnatomyRow], dict[str, AnatomyRow], list[ProbeRow],
                          ClientRun]:
     """The standby's rows and the backends' by component, the probes' rows, the run."""
-    recorder = _recorder(manifest, out)
+    recorder = _recorder(manifest, out, standbys=True)
     recorder.start()
     assert recorder.status == ("ran", None), recorder.status
     assert recorder.standby is not None, recorder.standby_status
@@ -63,15 +62,6 @@ def _recorded(manifest: Manifest, out: Path, level: str = "on", clients: int = 4
     standby = {r.component: r for r in rows.anatomy if r.who.startswith("standby:")}
     backend = {r.component: r for r in rows.anatomy if r.who == "backend"}
     return standby, backend, rows.probes, run
-
-
-def _recorder(manifest: Manifest, out: Path) -> CommitAnatomy:
-    """The anatomy of the primary with the standbys' half asked for."""
-    pid = server.postmaster_pid(manifest.primary.data_dir(manifest.dir))
-    assert pid is not None
-    return CommitAnatomy(
-        Path(f"/proc/{pid}/exe"), [pid], out, [manifest.admin_conninfo(manifest.primary)],
-        standbys={n.name: manifest.admin_conninfo(n) for n in manifest.standbys})
 
 
 def _sum_check(standby: dict[str, AnatomyRow], backend: dict[str, AnatomyRow],
