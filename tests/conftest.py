@@ -39,7 +39,7 @@ def lab_home() -> Iterator[Path]:
     yield home
     from syncrep_lab.cluster.teardown import clean
 
-    clean()
+    clean(with_kept=True)
     if old is None:
         del os.environ["SYNCREP_LAB_HOME"]
     else:

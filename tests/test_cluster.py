@@ -173,12 +173,13 @@ def test_keep_data_then_down(cluster_dir: Path) -> None:
     assert not cluster_dir.exists()
 
 
-def test_clean_removes_forgotten_clusters_and_leaves_a_live_run_s(workdir: Path) -> None:
-    """A cluster whose maker is gone (``cluster up``, whose command has ended; a killed
-    run) is removed; one whose maker still runs (a run going on in another terminal) is
-    left alone, with the reason, until that process is gone."""
-    forgotten = workdir / "x"
-    res = cli("cluster", "up", "--dir", str(forgotten), "--standbys", "1")
+def test_clean_removes_forgotten_clusters_and_leaves_live_and_kept_ones(workdir: Path) -> None:
+    """A cluster whose maker is gone (a killed run) is removed; one whose maker still runs
+    (a run going on in another terminal) is left alone, with the reason, until that
+    process is gone; one that ``cluster up`` finished is the user's, left alone by a plain
+    ``clean`` and removed by ``clean --kept``."""
+    kept = workdir / "x"
+    res = cli("cluster", "up", "--dir", str(kept), "--standbys", "1")
     assert res.returncode == 0, res.stderr
     live = workdir / "y"
     maker = subprocess.Popen(
@@ -192,20 +193,45 @@ def test_clean_removes_forgotten_clusters_and_leaves_a_live_run_s(workdir: Path)
     try:
         assert maker.stdout is not None and maker.stdout.readline().strip() == "up"
         res = cli_here("clean", "--list")
-        assert str(forgotten) in res.stdout
+        assert f"left alone: {kept} (made by cluster up, kept;" in res.stdout, res.stdout
         assert f"left alone: {live} (its run, pid {maker.pid}, is still going)" in res.stdout
         res = cli("clean")
         assert res.returncode == 0, res.stderr
-        assert f"removed {forgotten}" in res.stdout and not forgotten.exists()
+        assert f"left alone: {kept} (made by cluster up" in res.stdout, res.stdout
         assert f"left alone: {live}" in res.stdout, res.stdout
-        assert postmasters_in(live) and (live / "primary").is_dir()
+        assert res.stdout.strip().endswith("nothing else to clean"), res.stdout
+        assert postmasters_in(kept) and postmasters_in(live) and (live / "primary").is_dir()
     finally:
         maker.kill()
         maker.wait()
-    res = cli("clean")  # its maker killed: a leftover now
+    res = cli("clean")  # its maker killed: a leftover now; the kept one stays
     assert res.returncode == 0 and f"removed {live}" in res.stdout, res.stdout
-    assert postmasters_in(workdir) == []
+    assert f"removed {kept}" not in res.stdout and postmasters_in(kept), res.stdout
+    res = cli("clean", "--kept")
+    assert res.returncode == 0 and f"removed {kept}" in res.stdout, res.stdout
+    assert postmasters_in(workdir) == [] and not kept.exists()
     assert cli("clean").stdout.strip() == "nothing to clean"
+
+
+def test_a_cluster_up_killed_while_it_builds_is_not_kept(workdir: Path) -> None:
+    """kill -9 of ``cluster up`` before it is done: what it half made is a leftover that
+    a plain ``clean`` removes (only a finished ``cluster up`` is kept)."""
+    half = workdir / "half"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "syncrep_lab", "cluster", "up", "--dir", str(half)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        text=True)
+    assert proc.stderr is not None
+    for line in proc.stderr:  # the primary runs, the standbys are being started
+        if "starting" in line and "standbys" in line:
+            break
+    proc.kill()
+    proc.wait(timeout=10)
+    assert postmasters_in(half), "the primary should be running by now"
+    assert f"left alone: {half}" not in cli_here("clean", "--list").stdout
+    res = cli("clean")
+    assert res.returncode == 0 and f"removed {half}" in res.stdout, res.stdout
+    assert postmasters_in(workdir) == [] and not half.exists()
 
 
 def test_pg_list_json() -> None:

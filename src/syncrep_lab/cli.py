@@ -30,9 +30,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from syncrep_lab import __version__, paths, shutdown
-from syncrep_lab.cluster.manifest import load, registered
+from syncrep_lab.cluster.manifest import keep, load, registered
 from syncrep_lab.cluster.teardown import clean as clean_all
 from syncrep_lab.cluster.teardown import in_use as clusters_in_use
+from syncrep_lab.cluster.teardown import kept as kept_clusters
 from syncrep_lab.cluster.teardown import remove_cluster
 from syncrep_lab.errors import Interrupted, UserError
 from syncrep_lab.pg import fetch as pg_fetch
@@ -337,6 +338,7 @@ def cluster_up(pg_spec: str | None, standbys: int, names: str | None, sync: str 
     )
     manifest = up(opts, progress=None if output == "json"
                   else lambda m: err.print(f"[dim]{escape(m)}[/]"))
+    keep(manifest.dir)  # the user's now: clean leaves it alone (cluster down removes it)
     status = cluster_status(manifest)
     status["seconds"] = round(time.monotonic() - started, 3)
 
@@ -863,12 +865,15 @@ def compare_cmd(run_a: Path, run_b: Path, force: bool, top: int, output: str,
 
 @cli.command()
 @click.option("--list", "just_list", is_flag=True, help="Only list what would be removed.")
-def clean(just_list: bool) -> None:
+@click.option("--kept", "with_kept", is_flag=True,
+              help="Also remove the clusters cluster up made (left alone otherwise).")
+def clean(just_list: bool, with_kept: bool) -> None:
     """Stop and remove every cluster syncrep-lab made and did not take down, with its
     standbys on SSH hosts, network namespaces, links, cpusets and CPU quota groups; on
     attached clusters, end the sessions of runs that were killed and drop their tables;
     end a bpftrace of the commit anatomy probe whose run or observe was killed, and
-    remove its files."""
+    remove its files. Clusters that cluster up finished are the user's: they are left
+    alone, and listed, unless --kept is given (cluster down takes one down)."""
     from syncrep_lab.placement.layout import leftovers as kernel_leftovers
     from syncrep_lab.probes.anatomy import (
         clean_tracers,
@@ -880,11 +885,14 @@ def clean(just_list: bool) -> None:
 
     if just_list:
         busy = clusters_in_use()
-        dirs = [d for d in registered() if d not in busy]
+        spared = [] if with_kept else kept_clusters()
+        dirs = [d for d in registered() if d not in busy and d not in spared]
         for d in dirs:
             out.print(str(d))
         for d, pid in busy.items():
             out.print(f"left alone: {d} (its run, pid {pid}, is still going)")
+        for d in spared:
+            out.print(_kept_line(d), soft_wrap=True)
         records = visit_records()
         for path in records:
             out.print(f"{path} (a run on an attached cluster)")
@@ -900,7 +908,7 @@ def clean(just_list: bool) -> None:
         for what in kernel:
             out.print(f"{what} (no cluster recorded it)")
         if not dirs and not records and not tracers and not work and not kernel:
-            out.print("nothing else to clean" if busy else "nothing to clean")
+            out.print("nothing else to clean" if busy or spared else "nothing to clean")
         return
     # First: a tracer left running holds uprobes on the servers about to be stopped.
     ended = clean_tracers()
@@ -909,10 +917,13 @@ def clean(just_list: bool) -> None:
     removed = clean_work_dirs()
     for path in removed:
         out.print(f"removed {path} (the commit anatomy's files of an observe that is gone)")
-    reports, leftovers, busy = clean_all()
+    cleaned = clean_all(with_kept)
+    reports, leftovers, busy = cleaned.reports, cleaned.leftovers, cleaned.busy
     for d, pid in busy.items():
         out.print(f"left alone: {d} (its run, pid {pid}, is still going; stop that run "
                   f"first, or syncrep-lab cluster down --dir {d})", soft_wrap=True)
+    for d in cleaned.kept:
+        out.print(_kept_line(d), soft_wrap=True)
     for r in reports:
         out.print(f"removed {r.dir} ({len(r.stopped)} servers stopped)")
     for what in leftovers:
@@ -931,10 +942,15 @@ def clean(just_list: bool) -> None:
         for line in v.lines:
             (out if v.done else err).print(f"  {escape(line)}", soft_wrap=True)
     if not reports and not leftovers and not visits and not ended and not removed:
-        out.print("nothing else to clean" if busy else "nothing to clean")
+        out.print("nothing else to clean" if busy or cleaned.kept else "nothing to clean")
     if unfinished:
         raise UserError("some of what killed runs left on attached clusters is still there",
                         "see above; syncrep-lab clean tries again")
+
+
+def _kept_line(cluster_dir: Path) -> str:
+    return (f"left alone: {cluster_dir} (made by cluster up, kept; syncrep-lab cluster down "
+            f"--dir {cluster_dir} takes it down, clean --kept removes it with the rest)")
 
 
 def main() -> None:

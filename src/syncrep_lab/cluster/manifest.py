@@ -193,6 +193,30 @@ def register(cluster_dir: Path) -> None:
     shutdown.own(_owner_key(resolved), lambda: kill_servers(resolved))
 
 
+def keep(cluster_dir: Path) -> None:
+    """Mark the registered cluster in ``cluster_dir`` as kept: one that ``cluster up``
+    finished, which the user keeps on purpose. ``clean`` leaves it alone (its data may be
+    the user's) unless asked with ``--kept``; ``cluster down`` takes it down. A ``cluster
+    up`` killed before it finished is not kept: ``clean`` removes what it half made."""
+    record = _record(cluster_dir)
+    try:
+        data = json.loads(record.read_text())
+    except (OSError, ValueError):
+        return
+    data["kept"] = True
+    tmp = record.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data))
+    tmp.replace(record)
+    shutdown.disown(_owner_key(cluster_dir.resolve()))
+
+
+def is_kept(cluster_dir: Path) -> bool:
+    try:
+        return bool(json.loads(_record(cluster_dir).read_text()).get("kept"))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def unregister(cluster_dir: Path) -> None:
     _record(cluster_dir).unlink(missing_ok=True)
     shutdown.disown(_owner_key(cluster_dir.resolve()))

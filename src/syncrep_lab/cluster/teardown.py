@@ -18,7 +18,14 @@ from typing import Any
 
 from syncrep_lab import shutdown
 from syncrep_lab.cluster import server
-from syncrep_lab.cluster.manifest import MANIFEST, live_owner, load, registered, unregister
+from syncrep_lab.cluster.manifest import (
+    MANIFEST,
+    is_kept,
+    live_owner,
+    load,
+    registered,
+    unregister,
+)
 from syncrep_lab.errors import UserError
 from syncrep_lab.placement import layout as placing
 
@@ -160,18 +167,37 @@ def in_use() -> dict[Path, int]:
     return found
 
 
-def clean() -> tuple[list[DownReport], list[str], dict[Path, int]]:
+def kept() -> list[Path]:
+    """The registered clusters that ``cluster up`` finished (:func:`manifest.keep`): the
+    user's to keep. ``clean`` leaves them alone unless asked to remove them too."""
+    return [d for d in registered() if is_kept(d) and load(d) is not None]
+
+
+@dataclass
+class Cleaned:
+    """What :func:`clean` did: the clusters it removed, the namespaces and groups no
+    cluster recorded, and what it left alone (a live run's clusters, by their maker's
+    pid; clusters ``cluster up`` made, kept)."""
+
+    reports: list[DownReport]
+    leftovers: list[str]
+    busy: dict[Path, int]
+    kept: list[Path]
+
+
+def clean(with_kept: bool = False) -> Cleaned:
     """Remove every cluster this user's syncrep-lab created and did not take down, but
-    those whose maker still runs (:func:`in_use`, returned), then namespaces and cpuset
-    groups of the tool that no cluster recorded (a run killed between making them and
-    saving its manifest)."""
+    those whose maker still runs (:func:`in_use`) and, unless ``with_kept``, those ``cluster
+    up`` made (:func:`kept`); then namespaces and cpuset groups of the tool that no cluster
+    recorded (a run killed between making them and saving its manifest)."""
     busy = in_use()
+    spared = [] if with_kept else kept()
     reports = []
     for cluster_dir in registered():
         if load(cluster_dir) is None:
             unregister(cluster_dir)
             continue
-        if cluster_dir not in busy:
+        if cluster_dir not in busy and cluster_dir not in spared:
             reports.append(remove_cluster(cluster_dir))
     leftovers = placing.leftovers() if os.geteuid() == 0 else []
-    return reports, leftovers, busy
+    return Cleaned(reports, leftovers, busy, spared)
