@@ -417,6 +417,12 @@ class Symbol:
     kind: int  # 2 a function, 1 data
 
 
+# The symbols of the files last read (ElfFile.symbols), by file identity, least recent
+# first: a run's server binaries, a few megabytes each.
+_SYMBOLS: dict[tuple[str, int, int, int, int, int], tuple[tuple[Symbol, bool], ...]] = {}
+_SYMBOLS_KEPT = 4
+
+
 class ElfFile:
     """The parts of an ELF file the probe reads: its symbols, the bytes at an address,
     a named section. OSError when the file cannot be read, ValueError when it is not an
@@ -469,7 +475,21 @@ class ElfFile:
 
     def symbols(self) -> Iterator[tuple[Symbol, bool]]:
         """Every defined function and data symbol: the dynamic table's, then the full
-        one's (the flag: from the full table)."""
+        one's (the flag: from the full table). Read once per file as it is now (its
+        inode, size and change time): a probed repeat asks for them several times, and a
+        server binary has some 40,000, about 0.2 s to read in Python each time."""
+        st = self.path.stat()
+        key = (str(self.path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns,
+               st.st_ctime_ns)
+        kept = _SYMBOLS.pop(key, None)
+        if kept is None:
+            kept = tuple(self._read_symbols())
+            while len(_SYMBOLS) >= _SYMBOLS_KEPT:
+                del _SYMBOLS[next(iter(_SYMBOLS))]
+        _SYMBOLS[key] = kept  # the most recent last
+        return iter(kept)
+
+    def _read_symbols(self) -> Iterator[tuple[Symbol, bool]]:
         entry = struct.Struct(self.order + ("IBBHQQ" if self.wide else "IIIBBH"))
         for kind in (11, 2):  # SHT_DYNSYM, SHT_SYMTAB
             for _, sh_type, _, offset, size, link in self.sections:
