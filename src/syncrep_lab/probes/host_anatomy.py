@@ -341,15 +341,21 @@ def _check(host: SshHost, pid: int) -> HostCheck:
     return HostCheck(None, via, arch == platform.machine(), found)
 
 
+def _postmaster_checked(host: SshHost, data_dir: str, role: str) -> tuple[int, HostCheck]:
+    """The pid there of the postmaster in ``data_dir``, and the check for it (its
+    reason says so where none runs)."""
+    pid = postmaster.postmaster_pid(host, data_dir)
+    if pid is None:
+        return 0, HostCheck(f"the {role}'s postmaster is not running on {host.spec.name}")
+    return pid, check(host, pid)
+
+
 def unavailable_on_host(spec: HostSpec, data_dir: str) -> str | None:
     """Why the commit anatomy cannot run on the primary in ``data_dir`` on that host
     (with the fix), or None: asked before its repeat is spent."""
     host = SshHost(spec)
     try:
-        pid = postmaster.postmaster_pid(host, data_dir)
-        if pid is None:
-            return f"the primary's postmaster is not running on {spec.name}"
-        return check(host, pid).reason
+        return _postmaster_checked(host, data_dir, "primary")[1].reason
     except UserError as exc:
         return f"{spec.name} could not be asked: {exc.cause}"
     finally:
@@ -359,7 +365,8 @@ def unavailable_on_host(spec: HostSpec, data_dir: str) -> str | None:
 class HostTracer:
     """bpftrace running one program on a host under the watchdog (see the module's
     text): the program written to ``base``.bt there, what it prints to ``base``.json and
-    ``base``.err, all removed on every way out. ``via``: "sudo" or "" (root)."""
+    ``base``.err, all removed on every way out. ``via``: "sudo" or "" (root). It owns
+    ``host`` from here on: closed when it ends."""
 
     def __init__(self, host: SshHost, base: str, via: str) -> None:
         self.host, self.base, self.via = host, base, via
@@ -446,20 +453,20 @@ class HostTracer:
     def abort(self) -> None:
         """End bpftrace there at once (its probes go with it); keep nothing."""
         proc = self.proc
-        if proc is None:
-            return
-        proc.send("abort\n")
-        # the watchdog ends bpftrace, waits until it has gone (detached), says so
-        with contextlib.suppress(TimeoutError):
-            while (line := self._line(30)) is not None and line != "ended":
-                pass
-        self.remove()
+        if proc is not None:
+            proc.send("abort\n")
+            # the watchdog ends bpftrace, waits until it has gone (detached), says so
+            with contextlib.suppress(TimeoutError):
+                while (line := self._line(30)) is not None and line != "ended":
+                    pass
+        self.remove()  # also a program written before the watchdog started
         self.close()
 
     def close(self) -> None:
         if self.proc is not None:
             self.proc.close()  # no signal: the watchdog reads the end of its stdin
             self.proc = None
+        self.host.close()
 
 
 class HostAnatomy:
@@ -478,38 +485,30 @@ class HostAnatomy:
         self.out_dir, self.duration = out_dir, duration
         self.base = posixpath.normpath(data_dir) + ".anatomy"  # beside the data dir there
         self.status: tuple[str, str | None] = ("skipped", "not started")
-        self.host: SshHost | None = None
         self.tracer: HostTracer | None = None
         self.names: dict[int, str] = {}
 
     def start(self) -> None:
         host = SshHost(self.spec)
         try:
-            pid = postmaster.postmaster_pid(host, self.data_dir)
-            found = (HostCheck(f"the primary's postmaster is not running on {self.spec.name}")
-                     if pid is None else check(host, pid))
-            if found.reason is not None or pid is None:
+            pid, found = _postmaster_checked(host, self.data_dir, "primary")
+            if found.reason is not None:
                 self.status = ("skipped", found.reason)
                 host.close()
                 return
-            self.host = host
             self.tracer = HostTracer(host, self.base, found.via)
             self._spawn(self.tracer, pid, found)
             self.status = ("ran", None)
         except (UserError, RuntimeError, OSError, ValueError) as exc:
-            if self.tracer is not None:
-                self.tracer.abort()  # what was started there ended, its files removed
-                self.tracer.remove()  # a program written before the watchdog started
-            self._close()
+            self.abort()  # what was started there ended, its files removed
             host.close()
             self.status = ("failed", _said(self.spec, exc))
 
     def _spawn(self, tracer: HostTracer, pid: int, found: HostCheck) -> None:
-        assert self.host is not None
         self.names = walsenders(self.admin)
         # the postmaster's children now (checkpointer, walwriter, the tool's sessions):
         # no backends of the workload, which connects after the probe has started
-        exclude = sorted(int(p["pid"]) for p in snapshots.proc_snapshot(self.host,
+        exclude = sorted(int(p["pid"]) for p in snapshots.proc_snapshot(tracer.host,
                                                                          self.data_dir)
                          if int(p["ppid"]) == pid)
         level = level_read(found.symbols) if found.same_machine else None
@@ -533,7 +532,7 @@ class HostAnatomy:
                 except (UserError, RuntimeError, OSError, ValueError) as exc:
                     self.abort()
                     self.status = ("failed", _said(self.spec, exc))
-        self._close()
+        self.tracer = None  # ended: by its finish, or by abort
         rows.probes.append(ProbeRow(PROBE, *self.status))
         return rows
 
@@ -547,15 +546,7 @@ class HostAnatomy:
         """End bpftrace there at once (its probes go with it); keep nothing."""
         if self.tracer is not None:
             self.tracer.abort()
-        self._close()
-
-    def _close(self) -> None:
-        if self.tracer is not None:
-            self.tracer.close()
             self.tracer = None
-        if self.host is not None:
-            self.host.close()
-            self.host = None
 
 
 class HostHalf:
@@ -571,22 +562,16 @@ class HostHalf:
         self.walreceiver, self.duration = standby.walreceiver, duration
         # beside the data dir there, as the anatomy's
         self.base = posixpath.normpath(self.data_dir) + ".standby-anatomy"
-        self.host: SshHost | None = None
         self.tracer: HostTracer | None = None
 
     def start(self) -> tuple[str, str | None]:
         """Its probes attached there: ("ran", None); else ("skipped", why, with the fix
         where there is one) or ("failed", what went wrong)."""
         host = SshHost(self.spec)
-        self.host = host
         try:
-            pid = postmaster.postmaster_pid(host, self.data_dir)
-            if pid is None:
-                self.close()
-                return "skipped", f"the standby's postmaster is not running on {self.spec.name}"
-            found = check(host, pid)
+            pid, found = _postmaster_checked(host, self.data_dir, "standby")
             if found.reason is not None:
-                self.close()
+                host.close()
                 return "skipped", found.reason
             self.tracer = HostTracer(host, self.base, found.via)
             self.tracer.start(host_program(self.walreceiver), keys=map_keys(2),
@@ -594,6 +579,7 @@ class HostHalf:
             return "ran", None
         except (UserError, RuntimeError, OSError, ValueError) as exc:
             self.abort()
+            host.close()
             return "failed", _said(self.spec, exc)
 
     def finish(self) -> tuple[str, str]:
@@ -601,24 +587,17 @@ class HostHalf:
         assert self.tracer is not None
         try:
             data, err = self.tracer.finish()
-        finally:
-            self.close()
+        except BaseException:
+            self.abort()  # it did not stop as asked: ended, nothing kept
+            raise
+        self.tracer = None
         return data.decode(errors="replace"), err
 
     def abort(self) -> None:
         """End bpftrace there at once; keep nothing."""
         if self.tracer is not None:
             self.tracer.abort()
-            self.tracer.remove()
-        self.close()
-
-    def close(self) -> None:
-        if self.tracer is not None:
-            self.tracer.close()
             self.tracer = None
-        if self.host is not None:
-            self.host.close()
-            self.host = None
 
 
 def _said(spec: HostSpec, exc: BaseException) -> str:
