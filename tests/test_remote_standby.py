@@ -114,14 +114,14 @@ def test_a_standby_on_an_ssh_host_is_the_sync_one(workdir: Path, far: SshdHost) 
     assert secret_free.stdout.strip() == ""
 
 
-# The namespace's clock is this kernel's: the true offset is 0. Measured in two runs:
-# -7.6 and -5.0 µs, spread ±7.7 µs, from the ~100 fastest of ~1,000 round trips, each
-# of 115 µs of delay at most. Where the trips are joined right, each fast one's offset
-# is off by at most half its delay (its way out less its way back, halved), so the
-# estimate is within half the fastest tenth's delay (asserted too); 30 µs, four times
-# what was measured, leaves room for a loaded machine's wake-ups and still fails the
-# first pass's bound taken for the offset (43 µs here: early by a transit and a write)
-# or a wrong join (off by a batch's wait, hundreds of µs).
+# The namespace's clock is this kernel's: the true offset is 0. Measured in five runs:
+# -4.2 to -7.6 µs, spread ±7 to ±12 µs, from the fastest tenth of 1,000 to 2,000 round
+# trips, each of 113 to 151 µs of delay at most. Where the trips are joined right, each
+# fast one's offset is off by at most half its delay (its way out less its way back,
+# halved), so the estimate is within half the fastest tenth's delay (asserted too);
+# 30 µs, four times the most measured, leaves room for a loaded machine's wake-ups and
+# still fails the first pass's bound taken for the offset (43 µs here: early by a
+# transit and a write) or a wrong join (off by a batch's wait, hundreds of µs).
 OFFSET_WITHIN_NS = 30_000
 SHIFT_NS = 3 * 3600 * 10**9 + 123_456_789  # another machine's boot clock: hours apart
 
