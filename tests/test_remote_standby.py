@@ -17,10 +17,12 @@ from pathlib import Path
 
 import pytest
 
+from syncrep_lab.probes import standby_anatomy
 from syncrep_lab.store import DB_NAME
 
 from .helpers import cli, cli_here
 from .sshd import SshdHost, bpftrace_through_sudo, running_sshd
+from .test_standby_anatomy import SUM_WITHIN
 
 BIN_15 = "/usr/lib/postgresql/15/bin"
 
@@ -34,7 +36,7 @@ def far() -> Iterator[SshdHost]:
 def _spec(host: SshdHost, known_hosts: str | None = None,
           placed: str = 'sync = "c"\nclone = "basebackup"\nhosts = { c = "far" }',
           probed: bool = False, anatomy: bool = False, sudo: bool = False,
-          duration: int = 2) -> str:
+          duration: int = 2, standby_anatomy: bool = False) -> str:
     """One measured repeat; the probed repeat (the standbys' sync states are sampled
     there) and the commit anatomy (a repeat of its own after it) only where a test
     reads them; ``sudo``: the account runs bpftrace with sudo -n on the host. Repeats of
@@ -64,6 +66,7 @@ perf = false
 flamegraphs = false
 sched = false
 anatomy = {str(anatomy).lower()}
+standby_anatomy = {str(standby_anatomy).lower()}
 """
 
 
@@ -82,7 +85,13 @@ def _done_run(workdir: Path, far: SshdHost, spec_text: str) -> sqlite3.Connectio
 
 
 def test_a_standby_on_an_ssh_host_is_the_sync_one(workdir: Path, far: SshdHost) -> None:
-    db = _done_run(workdir, far, _spec(far, probed=True))
+    """c on the host is the sync standby; in the commit anatomy's repeat, the wait for
+    it is split, its walreceiver traced there (through sudo -n) on the host's clock."""
+    with bpftrace_through_sudo():
+        db = _done_run(workdir, far, _spec(far, anatomy=True, sudo=True,
+                                           standby_anatomy=True))
+    _the_standby_half_on_the_host(db, workdir / "run")
+    assert far.running("bpftrace") == [] and far.running("sudo") == []
     states = {r["standby"]: r["sync_state"] for r in db.execute(
         "select standby, sync_state from replication_samples")}
     assert states.get("c") == "sync" and states.get("b") == "async", states
@@ -103,6 +112,80 @@ def test_a_standby_on_an_ssh_host_is_the_sync_one(workdir: Path, far: SshdHost) 
     secret_free = subprocess.run(["grep", "-rlE", "password=[^*' ]", str(workdir / "run")],
                                  capture_output=True, text=True, check=False)
     assert secret_free.stdout.strip() == ""
+
+
+# The namespace's clock is this kernel's: the true offset is 0. Measured in five runs:
+# -4.2 to -7.6 µs, spread ±7 to ±12 µs, from the fastest tenth of 1,000 to 2,000 round
+# trips, each of 113 to 151 µs of delay at most. Where the trips are joined right, each
+# fast one's offset is off by at most half its delay (its way out less its way back,
+# halved), so the estimate is within half the fastest tenth's delay (asserted too);
+# 30 µs, four times the most measured, leaves room for a loaded machine's wake-ups and
+# still fails the first pass's bound taken for the offset (43 µs here: early by a
+# transit and a write) or a wrong join (off by a batch's wait, hundreds of µs).
+OFFSET_WITHIN_NS = 30_000
+SHIFT_NS = 3 * 3600 * 10**9 + 123_456_789  # another machine's boot clock: hours apart
+
+
+def _the_standby_half_on_the_host(db: sqlite3.Connection, run: Path) -> None:
+    """The wait for c split in the anatomy's repeat: every part, their sum within 15 %
+    of the wait, the clock offset estimated near 0; the same recorded events with the
+    standby's clock moved by hours give the same parts; nothing left on the host."""
+    said = dict(db.execute("select status, reason from probes "
+                           "where probe = 'standby_anatomy'").fetchall())
+    assert set(said) == {"ran"} and "assuming" in said["ran"] and "far" in said["ran"], said
+    repeat = db.execute("select id, stdout_path from repeats where probed = 2").fetchone()
+    rows = {(r["who"], r["component"]): r for r in db.execute(
+        "select who, component, count, total from anatomy where repeat_id = ?",
+        (repeat["id"],))}
+    half = {c: (r["count"], r["total"]) for (who, c), r in rows.items() if who == "standby:c"}
+    whole_n, whole = half.pop(standby_anatomy.WHOLE)
+    half.pop(standby_anatomy.SYNC, None)
+    # under `on`, no replay; the flush a part where the standby syncs its WAL
+    assert set(half) - {"flush"} == {"send", "transit_out", "write", "reply",
+                                      "transit_back", "reply_handling"}, half
+    assert whole_n >= 0.8 * rows[("backend", "standby_wait")]["count"] > 50, rows
+    assert all(n == whole_n for n, _ in half.values()), half
+    summed = sum(t for _, t in half.values())
+    assert abs(summed - whole) <= SUM_WITHIN * whole, (summed, whole, half)
+    # the estimate, against the true offset 0
+    kept = (run / repeat["stdout_path"]).parent
+    clock = json.loads((kept / "standby-clock.json").read_text())
+    assert abs(clock["offset_ns"]) <= min(OFFSET_WITHIN_NS, clock["delay_ns"] / 2), clock
+    assert clock["fastest"] >= 5 and clock["spread_ns"] <= OFFSET_WITHIN_NS, clock
+    # the same events, the standby's clock hours ahead: the same parts, the offset moved
+    text, host = ((kept / f).read_text() for f in ("anatomy.json", "standby.json"))
+    again = standby_anatomy.standby_rows(text, "c", clock["attached_ns"], host)
+    moved = standby_anatomy.standby_rows(text, "c", clock["attached_ns"],
+                                         _clock_moved(host, SHIFT_NS))
+    assert again[2] is not None and moved[2] is not None
+    assert moved[2].offset - again[2].offset == pytest.approx(SHIFT_NS, abs=2), moved[2]
+    assert again[2].offset == clock["offset_ns"]
+    first = {r.component: (r.count, r.total) for r in again[0]}
+    assert first.keys() == {r.component for r in moved[0]}
+    for r in moved[0]:
+        count, total = first[r.component]
+        assert r.count == count and abs(r.total - total) <= 2 * count, (r, first)
+
+
+def _clock_moved(printed: str, shift: int) -> str:
+    """What bpftrace printed on the standby's host, every event's time moved by
+    ``shift`` ns (the third word of its R, W, F and P lines)."""
+    lines = []
+    for line in printed.splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            lines.append(line)
+            continue
+        if record.get("type") == "printf":
+            moved = []
+            for words in (ln.split() for ln in str(record["data"]).splitlines()):
+                if words and words[0] in ("R", "W", "F", "P") and len(words) >= 3:
+                    words[2] = str(int(words[2]) + shift)
+                moved.append(" ".join(words) + "\n")
+            record["data"] = "".join(moved)
+        lines.append(json.dumps(record))
+    return "\n".join(lines)
 
 
 def test_a_host_key_mismatch_is_refused_before_anything_is_made(workdir: Path,
@@ -169,21 +252,25 @@ def test_the_client_on_an_ssh_host_runs_pgbench_there(workdir: Path, far: SshdHo
     assert far.running("pgbench") == []
 
 
-@pytest.mark.parametrize("placed", [
-    'hosts = { client = "far" }',
-    'sync = "1(b,c)"\nclone = "basebackup"\nhosts = { primary = "far", c = "far", '
-    'client = "far" }'], ids=["client", "primary-standby-client"])
+@pytest.mark.parametrize(("placed", "traced"), [
+    ('hosts = { client = "far" }', None),
+    ('sync = "1(b,c)"\nclone = "basebackup"\nhosts = { primary = "far", c = "far", '
+     'client = "far" }', ".anatomy.bt"),
+    ('sync = "c"\nclone = "basebackup"\nhosts = { c = "far" }', ".standby-anatomy.bt")],
+    ids=["client", "primary-standby-client", "sync-standby"])
 def test_a_killed_tool_leaves_nothing_on_the_host(workdir: Path, far: SshdHost,
-                                                 placed: str) -> None:
+                                                 placed: str, traced: str | None) -> None:
     """The tool killed with SIGKILL while pgbench runs on the host: pgbench ends with its
     SSH channel, and `clean` stops the nodes there and removes every folder it made. With
     the primary there, the kill comes in the commit anatomy's repeat, while bpftrace
-    traces the primary there: it ends with its watchdog's channel too."""
+    traces the primary there: it ends with its watchdog's channel too; with the sync
+    standby there (pgbench here), while bpftrace traces its walreceiver there."""
     spec = workdir / "spec.toml"
-    tracing = "primary" in placed
+    client_there = "client" in placed
     # the anatomy's repeat comes after a measured and a probed one: short ones
-    spec.write_text(_spec(far, placed=placed, anatomy=tracing, sudo=tracing,
-                          duration=2 if tracing else 60))
+    spec.write_text(_spec(far, placed=placed, anatomy=traced is not None,
+                          sudo=traced is not None, duration=2 if traced else 60,
+                          standby_anatomy=traced == ".standby-anatomy.bt"))
 
     def load() -> list[int]:
         """The host's pgbench running the load: not the `pgbench --version` the host
@@ -194,20 +281,20 @@ def test_a_killed_tool_leaves_nothing_on_the_host(workdir: Path, far: SshdHost,
     def tracer() -> list[int]:
         """The anatomy's bpftrace on the host: not the one-line trial of its check."""
         return [pid for pid in far.running("bpftrace", wait=0)
-                if b".anatomy.bt" in _cmdline(pid)]
+                if traced is not None and traced.encode() in _cmdline(pid)]
 
-    with bpftrace_through_sudo() if tracing else contextlib.nullcontext():
+    with bpftrace_through_sudo() if traced else contextlib.nullcontext():
         tool = subprocess.Popen([sys.executable, "-m", "syncrep_lab", "run", str(spec),
                                  "--out", str(workdir / "run")], stdin=subprocess.DEVNULL,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             deadline = time.monotonic() + 180
-            while not (load() and (tracer() or not tracing)) \
+            while not ((load() or not client_there) and (tracer() or not traced)) \
                     and time.monotonic() < deadline:
                 assert tool.poll() is None, "the run ended before its pgbench started"
                 time.sleep(0.2)
-            assert load(), "pgbench never ran on the host"
-            assert tracer() or not tracing, "bpftrace never traced on the host"
+            assert load() or not client_there, "pgbench never ran on the host"
+            assert tracer() or not traced, "bpftrace never traced on the host"
         finally:
             tool.kill()
             tool.wait()

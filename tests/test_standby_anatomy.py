@@ -178,3 +178,34 @@ def test_join_takes_the_send_by_lsn_and_the_rest_by_bytes_and_order() -> None:
                                       standby_anatomy.Commit(100, 5000, 340, 4)))
     assert (cut.whole, cut.unmatched, cut.applied) == ([], 1, 1)
     assert json.dumps(standby_anatomy.rows(joined, "b")[0].who) == '"standby:b"'
+
+
+def test_two_clocks_are_joined_on_the_offset_of_the_fastest_round_trips() -> None:
+    """The walreceiver's events on a clock 3 h ahead: the offset comes from the fastest
+    trips (30 µs each way), not the slow ones (90 out, 30 back), and the parts are
+    those of the same events on one clock; out and back split as the fast trips are."""
+    def events(ahead: int) -> standby_anatomy.Events:
+        e = standby_anatomy.Events([], [], [], [], [], [], [], [], [], [])
+        for i in range(20):
+            start, lsn, out = 10_000 * (i + 1), 1000 * (i + 1), 30 if i % 2 else 90
+            got = start + 10 + out
+            e.commits.append(standby_anatomy.Commit(start, lsn, got + 25 + 30 + 3, 3))
+            e.sends.append((start + 10, 80, lsn))
+            e.received.append((got + ahead, 80))
+            e.writes.append(got + 5 + ahead)
+            e.flushes.append(got + 20 + ahead)
+            e.syncs.append((got + 20 + ahead, 15))
+            e.replies.append((got + 25 + ahead, 39))
+            e.positions.append((lsn, lsn, 0))
+            e.read_back.append((got + 25 + 30, 39))
+            e.releases.append(got + 25 + 30 + 3)
+        return e
+
+    one = standby_anatomy.join(events(0))
+    ahead = 3 * 3600 * 10**9
+    two, clock = standby_anatomy.split(events(ahead), 0)
+    assert clock is not None and clock.offset == ahead and clock.spread == 0, clock
+    assert clock.trips == 20 and clock.delay == 60, clock
+    assert two.parts == one.parts and two.whole == one.whole
+    assert sorted(set(two.parts["transit_out"])) == [30, 90]
+    assert set(two.parts["transit_back"]) == {30}

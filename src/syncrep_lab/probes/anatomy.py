@@ -101,9 +101,11 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from syncrep_lab import paths, procs, shutdown
+from syncrep_lab.errors import UserError
+from syncrep_lab.hosts.ssh import HostSpec
 from syncrep_lab.probes import standby_anatomy
 from syncrep_lab.probes.bpftrace_json import printed
 from syncrep_lab.probes.recorder import Ending
@@ -117,6 +119,9 @@ from syncrep_lab.probes.uprobe_points import (
 )
 from syncrep_lab.stats.histogram import MAX_VALUE, LatencyHistogram, bucket_range
 from syncrep_lab.store import AnatomyRow, ProbeRow, ProbeRows
+
+if TYPE_CHECKING:
+    from syncrep_lab.probes.host_anatomy import HostHalf
 
 PROBE = "anatomy"
 SYMBOLS = ("SyncRepWaitForLSN", "SyncRepReleaseWaiters", "XLogFlush")
@@ -371,7 +376,8 @@ tracepoint:syscalls:sys_enter_kill /pid == {by} && args->pid == {by} && args->si
         f'if (pid == {int(standby.walsender)}) {{ printf("L %llu\\n", $now); }}'
     forget = "" if standby is None else "delete(@lsn[pid]); delete(@lvl[pid]);"
     cleared = "" if standby is None else \
-        "clear(@lsn); clear(@lvl); clear(@rfd); clear(@wfd);"
+        "clear(@lsn); clear(@lvl); clear(@rfd);" + (" clear(@wfd);" if standby.host is None
+                                                    else "")  # the walreceiver's here
     return f"""// The commit anatomy probe of syncrep-lab (probes/anatomy.py): durations in ns.
 // Temporary, per process: @flush (its last XLogFlush's entry), @wait (the wait's
 // entry), @kill_at and @kill_rel (the kill for a waiting backend and the start of the
@@ -795,7 +801,9 @@ class CommitAnatomy:
                  names: Callable[[], Mapping[int, str]] | None = None,
                  snapshots: bool = False, at_entry: bool = False,
                  standbys: Mapping[str, str] | None = None,
-                 primary_admin: str | None = None) -> None:
+                 primary_admin: str | None = None,
+                 hosts: Mapping[str, tuple[HostSpec, str]] | None = None,
+                 duration: float = 0.0) -> None:
         self.binary = binary
         self.postmasters = list(postmasters)
         self.out_dir = out_dir
@@ -807,6 +815,10 @@ class CommitAnatomy:
         self.standbys = standbys
         self.primary_admin = primary_admin or (self.admins[0] if self.admins else None)
         self.standby: standby_anatomy.Standby | None = None
+        # the standbys on SSH hosts (host, data dir there), and the repeat's duration
+        # (the deadline of bpftrace there): a sync one's walreceiver is traced there
+        self.hosts, self.duration = hosts, duration
+        self.half: HostHalf | None = None  # running there
         self.standby_status: tuple[str, str | None] = ("skipped", "not asked for")
         self.status: tuple[str, str | None] = ("skipped", "not started")
         self.running: _Running | None = None
@@ -864,15 +876,19 @@ class CommitAnatomy:
             self._spawn()
             self.status = ("ran", None)
         except (OSError, RuntimeError, ValueError) as exc:
+            self._abort_half()
             self.status = ("failed", str(exc))
 
     def _spawn(self) -> None:
         self.names = self._walsenders()
         if self.standbys is not None and self.primary_admin is not None:
-            found = standby_anatomy.find(self.primary_admin, self.standbys, self.binary)
+            found = standby_anatomy.find(self.primary_admin, self.standbys, self.binary,
+                                         self.hosts)
             self.standby = found if isinstance(found, standby_anatomy.Standby) else None
             self.standby_status = (("ran", None) if self.standby is not None
                                    else ("skipped", str(found)))
+            if self.standby is not None and self.standby.host is not None:
+                self._start_half(self.standby)
         exclude = sorted(set(self.exclude()) if self.exclude is not None else
                          {c for p in self.postmasters for c in procs.children(p)})
         self.excluded = exclude
@@ -892,6 +908,18 @@ class CommitAnatomy:
                 # first instructions
                 self.fallback = str(exc)
         self._launch(exclude, symbols, {})
+
+    def _start_half(self, standby: standby_anatomy.Standby) -> None:
+        """The walreceiver's probes on its SSH host, attached before the program here
+        (probes/host_anatomy.HostHalf); not there, the standby's half is not split."""
+        from syncrep_lab.probes.host_anatomy import HostHalf
+
+        half = HostHalf(standby, self.duration)
+        self.standby_status = half.start()
+        if self.standby_status[0] == "ran":
+            self.half = half
+        else:
+            self.standby = None
 
     def _launch(self, exclude: Sequence[int], symbols: Mapping[str, tuple[int, int]],
                 offsets: Mapping[str, int]) -> None:
@@ -935,7 +963,7 @@ class CommitAnatomy:
                 break
             if proc.poll() is not None or time.monotonic() > deadline:
                 gone = proc.poll() is not None
-                self.abort()
+                self._kill()  # the half on a host stays: tried again
                 raise RuntimeError(
                     ("bpftrace exited before attaching: " if gone else
                      f"bpftrace did not attach within {ATTACH_SECONDS:g} s: ")
@@ -968,7 +996,7 @@ class CommitAnatomy:
         found = attached_uprobes(pid)
         if found == wanted:
             return
-        self.abort()
+        self._kill()  # the half on a host stays: tried again
         if found is None or set(found) < set(wanted):
             raise _NotWhereAsked(f"uprobes at {found}, asked {wanted}")
         raise _Misplaced(f"bpftrace put uprobes at file offsets {found}, not at "
@@ -1073,6 +1101,7 @@ class CommitAnatomy:
                 except (OSError, RuntimeError, ValueError) as exc:
                     self.abort()
                     self.status = ("failed", str(exc))
+        self._abort_half()
         rows.probes.append(ProbeRow(PROBE, *self.status))
         if self.standbys is not None:
             rows.probes.append(ProbeRow(standby_anatomy.PROBE, *(
@@ -1103,16 +1132,54 @@ class CommitAnatomy:
         names = {**self.names, **self._walsenders()}
         found = anatomy_rows(parse_output(text), names)
         if self.standby is not None:
-            standby, why = standby_anatomy.standby_rows(text, self.standby.name,
-                                                        self.attached_ns)
-            lost = standby_anatomy.lost(self.stderr_path.read_text(errors="replace") + text)
-            self.standby_status = (("failed", f"bpftrace lost {lost} events") if lost
-                                   else ("ran", None) if why is None else ("skipped", why))
-            found += standby if not lost else []
+            found += self._standby_rows(self.standby, text)
         return found
 
+    def _standby_rows(self, standby: standby_anatomy.Standby, text: str) -> list[AnatomyRow]:
+        """The standby's half's rows; its status said. Where the walreceiver was traced
+        on its SSH host, what bpftrace printed there is kept beside this one's
+        (``standby.json``), and the offset of that host's clock (``standby-clock.json``,
+        and the probe's row)."""
+        said = self.stderr_path.read_text(errors="replace") + text
+        host_text = None
+        if self.half is not None:
+            try:
+                host_text, host_err = self.half.finish()
+            except (UserError, RuntimeError, OSError, ValueError) as exc:
+                self.standby_status = ("failed", exc.cause if isinstance(exc, UserError)
+                                       else str(exc))
+                return []
+            finally:
+                self.half = None
+            (self.out_dir / "standby.json").write_text(host_text)
+            said += host_err + host_text
+        rows, why, clock = standby_anatomy.standby_rows(text, standby.name, self.attached_ns,
+                                                        host_text)
+        if clock is not None:
+            # with the moment this program was attached: what the events are cut at
+            (self.out_dir / "standby-clock.json").write_text(json.dumps(
+                {**clock.as_dict(), "attached_ns": self.attached_ns}))
+        lost = standby_anatomy.lost(said)
+        self.standby_status = (
+            ("failed", f"bpftrace lost {lost} events") if lost else
+            ("skipped", why) if why is not None else
+            ("ran", clock.said(standby.host.name) if clock and standby.host else None))
+        return rows if not lost else []
+
+    def _abort_half(self) -> None:
+        """The walreceiver's probes on its host ended, if they still run."""
+        if self.half is not None:
+            self.half.abort()
+            self.half = None
+
     def abort(self) -> None:
-        """Kill bpftrace at once (its probes go with it); keep nothing."""
+        """Kill bpftrace at once (its probes go with it), and the walreceiver's on its
+        host; keep nothing."""
+        self._abort_half()
+        self._kill()
+
+    def _kill(self) -> None:
+        """Kill bpftrace here at once."""
         running = self.running
         if running is None:
             return

@@ -63,6 +63,7 @@ from syncrep_lab.probes.anatomy import (
 )
 from syncrep_lab.probes.recorder import Ending
 from syncrep_lab.probes.session import walsenders
+from syncrep_lab.probes.standby_anatomy import PERF_PAGES, Standby, host_program
 from syncrep_lab.probes.uprobe_points import elf_symbols
 from syncrep_lab.store import AnatomyRow, ProbeRow, ProbeRows
 
@@ -100,12 +101,14 @@ echo "ran $?"
 
 # The watchdog (see the module's text). $1: the files' base ($1.bt the program, .json
 # and .err what bpftrace prints), $2: "sudo" or "", $3: BPFTRACE_MAP_KEYS_MAX, $4: the
-# postmaster's pid, $5: the guard's deadline, $6: attach and $7: stop bounds, in s.
+# postmaster's pid, $5: the guard's deadline, $6: attach and $7: stop bounds, in s, $8:
+# bpftrace's perf buffer pages per CPU (BPFTRACE_PERF_RB_PAGES).
 _WATCHDOG_SH = ALIVE_SH + r"""
 trap '' HUP PIPE
-base=$1 via=$2 keys=$3 pm=$4 limit=$5 attach=$6 stop=$7 me=$$
+base=$1 via=$2 keys=$3 pm=$4 limit=$5 attach=$6 stop=$7 pages=$8 me=$$
 prog=$base.bt out=$base.json err=$base.err
-set -- @ATTACHED@=1 BPFTRACE_MAP_KEYS_MAX="$keys" bpftrace -f json "$prog"
+set -- @ATTACHED@=1 BPFTRACE_MAP_KEYS_MAX="$keys" BPFTRACE_PERF_RB_PAGES="$pages" \
+  bpftrace -f json "$prog"
 if [ "$via" = sudo ]; then
   sudo -n "$@" >"$out" 2>"$err" </dev/null &
 else
@@ -338,19 +341,132 @@ def _check(host: SshHost, pid: int) -> HostCheck:
     return HostCheck(None, via, arch == platform.machine(), found)
 
 
+def _postmaster_checked(host: SshHost, data_dir: str, role: str) -> tuple[int, HostCheck]:
+    """The pid there of the postmaster in ``data_dir``, and the check for it (its
+    reason says so where none runs)."""
+    pid = postmaster.postmaster_pid(host, data_dir)
+    if pid is None:
+        return 0, HostCheck(f"the {role}'s postmaster is not running on {host.spec.name}")
+    return pid, check(host, pid)
+
+
 def unavailable_on_host(spec: HostSpec, data_dir: str) -> str | None:
     """Why the commit anatomy cannot run on the primary in ``data_dir`` on that host
     (with the fix), or None: asked before its repeat is spent."""
     host = SshHost(spec)
     try:
-        pid = postmaster.postmaster_pid(host, data_dir)
-        if pid is None:
-            return f"the primary's postmaster is not running on {spec.name}"
-        return check(host, pid).reason
+        return _postmaster_checked(host, data_dir, "primary")[1].reason
     except UserError as exc:
         return f"{spec.name} could not be asked: {exc.cause}"
     finally:
         host.close()
+
+
+class HostTracer:
+    """bpftrace running one program on a host under the watchdog (see the module's
+    text): the program written to ``base``.bt there, what it prints to ``base``.json and
+    ``base``.err, all removed on every way out. ``via``: "sudo" or "" (root). It owns
+    ``host`` from here on: closed when it ends."""
+
+    def __init__(self, host: SshHost, base: str, via: str) -> None:
+        self.host, self.base, self.via = host, base, via
+        self.proc: RemoteProcess | None = None
+
+    @property
+    def files(self) -> list[str]:
+        return [f"{self.base}.{ext}" for ext in ("bt", "json", "err")]
+
+    def start(self, text: str, *, keys: int, postmaster: int, duration: float,
+              pages: int = 64) -> None:
+        """Run ``text`` there until :meth:`finish` or :meth:`abort`, its guard tied to
+        the ``postmaster`` (its pid there) and a deadline well past ``duration``;
+        returns once every probe is attached. RuntimeError (everything removed) when it
+        did not attach."""
+        name = self.host.spec.name
+        self.host.put_text(f"{self.base}.bt", text)
+        limit = ATTACH_SECONDS + duration + STOP_SECONDS + DEADLINE_MARGIN
+        self.proc = self.host.start(
+            ["sh", "-c", _WATCHDOG_SH, "sh", self.base, self.via, str(keys),
+             str(postmaster), f"{limit:.0f}", f"{ATTACH_SECONDS:.0f}",
+             f"{STOP_SECONDS:.0f}", str(pages)], keep_stdin=True)
+        try:
+            said = self._line(ATTACH_SECONDS + 60)
+        except TimeoutError:
+            said = "timeout"
+        if said == "attached":
+            return
+        why = self._stderr()
+        self.remove()
+        if said is not None and said.startswith("exited"):
+            raise RuntimeError(f"bpftrace on {name} exited before attaching: "
+                               + (_excerpt(why) or "it said nothing"))
+        if said != "timeout":
+            raise RuntimeError(f"the watchdog of bpftrace on {name} ended before "
+                               "bpftrace attached (the connection lost, or it was killed "
+                               "there)")
+        raise RuntimeError(f"bpftrace on {name} did not attach within "
+                           f"{ATTACH_SECONDS:g} s: " + (_excerpt(why) or "it said nothing"))
+
+    def _line(self, timeout: float) -> str | None:
+        """The watchdog's next word (None: its channel has ended)."""
+        assert self.proc is not None
+        while True:
+            line = self.proc.stdout.next(timeout)
+            if line is None or line.strip():
+                return None if line is None else line.strip()
+
+    def _stderr(self) -> str:
+        with contextlib.suppress(UserError):
+            return self.host.get_bytes(f"{self.base}.err", 1 << 20).decode(errors="replace")
+        return ""
+
+    def remove(self) -> None:
+        with contextlib.suppress(UserError):
+            self.host.run(["rm", "-f", "--", *self.files], timeout=30, check=False)
+
+    def finish(self) -> tuple[bytes, str]:
+        """``stop`` to the watchdog: bpftrace prints its maps and exits there; what it
+        printed on stdout and on stderr, the files removed."""
+        assert self.proc is not None
+        name = self.host.spec.name
+        self.proc.send("stop\n")
+        try:
+            said = self._line(STOP_SECONDS + 60)
+        except TimeoutError:
+            said = "stuck"
+        if said is None or not said.startswith("exit "):
+            raise RuntimeError(f"bpftrace on {name} did not stop within {STOP_SECONDS:g} s "
+                               "of SIGINT" if said == "stuck" else
+                               f"the watchdog of bpftrace on {name} ended without its exit "
+                               "status (the connection lost?)")
+        status = int(said.split()[1])
+        try:
+            err = self._stderr()
+            if status != 0:
+                raise RuntimeError(f"bpftrace on {name} failed (exit status {status}): "
+                                   + (_excerpt(err) or "it said nothing"))
+            return self.host.get_bytes(f"{self.base}.json", OUTPUT_LIMIT), err
+        finally:
+            self.remove()
+            self.close()
+
+    def abort(self) -> None:
+        """End bpftrace there at once (its probes go with it); keep nothing."""
+        proc = self.proc
+        if proc is not None:
+            proc.send("abort\n")
+            # the watchdog ends bpftrace, waits until it has gone (detached), says so
+            with contextlib.suppress(TimeoutError):
+                while (line := self._line(30)) is not None and line != "ended":
+                    pass
+        self.remove()  # also a program written before the watchdog started
+        self.close()
+
+    def close(self) -> None:
+        if self.proc is not None:
+            self.proc.close()  # no signal: the watchdog reads the end of its stdin
+            self.proc = None
+        self.host.close()
 
 
 class HostAnatomy:
@@ -369,150 +485,119 @@ class HostAnatomy:
         self.out_dir, self.duration = out_dir, duration
         self.base = posixpath.normpath(data_dir) + ".anatomy"  # beside the data dir there
         self.status: tuple[str, str | None] = ("skipped", "not started")
-        self.host: SshHost | None = None
-        self.proc: RemoteProcess | None = None
+        self.tracer: HostTracer | None = None
         self.names: dict[int, str] = {}
-
-    @property
-    def files(self) -> list[str]:
-        return [f"{self.base}.{ext}" for ext in ("bt", "json", "err")]
 
     def start(self) -> None:
         host = SshHost(self.spec)
         try:
-            pid = postmaster.postmaster_pid(host, self.data_dir)
-            found = (HostCheck(f"the primary's postmaster is not running on {self.spec.name}")
-                     if pid is None else check(host, pid))
-            if found.reason is not None or pid is None:
+            pid, found = _postmaster_checked(host, self.data_dir, "primary")
+            if found.reason is not None:
                 self.status = ("skipped", found.reason)
                 host.close()
                 return
-            self.host = host
-            self._spawn(host, pid, found)
+            self.tracer = HostTracer(host, self.base, found.via)
+            self._spawn(self.tracer, pid, found)
             self.status = ("ran", None)
         except (UserError, RuntimeError, OSError, ValueError) as exc:
             self.abort()  # what was started there ended, its files removed
-            self._remove()  # a program written before the watchdog started
-            self._close()
             host.close()
             self.status = ("failed", _said(self.spec, exc))
 
-    def _spawn(self, host: SshHost, pid: int, found: HostCheck) -> None:
+    def _spawn(self, tracer: HostTracer, pid: int, found: HostCheck) -> None:
         self.names = walsenders(self.admin)
         # the postmaster's children now (checkpointer, walwriter, the tool's sessions):
         # no backends of the workload, which connects after the probe has started
-        exclude = sorted(int(p["pid"]) for p in snapshots.proc_snapshot(host, self.data_dir)
+        exclude = sorted(int(p["pid"]) for p in snapshots.proc_snapshot(tracer.host,
+                                                                         self.data_dir)
                          if int(p["ppid"]) == pid)
         level = level_read(found.symbols) if found.same_machine else None
         text = program(f"/proc/{pid}/exe", [pid], exclude, level)
         self.out_dir.mkdir(parents=True, exist_ok=True)
         (self.out_dir / "anatomy.bt").write_text(text)
-        host.put_text(f"{self.base}.bt", text)
-        limit = ATTACH_SECONDS + self.duration + STOP_SECONDS + DEADLINE_MARGIN
-        self.proc = host.start(
-            ["sh", "-c", _WATCHDOG_SH, "sh", self.base, found.via,
-             str(map_keys(len(self.names) or 2)), str(pid), f"{limit:.0f}",
-             f"{ATTACH_SECONDS:.0f}", f"{STOP_SECONDS:.0f}"], keep_stdin=True)
-        try:
-            said = self._line(ATTACH_SECONDS + 60)
-        except TimeoutError:
-            said = "timeout"
-        if said == "attached":
-            return
-        why = self._stderr()
-        self._remove()
-        if said is not None and said.startswith("exited"):
-            raise RuntimeError(f"bpftrace on {self.spec.name} exited before attaching: "
-                               + (_excerpt(why) or "it said nothing"))
-        if said != "timeout":
-            raise RuntimeError(f"the watchdog of bpftrace on {self.spec.name} ended before "
-                               "bpftrace attached (the connection lost, or it was killed "
-                               "there)")
-        raise RuntimeError(f"bpftrace on {self.spec.name} did not attach within "
-                           f"{ATTACH_SECONDS:g} s: " + (_excerpt(why) or "it said nothing"))
-
-    def _line(self, timeout: float) -> str | None:
-        """The watchdog's next word (None: its channel has ended)."""
-        assert self.proc is not None
-        while True:
-            line = self.proc.stdout.next(timeout)
-            if line is None or line.strip():
-                return None if line is None else line.strip()
-
-    def _stderr(self) -> str:
-        assert self.host is not None
-        with contextlib.suppress(UserError):
-            return self.host.get_bytes(f"{self.base}.err", 1 << 20).decode(errors="replace")
-        return ""
-
-    def _remove(self) -> None:
-        if self.host is not None:
-            with contextlib.suppress(UserError):
-                self.host.run(["rm", "-f", "--", *self.files], timeout=30, check=False)
+        tracer.start(text, keys=map_keys(len(self.names) or 2), postmaster=pid,
+                     duration=self.duration)
 
     def stop(self, ending: Ending | None = None) -> ProbeRows:
         """``stop`` to the watchdog: bpftrace prints its maps and exits there; the
         ``anatomy`` rows and the ``probes`` row. Interrupted: ended, nothing kept."""
         rows = ProbeRows()
-        if self.proc is not None:
+        if self.tracer is not None and self.tracer.proc is not None:
             if shutdown.requested() is not None:
                 self.abort()
                 self.status = ("failed", "interrupted")
             else:
                 try:
-                    rows.anatomy = self._finish()
+                    rows.anatomy = self._finish(self.tracer)
                 except (UserError, RuntimeError, OSError, ValueError) as exc:
                     self.abort()
                     self.status = ("failed", _said(self.spec, exc))
+        self.tracer = None  # ended: by its finish, or by abort
         rows.probes.append(ProbeRow(PROBE, *self.status))
         return rows
 
-    def _finish(self) -> list[AnatomyRow]:
-        assert self.proc is not None and self.host is not None
-        name = self.spec.name
-        self.proc.send("stop\n")
-        try:
-            said = self._line(STOP_SECONDS + 60)
-        except TimeoutError:
-            said = "stuck"
-        if said is None or not said.startswith("exit "):
-            raise RuntimeError(f"bpftrace on {name} did not stop within {STOP_SECONDS:g} s "
-                               "of SIGINT" if said == "stuck" else
-                               f"the watchdog of bpftrace on {name} ended without its exit "
-                               "status (the connection lost?)")
-        status = int(said.split()[1])
-        try:
-            if status != 0:
-                raise RuntimeError(f"bpftrace on {name} failed (exit status {status}): "
-                                   + (_excerpt(self._stderr()) or "it said nothing"))
-            data = self.host.get_bytes(f"{self.base}.json", OUTPUT_LIMIT)
-        finally:
-            self._remove()
-            self._close()
+    def _finish(self, tracer: HostTracer) -> list[AnatomyRow]:
+        data, _ = tracer.finish()
         (self.out_dir / "anatomy.json").write_bytes(data)
         names = {**self.names, **walsenders(self.admin)}
         return anatomy_rows(parse_output(data.decode(errors="replace")), names)
 
     def abort(self) -> None:
         """End bpftrace there at once (its probes go with it); keep nothing."""
-        proc = self.proc
-        if proc is None:
-            return
-        proc.send("abort\n")
-        # the watchdog ends bpftrace, waits until it has gone (detached), says so
-        with contextlib.suppress(TimeoutError):
-            while (line := self._line(30)) is not None and line != "ended":
-                pass
-        self._remove()
-        self._close()
+        if self.tracer is not None:
+            self.tracer.abort()
+            self.tracer = None
 
-    def _close(self) -> None:
-        if self.proc is not None:
-            self.proc.close()  # no signal: the watchdog reads the end of its stdin
-            self.proc = None
-        if self.host is not None:
-            self.host.close()
-            self.host = None
+
+class HostHalf:
+    """The walreceiver's probes of the standby's half of a commit
+    (probes/standby_anatomy.py) on the sync standby's SSH host, run there as the
+    primary's program is (:class:`HostTracer`, the same check, sudo and cleanup); the
+    walsender's stay in the anatomy's program here. Started before that program, so
+    that its events cover the window the program's do, and stopped after it."""
+
+    def __init__(self, standby: Standby, duration: float) -> None:
+        assert standby.host is not None and standby.data_dir is not None
+        self.spec, self.data_dir = standby.host, standby.data_dir
+        self.walreceiver, self.duration = standby.walreceiver, duration
+        # beside the data dir there, as the anatomy's
+        self.base = posixpath.normpath(self.data_dir) + ".standby-anatomy"
+        self.tracer: HostTracer | None = None
+
+    def start(self) -> tuple[str, str | None]:
+        """Its probes attached there: ("ran", None); else ("skipped", why, with the fix
+        where there is one) or ("failed", what went wrong)."""
+        host = SshHost(self.spec)
+        try:
+            pid, found = _postmaster_checked(host, self.data_dir, "standby")
+            if found.reason is not None:
+                host.close()
+                return "skipped", found.reason
+            self.tracer = HostTracer(host, self.base, found.via)
+            self.tracer.start(host_program(self.walreceiver), keys=map_keys(2),
+                              postmaster=pid, duration=self.duration, pages=PERF_PAGES)
+            return "ran", None
+        except (UserError, RuntimeError, OSError, ValueError) as exc:
+            self.abort()
+            host.close()
+            return "failed", _said(self.spec, exc)
+
+    def finish(self) -> tuple[str, str]:
+        """What bpftrace printed there on stdout and on stderr, once it has stopped."""
+        assert self.tracer is not None
+        try:
+            data, err = self.tracer.finish()
+        except BaseException:
+            self.abort()  # it did not stop as asked: ended, nothing kept
+            raise
+        self.tracer = None
+        return data.decode(errors="replace"), err
+
+    def abort(self) -> None:
+        """End bpftrace there at once; keep nothing."""
+        if self.tracer is not None:
+            self.tracer.abort()
+            self.tracer = None
 
 
 def _said(spec: HostSpec, exc: BaseException) -> str:

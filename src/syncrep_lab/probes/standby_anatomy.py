@@ -54,8 +54,17 @@ to 18), and the walreceiver's status messages as it sends them. Processes are fi
 by pid, the walsender's and the walreceiver's, in the kernel: both live as long as the
 stream.
 
-Not split: a standby on an SSH host (its clock is not this one's: the transits cannot
-be taken apart there), said so in the probe's row.
+A sync standby on an SSH host (in a run, where the manifest says where it is): the
+walreceiver's probes run there (:func:`host_program`, by probes/host_anatomy.HostHalf,
+as the primary's program on a host is run), the walsender's here, and what the two
+printed is joined as one, by the same bytes and positions. The two sides' times are on
+two clocks: the offset is estimated NTP-style from the commits' own round trips
+(:func:`split`, :class:`Clock`), the transits out and back are taken with it (split
+assuming the fastest round trips take as long each way; their sum is exact whatever
+the offset), and every other part is within one machine's clock: measured, not the
+whole less the others, so the sum check can still fail. The offset and its spread are
+said in the probe's row and kept beside the repeat (``standby-clock.json``). observe
+knows no standby's host: there a standby not on this machine is not split.
 
 Joined per window, in Python: bpftrace cannot look, at a walsender's send, for the
 waiters it covers (no loop over a map in 0.17), so the events are printed (one line per
@@ -70,13 +79,15 @@ import bisect
 import re
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from itertools import accumulate
 from pathlib import Path
 
 import numpy as np
 import psycopg
 
 from syncrep_lab import procs
+from syncrep_lab.hosts.ssh import HostSpec
 from syncrep_lab.pg.admin import admin_connection
 from syncrep_lab.probes.bpftrace_json import printed
 from syncrep_lab.probes.uprobe_points import elf_symbols
@@ -104,8 +115,12 @@ class Standby:
 
     name: str
     walsender: int
-    walreceiver: int
+    walreceiver: int  # its pid as its host sees it
     walsnd_at: int
+    # the SSH host the standby runs on, and its data dir there (None: this machine):
+    # the walreceiver's probes run there (probes/host_anatomy.HostHalf)
+    host: HostSpec | None = None
+    data_dir: str | None = None
 
 
 def _rows(admin: str, query: str) -> list[tuple[object, ...]]:
@@ -129,10 +144,12 @@ def load_base(pid: int, binary: Path) -> int:
     raise OSError(f"the server binary is not mapped in process {pid}")
 
 
-def find(primary_admin: str, standbys: Mapping[str, str], binary: Path) -> Standby | str:
-    """The sync standby on this machine, or why its half of a commit cannot be split
-    (with the fix where there is one): ``standbys`` maps each standby's name to the
-    tool's connection to it; ``binary`` is the primary's server binary."""
+def find(primary_admin: str, standbys: Mapping[str, str], binary: Path,
+         hosts: Mapping[str, tuple[HostSpec, str]] | None = None) -> Standby | str:
+    """The sync standby, or why its half of a commit cannot be split (with the fix
+    where there is one): ``standbys`` maps each standby's name to the tool's connection
+    to it; ``binary`` is the primary's server binary; ``hosts``: the standbys on SSH
+    hosts, each with its host and its data dir there."""
     try:
         streaming = _rows(primary_admin, "select pid, application_name, sync_state "
                                          "from pg_stat_replication")
@@ -153,15 +170,19 @@ def find(primary_admin: str, standbys: Mapping[str, str], binary: Path) -> Stand
     if not receivers or receivers[0][0] is None:
         return f"the standby {name} has no walreceiver running"
     walreceiver = int(str(receivers[0][0]))
-    if not procs.alive(walreceiver) or not procs.alive(walsender):
-        return (f"the standby {name}'s walreceiver is not a process of this machine (on an "
-                "SSH host its clock is another: the transits cannot be taken apart)")
+    on = (hosts or {}).get(name)
+    if not procs.alive(walsender):
+        return f"the walsender of {name} is not a process of this machine"
+    if on is None and not procs.alive(walreceiver):
+        return (f"the standby {name}'s walreceiver is not a process of this machine (one "
+                "on an SSH host is traced there in a run, where its host is known)")
     try:
         symbol = elf_symbols(binary, (WALSND,)).get(WALSND)
         if symbol is None or symbol[1] != 1:
             return f"the server binary {binary} exports no {WALSND}"
         return Standby(name, walsender, walreceiver,
-                       load_base(walsender, binary) + symbol[0])
+                       load_base(walsender, binary) + symbol[0],
+                       *(on if on is not None else (None, None)))
     except (OSError, ValueError) as exc:
         return f"cannot read where {WALSND} is in the walsender: {exc}"
 
@@ -172,10 +193,12 @@ def find(primary_admin: str, standbys: Mapping[str, str], binary: Path) -> Stand
 def probes(s: Standby) -> str:
     """The bpftrace probes on the walsender's and the walreceiver's system calls (the
     commit lines and the releases are printed by probes/anatomy.py's program): each
-    send and receive with its bytes, the sends timed at their entry."""
-    w, r = int(s.walsender), int(s.walreceiver)
+    send and receive with its bytes, the sends timed at their entry. Where the standby
+    is on an SSH host, the walsender's only: the walreceiver's run there
+    (:func:`walreceiver_probes`)."""
+    w = int(s.walsender)
     return f"""
-// The standby's half (probes/standby_anatomy.py): walsender {w}, walreceiver {r}.
+// The standby's half (probes/standby_anatomy.py): walsender {w}.
 tracepoint:syscalls:sys_enter_sendto /pid == {w}/ {{
     $snd = *uptr((uint64 *){int(s.walsnd_at)});
     $sent = (uint64)0;
@@ -185,6 +208,19 @@ tracepoint:syscalls:sys_enter_sendto /pid == {w}/ {{
 tracepoint:syscalls:sys_exit_sendto /pid == {w} && args->ret > 0/ {{
     printf("S %d %llu %lld %llu\\n", @sfd[pid], @st[pid], args->ret, @sp[pid]);
 }}
+tracepoint:syscalls:sys_enter_recvfrom /pid == {w}/ {{ @rfd[pid] = args->fd; }}
+tracepoint:syscalls:sys_exit_recvfrom /pid == {w} && args->ret > 0/ {{
+    printf("r %d %llu %lld\\n", @rfd[pid], nsecs, args->ret);
+}}
+""" + ("" if s.host is not None else walreceiver_probes(s.walreceiver))
+
+
+def walreceiver_probes(r: int) -> str:
+    """The probes on the walreceiver ``r``'s system calls: its receives, its WAL writes
+    and syncs, its replies with the positions they carry."""
+    r = int(r)
+    return f"""
+// The standby's half (probes/standby_anatomy.py): walreceiver {r}.
 // the walreceiver's status message: 'd', its length, 'r', then the write, flush and
 // apply positions (big-endian, turned in Python), from 9.6 to 18
 tracepoint:syscalls:sys_enter_sendto /pid == {r}/ {{
@@ -197,9 +233,9 @@ tracepoint:syscalls:sys_exit_sendto /pid == {r} && args->ret > 0/ {{
     printf("P %d %llu %lld %d %llu %llu %llu\\n", @sfd[pid], @st[pid], args->ret, @pk[pid],
            @pw[pid], @pf[pid], @pa[pid]);
 }}
-tracepoint:syscalls:sys_enter_recvfrom /pid == {w} || pid == {r}/ {{ @rfd[pid] = args->fd; }}
-tracepoint:syscalls:sys_exit_recvfrom /(pid == {w} || pid == {r}) && args->ret > 0/ {{
-    printf("%s %d %llu %lld\\n", pid == {w} ? "r" : "R", @rfd[pid], nsecs, args->ret);
+tracepoint:syscalls:sys_enter_recvfrom /pid == {r}/ {{ @rfd[pid] = args->fd; }}
+tracepoint:syscalls:sys_exit_recvfrom /pid == {r} && args->ret > 0/ {{
+    printf("R %d %llu %lld\\n", @rfd[pid], nsecs, args->ret);
 }}
 tracepoint:syscalls:sys_enter_write, tracepoint:syscalls:sys_enter_pwrite64 /pid == {r}/ {{
     @wfd[pid] = args->fd;
@@ -213,6 +249,14 @@ tracepoint:syscalls:sys_exit_fdatasync, tracepoint:syscalls:sys_exit_fsync /pid 
     printf("F 0 %llu %llu\\n", nsecs, nsecs - @fs[pid]);
 }}
 """
+
+
+def host_program(r: int) -> str:
+    """The program run on the standby's SSH host: the walreceiver's probes alone, its
+    maps cleared at the end (nothing of them is read)."""
+    return (f"// The standby's half of syncrep-lab on its host (probes/standby_anatomy.py)."
+            f"\n{walreceiver_probes(r)}\nEND {{\n    clear(@sfd); clear(@st); clear(@pk); "
+            "clear(@pw); clear(@pf); clear(@pa); clear(@rfd); clear(@wfd); clear(@fs);\n}\n")
 
 
 # -- the join -------------------------------------------------------------------------
@@ -356,14 +400,16 @@ class _Pipe:
     it does after every batch). Taking none, the parts of a window attached under load
     summed to 2.5 times its wait."""
 
-    def __init__(self, sent: Stream, got: Stream) -> None:
+    def __init__(self, sent: Stream, got: Stream, slack: int = 0) -> None:
         self.sent_at = [t for t, _ in sent]
         self.sent_end = list(_cumulative(n for _, n in sent))
         self.got_at = [t for t, _ in got]
         got_end = list(_cumulative(n for _, n in got))
         ahead = 0
         for k, t in enumerate(self.sent_at):
-            i = bisect.bisect_left(self.got_at, t)  # the receives ended before it began
+            # the receives ended before it began; ``slack`` earlier where the two ends'
+            # clocks are known only to within it (:func:`split`'s first pass)
+            i = bisect.bisect_left(self.got_at, t - slack)
             if i:
                 ahead = max(ahead, got_end[i - 1] - (self.sent_end[k - 1] if k else 0))
         self.got_end = [g - ahead for g in got_end]
@@ -395,6 +441,10 @@ class Chain:
     start: int
     parts: dict[str, int]
     whole: int
+    # the round trip it rode, as measured: the walsender's send (its entry), the
+    # walreceiver's receive (its return), its reply (entry), the walsender's receive of
+    # it (return); the standby's on its own clock
+    trip: tuple[int, int, int, int] = (0, 0, 0, 0)
 
 
 @dataclass(frozen=True)
@@ -422,7 +472,7 @@ class Joined:
                       [s for s in self.syncs if low <= s[0] < high])
 
 
-def join(e: Events) -> Joined:
+def join(e: Events, slack: int = 0) -> Joined:
     """Each commit's parts (see the module's text): the walsender's send found by LSN,
     the receive that got its last byte by the bytes sent and received on the connection
     (a receive may get several sends, or a send's bytes come in several), the write,
@@ -440,8 +490,8 @@ def join(e: Events) -> Joined:
     chains: list[Chain] = []
     unmatched = applied = 0
     sent_lsns = [lsn for _, _, lsn in e.sends]
-    out = _Pipe([(t, n) for t, n, _ in e.sends], e.received)
-    back = _Pipe(e.replies, e.read_back)
+    out = _Pipe([(t, n) for t, n, _ in e.sends], e.received, slack)
+    back = _Pipe(e.replies, e.read_back, slack)
     reply_at = [t for t, _ in e.replies]
     flushed = bool(e.flushes)
     read = any(p is not None for p in e.positions)  # the replies' positions
@@ -487,8 +537,116 @@ def join(e: Events) -> Joined:
         chains.append(Chain(c.start, {
             name: high - low for name, low, high in zip(names, bounds, bounds[1:], strict=False)
             if name != "flush" or (flushed and c.level > REMOTE_WRITE)},
-            max(c.release, c.start) - c.start))
+            max(c.release, c.start) - c.start,
+            (e.sends[k][0], got, reply_at[r], back.got_at[heard])))
     return Joined(chains, unmatched, applied, e.syncs)
+
+
+# -- a standby on an SSH host: two clocks ----------------------------------------------
+
+QUANTILE = 0.1  # the round trips the offset is taken from: the fastest tenth
+
+
+def shifted(e: Events, offset: int) -> Events:
+    """The events with the walreceiver's times put on the walsender's clock: ``offset``
+    (its clock less the walsender's) taken off."""
+    return replace(e, received=[(t - offset, n) for t, n in e.received],
+                   writes=[t - offset for t in e.writes],
+                   flushes=[t - offset for t in e.flushes],
+                   replies=[(t - offset, n) for t, n in e.replies],
+                   syncs=[(t - offset, d) for t, d in e.syncs])
+
+
+def bound(e: Events) -> int | None:
+    """An upper bound of the walreceiver's clock less the walsender's, from the WAL
+    positions alone (no time of one side compared with the other's): a send that
+    carried new WAL (its sentPtr past the send before it's) came before the first reply
+    whose write position reaches it, so that reply's time less the send's is the offset
+    plus a transit and a write at least; the least of them. None: no such pair.
+
+    >>> e = Events([], [(100, 80, 4000), (200, 80, 5000)], [], [], [],
+    ...            [(1150, 39), (1260, 39)], [], [], positions=[(4000, 0, 0), (5000, 0, 0)])
+    >>> bound(e)
+    1060
+    """
+    written = list(accumulate((p[0] if p is not None else -1 for p in e.positions), max))
+    found: int | None = None
+    for (t, _, lsn), (_, _, before) in zip(e.sends[1:], e.sends, strict=False):
+        i = bisect.bisect_left(written, lsn)
+        if lsn > before and i < len(written):
+            d = e.replies[i][0] - t
+            found = d if found is None else min(found, d)
+    return found
+
+
+@dataclass(frozen=True)
+class Clock:
+    """The walreceiver's clock less the walsender's, estimated as NTP does from the
+    round trips the commits rode (t1 the walsender's send, t2 the walreceiver's
+    receive, t3 its reply, t4 the walsender's receive of it): each trip's offset
+    ((t2-t1)+(t3-t4))/2 is exact where it took as long each way, and wrong by at most
+    half its delay (t4-t1)-(t3-t2) where not; the median of the fastest
+    :data:`QUANTILE` of them. Nanoseconds."""
+
+    offset: int
+    spread: int  # half the interquartile range of those trips' offsets
+    delay: int  # the slowest of those trips' delay: half of it bounds any one's error
+    fastest: int  # how many trips it was taken from
+    trips: int  # of how many
+
+    def said(self, host: str) -> str:
+        """The probe row's words on it."""
+        offset = (f"{self.offset / 1e9:+.6f} s" if abs(self.offset) >= 1e9
+                  else f"{self.offset / 1e3:+.1f} µs")
+        return (f"the walreceiver traced on {host}, its clock taken as this one's "
+                f"{offset} (spread ±{self.spread / 1e3:.1f} µs; the median of the "
+                f"{self.fastest} fastest of {self.trips} round trips' ((t2-t1)+(t3-t4))/2, "
+                f"each {self.delay / 1e3:.0f} µs of delay at most): transit_out and "
+                "transit_back split assuming those round trips took as long each way; "
+                "their sum is exact whatever the offset")
+
+    def as_dict(self) -> dict[str, int]:
+        return {"offset_ns": self.offset, "spread_ns": self.spread, "delay_ns": self.delay,
+                "fastest": self.fastest, "trips": self.trips}
+
+
+def clock(joined: Joined, base: int = 0) -> Clock | None:
+    """The offset (:class:`Clock`) from the trips of ``joined``'s commits, each trip
+    once however many commits rode it, plus ``base`` (the offset its events were
+    already moved by). None: no trip."""
+    trips = np.array(sorted({c.trip for c in joined.chains}), dtype=np.int64)
+    if not len(trips):
+        return None
+    t1, t2, t3, t4 = trips.T
+    delay = (t4 - t1) - (t3 - t2)
+    offsets = ((t2 - t1) + (t3 - t4)) / 2
+    cut = np.quantile(delay, QUANTILE, method="lower")
+    fast = offsets[delay <= cut]
+    q1, median, q3 = np.percentile(fast, [25, 50, 75])
+    return Clock(base + round(float(median)), round(float(q3 - q1) / 2), int(cut),
+                 len(fast), len(trips))
+
+
+def split(e: Events, attached: int) -> tuple[Joined, Clock | None]:
+    """The commits joined where the walreceiver's times are on a clock of their own
+    (another machine's), and that clock's offset; None where none could be estimated.
+
+    Two passes. The first moves the walreceiver's events by :func:`bound`, which is
+    early by a transit and a write at most: the byte streams are matched taking a
+    receive as before a send only where it ended a commit's median wait earlier
+    (``slack``; the probes are attached on an idle stream, so the first sends' bytes
+    are told apart all the same), and the offset is estimated (:func:`clock`) from the
+    round trips so joined. The second joins again on that offset: the transits out and
+    back are taken with it, the other parts are each within one machine's clock."""
+    coarse = bound(e)
+    if coarse is None:
+        return Joined([], len(e.commits), 0, []), None
+    waits = sorted(max(c.release - c.start, 0) for c in e.commits)
+    slack = waits[len(waits) // 2] if waits else 0
+    first = clock(join(since(shifted(e, coarse), attached), slack), coarse)
+    if first is None:
+        return Joined([], len(e.commits), 0, []), None
+    return join(since(shifted(e, first.offset), attached)), first
 
 
 def rows(joined: Joined, name: str) -> list[AnatomyRow]:
@@ -531,16 +689,24 @@ def lost(said: str) -> int:
                 r'"type": *"lost_events", *"data": *\{ *"events": *(\d+)', said)))
 
 
-def standby_rows(text: str, name: str, attached: int = 0
-                 ) -> tuple[list[AnatomyRow], str | None]:
-    """The rows of what bpftrace printed from ``attached`` on (see :func:`since`), and
-    why there are none (None: there are)."""
-    joined = join(since(events(text), attached))
+def standby_rows(text: str, name: str, attached: int = 0, host_text: str | None = None
+                 ) -> tuple[list[AnatomyRow], str | None, Clock | None]:
+    """The rows of what bpftrace printed from ``attached`` on (see :func:`since`), why
+    there are none (None: there are), and, where the walreceiver's events were printed
+    on its SSH host (``host_text``), its clock's offset (:func:`split`)."""
+    found: Clock | None = None
+    if host_text is None:
+        joined = join(since(events(text), attached))
+    else:
+        joined, found = split(events(text + "\n" + host_text), attached)
+        if found is None:
+            return [], ("no round trip joined to estimate the standby's clock by (no reply "
+                        "carried a write position, or no commit was joined)"), None
     if joined.whole:
-        return rows(joined, name), None
+        return rows(joined, name), None, found
     if joined.applied:
         return [], ("remote_apply: the standby's replies carried no position to find the "
                     "one that confirmed the replay by (not status messages as this program "
-                    "reads them)")
+                    "reads them)"), found
     return [], (f"no commit joined to the standby's events ({joined.unmatched} without "
-                "their chain)")
+                "their chain)"), found

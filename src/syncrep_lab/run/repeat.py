@@ -180,7 +180,8 @@ class Repeat:
                         if self.ctx.spec.probes.standby_anatomy else None)
             return CommitAnatomy(_binary(primaries), [pid for pid, _ in primaries],
                                  self.dir, [admin for _, admin in primaries],
-                                 standbys=standbys)
+                                 standbys=standbys, hosts=_host_standbys([self.target]),
+                                 duration=self.ctx.spec.workload.duration)
         on_host = _host_primary(self.targets)
         if on_host is not None:
             spec, data_dir, admin = on_host
@@ -292,6 +293,15 @@ def _host_primary(targets: Sequence[Target]) -> tuple[HostSpec, str, str] | None
         if node.host is not None and node.remote_data is not None:
             return remote_node.host_spec(node.host), node.remote_data, t.admin
     return None
+
+
+def _host_standbys(targets: Sequence[Target]) -> dict[str, tuple[HostSpec, str]]:
+    """The standbys on SSH hosts: each one's host and its data dir there."""
+    from syncrep_lab.cluster import remote_node
+
+    return {n.name: (remote_node.host_spec(n.host), n.remote_data)
+            for t in targets if t.manifest is not None for n in t.manifest.nodes
+            if n.role != "primary" and n.host is not None and n.remote_data is not None}
 
 
 def _binary(primaries: Sequence[tuple[int, str]]) -> Path:
