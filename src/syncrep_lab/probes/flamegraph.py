@@ -28,7 +28,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from syncrep_lab.pg.roles import CLIENT_PROGRAMS
-from syncrep_lab.probes.perfrun import PerfProcess, perf_reason, require_output
+from syncrep_lab.probes.perfrun import (
+    PerfProcess,
+    PerfRecording,
+    perf_reason,
+    require_output,
+)
 from syncrep_lab.store import FlameGraphRow, StackFrameRow
 
 # Frames every PostgreSQL stack starts with; kept in the graphs, left out of the
@@ -64,7 +69,7 @@ def unavailable_reason() -> str | None:
 CALL_GRAPHS = {"dwarf": "DWARF-unwound stacks", "fp": "frame-pointer stacks"}
 
 
-class OnCpuRecorder:
+class OnCpuRecorder(PerfRecording):
     def __init__(self, out: Path, hz: int, max_seconds: float, call_graph: str = "dwarf"
                  ) -> None:
         self.out = out
@@ -74,9 +79,9 @@ class OnCpuRecorder:
             ["perf", "record", "-a", "--call-graph", call_graph, "-F", str(hz), "-o",
              str(out), "--", "sleep", str(int(max_seconds) + 1)], "perf record")
 
-    def start(self) -> None:
+    def launch(self) -> None:
         self.out.unlink(missing_ok=True)  # perf would keep an old one as .old
-        self.perf.start()
+        self.perf.launch()
 
     def stop(self, timeout: float = 60) -> None:
         require_output(self.out, "perf record (on-CPU)", self.perf.stop(timeout))

@@ -55,6 +55,10 @@ def excerpt(stderr: bytes, limit: int = 300) -> str:
     return " / ".join(kept)[:limit]
 
 
+# How long perf is given to open its events before it is taken to have started.
+SETTLE_SECONDS = 0.15
+
+
 class PerfProcess:
     """One perf command in the background, stopped by SIGINT."""
 
@@ -65,9 +69,16 @@ class PerfProcess:
         self.err: IO[bytes] | None = None
         self.interrupted = False
 
-    def start(self, settle: float = 0.15) -> None:
+    def start(self, settle: float = SETTLE_SECONDS) -> None:
         """Start; raise if perf fails at once (it needs a moment to open its events,
         and what it misses then is not commits)."""
+        self.launch()
+        time.sleep(settle)
+        self.confirm()
+
+    def launch(self) -> None:
+        """Start without waiting for perf to settle: several perfs launched together
+        settle in one pause, then ``confirm`` each."""
         # stderr goes to an unnamed file, not a pipe: a perf whose reader is gone (the
         # tool killed) would die of SIGPIPE on its last message, before it ends its
         # workload, and a pipe inherited by that workload keeps reads waiting.
@@ -78,7 +89,11 @@ class PerfProcess:
             stderr=self.err, process_group=0,
             preexec_fn=shutdown.die_with_parent(signal.SIGTERM))
         shutdown.track(self.proc)
-        time.sleep(settle)
+
+    def confirm(self) -> None:
+        """Raise if perf, launched a moment ago, has failed already."""
+        if self.proc is None:
+            raise RuntimeError(f"{self.name} was not started")
         if self.proc.poll() is not None and self.proc.returncode != 0:
             self.kill()
             err = self._stderr()
@@ -134,3 +149,22 @@ def require_output(path: Path, name: str, stderr: bytes) -> None:
     what matters is that the file is there."""
     if not path.is_file() or path.stat().st_size == 0:
         raise RuntimeError(f"{name} wrote nothing: {excerpt(stderr)}")
+
+
+class PerfRecording:
+    """A probe that is one perf process (``self.perf``): started on its own (``start``),
+    or launched with others and confirmed after one pause for them all (the session's
+    probed repeat: three perfs, one pause instead of three)."""
+
+    perf: PerfProcess
+
+    def start(self) -> None:
+        self.launch()
+        time.sleep(SETTLE_SECONDS)
+        self.confirm()
+
+    def launch(self) -> None:
+        self.perf.launch()
+
+    def confirm(self) -> None:
+        self.perf.confirm()

@@ -16,13 +16,14 @@ existed when the repeat started are counted one by one, with their roles.
 from __future__ import annotations
 
 import json
+import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from syncrep_lab import procs
 from syncrep_lab.pg.roles import NodeProcess
-from syncrep_lab.probes.perfrun import PerfProcess, perf_reason, require_output
+from syncrep_lab.probes.perfrun import SETTLE_SECONDS, PerfProcess, perf_reason, require_output
 from syncrep_lab.store import CostRow
 
 # futex is where a process sleeps on a lock built on POSIX semaphores (PostgreSQL 10 and
@@ -70,23 +71,40 @@ class PerfStat:
         self.syscalls = available_syscalls()
 
     def start(self, attempts: int = 3) -> None:
-        events = ["task-clock", "context-switches",
-                  *(f"syscalls:sys_enter_{s}" for s in self.syscalls)]
         # Backends that exist now are connections that come and go (the tool's
         # own); the workload's are born later and counted through the postmaster.
         # perf refuses a pid that is gone by the time it attaches, so the list is
         # taken afresh for each attempt.
         for attempt in range(attempts):
-            pids = ",".join(str(pid) for pid in attachable(self.processes))
-            self.perf = PerfProcess(
-                ["perf", "stat", "--per-thread", "-x", ",", "-o", str(self.out),
-                 "-e", ",".join(events), "-p", pids], "perf stat")
+            self.launch()
+            time.sleep(SETTLE_SECONDS)
             try:
-                self.perf.start()
+                self.confirm(retries=0)
                 return
             except RuntimeError:
                 if attempt == attempts - 1:
                     raise
+
+    def launch(self) -> None:
+        events = ["task-clock", "context-switches",
+                  *(f"syscalls:sys_enter_{s}" for s in self.syscalls)]
+        pids = ",".join(str(pid) for pid in attachable(self.processes))
+        self.perf = PerfProcess(
+            ["perf", "stat", "--per-thread", "-x", ",", "-o", str(self.out),
+             "-e", ",".join(events), "-p", pids], "perf stat")
+        self.perf.launch()
+
+    def confirm(self, retries: int = 2) -> None:
+        """Raise if perf stat failed at once; a pid gone before it attached: launched
+        again with the pids there are then, ``retries`` times."""
+        if self.perf is None:
+            raise RuntimeError("perf stat was not started")
+        try:
+            self.perf.confirm()
+        except RuntimeError:
+            if retries <= 0:
+                raise
+            self.start(attempts=retries)
 
     def stop(self, timeout: float = 20) -> dict[int, Counts]:
         if self.perf is None:

@@ -39,7 +39,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from syncrep_lab.pg.roles import CLIENT_PROGRAMS
-from syncrep_lab.probes.perfrun import PerfProcess, excerpt, perf_reason, require_output
+from syncrep_lab.probes.perfrun import (
+    PerfProcess,
+    PerfRecording,
+    excerpt,
+    perf_reason,
+    require_output,
+)
 
 EVENTS = (Path("/sys/kernel/tracing/events/sched"),
           Path("/sys/kernel/debug/tracing/events/sched"))
@@ -63,7 +69,7 @@ def unavailable_reason() -> str | None:
     return None
 
 
-class SchedRecorder:
+class SchedRecorder(PerfRecording):
     """``perf record`` of the scheduler tracepoints on every CPU, bounded to ``seconds``
     (~80,000 events a second, ~9 MB/s, on a busy 2-core machine)."""
 
@@ -73,10 +79,10 @@ class SchedRecorder:
         self.perf = PerfProcess(["perf", "record", "-a", "-e", TRACEPOINTS, "-o", str(out),
                                  "--", "sleep", f"{seconds:g}"], "perf record")
 
-    def start(self) -> None:
+    def launch(self) -> None:
         # perf would rename an existing file to .old and keep it.
         self.out.unlink(missing_ok=True)
-        self.perf.start()
+        self.perf.launch()
 
     def stop(self, timeout: float = 30) -> None:
         require_output(self.out, "perf record (scheduler)", self.perf.stop(timeout))

@@ -18,6 +18,7 @@ import contextlib
 import resource
 import subprocess
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +32,7 @@ from syncrep_lab.pg.admin import admin_connection
 from syncrep_lab.pg.roles import NodeProcess
 from syncrep_lab.probes import flamegraph, gprof, perfstat, sched
 from syncrep_lab.probes.activity import ActivityResult, ActivitySampler
+from syncrep_lab.probes.perfrun import SETTLE_SECONDS
 from syncrep_lab.probes.recorder import Ending
 from syncrep_lab.probes.tracker import ProcessTracker, TrackerResult
 from syncrep_lab.readers.timeline import Timeline
@@ -50,7 +52,12 @@ if TYPE_CHECKING:  # the spec's types only: probes do not depend on the experime
 
 
 class _Startable(Protocol):
-    def start(self) -> None: ...
+    """A perf recording: launched, then, after one pause for all of them to open their
+    events, confirmed (raises if it failed at once)."""
+
+    def launch(self) -> None: ...
+
+    def confirm(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -192,13 +199,12 @@ class RepeatProbes:
                                     numa=self.config.numa, seconds=self.duration)
         if self.tracker is not None:
             self.processes = self.tracker.begin()
-        self._start_perf()
-        self._start_recorders()
+        self._start_perfs()
         self._start_samplers()
 
-    def _started(self, probe: str, enabled: bool, unavailable: Callable[[], str | None],
-                 make: Callable[[], _Startable]) -> Any:
-        """The probe, started; or None, with the reason stored (off, impossible, failed)."""
+    def _launched(self, probe: str, enabled: bool, unavailable: Callable[[], str | None],
+                  make: Callable[[], _Startable]) -> Any:
+        """The probe, launched; or None, with the reason stored (off, impossible, failed)."""
         reason = (f"turned off in the spec ([probes] {probe})" if not enabled
                   else self._local_reason() or unavailable())
         if reason is not None:
@@ -206,7 +212,18 @@ class RepeatProbes:
             return None
         started = make()
         try:
-            started.start()
+            started.launch()
+        except (OSError, RuntimeError) as exc:
+            self.data.status[probe] = ("failed", str(exc))
+            return None
+        return started
+
+    def _confirmed(self, probe: str, started: _Startable | None) -> Any:
+        """``started`` if it did not fail at once, else None with the failure stored."""
+        if started is None:
+            return None
+        try:
+            started.confirm()
         except (OSError, RuntimeError) as exc:
             self.data.status[probe] = ("failed", str(exc))
             return None
@@ -236,21 +253,27 @@ class RepeatProbes:
             self.data.status["gprof"] = ("failed", str(exc))
             self.gprof = None
 
-    def _start_perf(self) -> None:
-        self.perf = self._started(
+    def _start_perfs(self) -> None:
+        """perf stat, the on-CPU recording and the scheduler's: launched together, given
+        one pause to open their events (perfrun.SETTLE_SECONDS; one after another, each
+        took its own), then each confirmed."""
+        perf = self._launched(
             "perf", self.config.perf, perfstat.unavailable_reason,
             lambda: perfstat.PerfStat(self.processes, self.out_dir / "perf-stat.csv"))
-
-    def _start_recorders(self) -> None:
-        self.oncpu = self._started(
+        oncpu = self._launched(
             "flamegraphs", self.config.flamegraphs, flamegraph.unavailable_reason,
             lambda: flamegraph.OnCpuRecorder(self.out_dir / "oncpu.perf.data",
                                              self.config.flame_hz, self.duration + 60,
                                              self.call_graph()))
-        self.sched = self._started(
+        recorder = self._launched(
             "sched", self.config.sched, sched.unavailable_reason,
             lambda: sched.SchedRecorder(self.out_dir / "sched.perf.data",
                                         min(self.config.sched_seconds, self.duration)))
+        if perf or oncpu or recorder:
+            time.sleep(SETTLE_SECONDS)
+        self.perf = self._confirmed("perf", perf)
+        self.oncpu = self._confirmed("flamegraphs", oncpu)
+        self.sched = self._confirmed("sched", recorder)
 
     def call_graph(self) -> str:
         """How perf unwinds the on-CPU stacks: the spec's choice, or by the build."""
