@@ -194,10 +194,12 @@ def test_an_a_a_in_duet_holds_1_and_its_pairs_ran_at_once_on_swapped_cpus(root: 
     assert placed and all(p["cpus"] == p["seen"] for p in placed)
 
 
-def test_sigterm_mid_duet_leaves_nothing_behind(root: Path) -> None:
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL])
+def test_an_interrupted_duet_leaves_nothing_behind(root: Path, signum: int) -> None:
     """SIGTERM while both sides' clients run: the run ends with 128 + SIGTERM and
-    leaves no server, client, cluster folder or cpuset of either side."""
-    work = root / "term"
+    leaves no server, client, cluster folder or cpuset of either side; after kill -9,
+    ``clean`` removes them."""
+    work = root / f"sig{signum}"
     work.mkdir()
     (work / "spec.toml").write_text(_twins(rounds=5, duration=4))
     out = work / "run"
@@ -213,19 +215,29 @@ def test_sigterm_mid_duet_leaves_nothing_behind(root: Path) -> None:
         wait_until(both_clients, 180, "both sides' pgbench")
         seen = descendants(proc.pid)
         assert len(run_postmasters(out)) >= 4  # two clusters of a primary and a standby
-        os.kill(proc.pid, signal.SIGTERM)
+        assert _cpusets(out)
+        os.kill(proc.pid, signum)
         _, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert proc.returncode == (128 + signum if signum == signal.SIGTERM else -signum), err
     assert "Traceback" not in err
-    assert still_alive(seen) == []
+    if signum == signal.SIGKILL:
+        res = cli("clean")
+        assert res.returncode == 0, res.stdout + res.stderr
+    wait_until(lambda: not still_alive(seen), 30, "the run's processes to end")
     assert run_postmasters(out) == []
     assert not any((slot_dir(out, s) / "syncrep-lab.json").exists() for s in range(4))
+    assert _cpusets(out) == []
+
+
+def _cpusets(out: Path) -> list[str]:
+    """The cpuset groups of the run in ``out`` (both sides'), by name."""
     support = cpuset_support()
-    if support.root is not None:
-        digest = slot_dir(out, 0).name[4:]
-        groups = support.root / TOP
-        left = [p.name for p in groups.iterdir()] if groups.is_dir() else []
-        assert not [g for g in left if g.startswith(digest)], left
+    if support.root is None:
+        return []
+    digest = slot_dir(out, 0).name[4:]
+    groups = support.root / TOP
+    return sorted(p.name for p in groups.iterdir() if p.name.startswith(digest)) \
+        if groups.is_dir() else []
