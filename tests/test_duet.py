@@ -241,3 +241,26 @@ def _cpusets(out: Path) -> list[str]:
     groups = support.root / TOP
     return sorted(p.name for p in groups.iterdir() if p.name.startswith(digest)) \
         if groups.is_dir() else []
+
+
+def test_one_cpu_is_no_duet_the_run_is_interleaved_and_says_why(root: Path) -> None:
+    """Held to one CPU (taskset, which every child inherits): the duet falls back to
+    interleaved rounds, and the output, the store's order and its note say why."""
+    work = root / "one-cpu"
+    work.mkdir()
+    (work / "spec.toml").write_text(_twins(rounds=2))
+    out = work / "run"
+    res = subprocess.run(
+        ["taskset", "-c", "0", sys.executable, "-m", "syncrep_lab", "run",
+         str(work / "spec.toml"), "--out", str(out)], capture_output=True, text=True,
+        timeout=300, check=False, stdin=subprocess.DEVNULL,
+        env={**os.environ, "COLUMNS": "200"})
+    assert res.returncode == 0, res.stdout + res.stderr
+    said = " ".join((res.stdout + res.stderr).split())
+    assert "gives the run 1 CPU (0) and a duet needs one a side" in said, said
+    db = sqlite3.connect(out / "syncrep-lab.sqlite")
+    mode, note = db.execute("select order_mode, order_note from runs").fetchone()
+    assert mode == "interleaved" and "interleaved instead" in note, note
+    rows = db.execute("select round, pair, cpus from repeats").fetchall()
+    assert len(rows) == 4 and {r[0] for r in rows} == {1, 2}
+    assert all(r[1] is None and r[2] is None for r in rows), rows

@@ -79,9 +79,8 @@ def what_it_is(spec: Spec, cell: Cell, split: Sides) -> str:
     machine gives."""
     roles = roles_a_side(spec, cell)
     per = len(split.first)
-    line = (f"duet: each cell beside its baseline at the same moment, on CPUs "
-            f"{format_cpus(split.first)} and {format_cpus(split.second)} (swapped every "
-            f"round)")
+    line = (f"duet on CPUs {format_cpus(split.first)} and {format_cpus(split.second)}, "
+            "one set a side, swapped every round")
     if per < len(roles):
         line += (f"; a side runs {len(roles)} roles ({', '.join(roles)}) where the "
                  f"layout would give each a CPU, and this machine gives each side {per}: "
