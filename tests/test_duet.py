@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Iterator
 from datetime import datetime
 from itertools import pairwise
 from pathlib import Path
@@ -35,7 +33,7 @@ from syncrep_lab.run.clusters import slot_dir
 from syncrep_lab.run.duet import Sides, baseline_first, cannot, sides
 from syncrep_lab.terminal.ab import WIDTH
 
-from .helpers import cli, descendants, run_postmasters, shared_tmp, still_alive, wait_until
+from .helpers import cli, descendants, run_postmasters, still_alive, wait_until
 
 SMALL = (Path(__file__).parent / "data" / "ab-small.toml").read_text()
 EMPTY = Path(__file__).parent / "data" / "patches" / "empty.patch"
@@ -135,27 +133,20 @@ def test_the_sides_swap_cpus_every_round_and_one_cpu_is_no_duet() -> None:
 # --- on real servers --------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def root() -> Iterator[Path]:
-    path = shared_tmp("srl-duet-")
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
-
-
 def _when(text: str) -> float:
     return datetime.fromisoformat(text).timestamp()
 
 
-def test_an_a_a_in_duet_holds_1_and_its_pairs_ran_at_once_on_swapped_cpus(root: Path
+def test_an_a_a_in_duet_holds_1_and_its_pairs_ran_at_once_on_swapped_cpus(workdir: Path
                                                                           ) -> None:
     """ab --duet of the same bytes on both sides: every ratio's interval holds 1; the
     two repeats of every pair overlap in time, each side had one CPU and the other side
     the other, and each cell's CPU changed every round."""
-    spec = root / "aa.toml"
+    spec = workdir / "aa.toml"
     spec.write_text(SMALL.format(probes="probed_repeats = 0", rounds=4, confidence=0.99))
-    out = root / "aa"
+    out = workdir / "aa"
     res = cli("ab", "18", "--patch", str(EMPTY), "--spec", str(spec), "--out", str(out),
-              "--duet", timeout=1800, cwd=root)
+              "--duet", timeout=1800, cwd=workdir)
     assert res.returncode == 0, res.stdout + res.stderr
     lines = res.stdout.splitlines()
     assert lines and max(len(ln) for ln in lines) <= WIDTH
@@ -195,11 +186,11 @@ def test_an_a_a_in_duet_holds_1_and_its_pairs_ran_at_once_on_swapped_cpus(root: 
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL])
-def test_an_interrupted_duet_leaves_nothing_behind(root: Path, signum: int) -> None:
+def test_an_interrupted_duet_leaves_nothing_behind(workdir: Path, signum: int) -> None:
     """SIGTERM while both sides' clients run: the run ends with 128 + SIGTERM and
     leaves no server, client, cluster folder or cpuset of either side; after kill -9,
     ``clean`` removes them."""
-    work = root / f"sig{signum}"
+    work = workdir / f"sig{signum}"
     work.mkdir()
     (work / "spec.toml").write_text(_twins(rounds=5, duration=4))
     out = work / "run"
@@ -243,10 +234,10 @@ def _cpusets(out: Path) -> list[str]:
         if groups.is_dir() else []
 
 
-def test_one_cpu_is_no_duet_the_run_is_interleaved_and_says_why(root: Path) -> None:
+def test_one_cpu_is_no_duet_the_run_is_interleaved_and_says_why(workdir: Path) -> None:
     """Held to one CPU (taskset, which every child inherits): the duet falls back to
     interleaved rounds, and the output, the store's order and its note say why."""
-    work = root / "one-cpu"
+    work = workdir / "one-cpu"
     work.mkdir()
     (work / "spec.toml").write_text(_twins(rounds=2))
     out = work / "run"
