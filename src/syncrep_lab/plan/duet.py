@@ -2,7 +2,7 @@
 each on a cluster of its own, read from the spec's comparisons without touching the
 machine.
 
-A pair is a cell and its baseline (``[compare] baseline``, stats/pairing.py): the ratio
+A pair is a cell and its baseline (``[compare] baseline``, plan/baselines.py): the ratio
 a duet takes is the one the run compares. So every cell must be in exactly one pair: a
 baseline compared by two cells would have to run beside both at once (three clusters,
 not two sides), and a cell compared with nothing has no partner. The two cells of a pair
@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from syncrep_lab.plan.baselines import baselines
 from syncrep_lab.plan.matrix import NO_PLACEMENT, Cell
 from syncrep_lab.plan.spec import Spec
 from syncrep_lab.store.keys import with_defaults
@@ -45,9 +46,6 @@ class NotPaired(ValueError):
 def duet_pairs(spec: Spec, cells: Sequence[Cell]) -> list[Pair]:
     """The pairs of ``cells`` in the plan's order, or NotPaired naming the cells that
     cannot be paired."""
-    # here, not at the top: the statistics load scipy, and every spec check imports this
-    from syncrep_lab.stats.pairing import baselines
-
     by_index = {c.index: c for c in cells}
     base_of = baselines([(c.index, with_defaults(c.params())) for c in cells],
                         spec.compare.rules(spec.matrix))

@@ -36,6 +36,7 @@ from syncrep_lab.pg.conninfo import mask_conninfo, mask_text
 from syncrep_lab.pg.installations import resolve
 from syncrep_lab.pg.settings import profile_settings
 from syncrep_lab.pg.sync_names import check_sync
+from syncrep_lab.plan.baselines import baselines
 from syncrep_lab.plan.matrix import (
     NO_PLACEMENT,
     Cell,
@@ -49,7 +50,6 @@ from syncrep_lab.probes.session import ProbeNode
 from syncrep_lab.run.context import RunContext
 from syncrep_lab.run.placement_watch import start_pinners
 from syncrep_lab.run.target import Target
-from syncrep_lab.stats.pairing import baselines
 from syncrep_lab.store import cluster_key_text
 from syncrep_lab.store.keys import with_defaults
 

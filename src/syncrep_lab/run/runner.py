@@ -38,6 +38,7 @@ from syncrep_lab.pg.conninfo import (
     without_masked_password,
 )
 from syncrep_lab.placement.cpus import machine_cpus
+from syncrep_lab.plan.baselines import baselines
 from syncrep_lab.plan.duet import duet_pairs
 from syncrep_lab.plan.load import load_spec
 from syncrep_lab.plan.matrix import (
@@ -71,7 +72,7 @@ from syncrep_lab.run.workload import (
 )
 from syncrep_lab.stats.histogram import LatencyHistogram
 from syncrep_lab.stats.intervals import mean_ci, rate_ci, stein_rounds, trend
-from syncrep_lab.stats.pairing import baselines, by_round, rows_per_second
+from syncrep_lab.stats.pairing import by_round, rows_per_second
 from syncrep_lab.store import (
     ANATOMY,
     MEASURED,
