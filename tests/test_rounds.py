@@ -8,9 +8,9 @@ import random
 
 import pytest
 
+from syncrep_lab.plan.baselines import baselines
 from syncrep_lab.run.rounds import Member, Rounds, round_order
 from syncrep_lab.stats.intervals import paired_ratio, stein_rounds, trend
-from syncrep_lab.stats.pairing import baselines
 
 
 def test_paired_ratio_against_hand_computed_values() -> None:

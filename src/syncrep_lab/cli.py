@@ -228,11 +228,16 @@ def pg_build_cmd(source: str, patches: tuple[Path, ...], flavor: str, name: str 
                    "of bare TPS with it, 0.82 to 0.91 without (32 clients, 2 cores), "
                    "and its parts are of that slower commit. A --spec's own [probes] "
                    "standby_anatomy is kept.")
+@click.option("--duet", is_flag=True,
+              help="Run stock and patched at the same moment, each cluster on CPUs of "
+                   "its own, swapped every round, the ratio taken within each "
+                   "simultaneous pair ([run] order = \"duet\"); interleaved, saying why, "
+                   "where the machine cannot give each side a CPU.")
 @output_options(json_help="Print the answer as JSON.")
 def ab_cmd(bases: tuple[str, ...], patches: tuple[str, ...], git_base: str | None,
            flavor: str, spec_file: Path | None, clients: str | None, budget: str | None,
            out: Path | None, resume: bool, jobs: int | None, standby_anatomy: bool,
-           output: str) -> None:
+           duet: bool, output: str) -> None:
     """Judge a patch: build BASE stock and patched (BASE as pg build takes it: a
     version, a tarball or a source tree), run both interleaved on the seed's shape
     (on, remote_write and the control local, at a low and a high client count) and
@@ -249,7 +254,7 @@ def ab_cmd(bases: tuple[str, ...], patches: tuple[str, ...], git_base: str | Non
     from syncrep_lab.terminal.ab import summary_lines
 
     prep = prepare(Options(list(bases), list(patches), git_base, flavor, spec_file,
-                           clients, budget, out, jobs, resume, standby_anatomy))
+                           clients, budget, out, jobs, resume, standby_anatomy, duet))
     err.print(f"ab: output folder {escape(str(prep.out))}", soft_wrap=True)
 
     @contextmanager

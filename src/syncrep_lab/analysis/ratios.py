@@ -40,9 +40,10 @@ from typing import Any
 from syncrep_lab.analysis.compare import AnatomyComparison, cell_anatomy_comparison, run_drift
 from syncrep_lab.analysis.noise import RESUMED_GAP_S
 from syncrep_lab.json_form import JSON
+from syncrep_lab.plan.baselines import baselines
 from syncrep_lab.plan.spec import Scalar
 from syncrep_lab.stats.intervals import detectable_effect, ratio_ci, rounds_for
-from syncrep_lab.stats.pairing import baselines, by_round, paired, rows_per_second
+from syncrep_lab.stats.pairing import by_round, paired, rows_per_second
 from syncrep_lab.store import Store, StoredRepeat, StoredRun, cluster_key_text, with_defaults
 
 

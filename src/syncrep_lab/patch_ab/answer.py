@@ -431,6 +431,12 @@ class PatchVerdict:
     sync_walsender: str | None
     cells: tuple[PatchedCell, ...]
     control: Control
+    # how the two sides were measured: interleaved (one after the other in shuffled
+    # rounds, the ratio paired by round) or duet (at the same moment, each on CPUs of its
+    # own, the ratio paired within each simultaneous pair); the run's note on it (a duet
+    # the machine could not run says why it was interleaved)
+    order: str = "interleaved"
+    order_note: str | None = None
 
     def to_json(self) -> dict[str, JSON]:
         """The JSON form, unbounded figures null (JSON has no infinity)."""
@@ -443,7 +449,8 @@ class PatchVerdict:
             "machine": dict(self.machine), "versions": dict(self.versions),
             "reference_cores": self.reference_cores, "flame_z": self.flame_z,
             "flame_hz": self.flame_hz, "sync_walsender": self.sync_walsender,
-            "cells": [c.to_json() for c in self.cells], "control": self.control.to_json()})
+            "cells": [c.to_json() for c in self.cells], "control": self.control.to_json(),
+            "order": self.order, "order_note": self.order_note})
 
 
 def _side(side: FigureSide) -> SideFigure:
@@ -792,7 +799,8 @@ def read_answer(folder: Path, stock_name: str, patched_name: str, diffs: Path
             machine=run.machine, versions=versions, reference_cores=cores, flame_z=z_crit,
             flame_hz=spec.probes.flame_hz,
             sync_walsender=max(sorted(set(named)), key=named.count) if named else None,
-            cells=tuple(marked), control=control(marked))
+            cells=tuple(marked), control=control(marked),
+            order=str(run.order_mode or "blocked"), order_note=run.order_note)
     finally:
         store.close()
 

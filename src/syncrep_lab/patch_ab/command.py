@@ -54,6 +54,7 @@ class Options:
     jobs: int | None = None
     resume: bool = False
     standby_anatomy: bool = False  # the anatomy repeats split the wait for the standby
+    duet: bool = False  # both sides at the same moment ([run] order = "duet")
 
 
 @dataclass(frozen=True)
@@ -102,7 +103,7 @@ def prepare(opts: Options) -> Prepared:
         spec_dir = Path.cwd()
     # the spec as it will run, with stand-in names: its errors before any build
     spec_with_builds(data, "ab-stock", "ab-patched", budget=opts.budget, clients=clients,
-                     standby_anatomy=opts.standby_anatomy)
+                     standby_anatomy=opts.standby_anatomy, duet=opts.duet)
     out = (opts.out or Path("syncrep-runs") / f"ab-{time.strftime('%Y%m%d-%H%M%S')}").absolute()
     if out.exists() and not out.is_dir():
         raise UserError(f"--out {out} is not a directory", "choose a folder for the answer")
@@ -140,6 +141,8 @@ def command_line(opts: Options, out: Path) -> str:
         words += ["--budget", opts.budget]
     if opts.standby_anatomy:
         words.append("--standby-anatomy")
+    if opts.duet:
+        words.append("--duet")
     words += ["--out", str(out)]
     return shlex.join(words)
 
@@ -228,7 +231,7 @@ def run_ab(prep: Prepared, display: Callable[[Path], AbstractContextManager[Even
         folder = prep.out / f"run-{slug}"
         spec, text = spec_with_builds(prep.data, side.stock.name, side.patched.name,
                                       budget=opts.budget, clients=prep.clients,
-                                      standby_anatomy=opts.standby_anatomy)
+                                      standby_anatomy=opts.standby_anatomy, duet=opts.duet)
         started = time.monotonic()  # each base's run: its budget from here to its report
         if (folder / "syncrep-lab.sqlite").exists():
             with display(folder) as events:

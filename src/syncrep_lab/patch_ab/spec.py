@@ -59,11 +59,13 @@ def user_spec(path: Path) -> Table:
 
 def with_builds(data: Table, stock: str, patched: str, *,
                 budget: str | None = None, clients: list[int] | None = None,
-                standby_anatomy: bool = False) -> tuple[Spec, str]:
+                standby_anatomy: bool = False, duet: bool = False) -> tuple[Spec, str]:
     """The spec with the two builds as its ``pg`` axis and stock as every cell's
     baseline (and ``budget``, ``clients`` where given), parsed, and its text.
     ``standby_anatomy``: the anatomy repeats split the wait for the standby too, unless
-    the spec's ``[probes]`` says whether they do (its own choice kept)."""
+    the spec's ``[probes]`` says whether they do (its own choice kept). ``duet``: each
+    patched cell at the same moment as its stock twin (``[run] order = "duet"``, over
+    the spec's own order: the command line asked for it)."""
     data = _copy(data)
     matrix = _section(data, "matrix")
     topology = data.get("topology")
@@ -81,6 +83,8 @@ def with_builds(data: Table, stock: str, patched: str, *,
         _section(data, "run")["budget"] = budget
     if standby_anatomy:
         _section(data, "probes").setdefault("standby_anatomy", True)
+    if duet:
+        _section(data, "run")["order"] = "duet"
     _section(data, "reference").setdefault("cores", REFERENCE_CORES)
     text = to_toml(data)
     return load_spec(text, "ab's spec"), text

@@ -201,6 +201,19 @@ def apply(layout: Layout) -> None:
         raise
 
 
+def reconfine(layout: Layout, cpus: list[int]) -> None:
+    """Every node's cpuset and the client's given ``cpus`` instead, under the running
+    processes (the kernel moves them at the write: a duet's sides swapping CPUs between
+    rounds, run/duet.py); the layout says so after. Pins and quotas are left as they are
+    (a duet has none)."""
+    support = _support()
+    for name, launch in sorted([*layout.nodes.items(), (CLIENT, layout.client)]):
+        if launch.cgroup is not None:
+            CpusetGroup.create(support, layout.run_key, name, cpus,
+                               exclusive=layout.exclusive and name != CLIENT)
+            launch.cpus = list(cpus)
+
+
 def undo(layout: Layout) -> list[str]:
     """Remove the network and the cpuset groups (after the servers stopped).
     Returns what could not be removed."""

@@ -18,6 +18,7 @@ from syncrep_lab.errors import UserError
 from syncrep_lab.pg.builds import check_name, custom_flags
 from syncrep_lab.pg.sync_names import check_standby_names, check_sync
 from syncrep_lab.placement.layout import CLIENT
+from syncrep_lab.plan.duet import duet_problem
 from syncrep_lab.plan.matrix import (
     AXES,
     DEFAULT_SETTINGS_SET,
@@ -126,6 +127,9 @@ def check_spec(spec: Spec) -> list[Problem]:
     if len(plan.cells) > MAX_CELLS:
         return [(("matrix",), f"{len(plan.cells)} cells is more than {MAX_CELLS}; "
                  "split the spec or use exclude/only")]
+    duet = duet_problem(spec, plan.cells)
+    if duet is not None:
+        problems.append((("run", "order"), duet))
     seen: set[tuple[Any, ...]] = set()
     for cell in plan.cells:
         where_sync: tuple[str | int, ...] = ("matrix", "sync") if m.sync else ("topology", "sync")

@@ -29,9 +29,11 @@ def _split(cpus: list[int], instance: int, instances: int) -> list[int]:
     return cpus[start : start + size + (1 if instance - 1 < extra else 0)]
 
 
-def layout_for(spec: Spec, cell: Cell, instance: int, run_key: str) -> Layout | None:
+def layout_for(spec: Spec, cell: Cell, instance: int, run_key: str,
+               confined: list[int] | None = None) -> Layout | None:
     """One instance's layout (instance counts from 1), or None when the cell runs as
-    plain processes on this host's loopback."""
+    plain processes on this host's loopback. ``confined``: every node and the client in
+    a cpuset of these CPUs (a duet's side, run/duet.py; a duet has no placement)."""
     from syncrep_lab.network.plan import Link, plan_network
     from syncrep_lab.placement.cpus import machine_cpus, parse_cpus
 
@@ -44,6 +46,8 @@ def layout_for(spec: Spec, cell: Cell, instance: int, run_key: str) -> Layout | 
         lambda cpus: cpus)
 
     def cpus_of(node: str) -> list[int] | None:
+        if confined is not None:
+            return list(confined)
         if cell.cores is not None and node != CLIENT:
             return _split(machine_cpus()[: cell.cores], instance, cell.instances)
         if place is None:

@@ -235,8 +235,10 @@ class RunControl(_Strict):
     reset: ResetMode = "full"
     # interleaved: the cells of one cluster run one repeat each per round, in an order
     # shuffled per round (run/rounds.py); blocked: every repeat of a cell, then
-    # the next cell
-    order: Literal["interleaved", "blocked"] = "interleaved"
+    # the next cell; duet: each cell and its baseline at the same moment, each on a
+    # cluster and CPUs of its own (plan/duet.py, run/duet.py), interleaved where the
+    # machine cannot give each side a CPU
+    order: Literal["interleaved", "blocked", "duet"] = "interleaved"
     seed: Annotated[int, Field(ge=0)] | None = None  # the rounds' shuffles; None: drawn, stored
     budget: str | None = None  # "10m", "90s", "1h": no new round once this much has run
 

@@ -36,6 +36,7 @@ from syncrep_lab.pg.conninfo import mask_conninfo, mask_text
 from syncrep_lab.pg.installations import resolve
 from syncrep_lab.pg.settings import profile_settings
 from syncrep_lab.pg.sync_names import check_sync
+from syncrep_lab.plan.baselines import baselines
 from syncrep_lab.plan.matrix import (
     NO_PLACEMENT,
     Cell,
@@ -49,7 +50,6 @@ from syncrep_lab.probes.session import ProbeNode
 from syncrep_lab.run.context import RunContext
 from syncrep_lab.run.placement_watch import start_pinners
 from syncrep_lab.run.target import Target
-from syncrep_lab.stats.pairing import baselines
 from syncrep_lab.store import cluster_key_text
 from syncrep_lab.store.keys import with_defaults
 
@@ -79,6 +79,8 @@ class ActiveCluster:
         self.generation = 0
         self._generations = generations or itertools.count(1)
         self.dir = slot_dir(ctx.store.folder, slot)
+        # a duet's side: the CPUs its nodes and client are confined to (run/duet.py)
+        self.cpus: list[int] | None = None
 
     @property
     def attach(self) -> Attach | None:
@@ -117,7 +119,7 @@ class ActiveCluster:
                 flush_delay_us={node: flush_delay_us(spec, cell.settings_set, node)
                                 for node in spec.nodes},
                 profile=topo.profile, clone=topo.clone, timeout=spec.run.ready_timeout,
-                layout=layout_for(spec, cell, instance, self.dir.name[4:]),
+                layout=layout_for(spec, cell, instance, self.dir.name[4:], self.cpus),
                 hosts={node: asdict(spec.ssh_host(host))
                        for node, host in topo.hosts.items()
                        if node in ("primary", *standby_names(spec, cell.standbys))},
@@ -207,6 +209,24 @@ class ActiveCluster:
         built = build_at(bin_dir) if cell is not None else None
         self.ctx.store.add_cluster(self.ctx.run_id, key, version, bin_dir, described,
                                       settings, built.describe() if built else None)
+
+    def confine(self, cpus: list[int]) -> None:
+        """A duet's side moved to ``cpus`` (run/duet.py): its nodes' and client's cpusets
+        rewritten under the running servers, and its manifest saying so (what `costs`,
+        the read-back and a rebuilt cluster read)."""
+        if self.cpus == cpus:
+            return
+        from syncrep_lab.placement.layout import reconfine
+
+        for target in self.targets:
+            manifest = target.manifest
+            layout = manifest.placed() if manifest is not None else None
+            if manifest is None or layout is None:
+                continue
+            reconfine(layout, cpus)
+            manifest.layout = layout.to_json()
+            manifest.save()
+        self.cpus = list(cpus)
 
     def set_sync(self, cell: Cell) -> None:
         """synchronous_standby_names by reload, then wait for the states it implies."""
@@ -313,6 +333,8 @@ class ClusterPool:
         self.keep: set[tuple[Any, ...]] = set()
         self._generations = itertools.count(1)
         self.current = ActiveCluster(ctx, slot=0, generations=self._generations)
+        # a duet's: the CPUs a cluster key's side is confined to, for when it is built
+        self.confined: dict[tuple[Any, ...], list[int]] = {}
 
     def for_cell(self, cell: Cell) -> Target:
         """The cell's cluster, made the current one (built if it is not up)."""
@@ -327,6 +349,7 @@ class ClusterPool:
                 slot = next(i for i in range(MAX_SLOTS) if i not in used)
                 cluster = ActiveCluster(self.ctx, slot=slot,
                                         generations=self._generations)
+                cluster.cpus = self.confined.get(cell.cluster_key)
                 self.held[cell.cluster_key] = cluster
         self.current = cluster
         return cluster.for_cell(cell)

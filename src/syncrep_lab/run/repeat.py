@@ -43,7 +43,7 @@ from syncrep_lab.run.io_watch import IoWatch
 from syncrep_lab.run.placement_watch import PlacementReadBack
 from syncrep_lab.run.target import Target
 from syncrep_lab.run.workload import ClientRun, RunningClient
-from syncrep_lab.store import ANATOMY, MEASURED, PROBED, now
+from syncrep_lab.store import ANATOMY, MEASURED, PROBED, ProbeRows, now
 
 
 @dataclass
@@ -79,35 +79,68 @@ class Repeat:
         self.hosts: HostWatch | None = None
         self.fault: FaultRun | None = None
         self.logs: list[TransactionLogStats] | None = None
+        self.runs: list[ClientRun] = []
+        self.started = ""
+        # a duet's: the other side's data dirs, and its pair and CPUs as stored
+        self.also_ours: list[Path] = []
+        self.duet: dict[str, int | str] = {}
 
     def measure(self) -> float:
         """Run the repeat and store it; its TPS."""
+        watch = self.prepare()
+        with Recording(self.recorders()) as recording:
+            running = self.start_client()
+            rows = self.finish(watch, recording, running)
+        return self.keep(watch, running, rows)
+
+    # A duet (run/duet.py) drives two repeats through these steps together: both
+    # prepared, both recorders' and clients started, both finished, both kept.
+
+    def prepare(self) -> reset.Disturbances:
+        """Its folder made and its cluster in the state every repeat starts from; what
+        would disturb it read from here (``also_ours``: the servers of a duet's other
+        side, which are not other processes)."""
         if self.dir.exists():
             shutil.rmtree(self.dir)  # the remains of a repeat that was killed
         self.dir.mkdir()
         data_dirs = [n.data_dir for t in self.targets for n in t.nodes if n.data_dir]
         watch = reset.Disturbances(self.target.admin, self.target.version_num,
-                                   self.ctx.tables.insert, data_dirs, behind=self._reset())
-        started = now()
-        with Recording(self.recorders()) as recording:
-            running = start_clients(
-                self.targets, self.run.options, self.target.pgbench, self.run.script,
-                self.dir, self.ctx.spec.workload.duration,
-                live=lambda s: self.ctx.events.live(self.cell, s),
-                stall_watch=self.ctx.stall_watch(self.cell))
-            self.client.begin(running)
-            runs = self._finished(running)
-            watch.ended()
-            rows = recording.stop(Ending(self._timeline(runs), lambda: self._rows_written(runs)))
+                                   self.ctx.tables.insert, data_dirs + self.also_ours,
+                                   behind=self._reset())
+        self.started = now()
+        return watch
+
+    def start_client(self) -> list[RunningClient]:
+        running = start_clients(
+            self.targets, self.run.options, self.target.pgbench, self.run.script,
+            self.dir, self.ctx.spec.workload.duration,
+            live=lambda s: self.ctx.events.live(self.cell, s),
+            stall_watch=self.ctx.stall_watch(self.cell))
+        self.client.begin(running)
+        return running
+
+    def finish(self, watch: reset.Disturbances, recording: Recording,
+               running: list[RunningClient]) -> ProbeRows:
+        """The client waited for, then the recorders stopped: their rows."""
+        self.runs = self._finished(running)
+        watch.ended()
+        runs = self.runs
+        return recording.stop(Ending(self._timeline(runs), lambda: self._rows_written(runs)))
+
+    def keep(self, watch: reset.Disturbances, running: list[RunningClient],
+             rows: ProbeRows) -> float:
+        """The repeat stored; its TPS."""
+        runs = self.runs
         rows.proc_costs += remote_client_costs(running, self.cell.driver)
         record = repeat_record.build(
             runs, self._logs_of(runs), [t.instance for t in self.targets], n=self.run.n,
-            probed=self.kind, started_at=started, round_no=self.round_no,
+            probed=self.kind, started_at=self.started, round_no=self.round_no,
             position=self.position, seen=watch.seen(),
             stdout_path=f"{self.here}/{self.cell.driver}.stdout",
             stderr_path=f"{self.here}/{self.cell.driver}.stderr")
         rows.instance_results = record.instance_rows
-        self.ctx.store.add_repeat(self.run.cell_id, record.values, record.samples, rows)
+        self.ctx.store.add_repeat(self.run.cell_id, {**record.values, **self.duet}, record.samples,
+                                  rows)
         return record.tps
 
     def _reset(self) -> bool:
@@ -158,6 +191,9 @@ class Repeat:
                 and spec.probes.proc_hz > 0):
             # a client on an SSH host is not this process's child: no figure of it
             client_here = target.manifest is None or target.manifest.client is None
+            # in a duet the other side's client is reaped in the same window: its CPU
+            # would be counted as this one's
+            client_here = client_here and not self.duet
             chosen.append(UntracedCpu(target.nodes, len(self.targets),
                                       cell.driver if client_here else None, duration))
         placed = any(t.manifest is not None and t.manifest.layout for t in self.targets)

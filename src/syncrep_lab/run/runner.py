@@ -25,6 +25,7 @@ import sqlite3
 import statistics
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,16 +37,20 @@ from syncrep_lab.pg.conninfo import (
     mask_toml,
     without_masked_password,
 )
+from syncrep_lab.placement.cpus import machine_cpus
+from syncrep_lab.plan.baselines import baselines
+from syncrep_lab.plan.duet import duet_pairs
 from syncrep_lab.plan.load import load_spec
 from syncrep_lab.plan.matrix import (
     Cell,
     expand,
 )
 from syncrep_lab.plan.spec import Spec
+from syncrep_lab.run import duet as duet_mod
 from syncrep_lab.run import faults, repeat_record, sysbench
 from syncrep_lab.run.attached import APP_PREFIX, Visit
 from syncrep_lab.run.clients import ClientOptions, finish_all, start_clients
-from syncrep_lab.run.clusters import ActiveCluster, ClusterPool, units
+from syncrep_lab.run.clusters import ActiveCluster, ClusterPool, PoolPlan, units
 from syncrep_lab.run.context import Events, RunContext
 from syncrep_lab.run.host_watch import host_facts
 from syncrep_lab.run.machine import machine_metadata
@@ -67,7 +72,7 @@ from syncrep_lab.run.workload import (
 )
 from syncrep_lab.stats.histogram import LatencyHistogram
 from syncrep_lab.stats.intervals import mean_ci, rate_ci, stein_rounds, trend
-from syncrep_lab.stats.pairing import baselines, by_round, rows_per_second
+from syncrep_lab.stats.pairing import by_round, rows_per_second
 from syncrep_lab.store import (
     ANATOMY,
     MEASURED,
@@ -286,7 +291,8 @@ class Runner:
         unit in rounds; the run's budget shared among the units by their cells."""
         groups = _by_cluster(todo)
         plan = units(self.spec, groups, self.order)
-        if plan.said:
+        duet = self._duet(plan, todo, every) if self.order == "duet" else None
+        if plan.said and duet is None:
             self.events.message(plan.said)
             if self.store.run(self.run_id).order_note is None:  # resumed: as it began
                 self.store.set_order_note(self.run_id, plan.said)
@@ -303,15 +309,43 @@ class Runner:
             # of two units that ran at other times
             first = min(keys.index(g[0].cluster_key) for g in unit.groups)
             self._run_group(cells, {c.key: rows[c.key].id for c in cells}, ends,
-                            base=first * ROUND_SPAN)
+                            base=first * ROUND_SPAN, duet=duet)
             left -= len(cells)
         self.pool.keep = set()
 
+    def _duet(self, plan: PoolPlan, todo: list[Cell], every: list[Cell]) -> DuetPlan | None:
+        """The duet's pairs and CPU sets (run/duet.py), said and stored as the run's order
+        note; None where the machine cannot run it: the run is then interleaved, and
+        says why (the store's order_mode too)."""
+        cpus = machine_cpus()
+        why = duet_mod.cannot(cpus)
+        left = {c.index for c in todo}
+        pairs = [p for p in duet_pairs(self.spec, every) if set(p.indices) <= left]
+        unit_of = {c.index: i for i, u in enumerate(plan.units) for c in u.cells}
+        if why is None and any(unit_of[p.base.index] != unit_of[p.cell.index] for p in pairs):
+            why = ("a duet was asked for, but the clusters of its pairs cannot be held up at "
+                   f"once ({plan.said}): the cells are interleaved instead")
+        split = duet_mod.sides(cpus)
+        if why is not None or split is None:
+            said = why or ""
+            self.events.message(said)
+            self.order = "interleaved"
+            self.store.set_order_mode(self.run_id, "interleaved")
+            self.store.set_order_note(self.run_id, f"{said}; {plan.said}" if plan.said
+                                      else said)
+            return None
+        note = duet_mod.what_it_is(self.spec, every[0], split)
+        self.events.message(note)
+        if self.store.run(self.run_id).order_note is None:  # resumed: as it began
+            self.store.set_order_note(self.run_id, note)
+        return DuetPlan(split, [p.indices for p in pairs])
+
     def _run_group(self, cells: list[Cell], ids: dict[str, int], ends: float | None,
-                   base: int = 0) -> None:
+                   base: int = 0, duet: DuetPlan | None = None) -> None:
         """Round after round, one repeat of every cell still needed, in an order shuffled
-        per round (run/rounds.py); then the probed repeats, cell by cell. No round starts
-        that would leave too little before ``ends`` for the probed repeats."""
+        per round (run/rounds.py), or in a duet each pair at once (``_duet_round``);
+        then the probed repeats, cell by cell. No round starts that would leave too
+        little before ``ends`` for the probed repeats."""
         by_index = {c.index: c for c in cells}
         runs = {c.index: self._cell_run(c, ids[c.key]) for c in cells}
         base_of = baselines([(c.index, with_defaults(c.params())) for c in cells],
@@ -341,23 +375,16 @@ class Runner:
                                         "another round and the probed repeats")
                     break
                 round_no, order = step
+                if duet is not None:
+                    order = self._duet_round(rounds, runs, round_no, order, duet)
                 for position, idx in enumerate(order):
-                    member, run = rounds.members[idx], runs[idx]
-                    if member.failed:
-                        continue
-                    self.events.cell_start(run.cell)
-                    self.events.phase(run.cell, f"round {round_no - rounds.base}")
-                    try:
-                        tps = self._measured(run, round_no, position)
-                    except Exception as exc:
-                        self._cell_failed(run.cell, run.cell_id, exc)
-                        member.failed = True
-                        continue
-                    member.values[round_no] = rows_per_second(tps, run.cell.params())
-                    self.events.repeat(run.cell, len(member.values), tps)
+                    self._alone(rounds, runs[idx], round_no, position)
                 ran += 1
                 self._say_round(rounds, round_no - rounds.base,
                                 (time.monotonic() - started) / ran)
+            if duet is not None:  # the probed repeats one at a time, on every CPU
+                for cluster in self.pool.held.values():
+                    cluster.confine(machine_cpus())
             for idx in sorted(by_index):
                 member, run = rounds.members[idx], runs[idx]
                 if member.failed:
@@ -381,6 +408,72 @@ class Runner:
                             run.cell_id).status == "running":
                         self.store.update_cell(run.cell_id, status="pending")
             raise
+
+    def _alone(self, rounds: Rounds, run: CellRun, round_no: int, position: int) -> None:
+        """One repeat of the round, the cell alone on its cluster."""
+        member = rounds.members[run.cell.index]
+        if member.failed:
+            return
+        self.events.cell_start(run.cell)
+        self.events.phase(run.cell, f"round {round_no - rounds.base}")
+        try:
+            tps = self._measured(run, round_no, position)
+        except Exception as exc:
+            self._cell_failed(run.cell, run.cell_id, exc)
+            member.failed = True
+            return
+        member.values[round_no] = rows_per_second(tps, run.cell.params())
+        self.events.repeat(run.cell, len(member.values), tps)
+
+    def _duet_round(self, rounds: Rounds, runs: dict[int, CellRun], round_no: int,
+                    order: list[int], duet: DuetPlan) -> list[int]:
+        """The round's pairs, each at once (run/duet.py), in a shuffled order; the cells
+        of the round left to run alone (a cell whose partner failed), in its order."""
+        wanted = set(order)
+        for j in duet_mod.pair_order(self.seed, rounds.group, round_no, len(duet.pairs)):
+            base, cell = duet.pairs[j]
+            if not {base, cell} & wanted or rounds.members[base].failed \
+                    or rounds.members[cell].failed:
+                continue
+            wanted -= {base, cell}
+            first = duet_mod.baseline_first(self.seed, rounds.group, round_no, j)
+            sides = [(base, True), (cell, False)] if first else [(cell, False), (base, True)]
+            repeats = []
+            for position, (idx, is_base) in enumerate(sides):
+                run, cpus = runs[idx], duet.split.of(round_no, is_base)
+                self.pool.confined[run.cell.cluster_key] = cpus
+                self.events.cell_start(run.cell)
+                self.events.phase(run.cell, f"round {round_no - rounds.base}, duet")
+                try:
+                    self._enter(run)
+                    self.cluster.confine(cpus)
+                except Exception as exc:
+                    self._cell_failed(run.cell, run.cell_id, exc)
+                    rounds.members[idx].failed = True
+                    break
+                run.n += 1  # a number left unused where the pair does not run
+                repeat = Repeat(self.ctx, self.cluster, run, kind=MEASURED,
+                                round_no=round_no, position=position)
+                repeat.duet = duet_mod.stored(j, cpus)
+                repeats.append(repeat)
+            if len(repeats) < 2:
+                continue
+            for mine, other in ((repeats[0], repeats[1]), (repeats[1], repeats[0])):
+                mine.also_ours = [n.data_dir for t in other.targets for n in t.nodes
+                                  if n.data_dir]
+            try:
+                tps = duet_mod.run_pair(repeats[0], repeats[1])
+            except duet_mod.SideFailed as failed:
+                hit = repeats[failed.side]
+                self.pool.current = hit.cluster  # the one taken down
+                self._cell_failed(hit.cell, hit.run.cell_id, failed.error)
+                rounds.members[hit.cell.index].failed = True
+                continue
+            for repeat, value in zip(repeats, tps, strict=True):
+                member = rounds.members[repeat.cell.index]
+                member.values[round_no] = rows_per_second(value, repeat.cell.params())
+                self.events.repeat(repeat.cell, len(member.values), value)
+        return [i for i in order if i in wanted]
 
     def _say_round(self, rounds: Rounds, round_no: int, per_round: float) -> None:
         """The widest interval now, and how many more rounds the comparisons need."""
@@ -504,6 +597,14 @@ class Runner:
 
 
 ROUND_SPAN = 10_000  # round numbers per unit (repeats_max is at most 1000)
+
+
+@dataclass(frozen=True)
+class DuetPlan:
+    """A duet's CPU sets and its pairs (the baseline's index, the other cell's)."""
+
+    split: duet_mod.Sides
+    pairs: list[tuple[int, int]]
 
 
 def _stored_base(store: Store, cell_ids: Any, planned: int) -> int:

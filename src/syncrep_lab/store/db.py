@@ -251,6 +251,12 @@ class Store:
         with self.transaction() as db:
             db.execute("update runs set order_note = ? where id = ?", (note, run_id))
 
+    def set_order_mode(self, run_id: int, mode: str) -> None:
+        """The order the run's rounds really have (a duet the machine could not run is
+        interleaved)."""
+        with self.transaction() as db:
+            db.execute("update runs set order_mode = ? where id = ?", (mode, run_id))
+
     def set_run_status(self, run_id: int, status: str) -> None:
         with self.transaction() as db:
             db.execute("update runs set status = ?, finished_at = ? where id = ?",

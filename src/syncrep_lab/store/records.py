@@ -113,7 +113,7 @@ class StoredRun:
     machine: dict[str, Any] = field(metadata=_json("machine_json"))
     tool_version: str
     seed: int | None
-    order_mode: str | None  # interleaved | blocked (null: before rounds)
+    order_mode: str | None  # interleaved | blocked | duet (null: before rounds)
     order_note: str | None
     kind: str | None  # experiment (null before schema 9) | observe
 
@@ -246,6 +246,8 @@ class StoredRepeat:
     autovacuums: int | None
     other_cpu: float | None
     disturbed: str | None  # what hit it, comma separated
+    pair: int | None  # duet: its pair's place in the round
+    cpus: str | None  # duet: the CPUs its side was confined to
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> StoredRepeat:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import sqlite3
 
-SCHEMA_VERSION = 16
+SCHEMA_VERSION = 17
 
 SCHEMA = """
 create table if not exists meta (key text primary key, value text not null);
@@ -82,6 +82,10 @@ create table if not exists repeats (
     autovacuums integer,             -- autovacuum/autoanalyze runs on the workload's table
     other_cpu real,                  -- CPUs other processes of the machine took meanwhile
     disturbed text,                  -- what hit it, comma separated; null: nothing seen
+    pair integer,                    -- duet: its pair's place in the round (0, 1, ...),
+                                     -- the other side of it the baseline's or compared
+                                     -- cell's repeat of the same round and pair
+    cpus text,                       -- duet: the CPUs its side was confined to ("0")
     unique (cell_id, n)
 );
 create table if not exists samples (
@@ -279,11 +283,13 @@ NEW_COLUMNS = (  # 6 -> 7, 7 -> 8 (runs.order_note), 8 -> 9 (runs.kind), 9 -> 10
     ("runs", "kind text"), ("clusters", "build_json text"),
     ("proc_costs", "run_delay_ms real"), ("proc_costs", "migrations integer"),
     # 15 -> 16 (each role's bytes read and written, /proc/PID/io)
-    ("proc_costs", "read_bytes integer"), ("proc_costs", "write_bytes integer"))
+    ("proc_costs", "read_bytes integer"), ("proc_costs", "write_bytes integer"),
+    # 16 -> 17 (a duet repeat's pair and CPUs)
+    ("repeats", "pair integer"), ("repeats", "cpus text"))
 
 
 def upgrade(db: sqlite3.Connection, version: int) -> None:
-    """Bring a store of an earlier ``version`` (1 to 15) to SCHEMA_VERSION, in place.
+    """Bring a store of an earlier ``version`` (1 to 16) to SCHEMA_VERSION, in place.
 
     1 -> 2 added the first probe tables and repeats.probed; 2 -> 3 the tables of /proc,
     NUMA, flame graphs and the scheduler trace; 3 -> 4 the wait timeline; 4 -> 5 fault
@@ -297,7 +303,8 @@ def upgrade(db: sqlite3.Connection, version: int) -> None:
     rows of a store written before read them as None); 13 -> 14 the cells' TPS
     intervals on the log scale (:func:`log_scale_intervals`); 14 -> 15 the CPU quotas
     per role, and the disks' and network interfaces' counters per repeat (new tables);
-    15 -> 16 each role's bytes read and written in proc_costs (new columns, None before).
+    15 -> 16 each role's bytes read and written in proc_costs (new columns, None before);
+    16 -> 17 a duet repeat's pair and the CPUs its side had (new columns, None before).
     """
     db.executescript(SCHEMA)
     if version == 1:

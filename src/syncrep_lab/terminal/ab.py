@@ -52,7 +52,8 @@ def _head(cell: PatchedCell) -> str:
 
 def ratio_lines(ab: PatchVerdict) -> list[str]:
     conf = round(100 * ab.confidence)
-    lines = [f"Throughput, patched / stock (paired by round, {conf} % interval)",
+    paired = "within simultaneous pairs" if ab.order == "duet" else "paired by round"
+    lines = [f"Throughput, patched / stock ({paired}, {conf} % interval)",
              f"{'level':<18}{'clients':>7}  {'ratio':>5}  {'interval':<12} "
              f"{'could see':>9}  verdict"]
     for c in ab.cells:
@@ -297,10 +298,15 @@ def summary_lines(answer: AbAnswer) -> list[str]:
         minutes = (ab.seconds or 0) / 60
         budget = f", budget {ab.budget}" if ab.budget else ""
         stopped = ", ".join(ab.stop_reasons) or "-"
-        lines += wrap(f"{ab.rounds} interleaved rounds of {ab.duration_s} s repeats "
+        order = ("duet rounds (stock and patched at the same moment, each on CPUs of "
+                 "its own, swapped every round)" if ab.order == "duet"
+                 else f"{ab.order} rounds")
+        lines += wrap(f"{ab.rounds} {order} of {ab.duration_s} s repeats "
                       f"in {minutes:.0f} min{budget} (rounds stopped by: {stopped}); "
                       f"{machine.get('cpus_usable')} CPUs, {machine.get('cpu_model')}, "
                       f"{machine.get('kernel')}")
+        if ab.order_note and (ab.order == "duet" or "duet" in ab.order_note):
+            lines += wrap(f"order: {ab.order_note}")
         lines.append("")
         lines += ratio_lines(ab)
         most = max((x.clients for x in ab.cells), default=0)

@@ -1,0 +1,257 @@
+"""Duets (``[run] order = "duet"``, ``ab --duet``): each cell and its baseline at the same
+moment, each a cluster of its own on CPUs of its own, the CPU sets swapped every round.
+
+The pairing rules and the CPU sets are checked without a server; the A/A runs ``ab
+--duet`` on the suite's cached stock 18 with an empty patch (its copy, no build), the
+small spec tests/test_ab.py uses, four rounds (an even number: each side on each CPU
+set twice); the interrupt runs two clusters of one build that differ by a settings set
+alike in every value.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+from datetime import datetime
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from syncrep_lab.errors import UserError
+from syncrep_lab.patch_ab.spec import default_spec, with_builds
+from syncrep_lab.placement.cgroups import TOP, cpuset_support
+from syncrep_lab.plan.duet import duet_pairs
+from syncrep_lab.plan.load import load_spec
+from syncrep_lab.plan.matrix import expand
+from syncrep_lab.run.clusters import slot_dir
+from syncrep_lab.run.duet import Sides, baseline_first, cannot, sides
+from syncrep_lab.terminal.ab import WIDTH
+
+from .helpers import cli, descendants, run_postmasters, still_alive, wait_until
+
+SMALL = (Path(__file__).parent / "data" / "ab-small.toml").read_text()
+EMPTY = Path(__file__).parent / "data" / "patches" / "empty.patch"
+
+TWINS = """\
+name = "twins"
+
+[topology]
+standbys = 1
+
+[workload]
+clients = 2
+duration = {duration}
+warmup = 0
+
+[matrix]
+settings = {sets}
+synchronous_commit = ["on"]
+
+[settings]
+shared_buffers = "16MB"
+fsync = "off"
+
+[settings_sets.twin]
+shared_buffers = "16MB"
+
+[settings_sets.third]
+shared_buffers = "16MB"
+
+[run]
+repeats_min = {rounds}
+repeats_max = {rounds}
+seed = 7
+order = "duet"
+
+[compare]
+baseline = {{ settings = "default" }}
+
+[probes]
+probed_repeats = 0
+"""
+
+
+def _twins(sets: str = '["default", "twin"]', rounds: int = 4, duration: int = 1) -> str:
+    return TWINS.format(sets=sets, rounds=rounds, duration=duration)
+
+
+# --- without a server -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("sets", "needles"), [
+    ('["default", "twin", "third"]', ["set=default sc=on is the baseline of 2 cells"]),
+])
+def test_a_duet_whose_cells_cannot_pair_is_refused_with_the_fix(sets: str,
+                                                                needles: list[str]) -> None:
+    with pytest.raises(UserError) as caught:
+        load_spec(_twins(sets), "three.toml")
+    text = str(caught.value)
+    for needle in [*needles, "run.order", "[compare] baseline",
+                   'order = "interleaved"', "three.toml:"]:
+        assert needle in text, text
+
+
+def test_a_pair_on_one_cluster_is_refused() -> None:
+    one = _twins().replace('settings = ["default", "twin"]', "clients = [2, 4]").replace(
+        'baseline = { settings = "default" }', "baseline = { clients = 2 }")
+    with pytest.raises(UserError, match="shares its baseline's cluster"):
+        load_spec(one, "one.toml")
+
+
+def test_ab_duet_pairs_each_patched_cell_with_its_stock_twin() -> None:
+    spec, text = with_builds(default_spec("ab", "x", [8, 64], "8m"), "stock", "patched",
+                             duet=True)
+    assert spec.run.order == "duet" and 'order = "duet"' in text
+    pairs = duet_pairs(spec, expand(spec).cells)
+    assert len(pairs) == 6  # three levels at two client counts
+    for pair in pairs:
+        assert (pair.base.pg, pair.cell.pg) == ("stock", "patched")
+        assert pair.base.synchronous_commit == pair.cell.synchronous_commit
+        assert pair.base.clients == pair.cell.clients
+
+
+def test_the_sides_swap_cpus_every_round_and_one_cpu_is_no_duet() -> None:
+    split = sides([0, 1, 2])  # the odd one out left idle: the sides are alike
+    assert split == Sides([0], [1])
+    for k in range(1, 5):
+        assert {tuple(split.of(k, True)), tuple(split.of(k, False))} == {(0,), (1,)}
+        assert split.of(k, True) == split.of(k + 1, False)
+    assert sides([3]) is None and cannot([0, 1]) is None
+    why = cannot([3])
+    assert why is not None and "1 CPU (3)" in why and "interleaved instead" in why
+    firsts = [baseline_first(7, "g", k, 0) for k in range(1, 41)]
+    assert 5 < sum(firsts) < 35  # a coin, not a constant
+    assert firsts == [baseline_first(7, "g", k, 0) for k in range(1, 41)]  # reproducible
+
+
+# --- on real servers --------------------------------------------------------------------
+
+
+def _when(text: str) -> float:
+    return datetime.fromisoformat(text).timestamp()
+
+
+def test_an_a_a_in_duet_holds_1_and_its_pairs_ran_at_once_on_swapped_cpus(workdir: Path
+                                                                          ) -> None:
+    """ab --duet of the same bytes on both sides: every ratio's interval holds 1; the
+    two repeats of every pair overlap in time, each side had one CPU and the other side
+    the other, and each cell's CPU changed every round."""
+    spec = workdir / "aa.toml"
+    spec.write_text(SMALL.format(probes="probed_repeats = 0", rounds=4, confidence=0.99))
+    out = workdir / "aa"
+    res = cli("ab", "18", "--patch", str(EMPTY), "--spec", str(spec), "--out", str(out),
+              "--duet", timeout=1800, cwd=workdir)
+    assert res.returncode == 0, res.stdout + res.stderr
+    lines = res.stdout.splitlines()
+    assert lines and max(len(ln) for ln in lines) <= WIDTH
+    answer: dict[str, Any] = json.loads((out / "ab.json").read_text())
+    assert "--duet" in answer["command"]
+    ab = answer["bases"][0]["answer"]
+    assert ab["order"] == "duet" and "CPUs 0 and 1" in ab["order_note"], ab["order_note"]
+    for cell in ab["cells"]:
+        r = cell["ratio"]
+        assert r["paired"] and r["rounds"] == 4, r
+        assert r["low"] <= 1 <= r["high"], cell
+    summary = " ".join(res.stdout.split())
+    assert "duet rounds" in summary and "within simultaneous pairs" in summary
+    db = sqlite3.connect(out / answer["bases"][0]["run"] / "syncrep-lab.sqlite")
+    db.row_factory = sqlite3.Row
+    reps = db.execute("select r.*, c.idx from repeats r join cells c on c.id = r.cell_id "
+                      "where r.probed = 0").fetchall()
+    pairs: dict[tuple[int, int], list[sqlite3.Row]] = {}
+    for r in reps:
+        pairs.setdefault((r["round"], r["pair"]), []).append(r)
+    assert len(pairs) == 8 and all(len(p) == 2 for p in pairs.values()), pairs.keys()
+    for (_, _), (a, b) in pairs.items():
+        assert {a["cpus"], b["cpus"]} == {"0", "1"}
+        assert {a["position"], b["position"]} == {0, 1}
+        a0, b0 = _when(a["started_at"]), _when(b["started_at"])
+        assert a0 < b0 + b["duration_s"] and b0 < a0 + a["duration_s"], (a0, b0)
+        assert abs(a0 - b0) < 0.5  # launched back to back
+    for idx in {r["idx"] for r in reps}:
+        cpus = [r["cpus"] for r in sorted(reps, key=lambda r: r["round"])
+                if r["idx"] == idx]
+        assert all(x != y for x, y in pairwise(cpus)), cpus
+    # what the kernel gave the side's processes, read back mid-repeat
+    placed = db.execute("select r.cpus, p.cpus as seen from placement p join repeats r "
+                        "on r.id = p.repeat_id where p.role in ('backend', 'pgbench')"
+                        ).fetchall()
+    assert placed and all(p["cpus"] == p["seen"] for p in placed)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL])
+def test_an_interrupted_duet_leaves_nothing_behind(workdir: Path, signum: int) -> None:
+    """SIGTERM while both sides' clients run: the run ends with 128 + SIGTERM and
+    leaves no server, client, cluster folder or cpuset of either side; after kill -9,
+    ``clean`` removes them."""
+    work = workdir / f"sig{signum}"
+    work.mkdir()
+    (work / "spec.toml").write_text(_twins(rounds=5, duration=4))
+    out = work / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "syncrep_lab", "run", str(work / "spec.toml"), "--out",
+         str(out)], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
+    try:
+        def both_clients() -> bool:
+            return sum("pgbench" in c.split(" ", 1)[0] for c in
+                       descendants(proc.pid).values()) >= 2
+
+        wait_until(both_clients, 180, "both sides' pgbench")
+        seen = descendants(proc.pid)
+        assert len(run_postmasters(out)) >= 4  # two clusters of a primary and a standby
+        assert _cpusets(out)
+        os.kill(proc.pid, signum)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == (128 + signum if signum == signal.SIGTERM else -signum), err
+    assert "Traceback" not in err
+    if signum == signal.SIGKILL:
+        res = cli("clean")
+        assert res.returncode == 0, res.stdout + res.stderr
+    wait_until(lambda: not still_alive(seen), 30, "the run's processes to end")
+    assert run_postmasters(out) == []
+    assert not any((slot_dir(out, s) / "syncrep-lab.json").exists() for s in range(4))
+    assert _cpusets(out) == []
+
+
+def _cpusets(out: Path) -> list[str]:
+    """The cpuset groups of the run in ``out`` (both sides'), by name."""
+    support = cpuset_support()
+    if support.root is None:
+        return []
+    digest = slot_dir(out, 0).name[4:]
+    groups = support.root / TOP
+    return sorted(p.name for p in groups.iterdir() if p.name.startswith(digest)) \
+        if groups.is_dir() else []
+
+
+def test_one_cpu_is_no_duet_the_run_is_interleaved_and_says_why(workdir: Path) -> None:
+    """Held to one CPU (taskset, which every child inherits): the duet falls back to
+    interleaved rounds, and the output, the store's order and its note say why."""
+    work = workdir / "one-cpu"
+    work.mkdir()
+    (work / "spec.toml").write_text(_twins(rounds=2))
+    out = work / "run"
+    res = subprocess.run(
+        ["taskset", "-c", "0", sys.executable, "-m", "syncrep_lab", "run",
+         str(work / "spec.toml"), "--out", str(out)], capture_output=True, text=True,
+        timeout=300, check=False, stdin=subprocess.DEVNULL,
+        env={**os.environ, "COLUMNS": "200"})
+    assert res.returncode == 0, res.stdout + res.stderr
+    said = " ".join((res.stdout + res.stderr).split())
+    assert "gives the run 1 CPU (0) and a duet needs one a side" in said, said
+    db = sqlite3.connect(out / "syncrep-lab.sqlite")
+    mode, note = db.execute("select order_mode, order_note from runs").fetchone()
+    assert mode == "interleaved" and "interleaved instead" in note, note
+    rows = db.execute("select round, pair, cpus from repeats").fetchall()
+    assert len(rows) == 4 and {r[0] for r in rows} == {1, 2}
+    assert all(r[1] is None and r[2] is None for r in rows), rows
