@@ -194,7 +194,11 @@ def test_a_patch_that_changes_nothing_is_an_a_a(root: Path) -> None:
             # whatever c's walsender does in SyncRepReleaseWaiters
             assert cell["model"]["walsender"] == "walsender:b", cell["model"]
         graphs = {(g["node"], g["role"]): g for g in cell["flame"]}
-        assert ("primary", "walsender:b") in graphs and ("primary", "backend") in graphs
+        # the walsender's graph where it works for every commit: under `local` it may
+        # take no sample in a 1 s probed repeat on a loaded machine (seen: a suite beside
+        # three others), and a role without samples on one side has no graph
+        assert ("primary", "backend") in graphs and (
+            cell["control"] or ("primary", "walsender:b") in graphs), sorted(graphs)
         assert all(Path(g["svg"]).stat().st_size > 1000 for g in graphs.values())
     assert ab["control"]["held"] is True
     assert ab["sync_walsender"] == "walsender:b"
