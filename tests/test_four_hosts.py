@@ -67,6 +67,9 @@ repeats_max = 1
 # every "host" here is this machine: each records all of its CPUs, so the default
 # rate keeps four recordings (and this machine's) from crowding two cores
 sched = false
+# a primary on a host traced by bpftrace there is tests/test_remote_standby.py's and
+# tests/test_host_probes.py's: its own repeat here would add some 8 s and no check
+anatomy = false
 """)
     try:
         res = cli("run", "spec.toml", "--out", "run", timeout=600, cwd=root)
@@ -111,7 +114,10 @@ sched = false
         # between the pause and the continue as the fault driver stamped them here
         events = {r["detail"].split(" ")[0]: r["t_s"] for r in db.execute(
             "select t_s, detail from fault_events where kind = 'fault' and node = 'b'")}
-        assert 1.0 <= events["pause"] <= 2.5 and events["continue"] > events["pause"], events
+        # stamped when they took effect on s1, through SSH: on a loaded machine the pause
+        # came 1.1 s after its 1.5 s (a suite beside three others), always inside its
+        # window (1.5 to 3.5 s) and before the continue
+        assert 1.0 <= events["pause"] <= 3.5 and events["continue"] > events["pause"], events
         tps = {int(r["t_s"]): r["tps"] for r in db.execute("select t_s, tps from samples")}
         normal = statistics.median(v for k, v in tps.items() if k <= events["pause"]
                                    or k - 1 >= events["continue"] + 0.5)
