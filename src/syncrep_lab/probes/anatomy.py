@@ -101,7 +101,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any, Protocol
 
 from syncrep_lab import paths, procs, shutdown
 from syncrep_lab.errors import UserError
@@ -119,9 +119,6 @@ from syncrep_lab.probes.uprobe_points import (
 )
 from syncrep_lab.stats.histogram import MAX_VALUE, LatencyHistogram, bucket_range
 from syncrep_lab.store import AnatomyRow, ProbeRow, ProbeRows
-
-if TYPE_CHECKING:
-    from syncrep_lab.probes.host_anatomy import HostHalf
 
 PROBE = "anatomy"
 SYMBOLS = ("SyncRepWaitForLSN", "SyncRepReleaseWaiters", "XLogFlush")
@@ -778,6 +775,16 @@ class _Running:
     record: Path | None
 
 
+class RemoteHalf(Protocol):
+    """The walreceiver's probes run on the standby's SSH host (host_anatomy.HostHalf)."""
+
+    def start(self) -> tuple[str, str | None]: ...
+
+    def finish(self) -> tuple[str, str]: ...
+
+    def abort(self) -> None: ...
+
+
 class CommitAnatomy:
     """The commit anatomy probe of one repeat; a recorder (probes/recorder.py).
 
@@ -803,7 +810,9 @@ class CommitAnatomy:
                  standbys: Mapping[str, str] | None = None,
                  primary_admin: str | None = None,
                  hosts: Mapping[str, tuple[HostSpec, str]] | None = None,
-                 duration: float = 0.0) -> None:
+                 duration: float = 0.0,
+                 remote_half: Callable[[standby_anatomy.Standby, float], RemoteHalf] | None
+                 = None) -> None:
         self.binary = binary
         self.postmasters = list(postmasters)
         self.out_dir = out_dir
@@ -818,7 +827,10 @@ class CommitAnatomy:
         # the standbys on SSH hosts (host, data dir there), and the repeat's duration
         # (the deadline of bpftrace there): a sync one's walreceiver is traced there
         self.hosts, self.duration = hosts, duration
-        self.half: HostHalf | None = None  # running there
+        # what traces a walreceiver there (probes/host_anatomy.HostHalf, given by the
+        # caller: that module builds on this one)
+        self.remote_half = remote_half
+        self.half: RemoteHalf | None = None  # running there
         self.standby_status: tuple[str, str | None] = ("skipped", "not asked for")
         self.status: tuple[str, str | None] = ("skipped", "not started")
         self.running: _Running | None = None
@@ -911,10 +923,13 @@ class CommitAnatomy:
 
     def _start_half(self, standby: standby_anatomy.Standby) -> None:
         """The walreceiver's probes on its SSH host, attached before the program here
-        (probes/host_anatomy.HostHalf); not there, the standby's half is not split."""
-        from syncrep_lab.probes.host_anatomy import HostHalf
-
-        half = HostHalf(standby, self.duration)
+        (``remote_half``); not there, the standby's half is not split."""
+        if self.remote_half is None:
+            self.standby_status = ("skipped", f"the standby {standby.name} is on an SSH "
+                                   "host and nothing was given to trace it there")
+            self.standby = None
+            return
+        half = self.remote_half(standby, self.duration)
         self.standby_status = half.start()
         if self.standby_status[0] == "ran":
             self.half = half

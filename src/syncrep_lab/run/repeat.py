@@ -27,7 +27,7 @@ from syncrep_lab.plan.matrix import NO_FAULTS, Cell, link_profiles
 from syncrep_lab.probes.anatomy import PROBE as ANATOMY_PROBE
 from syncrep_lab.probes.anatomy import CommitAnatomy, unavailable_reason
 from syncrep_lab.probes.gprof import GprofSetup
-from syncrep_lab.probes.host_anatomy import HostAnatomy, unavailable_on_host
+from syncrep_lab.probes.host_anatomy import HostAnatomy, HostHalf, unavailable_on_host
 from syncrep_lab.probes.recorder import Client, Ending, Recorder, Recording, Skipped
 from syncrep_lab.probes.remote import HostProbes
 from syncrep_lab.probes.session import RepeatProbes, UntracedCpu
@@ -217,7 +217,8 @@ class Repeat:
             return CommitAnatomy(_binary(primaries), [pid for pid, _ in primaries],
                                  self.dir, [admin for _, admin in primaries],
                                  standbys=standbys, hosts=_host_standbys([self.target]),
-                                 duration=self.ctx.spec.workload.duration)
+                                 duration=self.ctx.spec.workload.duration,
+                                 remote_half=HostHalf)
         on_host = _host_primary(self.targets)
         if on_host is not None:
             spec, data_dir, admin = on_host
