@@ -21,6 +21,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import errno
+import importlib.util
 import os
 import posixpath
 import queue
@@ -28,17 +29,38 @@ import secrets
 import shlex
 import socket
 import subprocess
+import sys
 import threading
 from collections.abc import Coroutine, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
-
-import asyncssh
-from asyncssh.public_key import get_default_certificate_algs, get_default_public_key_algs
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from syncrep_lab.errors import UserError
+
+if TYPE_CHECKING:
+    import asyncssh
+
+    from syncrep_lab.hosts import host_keys
+else:
+    # asyncssh (and the cryptography under it) takes a fifth of a second to import:
+    # loaded at its first use, so that a command that never connects to a host (most)
+    # does not pay for it; host_keys, which subclasses its client, with it.
+    def _lazy(name: str) -> Any:
+        module = sys.modules.get(name)
+        if module is not None:
+            return module
+        spec = importlib.util.find_spec(name)
+        loader = importlib.util.LazyLoader(spec.loader)
+        spec.loader = loader
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        loader.exec_module(module)
+        return module
+
+    asyncssh = _lazy("asyncssh")
+    host_keys = _lazy("syncrep_lab.hosts.host_keys")
 
 T = TypeVar("T")
 
@@ -162,104 +184,6 @@ def _wait(coro: Coroutine[Any, Any, T], timeout: float) -> T:
         future.cancel()
 
 
-# --- host keys ---------------------------------------------------------------------------
-
-
-def _load_known_hosts(path: Path) -> asyncssh.SSHKnownHosts:
-    """The known_hosts file, or an empty list when there is none.
-
-    Lines asyncssh cannot parse (key types it does not support, say) are
-    skipped rather than making every host unreachable; they cannot vouch for
-    a host here either way.
-    """
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        text = ""
-    except OSError as exc:
-        raise UserError(f"cannot read the known_hosts file {path}: {exc.strerror}",
-                        "make it readable, or point known_hosts at another file") from None
-    good = []
-    for line in text.splitlines():
-        try:
-            asyncssh.import_known_hosts(line)
-        except (ValueError, asyncssh.KeyImportError):
-            continue
-        good.append(line)
-    return asyncssh.import_known_hosts("\n".join(good))
-
-
-class _HostKeyCheck(asyncssh.SSHClient):
-    """Sees the server's key whenever known_hosts does not already trust it.
-
-    asyncssh first checks the key against known_hosts itself (plain keys,
-    revocations, certificate authorities) and asks this callback only about a
-    key it does not trust. Recording what was presented, and whether the file
-    holds *other* keys for the host, is what lets the error say "not known"
-    or "mismatch" instead of a bare "not trusted".
-    """
-
-    def __init__(self, known: asyncssh.SSHKnownHosts, accept_new: bool) -> None:
-        self.known = known
-        self.accept_new = accept_new
-        self.presented: asyncssh.SSHKey | None = None
-        self.listed = False  # known_hosts holds some key or CA for this host
-        self.accepted = False
-
-    def validate_host_public_key(self, host: str, addr: str, port: int,
-                                 key: asyncssh.SSHKey) -> bool:
-        self.presented = key
-        found = self.known.match(host, addr, port if port != 22 else None)
-        self.listed = bool(found[0]) or bool(found[1])
-        if self.accept_new and not self.listed:
-            self.accepted = True
-            return True
-        return False
-
-
-def _host_key_algorithms(spec: HostSpec, known: asyncssh.SSHKnownHosts) -> list[str]:
-    """Every host key algorithm, those of the keys on record for the host first.
-
-    Left to itself, asyncssh offers the server only the algorithms of the
-    keys on record; a server that has none of those (its RSA key is on record
-    but it now only has an ed25519 one) then just drops the connection, which
-    would read as "unreachable". Offering the rest too lets that server show
-    its key, so the error can say what it is: a key that does not match.
-    Listing the recorded ones first keeps a host with several keys on the
-    one the file knows, as OpenSSH does.
-    """
-    try:
-        found = known.match(spec.address, spec.address, spec.port if spec.port != 22 else None)
-    except ValueError:
-        found = ([], [], [], [], [], [], [])
-    preferred: list[bytes] = [alg for key in found[0] for alg in key.sig_algorithms]
-    if found[1]:  # a certificate authority for the host: certificates first
-        preferred = get_default_certificate_algs() + preferred
-    every = preferred + get_default_certificate_algs() + get_default_public_key_algs()
-    return [alg.decode() for alg in dict.fromkeys(every)]
-
-
-def _fingerprint(key: asyncssh.SSHKey) -> str:
-    return f"{key.get_fingerprint('sha256')} ({key.get_algorithm()})"
-
-
-def _record_host_key(spec: HostSpec, key: asyncssh.SSHKey) -> None:
-    """Append the key to known_hosts, as ssh-keyscan output would be."""
-    path = spec.known_hosts_path()
-    algorithm, blob = key.export_public_key("openssh").decode().split()[:2]
-    line = f"{spec.known_hosts_pattern} {algorithm} {blob}\n"
-    try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        with os.fdopen(fd, "a", encoding="utf-8") as out:
-            out.write(line)
-    except OSError as exc:
-        raise UserError(
-            f"connected to {spec.name} but could not record its host key in {path}: "
-            f"{exc.strerror}",
-            f"make {path} writable, or add the key yourself: {line.strip()}") from None
-
-
 # --- the connection -----------------------------------------------------------------------
 
 
@@ -353,12 +277,12 @@ class SshHost:
                 raise UserError(f"the SSH key {key_path} for host {spec.name} cannot be read",
                                 "check the key path in the inventory and its permissions")
         known_path = spec.known_hosts_path()
-        known = _load_known_hosts(known_path)
-        check = _HostKeyCheck(known, spec.accept_new)
+        known = host_keys.load_known_hosts(known_path)
+        check = host_keys.HostKeyCheck(known, spec.accept_new)
         options: dict[str, Any] = {
             "username": spec.user,
             "known_hosts": known,
-            "server_host_key_algs": _host_key_algorithms(spec, known),
+            "server_host_key_algs": host_keys.host_key_algorithms(spec.address, spec.port, known),
             "client_factory": lambda: check,
             "config": [],
             "connect_timeout": spec.connect_timeout,
@@ -417,13 +341,14 @@ class SshHost:
                 "firewall blocks the port") from None
         if check.accepted and check.presented is not None:
             try:
-                _record_host_key(spec, check.presented)
+                host_keys.record_host_key(known_path, spec.known_hosts_pattern, spec.name,
+                                          check.presented)
             except UserError:
                 self._close_conn(conn)
                 raise
         return conn
 
-    def _host_key_error(self, check: _HostKeyCheck, known_path: Path,
+    def _host_key_error(self, check: host_keys.HostKeyCheck, known_path: Path,
                         exc: asyncssh.HostKeyNotVerifiable) -> UserError:
         spec = self.spec
         who = f"{spec.name} ({spec.endpoint})"
@@ -432,7 +357,7 @@ class SshHost:
             # that does not validate.
             return UserError(f"the host key of {who} was refused: {exc.reason}",
                              f"check the @revoked and @cert-authority lines in {known_path}")
-        fingerprint = _fingerprint(check.presented)
+        fingerprint = host_keys.fingerprint(check.presented)
         if check.listed:
             return UserError(
                 f"HOST KEY MISMATCH for {who}: it presented {fingerprint}, but {known_path} "
