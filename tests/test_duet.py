@@ -3,8 +3,8 @@ moment, each a cluster of its own on CPUs of its own, the CPU sets swapped every
 
 The pairing rules and the CPU sets are checked without a server; the A/A runs ``ab
 --duet`` on the suite's cached stock 18 with an empty patch (its copy, no build), the
-small spec tests/test_ab.py uses, four rounds (an even number: each side on each CPU
-set twice); the interrupt runs two clusters of one build that differ by a settings set
+small spec tests/test_ab.py uses, three crossover units (six rounds: each side on each
+CPU set three times); the interrupt runs two clusters of one build that differ by a settings set
 alike in every value.
 """
 
@@ -139,11 +139,13 @@ def _when(text: str) -> float:
 
 def test_an_a_a_in_duet_holds_1_and_its_pairs_ran_at_once_on_swapped_cpus(workdir: Path
                                                                           ) -> None:
-    """ab --duet of the same bytes on both sides: every ratio's interval holds 1; the
-    two repeats of every pair overlap in time, each side had one CPU and the other side
-    the other, and each cell's CPU changed every round."""
+    """ab --duet of the same bytes on both sides: every ratio's interval holds 1, the
+    crossover's (three units of two rounds: repeats_min and repeats_max count units in
+    a duet) and the per-round one of the same rounds kept beside it; the two repeats of
+    every pair overlap in time, each side had one CPU and the other side the other, and
+    each cell's CPU changed every round."""
     spec = workdir / "aa.toml"
-    spec.write_text(SMALL.format(probes="probed_repeats = 0", rounds=4, confidence=0.99))
+    spec.write_text(SMALL.format(probes="probed_repeats = 0", rounds=3, confidence=0.99))
     out = workdir / "aa"
     res = cli("ab", "18", "--patch", str(EMPTY), "--spec", str(spec), "--out", str(out),
               "--duet", timeout=1800, cwd=workdir)
@@ -153,13 +155,24 @@ def test_an_a_a_in_duet_holds_1_and_its_pairs_ran_at_once_on_swapped_cpus(workdi
     answer: dict[str, Any] = json.loads((out / "ab.json").read_text())
     assert "--duet" in answer["command"]
     ab = answer["bases"][0]["answer"]
-    assert ab["order"] == "duet" and "CPUs 0 and 1" in ab["order_note"], ab["order_note"]
+    note = ab["order_note"]
+    assert ab["order"] == "duet" and "CPUs 0 and 1" in note, note
+    assert "crossover of two rounds" in note, note
     for cell in ab["cells"]:
         r = cell["ratio"]
-        assert r["paired"] and r["rounds"] == 4, r
+        assert r["paired"] and r["rounds"] == 6 and r["crossover_units"] == 3, r
+        assert r["unpaired_rounds"] == 0, r
         assert r["low"] <= 1 <= r["high"], cell
+        each = r["per_round"]
+        assert each["paired"] and each["rounds"] == 6 and "per_round" not in each, each
+        assert each["low"] <= 1 <= each["high"], cell
+    assert any("no hardware PMU" in n for n in ab["work_notes"]) == (
+        not Path("/sys/bus/event_source/devices/cpu").exists())
     summary = " ".join(res.stdout.split())
-    assert "duet rounds" in summary and "within simultaneous pairs" in summary
+    assert "duet rounds" in summary and "simultaneous pairs, a crossover of two rounds" \
+        in summary, summary
+    assert "The same rounds paired one by one" in summary
+    assert "Measures that moved" in summary
     db = sqlite3.connect(out / answer["bases"][0]["run"] / "syncrep-lab.sqlite")
     db.row_factory = sqlite3.Row
     reps = db.execute("select r.*, c.idx from repeats r join cells c on c.id = r.cell_id "
@@ -167,7 +180,7 @@ def test_an_a_a_in_duet_holds_1_and_its_pairs_ran_at_once_on_swapped_cpus(workdi
     pairs: dict[tuple[int, int], list[sqlite3.Row]] = {}
     for r in reps:
         pairs.setdefault((r["round"], r["pair"]), []).append(r)
-    assert len(pairs) == 8 and all(len(p) == 2 for p in pairs.values()), pairs.keys()
+    assert len(pairs) == 12 and all(len(p) == 2 for p in pairs.values()), pairs.keys()
     for (_, _), (a, b) in pairs.items():
         assert {a["cpus"], b["cpus"]} == {"0", "1"}
         assert {a["position"], b["position"]} == {0, 1}
