@@ -16,6 +16,8 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import time
+import tomllib
 from datetime import datetime
 from itertools import pairwise
 from pathlib import Path
@@ -116,6 +118,15 @@ def test_ab_duet_pairs_each_patched_cell_with_its_stock_twin() -> None:
         assert pair.base.clients == pair.cell.clients
 
 
+def test_ab_duet_aims_at_2_percent_unless_the_spec_sets_a_target() -> None:
+    own = tomllib.loads(SMALL.format(probes="", rounds=3, confidence=0.95))
+    assert "ci_target" not in own["run"]
+    assert with_builds(own, "s", "p", duet=True)[0].run.ci_target == 0.02
+    assert with_builds(own, "s", "p")[0].run.ci_target == 0.03  # interleaved: as it was
+    own["run"]["ci_target"] = 0.05
+    assert with_builds(own, "s", "p", duet=True)[0].run.ci_target == 0.05
+
+
 def test_the_sides_swap_cpus_every_round_and_one_cpu_is_no_duet() -> None:
     split = sides([0, 1, 2])  # the odd one out left idle: the sides are alike
     assert split == Sides([0], [1])
@@ -196,6 +207,34 @@ def test_an_a_a_in_duet_holds_1_and_its_pairs_ran_at_once_on_swapped_cpus(workdi
                         "on r.id = p.repeat_id where p.role in ('backend', 'pgbench')"
                         ).fetchall()
     assert placed and all(p["cpus"] == p["seen"] for p in placed)
+
+
+def test_a_duet_ends_within_its_budget_and_a_minute(workdir: Path) -> None:
+    """ab --duet with a budget of 45 s, a target it cannot meet and a probed repeat a
+    cell after the rounds: the rounds stop in whole crossover units (an even number, at
+    least 2 units), the budget said so, and the command (its builds cached copies)
+    ends within the budget and a minute (29.4 s here, 4 rounds: the floor, since a
+    unit is started only with the time for both its rounds and the probed repeats)."""
+    budget = 45
+    text = SMALL.format(probes="probed_repeats = 1\nflamegraphs = false\nanatomy = false",
+                        rounds=2, confidence=0.95).replace(
+        "repeats_max = 2", "repeats_max = 50\nci_target = 0.0001")
+    assert "repeats_max = 50" in text
+    spec = workdir / "budget.toml"
+    spec.write_text(text)
+    out = workdir / "budget"
+    started = time.monotonic()
+    res = cli("ab", "18", "--patch", str(EMPTY), "--spec", str(spec), "--out", str(out),
+              "--duet", "--budget", f"{budget}s", timeout=900, cwd=workdir)
+    took = time.monotonic() - started
+    assert res.returncode == 0, res.stdout + res.stderr
+    ab = json.loads((out / "ab.json").read_text())["bases"][0]["answer"]
+    assert ab["order"] == "duet" and ab["stop_reasons"] == ["budget"], ab["stop_reasons"]
+    for cell in ab["cells"]:
+        r = cell["ratio"]
+        assert r["rounds"] % 2 == 0 and r["crossover_units"] >= 2, r
+        assert r["unpaired_rounds"] == 0, r
+    assert took <= budget + 60, f"{took:.0f} s for a {budget} s budget"
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL])
