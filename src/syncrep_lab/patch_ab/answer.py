@@ -462,8 +462,8 @@ class PatchVerdict:
     control: Control
     # how the two sides were measured: interleaved (one after the other in shuffled
     # rounds, the ratio paired by round) or duet (at the same moment, each on CPUs of its
-    # own, the ratio paired within each simultaneous pair); the run's note on it (a duet
-    # the machine could not run says why it was interleaved)
+    # own, the ratio paired over crossovers of two rounds of simultaneous pairs); the
+    # run's note on it (a duet the machine could not run says why it was interleaved)
     order: str = "interleaved"
     order_note: str | None = None
     # what the work per commit could and could not be measured with here (a duet's
