@@ -10,6 +10,7 @@ alike in every value.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -25,7 +26,17 @@ from typing import Any
 
 import pytest
 
+from syncrep_lab.analysis.ratios import BaselineRatio
 from syncrep_lab.errors import UserError
+from syncrep_lab.patch_ab.answer import (
+    Compared,
+    CpuFigure,
+    Figure,
+    RoleCosts,
+    SideFigure,
+    has_pmu,
+    tightest,
+)
 from syncrep_lab.patch_ab.spec import default_spec, with_builds
 from syncrep_lab.placement.cgroups import TOP, cpuset_support
 from syncrep_lab.plan.duet import duet_pairs
@@ -125,6 +136,48 @@ def test_ab_duet_aims_at_2_percent_unless_the_spec_sets_a_target() -> None:
     assert with_builds(own, "s", "p")[0].run.ci_target == 0.03  # interleaved: as it was
     own["run"]["ci_target"] = 0.05
     assert with_builds(own, "s", "p", duet=True)[0].run.ci_target == 0.05
+
+
+def _fig(ratio: float, low: float, high: float, significant: bool = True) -> Figure:
+    side = SideFigure(3, 1.0, 0.9, 1.1)
+    return Figure(side, side, ratio, low, high, significant)
+
+
+def test_the_tightest_measure_that_moved_is_named_with_how_it_was_paired() -> None:
+    """TPS's interval excludes 1 at ±5 %; the walsender's CPU per commit moved at
+    ±2 % over crossover units, a backend's CPU at ±1 % but not marked moved, a system
+    call at ±1.5 % from the probed repeats: the call is the tightest and says it is not
+    paired; without it, the walsender's CPU."""
+    ratio = BaselineRatio("stock", 0, 0.93, 0.885, 0.977, 8, True, 4.0,
+                          crossover_units=4)
+    side = SideFigure(8, 10.0, 9.0, 11.0)
+    cpu = CpuFigure(side, side, 1.05, 1.03, 1.071, True, paired_rounds=8,
+                    crossover_units=4)
+    quiet = CpuFigure(side, side, 1.0, 0.99, 1.01, False)
+    call = _fig(1.2, 1.182, 1.218)
+    roles = (RoleCosts("primary", "walsender:b", "untraced", cpu, {"sendto": call}),
+             RoleCosts("primary", "backend", "untraced", quiet, {}))
+    compared = Compared(roles, (), (), 10, None, None, None, (), None)
+    found = tightest(ratio, compared)
+    assert found is not None and found.measure == "primary walsender:b sendto per commit"
+    assert found.how == "probed repeats, not paired"
+    alone = dataclasses.replace(compared, roles=(dataclasses.replace(roles[0], syscalls={}),
+                                                 roles[1]))
+    found = tightest(ratio, alone)
+    assert found is not None and found.how == "crossover units"
+    assert found.measure == "primary walsender:b CPU µs per commit"
+    assert found.half_width_rel == pytest.approx(0.02, abs=1e-3)
+    held = dataclasses.replace(ratio, low=0.9, high=1.1)
+    assert tightest(held, None) is None
+
+
+def test_a_pmu_is_its_instructions_event(tmp_path: Path) -> None:
+    assert not has_pmu(tmp_path)
+    (tmp_path / "software" / "events").mkdir(parents=True)
+    assert not has_pmu(tmp_path)
+    (tmp_path / "cpu" / "events").mkdir(parents=True)
+    (tmp_path / "cpu" / "events" / "instructions").write_text("event=0xc0\n")
+    assert has_pmu(tmp_path)
 
 
 def test_the_sides_swap_cpus_every_round_and_one_cpu_is_no_duet() -> None:
