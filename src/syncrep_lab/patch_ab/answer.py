@@ -110,8 +110,10 @@ class CpuFigure(Figure):
     crossover_units: int | None = None
 
     def to_json(self) -> dict[str, JSON]:
-        return {**super().to_json(), "paired_rounds": self.paired_rounds,
-                "crossover_units": self.crossover_units}
+        out = {**super().to_json(), "paired_rounds": self.paired_rounds}
+        if self.crossover_units is not None:  # a duet's (an interleaved one's as it was)
+            out["crossover_units"] = self.crossover_units
+        return out
 
 
 @dataclass(frozen=True)
