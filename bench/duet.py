@@ -10,7 +10,10 @@ pair of runs to the next) so that the machine's mood falls on both.
 Per order and cell (``on`` and the control ``local``): the rounds the budget gave, the
 interval's half width of patched / stock (relative), and whether the interval held 1
 (an A/A: every miss is a false positive); then each order's median half width and its
-misses over all runs. The rounds stop on the budget alone (``repeats_max`` 1000, the
+misses over all runs. A duet's ratio is the crossover's (units of two rounds, each
+side once on each CPU set); the per-round interval of the same rounds (``ab.json``'s
+``per_round``) is printed beside it, and its median too: what the crossover removed
+from the same run. The rounds stop on the budget alone (``repeats_max`` 1000, the
 target ±0.1 %), so both orders get the same time. The builds are cached (the first run
 builds stock 18); the probed repeats are off: the ratios are what is compared.
 """
@@ -58,13 +61,33 @@ def one_run(work: Path, spec: Path, order: str, budget: str, name: str) -> dict[
     cells = []
     for cell in answer["cells"]:
         r = cell["ratio"]
-        half = (r["high"] / r["low"]) ** 0.5 - 1 if r["low"] and r["high"] else None
+        each = r.get("per_round") or {}
         cells.append({"level": cell["level"], "rounds": r["rounds"], "ratio": r["mean"],
-                      "low": r["low"], "high": r["high"], "half_width": half,
-                      "held": r["low"] is not None and r["low"] <= 1 <= r["high"]})
+                      "low": r["low"], "high": r["high"], "half_width": _half(r),
+                      "held": r["low"] is not None and r["low"] <= 1 <= r["high"],
+                      "units": r.get("crossover_units"),
+                      "per_round_half_width": _half(each) if each else None,
+                      "per_round_held": bool(each) and each["low"] is not None
+                      and each["low"] <= 1 <= each["high"]})
     shutil.rmtree(out, ignore_errors=True)
     return {"order": answer["order"], "asked": order, "seconds": took,
             "note": answer.get("order_note"), "cells": cells}
+
+
+def _half(r: dict[str, Any]) -> float | None:
+    """An interval's half width, relative (on the log scale, where it is symmetric)."""
+    return (r["high"] / r["low"]) ** 0.5 - 1 if r.get("low") and r.get("high") else None
+
+
+def _shown(c: dict[str, Any]) -> str:
+    if c["half_width"] is None:
+        return f"{c['level']} no interval"
+    text = (f"{c['level']} {c['rounds']} rounds ±{100 * c['half_width']:.1f} %"
+            f"{'' if c['held'] else ' MISSED 1'}")
+    if c["per_round_half_width"] is not None:
+        text += (f" (per round ±{100 * c['per_round_half_width']:.1f} %"
+                 f"{'' if c['per_round_held'] else ' MISSED 1'})")
+    return text
 
 
 def main() -> None:
@@ -87,10 +110,7 @@ def main() -> None:
             for order in orders:
                 run = one_run(work, spec, order, args.budget, f"{order}-{i}")
                 runs.append(run)
-                shown = ", ".join(
-                    f"{c['level']} {c['rounds']} rounds ±{100 * c['half_width']:.1f} %"
-                    f"{'' if c['held'] else ' MISSED 1'}" if c["half_width"] is not None
-                    else f"{c['level']} no interval" for c in run["cells"])
+                shown = ", ".join(_shown(c) for c in run["cells"])
                 print(f"{i + 1}/{args.pairs} {order:<11} ran as {run['order']:<11} "
                       f"{run['seconds']:5.0f} s: {shown}", flush=True)
     finally:
@@ -103,6 +123,14 @@ def main() -> None:
         median = f"±{100 * statistics.median(halves):.1f} %" if halves else "-"
         print(f"{order:<11} median half width {median} over {len(halves)} intervals; "
               f"{missed} of {len(mine)} missed 1")
+        each = [c["per_round_half_width"] for c in mine
+                if c["per_round_half_width"] is not None]
+        if each:
+            missed = sum(1 for c in mine if c["per_round_half_width"] is not None
+                         and not c["per_round_held"])
+            print(f"{'':<11} per round, same rounds: median half width "
+                  f"±{100 * statistics.median(each):.1f} % over {len(each)} intervals; "
+                  f"{missed} missed 1")
     if args.json is not None:
         args.json.write_text(json.dumps(runs, indent=2) + "\n")
 

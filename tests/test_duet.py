@@ -3,19 +3,22 @@ moment, each a cluster of its own on CPUs of its own, the CPU sets swapped every
 
 The pairing rules and the CPU sets are checked without a server; the A/A runs ``ab
 --duet`` on the suite's cached stock 18 with an empty patch (its copy, no build), the
-small spec tests/test_ab.py uses, four rounds (an even number: each side on each CPU
-set twice); the interrupt runs two clusters of one build that differ by a settings set
+small spec tests/test_ab.py uses, three crossover units (six rounds: each side on each
+CPU set three times); the interrupt runs two clusters of one build that differ by a settings set
 alike in every value.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
 import sqlite3
 import subprocess
 import sys
+import time
+import tomllib
 from datetime import datetime
 from itertools import pairwise
 from pathlib import Path
@@ -23,7 +26,17 @@ from typing import Any
 
 import pytest
 
+from syncrep_lab.analysis.ratios import BaselineRatio
 from syncrep_lab.errors import UserError
+from syncrep_lab.patch_ab.answer import (
+    Compared,
+    CpuFigure,
+    Figure,
+    RoleCosts,
+    SideFigure,
+    has_pmu,
+    tightest,
+)
 from syncrep_lab.patch_ab.spec import default_spec, with_builds
 from syncrep_lab.placement.cgroups import TOP, cpuset_support
 from syncrep_lab.plan.duet import duet_pairs
@@ -116,6 +129,57 @@ def test_ab_duet_pairs_each_patched_cell_with_its_stock_twin() -> None:
         assert pair.base.clients == pair.cell.clients
 
 
+def test_ab_duet_aims_at_2_percent_unless_the_spec_sets_a_target() -> None:
+    own = tomllib.loads(SMALL.format(probes="", rounds=3, confidence=0.95))
+    assert "ci_target" not in own["run"]
+    assert with_builds(own, "s", "p", duet=True)[0].run.ci_target == 0.02
+    assert with_builds(own, "s", "p")[0].run.ci_target == 0.03  # interleaved: as it was
+    own["run"]["ci_target"] = 0.05
+    assert with_builds(own, "s", "p", duet=True)[0].run.ci_target == 0.05
+
+
+def _fig(ratio: float, low: float, high: float, significant: bool = True) -> Figure:
+    side = SideFigure(3, 1.0, 0.9, 1.1)
+    return Figure(side, side, ratio, low, high, significant)
+
+
+def test_the_tightest_measure_that_moved_is_named_with_how_it_was_paired() -> None:
+    """TPS's interval excludes 1 at ±5 %; the walsender's CPU per commit moved at
+    ±2 % over crossover units, a backend's CPU at ±1 % but not marked moved, a system
+    call at ±1.5 % from the probed repeats: the call is the tightest and says it is not
+    paired; without it, the walsender's CPU."""
+    ratio = BaselineRatio("stock", 0, 0.93, 0.885, 0.977, 8, True, 4.0,
+                          crossover_units=4)
+    side = SideFigure(8, 10.0, 9.0, 11.0)
+    cpu = CpuFigure(side, side, 1.05, 1.03, 1.071, True, paired_rounds=8,
+                    crossover_units=4)
+    quiet = CpuFigure(side, side, 1.0, 0.99, 1.01, False)
+    call = _fig(1.2, 1.182, 1.218)
+    roles = (RoleCosts("primary", "walsender:b", "untraced", cpu, {"sendto": call}),
+             RoleCosts("primary", "backend", "untraced", quiet, {}))
+    compared = Compared(roles, (), (), 10, None, None, None, (), None)
+    found = tightest(ratio, compared)
+    assert found is not None and found.measure == "primary walsender:b sendto per commit"
+    assert found.how == "probed repeats, not paired"
+    alone = dataclasses.replace(compared, roles=(dataclasses.replace(roles[0], syscalls={}),
+                                                 roles[1]))
+    found = tightest(ratio, alone)
+    assert found is not None and found.how == "crossover units"
+    assert found.measure == "primary walsender:b CPU µs per commit"
+    assert found.half_width_rel == pytest.approx(0.02, abs=1e-3)
+    held = dataclasses.replace(ratio, low=0.9, high=1.1)
+    assert tightest(held, None) is None
+
+
+def test_a_pmu_is_its_instructions_event(tmp_path: Path) -> None:
+    assert not has_pmu(tmp_path)
+    (tmp_path / "software" / "events").mkdir(parents=True)
+    assert not has_pmu(tmp_path)
+    (tmp_path / "cpu" / "events").mkdir(parents=True)
+    (tmp_path / "cpu" / "events" / "instructions").write_text("event=0xc0\n")
+    assert has_pmu(tmp_path)
+
+
 def test_the_sides_swap_cpus_every_round_and_one_cpu_is_no_duet() -> None:
     split = sides([0, 1, 2])  # the odd one out left idle: the sides are alike
     assert split == Sides([0], [1])
@@ -139,11 +203,13 @@ def _when(text: str) -> float:
 
 def test_an_a_a_in_duet_holds_1_and_its_pairs_ran_at_once_on_swapped_cpus(workdir: Path
                                                                           ) -> None:
-    """ab --duet of the same bytes on both sides: every ratio's interval holds 1; the
-    two repeats of every pair overlap in time, each side had one CPU and the other side
-    the other, and each cell's CPU changed every round."""
+    """ab --duet of the same bytes on both sides: every ratio's interval holds 1, the
+    crossover's (three units of two rounds: repeats_min and repeats_max count units in
+    a duet) and the per-round one of the same rounds kept beside it; the two repeats of
+    every pair overlap in time, each side had one CPU and the other side the other, and
+    each cell's CPU changed every round."""
     spec = workdir / "aa.toml"
-    spec.write_text(SMALL.format(probes="probed_repeats = 0", rounds=4, confidence=0.99))
+    spec.write_text(SMALL.format(probes="probed_repeats = 0", rounds=3, confidence=0.99))
     out = workdir / "aa"
     res = cli("ab", "18", "--patch", str(EMPTY), "--spec", str(spec), "--out", str(out),
               "--duet", timeout=1800, cwd=workdir)
@@ -153,13 +219,24 @@ def test_an_a_a_in_duet_holds_1_and_its_pairs_ran_at_once_on_swapped_cpus(workdi
     answer: dict[str, Any] = json.loads((out / "ab.json").read_text())
     assert "--duet" in answer["command"]
     ab = answer["bases"][0]["answer"]
-    assert ab["order"] == "duet" and "CPUs 0 and 1" in ab["order_note"], ab["order_note"]
+    note = ab["order_note"]
+    assert ab["order"] == "duet" and "CPUs 0 and 1" in note, note
+    assert "crossover of two rounds" in note, note
     for cell in ab["cells"]:
         r = cell["ratio"]
-        assert r["paired"] and r["rounds"] == 4, r
+        assert r["paired"] and r["rounds"] == 6 and r["crossover_units"] == 3, r
+        assert r["unpaired_rounds"] == 0, r
         assert r["low"] <= 1 <= r["high"], cell
+        each = r["per_round"]
+        assert each["paired"] and each["rounds"] == 6 and "per_round" not in each, each
+        assert each["low"] <= 1 <= each["high"], cell
+    assert any("no hardware PMU" in n for n in ab["work_notes"]) == (
+        not Path("/sys/bus/event_source/devices/cpu").exists())
     summary = " ".join(res.stdout.split())
-    assert "duet rounds" in summary and "within simultaneous pairs" in summary
+    assert "duet rounds" in summary and "simultaneous pairs, a crossover of two rounds" \
+        in summary, summary
+    assert "The same rounds paired one by one" in summary
+    assert "Measures that moved" in summary
     db = sqlite3.connect(out / answer["bases"][0]["run"] / "syncrep-lab.sqlite")
     db.row_factory = sqlite3.Row
     reps = db.execute("select r.*, c.idx from repeats r join cells c on c.id = r.cell_id "
@@ -167,7 +244,7 @@ def test_an_a_a_in_duet_holds_1_and_its_pairs_ran_at_once_on_swapped_cpus(workdi
     pairs: dict[tuple[int, int], list[sqlite3.Row]] = {}
     for r in reps:
         pairs.setdefault((r["round"], r["pair"]), []).append(r)
-    assert len(pairs) == 8 and all(len(p) == 2 for p in pairs.values()), pairs.keys()
+    assert len(pairs) == 12 and all(len(p) == 2 for p in pairs.values()), pairs.keys()
     for (_, _), (a, b) in pairs.items():
         assert {a["cpus"], b["cpus"]} == {"0", "1"}
         assert {a["position"], b["position"]} == {0, 1}
@@ -183,6 +260,34 @@ def test_an_a_a_in_duet_holds_1_and_its_pairs_ran_at_once_on_swapped_cpus(workdi
                         "on r.id = p.repeat_id where p.role in ('backend', 'pgbench')"
                         ).fetchall()
     assert placed and all(p["cpus"] == p["seen"] for p in placed)
+
+
+def test_a_duet_ends_within_its_budget_and_a_minute(workdir: Path) -> None:
+    """ab --duet with a budget of 45 s, a target it cannot meet and a probed repeat a
+    cell after the rounds: the rounds stop in whole crossover units (an even number, at
+    least 2 units), the budget said so, and the command (its builds cached copies)
+    ends within the budget and a minute (29.4 s here, 4 rounds: the floor, since a
+    unit is started only with the time for both its rounds and the probed repeats)."""
+    budget = 45
+    text = SMALL.format(probes="probed_repeats = 1\nflamegraphs = false\nanatomy = false",
+                        rounds=2, confidence=0.95).replace(
+        "repeats_max = 2", "repeats_max = 50\nci_target = 0.0001")
+    assert "repeats_max = 50" in text
+    spec = workdir / "budget.toml"
+    spec.write_text(text)
+    out = workdir / "budget"
+    started = time.monotonic()
+    res = cli("ab", "18", "--patch", str(EMPTY), "--spec", str(spec), "--out", str(out),
+              "--duet", "--budget", f"{budget}s", timeout=900, cwd=workdir)
+    took = time.monotonic() - started
+    assert res.returncode == 0, res.stdout + res.stderr
+    ab = json.loads((out / "ab.json").read_text())["bases"][0]["answer"]
+    assert ab["order"] == "duet" and ab["stop_reasons"] == ["budget"], ab["stop_reasons"]
+    for cell in ab["cells"]:
+        r = cell["ratio"]
+        assert r["rounds"] % 2 == 0 and r["crossover_units"] >= 2, r
+        assert r["unpaired_rounds"] == 0, r
+    assert took <= budget + 60, f"{took:.0f} s for a {budget} s budget"
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL])

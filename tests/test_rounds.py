@@ -11,6 +11,7 @@ import pytest
 from syncrep_lab.plan.baselines import baselines
 from syncrep_lab.run.rounds import Member, Rounds, round_order
 from syncrep_lab.stats.intervals import paired_ratio, stein_rounds, trend
+from syncrep_lab.stats.pairing import crossover_units, paired, ratio_of, unpaired_rounds
 
 
 def test_paired_ratio_against_hand_computed_values() -> None:
@@ -175,3 +176,83 @@ def test_the_round_line_says_the_pilot_runs_until_it_is_complete() -> None:
     done = _rounds({0: {1: 100.0, 2: 100.0}}, base={0: None}, repeats_min=2, repeats_max=2)
     assert done.progress_line(2, 30.0) == ("round 2: widest interval ±0.0 % (cell0; "
                                            "target ±3 %); done")
+
+
+# --- a duet's crossover of two rounds ----------------------------------------------------
+
+
+def _duet(effect: float, cpus: float, units: int, noise: float = 0.0, seed: int = 5
+          ) -> tuple[dict[int, float], dict[int, float]]:
+    """A duet's rows/s by round: the cell at ``effect`` times its baseline, the side on
+    the better CPU set ``cpus`` times faster, the sets swapped every round (the cell on
+    the better one in odd rounds, run/duet.Sides), each repeat with ``noise`` of its
+    own and both with a drift they share."""
+    rng = random.Random(seed)
+    cell, base = {}, {}
+    for r in range(1, 2 * units + 1):
+        shared = rng.uniform(0.6, 1.4)
+        better = r % 2 == 1
+        cell[r] = 1000 * effect * shared * (cpus if better else 1) * rng.gauss(1, noise)
+        base[r] = 1000 * shared * (1 if better else cpus) * rng.gauss(1, noise)
+    return cell, base
+
+
+def test_the_crossover_cancels_a_steady_difference_between_the_cpu_sets() -> None:
+    """A set 1.6 times the other (what CPU 1 ran against CPU 0 in a loaded A/A here): a
+    round's ratio carries it one way or the other, a unit's of two rounds does not."""
+    cell, base = _duet(1.03, 1.6, units=5)
+    rounds = paired(cell, base, 0.95)
+    unit = paired(cell, base, 0.95, crossover=True)
+    assert rounds is not None and unit is not None and rounds.low is not None
+    assert (rounds.rounds, unit.rounds) == (10, 5)
+    assert unit.mean == pytest.approx(1.03) and unit.high == pytest.approx(1.03)
+    assert rounds.mean == pytest.approx(1.03)  # the swap leaves the mean unbiased ...
+    assert rounds.low < 0.8  # ... but not the spread
+    # each unit's log ratio is the mean of its two rounds' log ratios
+    a, b = crossover_units(cell, base)
+    assert math.log(a[0] / b[0]) == pytest.approx(
+        (math.log(cell[1] / base[1]) + math.log(cell[2] / base[2])) / 2)
+
+
+def test_an_odd_last_round_is_left_out_of_the_crossover_and_counted() -> None:
+    cell, base = _duet(1.0, 1.3, units=3, noise=0.02)
+    cell[7], base[7] = 900.0, 1000.0  # a unit begun, not finished
+    del cell[4]  # a side that missed a round: its unit is not whole
+    assert unpaired_rounds(cell, base) == 2
+    unit = paired(cell, base, 0.95, crossover=True)
+    assert unit is not None and unit.rounds == 2
+    found = ratio_of(list(cell.items()), list(base.items()), 0.95, crossover=True)
+    assert found is not None and (found["units"], found["rounds"]) == (2, 4)
+    assert ratio_of([(1, 1.0), (2, 1.0)], [(1, 1.0), (2, 2.0)], crossover=True) == \
+        ratio_of([(1, 1.0), (2, 1.0)], [(1, 1.0), (2, 2.0)])  # one unit: by round
+
+
+def test_a_duets_stop_rule_counts_crossover_units_and_runs_them_whole() -> None:
+    """Stein's rule on the units' log ratios: the pilot is repeats_min units, and the
+    rounds go two by two (a unit's second round always follows its first), so the
+    rounds stop at an even count; repeats_max counts units."""
+    rng = random.Random(2)
+    for noise, most in ((0.001, 2), (0.5, 3)):
+        rounds = Rounds([Member(0, "stock", None), Member(1, "patched", 0)], seed=1,
+                        group="g", repeats_min=2, repeats_max=most, ci_target=0.02,
+                        confidence=0.95, crossover=True)
+        seen = []
+        while (step := rounds.next_round()) is not None:
+            round_no, order = step
+            seen.append(round_no)
+            assert sorted(order) == [0, 1]  # a pair: both sides every round
+            better = round_no % 2 == 1
+            rounds.members[0].values[round_no] = 1000 * (1 if better else 1.6)
+            rounds.members[1].values[round_no] = (1000 * (1.6 if better else 1)
+                                                  * math.exp(rng.gauss(0, noise)))
+        assert seen == list(range(1, 2 * most + 1)), (noise, seen)
+        assert rounds.stop_reason(rounds.members[1], budget_spent=False) == \
+            ("ci" if noise < 0.01 else "max")
+    # a unit begun when the rule is already met is finished first
+    rounds = Rounds([Member(0, "stock", None, {1: 1.0, 2: 1.0, 3: 1.0, 4: 1.0, 5: 1.0}),
+                     Member(1, "patched", 0, {1: 1.0, 2: 1.0, 3: 1.0, 4: 1.0, 5: 1.0})],
+                    seed=1, group="g", repeats_min=2, repeats_max=10, ci_target=0.02,
+                    confidence=0.95, crossover=True)
+    assert rounds.satisfied(rounds.members[1])
+    step = rounds.next_round()
+    assert step is not None and step[0] == 6 and sorted(step[1]) == [0, 1]

@@ -230,9 +230,10 @@ def pg_build_cmd(source: str, patches: tuple[Path, ...], flavor: str, name: str 
                    "standby_anatomy is kept.")
 @click.option("--duet", is_flag=True,
               help="Run stock and patched at the same moment, each cluster on CPUs of "
-                   "its own, swapped every round, the ratio taken within each "
-                   "simultaneous pair ([run] order = \"duet\"); interleaved, saying why, "
-                   "where the machine cannot give each side a CPU.")
+                   "its own, swapped every round, the ratio taken over a crossover of "
+                   "two rounds of simultaneous pairs ([run] order = \"duet\"; target "
+                   "±2 % unless the spec sets one); interleaved, saying why, where the "
+                   "machine cannot give each side a CPU.")
 @output_options(json_help="Print the answer as JSON.")
 def ab_cmd(bases: tuple[str, ...], patches: tuple[str, ...], git_base: str | None,
            flavor: str, spec_file: Path | None, clients: str | None, budget: str | None,

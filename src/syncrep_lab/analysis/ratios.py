@@ -21,6 +21,13 @@ successive repeats' starts: its own repeat, its round's other cells, the resets)
 "±3 % needs about 46 rounds, 25 minutes at this pace" can be said where a run stopped
 short of its target.
 
+In a duet run (``order_mode`` "duet") the paired ratio is the crossover's
+(stats/pairing.py: over units of two consecutive rounds, each side once on each CPU
+set; ``crossover_units``, ``rounds`` the rounds in them, ``unpaired_rounds`` those left
+out), and the per-round ratio of the same rounds is kept beside it (``per_round``) so
+that a reader sees what the crossover removed. Its target figures count units as
+rounds (two each).
+
 Where a cell and its baseline both have a commit anatomy, :func:`anatomy_to_baseline`
 sets each of its figures against the baseline's (analysis/compare.py's
 :func:`~syncrep_lab.analysis.compare.anatomy_comparison`, the cell as B): the anatomy
@@ -30,6 +37,7 @@ within rounds, and the run's drift is added to each side's spread.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import statistics
@@ -42,8 +50,8 @@ from syncrep_lab.analysis.noise import RESUMED_GAP_S
 from syncrep_lab.json_form import JSON
 from syncrep_lab.plan.baselines import baselines
 from syncrep_lab.plan.spec import Scalar
-from syncrep_lab.stats.intervals import detectable_effect, ratio_ci, rounds_for
-from syncrep_lab.stats.pairing import by_round, paired, rows_per_second
+from syncrep_lab.stats.intervals import PairedRatio, detectable_effect, ratio_ci, rounds_for
+from syncrep_lab.stats.pairing import by_round, paired, rows_per_second, unpaired_rounds
 from syncrep_lab.store import Store, StoredRepeat, StoredRun, cluster_key_text, with_defaults
 
 
@@ -102,6 +110,11 @@ class BaselineRatio:
     target_pct: float | None = None
     rounds_for_target: int | None = None
     round_s: float | None = None
+    # a duet's crossover (None: paired by round): the units, the rounds left out of
+    # them, and the per-round ratio of the same run beside it
+    crossover_units: int | None = None
+    unpaired_rounds: int = 0
+    per_round: BaselineRatio | None = None
 
     def to_json(self) -> dict[str, JSON]:
         out: dict[str, JSON] = {
@@ -111,6 +124,10 @@ class BaselineRatio:
         if self.paired:
             out.update(spread_pct=self.spread_pct, target_pct=self.target_pct,
                        rounds_for_target=self.rounds_for_target, round_s=self.round_s)
+        if self.crossover_units is not None:
+            out.update(crossover_units=self.crossover_units,
+                       unpaired_rounds=self.unpaired_rounds,
+                       per_round=self.per_round.to_json() if self.per_round else None)
         return out
 
 
@@ -129,21 +146,20 @@ def ratios_to_baseline(store: Store, run: StoredRun) -> dict[int, BaselineRatio 
             continue
         mine = [r for r in store.repeats(by_idx[idx].id) if not r.probed]
         theirs = [r for r in store.repeats(by_idx[base].id) if not r.probed]
-        pair = (paired(by_round(mine, params[idx]), by_round(theirs, params[base]),
-                       confidence) if _side_by_side(params[idx], params[base], mine, theirs)
-                else None)
+        a, b = by_round(mine, params[idx]), by_round(theirs, params[base])
+        side_by_side = _side_by_side(params[idx], params[base], mine, theirs)
+        pair = paired(a, b, confidence) if side_by_side else None
         label = by_idx[base].label
+        unit = (paired(a, b, confidence, crossover=True)
+                if run.order_mode == "duet" and side_by_side else None)
         if pair is not None and pair.rounds >= 2:
-            se = pair.log_se  # of the log ratio: relative already
-            out[idx] = BaselineRatio(
-                label, base, pair.mean, pair.low, pair.high, pair.rounds, True,
-                detectable_pct=None if se is None else
-                100 * detectable_effect(se, pair.rounds - 1, confidence),
-                spread_pct=None if pair.log_sd is None else 100 * pair.log_sd,
-                target_pct=None if target is None else 100 * target,
-                rounds_for_target=None if pair.log_sd is None or target is None
-                else rounds_for(pair.log_sd, math.log1p(target), confidence),
-                round_s=round_seconds(mine))
+            per_round = _paired(label, base, pair, 1, confidence, target, mine)
+            out[idx] = per_round
+            if unit is not None and unit.rounds >= 2:
+                out[idx] = dataclasses.replace(
+                    _paired(label, base, unit, 2, confidence, target, mine),
+                    crossover_units=unit.rounds, unpaired_rounds=unpaired_rounds(a, b),
+                    per_round=per_round)
         elif mine and theirs:
             r = ratio_ci([rows_per_second(float(x.tps), params[idx]) for x in mine],
                          [rows_per_second(float(x.tps), params[base]) for x in theirs],
@@ -153,6 +169,23 @@ def ratios_to_baseline(store: Store, run: StoredRun) -> dict[int, BaselineRatio 
                 detectable_pct=None if r.se is None or r.df is None or r.ratio <= 0
                 else 100 * detectable_effect(r.se / r.ratio, r.df, confidence))
     return out
+
+
+def _paired(label: str, base: int, pair: PairedRatio, per: int, confidence: float,
+            target: float | None, mine: list[StoredRepeat]) -> BaselineRatio:
+    """A paired ratio over ``pair.rounds`` steps of ``per`` rounds each (a crossover
+    unit is two): its detectable change and what its target would take, in rounds."""
+    se = pair.log_se  # of the log ratio: relative already
+    needed = (None if pair.log_sd is None or target is None
+              else rounds_for(pair.log_sd, math.log1p(target), confidence))
+    return BaselineRatio(
+        label, base, pair.mean, pair.low, pair.high, per * pair.rounds, True,
+        detectable_pct=None if se is None else
+        100 * detectable_effect(se, pair.rounds - 1, confidence),
+        spread_pct=None if pair.log_sd is None else 100 * pair.log_sd,
+        target_pct=None if target is None else 100 * target,
+        rounds_for_target=None if needed is None else per * needed,
+        round_s=round_seconds(mine))
 
 
 def target_text(ratio: BaselineRatio | None) -> str:
@@ -169,7 +202,8 @@ def target_text(ratio: BaselineRatio | None) -> str:
     rounds = ratio.rounds
     if half <= target or (needed is not None and needed <= rounds):
         return ""
-    text = (f"±{half:.1f} % after {rounds} rounds, short of ±{target:g} %: the rounds' "
+    steps = "the rounds'" if ratio.crossover_units is None else "the crossover units'"
+    text = (f"±{half:.1f} % after {rounds} rounds, short of ±{target:g} %: {steps} "
             f"ratios spread by {ratio.spread_pct:.1f} %, so ±{target:g} % ")
     if needed is None:
         return text + "is out of reach of more rounds"

@@ -103,12 +103,17 @@ class Figure:
 @dataclass(frozen=True)
 class CpuFigure(Figure):
     """CPU µs per commit: B/A paired by round where every repeat of both has some
-    (``paired_rounds``), else Welch's over the repeats (None)."""
+    (``paired_rounds``), else Welch's over the repeats (None); in a duet paired over
+    crossover units (``crossover_units``, ``paired_rounds`` the rounds in them)."""
 
     paired_rounds: int | None = None
+    crossover_units: int | None = None
 
     def to_json(self) -> dict[str, JSON]:
-        return {**super().to_json(), "paired_rounds": self.paired_rounds}
+        out = {**super().to_json(), "paired_rounds": self.paired_rounds}
+        if self.crossover_units is not None:  # a duet's (an interleaved one's as it was)
+            out["crossover_units"] = self.crossover_units
+        return out
 
 
 @dataclass(frozen=True)
@@ -353,6 +358,28 @@ class Compared:
 
 
 @dataclass(frozen=True)
+class Moved:
+    """A measure whose interval excludes 1 (TPS, a role's CPU or a system call per
+    commit), B/A with its interval, and how its two sides were set against each other
+    (``how``: the duet's crossover units, rounds, or the probed repeats, not paired)."""
+
+    measure: str
+    ratio: float
+    low: float
+    high: float
+    how: str
+
+    @property
+    def half_width_rel(self) -> float:
+        return max(self.high / self.ratio - 1, 1 - self.low / self.ratio)
+
+    def to_json(self) -> dict[str, JSON]:
+        return {"measure": self.measure, "ratio": self.ratio, "low": self.low,
+                "high": self.high, "how": self.how,
+                "half_width_pct": 100 * self.half_width_rel}
+
+
+@dataclass(frozen=True)
 class PatchedCell:
     """A patched cell and its stock twin: their status and TPS, the paired ratio and its
     verdict, and, where both finished, what else they compare (``compared``)."""
@@ -370,6 +397,8 @@ class PatchedCell:
     ratio: BaselineRatio | None  # TPS, patched / stock
     verdict: str  # faster | slower | no change | no interval | not measured
     compared: Compared | None = None
+    # the measure that moved with the narrowest interval (:func:`tightest`), if any
+    tightest: Moved | None = None
 
     @property
     def statuses(self) -> dict[str, str]:
@@ -388,6 +417,8 @@ class PatchedCell:
             "tps": {"stock": self.stock_tps, "patched": self.patched_tps},
             "ratio": self.ratio.to_json() if self.ratio else None,
             "verdict": self.verdict}
+        if self.tightest is not None:  # a duet's (an interleaved answer is as it was)
+            out["tightest_moved"] = self.tightest.to_json()
         if self.compared is not None:
             out.update(self.compared.to_json())
         return out
@@ -433,10 +464,13 @@ class PatchVerdict:
     control: Control
     # how the two sides were measured: interleaved (one after the other in shuffled
     # rounds, the ratio paired by round) or duet (at the same moment, each on CPUs of its
-    # own, the ratio paired within each simultaneous pair); the run's note on it (a duet
-    # the machine could not run says why it was interleaved)
+    # own, the ratio paired over crossovers of two rounds of simultaneous pairs); the
+    # run's note on it (a duet the machine could not run says why it was interleaved)
     order: str = "interleaved"
     order_note: str | None = None
+    # what the work per commit could and could not be measured with here (a duet's
+    # system calls from the probed repeats alone, no PMU for instructions)
+    work_notes: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, JSON]:
         """The JSON form, unbounded figures null (JSON has no infinity)."""
@@ -450,7 +484,8 @@ class PatchVerdict:
             "reference_cores": self.reference_cores, "flame_z": self.flame_z,
             "flame_hz": self.flame_hz, "sync_walsender": self.sync_walsender,
             "cells": [c.to_json() for c in self.cells], "control": self.control.to_json(),
-            "order": self.order, "order_note": self.order_note})
+            "order": self.order, "order_note": self.order_note,
+            **({"work_notes": list(self.work_notes)} if self.order == "duet" else {})})
 
 
 def _side(side: FigureSide) -> SideFigure:
@@ -472,10 +507,12 @@ def _figure(name: str, a: list[float], b: list[float], alpha_each: float) -> Fig
 
 
 def _paired_cpu(store: Store, stock: StoredCell, patched: StoredCell,
-                *confidences: float) -> dict[tuple[str, str], list[dict[str, Any]]]:
+                *confidences: float, crossover: bool = False
+                ) -> dict[tuple[str, str], list[dict[str, Any]]]:
     """Per role, patched / stock CPU per commit paired by round (as the TPS ratio is:
-    the machine's drift between rounds cancels), where every repeat of both has some:
-    the ratio at each of ``confidences``, the store read once."""
+    the machine's drift between rounds cancels; ``crossover``: over a duet's crossover
+    units, as its TPS ratio is), where every repeat of both has some: the ratio at each
+    of ``confidences``, the store read once."""
     rounds = {r.id: r.round for c in (stock, patched) for r in store.repeats(c.id)}
     a, b = untraced_cpu(store, stock.id), untraced_cpu(store, patched.id)
     out = {}
@@ -484,7 +521,7 @@ def _paired_cpu(store: Store, stock: StoredCell, patched: StoredCell,
         vb = [(rounds[i], v) for i, v in b[key].items()]
         if min(v for _, v in va + vb) <= 0:
             continue  # a repeat without a clock tick of it: no log ratio
-        found = [ratio_of(vb, va, c) for c in confidences]
+        found = [ratio_of(vb, va, c, crossover=crossover) for c in confidences]
         if all(f is not None and f["paired"] for f in found):
             out[key] = [f for f in found if f is not None]
     return out
@@ -497,7 +534,8 @@ def _role_rank(role: RoleCosts) -> tuple[int, int, str]:
 
 
 def _costs(store: Store, stock: StoredCell, patched: StoredCell, confidence: float,
-           also: int = 0) -> tuple[list[RoleCosts], list[MovedCost], list[str], int]:
+           also: int = 0, crossover: bool = False
+           ) -> tuple[list[RoleCosts], list[MovedCost], list[str], int]:
     """Per role both sides have: CPU µs per commit (B/A paired by round where it can
     be, else Welch's over the repeats) and system calls per commit; then the costs that
     moved most (compare's ranking, those whose test says they moved), notes, and how
@@ -509,13 +547,14 @@ def _costs(store: Store, stock: StoredCell, patched: StoredCell, confidence: flo
     are: marked at that level each, some 24 rows a side would show one move in most
     cells that did not move at all. The intervals shown stay at ``confidence`` each.
     ``also``: the cell's other figures tested (the parts of the wait for a standby),
-    counted in the family."""
+    counted in the family. ``crossover``: a duet's, CPU paired over crossover units."""
     va, vb = role_values(store, stock.id), role_values(store, patched.id)
     changes = cost_changes(va, vb, top=MOVED * 4)
     tested = max(1, changes.compared + also)
     alpha_each = (1 - confidence) / tested
     # the interval shown, and the one the mark is read from
-    paired = _paired_cpu(store, stock, patched, confidence, 1 - alpha_each)
+    paired = _paired_cpu(store, stock, patched, confidence, 1 - alpha_each,
+                         crossover=crossover)
     by_b = {(r["node"], r["role"]): r for r in vb}
     roles = []
     for ra in va:
@@ -538,7 +577,8 @@ def _costs(store: Store, stock: StoredCell, patched: StoredCell, confidence: flo
                 cpu = dataclasses.replace(cpu, ratio=pair["ratio"], low=pair["low"],
                                           high=pair["high"],
                                           significant=not each["low"] <= 1 <= each["high"],
-                                          paired_rounds=pair["rounds"])
+                                          paired_rounds=pair["rounds"],
+                                          crossover_units=pair.get("units"))
         syscalls = {}
         calls = ra["syscalls_per_commit"].keys() & rb["syscalls_per_commit"].keys()
         for name in sorted(calls):
@@ -708,7 +748,7 @@ def _seconds(a: str | None, b: str | None) -> float | None:
 
 def _compared(store: Store, stock: StoredCell, cell: StoredCell, models: dict[int, CellModel],
               cores: float, confidence: float, flame_hz: int, diffs: Path,
-              between: tuple[Drift, Drift] | None) -> Compared:
+              between: tuple[Drift, Drift] | None, crossover: bool = False) -> Compared:
     """What a cell and its stock twin, both finished, compare beyond TPS; its flame
     graphs' frames are tested, not yet marked (:func:`read_answer` marks them over the
     whole answer)."""
@@ -716,7 +756,7 @@ def _compared(store: Store, stock: StoredCell, cell: StoredCell, models: dict[in
     clients = cell.typed_params.clients or 0
     halves = _standby_half(store, stock, cell, between)
     roles, moved, notes, tested = _costs(store, stock, cell, confidence, also=sum(
-        1 for _, _, f in halves if f.test is not None))
+        1 for _, _, f in halves if f.test is not None), crossover=crossover)
     alpha_each = (1 - confidence) / tested
     standby_half = tuple(
         StandbyPartFigure(who, part, Figure(_side(f.a), _side(f.b), f.ratio, f.ratio_low,
@@ -734,6 +774,57 @@ def _compared(store: Store, stock: StoredCell, cell: StoredCell, models: dict[in
         model=_model(models.get(stock.idx), models.get(cell.idx), roles, cores,
                      _sync_walsender(store, stock, models.get(stock.idx), anatomy_stock)),
         standby_half=standby_half)
+
+
+def tightest(ratio: BaselineRatio | None, compared: Compared | None) -> Moved | None:
+    """Of the measures that moved (TPS's interval excludes 1; a role's CPU or a system
+    call per commit marked moved at the cell's per-figure level), the one whose interval
+    is narrowest relative to its ratio: the sharpest evidence the run has of the patch.
+    CPU per commit does not depend on how much CPU a side got, so on a loaded machine it
+    can move where TPS cannot tell."""
+    found: list[Moved] = []
+    if ratio is not None and ratio.low is not None and ratio.high is not None \
+            and not ratio.low <= 1 <= ratio.high:
+        how = ("crossover units" if ratio.crossover_units is not None
+               else "rounds" if ratio.paired else "not paired")
+        found.append(Moved("TPS", ratio.mean, ratio.low, ratio.high, how))
+    for role in compared.roles if compared else ():
+        cpu = role.cpu_us
+        if cpu is not None and cpu.significant and cpu.ratio and cpu.low and cpu.high:
+            how = ("crossover units" if cpu.crossover_units is not None
+                   else "rounds" if cpu.paired_rounds is not None else "not paired")
+            found.append(Moved(f"{role.node} {role.role} CPU µs per commit", cpu.ratio,
+                               cpu.low, cpu.high, how))
+        for call, fig in role.syscalls.items():
+            if fig.significant and fig.ratio and fig.low and fig.high:
+                found.append(Moved(f"{role.node} {role.role} {call} per commit",
+                                   fig.ratio, fig.low, fig.high,
+                                   "probed repeats, not paired"))
+    return min(found, key=lambda m: m.half_width_rel, default=None)
+
+
+PMU_EVENTS = Path("/sys/bus/event_source/devices")
+
+
+def has_pmu(events: Path = PMU_EVENTS) -> bool:
+    """Whether the kernel offers a hardware PMU (``cpu``, or a hybrid's ``cpu_core``):
+    without one ``perf stat -e instructions`` says <not supported>, as on this
+    project's 2-CPU VM, whose event sources are breakpoint, msr, software, tracepoint
+    and uprobe alone."""
+    return any((events / name / "events" / "instructions").exists()
+               for name in ("cpu", "cpu_core", "cpu_atom"))
+
+
+def work_notes() -> tuple[str, ...]:
+    """What a duet's work per commit is measured with, where a reader would wonder."""
+    notes = ["CPU µs per commit is each measured repeat's /proc figure, paired over "
+             "the duet's crossover units as TPS is; system calls per commit are counted "
+             "by perf in the probed repeats only, which run alone after the rounds: "
+             "compared over those repeats, not paired"]
+    if not has_pmu():
+        notes.append("instructions per commit: not measured, this machine has no "
+                     "hardware PMU (perf stat -e instructions: not supported)")
+    return tuple(notes)
 
 
 def _marked(cell: PatchedCell, z_crit: float | None) -> PatchedCell:
@@ -758,6 +849,7 @@ def read_answer(folder: Path, stock_name: str, patched_name: str, diffs: Path
                        if c.typed_params.pg == stock_name}
         models = {m.idx: m for m in run_model(folder, cores=cores, fits=False)}
         drift = run_drift(store, run.id)
+        duet = run.order_mode == "duet"
         out_cells = []
         versions: dict[str, str] = {}
         for cell in cells:
@@ -774,13 +866,15 @@ def read_answer(folder: Path, stock_name: str, patched_name: str, diffs: Path
                 versions.setdefault("patched", cluster_version(store, cell))
                 compared = _compared(store, stock, cell, models, cores, spec.run.confidence,
                                      spec.probes.flame_hz, diffs,
-                                     None if drift is None else (drift, drift))
+                                     None if drift is None else (drift, drift),
+                                     crossover=duet)
             out_cells.append(PatchedCell(
                 level=level, clients=cell.typed_params.clients or 0,
                 control=level in CONTROL_LEVELS, label=cell.label, stock_idx=stock.idx,
                 patched_idx=cell.idx, stock_status=stock.status, patched_status=cell.status,
                 stock_tps=stock.tps_mean, patched_tps=cell.tps_mean, ratio=ratio,
-                verdict=_verdict(ratio), compared=compared))
+                verdict=_verdict(ratio), compared=compared,
+                tightest=tightest(ratio, compared) if duet else None))
         out_cells.sort(key=lambda c: (c.control, _level_rank(c.level), c.clients))
         z_crit = critical_z([g for c in out_cells if c.compared for g in c.compared.flame])
         marked = [_marked(c, z_crit) for c in out_cells]
@@ -800,7 +894,8 @@ def read_answer(folder: Path, stock_name: str, patched_name: str, diffs: Path
             flame_hz=spec.probes.flame_hz,
             sync_walsender=max(sorted(set(named)), key=named.count) if named else None,
             cells=tuple(marked), control=control(marked),
-            order=str(run.order_mode or "blocked"), order_note=run.order_note)
+            order=str(run.order_mode or "blocked"), order_note=run.order_note,
+            work_notes=work_notes() if duet else ())
     finally:
         store.close()
 

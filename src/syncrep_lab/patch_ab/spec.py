@@ -31,6 +31,7 @@ LEVELS = ("on", "remote_write", "local")  # the last: the control
 CONTROL_LEVELS = ("local", "off")  # levels whose commits never reach the wait
 DEFAULT_CLIENTS = (8, 64)
 DEFAULT_BUDGET = "8m"
+DUET_TARGET = 0.02  # ab --duet's interval target where the spec sets none
 REFERENCE_CORES = 64  # the seed's primary
 
 # A spec's data: a TOML table whose values are JSON's kinds (a spec holds no dates), so
@@ -65,7 +66,8 @@ def with_builds(data: Table, stock: str, patched: str, *,
     ``standby_anatomy``: the anatomy repeats split the wait for the standby too, unless
     the spec's ``[probes]`` says whether they do (its own choice kept). ``duet``: each
     patched cell at the same moment as its stock twin (``[run] order = "duet"``, over
-    the spec's own order: the command line asked for it)."""
+    the spec's own order: the command line asked for it), aiming at ±2 % where the
+    spec's ``[run]`` sets no ``ci_target``."""
     data = _copy(data)
     matrix = _section(data, "matrix")
     topology = data.get("topology")
@@ -84,7 +86,11 @@ def with_builds(data: Table, stock: str, patched: str, *,
     if standby_anatomy:
         _section(data, "probes").setdefault("standby_anatomy", True)
     if duet:
-        _section(data, "run")["order"] = "duet"
+        run = _section(data, "run")
+        run["order"] = "duet"
+        # a duet aims at ±2 % (its pairs share the machine's noise), unless the spec
+        # asks for a target of its own; an interleaved ab keeps the spec's
+        run.setdefault("ci_target", DUET_TARGET)
     _section(data, "reference").setdefault("cores", REFERENCE_CORES)
     text = to_toml(data)
     return load_spec(text, "ab's spec"), text

@@ -37,6 +37,7 @@ from syncrep_lab.plan.spec import Spec
 from syncrep_lab.probes.recorder import Recording
 from syncrep_lab.run.repeat import Repeat
 from syncrep_lab.run.workload import RunningClient
+from syncrep_lab.stats.pairing import CROSSOVER_NOTE
 from syncrep_lab.store import now
 
 
@@ -80,7 +81,8 @@ def what_it_is(spec: Spec, cell: Cell, split: Sides) -> str:
     roles = roles_a_side(spec, cell)
     per = len(split.first)
     line = (f"duet on CPUs {format_cpus(split.first)} and {format_cpus(split.second)}, "
-            "one set a side, swapped every round")
+            "one set a side, swapped every round, the ratio over a "
+            f"{CROSSOVER_NOTE}")
     if per < len(roles):
         line += (f"; a side runs {len(roles)} roles ({', '.join(roles)}) where the "
                  f"layout would give each a CPU, and this machine gives each side {per}: "

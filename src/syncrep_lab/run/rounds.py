@@ -17,6 +17,12 @@ the interval's coverage holds however often it is looked at. A cell compared wit
 nothing (and the baseline of nothing) is held to the same target on its own TPS. A
 baseline runs while any cell compared with it still needs rounds. ``repeats_max``
 and the time budget end it sooner, and the cell says so (``stop_reason``).
+
+In a duet (``crossover``) the series is the crossover units' log ratios
+(stats/pairing.py: rounds 2k-1 and 2k, each side once on each CPU set), and the rule
+counts units: the pilot is ``repeats_min`` units, ``repeats_max`` units at most, and
+the rounds run in whole units (a unit's second round always follows its first), so a
+duet stops after an even number of rounds.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import random
 from dataclasses import dataclass, field
 
 from syncrep_lab.stats.intervals import mean_ci, stein_rounds
+from syncrep_lab.stats.pairing import crossover_units
 
 
 @dataclass
@@ -52,15 +59,19 @@ class Rounds:
     """The state of one cluster's rounds, rebuilt from what is stored (resume)."""
 
     def __init__(self, members: list[Member], *, seed: int, group: str, repeats_min: int,
-                 repeats_max: int, ci_target: float, confidence: float, base: int = 0
-                 ) -> None:
+                 repeats_max: int, ci_target: float, confidence: float, base: int = 0,
+                 crossover: bool = False) -> None:
         self.members = {m.index: m for m in members}
         self.seed, self.group = seed, group
         # rounds are numbered base + 1, base + 2, ...: units of one run apart
         # (runner.ROUND_SPAN); counts (done_rounds, max_rounds) are from base
         self.base = base
-        self.max_rounds = repeats_max
-        self.pilot = min(max(2, repeats_min), repeats_max)
+        self.crossover = crossover
+        # rounds a step of the series takes: a duet's crossover unit is two
+        self.per_step = 2 if crossover else 1
+        self.repeats_max = repeats_max
+        self.max_rounds = self.per_step * repeats_max
+        self.pilot = min(max(2, repeats_min), repeats_max)  # in steps of the series
         self.ci_target = ci_target
         self.half_width = math.log1p(ci_target)  # ±3 % as a log ratio
         self.confidence = confidence
@@ -76,6 +87,9 @@ class Rounds:
         base = self._compared_with(m)
         if base is None:
             return [math.log(m.values[r]) for r in sorted(m.values)]
+        if self.crossover:
+            mine, theirs = crossover_units(m.values, base.values)
+            return [math.log(a / b) for a, b in zip(mine, theirs, strict=True)]
         rounds = sorted(set(m.values) & set(base.values))
         return [math.log(m.values[r] / base.values[r]) for r in rounds]
 
@@ -92,7 +106,8 @@ class Rounds:
 
     def satisfied(self, m: Member) -> bool:
         if self.is_baseline(m) and self._compared_with(m) is None:
-            return len(m.values) >= self.pilot  # a pure baseline: only as long as needed
+            # a pure baseline: only as long as needed
+            return len(m.values) >= self.per_step * self.pilot
         need = self.needed(m)
         return need is not None and len(self.series(m)) >= need
 
@@ -119,7 +134,8 @@ class Rounds:
         begun = self.done_rounds
         last = self.base + begun
         if begun > 0:
-            due = self._as_of(last).wanted()
+            due = (self._ran(last - 1) if self.crossover and begun % 2 == 0
+                   else self._as_of(last).wanted())
             missing = [i for i in due if last not in self.members[i].values
                        and not self.members[i].failed]
             if missing:
@@ -127,11 +143,19 @@ class Rounds:
                                                      list(self.members)) if i in missing]
         if begun >= self.max_rounds:
             return None
+        if self.crossover and begun % 2 == 1 and (ran := self._ran(last)):
+            # a unit's second round, for the cells of its first: the units whole
+            return last + 1, [i for i in round_order(self.seed, self.group, last + 1,
+                                                      list(self.members)) if i in ran]
         want = self.wanted()
         if not want:
             return None
         return last + 1, [i for i in round_order(self.seed, self.group, last + 1,
                                                   list(self.members)) if i in want]
+
+    def _ran(self, round_no: int) -> set[int]:
+        """The members that ran round ``round_no`` and have not failed since."""
+        return {i for i, m in self.members.items() if round_no in m.values and not m.failed}
 
     def _as_of(self, round_no: int) -> Rounds:
         """The rounds as they stood before ``round_no`` began."""
@@ -139,8 +163,8 @@ class Rounds:
                           {r: v for r, v in m.values.items() if r < round_no}, m.failed)
                    for m in self.members.values()]
         return Rounds(members, seed=self.seed, group=self.group, repeats_min=self.pilot,
-                      repeats_max=self.max_rounds, ci_target=math.expm1(self.half_width),
-                      confidence=self.confidence, base=self.base)
+                      repeats_max=self.repeats_max, ci_target=math.expm1(self.half_width),
+                      confidence=self.confidence, base=self.base, crossover=self.crossover)
 
     def stop_reason(self, m: Member, *, budget_spent: bool) -> str:
         """``ci``: its comparison (a baseline: every comparison with it) met the target;
@@ -173,8 +197,9 @@ class Rounds:
             return None
         base = self._compared_with(m)
         what = "its TPS" if base is None else f"its ratio to {base.label}"
+        steps = "crossover units" if self.crossover and base is not None else "rounds"
         return (f"the interval of {what} did not narrow: ±{100 * first:.1f} % after the "
-                f"{self.pilot} pilot rounds, ±{100 * now:.1f} % after {len(s)}")
+                f"{self.pilot} pilot {steps}, ±{100 * now:.1f} % after {len(s)}")
 
     def progress_line(self, round_no: int, per_round: float) -> str | None:
         """What the run says after round ``round_no`` (counted from the unit's first):
@@ -184,8 +209,9 @@ class Rounds:
         seconds each)."""
         wanted = self.wanted()
         going = "1 cell goes on" if len(wanted) == 1 else f"{len(wanted)} cells go on"
-        if wanted and round_no < self.pilot:
-            return (f"round {round_no}: pilot round {round_no} of {self.pilot}, no interval "
+        pilot = self.per_step * self.pilot
+        if wanted and round_no < pilot:
+            return (f"round {round_no}: pilot round {round_no} of {pilot}, no interval "
                     f"before the pilot is complete; {going}")
         widest = self.widest()
         if widest is None:
@@ -198,8 +224,8 @@ class Rounds:
             more = f"{going} (the pilot is not complete)"
         else:
             need = max(n for n in needs if n is not None)
-            left = min(need, self.max_rounds) - round_no
-            capped = " (capped by repeats_max)" if need > self.max_rounds else ""
+            left = self.per_step * min(need, self.repeats_max) - round_no
+            capped = " (capped by repeats_max)" if need > self.repeats_max else ""
             more = (f"{going}, {left} more round{'s' if left != 1 else ''}"
                     f"{capped}, ETA {left * per_round / 60:.1f} min")
         return (f"round {round_no}: widest interval ±{100 * rel:.1f} % "

@@ -358,17 +358,21 @@ class Runner:
                                                        for c in cells)),
                         base=_stored_base(self.store, ids.values(), base),
                         repeats_min=ctl.repeats_min, repeats_max=ctl.repeats_max,
-                        ci_target=ctl.ci_target, confidence=ctl.confidence)
+                        ci_target=ctl.ci_target, confidence=ctl.confidence,
+                        crossover=duet is not None)
         for cell in cells:
             self.store.update_cell(ids[cell.key], status="running", started_at=now(),
                                    error=None)
         started, spent, ran = time.monotonic(), False, 0
         try:
+            per = rounds.per_step  # a duet's rounds go by crossover units, two at a time
             while (step := rounds.next_round()) is not None:
-                # the budget never cuts a cluster below 2 rounds: the fewest that give
-                # an interval at all
-                if step[0] - rounds.base > 2 and ran and self._no_time_for(
-                        (time.monotonic() - started) / ran,
+                # the budget never cuts a cluster below 2 rounds (a duet's: 2 units): the
+                # fewest that give an interval at all; a duet's unit is started only
+                # with the time for both its rounds, and its second round always runs
+                k = step[0] - rounds.base
+                if k > 2 * per and (k - 1) % per == 0 and ran and self._no_time_for(
+                        per * (time.monotonic() - started) / ran,
                         [runs[i] for i, m in rounds.members.items() if not m.failed], ends):
                     spent = True
                     self.events.message(f"the budget ({ctl.budget}) leaves no time for "

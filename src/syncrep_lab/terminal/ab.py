@@ -17,6 +17,7 @@ from syncrep_lab.patch_ab.answer import (
     RoleCosts,
 )
 from syncrep_lab.patch_ab.command import AbAnswer, BaseAnswer
+from syncrep_lab.stats.pairing import CROSSOVER_NOTE
 
 WIDTH = 72
 BACKEND_PARTS = ("local_flush", "commit_wait", "standby_wait", "wakeup_queue", "run_queue",
@@ -52,8 +53,9 @@ def _head(cell: PatchedCell) -> str:
 
 def ratio_lines(ab: PatchVerdict) -> list[str]:
     conf = round(100 * ab.confidence)
-    paired = "within simultaneous pairs" if ab.order == "duet" else "paired by round"
-    lines = [f"Throughput, patched / stock ({paired}, {conf} % interval)",
+    duet = ab.order == "duet"
+    paired = (f"simultaneous pairs, a {CROSSOVER_NOTE}" if duet else "paired by round")
+    lines = [*wrap(f"Throughput, patched / stock ({paired}, {conf} % interval)"),
              f"{'level':<18}{'clients':>7}  {'ratio':>5}  {'interval':<12} "
              f"{'could see':>9}  verdict"]
     for c in ab.cells:
@@ -66,6 +68,10 @@ def ratio_lines(ab: PatchVerdict) -> list[str]:
         lines.append(f"{_level(c):<18}{c.clients:>7}  "
                      f"{(f'{mean:.3f}' if mean is not None else '-'):>5}  {interval:<12} "
                      f"{seen:>9}  {c.verdict}")
+    if duet:
+        lines += _per_round_lines(ab)
+    if duet:
+        lines += _tightest_lines(ab)
     missing = [c for c in ab.cells if c.verdict == "not measured"]
     for c in missing:
         failed = [side for side, status in c.statuses.items() if status != "done"]
@@ -76,6 +82,47 @@ def ratio_lines(ab: PatchVerdict) -> list[str]:
                   "would have detected 4 times in 5); 'ctl': the control, whose "
                   "commits return before the wait.")
     lines += wrap(f"Control: {ab.control.sentence}.")
+    return lines
+
+
+def _per_round_lines(ab: PatchVerdict) -> list[str]:
+    """A duet's per-round intervals of the same rounds beside the crossover's: what
+    taking the ratio over two rounds removed (the CPU sets' difference), and the rounds
+    left out of the units."""
+    shown, dropped = [], 0
+    for c in ab.cells:
+        r = c.ratio
+        each = r.per_round if r is not None else None
+        if r is None or each is None or each.low is None or each.high is None \
+                or r.crossover_units is None:
+            continue
+        dropped = max(dropped, r.unpaired_rounds)
+        shown.append(f"{_level(c)} {c.clients} {each.low:.3f}-{each.high:.3f}")
+    if not shown:
+        return []
+    lines = wrap("The same rounds paired one by one (each pair's ratio carries the CPU "
+                 "sets' difference, the crossover cancels it): " + "; ".join(shown) + ".")
+    if dropped:
+        lines += wrap(f"{dropped} round{'s' if dropped != 1 else ''} outside a whole "
+                      "crossover unit (an odd last round) left out of the ratio.")
+    return lines
+
+
+def _tightest_lines(ab: PatchVerdict) -> list[str]:
+    """A duet's: per cell, the measure that moved with the narrowest interval (TPS, a
+    role's CPU or a system call per commit), and how its sides were paired; then what
+    the work per commit could not be measured with here."""
+    lines = []
+    for c in ab.cells:
+        m = c.tightest
+        if m is not None:
+            lines += wrap(f"{_level(c)} at {c.clients}: tightest measure that moved: "
+                          f"{m.measure} {fmt.times(m.ratio, m.low, m.high)} "
+                          f"(±{100 * m.half_width_rel:.1f} %, {m.how})", "    ", "  ")
+    head = "Measures that moved (the narrowest interval of each cell):"
+    lines = [head, *lines] if lines else [f"{head} none."]
+    for note in ab.work_notes:
+        lines += wrap(note[0].upper() + note[1:] + ".")
     return lines
 
 
