@@ -2,7 +2,8 @@
 
 Every test runs real PostgreSQL servers. The tool's state and caches go to a
 per-session home (SYNCREP_LAB_HOME) so tests never see or clean a user's own
-clusters. Dirs are made under /tmp with mode 0755 and short names: when the
+clusters; it is on /dev/shm where that has room (helpers.clusters_root: a run's
+clusters are made there). Dirs are made under /tmp with mode 0755 and short names: when the
 suite runs as root, servers run as an unprivileged account that must reach
 them, and unix socket paths are limited to 107 bytes.
 """
@@ -23,7 +24,7 @@ from syncrep_lab.cluster.teardown import remove_cluster
 from syncrep_lab.pg.fetch import fetch
 from syncrep_lab.pg.installations import Installation, resolve
 
-from .helpers import clean_list, shared_tmp
+from .helpers import clean_list, clusters_root, shared_tmp
 
 OLD_VERSION = "9.6.24"
 # PostgreSQL built from source (tests/test_pg_build.py) outlives the test run's tool home:
@@ -33,7 +34,7 @@ os.environ.setdefault("SYNCREP_LAB_BUILDS", "/var/cache/syncrep-lab-tests/builds
 
 @pytest.fixture(scope="session", autouse=True)
 def lab_home() -> Iterator[Path]:
-    home = shared_tmp("srl-home-")
+    home = shared_tmp("srl-home-", clusters_root())
     old = os.environ.get("SYNCREP_LAB_HOME")
     os.environ["SYNCREP_LAB_HOME"] = str(home)
     yield home

@@ -275,8 +275,11 @@ def test_a_first_signal_in_a_finalizer_is_not_lost() -> None:
 
 def test_clean_kills_what_a_killed_postmaster_left(workdir: Path) -> None:
     """A postmaster killed with SIGKILL (the OOM killer, a forced exit) leaves children
-    that can linger (here one that cannot act, stopped): clean kills them too."""
-    from syncrep_lab.cluster import server
+    that can linger (here one that cannot act, stopped): clean kills them too, and
+    removes the shared memory the postmaster could not (its System V segment and its
+    dynamic shared memory control segment in /dev/shm, which would stay until a
+    reboot)."""
+    from syncrep_lab.cluster import server, shared_memory
     from syncrep_lab.cluster.manifest import load
 
     # made by a command that has ended: clean leaves alone the cluster of a maker that
@@ -290,11 +293,17 @@ def test_clean_kills_what_a_killed_postmaster_left(workdir: Path) -> None:
     assert postmaster is not None
     children = [p for p in server.processes_in([data]) if p != postmaster]
     assert children
+    maps = Path(f"/proc/{postmaster}/maps").read_text()
+    dsm = sorted({Path(line.split()[-1]) for line in maps.splitlines()
+                  if "/dev/shm/PostgreSQL." in line})
+    shmid = shared_memory.segment_of(data)
+    assert dsm and shmid is not None and shared_memory.attached(shmid), (dsm, shmid)
     os.kill(children[0], signal.SIGSTOP)
     os.kill(postmaster, signal.SIGKILL)
     res = cli("clean", "--kept")  # cluster up's: kept by a plain clean
     assert res.returncode == 0 and f"removed {manifest.dir}" in res.stdout, res.stderr
     assert postmasters_in(workdir) == []
+    assert [p for p in dsm if p.exists()] == [] and shared_memory.attached(shmid) is None
     assert not manifest.dir.exists()
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from syncrep_lab import shutdown
-from syncrep_lab.cluster import server
+from syncrep_lab.cluster import server, shared_memory
 from syncrep_lab.cluster.manifest import (
     MANIFEST,
     is_kept,
@@ -125,6 +125,8 @@ def remove_cluster(
         manifest.save()
         return DownReport(cluster_dir, stopped, killed, False, time.monotonic() - started)
     killed += kill_leftovers([cluster_dir / name for name in names])
+    for name in names:  # what a postmaster killed (here or before) could not remove
+        shared_memory.release(cluster_dir / name)
     (cluster_dir / "secret").unlink(missing_ok=True)
     layout = manifest.placed()
     if layout is not None:
