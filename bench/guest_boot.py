@@ -34,7 +34,8 @@ def start_postgres(guest: Guest) -> float:
     data = "/var/tmp/syncrep-lab/data"
     started = time.monotonic()
     with SshHost(guest.host_spec()) as host:
-        host.sh('mkdir -p "$(dirname "$2")" && "$1/initdb" -q -N -A trust -U postgres -D "$2"'
+        host.sh('mkdir -p "$(dirname "$2")"'
+                ' && "$1/initdb" -N -A trust -U postgres -D "$2" >/dev/null'
                 ' && echo "host all all 10.215.0.0/16 trust" >> "$2/pg_hba.conf"',
                 bin_dir, data, what="initdb in the guest", timeout=300)
         host.spawn_detached([f"{bin_dir}/postgres", "-D", data, "-p", "5432",

@@ -96,6 +96,10 @@ class Guest:
         return f"{SUBNET}.{self.index}.1"
 
     @property
+    def host_interface(self) -> str:
+        return f"srlg{self.index}h"
+
+    @property
     def console(self) -> Path:
         return self.workdir / "console.log"
 
@@ -144,6 +148,10 @@ class Guest:
         self._kill_processes()
         shutdown.disown(("guest", id(self)))
         if self._claimed:
+            # Deleted here, at once: a namespace's devices go with it only when the kernel
+            # gets round to it, and the next guest may want the same name before that.
+            run(["ip", "link", "del", self.host_interface], "delete the guest's veth",
+                check=False)
             if (NETNS_DIR / self.namespace).exists():
                 netns.destroy_namespaces([self.namespace])  # kills anything left inside
             else:
@@ -167,7 +175,7 @@ class Guest:
     def _make_network(self) -> None:
         for index in range(1, 250):
             ns = f"{PREFIX}{index}"
-            if (NETNS_DIR / ns).exists():
+            if (NETNS_DIR / ns).exists() or Path(f"/sys/class/net/srlg{index}h").exists():
                 continue
             try:
                 if not claim(ns):
@@ -184,7 +192,7 @@ class Guest:
         else:
             raise UserError("no free guest network namespace (srl-guest1 to 249)",
                             "remove leftovers with `syncrep-lab clean`")
-        ns, host_if, tap = self.namespace, f"srlg{self.index}h", f"tap{self.index}"
+        ns, host_if, tap = self.namespace, self.host_interface, f"tap{self.index}"
         self.workdir = paths.state_dir() / "guests" / ns
         shutil.rmtree(self.workdir, ignore_errors=True)
         self.workdir.mkdir(parents=True)
