@@ -3,10 +3,11 @@
 Boots --boots guests per root, one at a time, interleaved (hostfs, image, hostfs, ...),
 each in a network namespace of its own, and prints per boot: the seconds from QEMU's
 start to its root mounted (console), to sshd started (console) and to a command answered
-over SSH (ready); then per root the median and the spread (min to max). With --postgres,
-every host's-root guest also starts this machine's PostgreSQL 18 (the embedded
-installation, a directory the guest sees through the shared root) as the server account,
-and psql here connects to it over the guest's network; the seconds that took are printed.
+over SSH (ready), and the median of ten commands on an open SSH connection; then per
+root the median and the spread (min to max) of ready. With --postgres, every host's-root
+guest also starts this machine's PostgreSQL 18 (the embedded installation, a directory
+the guest sees through the shared root) as the server account, and psql here connects
+to it over the guest's network; the seconds that took are printed.
 
     sudo .venv/bin/python bench/guest_boot.py [--boots 5] [--roots hostfs,image] [--postgres]
 """
@@ -56,6 +57,19 @@ def start_postgres(guest: Guest) -> float:
         time.sleep(0.2)
 
 
+def command_ms(guest: Guest, times: int = 10) -> float:
+    """The median milliseconds of ``true`` run over SSH on a connection kept open: what
+    every command the hosts machinery sends the guest costs."""
+    took = []
+    with SshHost(guest.host_spec()) as host:
+        host.run(["true"])
+        for _ in range(times):
+            started = time.perf_counter()
+            host.run(["true"])
+            took.append((time.perf_counter() - started) * 1000)
+    return statistics.median(took)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--boots", type=int, default=5, help="boots per root")
@@ -82,6 +96,7 @@ def main() -> int:
                         f"{t.ssh_ready or 0:5.2f} s")
                 assert t.ssh_ready is not None
                 ready[root].append(t.ssh_ready)
+                line += f", a command over SSH {command_ms(guest):.0f} ms"
                 if args.postgres and root == "hostfs":
                     took = start_postgres(guest)
                     line += f", PostgreSQL up and queried from here in {took:.1f} s"

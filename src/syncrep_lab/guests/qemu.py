@@ -253,8 +253,12 @@ class Guest:
                      "--readonly --cache=auto --sandbox=chroot")
         else:
             serve = f"exec {daemon} --socket-path={socket} -o source={shared} -o cache=auto"
+        # Every file system below / (a /home or /usr of its own), but not this machine's
+        # /proc, /sys, /dev and /run: the guest mounts its own there, and before it has,
+        # a /proc/self/exe read through the share would be virtiofsd's.
         script = (f"mount --make-rprivate / && mount --rbind / {shared} && "
-                  f"mount -o remount,bind,ro {shared} && {serve}")
+                  f"for d in proc sys dev run; do umount -R -l {shared}/$d 2>/dev/null; "
+                  f"done; mount -o remount,bind,ro {shared} && {serve}")
         log = (self.workdir / "virtiofsd.log").open("wb")
         self._virtiofsd = subprocess.Popen(
             [*exec_prefix(self.namespace), "unshare", "--mount", "sh", "-c", script],
@@ -336,8 +340,9 @@ class Guest:
             except UserError as exc:
                 last = exc
                 time.sleep(0.2)
-        raise ClusterFailure(f"guest {self.namespace} booted but SSH did not answer: {last}",
-                             f"see {self.workdir / 'console.log'}")
+        raise ClusterFailure(f"guest {self.namespace} booted but SSH did not answer: {last}"
+                             f"\nits console's last lines:\n{_tail(self.console)}",
+                             "see the console above")
 
 
 def _tail(path: Path, lines: int = 15) -> str:
