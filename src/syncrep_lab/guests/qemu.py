@@ -250,9 +250,9 @@ class Guest:
         socket = self.workdir / "virtiofs.sock"
         if daemon.startswith("/usr/libexec"):  # the Rust daemon (Debian 13's package)
             serve = (f"exec {daemon} --socket-path={socket} --shared-dir={shared} "
-                     "--readonly --cache=auto --sandbox=chroot")
+                     "--readonly --cache=always --sandbox=chroot")
         else:
-            serve = f"exec {daemon} --socket-path={socket} -o source={shared} -o cache=auto"
+            serve = f"exec {daemon} --socket-path={socket} -o source={shared} -o cache=always"
         # Every file system below / (a /home or /usr of its own), but not this machine's
         # /proc, /sys, /dev and /run: the guest mounts its own there, and before it has,
         # a /proc/self/exe read through the share would be virtiofsd's.
