@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 
+from syncrep_lab import shutdown
 from syncrep_lab.errors import UserError
 from syncrep_lab.guests import accel, image, kernel
 from syncrep_lab.guests.qemu import Guest, GuestConfig
@@ -78,6 +79,7 @@ def main() -> int:
     parser.add_argument("--memory", type=int, default=1024, help="MiB")
     parser.add_argument("--postgres", action="store_true")
     args = parser.parse_args()
+    shutdown.install()  # SIGTERM or Ctrl-C: the guest is stopped and its namespace removed
     kern = kernel.fetch()
     roots = args.roots.split(",")
     img = image.build() if "image" in roots else None
