@@ -1,9 +1,10 @@
-"""The guests' pure parts, without booting one: the initramfs archive as busybox's cpio
-reads it, the modules' load order from real module files' ``depends=``, the QEMU command
-line. Booting is bench/guest_boot.py's (about 10 s a guest under TCG here)."""
+"""The guests' parts that need no boot: the initramfs archive as busybox's cpio reads it,
+the modules' load order from the modules' ``depends=``, the QEMU command line, the
+folders `clean` removes. Booting is bench/guest_boot.py's (about 4 s a guest here, TCG)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import stat
 import subprocess
@@ -12,10 +13,11 @@ from pathlib import Path
 import pytest
 
 from syncrep_lab.errors import UserError
-from syncrep_lab.guests import initramfs
+from syncrep_lab.guests import initramfs, leftovers
 from syncrep_lab.guests.accel import Accel
 from syncrep_lab.guests.kernel import Kernel
 from syncrep_lab.guests.qemu import Guest, GuestConfig
+from syncrep_lab.network.owners import claim, unclaim
 
 
 def _module(path: Path, depends: str) -> None:
@@ -101,3 +103,26 @@ def test_qemu_command_line(tmp_path: Path) -> None:
     argv = image_guest.qemu_argv("qemu-system-x86_64")
     assert "-accel kvm -cpu host" in " ".join(argv)
     assert f"file={tmp_path / 'none'},format=raw,if=virtio,snapshot=on" in argv
+
+
+def test_clean_finds_the_folders_of_dead_guests_only(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        pytest.skip("network namespaces need root and ip")
+    monkeypatch.setenv("SYNCREP_LAB_HOME", str(tmp_path))
+    dead = leftovers.guests_dir() / "srl-guest-dead"
+    live_name = f"srl-guest-live{os.getpid()}"
+    live = leftovers.guests_dir() / live_name
+    dead.mkdir(parents=True)
+    live.mkdir()
+    assert claim(live_name)
+    try:
+        subprocess.run(["ip", "netns", "add", live_name], check=True, timeout=30)
+        assert leftovers.leftover_dirs(remove=False) == [dead]
+        assert dead.exists()
+        assert leftovers.leftover_dirs() == [dead]
+        assert not dead.exists() and live.exists()
+    finally:
+        subprocess.run(["ip", "netns", "del", live_name], check=False, timeout=30)
+        unclaim(live_name)
+    assert leftovers.leftover_dirs() == [live]  # its namespace gone: a leftover now

@@ -31,11 +31,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
-from syncrep_lab import paths, shutdown
+from syncrep_lab import shutdown
 from syncrep_lab.errors import ClusterFailure, UserError
 from syncrep_lab.guests import accel as accel_mod
 from syncrep_lab.guests import initramfs
 from syncrep_lab.guests.kernel import Kernel
+from syncrep_lab.guests.leftovers import guests_dir
 from syncrep_lab.hosts.ssh import HostSpec, SshHost
 from syncrep_lab.network import netns
 from syncrep_lab.network.commands import NETNS_DIR, exec_prefix, run
@@ -193,7 +194,7 @@ class Guest:
             raise UserError("no free guest network namespace (srl-guest1 to 249)",
                             "remove leftovers with `syncrep-lab clean`")
         ns, host_if, tap = self.namespace, self.host_interface, f"tap{self.index}"
-        self.workdir = paths.state_dir() / "guests" / ns
+        self.workdir = guests_dir() / ns
         shutil.rmtree(self.workdir, ignore_errors=True)
         self.workdir.mkdir(parents=True)
         steps = [
