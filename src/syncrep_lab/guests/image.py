@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from pathlib import Path
 
 from syncrep_lab import paths
 from syncrep_lab.errors import UserError
+from syncrep_lab.guests.kernel import run_tool
 
 PACKAGES = ("openssh-server", "iproute2", "procps")
 SOURCES = Path("/etc/apt/sources.list.d/debian.sources")
+FIX = "check apt's sources and the free space in the cache"
 
 
 def image_path(suite: str) -> Path:
@@ -28,8 +29,8 @@ def image_path(suite: str) -> Path:
 
 
 def build(suite: str = "bookworm", size_mb: int = 1024) -> Path:
-    """The cached image of ``suite``, built on first use (about a minute, 100 MB of
-    packages) in a folder of its own and renamed into place whole."""
+    """The cached image of ``suite``, built on first use (34 s here, 239 MB on disk of
+    a sparse 1 GiB file) in a folder of its own and renamed into place whole."""
     target = image_path(suite)
     if target.is_file():
         return target
@@ -45,25 +46,14 @@ def build(suite: str = "bookworm", size_mb: int = 1024) -> Path:
                 suite, str(building / "root")]
         if SOURCES.is_file():
             argv.append(str(SOURCES))
-        _run(argv, f"build the {suite} guest image", 900)
+        run_tool(argv, f"build the {suite} guest image", timeout=900, fix=FIX)
         image = building / "image.ext4"
-        _run(["mkfs.ext4", "-q", "-L", "srl-guest", "-d", str(building / "root"),
-              str(image), f"{size_mb}M"], "make the image's file system", 300)
+        run_tool(["mkfs.ext4", "-q", "-L", "srl-guest", "-d", str(building / "root"),
+                  str(image), f"{size_mb}M"], "make the image's file system", timeout=300,
+                 fix=FIX)
         target.parent.mkdir(parents=True, exist_ok=True)
         image.replace(target)
     finally:
         shutil.rmtree(building, ignore_errors=True)
     return target
 
-
-def _run(argv: list[str], what: str, timeout: float) -> None:
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
-                              stdin=subprocess.DEVNULL, check=False)
-    except subprocess.TimeoutExpired as exc:
-        raise UserError(f"cannot {what}: it took over {timeout:g} s",
-                        "check the network and apt's sources") from exc
-    if proc.returncode != 0:
-        detail = (proc.stderr.strip() or proc.stdout.strip()).splitlines()
-        raise UserError(f"cannot {what}: {detail[-1] if detail else proc.returncode}",
-                        "check apt's sources; run it again with the command above")

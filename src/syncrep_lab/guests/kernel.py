@@ -111,14 +111,21 @@ def _apt(argv: list[str], what: str, cwd: Path | None = None) -> str:
         raise UserError(f"cannot {what}: {argv[0]} is not installed",
                         "a guest's Debian kernel is fetched with apt; give your own "
                         "kernel (bzImage and modules) on another system")
+    return run_tool(argv, what, timeout=300, cwd=cwd,
+                    fix="run apt-get update, and check the package's name")
+
+
+def run_tool(argv: list[str], what: str, *, timeout: float, fix: str,
+             cwd: Path | None = None) -> str:
+    """Run a program that fetches or builds a guest's parts; its stdout, or a UserError
+    that names what failed with the last line it printed."""
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=cwd,
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=cwd,
                               stdin=subprocess.DEVNULL, check=False)
     except subprocess.TimeoutExpired as exc:
-        raise UserError(f"cannot {what}: `{' '.join(argv)}` took over 300 s",
+        raise UserError(f"cannot {what}: `{' '.join(argv)}` took over {timeout:g} s",
                         "check the network and apt's sources") from exc
     if proc.returncode != 0:
         detail = (proc.stderr.strip() or proc.stdout.strip()).splitlines()
-        raise UserError(f"cannot {what}: {detail[-1] if detail else proc.returncode}",
-                        "run apt-get update, and check the package's name")
+        raise UserError(f"cannot {what}: {detail[-1] if detail else proc.returncode}", fix)
     return proc.stdout
