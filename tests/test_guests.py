@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from syncrep_lab.errors import UserError
-from syncrep_lab.guests import initramfs, leftovers
+from syncrep_lab.guests import accel, initramfs, leftovers
 from syncrep_lab.guests.accel import Accel
 from syncrep_lab.guests.kernel import Kernel
 from syncrep_lab.guests.qemu import Guest, GuestConfig
@@ -126,3 +126,24 @@ def test_clean_finds_the_folders_of_dead_guests_only(tmp_path: Path,
         subprocess.run(["ip", "netns", "del", live_name], check=False, timeout=30)
         unclaim(live_name)
     assert leftovers.leftover_dirs() == [live]  # its namespace gone: a leftover now
+
+
+@pytest.mark.skipif(shutil.which("qemu-system-x86_64") is None, reason="no QEMU")
+def test_the_accelerator_is_probed_once_and_then_read_from_the_cache(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SYNCREP_LAB_HOME", str(tmp_path))
+    kernel = Kernel("6.1.0-test", tmp_path / "vmlinuz", None)
+    probes: list[str] = []
+
+    def probe(k: Kernel, binary: str) -> Accel:
+        probes.append(k.release)
+        return Accel("tcg", "no KVM in this test")
+
+    monkeypatch.setattr(accel, "probe", probe)
+    first = accel.choose(kernel)
+    again = accel.choose(kernel)
+    assert probes == ["6.1.0-test"]
+    assert (first.name, again.name) == ("tcg", "tcg")
+    assert again.reason == "no KVM in this test (cached)"
+    accel.choose(Kernel("6.12-test", tmp_path / "vmlinuz", None))  # another kernel: probed
+    assert probes == ["6.1.0-test", "6.12-test"]
