@@ -24,6 +24,7 @@ from typing import Any
 
 from syncrep_lab import procs
 from syncrep_lab.errors import UserError
+from syncrep_lab.guests.leftovers import leftover_dirs as guest_leftovers
 from syncrep_lab.network import netns
 from syncrep_lab.network.plan import NetworkPlan
 from syncrep_lab.placement.cgroups import (
@@ -251,6 +252,8 @@ def leftovers(remove: bool = True) -> list[str]:
         if names and remove:
             netns.destroy_namespaces(names)
         found += [f"network namespace {n}" for n in names]
+    with contextlib.suppress(Exception):  # after the namespaces: a dead guest's are gone
+        found += [f"guest files {d}" for d in guest_leftovers(remove)]
     with contextlib.suppress(Exception):
         support = cpuset_support()
         if support.root is not None:
