@@ -80,8 +80,13 @@ def alive(pid: int) -> bool:
 def children(pid: int) -> list[int]:
     """The children of ``pid``, born of any of its threads: the kernel's per-thread
     ``children`` lists, or on kernels without them (no CONFIG_PROC_CHILDREN) a scan of
-    /proc for that parent."""
-    if Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").exists():
+    /proc for that parent.
+
+    Paths as strings, not pathlib's: a Path interns each part of its name (3.11), and the
+    pids and thread ids, interned and freed at every poll, each used up a slot of the
+    interpreter's table of interned strings until it was remade twice as large (0.9 MiB
+    more, once, after minutes: docs/benchmarks.md, "observe --serve soaked")."""
+    if os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/children"):
         found: set[int] = set()
         try:
             tids = os.listdir(f"/proc/{pid}/task")
@@ -89,8 +94,7 @@ def children(pid: int) -> list[int]:
             return []
         for tid in tids:
             try:
-                found.update(int(x) for x in
-                             Path(f"/proc/{pid}/task/{tid}/children").read_text().split())
+                found.update(int(x) for x in read(f"/proc/{pid}/task/{tid}/children").split())
             except (OSError, ValueError):
                 continue
         return sorted(found)

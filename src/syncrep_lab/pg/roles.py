@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
 from syncrep_lab import procs
 
@@ -57,8 +56,9 @@ def role_of_title(title: str) -> str:
 
 def title(pid: int) -> str:
     """A process's title (its command line, as PostgreSQL rewrites it)."""
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    try:  # not pathlib's Path: it interns the pid (procs.children says why that matters)
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            raw = f.read()
     except OSError:
         return ""
     return raw.replace(b"\0", b" ").decode(errors="replace").strip()
