@@ -450,6 +450,11 @@ def test_a_process_s_children_and_title_are_read_without_interning_its_pid(
     try:
         monkeypatch.setattr(sys, "intern", spy)
         assert child.pid in procs.children(os.getpid())
+        # Popen returns once the child's exec has begun (vfork): its command line is
+        # empty until the new program's arguments are in place (seen in a loaded suite)
+        deadline = time.monotonic() + 10
+        while not title(child.pid) and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert title(child.pid) == "sleep 30"
         monkeypatch.undo()
         assert interned == []

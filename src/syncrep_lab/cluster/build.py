@@ -20,6 +20,7 @@ import math
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -28,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from syncrep_lab import shutdown
 from syncrep_lab.cluster import server, slow_flush
 from syncrep_lab.cluster.manifest import MANIFEST, Manifest, Node, load, register
 from syncrep_lab.cluster.ready import manifest_log_tail, wait_ready, wait_replication
@@ -276,6 +278,7 @@ def _base_backup(account: Account, inst: Installation, manifest: Manifest, node:
          "-h", str(manifest.sock_dir) if where is None else str(where["address"]),
          "-p", str(manifest.primary.port), "-U", "postgres", "--no-sync"],
         capture_output=True, text=True, timeout=600, check=False, env=env,
+        preexec_fn=shutdown.die_with_parent(signal.SIGKILL),  # not writing on after a kill
     )
     if result.returncode != 0:
         raise ClusterFailure(f"pg_basebackup for {node.name} failed:\n{result.stderr.strip()}",

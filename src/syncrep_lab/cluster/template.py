@@ -14,10 +14,11 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 
-from syncrep_lab import paths
+from syncrep_lab import paths, shutdown
 from syncrep_lab.errors import UserError
 from syncrep_lab.pg.installations import Installation
 from syncrep_lab.runas import Account, as_account, make_dir_for, run_as
@@ -95,12 +96,14 @@ Copying = list[tuple[Path, "subprocess.Popen[bytes]"]]
 
 
 def start_copies(account: Account, template: Path, dests: list[Path]) -> Copying:
-    """Start copying the template into each destination (``cp -a`` as ``account``)."""
+    """Start copying the template into each destination (``cp -a`` as ``account``). A
+    copy dies with the process that started it: a ``cluster up`` killed mid-copy would
+    otherwise leave ``cp`` writing into a folder that ``clean`` is removing."""
     return [
         (dest, subprocess.Popen(
             ["cp", "-a", f"{template}/.", str(dest)],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            **as_account(account),
+            preexec_fn=shutdown.die_with_parent(signal.SIGKILL), **as_account(account),
         ))
         for dest in dests
     ]
