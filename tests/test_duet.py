@@ -46,7 +46,7 @@ from syncrep_lab.run.clusters import slot_dir
 from syncrep_lab.run.duet import Sides, baseline_first, cannot, sides
 from syncrep_lab.terminal.ab import WIDTH
 
-from .helpers import cli, descendants, run_postmasters, still_alive, wait_until
+from .helpers import cli, cli_here, descendants, run_postmasters, still_alive, wait_until
 
 SMALL = (Path(__file__).parent / "data" / "ab-small.toml").read_text()
 EMPTY = Path(__file__).parent / "data" / "patches" / "empty.patch"
@@ -263,30 +263,38 @@ def test_an_a_a_in_duet_holds_1_and_its_pairs_ran_at_once_on_swapped_cpus(workdi
 
 
 def test_a_duet_ends_within_its_budget_and_a_minute(workdir: Path) -> None:
-    """ab --duet with a budget of 45 s, a target it cannot meet and a probed repeat a
-    cell after the rounds: the rounds stop in whole crossover units (an even number, at
-    least 2 units), the budget said so, and the command (its builds cached copies)
-    ends within the budget and a minute (29.4 s here, 4 rounds: the floor, since a
-    unit is started only with the time for both its rounds and the probed repeats)."""
-    budget = 45
-    text = SMALL.format(probes="probed_repeats = 1\nflamegraphs = false\nanatomy = false",
-                        rounds=2, confidence=0.95).replace(
-        "repeats_max = 2", "repeats_max = 50\nci_target = 0.0001")
-    assert "repeats_max = 50" in text
-    spec = workdir / "budget.toml"
-    spec.write_text(text)
+    """A duet with a budget of 20 s, a target it cannot meet and a probed repeat a cell
+    after the rounds: the rounds stop in whole crossover units (an even number, at least
+    2 units), the budget said so, and the command ends within the budget and a minute
+    (10.3 s here, 4 rounds: the floor, since a unit is started only with the time for
+    both its rounds and the probed repeats). The budget is the runner's, the same for
+    ``run`` and ``ab`` (whose builds it leaves out): the twins' two cells are half of
+    ab's four."""
+    budget = 20
+    text = _twins(rounds=50).replace("repeats_min = 50", "repeats_min = 2").replace(
+        "repeats_max = 50", f'repeats_max = 50\nci_target = 0.0001\nbudget = "{budget}s"')
+    text = text.replace("probed_repeats = 0", "probed_repeats = 1\nflamegraphs = false\n"
+                        "anatomy = false\nsched = false")
+    assert "ci_target = 0.0001" in text and "probed_repeats = 1" in text
+    (workdir / "budget.toml").write_text(text)
     out = workdir / "budget"
     started = time.monotonic()
-    res = cli("ab", "18", "--patch", str(EMPTY), "--spec", str(spec), "--out", str(out),
-              "--duet", "--budget", f"{budget}s", timeout=900, cwd=workdir)
+    res = cli("run", str(workdir / "budget.toml"), "--out", str(out), timeout=900)
     took = time.monotonic() - started
     assert res.returncode == 0, res.stdout + res.stderr
-    ab = json.loads((out / "ab.json").read_text())["bases"][0]["answer"]
-    assert ab["order"] == "duet" and ab["stop_reasons"] == ["budget"], ab["stop_reasons"]
-    for cell in ab["cells"]:
-        r = cell["ratio"]
-        assert r["rounds"] % 2 == 0 and r["crossover_units"] >= 2, r
-        assert r["unpaired_rounds"] == 0, r
+    db = sqlite3.connect(out / "syncrep-lab.sqlite")
+    assert db.execute("select order_mode from runs").fetchone()[0] == "duet"
+    assert [r[0] for r in db.execute("select stop_reason from cells")] == ["budget"] * 2
+    rounds = dict(db.execute("select cell_id, count(*) from repeats where probed = 0 "
+                             "group by cell_id").fetchall())
+    probed = dict(db.execute("select cell_id, count(*) from repeats where probed = 1 "
+                             "group by cell_id").fetchall())
+    assert len(set(rounds.values())) == 1 and all(n % 2 == 0 and n >= 4
+                                                  for n in rounds.values()), rounds
+    assert set(probed.values()) == {1}, probed
+    rows = json.loads(cli_here("results", str(out), "--json").stdout)
+    ratio = next(r["ratio_to_baseline"] for r in rows if r["ratio_to_baseline"])
+    assert ratio["crossover_units"] >= 2 and ratio["unpaired_rounds"] == 0, ratio
     assert took <= budget + 60, f"{took:.0f} s for a {budget} s budget"
 
 
