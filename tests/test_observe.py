@@ -30,7 +30,15 @@ from syncrep_lab.cluster.manifest import load
 from syncrep_lab.pg.installations import Installation
 from syncrep_lab.probes import anatomy
 
-from .helpers import as_nobody, cli, cli_here, mentioning, shared_tmp, wait_until
+from .helpers import (
+    as_nobody,
+    cli,
+    cli_here,
+    clusters_root,
+    mentioning,
+    shared_tmp,
+    wait_until,
+)
 
 WORKLOAD = "insert into obs_rows(v) values (1);\n"
 
@@ -48,7 +56,10 @@ def _up(where: Path, standbys: int) -> str:
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[tuple[Path, str]]:
-    root = shared_tmp("srl-obs-")
+    # beside the runs' clusters (the session's home): test_walsender_cost_within_a_runs_costs
+    # compares a run's cluster with this one, built alike, on the same file system (a
+    # flush on tmpfs against one on disk changes how many commits a release frees)
+    root = shared_tmp("srl-obs-", clusters_root())
     where = root / "c"
     conninfo = _up(where, 2)
     yield where, conninfo
