@@ -23,7 +23,6 @@ benchmark's sessions seldom leave any).
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 import struct
 from pathlib import Path
@@ -39,7 +38,7 @@ DSM_DIR = Path("/dev/shm")
 
 
 def _libc() -> ctypes.CDLL:
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    libc = ctypes.CDLL(None, use_errno=True)  # this process's own, as shutdown.py's prctl
     libc.shmat.restype = ctypes.c_void_p
     libc.shmat.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
     libc.shmdt.argtypes = [ctypes.c_void_p]
