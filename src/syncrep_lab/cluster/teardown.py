@@ -193,13 +193,14 @@ def clean(with_kept: bool = False) -> Cleaned:
     up`` made (:func:`kept`); then namespaces and cpuset groups of the tool that no cluster
     recorded (a run killed between making them and saving its manifest)."""
     busy = in_use()
-    spared = [] if with_kept else kept()
+    spared: list[Path] = []
     reports = []
     for cluster_dir in registered():
         if load(cluster_dir) is None:
             unregister(cluster_dir)
-            continue
-        if cluster_dir not in busy and cluster_dir not in spared:
+        elif not with_kept and is_kept(cluster_dir):
+            spared.append(cluster_dir)
+        elif cluster_dir not in busy:
             reports.append(remove_cluster(cluster_dir))
     leftovers = placing.leftovers() if os.geteuid() == 0 else []
     return Cleaned(reports, leftovers, busy, spared)
