@@ -1,21 +1,29 @@
-"""What a duet buys: A/A runs of ``syncrep-lab ab`` (the empty patch, stock's
-installation copied) in duet order (``--duet``: both sides at the same moment, each on
-its own half of the CPUs, swapped every round) and in interleaved order, each from the
-same budget, the two orders alternating in one sitting (which goes first swaps from one
-pair of runs to the next) so that the machine's mood falls on both.
+"""What a duet buys: runs of ``syncrep-lab ab 18`` in duet order (``--duet``: both sides at
+the same moment, each on its own half of the CPUs, swapped every round) and in
+interleaved order, each from the same budget, the two orders alternating in one sitting
+(which goes first swaps from one pair of runs to the next) so that the machine's mood
+falls on both.
 
     .venv/bin/python bench/duet.py [--pairs 3] [--budget 3m] [--duration 2]
-        [--clients 8] [--confidence 0.95] [--json FILE]
+        [--clients 8] [--confidence 0.95] [--patch FILE] [--target 0.02] [--json FILE]
+
+Without ``--patch`` an A/A (the empty patch, stock's installation copied): every
+interval that excludes 1 is a false positive. With ``--patch`` a change whose cost is
+known (examples/patches/syncrep-wait-spin-18.patch: CPU spent in every commit's wait
+for a standby, none in ``local``'s): an ``on`` interval that excludes 1 is the cost
+detected, a ``local`` one a false positive of the control.
 
 Per order and cell (``on`` and the control ``local``): the rounds the budget gave, the
-interval's half width of patched / stock (relative), and whether the interval held 1
-(an A/A: every miss is a false positive); then each order's median half width and its
-misses over all runs. A duet's ratio is the crossover's (units of two rounds, each
-side once on each CPU set); the per-round interval of the same rounds (``ab.json``'s
-``per_round``) is printed beside it, and its median too: what the crossover removed
-from the same run. The rounds stop on the budget alone (``repeats_max`` 1000, the
-target ±0.1 %), so both orders get the same time. The builds are cached (the first run
-builds stock 18); the probed repeats are off: the ratios are what is compared.
+ratio patched / stock, its interval's half width (relative), and whether the interval
+excluded 1; then per order and level the median ratio, the median half width, how many
+intervals excluded 1 and the runs' median wall time. A duet's ratio is the crossover's
+(units of two rounds, each side once on each CPU set); the per-round interval of the
+same rounds (``ab.json``'s ``per_round``) is printed beside it, and its median too:
+what the crossover removed from the same run. Without ``--target`` the rounds stop on
+the budget alone (``repeats_max`` 1000, the target ±0.1 %), so both orders get the same
+time; with it, ab's stop rule aims at that target within the budget (what a user's
+``ab`` does). The builds are cached (the first run builds what it needs); the probed
+repeats are off: the ratios are what is compared.
 """
 
 from __future__ import annotations
@@ -37,18 +45,20 @@ SPEC = (ROOT / "tests" / "data" / "ab-small.toml").read_text()
 ORDERS = ("interleaved", "duet")
 
 
-def spec_text(duration: int, clients: int, confidence: float) -> str:
-    """tests/test_ab.py's A/A spec, its rounds left to the budget."""
+def spec_text(duration: int, clients: int, confidence: float, target: float | None) -> str:
+    """tests/test_ab.py's A/A spec, its rounds left to the budget (or to ``target``)."""
     text = SPEC.format(rounds=3, confidence=confidence, probes="probed_repeats = 0")
-    text = text.replace("repeats_max = 3", "repeats_max = 1000\nci_target = 0.001")
+    text = text.replace("repeats_max = 3", "repeats_max = 1000\nci_target = "
+                        f"{0.001 if target is None else target}")
     text = text.replace("duration = 1", f"duration = {duration}")
     return text.replace("clients = 4", f"clients = {clients}")
 
 
-def one_run(work: Path, spec: Path, order: str, budget: str, name: str) -> dict[str, Any]:
-    """One A/A run of ``ab`` in ``order``: its cells' ratios, rounds and wall time."""
+def one_run(work: Path, spec: Path, order: str, budget: str, name: str, patch: Path
+            ) -> dict[str, Any]:
+    """One run of ``ab`` in ``order``: its cells' ratios, rounds and wall time."""
     out = work / name
-    argv = [sys.executable, "-m", "syncrep_lab", "ab", "18", "--patch", str(EMPTY),
+    argv = [sys.executable, "-m", "syncrep_lab", "ab", "18", "--patch", str(patch),
             "--spec", str(spec), "--budget", budget, "--out", str(out)]
     if order == "duet":
         argv.append("--duet")
@@ -71,6 +81,7 @@ def one_run(work: Path, spec: Path, order: str, budget: str, name: str) -> dict[
                       and each["low"] <= 1 <= each["high"]})
     shutil.rmtree(out, ignore_errors=True)
     return {"order": answer["order"], "asked": order, "seconds": took,
+            "stopped_by": answer.get("stop_reasons"),
             "note": answer.get("order_note"), "cells": cells}
 
 
@@ -82,12 +93,39 @@ def _half(r: dict[str, Any]) -> float | None:
 def _shown(c: dict[str, Any]) -> str:
     if c["half_width"] is None:
         return f"{c['level']} no interval"
-    text = (f"{c['level']} {c['rounds']} rounds ±{100 * c['half_width']:.1f} %"
-            f"{'' if c['held'] else ' MISSED 1'}")
+    text = (f"{c['level']} {c['rounds']} rounds {c['ratio']:.3f} ±{100 * c['half_width']:.1f} %"
+            f"{'' if c['held'] else ' EXCLUDES 1'}")
     if c["per_round_half_width"] is not None:
         text += (f" (per round ±{100 * c['per_round_half_width']:.1f} %"
-                 f"{'' if c['per_round_held'] else ' MISSED 1'})")
+                 f"{'' if c['per_round_held'] else ' EXCLUDES 1'})")
     return text
+
+
+def summary(order: str, runs: list[dict[str, Any]]) -> str:
+    """An order's lines: per level the median ratio and half width, how many intervals
+    excluded 1 (the crossover's, then the per-round interval of the same rounds)."""
+    mine = [r for r in runs if r["asked"] == order]
+    lines = [f"{order}: {len(mine)} runs, median "
+             f"{statistics.median(r['seconds'] for r in mine):.0f} s each" if mine
+             else f"{order}: no runs"]
+    for level in dict.fromkeys(c["level"] for r in mine for c in r["cells"]):
+        cells = [c for r in mine for c in r["cells"] if c["level"] == level]
+        halves = [c["half_width"] for c in cells if c["half_width"] is not None]
+        if not halves:
+            lines.append(f"  {level}: no interval")
+            continue
+        out = sum(1 for c in cells if not c["held"])
+        line = (f"  {level}: median ratio {statistics.median(c['ratio'] for c in cells):.3f}, "
+                f"median half width ±{100 * statistics.median(halves):.1f} % over "
+                f"{len(halves)} intervals, {out} of {len(cells)} excluded 1")
+        each = [c for c in cells if c["per_round_half_width"] is not None]
+        if each:
+            out = sum(1 for c in each if not c["per_round_held"])
+            line += (f"; per round ±"
+                     f"{100 * statistics.median(c['per_round_half_width'] for c in each):.1f}"
+                     f" %, {out} excluded 1")
+        lines.append(line)
+    return "\n".join(lines)
 
 
 def main() -> None:
@@ -97,40 +135,38 @@ def main() -> None:
     parser.add_argument("--duration", type=int, default=2, help="a repeat's seconds")
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--confidence", type=float, default=0.95)
+    parser.add_argument("--patch", type=Path, default=EMPTY,
+                        help="the patched side's patch (default: the empty one, an A/A)")
+    parser.add_argument("--target", type=float, default=None,
+                        help="ab's stop rule aims at this (0.02: ±2 %%); default: the "
+                             "budget alone")
     parser.add_argument("--json", type=Path, default=None, help="write every run here")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="srl-duet-bench-", dir="/tmp"))
     work.chmod(0o755)
     spec = work / "spec.toml"
-    spec.write_text(spec_text(args.duration, args.clients, args.confidence))
+    spec.write_text(spec_text(args.duration, args.clients, args.confidence, args.target))
+    patch = args.patch.resolve()
+    print(f"ab 18 --patch {patch.name}: {args.pairs} runs of each order, budget "
+          f"{args.budget}, {args.duration} s repeats, {args.clients} clients, target "
+          f"{'the budget' if args.target is None else f'±{100 * args.target:g} %'}",
+          flush=True)
     runs: list[dict[str, Any]] = []
     try:
         for i in range(args.pairs):
             orders = ORDERS if i % 2 == 0 else ORDERS[::-1]
             for order in orders:
-                run = one_run(work, spec, order, args.budget, f"{order}-{i}")
+                run = one_run(work, spec, order, args.budget, f"{order}-{i}", patch)
                 runs.append(run)
                 shown = ", ".join(_shown(c) for c in run["cells"])
                 print(f"{i + 1}/{args.pairs} {order:<11} ran as {run['order']:<11} "
-                      f"{run['seconds']:5.0f} s: {shown}", flush=True)
+                      f"{run['seconds']:5.0f} s (stopped by "
+                      f"{', '.join(run['stopped_by'] or ['?'])}): {shown}", flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print()
     for order in ORDERS:
-        mine = [c for r in runs if r["asked"] == order for c in r["cells"]]
-        halves = [c["half_width"] for c in mine if c["half_width"] is not None]
-        missed = sum(1 for c in mine if not c["held"])
-        median = f"±{100 * statistics.median(halves):.1f} %" if halves else "-"
-        print(f"{order:<11} median half width {median} over {len(halves)} intervals; "
-              f"{missed} of {len(mine)} missed 1")
-        each = [c["per_round_half_width"] for c in mine
-                if c["per_round_half_width"] is not None]
-        if each:
-            missed = sum(1 for c in mine if c["per_round_half_width"] is not None
-                         and not c["per_round_held"])
-            print(f"{'':<11} per round, same rounds: median half width "
-                  f"±{100 * statistics.median(each):.1f} % over {len(each)} intervals; "
-                  f"{missed} missed 1")
+        print(summary(order, runs))
     if args.json is not None:
         args.json.write_text(json.dumps(runs, indent=2) + "\n")
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import signal
 import sqlite3
@@ -39,11 +40,13 @@ from syncrep_lab.patch_ab.answer import (
 )
 from syncrep_lab.patch_ab.spec import default_spec, with_builds
 from syncrep_lab.placement.cgroups import TOP, cpuset_support
-from syncrep_lab.plan.duet import duet_pairs
-from syncrep_lab.plan.load import load_spec
+from syncrep_lab.plan.duet import NotPaired, duet_pairs
+from syncrep_lab.plan.load import load_spec, with_order
 from syncrep_lab.plan.matrix import expand
-from syncrep_lab.run.clusters import slot_dir
+from syncrep_lab.plan.spec import preset_text
+from syncrep_lab.run.clusters import POOL_MEMORY_SHARE, cluster_memory, duet_units, slot_dir
 from syncrep_lab.run.duet import Sides, baseline_first, cannot, sides
+from syncrep_lab.run.rounds import Member, Rounds
 from syncrep_lab.terminal.ab import WIDTH
 
 from .helpers import cli, cli_here, descendants, run_postmasters, still_alive, wait_until
@@ -97,24 +100,93 @@ def _twins(sets: str = '["default", "twin"]', rounds: int = 4, duration: int = 1
 # --- without a server -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("sets", "needles"), [
-    ('["default", "twin", "third"]', ["set=default sc=on is the baseline of 2 cells"]),
-])
-def test_a_duet_whose_cells_cannot_pair_is_refused_with_the_fix(sets: str,
-                                                                needles: list[str]) -> None:
+def test_a_duet_whose_cells_have_no_partner_is_refused_with_the_fix() -> None:
+    """A baseline rule that no cell meets: each cell is compared with none."""
     with pytest.raises(UserError) as caught:
-        load_spec(_twins(sets), "three.toml")
+        load_spec(_twins('["twin", "third"]'), "alone.toml")
     text = str(caught.value)
-    for needle in [*needles, "run.order", "[compare] baseline",
-                   'order = "interleaved"', "three.toml:"]:
+    for needle in ["set=twin sc=on, set=third sc=on are compared with none",
+                   "run.order", "[compare] baseline", 'order = "interleaved"',
+                   "alone.toml:"]:
         assert needle in text, text
 
 
-def test_a_pair_on_one_cluster_is_refused() -> None:
+def test_a_baseline_shared_by_two_cells_runs_beside_each() -> None:
+    spec = load_spec(_twins('["default", "twin", "third"]'), "three.toml")
+    pairs = duet_pairs(spec, expand(spec).cells)
+    assert [(p.base.settings_set, p.cell.settings_set, p.twin) for p in pairs] == [
+        ("default", "twin", False), ("default", "third", False)]
+
+
+def test_a_pair_on_one_cluster_runs_its_cell_on_a_twin() -> None:
     one = _twins().replace('settings = ["default", "twin"]', "clients = [2, 4]").replace(
         'baseline = { settings = "default" }', "baseline = { clients = 2 }")
-    with pytest.raises(UserError, match="shares its baseline's cluster"):
-        load_spec(one, "one.toml")
+    spec = load_spec(one, "one.toml")
+    (pair,) = duet_pairs(spec, expand(spec).cells)
+    assert (pair.base.clients, pair.cell.clients, pair.twin) == (2, 4, True)
+
+
+def test_the_seed_preset_in_duet_pairs_each_comparison() -> None:
+    """run --preset seed --duet: every comparison of the seed a pair, local beside each
+    level, group 1's on the baseline of batch 10 and of the link (and a cell beside
+    local itself), twins where the two share a cluster; --check lists them."""
+    spec = load_spec(with_order(preset_text("seed"), "duet"), "seed")
+    assert spec.run.order == "duet"
+    cells = expand(spec).cells
+    pairs = {(p.base.label, p.cell.label): p.twin for p in duet_pairs(spec, cells)}
+    g1 = "standbys=2 sc={} batch=1 link=socket"
+    assert pairs == {
+        (g1.format("local"), g1.format("off")): True,
+        (g1.format("local"), g1.format("remote_write")): True,
+        (g1.format("local"), g1.format("on")): True,
+        (g1.format("on"), "standbys=2 sc=on batch=10 link=socket"): True,
+        (g1.format("on"), "standbys=2 sc=on batch=1 link=seed-lan"): False,
+        ("standbys=0 sc=off batch=1 link=socket", "standbys=0 sc=on batch=1 link=socket"):
+            True,
+    }
+    res = cli_here("run", "--preset", "seed", "--duet", "--check")
+    assert res.returncode == 0, res.stderr
+    assert "duet: 6 pairs a round" in res.stdout and "on a twin of its cluster" in res.stdout
+
+
+def test_a_duet_whose_clusters_do_not_fit_together_runs_in_units_of_pairs() -> None:
+    """The seed in duet on a machine that can hold two of its clusters at once: the
+    four pairs on group 1's cluster and its twin in one unit, the link's pair (group
+    1's cluster and the link's) in a second, group 7's pair and its twin in a third;
+    with room for all, one unit; without room for one pair, refused with the figures
+    (the run is then interleaved)."""
+    spec = load_spec(with_order(preset_text("seed"), "duet"), "seed")
+    pairs = duet_pairs(spec, expand(spec).cells)
+    one = cluster_memory(spec, pairs[0].base)
+    made, said = duet_units(spec, pairs, available=int(2.1 * one / POOL_MEMORY_SHARE))
+    assert [[n for n, _ in u.pairs] for u in made] == [[0, 1, 2, 3], [4], [5]]
+    assert [len(u.keys) for u in made] == [2, 2, 2]
+    assert said is not None and "6 pairs in 3 units of 4, 1, 1 pairs" in said, said
+    made, said = duet_units(spec, pairs, available=100 * one)
+    assert [len(u.pairs) for u in made] == [6] and len(made[0].keys) == 5 and said is None
+    with pytest.raises(NotPaired, match="both clusters of a pair at once"):
+        duet_units(spec, pairs, available=one)
+
+
+def test_run_duet_sets_the_order_in_the_stored_text_or_says_why_not() -> None:
+    assert 'order = "duet"' in with_order(preset_text("quick"), "duet")
+    with pytest.raises(UserError, match="write \\[run\\] as a table of its own"):
+        with_order('name = "x"\nrun = { repeats_min = 2 }\n', "duet")
+    res = cli_here("run", "--resume", "--out", "nowhere", "--duet")
+    assert res.returncode == 2 and "leave out SPEC, --preset, --check and --duet" in \
+        res.stderr, res.stderr
+
+
+def test_a_duet_cell_is_judged_against_the_baseline_beside_it() -> None:
+    """The stop rule's series: a cell's ratio to the baseline's value of its own pair
+    (``partner``), not the baseline's first of the round (which ran beside another)."""
+    base = Member(0, "local", None, {1: 100.0, 2: 100.0})
+    cell = Member(1, "on", 0, {1: 50.0, 2: 50.0}, partner={1: 80.0, 2: 60.0})
+    other = Member(2, "rw", 0, {1: 90.0, 2: 90.0})
+    rounds = Rounds([base, cell, other], seed=1, group="g", repeats_min=1, repeats_max=4,
+                    ci_target=0.02, confidence=0.95, crossover=True)
+    assert rounds.series(cell) == pytest.approx([math.log(50 / math.sqrt(80 * 60))])
+    assert rounds.series(other) == pytest.approx([math.log(0.9)])
 
 
 def test_ab_duet_pairs_each_patched_cell_with_its_stock_twin() -> None:
@@ -368,3 +440,54 @@ def test_one_cpu_is_no_duet_the_run_is_interleaved_and_says_why(workdir: Path) -
     rows = db.execute("select round, pair, cpus from repeats").fetchall()
     assert len(rows) == 4 and {r[0] for r in rows} == {1, 2}
     assert all(r[1] is None and r[2] is None for r in rows), rows
+
+
+# local the baseline of on and remote_write, all three on one cluster key
+SHARED = _twins(rounds=2).replace(
+    'settings = ["default", "twin"]\nsynchronous_commit = ["on"]',
+    'synchronous_commit = ["local", "on", "remote_write"]').replace(
+    'baseline = { settings = "default" }', 'baseline = { synchronous_commit = "local" }')
+
+
+def test_a_shared_baseline_runs_beside_each_cell_and_its_pairs_on_twins(workdir: Path
+                                                                       ) -> None:
+    """local the baseline of on and remote_write, all three on one cluster key: each
+    round runs local beside on and beside remote_write (two pairs), the other side on
+    a twin of the cluster (two clusters of one key recorded), the two repeats of a pair
+    at the same moment on the two CPUs; each ratio is taken to the local repeats of its
+    own pair, over two crossover units."""
+    assert 'synchronous_commit = ["local", "on", "remote_write"]' in SHARED
+    (workdir / "shared.toml").write_text(SHARED)
+    out = workdir / "shared"
+    res = cli("run", str(workdir / "shared.toml"), "--out", str(out), timeout=900)
+    assert res.returncode == 0, res.stdout + res.stderr
+    db = sqlite3.connect(out / "syncrep-lab.sqlite")
+    db.row_factory = sqlite3.Row
+    assert db.execute("select order_mode from runs").fetchone()[0] == "duet"
+    keys = [r[0] for r in db.execute("select cluster_key from clusters")]
+    assert len(keys) == 2 and len(set(keys)) == 1, keys  # the cluster and its twin
+    reps = db.execute("select r.*, c.params_json from repeats r join cells c "
+                      "on c.id = r.cell_id where r.probed = 0").fetchall()
+    level = {r["id"]: json.loads(r["params_json"])["synchronous_commit"] for r in reps}
+    by_pair: dict[tuple[int, int], list[sqlite3.Row]] = {}
+    for r in reps:
+        by_pair.setdefault((r["round"], r["pair"]), []).append(r)
+    assert len(by_pair) == 8, sorted(by_pair)  # 4 rounds of 2 pairs
+    partner: dict[int, str] = {}
+    for (_, number), (a, b) in by_pair.items():
+        levels = {level[a["id"]], level[b["id"]]}
+        assert "local" in levels and len(levels) == 2, levels
+        other = (levels - {"local"}).pop()
+        assert partner.setdefault(number, other) == other  # a pair is one comparison
+        assert {a["cpus"], b["cpus"]} == {"0", "1"}
+        a0, b0 = _when(a["started_at"]), _when(b["started_at"])
+        assert a0 < b0 + b["duration_s"] and b0 < a0 + a["duration_s"], (a0, b0)
+    assert sorted(partner.values()) == ["on", "remote_write"]
+    rows = {r["params"]["synchronous_commit"]: r for r in
+            json.loads(cli_here("results", str(out), "--json").stdout)}
+    assert rows["local"]["ratio_to_baseline"] is None
+    for name in ("on", "remote_write"):
+        ratio = rows[name]["ratio_to_baseline"]
+        assert ratio["paired"] and ratio["crossover_units"] == 2, ratio
+        assert ratio["rounds"] == 4 and ratio["unpaired_rounds"] == 0, ratio
+    assert run_postmasters(out) == []

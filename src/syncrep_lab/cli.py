@@ -446,8 +446,12 @@ def _latest_run() -> Path:
               help="How long the command may take, from its start to its report (90s, "
                    "10m, 1h): no round starts that would not leave time for the probed "
                    "repeats and the end; overrides run.budget.")
+@click.option("--duet", is_flag=True,
+              help="Run each cell at the same moment as its baseline, each on a cluster "
+                   "and CPUs of its own, swapped every round ([run] order = \"duet\"; a "
+                   "baseline shared by several cells runs beside each of them).")
 def run(spec_file: Path | None, preset: str | None, out: Path | None, resume: bool,
-        check: bool, allow_alter: bool, budget: str | None) -> None:
+        check: bool, allow_alter: bool, budget: str | None, duet: bool) -> None:
     """Run an experiment: a TOML spec, or a preset (default: seed)."""
     started = time.monotonic()  # what the budget is counted from
     from syncrep_lab.plan import load
@@ -462,9 +466,9 @@ def run(spec_file: Path | None, preset: str | None, out: Path | None, resume: bo
     if resume:
         if out is None:
             raise UserError("--resume needs the run folder", "pass --out RUN_FOLDER")
-        if spec_file or preset or check:
+        if spec_file or preset or check or duet:
             raise UserError("--resume takes the spec stored with the run",
-                            "leave out SPEC, --preset and --check")
+                            "leave out SPEC, --preset, --check and --duet")
         if not (out / "syncrep-lab.sqlite").is_file():
             raise UserError(f"{out} holds no run to resume (no syncrep-lab.sqlite)",
                             "give the --out of a run that was started, or start one with: "
@@ -481,14 +485,17 @@ def run(spec_file: Path | None, preset: str | None, out: Path | None, resume: bo
         raise UserError("give a spec file or --preset, not both", "drop one of them")
     if spec_file:
         spec, text = load.load_spec_file(spec_file, allow_alter=allow_alter)
-        spec_dir = spec_file.resolve().parent
+        spec_dir, source = spec_file.resolve().parent, str(spec_file)
     else:
         if allow_alter:
             raise UserError("--allow-alter applies to a spec that attaches to a cluster",
                             "leave --allow-alter out with --preset")
         spec, text = load.load_preset(preset or "seed")
         # a preset's relative paths (its builds' patches) are the presets' folder's
-        spec_dir = specs.PRESETS_DIR
+        spec_dir, source = specs.PRESETS_DIR, f"preset {preset or 'seed'}"
+    if duet:
+        text = load.with_order(text, "duet")
+        spec = load.load_spec(text, f"{source} with --duet", allow_alter=allow_alter)
     if budget is not None:
         spec = spec.model_copy(update={"run": spec.run.model_copy(update={"budget": budget})})
     given_out = out
@@ -533,6 +540,16 @@ def _print_check(spec: Any, out_dir: Path | None) -> None:
         out.print(f"  ... and {len(plan.cells) - shown} more")
     for message in plan.dropped:
         out.print(f"left out: {escape(message)}", soft_wrap=True)
+    if spec.run.order == "duet":
+        from syncrep_lab.plan.duet import duet_pairs
+
+        pairs = duet_pairs(spec, plan.cells)
+        out.print(f"duet: {len(pairs)} pairs a round, each side on CPUs of its own "
+                  "(fewer than 2 CPUs: interleaved instead)", soft_wrap=True)
+        for pair in pairs:
+            out.print(f"  {pair.cell.index:>4} beside {pair.base.index}"
+                      f"{' (on a twin of its cluster)' if pair.twin else ''}",
+                      soft_wrap=True)
     from syncrep_lab.pg.builds import find_build
 
     for name, declared in spec.builds.items():

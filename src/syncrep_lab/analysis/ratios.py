@@ -51,7 +51,13 @@ from syncrep_lab.json_form import JSON
 from syncrep_lab.plan.baselines import baselines
 from syncrep_lab.plan.spec import Scalar
 from syncrep_lab.stats.intervals import PairedRatio, detectable_effect, ratio_ci, rounds_for
-from syncrep_lab.stats.pairing import by_round, paired, rows_per_second, unpaired_rounds
+from syncrep_lab.stats.pairing import (
+    beside_each_other,
+    by_round,
+    paired,
+    rows_per_second,
+    unpaired_rounds,
+)
 from syncrep_lab.store import Store, StoredRepeat, StoredRun, cluster_key_text, with_defaults
 
 
@@ -131,6 +137,10 @@ class BaselineRatio:
         return out
 
 
+def _pair(repeat: StoredRepeat) -> int | None:
+    return repeat.pair
+
+
 def ratios_to_baseline(store: Store, run: StoredRun) -> dict[int, BaselineRatio | None]:
     """cell idx -> its :class:`BaselineRatio`, or None (a baseline, a cell without one,
     or one that has no figures)."""
@@ -144,8 +154,9 @@ def ratios_to_baseline(store: Store, run: StoredRun) -> dict[int, BaselineRatio 
         out[idx] = None
         if base is None or by_idx[idx].status != "done" or by_idx[base].status != "done":
             continue
-        mine = [r for r in store.repeats(by_idx[idx].id) if not r.probed]
-        theirs = [r for r in store.repeats(by_idx[base].id) if not r.probed]
+        mine, theirs = beside_each_other(
+            [r for r in store.repeats(by_idx[idx].id) if not r.probed],
+            [r for r in store.repeats(by_idx[base].id) if not r.probed], _pair)
         a, b = by_round(mine, params[idx]), by_round(theirs, params[base])
         side_by_side = _side_by_side(params[idx], params[base], mine, theirs)
         pair = paired(a, b, confidence) if side_by_side else None

@@ -15,7 +15,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, TypedDict
 
-from syncrep_lab.stats.pairing import ratio_of
+from syncrep_lab.stats.pairing import beside_each_other, ratio_of
 from syncrep_lab.store import Store, StoredCell
 
 KNEE_GAIN = 0.10  # less than 10 % more TPS for the next client count: the curve has flattened
@@ -123,7 +123,8 @@ def scaling(folder: Path) -> list[Series]:
             if cell.status != "done":
                 continue
             params = cell.params
-            tps = [(r.round, float(r.tps)) for r in store.repeats(cell.id) if not r.probed]
+            tps = [(r.round, float(r.tps), r.pair) for r in store.repeats(cell.id)
+                   if not r.probed]
             series[_series_key(cell.axes)][
                 params["synchronous_commit"]][int(params["clients"])] = {
                 "tps": cell.tps_mean, "tps_repeats": tps, "p99_ms": cell.lat_p99_ms,
@@ -150,7 +151,9 @@ def scaling(folder: Path) -> list[Series]:
                 base = local.get(clients)
                 if base is None or not base["tps_repeats"] or not v["tps_repeats"]:
                     continue
-                r = ratio_of(v["tps_repeats"], base["tps_repeats"])
+                mine, theirs = beside_each_other(v["tps_repeats"], base["tps_repeats"],
+                                                 lambda x: x[2])
+                r = ratio_of([(n, t) for n, t, _ in mine], [(n, t) for n, t, _ in theirs])
                 assert r is not None
                 ratios.append({"clients": clients, "ratio": r["ratio"], "low": r["low"],
                                "high": r["high"], "rounds": r["rounds"],

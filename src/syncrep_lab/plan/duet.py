@@ -3,17 +3,19 @@ each on a cluster of its own, read from the spec's comparisons without touching 
 machine.
 
 A pair is a cell and its baseline (``[compare] baseline``, plan/baselines.py): the ratio
-a duet takes is the one the run compares. So every cell must be in exactly one pair: a
-baseline compared by two cells would have to run beside both at once (three clusters,
-not two sides), and a cell compared with nothing has no partner. The two cells of a pair
-must be on two clusters (they differ in ``pg``, ``standbys`` or ``settings``): one
-cluster cannot be confined to two CPU sets at once. What cannot be paired is refused
-with the fix, at ``[run] order``'s line.
+a duet takes is the one the run compares. Every comparison is a pair of its own: a
+baseline compared by several cells (the seed's ``local``, which ``on``, ``remote_write``
+and ``off`` are compared with) runs once beside each of them in every round, and each
+cell's ratio is taken to the baseline's repeat measured beside it (the repeat's
+``pair``). A pair whose two cells share a cluster (they differ only in what the
+workload or a session sets: ``synchronous_commit``, ``batch``, ``clients``) has its
+cell's side on a *twin*: a second cluster made like the first, since one cluster cannot
+be confined to two CPU sets at once. A cell compared with nothing, and the baseline of
+nothing, has no partner and is refused with the fix, at ``[run] order``'s line.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -22,9 +24,8 @@ from syncrep_lab.plan.matrix import NO_PLACEMENT, Cell
 from syncrep_lab.plan.spec import Spec
 from syncrep_lab.store.keys import with_defaults
 
-FIX = ('give each cell one partner through [compare] baseline (two cells, or every cell '
-       'against a baseline of its own on another cluster), or set [run] order = '
-       '"interleaved"')
+FIX = ('give every cell a partner through [compare] baseline (each cell compared with '
+       'one, or the baseline of one), or set [run] order = "interleaved"')
 
 
 @dataclass(frozen=True)
@@ -38,35 +39,30 @@ class Pair:
     def indices(self) -> tuple[int, int]:
         return self.base.index, self.cell.index
 
+    @property
+    def twin(self) -> bool:
+        """Whether the cell's side runs on a twin of the baseline's cluster."""
+        return self.cell.cluster_key == self.base.cluster_key
+
 
 class NotPaired(ValueError):
     """The cells cannot all be put in pairs; the message says which and why."""
 
 
 def duet_pairs(spec: Spec, cells: Sequence[Cell]) -> list[Pair]:
-    """The pairs of ``cells`` in the plan's order, or NotPaired naming the cells that
-    cannot be paired."""
+    """The pairs of ``cells`` in the plan's order (a pair's place in this list is its
+    number, stored with its repeats), or NotPaired naming the cells that cannot be
+    paired."""
     by_index = {c.index: c for c in cells}
     base_of = baselines([(c.index, with_defaults(c.params())) for c in cells],
                         spec.compare.rules(spec.matrix))
-    partners = Counter(b for b in base_of.values() if b is not None)
-    shared = [by_index[b].label for b, n in partners.items() if n > 1]
-    if shared:
-        raise NotPaired(f"a duet runs two cells at once, and {_names(shared)} "
-                        f"{'is' if len(shared) == 1 else 'are'} the baseline of "
-                        f"{max(partners.values())} cells")
+    partners = {b for b in base_of.values() if b is not None}
     alone = [c.label for c in cells if base_of[c.index] is None and c.index not in partners]
     if alone:
         raise NotPaired(f"a duet runs each cell beside the cell it is compared with, and "
                         f"{_names(alone)} {'is' if len(alone) == 1 else 'are'} compared "
                         "with none")
     pairs = [Pair(by_index[b], c) for c in cells if (b := base_of[c.index]) is not None]
-    same = [p.cell.label for p in pairs if p.cell.cluster_key == p.base.cluster_key]
-    if same:
-        raise NotPaired(f"a duet runs each side on a cluster of its own, and "
-                        f"{_names(same)} {'shares' if len(same) == 1 else 'share'} its "
-                        "baseline's cluster (the pair must differ in pg, standbys or "
-                        "settings)")
     placed = [c.label for c in cells if c.placement != NO_PLACEMENT or c.cores is not None
               or c.instances > 1]
     if placed:

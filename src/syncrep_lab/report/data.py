@@ -38,7 +38,7 @@ from syncrep_lab.json_form import JSON
 from syncrep_lab.pg.conninfo import mask_text
 from syncrep_lab.pg.replication import WAITING_LEVELS
 from syncrep_lab.pg.sync_names import SyncNamesError, expected_states, parse
-from syncrep_lab.stats.pairing import ratio_of
+from syncrep_lab.stats.pairing import beside_each_other, ratio_of
 from syncrep_lab.store import CLUSTER_PARAMS, PROBED, Store, StoredCell, queries
 
 # Axes about where and how a cell ran, beside the sync level and the client count.
@@ -88,9 +88,10 @@ def _is_sync_cell(params: dict[str, Any]) -> bool:
             and int(params.get("standbys") or 0) > 0 and bool(params.get("sync")))
 
 
-def _measured_tps(store: Store, cell_id: int) -> list[tuple[int | None, float]]:
-    """(round, TPS) of a cell's measured repeats (round None: not interleaved)."""
-    return [(r.round, float(r.tps)) for r in store.repeats(cell_id) if not r.probed]
+def _measured_tps(store: Store, cell_id: int) -> list[tuple[int | None, float, int | None]]:
+    """(round, TPS, duet pair) of a cell's measured repeats (round None: not
+    interleaved; pair None: not a duet's)."""
+    return [(r.round, float(r.tps), r.pair) for r in store.repeats(cell_id) if not r.probed]
 
 
 def _top_cost(cost: CellCosts | None) -> TopCost | None:
@@ -315,7 +316,7 @@ def _baseline(axis: str, values: set[Any]) -> Any:
 
 
 def seed_side_by_side(spec: Mapping[str, object], cells: Sequence[CellRow],
-                      measured: Callable[[int], list[tuple[int | None, float]]]
+                      measured: Callable[[int], list[tuple[int | None, float, int | None]]]
                       ) -> dict[str, JSON]:
     """The spec's reference figures next to this run's, and their ratios.
 
@@ -323,8 +324,9 @@ def seed_side_by_side(spec: Mapping[str, object], cells: Sequence[CellRow],
     cells (sync / local, 10 rows per commit / 1, standbys / none) carry the
     shape, which is what should match. Rows per second are compared for
     ``batch`` (a transaction of 10 inserts is 10 rows). ``measured`` gives the
-    (round, TPS) of a cell's measured repeats, by the cell's id: ratios are paired
-    over rounds where the run interleaved the two cells."""
+    (round, TPS, duet pair) of a cell's measured repeats, by the cell's id: ratios are
+    paired over rounds where the run interleaved the two cells, and in a duet over the
+    repeats the two ran beside each other (stats/pairing.beside_each_other)."""
     reference = spec.get("reference")
     ref: Mapping[str, Any] = reference if isinstance(reference, Mapping) else {}
     figures = ref.get("figures") or []
@@ -363,8 +365,10 @@ def seed_side_by_side(spec: Mapping[str, object], cells: Sequence[CellRow],
                 "seed": (scale_a * a["seed_tps"]) / (scale_b * b["seed_tps"])
                 if a["seed_tps"] and b["seed_tps"] else None,
                 "here": None, "low": None, "high": None}
-            ci = ratio_of([(r, scale_a * t) for r, t in a["repeats_tps"]],
-                          [(r, scale_b * t) for r, t in b["repeats_tps"]])
+            mine, theirs = beside_each_other(a["repeats_tps"], b["repeats_tps"],
+                                             lambda x: x[2])
+            ci = ratio_of([(r, scale_a * t) for r, t, _ in mine],
+                          [(r, scale_b * t) for r, t, _ in theirs])
             if ci is not None:
                 entry.update(here=ci["ratio"], low=ci["low"], high=ci["high"],
                              paired=ci["paired"])

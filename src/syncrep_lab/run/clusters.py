@@ -37,6 +37,7 @@ from syncrep_lab.pg.installations import resolve
 from syncrep_lab.pg.settings import profile_settings
 from syncrep_lab.pg.sync_names import check_sync
 from syncrep_lab.plan.baselines import baselines
+from syncrep_lab.plan.duet import NotPaired, Pair
 from syncrep_lab.plan.matrix import (
     NO_PLACEMENT,
     Cell,
@@ -321,11 +322,21 @@ def slot_dir(run_folder: Path, slot: int) -> Path:
 MAX_SLOTS = 16  # clusters one run may hold up at once
 
 
+TWIN = ("twin",)  # a pool key's tail for the second cluster of one key (a duet's twin)
+
+
+def pool_key(cell: Cell, twin: bool = False) -> tuple[Any, ...]:
+    """Which of the pool's clusters a cell runs on: its cluster key, or in a duet whose
+    pair shares a cluster its twin's (plan/duet.py ``Pair.twin``): a second cluster
+    made like the first, so that each side has one to confine to its CPUs."""
+    return cell.cluster_key + TWIN if twin else cell.cluster_key
+
+
 class ClusterPool:
-    """The run's clusters. ``keep`` names the cluster keys that may stay up together
-    (the current unit's); a cell whose cluster is not up takes down every other
-    cluster outside ``keep`` before its own is built, so outside a unit of several
-    clusters at most one is up."""
+    """The run's clusters, by pool key (``pool_key``). ``keep`` names the pool keys that
+    may stay up together (the current unit's); a cell whose cluster is not up takes
+    down every other cluster outside ``keep`` before its own is built, so outside a unit
+    of several clusters at most one is up."""
 
     def __init__(self, ctx: RunContext) -> None:
         self.ctx = ctx
@@ -333,24 +344,26 @@ class ClusterPool:
         self.keep: set[tuple[Any, ...]] = set()
         self._generations = itertools.count(1)
         self.current = ActiveCluster(ctx, slot=0, generations=self._generations)
-        # a duet's: the CPUs a cluster key's side is confined to, for when it is built
+        # a duet's: the CPUs a pool key's side is confined to, for when it is built
         self.confined: dict[tuple[Any, ...], list[int]] = {}
 
-    def for_cell(self, cell: Cell) -> Target:
-        """The cell's cluster, made the current one (built if it is not up)."""
-        cluster = self.held.get(cell.cluster_key)
+    def for_cell(self, cell: Cell, twin: bool = False) -> Target:
+        """The cell's cluster (its twin's with ``twin``), made the current one (built if
+        it is not up)."""
+        key = pool_key(cell, twin)
+        cluster = self.held.get(key)
         if cluster is None or cluster.target is None:
-            for key, other in list(self.held.items()):
-                if key != cell.cluster_key and key not in self.keep:
+            for other_key, other in list(self.held.items()):
+                if other_key != key and other_key not in self.keep:
                     other.down()
-                    del self.held[key]
+                    del self.held[other_key]
             if cluster is None:
                 used = {c.slot for c in self.held.values()}
                 slot = next(i for i in range(MAX_SLOTS) if i not in used)
                 cluster = ActiveCluster(self.ctx, slot=slot,
                                         generations=self._generations)
-                cluster.cpus = self.confined.get(cell.cluster_key)
-                self.held[cell.cluster_key] = cluster
+                cluster.cpus = self.confined.get(key)
+                self.held[key] = cluster
         self.current = cluster
         return cluster.for_cell(cell)
 
@@ -450,6 +463,63 @@ def units(spec: Spec, groups: list[list[Cell]], order: str, available: int | Non
         said = (f"{len(groups)} clusters one after another, the cells of each interleaved "
                 f"(comparisons across clusters are not paired in time: {_reasons(alone)})")
     return PoolPlan(out, said, estimate)
+
+
+@dataclass(frozen=True)
+class DuetUnit:
+    """Pairs of a duet whose clusters are held up together (pool keys, ``pool_key``),
+    their rounds run as one; the pairs by their number in plan/duet.py's list."""
+
+    pairs: list[tuple[int, Pair]]
+    keys: frozenset[tuple[Any, ...]]
+
+
+def pair_keys(pair: Pair) -> frozenset[tuple[Any, ...]]:
+    """The pool keys of a pair's two sides: the baseline's cluster and the cell's (a
+    twin of the baseline's where they share one)."""
+    return frozenset({pool_key(pair.base), pool_key(pair.cell, pair.twin)})
+
+
+def duet_units(spec: Spec, pairs: list[Pair], available: int | None = None
+               ) -> tuple[list[DuetUnit], str | None]:
+    """A duet's pairs in units whose clusters fit in memory together (the rule
+    ``units`` applies: configured shared memory within 3/4 of MemAvailable), each pair
+    in the first unit it fits, in the plan's order; and a line saying so where there is
+    more than one. A pair always runs its two sides at the same moment: only pairs of
+    two units run at other times, and no ratio is taken across them. A pair whose own
+    two clusters do not fit raises NotPaired with the figures."""
+    memory: dict[tuple[Any, ...], int] = {}
+    for pair in pairs:
+        for cell, twin in ((pair.base, False), (pair.cell, pair.twin)):
+            memory.setdefault(pool_key(cell, twin), cluster_memory(spec, cell))
+    available = meminfo_available() if available is None else available
+    limit = None if available is None else POOL_MEMORY_SHARE * available
+    made: list[tuple[list[tuple[int, Pair]], set[tuple[Any, ...]]]] = []
+    for number, pair in enumerate(pairs):
+        keys = pair_keys(pair)
+        if limit is not None and sum(memory[k] for k in keys) > limit:
+            raise NotPaired(
+                f"a duet holds up both clusters of a pair at once, and those of "
+                f"{pair.cell.label} and its baseline need about "
+                f"{_mib(sum(memory[k] for k in keys))} of shared memory, more than 3/4 "
+                f"of the {_mib(available or 0)} available")
+        home = next((u for u in made if limit is None
+                     or sum(memory[k] for k in u[1] | keys) <= limit), None)
+        if home is None:
+            made.append(([(number, pair)], set(keys)))
+        else:
+            home[0].append((number, pair))
+            home[1].update(keys)
+    out = [DuetUnit(ps, frozenset(ks)) for ps, ks in made]
+    said = None
+    if len(out) > 1:
+        sizes = ", ".join(str(len(u.pairs)) for u in out)
+        said = (f"the duet's {len(pairs)} pairs in {len(out)} units of {sizes} pairs, "
+                f"one unit after another: their {sum(len(u.keys) for u in out)} clusters "
+                f"need about {_mib(sum(memory.values()))} of shared memory together, "
+                f"more than 3/4 of the {_mib(available or 0)} available (each pair's "
+                "two sides still at the same moment)")
+    return out, said
 
 
 MAX_SUBSETS = 12  # clusters beyond which the sets held together are chosen in order

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from syncrep_lab.cluster import server
@@ -56,7 +56,9 @@ class CellRun:
     script: Path
     options: ClientOptions
     n: int = 0  # the number of its last stored repeat
-    warmed_in: int = -1  # the cluster generation its warm-up ran in
+    # the cluster generations its warm-up ran in (a duet's cell may run on its
+    # cluster and on a twin of it in turn, and is warmed once on each)
+    warmed_in: set[int] = field(default_factory=set)
 
 
 class Repeat:

@@ -45,6 +45,9 @@ class Member:
     baseline: int | None  # the index of the cell it is compared with, in this group
     values: dict[int, float] = field(default_factory=dict)  # round -> rows/s
     failed: bool = False
+    # a duet's: round -> the baseline's rows/s measured beside this cell (a baseline
+    # shared by several cells runs beside each); empty: the baseline's own values
+    partner: dict[int, float] = field(default_factory=dict)
 
 
 def round_order(seed: int, group: str, round_no: int, indices: list[int]) -> list[int]:
@@ -87,11 +90,12 @@ class Rounds:
         base = self._compared_with(m)
         if base is None:
             return [math.log(m.values[r]) for r in sorted(m.values)]
+        beside = m.partner or base.values
         if self.crossover:
-            mine, theirs = crossover_units(m.values, base.values)
+            mine, theirs = crossover_units(m.values, beside)
             return [math.log(a / b) for a, b in zip(mine, theirs, strict=True)]
-        rounds = sorted(set(m.values) & set(base.values))
-        return [math.log(m.values[r] / base.values[r]) for r in rounds]
+        rounds = sorted(set(m.values) & set(beside))
+        return [math.log(m.values[r] / beside[r]) for r in rounds]
 
     def is_baseline(self, m: Member) -> bool:
         return any(o.baseline == m.index and not o.failed for o in self.members.values()
@@ -160,7 +164,8 @@ class Rounds:
     def _as_of(self, round_no: int) -> Rounds:
         """The rounds as they stood before ``round_no`` began."""
         members = [Member(m.index, m.label, m.baseline,
-                          {r: v for r, v in m.values.items() if r < round_no}, m.failed)
+                          {r: v for r, v in m.values.items() if r < round_no}, m.failed,
+                          {r: v for r, v in m.partner.items() if r < round_no})
                    for m in self.members.values()]
         return Rounds(members, seed=self.seed, group=self.group, repeats_min=self.pilot,
                       repeats_max=self.repeats_max, ci_target=math.expm1(self.half_width),

@@ -39,7 +39,7 @@ from syncrep_lab.pg.conninfo import (
 )
 from syncrep_lab.placement.cpus import machine_cpus
 from syncrep_lab.plan.baselines import baselines
-from syncrep_lab.plan.duet import duet_pairs
+from syncrep_lab.plan.duet import NotPaired, duet_pairs
 from syncrep_lab.plan.load import load_spec
 from syncrep_lab.plan.matrix import (
     Cell,
@@ -50,7 +50,16 @@ from syncrep_lab.run import duet as duet_mod
 from syncrep_lab.run import faults, repeat_record, sysbench
 from syncrep_lab.run.attached import APP_PREFIX, Visit
 from syncrep_lab.run.clients import ClientOptions, finish_all, start_clients
-from syncrep_lab.run.clusters import ActiveCluster, ClusterPool, PoolPlan, units
+from syncrep_lab.run.clusters import (
+    TWIN,
+    ActiveCluster,
+    ClusterPool,
+    DuetUnit,
+    PoolPlan,
+    duet_units,
+    pool_key,
+    units,
+)
 from syncrep_lab.run.context import Events, RunContext
 from syncrep_lab.run.host_watch import host_facts
 from syncrep_lab.run.machine import machine_metadata
@@ -288,11 +297,13 @@ class Runner:
     def _run_units(self, todo: list[Cell], every: list[Cell], rows: dict[str, StoredCell]
                    ) -> None:
         """The cells in units of clusters held up together (run/clusters.py), each
-        unit in rounds; the run's budget shared among the units by their cells."""
+        unit in rounds; the run's budget shared among the units by their cells. A duet
+        runs units of pairs instead (``_run_duet``)."""
         groups = _by_cluster(todo)
         plan = units(self.spec, groups, self.order)
-        duet = self._duet(plan, todo, every) if self.order == "duet" else None
-        if plan.said and duet is None:
+        if self.order == "duet" and self._run_duet(plan, todo, every, rows):
+            return
+        if plan.said:
             self.events.message(plan.said)
             if self.store.run(self.run_id).order_note is None:  # resumed: as it began
                 self.store.set_order_note(self.run_id, plan.said)
@@ -309,60 +320,108 @@ class Runner:
             # of two units that ran at other times
             first = min(keys.index(g[0].cluster_key) for g in unit.groups)
             self._run_group(cells, {c.key: rows[c.key].id for c in cells}, ends,
-                            base=first * ROUND_SPAN, duet=duet)
+                            base=first * ROUND_SPAN)
             left -= len(cells)
         self.pool.keep = set()
 
-    def _duet(self, plan: PoolPlan, todo: list[Cell], every: list[Cell]) -> DuetPlan | None:
-        """The duet's pairs and CPU sets (run/duet.py), said and stored as the run's order
-        note; None where the machine cannot run it: the run is then interleaved, and
-        says why (the store's order_mode too)."""
+    def _run_duet(self, plan: PoolPlan, todo: list[Cell], every: list[Cell],
+                  rows: dict[str, StoredCell]) -> bool:
+        """A duet's rounds, unit by unit of pairs whose clusters fit in memory together
+        (run/clusters.py ``duet_units``; one unit where they all fit), the run's budget
+        shared among the units by their pairs; False where the machine cannot run it:
+        the run is then interleaved, and says why (the store's order_mode too).
+
+        A cell in the pairs of two units (the seed's group 1 on: beside local, and the
+        baseline of the link's cell, whose clusters are not held with the twins) belongs
+        to the unit of its own pair (a baseline of nothing: its first unit), which
+        stores its status and summary; in the other it is a guest, measured only beside
+        the cells it is the baseline of. A unit whose cells are all done (a resumed
+        run) is passed over."""
         cpus = machine_cpus()
         why = duet_mod.cannot(cpus)
-        left = {c.index for c in todo}
-        pairs = [p for p in duet_pairs(self.spec, every) if set(p.indices) <= left]
-        unit_of = {c.index: i for i, u in enumerate(plan.units) for c in u.cells}
-        if why is None and any(unit_of[p.base.index] != unit_of[p.cell.index] for p in pairs):
-            why = ("a duet was asked for, but the clusters of its pairs cannot be held up at "
-                   f"once ({plan.said}): the cells are interleaved instead")
         split = duet_mod.sides(cpus)
+        pairs = duet_pairs(self.spec, every)
+        made: list[DuetUnit] = []
+        said = None
+        if why is None:
+            try:
+                made, said = duet_units(self.spec, pairs)
+            except NotPaired as exc:
+                why = f"{exc}: the cells are interleaved instead"
         if why is not None or split is None:
-            said = why or ""
-            self.events.message(said)
+            text = why or ""
+            self.events.message(text)
             self.order = "interleaved"
             self.store.set_order_mode(self.run_id, "interleaved")
-            self.store.set_order_note(self.run_id, f"{said}; {plan.said}" if plan.said
-                                      else said)
-            return None
+            self.store.set_order_note(self.run_id, f"{text}; {plan.said}" if plan.said
+                                      else text)
+            return False
         note = duet_mod.what_it_is(self.spec, every[0], split)
+        if said:
+            note = f"{note}; {said}"
         self.events.message(note)
         if self.store.run(self.run_id).order_note is None:  # resumed: as it began
             self.store.set_order_note(self.run_id, note)
-        return DuetPlan(split, [p.indices for p in pairs])
+        by_index = {c.index: c for c in every}
+        owner: dict[int, int] = {}
+        for k, unit in enumerate(made):  # a cell's own pair's unit, else its first
+            for _, pair in unit.pairs:
+                owner[pair.cell.index] = k
+        for k, unit in enumerate(made):
+            for _, pair in unit.pairs:
+                owner.setdefault(pair.base.index, k)
+        waiting = {c.index for c in todo}
+        cells_of = [sorted({i for _, p in u.pairs for i in p.indices}) for u in made]
+        due = [k for k, mine in enumerate(cells_of)  # else every cell it owns is done
+               if any(owner[i] == k and i in waiting for i in mine)]
+        left = sum(len(made[k].pairs) for k in due)
+        for k in due:
+            unit, mine = made[k], cells_of[k]
+            cells = [by_index[i] for i in mine]
+            ends = self._ends(len(unit.pairs), max(left, 1))
+            self.pool.keep = set(unit.keys)
+            self._run_group(cells, {c.key: rows[c.key].id for c in cells}, ends,
+                            base=k * ROUND_SPAN, duet=DuetPlan(split, [
+                                DuetPair(n, p.base.index, p.cell.index, p.twin,
+                                         p.cell.cluster_key) for n, p in unit.pairs]),
+                            guests={i for i in mine if owner[i] != k})
+            left -= len(unit.pairs)
+        self.pool.keep = set()
+        return True
 
     def _run_group(self, cells: list[Cell], ids: dict[str, int], ends: float | None,
-                   base: int = 0, duet: DuetPlan | None = None) -> None:
+                   base: int = 0, duet: DuetPlan | None = None,
+                   guests: frozenset[int] | set[int] = frozenset()) -> None:
         """Round after round, one repeat of every cell still needed, in an order shuffled
         per round (run/rounds.py), or in a duet each pair at once (``_duet_round``);
         then the probed repeats, cell by cell. No round starts that would leave too
-        little before ``ends`` for the probed repeats."""
+        little before ``ends`` for the probed repeats. ``guests``: a duet's cells that
+        another unit owns (``_run_duet``): measured here beside their cells only, their
+        status, probed repeats and summary left to their own unit."""
         by_index = {c.index: c for c in cells}
         runs = {c.index: self._cell_run(c, ids[c.key]) for c in cells}
         base_of = baselines([(c.index, with_defaults(c.params())) for c in cells],
                             self.spec.compare.rules(self.spec.matrix))
         ctl = self.spec.run
+        partner_of = duet.partners() if duet is not None else {}
+        numbers = {p.number for p in duet.pairs} if duet is not None else None
         rounds = Rounds([Member(c.index, c.label, base_of[c.index],
-                                by_round(self.store.repeats(ids[c.key]), c.params()))
+                                self._own(ids, c, partner_of.get(c.index), numbers),
+                                partner=self._beside(by_index, ids, c, partner_of))
                          for c in cells], seed=self.seed,
                         group=" + ".join(dict.fromkeys(cluster_key_text(c.params())
                                                        for c in cells)),
-                        base=_stored_base(self.store, ids.values(), base),
+                        # a duet's units are numbered by the plan's pairs alone (a guest
+                        # has rounds of another unit stored)
+                        base=base if duet is not None
+                        else _stored_base(self.store, ids.values(), base),
                         repeats_min=ctl.repeats_min, repeats_max=ctl.repeats_max,
                         ci_target=ctl.ci_target, confidence=ctl.confidence,
                         crossover=duet is not None)
         for cell in cells:
-            self.store.update_cell(ids[cell.key], status="running", started_at=now(),
-                                   error=None)
+            if cell.index not in guests:
+                self.store.update_cell(ids[cell.key], status="running", started_at=now(),
+                                       error=None)
         started, spent, ran = time.monotonic(), False, 0
         try:
             per = rounds.per_step  # a duet's rounds go by crossover units, two at a time
@@ -391,7 +450,7 @@ class Runner:
                     cluster.confine(machine_cpus())
             for idx in sorted(by_index):
                 member, run = rounds.members[idx], runs[idx]
-                if member.failed:
+                if member.failed or idx in guests:
                     continue
                 try:
                     self._probed(run)
@@ -408,10 +467,33 @@ class Runner:
         except BaseException:  # interrupted: the group's cells go on at --resume
             with shutdown.critical(), contextlib.suppress(UserError, sqlite3.Error, OSError):
                 for idx, run in runs.items():
-                    if not rounds.members[idx].failed and self.store.cell(
+                    if idx not in guests and not rounds.members[idx].failed and self.store.cell(
                             run.cell_id).status == "running":
                         self.store.update_cell(run.cell_id, status="pending")
             raise
+
+    def _own(self, ids: dict[str, int], cell: Cell, partner: tuple[int, int] | None,
+             numbers: set[int] | None) -> dict[int, float]:
+        """A cell's stored values by round; in a duet, those of the unit's pairs
+        (``numbers``), and of its own pair where it is also the baseline of others (the
+        seed's on: beside local, and the baseline of batch 10 and of the link)."""
+        repeats = self.store.repeats(ids[cell.key])
+        if numbers is not None:
+            repeats = [r for r in repeats if r.pair in numbers]
+        if partner is not None:
+            repeats = [r for r in repeats if r.pair == partner[1]]
+        return by_round(repeats, cell.params())
+
+    def _beside(self, by_index: dict[int, Cell], ids: dict[str, int], cell: Cell,
+                partner_of: dict[int, tuple[int, int]]) -> dict[int, float]:
+        """A duet cell's baseline values beside it (round -> rows/s), from the stored
+        repeats of its pair: what a resumed run's stop rule pairs it with."""
+        if cell.index not in partner_of or partner_of[cell.index][0] not in by_index:
+            return {}
+        base_index, number = partner_of[cell.index]
+        base = by_index[base_index]
+        return by_round([r for r in self.store.repeats(ids[base.key]) if r.pair == number],
+                        base.params())
 
     def _alone(self, rounds: Rounds, run: CellRun, round_no: int, position: int) -> None:
         """One repeat of the round, the cell alone on its cluster."""
@@ -433,23 +515,27 @@ class Runner:
                     order: list[int], duet: DuetPlan) -> list[int]:
         """The round's pairs, each at once (run/duet.py), in a shuffled order; the cells
         of the round left to run alone (a cell whose partner failed), in its order."""
-        wanted = set(order)
+        wanted, left = set(order), set(order)
         for j in duet_mod.pair_order(self.seed, rounds.group, round_no, len(duet.pairs)):
-            base, cell = duet.pairs[j]
-            if not {base, cell} & wanted or rounds.members[base].failed \
+            pair = duet.pairs[j]
+            base, cell = pair.base, pair.cell
+            # a pair runs while its cell is wanted; a baseline shared by several cells
+            # (the seed's local) runs once beside each of them
+            if cell not in wanted or rounds.members[base].failed \
                     or rounds.members[cell].failed:
                 continue
-            wanted -= {base, cell}
-            first = duet_mod.baseline_first(self.seed, rounds.group, round_no, j)
+            left -= {base, cell}
+            first = duet_mod.baseline_first(self.seed, rounds.group, round_no, pair.number)
             sides = [(base, True), (cell, False)] if first else [(cell, False), (base, True)]
             repeats = []
             for position, (idx, is_base) in enumerate(sides):
                 run, cpus = runs[idx], duet.split.of(round_no, is_base)
-                self.pool.confined[run.cell.cluster_key] = cpus
+                twin = pair.twin and not is_base
+                self.pool.confined[pool_key(run.cell, twin)] = cpus
                 self.events.cell_start(run.cell)
                 self.events.phase(run.cell, f"round {round_no - rounds.base}, duet")
                 try:
-                    self._enter(run)
+                    self._enter(run, twin=twin)
                     self.cluster.confine(cpus)
                 except Exception as exc:
                     self._cell_failed(run.cell, run.cell_id, exc)
@@ -458,7 +544,7 @@ class Runner:
                 run.n += 1  # a number left unused where the pair does not run
                 repeat = Repeat(self.ctx, self.cluster, run, kind=MEASURED,
                                 round_no=round_no, position=position)
-                repeat.duet = duet_mod.stored(j, cpus)
+                repeat.duet = duet_mod.stored(pair.number, cpus)
                 repeats.append(repeat)
             if len(repeats) < 2:
                 continue
@@ -473,11 +559,17 @@ class Runner:
                 self._cell_failed(hit.cell, hit.run.cell_id, failed.error)
                 rounds.members[hit.cell.index].failed = True
                 continue
+            values = {r.cell.index: rows_per_second(v, r.cell.params())
+                      for r, v in zip(repeats, tps, strict=True)}
             for repeat, value in zip(repeats, tps, strict=True):
                 member = rounds.members[repeat.cell.index]
-                member.values[round_no] = rows_per_second(value, repeat.cell.params())
+                if repeat.cell.index == cell:  # its own pair's value is its round's
+                    member.values[round_no] = values[cell]
+                else:  # a baseline's first of the round, where it is in several pairs
+                    member.values.setdefault(round_no, values[base])
                 self.events.repeat(repeat.cell, len(member.values), value)
-        return [i for i in order if i in wanted]
+            rounds.members[cell].partner[round_no] = values[base]
+        return [i for i in order if i in left]
 
     def _say_round(self, rounds: Rounds, round_no: int, per_round: float) -> None:
         """The widest interval now, and how many more rounds the comparisons need."""
@@ -507,11 +599,12 @@ class Runner:
         return CellRun(cell, cell_id, cell_dir, script, options,
                        n=len(self.store.repeats(cell_id)))
 
-    def _enter(self, run: CellRun, *, fresh_tables: bool = False) -> Target:
-        """The cell's cluster up, its sync level in force, its tables there and its
-        warm-up done (once per cluster it runs on)."""
+    def _enter(self, run: CellRun, *, fresh_tables: bool = False, twin: bool = False
+               ) -> Target:
+        """The cell's cluster (a duet's twin of it with ``twin``) up, its sync level in
+        force, its tables there and its warm-up done (once per cluster it runs on)."""
         cell = run.cell
-        target = self.pool.for_cell(cell)
+        target = self.pool.for_cell(cell, twin)
         self.cluster.set_sync(cell)
         if fresh_tables or self.cluster.generation not in self._tables_made:
             self.events.phase(cell, "prepare")
@@ -520,7 +613,7 @@ class Runner:
             self._tables_made.add(self.cluster.generation)
         if run.options.synchronous_commit is None:
             faults.set_on_primary(target.admin, "synchronous_commit", cell.synchronous_commit)
-        if run.warmed_in != self.cluster.generation:
+        if self.cluster.generation not in run.warmed_in:
             self.cluster.require_acknowledging(cell)
             if self.spec.workload.warmup > 0:
                 self.events.phase(cell, "warm-up")
@@ -528,7 +621,7 @@ class Runner:
                     self.cluster.targets or [target], run.options, target.pgbench, run.script,
                     None, self.spec.workload.warmup, live=lambda s: self.events.live(cell, s),
                     stall_watch=self.ctx.stall_watch(cell)))
-            run.warmed_in = self.cluster.generation
+            run.warmed_in.add(self.cluster.generation)
         return target
 
     def _measured(self, run: CellRun, round_no: int | None, position: int | None) -> float:
@@ -604,11 +697,31 @@ ROUND_SPAN = 10_000  # round numbers per unit (repeats_max is at most 1000)
 
 
 @dataclass(frozen=True)
+class DuetPair:
+    """A pair as the rounds run it: its number (stored with its repeats), the
+    baseline's index, the other cell's, and whether that cell runs on a twin."""
+
+    number: int
+    base: int
+    cell: int
+    twin: bool
+    cluster_key: tuple[Any, ...]  # the cell's
+
+
+@dataclass(frozen=True)
 class DuetPlan:
-    """A duet's CPU sets and its pairs (the baseline's index, the other cell's)."""
+    """A duet's CPU sets and its pairs."""
 
     split: duet_mod.Sides
-    pairs: list[tuple[int, int]]
+    pairs: list[DuetPair]
+
+    def twins(self) -> set[tuple[Any, ...]]:
+        """The pool keys of the twin clusters the pairs need."""
+        return {p.cluster_key + TWIN for p in self.pairs if p.twin}
+
+    def partners(self) -> dict[int, tuple[int, int]]:
+        """cell index -> (its baseline's index, its pair's number)."""
+        return {p.cell: (p.base, p.number) for p in self.pairs}
 
 
 def _stored_base(store: Store, cell_ids: Any, planned: int) -> int:

@@ -21,8 +21,8 @@ for both sides (an odd last round, a partner's failed round) is left out and cou
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from syncrep_lab.stats.intervals import PairedRatio, paired_ratio, ratio_ci
 
@@ -38,6 +38,31 @@ def by_round(repeats: Sequence[StoredRepeat], params: Mapping[str, Any]
     """round -> rows/s of a cell's measured repeats that belong to a round."""
     return {int(r.round): rows_per_second(float(r.tps), params) for r in repeats
             if r.round is not None and not r.probed}
+
+
+R = TypeVar("R")
+
+
+def beside_each_other(mine: Sequence[R], theirs: Sequence[R],
+                      pair: Callable[[R], int | None]) -> tuple[list[R], list[R]]:
+    """A cell's repeats and its baseline's that were measured beside each other: in a
+    duet, those of the pairs the two were in together (``pair`` gives a repeat's pair
+    number). A baseline shared by several cells ran beside each of them in a round, and
+    a cell that is also a baseline ran in its own pair and in its cells' (the seed's
+    on: beside local, then as the baseline of batch 10 and of the link): its round has
+    several repeats, and only those of the shared pair are side by side. Without a
+    shared pair (interleaved rounds, or two cells a duet never paired) all of each.
+
+    >>> beside_each_other([(1, 0), (1, 2)], [(1, 0), (1, 1)], lambda r: r[1])
+    ([(1, 0)], [(1, 0)])
+    >>> beside_each_other([(1, None)], [(1, None)], lambda r: r[1])
+    ([(1, None)], [(1, None)])
+    """
+    shared = ({p for r in mine if (p := pair(r)) is not None}
+              & {p for r in theirs if (p := pair(r)) is not None})
+    if not shared:
+        return list(mine), list(theirs)
+    return ([r for r in mine if pair(r) in shared], [r for r in theirs if pair(r) in shared])
 
 
 CROSSOVER_NOTE = "crossover of two rounds"  # the order's note where units are paired
