@@ -411,10 +411,7 @@ class Runner:
                          for c in cells], seed=self.seed,
                         group=" + ".join(dict.fromkeys(cluster_key_text(c.params())
                                                        for c in cells)),
-                        # a duet's units are numbered by the plan's pairs alone (a guest
-                        # has rounds of another unit stored)
-                        base=base if duet is not None
-                        else _stored_base(self.store, ids.values(), base),
+                        base=_stored_base(self.store, ids.values(), base, numbers),
                         repeats_min=ctl.repeats_min, repeats_max=ctl.repeats_max,
                         ci_target=ctl.ci_target, confidence=ctl.confidence,
                         crossover=duet is not None)
@@ -724,10 +721,14 @@ class DuetPlan:
         return {p.cell: (p.base, p.number) for p in self.pairs}
 
 
-def _stored_base(store: Store, cell_ids: Any, planned: int) -> int:
-    """The round base a unit's stored rounds have (a resumed run keeps its numbering),
-    else the planned one."""
-    stored = [int(r.round) for i in cell_ids for r in store.repeats(i) if r.round is not None]
+def _stored_base(store: Store, cell_ids: Any, planned: int,
+                 pairs: set[int] | None = None) -> int:
+    """The round base a unit's stored rounds have (a resumed run keeps its numbering,
+    even where the memory free then cut a duet into other units), else the planned
+    one. A duet's unit: the rounds of its ``pairs`` alone (a guest has rounds of
+    another unit stored)."""
+    stored = [int(r.round) for i in cell_ids for r in store.repeats(i)
+              if r.round is not None and (pairs is None or r.pair in pairs)]
     return (min(stored) - 1) // ROUND_SPAN * ROUND_SPAN if stored else planned
 
 
