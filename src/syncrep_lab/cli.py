@@ -215,7 +215,8 @@ def pg_build_cmd(source: str, patches: tuple[Path, ...], flavor: str, name: str 
 @click.option("--clients", default=None, metavar="N,N",
               help="The client counts (default 8,64).")
 @click.option("--budget", default=None,
-              help="No new round once this much time has run (default 10m).")
+              help="No new round that would not leave time for the probed repeats and "
+                   "the answer, from the end of the builds (default 8m).")
 @click.option("--out", type=click.Path(path_type=Path), default=None,
               help="Output folder (default ./syncrep-runs/ab-TIME).")
 @click.option("--resume", is_flag=True, help="Finish the runs of an interrupted --out.")
