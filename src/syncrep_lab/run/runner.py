@@ -51,7 +51,6 @@ from syncrep_lab.run import faults, repeat_record, sysbench
 from syncrep_lab.run.attached import APP_PREFIX, Visit
 from syncrep_lab.run.clients import ClientOptions, finish_all, start_clients
 from syncrep_lab.run.clusters import (
-    TWIN,
     ActiveCluster,
     ClusterPool,
     DuetUnit,
@@ -382,8 +381,8 @@ class Runner:
             self.pool.keep = set(unit.keys)
             self._run_group(cells, {c.key: rows[c.key].id for c in cells}, ends,
                             base=k * ROUND_SPAN, duet=DuetPlan(split, [
-                                DuetPair(n, p.base.index, p.cell.index, p.twin,
-                                         p.cell.cluster_key) for n, p in unit.pairs]),
+                                DuetPair(n, p.base.index, p.cell.index, p.twin)
+                                for n, p in unit.pairs]),
                             guests={i for i in mine if owner[i] != k})
             left -= len(unit.pairs)
         self.pool.keep = set()
@@ -702,7 +701,6 @@ class DuetPair:
     base: int
     cell: int
     twin: bool
-    cluster_key: tuple[Any, ...]  # the cell's
 
 
 @dataclass(frozen=True)
@@ -711,10 +709,6 @@ class DuetPlan:
 
     split: duet_mod.Sides
     pairs: list[DuetPair]
-
-    def twins(self) -> set[tuple[Any, ...]]:
-        """The pool keys of the twin clusters the pairs need."""
-        return {p.cluster_key + TWIN for p in self.pairs if p.twin}
 
     def partners(self) -> dict[int, tuple[int, int]]:
         """cell index -> (its baseline's index, its pair's number)."""
