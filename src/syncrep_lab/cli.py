@@ -561,6 +561,16 @@ def _print_check(spec: Any, out_dir: Path | None) -> None:
             f"to be built before the first cluster (PostgreSQL {escape(declared.version)}, "
             f"{declared.flavor}, {len(declared.patches)} patch(es); minutes the first "
             "time)"), soft_wrap=True)
+    if spec.topology.guests is not None:
+        from syncrep_lab.run import guests
+
+        g = guests.check(spec)
+        hosts = spec.topology.hosts
+        placed = [f"{h} ({', '.join(sorted(n for n, at in hosts.items() if at == h))})"
+                  for h in g["guests"]]
+        out.print(f"guests: {', '.join(placed)}, booted before the first cluster, each "
+                  f"{g['vcpus']} vCPU and {g['memory_mb']} MB; kernel {escape(g['kernel'])}; "
+                  f"{escape(g['accel'])}", soft_wrap=True)
     where = f" into {escape(str(out_dir))}" if out_dir is not None else ""
     out.print(f"nothing was created; run it{where} without --check", soft_wrap=True)
 

@@ -15,12 +15,14 @@ from __future__ import annotations
 import json
 import os
 import platform
+import shutil
 import signal
 import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from syncrep_lab import paths, shutdown
 from syncrep_lab.guests import initramfs
@@ -59,26 +61,47 @@ def qemu_version(binary: str) -> str:
 
 
 def _cache_file() -> Path:
-    return paths.cache_dir() / "guests" / "accel.json"
+    return paths.builds_dir() / "guests" / "accel.json"
+
+
+def _known() -> dict[str, Any]:
+    try:
+        found = json.loads(_cache_file().read_text())
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def _key(kernel: Kernel, binary: str) -> str:
+    return f"{platform.release()} | {qemu_version(binary)} | {kernel.release}"
+
+
+def known(kernel: Kernel, binary: str | None = None) -> Accel | None:
+    """The cached answer for ``kernel`` on this machine, without probing; None when it
+    has not been probed yet (or QEMU is missing)."""
+    binary = binary or shutil.which(qemu_binary())
+    if binary is None:
+        return None
+    entry = _known().get(_key(kernel, binary))
+    if not isinstance(entry, dict):
+        return None
+    return Accel(entry["name"], entry["reason"] + " (cached)", entry.get("cpu", TCG_CPU))
 
 
 def choose(kernel: Kernel, binary: str | None = None) -> Accel:
     """KVM where the kernel boots under it here, else TCG; from the cache after once."""
     binary = binary or qemu_binary()
-    key = f"{platform.release()} | {qemu_version(binary)} | {kernel.release}"
-    cache = _cache_file()
-    try:
-        known = json.loads(cache.read_text())
-    except (OSError, ValueError):
-        known = {}
-    if isinstance(known.get(key), dict):
-        return Accel(known[key]["name"], known[key]["reason"] + " (cached)",
-                     known[key].get("cpu", TCG_CPU))
+    cached = known(kernel, binary)
+    if cached is not None:
+        return cached
+    key = _key(kernel, binary)
     accel = probe(kernel, binary)
-    known[key] = {"name": accel.name, "reason": accel.reason, "cpu": accel.cpu}
+    known_now = _known()
+    known_now[key] = {"name": accel.name, "reason": accel.reason, "cpu": accel.cpu}
+    cache = _cache_file()
     cache.parent.mkdir(parents=True, exist_ok=True)
     tmp = cache.with_suffix(f".{os.getpid()}")
-    tmp.write_text(json.dumps(known, indent=1) + "\n")
+    tmp.write_text(json.dumps(known_now, indent=1) + "\n")
     tmp.replace(cache)
     return accel
 

@@ -25,7 +25,7 @@ FIX = "check apt's sources and the free space in the cache"
 
 
 def image_path(suite: str) -> Path:
-    return paths.cache_dir() / "guests" / "images" / f"{suite}.ext4"
+    return paths.builds_dir() / "guests" / "images" / f"{suite}.ext4"
 
 
 def build(suite: str = "bookworm", size_mb: int = 1024) -> Path:

@@ -204,7 +204,9 @@ mount -t devtmpfs dev /dev
 mkdir -p /dev/pts /dev/shm
 mount -t devpts devpts /dev/pts
 mount -t tmpfs -o mode=1777 shm /dev/shm
-mount -t tmpfs -o mode=1777 tmp /tmp
+# /var/tmp of its own (the nodes' data_root: their files in the guest's memory, and none
+# of this machine's seen there); /tmp stays the overlay's, so a checkout or a test folder
+# under this machine's /tmp (an installation in its .venv) is seen there as here
 mount -t tmpfs -o mode=1777 vartmp /var/tmp
 mount -t tracefs tracefs /sys/kernel/tracing 2>/dev/null
 mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
@@ -214,6 +216,8 @@ id "$SRL_USER" >/dev/null 2>&1 || useradd -M -s /bin/sh "$SRL_USER" || fail "add
 # sshd without PAM refuses a locked account ("!" in shadow, as Debian makes postgres):
 # unlocked in the guest's copy only (the overlay's), still without a password.
 sed -i "s/^$SRL_USER:![^:]*:/$SRL_USER:*:/" /etc/shadow
+# an account made for servers alone may have no shell (nologin): sshd runs commands in it
+sed -i "s#^\($SRL_USER:[^:]*:[^:]*:[^:]*:[^:]*:[^:]*:\).*#\1/bin/sh#" /etc/passwd
 ip link set lo up
 ip addr add "$SRL_ADDRESS" dev eth0 || fail "address eth0"
 ip link set eth0 up

@@ -1,10 +1,11 @@
 """A guest's kernel: Debian's cloud kernel, taken from its package, or a user's own.
 
-The package is fetched with ``apt-get download`` into the tool's cache and unpacked with
-``dpkg-deb -x``: its maintainer scripts (initramfs-tools, the boot loader, depmod) never
-run, and nothing of this machine's /boot or /lib/modules changes. Unpacked once per
-release into ``cache/guests/kernels/RELEASE`` (about 100 MB), made in a folder of its
-own and renamed into place whole, so a fetch cut short leaves no half kernel.
+The package is fetched with ``apt-get download`` and unpacked with ``dpkg-deb -x``: its
+maintainer scripts (initramfs-tools, the boot loader, depmod) never run, and nothing of
+this machine's /boot or /lib/modules changes. Unpacked once per release into
+``guests/kernels/RELEASE`` of the builds folder (about 100 MB; beside the PostgreSQL
+builds, which outlive a tool home as they do: ``SYNCREP_LAB_BUILDS``), made in a folder
+of its own and renamed into place whole, so a fetch cut short leaves no half kernel.
 """
 
 from __future__ import annotations
@@ -44,8 +45,57 @@ class Kernel:
         return cls(modules.name if modules else bzimage.name, bzimage, modules)
 
 
+# The kernels a spec names (topology.guests.kernel): a Debian package, and the release
+# it must be (a Debian 13 machine's linux-image-cloud-amd64 is 6.12, not the seed's 6.1).
+NAMED = {"debian-6.1": ("linux-image-cloud-amd64", "6.1.")}
+
+
+def package_for(name: str) -> str:
+    """The Debian package a spec's kernel name stands for: a name of :data:`NAMED`, or
+    a ``linux-image-*`` package itself.
+
+    >>> package_for("debian-6.1"), package_for("linux-image-6.1.0-56-cloud-amd64")
+    ('linux-image-cloud-amd64', 'linux-image-6.1.0-56-cloud-amd64')
+    """
+    if name in NAMED:
+        return NAMED[name][0]
+    if name.startswith("linux-image-"):
+        return name
+    raise UserError(f"kernel {name!r} is neither a known name ({', '.join(NAMED)}), a "
+                    "linux-image-* package nor a bzImage's path",
+                    f"use kernel = {next(iter(NAMED))!r}, a Debian package, or /path/bzImage")
+
+
+def for_guests(name: str, modules: str | None) -> Kernel:
+    """The kernel of topology.guests: a user's bzImage (an absolute path), or a Debian
+    package's, fetched on first use."""
+    if name.startswith("/"):
+        return Kernel.own(Path(name), Path(modules) if modules else None)
+    kernel = fetch(package_for(name))
+    want = NAMED.get(name, ("", ""))[1]
+    if not kernel.release.startswith(want):
+        raise UserError(f"kernel {name!r}: apt's {package_for(name)} here is "
+                        f"{kernel.release}, not {want}x",
+                        "name a versioned package (kernel = 'linux-image-6.1.0-NN-"
+                        "cloud-amd64') that apt offers, or give a bzImage")
+    return kernel
+
+
+def cached(name: str) -> Kernel | None:
+    """The kernel of ``name`` if it is here already (no download, no apt): what
+    ``run --check`` reports."""
+    if name.startswith("/"):
+        return Kernel.own(Path(name), None) if Path(name).is_file() else None
+    try:
+        release = concrete_package(package_for(name)).removeprefix("linux-image-")
+    except UserError:
+        return None
+    release = release.removesuffix("-unsigned")
+    return _kernel_in(kernels_dir() / release, release)
+
+
 def kernels_dir() -> Path:
-    return paths.cache_dir() / "guests" / "kernels"
+    return paths.builds_dir() / "guests" / "kernels"
 
 
 def concrete_package(package: str) -> str:

@@ -228,7 +228,9 @@ class Guest:
             "AuthorizedKeysFile /run/srl/authorized_keys\nPasswordAuthentication no\n"
             "KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n"
             f"PermitRootLogin no\nAllowUsers {user}\nPidFile /run/sshd.pid\n"
-            "MaxSessions 32\nUseDNS no\n")
+            "MaxSessions 32\nUseDNS no\n"
+            # files to and from the guest (configurations, logs) go over SFTP
+            "Subsystem sftp internal-sftp\n")
         env = (f"SRL_HOSTNAME={self.namespace}\nSRL_ADDRESS={self.address}/24\n"
                f"SRL_USER={user}\n")
         files = {

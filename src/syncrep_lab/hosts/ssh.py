@@ -106,6 +106,9 @@ class HostSpec:
     data_root: str = "/var/tmp/syncrep-lab"  # node data directories go under it
     connect_timeout: float = 10.0
     sudo: bool = False  # perf runs through `sudo -n` (the account is not root)
+    # a guest the run booted (guests/qemu.py): its network namespace here. Its nodes'
+    # files live in its memory and go with it
+    guest: str | None = None
 
     def __post_init__(self) -> None:
         where = f"host {self.name!r}"

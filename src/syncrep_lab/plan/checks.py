@@ -38,7 +38,7 @@ from syncrep_lab.plan.matrix import (
     standby_names,
     uses_namespaces,
 )
-from syncrep_lab.plan.spec import Spec
+from syncrep_lab.plan.spec import GUEST_PREFIX, Spec
 
 Problem = tuple[tuple[str | int, ...], str]
 
@@ -394,13 +394,18 @@ def placement_problems(spec: Spec) -> list[Problem]:
         problems.append((("topology", "instances"), "fault scenarios act on one instance; "
                          "run them with instances = 1"))
     # hosts
+    guests = topo.guests.names() if topo.guests is not None else []
     for node, host in topo.hosts.items():
         where_h: tuple[str | int, ...] = ("topology", "hosts", node)
-        if host not in spec.hosts:
-            problems.append((where_h, f"no host {host!r} (define [hosts.{host}])"))
+        if host not in spec.hosts and host not in guests:
+            problems.append((where_h, f"no host {host!r} (define [hosts.{host}]"
+                             + (f", or a guest: {', '.join(guests)})" if guests else
+                                (", or topology.guests for a guest)"
+                                 if host.startswith(GUEST_PREFIX) else ")"))))
         if node not in nodes | {"client"}:
             problems.append((where_h, f"{node!r} is not a node ({', '.join(sorted(nodes))}) "
                              "or the client"))
+    problems += _guest_problems(spec, guests)
     problems += _placed_on_hosts(spec)
     # instances > 1 place each instance's nodes on the same hosts, each with its own data
     # dir (named after the instance's cluster dir) and port there
@@ -420,6 +425,38 @@ def placement_problems(spec: Spec) -> list[Problem]:
                  "pg_basebackup: set topology.clone = 'basebackup'")):
             if clash:
                 problems.append((("topology", "hosts"), fix))
+    return problems
+
+
+def _guest_problems(spec: Spec, guests: list[str]) -> list[Problem]:
+    """topology.guests: each guest holds a node (a guest nothing runs in is a boot for
+    nothing), no [hosts.NAME] takes a guest's name, and a guest's nodes are built by
+    the run (an attached cluster's are not)."""
+    problems: list[Problem] = [
+        (("hosts", name, "guest"), "guest is set by the run for the guests it boots: "
+         "leave it out (topology.guests boots guests)")
+        for name, host in spec.hosts.items() if host.guest is not None]
+    if not guests:
+        return problems
+    topo = spec.topology
+    where: tuple[str | int, ...] = ("topology", "guests")
+    for name in guests:
+        if name in spec.hosts:
+            problems.append((("hosts", name), f"{name!r} is a guest's name "
+                             f"(topology.guests boots {', '.join(guests)}): name the "
+                             "SSH host otherwise"))
+    empty = [g for g in guests if g not in topo.hosts.values()]
+    if empty:
+        problems.append((where, f"nothing runs in {', '.join(empty)}: place a node there "
+                         f"(topology.hosts = {{ primary = {empty[0]!r} }}) or lower "
+                         "topology.guests.count"))
+    if topo.attach is not None:
+        problems.append((where, "an attached cluster runs where its owner started it: "
+                         "leave out topology.guests, or attach"))
+    if (topo.guests is not None and topo.guests.modules is not None
+            and not topo.guests.kernel.startswith("/")):
+        problems.append((("topology", "guests", "modules"), "modules go with a kernel "
+                         "given as a bzImage's path: set kernel to it, or leave modules out"))
     return problems
 
 

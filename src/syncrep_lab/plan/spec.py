@@ -44,6 +44,27 @@ class Attach(_Strict):
     allow_alter: bool = False
 
 
+GUEST_PREFIX = "guest"  # the guests' host names: guest1, guest2, ...
+MAX_GUESTS = 8
+
+
+class Guests(_Strict):
+    """topology.guests: virtual machines the run boots and drives as SSH hosts
+    (guests/, docs/decisions.md "Guests"). Named guest1 ... guestN."""
+
+    count: Annotated[int, Field(ge=1, le=MAX_GUESTS)] = 1
+    vcpus: Annotated[int, Field(ge=1, le=64)] = 1
+    memory_mb: Annotated[int, Field(ge=256, le=262144)] = 1024
+    # "debian-6.1": Debian 12's cloud kernel from its package (fetched once, cached);
+    # a linux-image-* package name; or the path of a bzImage (with modules beside it)
+    kernel: str = "debian-6.1"
+    modules: str | None = None  # with a bzImage: the lib/modules/RELEASE it was built with
+    boot_timeout: Annotated[float, Field(gt=0, le=1800)] = 180.0
+
+    def names(self) -> list[str]:
+        return [f"{GUEST_PREFIX}{i}" for i in range(1, self.count + 1)]
+
+
 class Topology(_Strict):
     pg: str | None = None
     standbys: Annotated[int, Field(ge=0, le=24)] = 2
@@ -55,8 +76,10 @@ class Topology(_Strict):
     attach: Attach | None = None
     # K independent primaries (each with its own standbys) on this host, driven at once
     instances: Annotated[int, Field(ge=1, le=MAX_INSTANCES)] = 1
-    # A node on an SSH host of [hosts]: {c = "far"}
+    # A node on an SSH host of [hosts], or on a guest: {c = "far", primary = "guest1"}
     hosts: dict[str, str] = Field(default_factory=dict)
+    # Virtual machines the run boots (guest1 ... guestN), hosts that topology.hosts names
+    guests: Guests | None = None
 
 
 class Placement(_Strict):
@@ -114,6 +137,8 @@ class Host(_Strict):
     # the account may run perf and bpftrace (the commit anatomy) through `sudo -n` (no
     # password): the probes run there
     sudo: bool = False
+    # set by the run for the guests it boots (their network namespace); never in a spec
+    guest: str | None = None
 
 
 class Workload(_Strict):
@@ -352,7 +377,12 @@ class Spec(_Strict):
         return HostSpec(name=name, address=h.address, port=h.port, user=h.user, key=h.key,
                         known_hosts=h.known_hosts, accept_new=h.accept_new,
                         bin_dir=h.bin_dir, data_root=h.data_root,
-                        connect_timeout=h.connect_timeout, sudo=h.sudo)
+                        connect_timeout=h.connect_timeout, sudo=h.sudo, guest=h.guest)
+
+    def is_guest(self, host: str) -> bool:
+        """Whether ``host`` names one of topology.guests."""
+        guests = self.topology.guests
+        return guests is not None and host in guests.names()
 
 
 MAX_SHOWN = 20  # problems listed in one message

@@ -51,6 +51,10 @@ def check_machine(spec: Spec) -> None:
         from syncrep_lab.cluster import slow_flush
 
         slow_flush.library()  # compiled now, or a UserError naming what is missing
+    if spec.topology.guests is not None:
+        from syncrep_lab.run import guests
+
+        guests.check(spec)  # what a guest needs here: refused with the fix before a boot
     if spec.topology.hosts:
         check_hosts(spec)
     check_installations(spec, unbuilt_ok=True)
@@ -157,7 +161,9 @@ def check_hosts(spec: Spec) -> None:
     and has the PostgreSQL programs a standby needs (pgbench, for the client)."""
     from syncrep_lab.hosts.ssh import DEFAULT_PROGRAMS, check_host
 
-    for name in sorted(set(spec.topology.hosts.values())):
+    # a guest is not up before its run boots it; it runs this machine's PostgreSQL
+    for name in sorted(h for h in set(spec.topology.hosts.values())
+                       if not spec.is_guest(h)):
         roles = {node for node, host in spec.topology.hosts.items() if host == name}
         drivers = set(spec.matrix.driver or [spec.workload.driver]) if "client" in roles else set()
         programs = [*(DEFAULT_PROGRAMS if roles - {"client"} else ()),

@@ -31,6 +31,7 @@ from typing import Any
 
 from syncrep_lab import __version__, shutdown
 from syncrep_lab.errors import Interrupted, UserError
+from syncrep_lab.guests.qemu import Guest
 from syncrep_lab.hosts.ssh import kept_connections
 from syncrep_lab.pg.builds import unfit_note
 from syncrep_lab.pg.conninfo import (
@@ -47,7 +48,7 @@ from syncrep_lab.plan.matrix import (
 )
 from syncrep_lab.plan.spec import Spec
 from syncrep_lab.run import duet as duet_mod
-from syncrep_lab.run import faults, repeat_record, sysbench
+from syncrep_lab.run import faults, guests, repeat_record, sysbench
 from syncrep_lab.run.attached import APP_PREFIX, Visit
 from syncrep_lab.run.clients import ClientOptions, finish_all, start_clients
 from syncrep_lab.run.clusters import (
@@ -784,10 +785,21 @@ def start_run(spec: Spec, spec_text: str, spec_dir: Path, out: Path,
     spec_text = stored_spec_text(spec_text)  # the parsed spec keeps the real conninfos
     check_out(out)
     started = _with_builds(spec, spec_dir, events, started)
+    say = events.message if events is not None else (lambda _: None)
+    with guests.booted(spec, say) as (spec, booted):
+        _start_store(spec, spec_text, spec_dir, out, events, started, booted)
+    return out
+
+
+def _start_store(spec: Spec, spec_text: str, spec_dir: Path, out: Path,
+                 events: Events | None, started: float | None,
+                 booted: list[Guest]) -> None:
     store = Store(out, create=True)
     try:
         seed = spec.run.seed if spec.run.seed is not None else secrets.randbelow(2**31)
         machine = machine_metadata()
+        if booted:
+            machine["guests"] = guests.facts(booted)
         if spec.topology.hosts:
             machine["hosts"] = host_facts(spec)
         run_id = store.create_run(spec.name, spec_text, machine, __version__,
@@ -803,7 +815,6 @@ def start_run(spec: Spec, spec_text: str, spec_dir: Path, out: Path,
         Runner(store, spec, spec_text, spec_dir, run_id, events, started=started).execute()
     finally:
         store.close()
-    return out
 
 
 def _with_builds(spec: Spec, spec_dir: Path, events: Events | None,
@@ -849,8 +860,10 @@ def resume_run(out: Path, events: Events | None = None, *, allow_alter: bool = F
         spec_dir_file = out / "spec-dir"
         spec_dir = Path(spec_dir_file.read_text().strip()) if spec_dir_file.exists() else out
         started = _with_builds(spec, spec_dir, events, started, resuming=True)
-        Runner(store, spec, run.spec_toml, spec_dir, run.id, events,
-               started=started).execute()
+        say = events.message if events is not None else (lambda _: None)
+        with guests.booted(spec, say) as (spec, _):
+            Runner(store, spec, run.spec_toml, spec_dir, run.id, events,
+                   started=started).execute()
     finally:
         store.close()
     return out

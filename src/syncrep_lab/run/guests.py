@@ -1,0 +1,122 @@
+"""The guests of a run (topology.guests): checked before anything is made, booted before
+the first cluster, driven as SSH hosts, and stopped on every way out.
+
+A booted guest becomes a ``[hosts.guestN]`` of the spec the run goes on with: its address
+on its own network namespace, the key and known_hosts made for it, the server account,
+and the host's own PostgreSQL (the guest sees this machine's root read-only), so the
+clusters, probes and host watch drive it as any SSH host. Its nodes' files live in its
+memory (a tmpfs), so they go with it: a cluster's teardown has nothing to remove there
+once the guest is stopped (cluster/remote_node.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from syncrep_lab.errors import UserError
+from syncrep_lab.guests import accel as accel_mod
+from syncrep_lab.guests import initramfs, kernel
+from syncrep_lab.guests.qemu import VIRTIOFSD, Guest, GuestConfig
+from syncrep_lab.plan.spec import Host, Spec
+
+FIX_SETUP = "apt-get install qemu-system-x86 busybox-static (./run setup installs them)"
+
+
+def check(spec: Spec) -> dict[str, Any]:
+    """What the spec's guests need, refused with the fix where this machine lacks it;
+    what is known before a boot otherwise (``run --check`` prints it)."""
+    guests = spec.topology.guests
+    if guests is None:
+        return {}
+    if os.geteuid() != 0:
+        raise UserError("guests need root here: each gets a network namespace and a tap "
+                        "device", "run syncrep-lab as root, or place the nodes on SSH hosts")
+    needs = [(accel_mod.qemu_binary(), shutil.which(accel_mod.qemu_binary()) is not None,
+              FIX_SETUP),
+             ("busybox-static", initramfs.BUSYBOX.is_file(), FIX_SETUP),
+             ("virtiofsd", any(os.access(p, os.X_OK) for p in VIRTIOFSD), FIX_SETUP),
+             ("ip", shutil.which("ip") is not None, "apt-get install iproute2"),
+             ("ssh-keygen", shutil.which("ssh-keygen") is not None,
+              "apt-get install openssh-client")]
+    for what, there, fix in needs:
+        if not there:
+            raise UserError(f"guests need {what}, which this machine lacks", fix)
+    have = kernel.cached(guests.kernel)
+    if guests.kernel.startswith("/"):
+        if have is None:
+            raise UserError(f"topology.guests.kernel {guests.kernel} does not exist",
+                            "give the bzImage a kernel build made (arch/x86/boot/bzImage)")
+        kernel_note = f"{guests.kernel} (given)"
+    elif have is not None:
+        kernel_note = f"{have.release} (cached)"
+    else:
+        package = kernel.concrete_package(kernel.package_for(guests.kernel))
+        kernel_note = f"{package} (fetched with apt-get download at the first boot)"
+    known = accel_mod.known(have) if have is not None else None
+    return {"guests": guests.names(), "vcpus": guests.vcpus, "memory_mb": guests.memory_mb,
+            "kernel": kernel_note,
+            "accel": (f"{known.name.upper()}: {known.reason}" if known is not None else
+                      "probed at the first boot (KVM where a stock kernel boots under "
+                      "it, else TCG; cached after)")}
+
+
+@contextlib.contextmanager
+def booted(spec: Spec, say: Callable[[str], None]) -> Iterator[tuple[Spec, list[Guest]]]:
+    """The spec with a ``[hosts.guestN]`` for every guest booted, and the guests; every
+    guest stopped when the block ends, however it ends (a SIGTERM raised inside
+    included). A spec without guests is given back as it is."""
+    guests = spec.topology.guests
+    if guests is None:
+        yield spec, []
+        return
+    from syncrep_lab.pg.installations import resolve
+    from syncrep_lab.runas import server_account
+
+    chosen = kernel.for_guests(guests.kernel, guests.modules)
+    bin_dir = str(resolve(spec.topology.pg).bin_dir)
+    user = server_account().name
+    started: list[Guest] = []
+    hosts = dict(spec.hosts)
+    try:
+        for name in guests.names():
+            guest = Guest(GuestConfig(kernel=chosen, vcpus=guests.vcpus,
+                                      memory_mb=guests.memory_mb, user=user,
+                                      boot_timeout=guests.boot_timeout))
+            started.append(guest)
+            say(f"booting {name} ({guests.vcpus} vCPU, {guests.memory_mb} MB, kernel "
+                f"{chosen.release})")
+            guest.start()
+            assert guest.accel is not None
+            say(f"{name} ready in {guest.times.ssh_ready or 0:.1f} s under "
+                f"{guest.accel.name.upper()} ({guest.accel.reason}), at {guest.address}")
+            at = guest.host_spec(name)
+            hosts[name] = Host(address=at.address, port=at.port, user=user, key=at.key,
+                               known_hosts=at.known_hosts, bin_dir=bin_dir,
+                               data_root=at.data_root, connect_timeout=at.connect_timeout,
+                               guest=guest.namespace)
+        yield spec.model_copy(update={"hosts": hosts}), started
+    finally:
+        for guest in reversed(started):
+            guest.stop()
+
+
+def facts(guests: list[Guest]) -> dict[str, dict[str, Any]]:
+    """What each guest was, for the run's ``machine``: how it ran (KVM or TCG, and why),
+    its kernel, its size and how long it took to boot."""
+    out = {}
+    for number, guest in enumerate(guests, 1):
+        cfg, accel = guest.config, guest.accel
+        out[f"guest{number}"] = {
+            "accel": accel.name if accel else None, "accel_reason": accel.reason if accel
+            else None, "kernel": cfg.kernel.release, "vcpus": cfg.vcpus,
+            "memory_mb": cfg.memory_mb, "namespace": guest.namespace,
+            "address": guest.address, "root": cfg.root,
+            "boot_s": {"root_mounted": guest.times.root_mounted,
+                       "sshd_started": guest.times.sshd_started,
+                       "ssh_ready": guest.times.ssh_ready}}
+    return out
+
