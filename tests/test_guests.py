@@ -131,7 +131,7 @@ def test_clean_finds_the_folders_of_dead_guests_only(tmp_path: Path,
 @pytest.mark.skipif(shutil.which("qemu-system-x86_64") is None, reason="no QEMU")
 def test_the_accelerator_is_probed_once_and_then_read_from_the_cache(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("SYNCREP_LAB_HOME", str(tmp_path))
+    monkeypatch.setenv("SYNCREP_LAB_BUILDS", str(tmp_path))  # where the answer is kept
     kernel = Kernel("6.1.0-test", tmp_path / "vmlinuz", None)
     probes: list[str] = []
 

@@ -150,7 +150,7 @@ def test_a_version_12_store_opens_with_its_proc_costs_read_as_none(tmp_path: Pat
     store = Store(tmp_path / "run", create=False)
     try:
         assert store.db.execute("select value from meta where key = 'schema_version'"
-                                ).fetchone()[0] == str(SCHEMA_VERSION) == "17"
+                                ).fetchone()[0] == str(SCHEMA_VERSION) == "18"
         assert queries.quota_means(store, cell.id) == []  # the table is there, empty
         assert queries.proc_costs_of(store, [old_id]) == [
             (old_id, ProcCostRow("primary", "walsender:b", 1, 1.5, 2.5, 30, 4, None, None,

@@ -56,7 +56,7 @@ def _remove_remote(nodes: list[Any]) -> list[str]:
     """Stop and remove the standbys on SSH hosts (first: they stream from the primary)."""
     problems = []
     for node in nodes:
-        if node.host is None or node.remote_data is None:
+        if node.host is None or node.remote_data is None or _in_a_gone_guest(node.host):
             continue
         from syncrep_lab.cluster import remote_node
 
@@ -67,9 +67,21 @@ def _remove_remote(nodes: list[Any]) -> list[str]:
     return problems
 
 
+def _in_a_gone_guest(host: dict[str, Any]) -> bool:
+    """Whether ``host`` is a guest a run booted whose QEMU is gone (its run was killed:
+    QEMU dies with it): what its nodes had was in its memory and went with it, and
+    there is nothing to reach."""
+    namespace = host.get("guest")
+    if not namespace:
+        return False
+    from syncrep_lab.guests.costs import qemu_pid
+
+    return qemu_pid(str(namespace)) is None
+
+
 def _remove_client(client: dict[str, Any] | None) -> list[str]:
     """End the client on an SSH host and remove its folder there."""
-    if client is None:
+    if client is None or _in_a_gone_guest(client["host"]):
         return []
     from syncrep_lab.cluster import remote_node
 

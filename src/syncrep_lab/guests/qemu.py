@@ -279,7 +279,10 @@ class Guest:
         assert self.accel is not None
         mac = f"52:54:00:d5:{self.index // 256:02x}:{self.index % 256:02x}"
         argv = [
-            binary, "-name", self.namespace, "-machine", "q35", *self.accel.qemu_args(),
+            # debug-threads: QEMU names its threads ("CPU 0/TCG"), so a vCPU's CPU and run
+            # delay are read from this machine (guests/costs.py)
+            binary, "-name", f"{self.namespace},debug-threads=on", "-machine", "q35",
+            *self.accel.qemu_args(),
             "-smp", str(cfg.vcpus), "-m", f"{cfg.memory_mb}M",
             "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
             "-chardev", f"file,id=con,path={self.console}", "-serial", "chardev:con",

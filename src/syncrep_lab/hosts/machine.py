@@ -67,6 +67,9 @@ class HostReading:
     disks: dict[str, DiskCounters] = field(default_factory=dict)
     network: dict[str, NetCounters] = field(default_factory=dict)
     io_at: float = 0.0  # when the disks and network were read (time.monotonic())
+    # time its hypervisor ran something else while a vCPU of it wanted a CPU (0 on bare
+    # metal, and on a guest whose kernel has no steal clock: a TCG guest's)
+    steal_ticks: int = 0
 
 
 def read_host(host: SshHost, tries: int = 5) -> HostReading:
@@ -100,8 +103,17 @@ def read_host(host: SshHost, tries: int = 5) -> HostReading:
     if len(parts) == 3:
         disks = parse_diskstats(parts[1], disk_devices(parts[0].split()))
         net = parse_net_dev(parts[2])
+    steal = ticks[7] if len(ticks) > 7 else 0
     return HostReading(clock - middle, rtt / 2, total - idle, total, cpus, disks, net,
-                       io_at)
+                       io_at, steal)
+
+
+def steal_cpus(before: HostReading, after: HostReading) -> float | None:
+    """CPUs' worth of time the host's hypervisor took from it between two readings."""
+    elapsed = (after.total_ticks - before.total_ticks) / max(1, after.cpus)
+    if elapsed <= 0:
+        return None
+    return (after.steal_ticks - before.steal_ticks) / elapsed
 
 
 def busy_cpus(before: HostReading, after: HostReading) -> float | None:

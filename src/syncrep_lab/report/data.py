@@ -63,6 +63,7 @@ class ReportData(TypedDict):
     run: dict[str, JSON]
     machine: dict[str, JSON]
     hosts: list[dict[str, JSON]]
+    guests: list[dict[str, JSON]]
     spec_toml: str
     topology: list[dict[str, JSON]]
     cells: list[dict[str, JSON]]  # as results --json prints them
@@ -219,12 +220,47 @@ def _hosts(store: Store, run_id: int, machine: dict[str, Any]) -> list[dict[str,
         rows = seen.get(name, [])
         busy = [r.busy_cpus for r in rows if r.busy_cpus is not None]
         offsets = [r.clock_offset_ms for r in rows]
+        steal = [r.steal_cpus for r in rows if r.steal_cpus is not None]
         out.append({"name": name, **fact,
+                    "steal_cpus": sum(steal) / len(steal) if steal else None,
                     "busy_cpus": sum(busy) / len(busy) if busy else None,
                     "busy_max": max(busy) if busy else None,
                     "offset_ms": sum(offsets) / len(offsets) if offsets else None,
                     "uncertainty_ms": max((r.clock_uncertainty_ms for r in rows),
                                           default=None)})
+    return out
+
+
+def _guests(store: Store, run_id: int, machine: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each guest the run booted: how it ran (KVM or TCG, and why), its kernel and boot,
+    and over the run's measured repeats what it cost this machine (its vCPU threads'
+    CPU and their wait for one, QEMU's CPU) beside the steal it saw itself."""
+    facts = machine.get("guests") or {}
+    if not facts:
+        return []
+    repeats = [r.id for c in store.cells(run_id) for r in store.repeats(c.id) if not r.probed]
+    seen: dict[str, list[Any]] = {}
+    for _, row in queries.guest_repeats_of(store, repeats):
+        seen.setdefault(row.guest, []).append(row)
+    steal: dict[str, list[float]] = {}
+    for _, host in queries.host_repeats_of(store, repeats):
+        if host.steal_cpus is not None:
+            steal.setdefault(host.host, []).append(host.steal_cpus)
+
+    def mean(values: list[float]) -> float | None:
+        return sum(values) / len(values) if values else None
+
+    out = []
+    for name, fact in sorted(facts.items()):
+        rows = seen.get(name, [])
+        out.append({"name": name, **fact, "repeats": len(rows),
+                    "vcpu_cpus": mean([r.vcpu_cpus for r in rows]),
+                    "vcpu_delay_cpus": mean([r.vcpu_delay_cpus for r in rows]),
+                    "qemu_cpus": mean([r.qemu_cpus for r in rows]),
+                    "steal_cpus": mean(steal.get(name, [])),
+                    # what the guest's own steal can say: under TCG it has no steal
+                    # clock, so a vCPU's wait here is seen only from here
+                    "steal_clock": fact.get("accel") == "kvm"})
     return out
 
 
@@ -544,6 +580,7 @@ def report_data(folder: Path, cell: int | None = None) -> ReportData:
                     if chosen else {"missing": "no cell finished"})
         topology = _topology(store, run_id)
         hosts = _hosts(store, run_id, run.machine)
+        guests = _guests(store, run_id, run.machine)
         # the page reads the model's JSON form, as model --json prints it
         bounds = [m.to_json() for m in bound_model.run_model(folder)]
         flamegraphs: Flamegraphs = {"idx": chosen.cell.idx if chosen else None,
@@ -572,6 +609,7 @@ def report_data(folder: Path, cell: int | None = None) -> ReportData:
                 "description": spec.get("description", "")},
         "machine": run.machine,
         "hosts": hosts,
+        "guests": guests,
         "spec_toml": mask_text(run.spec_toml),  # stores before masking had them
         "topology": topology,
         # the page reads the rows' JSON form, as results --json prints it

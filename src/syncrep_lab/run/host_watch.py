@@ -8,19 +8,24 @@ clock stamps a timeline: a client on a host says when it started by that host's 
 and the repeat's one timeline (readers/timeline.py) is placed with it. The CPUs kept
 busy are the host's /proc/stat
 before and after the repeat: the diagnosis judges each host's saturation from them, as
-it judges this machine's.
+it judges this machine's; the same lines give the host's steal (a VM's hypervisor's
+share). A guest the run booted is also seen from here: its QEMU's vCPU threads, their
+CPU and their wait for a CPU on this machine (guests/costs.py).
 """
 
 from __future__ import annotations
 
+import os
+import time
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
+from syncrep_lab.guests import costs
 from syncrep_lab.hosts import machine
 from syncrep_lab.hosts.ssh import HostSpec, SshHost
 from syncrep_lab.probes.recorder import Ending
 from syncrep_lab.run.io_watch import disk_rows, net_rows
-from syncrep_lab.store import DiskIoRow, HostRepeatRow, NetIoRow, ProbeRows
+from syncrep_lab.store import DiskIoRow, GuestRepeatRow, HostRepeatRow, NetIoRow, ProbeRows
 
 if TYPE_CHECKING:
     from syncrep_lab.cluster.manifest import Manifest
@@ -68,11 +73,19 @@ class HostWatch:
         self.roles = dict(roles)
         self.hosts = {name: SshHost(spec) for name, spec in sorted(specs.items())}
         self.before: dict[str, machine.HostReading] = {}
+        # the guests among them, seen from here too: QEMU's pid and its first reading
+        self.guests = {name: spec.guest for name, spec in specs.items() if spec.guest}
+        self.qemu_before: dict[str, tuple[int, float, costs.QemuReading]] = {}
 
     def start(self) -> None:
         try:
             for name, host in self.hosts.items():
                 self.before[name] = machine.read_host(host)
+            for name, namespace in self.guests.items():
+                pid = costs.qemu_pid(namespace)
+                first = costs.read_qemu(pid) if pid is not None else None
+                if pid is not None and first is not None:
+                    self.qemu_before[name] = (pid, time.monotonic(), first)
         except BaseException:
             self.close()
             raise
@@ -97,14 +110,29 @@ class HostWatch:
                 after = machine.read_host(host, tries=1)
                 rows.append(HostRepeatRow(name, ",".join(self.roles[name]),
                                           first.offset_s * 1e3, first.uncertainty_s * 1e3,
-                                          machine.busy_cpus(first, after), after.cpus))
+                                          machine.busy_cpus(first, after), after.cpus,
+                                          machine.steal_cpus(first, after)))
                 seconds = after.io_at - first.io_at  # this host's own readings' span
                 disks += disk_rows(name, first.disks, after.disks, seconds)
                 nets += net_rows(name, {(0, ""): first.network}, {(0, ""): after.network},
                                  seconds)
+            guests = [row for name in self.qemu_before if (row := self._guest_row(name))]
         finally:
             self.close()
-        return ProbeRows(host_repeats=rows, disk_io=disks, net_io=nets)
+        return ProbeRows(host_repeats=rows, disk_io=disks, net_io=nets, guest_repeats=guests)
+
+    def _guest_row(self, name: str) -> GuestRepeatRow | None:
+        """What guest ``name``'s QEMU took of this machine since the repeat began."""
+        pid, at, first = self.qemu_before[name]
+        after = costs.read_qemu(pid)
+        seconds = time.monotonic() - at
+        if after is None or seconds <= 0:
+            return None
+        hz = os.sysconf("SC_CLK_TCK")
+        return GuestRepeatRow(
+            name, after.vcpus, (after.vcpu_cpu_ns - first.vcpu_cpu_ns) / 1e9 / seconds,
+            (after.vcpu_delay_ns - first.vcpu_delay_ns) / 1e9 / seconds,
+            (after.process_ticks - first.process_ticks) / hz / seconds, seconds)
 
     def abort(self) -> None:
         self.close()

@@ -26,6 +26,7 @@ from syncrep_lab.store.rows import (
     FlameGraphRow,
     GprofFunctionRow,
     GprofRoleRow,
+    GuestRepeatRow,
     HostRepeatRow,
     LinkRow,
     ObservedRow,
@@ -331,6 +332,12 @@ def host_repeats_of(store: Store, repeat_ids: Collection[int]
                     ) -> list[tuple[int, HostRepeatRow]]:
     """The SSH hosts' clocks and busy CPUs in these repeats."""
     return _of_repeats(store, "host_repeats", HostRepeatRow, repeat_ids)
+
+
+def guest_repeats_of(store: Store, repeat_ids: Collection[int]
+                     ) -> list[tuple[int, GuestRepeatRow]]:
+    """The guests' vCPUs and QEMU seen from this machine in these repeats."""
+    return _of_repeats(store, "guest_repeats", GuestRepeatRow, repeat_ids)
 
 
 @dataclass(frozen=True)

@@ -309,6 +309,21 @@ class HostRepeatRow(NamedTuple):
     clock_uncertainty_ms: float  # half the SSH round trip it was read in
     busy_cpus: float | None  # CPUs it kept busy during the repeat, on average
     cpus: int
+    # CPUs' worth of time its hypervisor took from it (its /proc/stat steal), on average;
+    # None in a store written before it was read
+    steal_cpus: float | None = None
+
+
+class GuestRepeatRow(NamedTuple):
+    """``guest_repeats``: a guest the run booted, seen from this machine during a repeat
+    (guests/costs.py): its vCPU threads' CPU and their wait for one, and QEMU's CPU."""
+
+    guest: str  # its host name (guest1 ...)
+    vcpus: int  # vCPU threads seen
+    vcpu_cpus: float  # CPUs its vCPU threads ran on here, on average
+    vcpu_delay_cpus: float  # their time runnable but waiting for a CPU here, on average
+    qemu_cpus: float  # the whole QEMU process's CPUs here (vCPUs, I/O, emulation)
+    seconds: float  # the span it was read over
 
 
 class AnatomyRow(NamedTuple):
@@ -341,7 +356,7 @@ PROBE_TABLES: dict[str, type[NamedTuple]] = {
     "links": LinkRow,
     "numastat": NumastatRow, "observed": ObservedRow, "gprof_roles": GprofRoleRow,
     "gprof_functions": GprofFunctionRow, "host_repeats": HostRepeatRow,
-    "anatomy": AnatomyRow,
+    "anatomy": AnatomyRow, "guest_repeats": GuestRepeatRow,
 }
 
 
@@ -376,6 +391,7 @@ class ProbeRows:
     gprof_functions: list[GprofFunctionRow] = field(default_factory=list)
     host_repeats: list[HostRepeatRow] = field(default_factory=list)
     anatomy: list[AnatomyRow] = field(default_factory=list)
+    guest_repeats: list[GuestRepeatRow] = field(default_factory=list)
 
     def tables(self) -> Iterator[tuple[str, list[NamedTuple]]]:
         """(table, rows) of every table that has rows."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import sqlite3
 
-SCHEMA_VERSION = 17
+SCHEMA_VERSION = 18
 
 SCHEMA = """
 create table if not exists meta (key text primary key, value text not null);
@@ -252,7 +252,17 @@ create table if not exists host_repeats (   -- each SSH host of the cluster, per
     clock_offset_ms real not null,   -- its clock minus this machine's, at the start
     clock_uncertainty_ms real not null,   -- half the round trip it was read in
     busy_cpus real,                  -- CPUs it kept busy during the repeat, on average
-    cpus integer not null
+    cpus integer not null,
+    steal_cpus real                  -- CPUs' worth its hypervisor took (/proc/stat steal)
+);
+create table if not exists guest_repeats (   -- each guest the run booted, seen from here
+    repeat_id integer not null references repeats(id),
+    guest text not null,
+    vcpus integer not null,          -- its vCPU threads
+    vcpu_cpus real not null,         -- CPUs they ran on here, on average
+    vcpu_delay_cpus real not null,   -- their time runnable, waiting for a CPU here
+    qemu_cpus real not null,         -- the whole QEMU process's CPUs here
+    seconds real not null
 );
 create table if not exists anatomy (   -- the commit anatomy probe: bpftrace's aggregates
     repeat_id integer not null references repeats(id),
@@ -285,11 +295,13 @@ NEW_COLUMNS = (  # 6 -> 7, 7 -> 8 (runs.order_note), 8 -> 9 (runs.kind), 9 -> 10
     # 15 -> 16 (each role's bytes read and written, /proc/PID/io)
     ("proc_costs", "read_bytes integer"), ("proc_costs", "write_bytes integer"),
     # 16 -> 17 (a duet repeat's pair and CPUs)
-    ("repeats", "pair integer"), ("repeats", "cpus text"))
+    ("repeats", "pair integer"), ("repeats", "cpus text"),
+    # 17 -> 18 (an SSH host's steal; guest_repeats is a new table)
+    ("host_repeats", "steal_cpus real"))
 
 
 def upgrade(db: sqlite3.Connection, version: int) -> None:
-    """Bring a store of an earlier ``version`` (1 to 16) to SCHEMA_VERSION, in place.
+    """Bring a store of an earlier ``version`` (1 to 17) to SCHEMA_VERSION, in place.
 
     1 -> 2 added the first probe tables and repeats.probed; 2 -> 3 the tables of /proc,
     NUMA, flame graphs and the scheduler trace; 3 -> 4 the wait timeline; 4 -> 5 fault
@@ -304,7 +316,9 @@ def upgrade(db: sqlite3.Connection, version: int) -> None:
     intervals on the log scale (:func:`log_scale_intervals`); 14 -> 15 the CPU quotas
     per role, and the disks' and network interfaces' counters per repeat (new tables);
     15 -> 16 each role's bytes read and written in proc_costs (new columns, None before);
-    16 -> 17 a duet repeat's pair and the CPUs its side had (new columns, None before).
+    16 -> 17 a duet repeat's pair and the CPUs its side had (new columns, None before);
+    17 -> 18 an SSH host's steal per repeat (a new column, None before) and the guests'
+    costs seen from this machine (a new table).
     """
     db.executescript(SCHEMA)
     if version == 1:
