@@ -566,8 +566,10 @@ def _print_check(spec: Any, out_dir: Path | None) -> None:
 
         g = guests.check(spec)
         hosts = spec.topology.hosts
-        placed = [f"{h} ({', '.join(sorted(n for n, at in hosts.items() if at == h))})"
-                  for h in g["guests"]]
+        placed = []
+        for i, h in enumerate(g["guests"], 1):
+            there = ", ".join(sorted(n for n, at in hosts.items() if at == h))
+            placed.append(f"{h} ({there or f'instance {i}, isolation guests'})")
         out.print(f"guests: {', '.join(placed)}, booted before the first cluster, each "
                   f"{g['vcpus']} vCPU and {g['memory_mb']} MB; kernel {escape(g['kernel'])}; "
                   f"{escape(g['accel'])}", soft_wrap=True)

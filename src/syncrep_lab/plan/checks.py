@@ -445,7 +445,11 @@ def _guest_problems(spec: Spec, guests: list[str]) -> list[Problem]:
             problems.append((("hosts", name), f"{name!r} is a guest's name "
                              f"(topology.guests boots {', '.join(guests)}): name the "
                              "SSH host otherwise"))
-    empty = [g for g in guests if g not in topo.hosts.values()]
+    used = set(topo.hosts.values())
+    if "guests" in (spec.matrix.isolation or [topo.isolation]) and used & set(guests):
+        # instance i's guest nodes in guest i
+        used |= set(guests[:max(spec.matrix.instances or [topo.instances])])
+    empty = [g for g in guests if g not in used]
     if empty:
         problems.append((where, f"nothing runs in {', '.join(empty)}: place a node there "
                          f"(topology.hosts = {{ primary = {empty[0]!r} }}) or lower "
@@ -453,11 +457,33 @@ def _guest_problems(spec: Spec, guests: list[str]) -> list[Problem]:
     if topo.attach is not None:
         problems.append((where, "an attached cluster runs where its owner started it: "
                          "leave out topology.guests, or attach"))
+    problems += _isolation_problems(spec, guests)
     if (topo.guests is not None and topo.guests.modules is not None
             and not topo.guests.kernel.startswith("/")):
         problems.append((("topology", "guests", "modules"), "modules go with a kernel "
                          "given as a bzImage's path: set kernel to it, or leave modules out"))
     return problems
+
+
+def _isolation_problems(spec: Spec, guests: list[str]) -> list[Problem]:
+    """``isolation = "guests"`` puts instance i's guest nodes in guest i: there must be
+    guests, a node placed in one, and a guest for every instance."""
+    topo, m = spec.topology, spec.matrix
+    isolations = m.isolation or [topo.isolation]
+    if "guests" not in isolations:
+        return []
+    where: tuple[str | int, ...] = (("matrix", "isolation") if m.isolation
+                                    else ("topology", "isolation"))
+    if not guests or not any(spec.is_guest(h) for h in topo.hosts.values()):
+        return [(where, "isolation 'guests' puts each instance's nodes in a guest of its "
+                 "own: set topology.guests and place a node in guest1 (topology.hosts = "
+                 "{ primary = 'guest1' })")]
+    most = max(m.instances or [topo.instances])
+    if most > len(guests):
+        return [(where, f"isolation 'guests' gives each of {most} instances a guest of its "
+                 f"own, and topology.guests boots {len(guests)}: set topology.guests.count "
+                 f"= {most}")]
+    return []
 
 
 def _socket_problems(spec: Spec, standbys: list[str]) -> list[Problem]:

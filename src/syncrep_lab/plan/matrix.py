@@ -42,6 +42,7 @@ AXES: dict[str, str] = {
     "cores": "cluster",
     "link": "cluster",
     "instances": "cluster",
+    "isolation": "cluster",
     "driver": "session",
 }
 NO_FAULTS = "none"
@@ -54,6 +55,10 @@ SOCKET = "socket"
 MAX_CELLS = 5000
 MAX_POINTS = 100_000  # combinations before exclude/only
 DEFAULT_SETTINGS_SET = "default"
+# where a cell's instances run apart from each other: "processes", every instance's
+# nodes on the hosts topology.hosts names (one OS each); "guests", instance i's nodes that
+# topology.hosts puts in a guest in guest i (a kernel each: the seed's group 5)
+ISOLATIONS = ("processes", "guests")
 
 
 @dataclass(frozen=True)
@@ -74,6 +79,7 @@ class Cell:
     link: str = NO_LINK  # the replication links' [links.NAME] profile, or none
     instances: int = 1
     driver: str = "pgbench"  # the client program: pgbench or sysbench
+    isolation: str = "processes"  # ISOLATIONS
 
     @property
     def key(self) -> str:
@@ -83,7 +89,7 @@ class Cell:
     @property
     def cluster_key(self) -> tuple[Any, ...]:
         return (self.pg, self.standbys, self.settings_set, self.placement, self.cores,
-                self.link, self.instances)
+                self.link, self.instances, self.isolation)
 
     def params(self) -> dict[str, Any]:
         """The cell's parameters as stored (cells.params_json). Axes left at their
@@ -102,7 +108,7 @@ class Cell:
         short = {"synchronous_commit": "sc", "clients": "c", "threads": "j", "batch": "batch",
                  "standbys": "standbys", "settings": "set", "sync": "sync", "pg": "pg",
                  "faults": "faults", "placement": "place", "cores": "cores", "link": "link",
-                 "instances": "inst", "driver": "driver"}
+                 "instances": "inst", "driver": "driver", "isolation": "iso"}
         return " ".join(f"{short[k]}={v}" for k, v in self.axes.items()) or "single cell"
 
 
@@ -181,6 +187,7 @@ def expand(spec: Spec, cpu_count: int = 2) -> Plan:
             link=str(point.get("link", spec.network.replication)),
             instances=int(point.get("instances", spec.topology.instances)),
             driver=str(point.get("driver", wl.driver)),
+            isolation=str(point.get("isolation", spec.topology.isolation)),
         ))
     # Build each cluster once: cells sharing a cluster run together, in the order
     # their first cell appears in the matrix.

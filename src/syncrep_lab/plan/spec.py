@@ -80,6 +80,8 @@ class Topology(_Strict):
     hosts: dict[str, str] = Field(default_factory=dict)
     # Virtual machines the run boots (guest1 ... guestN), hosts that topology.hosts names
     guests: Guests | None = None
+    # with instances > 1 and guests: "guests" puts instance i's guest nodes in guest i
+    isolation: Literal["processes", "guests"] = "processes"
 
 
 class Placement(_Strict):
@@ -203,6 +205,7 @@ class Matrix(_Strict):
     link: list[str] | None = None
     instances: list[Annotated[int, Field(ge=1, le=MAX_INSTANCES)]] | None = None
     driver: list[Driver] | None = None
+    isolation: list[Literal["processes", "guests"]] | None = None
     exclude: list[dict[str, Scalar]] = Field(default_factory=list)
     only: list[dict[str, Scalar]] = Field(default_factory=list)
 
@@ -288,7 +291,8 @@ def parse_duration(text: str) -> float:
 
 
 COMPARABLE = ("synchronous_commit", "sync", "standbys", "clients", "threads", "batch", "pg",
-              "settings", "faults", "placement", "cores", "link", "instances", "driver")
+              "settings", "faults", "placement", "cores", "link", "instances", "driver",
+              "isolation")
 
 
 class Compare(_Strict):

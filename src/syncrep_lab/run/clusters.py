@@ -46,7 +46,7 @@ from syncrep_lab.plan.matrix import (
     settings_for,
     standby_names,
 )
-from syncrep_lab.plan.spec import MAX_INSTANCES, Attach, Spec
+from syncrep_lab.plan.spec import GUEST_PREFIX, MAX_INSTANCES, Attach, Spec
 from syncrep_lab.probes.session import ProbeNode
 from syncrep_lab.run.context import RunContext
 from syncrep_lab.run.placement_watch import start_pinners
@@ -56,6 +56,15 @@ from syncrep_lab.store.keys import with_defaults
 
 ADMIN_SECONDS = 10.0  # any of the tool's own short statements (pg/admin.py)
 
+
+
+def instance_host(spec: Spec, cell: Cell, host: str, instance: int) -> str:
+    """The host instance ``instance`` of ``cell`` puts a node on that topology.hosts
+    places on ``host``: the same for every instance, but for a guest under
+    ``isolation = "guests"``, where instance i has guest i (a kernel of its own)."""
+    if cell.isolation == "guests" and spec.is_guest(host):
+        return f"{GUEST_PREFIX}{instance}"
+    return host
 
 class ActiveCluster:
     """The cluster the current cells run on.
@@ -121,10 +130,11 @@ class ActiveCluster:
                                 for node in spec.nodes},
                 profile=topo.profile, clone=topo.clone, timeout=spec.run.ready_timeout,
                 layout=layout_for(spec, cell, instance, self.dir.name[4:], self.cpus),
-                hosts={node: asdict(spec.ssh_host(host))
+                hosts={node: asdict(spec.ssh_host(instance_host(spec, cell, host, instance)))
                        for node, host in topo.hosts.items()
                        if node in ("primary", *standby_names(spec, cell.standbys))},
-                client_host=(asdict(spec.ssh_host(topo.hosts["client"]))
+                client_host=(asdict(spec.ssh_host(
+                    instance_host(spec, cell, topo.hosts["client"], instance)))
                              if "client" in topo.hosts else None),
                 taken_ports=frozenset(n.port for t in self.targets if t.manifest
                                       for n in t.manifest.nodes if n.host is not None),

@@ -91,8 +91,9 @@ def booted(spec: Spec, say: Callable[[str], None]) -> Iterator[tuple[Spec, list[
                 f"{chosen.release})")
             guest.start()
             assert guest.accel is not None
+            why = f" ({guest.accel.reason})" if guest is started[0] else ""
             say(f"{name} ready in {guest.times.ssh_ready or 0:.1f} s under "
-                f"{guest.accel.name.upper()} ({guest.accel.reason}), at {guest.address}")
+                f"{guest.accel.name.upper()}{why}, at {guest.address}")
             at = guest.host_spec(name)
             hosts[name] = Host(address=at.address, port=at.port, user=user, key=at.key,
                                known_hosts=at.known_hosts, bin_dir=bin_dir,

@@ -35,8 +35,16 @@ if TYPE_CHECKING:
 def host_roles(spec: Spec) -> dict[str, list[str]]:
     """Each SSH host of the spec's topology, and what runs there (standbys, client)."""
     roles: dict[str, list[str]] = defaultdict(list)
-    for node, host in sorted(spec.topology.hosts.items()):
+    topo = spec.topology
+    for node, host in sorted(topo.hosts.items()):
         roles[host].append(node)
+    if topo.guests is not None and "guests" in (spec.matrix.isolation or [topo.isolation]):
+        # isolation = "guests": instance i's guest nodes in guest i, as guest1 holds them
+        most = max(spec.matrix.instances or [topo.instances])
+        for host, nodes in list(roles.items()):
+            if spec.is_guest(host):
+                for name in topo.guests.names()[1:most]:
+                    roles.setdefault(name, list(nodes))
     return dict(roles)
 
 
@@ -54,22 +62,26 @@ class HostWatch:
     repeat (probes/recorder.py)."""
 
     @classmethod
-    def of(cls, manifest: Manifest) -> HostWatch | None:
-        """The watch of the cluster's hosts; None when all of it runs here."""
-        if manifest.client is None and not any(n.host for n in manifest.nodes):
+    def of(cls, *manifests: Manifest) -> HostWatch | None:
+        """The watch of the hosts of a cell's clusters (one per instance: under
+        isolation = "guests" each has guests of its own); None when all runs here."""
+        if all(m.client is None and not any(n.host for n in m.nodes) for m in manifests):
             return None
-        return cls(manifest)
+        return cls(*manifests)
 
-    def __init__(self, manifest: Manifest) -> None:
+    def __init__(self, *manifests: Manifest) -> None:
         specs: dict[str, HostSpec] = {}
         roles: dict[str, list[str]] = defaultdict(list)
-        for node in manifest.nodes:
-            if node.host is not None:
-                specs[node.host["name"]] = HostSpec(**node.host)
-                roles[node.host["name"]].append(node.name)
-        if manifest.client is not None:
-            specs[manifest.client["host"]["name"]] = HostSpec(**manifest.client["host"])
-            roles[manifest.client["host"]["name"]].append("client")
+        for manifest in manifests:
+            for node in manifest.nodes:
+                if node.host is not None:
+                    specs[node.host["name"]] = HostSpec(**node.host)
+                    if node.name not in roles[node.host["name"]]:
+                        roles[node.host["name"]].append(node.name)
+            if manifest.client is not None:
+                specs[manifest.client["host"]["name"]] = HostSpec(**manifest.client["host"])
+                if "client" not in roles[manifest.client["host"]["name"]]:
+                    roles[manifest.client["host"]["name"]].append("client")
         self.roles = dict(roles)
         self.hosts = {name: SshHost(spec) for name, spec in sorted(specs.items())}
         self.before: dict[str, machine.HostReading] = {}

@@ -184,7 +184,8 @@ class Repeat:
             on_hosts = _host_nodes(target)
             chosen.append(HostProbes(on_hosts, spec.probes, duration, self.dir,
                                      target.admin, self.here) if on_hosts else None)
-        self.hosts = HostWatch.of(target.manifest) if target.manifest is not None else None
+        manifests = [t.manifest for t in self.targets if t.manifest is not None]
+        self.hosts = HostWatch.of(*manifests) if manifests else None
         chosen.append(self.hosts)
         chosen.append(IoWatch(self.targets))
         # measured repeats: CPU per role from /proc only, nothing attached (the model's

@@ -10,7 +10,7 @@ from typing import Any
 
 # placement axes: part of the key only when the cell has them, so a store made before
 # they existed keeps the keys it was written with
-PLACEMENT_PARAMS = ("placement", "cores", "link", "instances")
+PLACEMENT_PARAMS = ("placement", "cores", "link", "instances", "isolation")
 # the parameters that decide which cluster a cell runs on (plan.Cell.cluster_key)
 CLUSTER_PARAMS = ("pg", "standbys", "settings", *PLACEMENT_PARAMS)
 
@@ -18,7 +18,8 @@ CLUSTER_PARAMS = ("pg", "standbys", "settings", *PLACEMENT_PARAMS)
 # the parameters a cell's stored params leave out when at these values (plan.Cell.params),
 # so runs made before the axis existed keep the params they were stored with
 PARAM_DEFAULTS: dict[str, Any] = {"faults": "none", "placement": "none", "cores": None,
-                                  "link": "none", "instances": 1, "driver": "pgbench"}
+                                  "link": "none", "instances": 1, "driver": "pgbench",
+                                  "isolation": "processes"}
 
 
 def with_defaults(params: dict[str, Any]) -> dict[str, Any]:
