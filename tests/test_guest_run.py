@@ -13,7 +13,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,7 +22,7 @@ from syncrep_lab import paths
 from syncrep_lab.guests import leftovers
 from syncrep_lab.guests.costs import is_vcpu
 
-from .helpers import cli, cli_here, postmasters_in
+from .helpers import cli, cli_here, postmasters_in, shared_tmp
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or shutil.which("qemu-system-x86_64") is None,
@@ -44,14 +44,23 @@ duration = {duration}
 warmup = 1
 
 [run]
-repeats_min = 2
-repeats_max = 2
+repeats_min = 1
+repeats_max = 1
 
 [probes]
 flamegraphs = false
 anatomy = false
 sched = false
 """
+# The seed's group 5 against group 3, scaled: two primaries in one guest, then each in a
+# guest of its own, the cells interleaved
+ISOLATION = (SPEC.format(duration=3)
+             .replace("count = 1, vcpus = 1, memory_mb = 1024",
+                      "count = 2, vcpus = 1, memory_mb = 768")
+             .replace('hosts = { primary = "guest1" }',
+                      'hosts = { primary = "guest1" }\ninstances = 2')
+             .replace("[run]", '[matrix]\nisolation = ["processes", "guests"]\n\n[run]\n'
+                      'order = "interleaved"'))
 
 
 def _guest_things() -> dict[str, list[str]]:
@@ -76,59 +85,95 @@ def _guest_things() -> dict[str, list[str]]:
 NOTHING: dict[str, list[str]] = {"qemu": [], "namespaces": [], "links": [], "folders": []}
 
 
+@pytest.fixture(scope="module")
+def isolation_run() -> Iterator[tuple[Path, subprocess.CompletedProcess[str]]]:
+    """One run of ISOLATION: guest1 and guest2 booted, their clusters' b here."""
+    assert _guest_things() == NOTHING
+    work = shared_tmp("srl-guests-")
+    (work / "spec.toml").write_text(ISOLATION)
+    res = cli("run", str(work / "spec.toml"), "--out", str(work / "run"), timeout=900)
+    yield work / "run", res
+    shutil.rmtree(work, ignore_errors=True)
+
+
 def test_a_primary_in_a_guest_streams_to_b_here_and_the_guest_is_measured(
-        workdir: Path, nothing_new_to_clean: Callable[[], None]) -> None:
+        isolation_run: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
     """The primary in guest1, its sync standby b on this machine: on commits cross the
     guest's network both ways; the primary's CPU per role is read in the guest, its steal
-    there, its vCPU thread's CPU and wait here; the report shows the guest; nothing of
-    the guest is left after the run."""
-    assert _guest_things() == NOTHING
-    spec = workdir / "spec.toml"
-    spec.write_text(SPEC.format(duration=3))
-    res = cli("run", str(spec), "--out", str(workdir / "run"), timeout=600)
+    there, its vCPU thread's CPU and wait here; nothing of a guest is left after."""
+    out, res = isolation_run
     assert res.returncode == 0, res.stdout + res.stderr
-    assert "guest1 ready in" in res.stderr, res.stderr
-    out = workdir / "run"
+    assert "guest1 ready in" in res.stderr and "guest2 ready in" in res.stderr, res.stderr
     db = sqlite3.connect(out / "syncrep-lab.sqlite")
     machine = json.loads(db.execute("select machine_json from runs").fetchone()[0])
-    guest = machine["guests"]["guest1"]
-    assert guest["accel"] in ("kvm", "tcg") and guest["accel_reason"], guest
-    assert guest["vcpus"] == 1 and guest["kernel"].startswith("6.1."), guest
-    assert 0 < guest["boot_s"]["ssh_ready"] < 180, guest
-    assert machine["hosts"]["guest1"]["roles"] == ["primary"], machine["hosts"]
-    # the commits waited for b here: b was the sync standby, as the server said
+    for name in ("guest1", "guest2"):
+        guest = machine["guests"][name]
+        assert guest["accel"] in ("kvm", "tcg") and guest["accel_reason"], guest
+        assert guest["vcpus"] == 1 and guest["kernel"].startswith("6.1."), guest
+        assert 0 < guest["boot_s"]["ssh_ready"] < 180, guest
+        assert machine["hosts"][name]["roles"] == ["primary"], machine["hosts"]
+    # the commits waited for b here: each instance's b was its sync standby, as the
+    # server said
     report = json.loads(cli_here("report", str(out), "--json").stdout)
-    assert report["topology"][0]["states"] == {"b": "sync"}, report["topology"]
-    cell = json.loads(cli_here("results", str(out), "--json").stdout)[0]
-    assert cell["status"] == "done" and cell["tps_mean"] > 0, cell
+    # two cells, two instances each
+    assert [t["states"] for t in report["topology"]] == [{"b": "sync"}] * 4, \
+        report["topology"]
+    cells = json.loads(cli_here("results", str(out), "--json").stdout)
+    assert [c["status"] for c in cells] == ["done", "done"] and all(
+        c["tps_mean"] > 0 for c in cells), cells
     # CPU per role of the primary, read in the guest's /proc over SSH
-    roles = {(r["node"], r["role"]): r for r in json.loads(
-        cli_here("costs", str(out), "--json").stdout)[0]["roles"]}
-    for role in ("backend", "walsender:b"):
-        figure = roles[("primary", role)]
-        assert figure["cpu_source"] == "proc" and figure["cpu_us_per_commit"]["mean"] > 0, \
-            figure
-    # every measured repeat: the guest's own steal, and what its vCPU took here
+    for cell in json.loads(cli_here("costs", str(out), "--json").stdout):
+        roles = {(r["node"], r["role"]): r for r in cell["roles"]}
+        for role in ("backend", "walsender:b"):
+            figure = roles[("primary", role)]
+            assert figure["cpu_source"] == "proc" and \
+                figure["cpu_us_per_commit"]["mean"] > 0, figure
+    # every measured repeat: each guest's own steal, and what its vCPU took here
     measured = [r[0] for r in db.execute("select id from repeats where probed = 0")]
     assert len(measured) == 2
-    steal = dict(db.execute("select repeat_id, steal_cpus from host_repeats "
-                            "where host = 'guest1'").fetchall())
-    assert set(measured) <= set(steal) and all(steal[r] is not None and steal[r] >= 0
-                                                for r in measured), steal
-    if guest["accel"] == "tcg":  # no steal clock under emulation
-        assert all(steal[r] == 0 for r in measured), steal
-    costs = {r[0]: r[1:] for r in db.execute(
-        "select repeat_id, vcpus, vcpu_cpus, vcpu_delay_cpus, qemu_cpus from guest_repeats "
-        "where guest = 'guest1'")}
-    for repeat in measured:
-        vcpus, on_cpu, waiting, qemu = costs[repeat]
-        # the guest's one vCPU ran for the commits; QEMU's whole CPU holds it
-        assert vcpus == 1 and 0.05 < on_cpu <= 1.05 and waiting >= 0, costs
-        assert qemu >= 0.9 * on_cpu, costs
-    page = (out / "report.html").read_text()
-    assert 'id="guests"' in page and "guest1 (10.215." in page
+    steal = db.execute("select repeat_id, host, steal_cpus from host_repeats").fetchall()
+    assert {r for r, _, _ in steal} >= set(measured), steal
+    assert all(s is not None and s >= 0 for _, _, s in steal), steal
+    if machine["guests"]["guest1"]["accel"] == "tcg":  # no steal clock under emulation
+        assert all(s == 0 for _, _, s in steal), steal
+    for _, vcpus, on_cpu, waiting, qemu in db.execute(
+            "select guest, vcpus, vcpu_cpus, vcpu_delay_cpus, qemu_cpus from guest_repeats"):
+        # each guest's one vCPU ran for the commits; QEMU's whole CPU holds it
+        assert vcpus == 1 and 0.05 < on_cpu <= 1.05 and waiting >= 0, (on_cpu, waiting)
+        assert qemu >= 0.9 * on_cpu, (qemu, on_cpu)
     assert _guest_things() == NOTHING
-    nothing_new_to_clean()
+    assert cli_here("clean", "--list").stdout.strip() in ("", "nothing to clean")
+
+
+def test_two_instances_in_one_guest_and_in_a_guest_each(
+        isolation_run: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+    """isolation = ["processes", "guests"] with instances = 2: the processes cell holds
+    both primaries in guest1, the guests cell one in each guest; both cells' instances
+    are measured apart and summed, and the report shows both sides and both guests."""
+    out, res = isolation_run
+    assert res.returncode == 0, res.stdout + res.stderr
+    db = sqlite3.connect(out / "syncrep-lab.sqlite")
+    seen = {key: sorted(guests.split(",")) for key, guests in db.execute(
+        "select c.key, group_concat(distinct g.guest) from guest_repeats g join repeats r "
+        "on r.id = g.repeat_id join cells c on c.id = r.cell_id where r.probed = 0 "
+        "group by c.key")}
+    assert seen == {"isolation=processes": ["guest1"],
+                    "isolation=guests": ["guest1", "guest2"]}, seen
+    per_instance = db.execute(
+        "select c.key, i.instance, i.tps from instance_results i join repeats r on "
+        "r.id = i.repeat_id join cells c on c.id = r.cell_id where r.probed = 0 "
+        "order by c.key, i.instance").fetchall()
+    assert [(k, i) for k, i, _ in per_instance] == [
+        ("isolation=guests", 1), ("isolation=guests", 2),
+        ("isolation=processes", 1), ("isolation=processes", 2)], per_instance
+    assert all(tps > 0 for _, _, tps in per_instance), per_instance
+    for key, total in db.execute("select c.key, r.tps from repeats r join cells c on "
+                                 "c.id = r.cell_id where r.probed = 0"):
+        parts = sum(t for k, _, t in per_instance if k == key)
+        assert abs(total - parts) < 0.02 * parts, (key, total, parts)
+    page = " ".join((out / "report.html").read_text().split())
+    assert 'id="guests"' in page and "guest1 (10.215." in page and "guest2 (10.215." in page
+    assert "iso=processes" in page and "iso=guests" in page
 
 
 def test_a_killed_run_leaves_its_guest_to_clean(workdir: Path) -> None:
