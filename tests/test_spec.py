@@ -62,6 +62,11 @@ def test_presets_are_valid() -> None:
     # its patch is beside it, and applies to the tree the build takes (test_release_delay)
     patches = declared_patches(regime, PRESETS_DIR)["pg18-release-delay"]
     assert [p.name for p in patches] == ["syncrep-release-delay-18.patch"]
+    # the seed's group 3 against group 5: two instances in one guest, then a guest each
+    guests, _ = load_preset("seed-guests")
+    assert [(c.isolation, c.instances, c.sync) for c in expand(guests).cells] == [
+        ("processes", 2, "1(b,c)"), ("guests", 2, "1(b,c)")]
+    assert guests.topology.guests is not None and guests.topology.guests.count == 2
 
 
 def test_parse_spec_leaves_the_combinations_to_load_spec() -> None:

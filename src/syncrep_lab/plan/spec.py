@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 SYNC_COMMIT_LEVELS = LEVELS
 Scalar = str | int | float | bool
-PRESETS = ("quick", "seed", "regime")
+PRESETS = ("quick", "seed", "regime", "seed-guests")
 Driver = Literal["pgbench", "sysbench"]  # the client program
 MAX_INSTANCES = 16  # independent primaries on one machine, at most
 MAX_FLUSH_DELAY_US = 1_000_000  # a second a flush: beyond it a node is down, not slow
