@@ -53,7 +53,7 @@ anatomy = false
 sched = false
 """
 # The seed's group 5 against group 3, scaled: two primaries in one guest, then each in a
-# guest of its own, the cells interleaved
+# guest of its own (one cluster after the other: several instances keep a cluster alone)
 ISOLATION = (SPEC.format(duration=3)
              .replace("count = 1, vcpus = 1, memory_mb = 1024",
                       "count = 2, vcpus = 1, memory_mb = 768")
