@@ -409,7 +409,7 @@ def test_a_longer_link_lengthens_only_the_wait_for_the_standby(workdir: Path) ->
     """The commit anatomy's physics: 2 ms each way between the primary and its sync
     standby adds a round trip (4 ms) to each commit's wait for the standby and to
     nothing else: the local flush, the wake-up queue and the run queue stay as they were."""
-    _run(workdir, LINKED_ANATOMY)
+    db = _run(workdir, LINKED_ANATOMY)
     costs = json.loads(cli_here("costs", str(workdir / "run"), "--json").stdout)
     parts = {}
     for cell in costs:
@@ -433,28 +433,43 @@ def test_a_longer_link_lengthens_only_the_wait_for_the_standby(workdir: Path) ->
         moved = per_commit("far", part) - per_commit("none", part)
         assert abs(moved) < 0.15 * round_trip_us, (part, moved, parts)
     # the verdict: the wire binds, by Little's law, and nothing else is near it
-    shown = {("far" if "far" in c["label"] else "none"): c for c in json.loads(
-        cli_here("results", str(workdir / "run"), "--json").stdout)}
+    rows = json.loads(cli_here("results", str(workdir / "run"), "--json").stdout)
+    shown = {("far" if "far" in c["label"] else "none"): c for c in rows}
     far = shown["far"]
     lead = far["verdicts"][0]
     assert lead["mechanism"] == "network or standby flush/apply bound", far["verdicts"]
     assert lead["summary"].startswith("waiting for the standby binds: 2 clients"), lead
     little = lead["evidence"]["little_tps"]
-    assert abs(little / far["tps_mean"] - 1) < 0.15, (little, far["tps_mean"])
+    # Little's law (N clients / R a commit, no think time) holds within one window: R is
+    # the mean latency of the repeats whose wait events were sampled (the probed repeat,
+    # analysis/costs._latency_breakdown), so its N / R is that repeat's own throughput.
+    # The measured repeat is another window, without perf counting every system call
+    # and the samplers polling: on a loaded machine it ran 18 % faster (257 against
+    # 313 tps), which is the probes' cost and the machine's drift, not the law's error.
+    # Against the probed repeat the law is off only by the clients' time between
+    # transactions and the commits cut at the window's ends (0.3 % here, unloaded).
+    [(probed_tps,)] = db.execute(
+        "select r.tps from repeats r join cells c on c.id = r.cell_id where c.label like "
+        "'%far%' and r.id in (select repeat_id from waits)").fetchall()
+    assert abs(little / probed_tps - 1) < 0.1, (little, probed_tps, far["tps_mean"])
+    # and the measured repeats' throughput is the same order: the probes cost a commit
+    # there well under half (the bound is the probes', not the law's)
+    assert 0.5 < little / far["tps_mean"] < 1.5, (little, far["tps_mean"])
     assert "the link to b carried" in lead["summary"], lead
     wake = [v for v in far["verdicts"] if v["mechanism"] == "commit-wait wake-up bound"]
     assert all(v["confidence"] == "low" for v in wake), wake
     # the network figures behind it: the WAL went out on the primary's link to b
     to_b = [n for n in far["network"] if (n["node"], n["interface"]) == ("primary", "to-b")]
     assert to_b and to_b[0]["tx_mb_s"] > 0, far["network"]
-    _the_standby_half_moves_only_the_transits(workdir / "run", costs)
+    _the_standby_half_moves_only_the_transits(workdir / "run", costs, rows)
     assert _left_by(workdir / "run") == {"namespaces": [], "cpusets": []}
 
 
 DELAY_MS = 2  # LINKED_ANATOMY's delay each way
 
 
-def _the_standby_half_moves_only_the_transits(run: Path, costs: list[Any]) -> None:
+def _the_standby_half_moves_only_the_transits(run: Path, costs: list[Any],
+                                             rows: list[Any]) -> None:
     """The same run split further: the transits out and back grow by the delay each
     (2·d together) and the standby's other parts stay as they were; the parts add up to
     the wait in both cells; costs and diagnose name the transit (probes/standby_anatomy.py)."""
@@ -483,8 +498,8 @@ def _the_standby_half_moves_only_the_transits(run: Path, costs: list[Any]) -> No
     said = [v for v in far["verdicts"]
             if v["mechanism"] == "network or standby flush/apply bound"]
     assert said and "the part that binds is the transit" in said[0]["summary"], far
-    # against its baseline (no delay): the standby's transits are what grew
-    rows = json.loads(cli_here("results", str(run), "--json").stdout)
+    # against its baseline (no delay): the standby's transits are what grew (``rows``:
+    # results --json of the run, read once by the caller)
     cmp = next(r for r in rows if "far" in r["label"])["anatomy_to_baseline"]
     by = {f["key"]: f for f in cmp["figures"] if f["who"] == "standby:b"}
     assert by["transit_out"]["ratio"] > 5 and by["transit_back"]["ratio"] > 5, by
