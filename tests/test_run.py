@@ -293,25 +293,13 @@ def test_preflight_refuses_what_is_not_here(workdir: Path, pg96: object) -> None
     assert not (workdir / "r1").exists() and not (workdir / "r2").exists()
 
 
-def test_relative_out_folder(workdir: Path) -> None:
-    """A run folder given relative to the current directory, as `./run demo` does."""
-    spec = workdir / "one.toml"
-    spec.write_text(ONE)
-    res = subprocess.run([sys.executable, "-m", "syncrep_lab", "run", "one.toml", "--out",
-                          "runs/rel"], cwd=workdir, capture_output=True, text=True,
-                         timeout=300, stdin=subprocess.DEVNULL)
-    assert res.returncode == 0, res.stderr
-    cell = _db(workdir / "runs" / "rel").execute("select * from cells").fetchone()
-    assert cell["status"] == "done", cell["error"]
-    res = subprocess.run([sys.executable, "-m", "syncrep_lab", "results"], cwd=workdir,
-                         capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
-    assert res.returncode == 2 and "no run found" in res.stderr  # only ./syncrep-runs is looked in
-
-
 def test_a_run_checks_the_machine_once(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`run` checks the machine before its display starts and start_run does not check
     it again: on a spec with SSH hosts or an attached cluster every check reaches them.
-    Counted through a step of check_machine that every built cluster's check takes."""
+    Counted through a step of check_machine that every built cluster's check takes.
+    The same run is given its spec and its folder relative to the current directory,
+    as `./run demo` does (the tool resolves both against its working directory, here
+    the test's, in this process as in a child of it)."""
     from syncrep_lab.run import preflight as checks
 
     calls = []
@@ -322,11 +310,14 @@ def test_a_run_checks_the_machine_once(workdir: Path, monkeypatch: pytest.Monkey
         placement(spec)
 
     monkeypatch.setattr(checks, "_check_placement", counted)
-    spec = workdir / "one.toml"
-    spec.write_text(ONE.replace("standbys = 2", "standbys = 1"))
-    res = cli_here("run", str(spec), "--out", str(workdir / "run"))
+    monkeypatch.chdir(workdir)
+    (workdir / "one.toml").write_text(ONE.replace("standbys = 2", "standbys = 1"))
+    res = cli_here("run", "one.toml", "--out", "runs/rel")
     assert res.returncode == 0, res.stderr
     assert calls == ["one"]
-    cell = _db(workdir / "run").execute("select * from cells").fetchone()
+    cell = _db(workdir / "runs" / "rel").execute("select * from cells").fetchone()
     assert cell["status"] == "done", cell["error"]
-    assert run_postmasters(workdir / "run") == []  # its clusters live in the state dir
+    # its clusters live in the state dir
+    assert run_postmasters(workdir / "runs" / "rel") == []
+    res = cli_here("results")
+    assert res.returncode == 2 and "no run found" in res.stderr  # only ./syncrep-runs is looked in
