@@ -211,11 +211,19 @@ mount -t tmpfs -o mode=1777 vartmp /var/tmp
 mount -t tracefs tracefs /sys/kernel/tracing 2>/dev/null
 mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
 hostname "$SRL_HOSTNAME"
+echo "127.0.1.1 $SRL_HOSTNAME" >> /etc/hosts
 # The host's accounts on its root; an image may lack the server account.
 id "$SRL_USER" >/dev/null 2>&1 || useradd -M -s /bin/sh "$SRL_USER" || fail "add $SRL_USER"
 # sshd without PAM refuses a locked account ("!" in shadow, as Debian makes postgres):
 # unlocked in the guest's copy only (the overlay's), still without a password.
 sed -i "s/^$SRL_USER:![^:]*:/$SRL_USER:*:/" /etc/shadow
+# The account may run anything as root with `sudo -n` (perf, bpftrace: the probes of a
+# host with sudo = true), in the guest's copy of sudoers.d only: the guest's root is a
+# throwaway (this machine's files are read-only there, its writes stay in its memory)
+if [ -d /etc/sudoers.d ]; then
+    echo "$SRL_USER ALL=(root) NOPASSWD:SETENV: ALL" > /etc/sudoers.d/zz-srl-guest
+    chmod 0440 /etc/sudoers.d/zz-srl-guest
+fi
 # an account made for servers alone may have no shell (nologin): sshd runs commands in it
 sed -i "s#^\($SRL_USER:[^:]*:[^:]*:[^:]*:[^:]*:[^:]*:\).*#\1/bin/sh#" /etc/passwd
 ip link set lo up

@@ -79,6 +79,9 @@ def booted(spec: Spec, say: Callable[[str], None]) -> Iterator[tuple[Spec, list[
     chosen = kernel.for_guests(guests.kernel, guests.modules)
     bin_dir = str(resolve(spec.topology.pg).bin_dir)
     user = server_account().name
+    # the guest lets the account use sudo (guests/initramfs.STAGE2) where this machine's
+    # root, which the guest runs from, has it: perf and bpftrace then run there as root
+    sudo = shutil.which("sudo") is not None
     started: list[Guest] = []
     hosts = dict(spec.hosts)
     try:
@@ -98,7 +101,7 @@ def booted(spec: Spec, say: Callable[[str], None]) -> Iterator[tuple[Spec, list[
             hosts[name] = Host(address=at.address, port=at.port, user=user, key=at.key,
                                known_hosts=at.known_hosts, bin_dir=bin_dir,
                                data_root=at.data_root, connect_timeout=at.connect_timeout,
-                               guest=guest.namespace)
+                               sudo=sudo, guest=guest.namespace)
         yield spec.model_copy(update={"hosts": hosts}), started
     finally:
         for guest in reversed(started):
