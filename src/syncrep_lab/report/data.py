@@ -205,13 +205,18 @@ def _topology(store: Store, run_id: int) -> list[dict[str, Any]]:
     return out
 
 
+def _measured_ids(store: Store, run_id: int) -> list[int]:
+    return [r.id for c in store.cells(run_id) for r in store.repeats(c.id) if not r.probed]
+
+
 def _hosts(store: Store, run_id: int, machine: dict[str, Any]) -> list[dict[str, Any]]:
     """Each SSH host the run used: what it is (read when the run began) and, over the
-    run's measured repeats, the CPUs it kept busy and its clock against this machine's."""
+    run's measured repeats, the CPUs it kept busy, its steal and its clock against this
+    machine's."""
     facts = machine.get("hosts") or {}
     if not facts:
         return []
-    repeats = [r.id for c in store.cells(run_id) for r in store.repeats(c.id) if not r.probed]
+    repeats = _measured_ids(store, run_id)
     seen: dict[str, list[Any]] = {}
     for _, row in queries.host_repeats_of(store, repeats):
         seen.setdefault(row.host, []).append(row)
@@ -231,21 +236,19 @@ def _hosts(store: Store, run_id: int, machine: dict[str, Any]) -> list[dict[str,
     return out
 
 
-def _guests(store: Store, run_id: int, machine: dict[str, Any]) -> list[dict[str, Any]]:
+def _guests(store: Store, run_id: int, machine: dict[str, Any],
+            hosts: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each guest the run booted: how it ran (KVM or TCG, and why), its kernel and boot,
     and over the run's measured repeats what it cost this machine (its vCPU threads'
-    CPU and their wait for one, QEMU's CPU) beside the steal it saw itself."""
+    CPU and their wait for one, QEMU's CPU) beside the steal it saw itself (its row of
+    ``hosts``, :func:`_hosts`)."""
     facts = machine.get("guests") or {}
     if not facts:
         return []
-    repeats = [r.id for c in store.cells(run_id) for r in store.repeats(c.id) if not r.probed]
     seen: dict[str, list[Any]] = {}
-    for _, row in queries.guest_repeats_of(store, repeats):
+    for _, row in queries.guest_repeats_of(store, _measured_ids(store, run_id)):
         seen.setdefault(row.guest, []).append(row)
-    steal: dict[str, list[float]] = {}
-    for _, host in queries.host_repeats_of(store, repeats):
-        if host.steal_cpus is not None:
-            steal.setdefault(host.host, []).append(host.steal_cpus)
+    steal = {h["name"]: h["steal_cpus"] for h in hosts}
 
     def mean(values: list[float]) -> float | None:
         return sum(values) / len(values) if values else None
@@ -257,7 +260,7 @@ def _guests(store: Store, run_id: int, machine: dict[str, Any]) -> list[dict[str
                     "vcpu_cpus": mean([r.vcpu_cpus for r in rows]),
                     "vcpu_delay_cpus": mean([r.vcpu_delay_cpus for r in rows]),
                     "qemu_cpus": mean([r.qemu_cpus for r in rows]),
-                    "steal_cpus": mean(steal.get(name, [])),
+                    "steal_cpus": steal.get(name),
                     # what the guest's own steal can say: under TCG it has no steal
                     # clock, so a vCPU's wait here is seen only from here
                     "steal_clock": fact.get("accel") == "kvm"})
@@ -580,7 +583,7 @@ def report_data(folder: Path, cell: int | None = None) -> ReportData:
                     if chosen else {"missing": "no cell finished"})
         topology = _topology(store, run_id)
         hosts = _hosts(store, run_id, run.machine)
-        guests = _guests(store, run_id, run.machine)
+        guests = _guests(store, run_id, run.machine, hosts)
         # the page reads the model's JSON form, as model --json prints it
         bounds = [m.to_json() for m in bound_model.run_model(folder)]
         flamegraphs: Flamegraphs = {"idx": chosen.cell.idx if chosen else None,
