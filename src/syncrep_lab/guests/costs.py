@@ -45,10 +45,9 @@ def qemu_pid(namespace: str) -> int | None:
 
 def read_qemu(pid: int) -> QemuReading | None:
     """The QEMU process's counters, or None when it has gone."""
-    stat = read(f"/proc/{pid}/stat")
-    if stat is None:
+    fields = procs.stat_fields(pid)
+    if fields is None:
         return None
-    fields = stat.rsplit(")", 1)[1].split()
     ticks = int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
     vcpus = cpu_ns = delay_ns = 0
     try:
