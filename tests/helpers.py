@@ -16,6 +16,8 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import pytest
+
 from syncrep_lab.run.clusters import MAX_SLOTS, slot_dir
 
 
@@ -231,3 +233,10 @@ def spec_run(prefix: str, spec: str, timeout: float = 600) -> Iterator[Path]:
     assert res.returncode == 0, res.stdout + res.stderr
     yield work / "run"
     shutil.rmtree(work, ignore_errors=True)
+
+
+# The tests that boot guests (topology.guests): root for the namespaces and taps, and
+# QEMU, which ./run setup installs.
+needs_guests = pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("qemu-system-x86_64") is None,
+    reason="guests need root and QEMU (./run setup installs it)")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -152,6 +153,17 @@ def _ab(root: Path, patch: Path, probes: str, name: str, rounds: int, *more: str
     return answer
 
 
+def _probe_states(out: Path, probe: str) -> list[tuple[str, str, str]]:
+    """What a probe's rows say in every run an ``ab`` wrote under ``out``: its status and
+    reason per repeat, the cause where a figure is missing."""
+    found = []
+    for db in sorted(out.glob("run-*/syncrep-lab.sqlite")):
+        with sqlite3.connect(db) as con:
+            found += [(db.parent.name, status, reason or "") for status, reason in con.execute(
+                "select status, reason from probes where probe = ?", (probe,))]
+    return found
+
+
 @pytest.fixture(scope="module")
 def root() -> Iterator[Path]:
     path = shared_tmp("srl-ab-")
@@ -198,7 +210,8 @@ def test_a_patch_that_changes_nothing_is_an_a_a(root: Path) -> None:
         # take no sample in a 1 s probed repeat on a loaded machine (seen: a suite beside
         # three others), and a role without samples on one side has no graph
         assert ("primary", "backend") in graphs and (
-            cell["control"] or ("primary", "walsender:b") in graphs), sorted(graphs)
+            cell["control"] or ("primary", "walsender:b") in graphs), (
+            sorted(graphs), _probe_states(root / "aa", "flamegraphs"))
         assert all(Path(g["svg"]).stat().st_size > 1000 for g in graphs.values())
     assert ab["control"]["held"] is True
     assert ab["sync_walsender"] == "walsender:b"

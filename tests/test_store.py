@@ -150,7 +150,7 @@ def test_a_version_12_store_opens_with_its_proc_costs_read_as_none(tmp_path: Pat
     store = Store(tmp_path / "run", create=False)
     try:
         assert store.db.execute("select value from meta where key = 'schema_version'"
-                                ).fetchone()[0] == str(SCHEMA_VERSION) == "18"
+                                ).fetchone()[0] == str(SCHEMA_VERSION) == "19"
         assert queries.quota_means(store, cell.id) == []  # the table is there, empty
         assert queries.proc_costs_of(store, [old_id]) == [
             (old_id, ProcCostRow("primary", "walsender:b", 1, 1.5, 2.5, 30, 4, None, None,
@@ -203,3 +203,31 @@ def test_a_version_13_store_gets_its_tps_intervals_on_the_log_scale(tmp_path: Pa
     assert got[0] == pytest.approx((new.low, new.high, new.half_width_rel), rel=1e-9)
     assert got[1] == (old.low, old.high, old.half_width_rel)
     assert got[2] == (None, None, None)
+
+
+def test_a_probed_repeat_of_two_instances_is_divided_by_the_first_s_commits(
+        tmp_path: Path) -> None:
+    """The probes of a repeat with instances = 2 watch instance 1's processes: their
+    figures per commit divide by instance 1's commits, not the repeat's sum (which halved
+    them), and a repeat of one instance by its own."""
+    from syncrep_lab.analysis.costs import cell_costs
+    from syncrep_lab.store import CostRow, InstanceResultRow
+
+    store = Store(tmp_path / "run", create=True)
+    try:
+        run_id = store.create_run("r", "", {}, "1")
+        cells = [store.ensure_cell(run_id, i, f"k{i}", f"c{i}", {}, {}) for i in (0, 1)]
+        repeat = {"n": 1, "started_at": "t0", "duration_s": 2.0, "transactions": 1000,
+                  "failed": 0, "tps": 500.0, "histogram": b"", "probed": 1}
+        cost = CostRow("primary", "backend", 2, 400.0, 0, json.dumps({"pwrite64": 300}))
+        two = ProbeRows(costs=[cost], instance_results=[
+            InstanceResultRow(1, 200.0, 400, 0, None, None),
+            InstanceResultRow(2, 300.0, 600, 0, None, None)])
+        store.add_repeat(cells[0].id, repeat, [], two)
+        store.add_repeat(cells[1].id, repeat, [], ProbeRows(costs=[cost]))
+        (both,), (one,) = (cell_costs(store, c.id).roles for c in cells)
+        assert both["cpu_us_per_commit"]["mean"] == pytest.approx(1000.0)  # 400 ms / 400
+        assert both["syscalls_per_commit"]["pwrite64"]["mean"] == pytest.approx(0.75)
+        assert one["cpu_us_per_commit"]["mean"] == pytest.approx(400.0)  # 400 ms / 1000
+    finally:
+        store.close()

@@ -307,7 +307,8 @@ class AnatomyValues:
 
 def anatomy_values(store: Store, cell_id: int) -> AnatomyValues | None:
     """The per-repeat figures of a cell's anatomy repeats; None when it has none."""
-    commits = {r.id: int(r.transactions) for r in store.repeats(cell_id) if r.probed}
+    commits = {r: c for r, (c, _) in queries.watched_commits(
+        store, [r for r in store.repeats(cell_id) if r.probed]).items()}
     rows = queries.anatomy_of(store, commits)
     if not rows:
         return None

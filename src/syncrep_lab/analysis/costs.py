@@ -19,6 +19,7 @@ from typing import Any, TypedDict
 
 from syncrep_lab.analysis.anatomy import Anatomy, cell_anatomy
 from syncrep_lab.analysis.kernel import FlameGraph, RoleKernel, cell_kernel
+from syncrep_lab.analysis.locks import CellLocks, cell_locks
 from syncrep_lab.analysis.resources import Resources, cell_resources
 from syncrep_lab.json_form import JSON, json_value
 from syncrep_lab.stats.intervals import mean_ci
@@ -126,6 +127,8 @@ class CellCosts:
     # each disk and network interface a second of the measured repeats, and the CPU
     # quotas (analysis/resources.py)
     resources: Resources
+    # the kernel's locks per commit, where the lock probe ran (analysis/locks.py)
+    locks: CellLocks | None = None
 
     def to_json(self) -> dict[str, JSON]:
         """The costs as ``costs --json`` and the report print them."""
@@ -137,7 +140,8 @@ class CellCosts:
                 "numa": [json_value(asdict(r)) for r in self.numa],
                 "gprof": json_value(self.gprof),
                 "anatomy": self.anatomy.to_json() if self.anatomy is not None else None,
-                "probes": json_value(self.probes), **self.resources.to_json()}
+                "probes": json_value(self.probes), **self.resources.to_json(),
+                "locks": self.locks.to_json() if self.locks is not None else None}
 
 
 @dataclass(frozen=True)
@@ -240,10 +244,11 @@ def _cpu_values(figures: dict[str, list[float]]) -> tuple[str, list[float], list
 
 def _cell_repeats(store: Store, cell_id: int
                   ) -> tuple[dict[int, int], dict[int, float], set[int]]:
-    """A cell's repeats: commits and TPS by repeat id, and the ids of the probed ones."""
+    """A cell's repeats: commits and TPS by repeat id (a probed repeat's those of the
+    instance its probes watched), and the ids of the probed ones."""
     stored = store.repeats(cell_id)
-    return ({r.id: int(r.transactions) for r in stored},
-            {r.id: float(r.tps) for r in stored},
+    watched = queries.watched_commits(store, stored)
+    return ({r: c for r, (c, _) in watched.items()}, {r: t for r, (_, t) in watched.items()},
             {r.id for r in stored if r.probed})
 
 
@@ -334,7 +339,7 @@ def cell_costs(store: Store, cell_id: int) -> CellCosts:
         # slices (measured, not probed: the window is all there is)
         anatomy=cell_anatomy(store, repeats, store.cell(cell_id).typed_params.clients or 0),
         probes={k: sorted(v) for k, v in probe_status.items()},
-        resources=cell_resources(store, cell_id))
+        resources=cell_resources(store, cell_id), locks=cell_locks(store, cell_id))
 
 
 def _wakeups(store: Store, tps: dict[int, float]) -> list[WakeupCosts]:

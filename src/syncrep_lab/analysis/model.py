@@ -540,7 +540,8 @@ def traced_commit(store: Store, cell: StoredCell) -> tuple[Traced | None, str | 
     clients = cell.typed_params.clients or 0
     rows = queries.anatomy_of(store, list(probed)) if probed else []
     traced = sorted({repeat_id for repeat_id, _ in rows})
-    anatomy = (cell_anatomy(store, {r: int(probed[r].transactions) for r in traced}, clients)
+    watched = queries.watched_commits(store, [probed[r] for r in traced])
+    anatomy = (cell_anatomy(store, {r: c for r, (c, _) in watched.items()}, clients)
                if traced else None)
     if anatomy is None:
         reasons = sorted({p.reason for _, p in queries.probes_of(store, list(probed))
@@ -548,7 +549,7 @@ def traced_commit(store: Store, cell: StoredCell) -> tuple[Traced | None, str | 
         return None, ("no commit anatomy: " + "; ".join(reasons) if reasons else
                       "no commit anatomy in this cell (it runs in a repeat of its own after "
                       "a probed one: [probes] anatomy, probed_repeats >= 1, root and bpftrace)")
-    tps = sum(float(probed[r].tps) for r in traced) / len(traced)
+    tps = sum(t for _, t in watched.values()) / len(traced)
     parts = {c.component: _anatomy_interval(c.us_per_commit) for c in anatomy.components}
     in_server = [v for k, v in parts.items() if k in ("local_flush", "commit_wait") and v]
     if not in_server or clients <= 0 or tps <= 0:

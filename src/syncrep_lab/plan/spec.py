@@ -243,6 +243,9 @@ class Probes(_Strict):
     # (probes/standby_anatomy.py): off by default, its lines cost bpftrace a core's share
     # on a small machine, and the anatomy's own parts would carry it
     standby_anatomy: bool = False
+    # the kernel locks the primary's processes take and wait for (probes/kernel_locks.py),
+    # in the probed repeat, where the primary is on an SSH host or in a guest
+    locks: bool = True
 
 
 ResetMode = Literal["full", "no-checkpoint", "none"]

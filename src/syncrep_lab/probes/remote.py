@@ -32,6 +32,7 @@ from syncrep_lab.hosts.perf import (
 from syncrep_lab.hosts.ssh import HostSpec, SshHost
 from syncrep_lab.pg.roles import NodeProcess, role_of_title
 from syncrep_lab.probes import flamegraph, sched
+from syncrep_lab.probes.kernel_locks import HostLocks
 from syncrep_lab.probes.perfstat import SYSCALLS, cost_rows, parse_perf_stat
 from syncrep_lab.probes.recorder import Ending
 from syncrep_lab.probes.session import sched_rows, wakeup_rows
@@ -347,6 +348,8 @@ class HostProbes:
         self.perf: RemotePerf | None = None
         self.stacks: RemoteOnCpu | None = None
         self.sched: RemoteSched | None = None
+        self.locks: HostLocks | None = None
+        self.locks_status: list[ProbeRow] = []
         self.midway = threading.Timer(min(2.0, duration / 2), self._look_again)
         self.midway.daemon = True
         self.numa_before: dict[str, tuple[list[dict[str, Any]],
@@ -369,7 +372,12 @@ class HostProbes:
                                   min(config.sched_seconds, duration), self.out_dir)
                       if config.sched else None)
         self.numa_before = self._numa_pages(self.before) if config.numa else None
+        if config.locks and "primary" in self.nodes:
+            spec, data_dir = self.nodes["primary"]
+            self.locks = HostLocks(spec, data_dir, self.out_dir, duration)
         try:
+            if self.locks is not None:
+                self.locks.start()
             for probe in self._probes:
                 probe.start()
             self.midway.start()
@@ -397,6 +405,11 @@ class HostProbes:
         for recorder in (self.stacks, self.sched):
             if recorder is not None:
                 recorder.stop(walsenders)
+        if self.locks is not None:
+            locks = self.locks.stop({p.pid: (p.node, p.label) for p in node_processes(
+                "primary", self.seen.get("primary", []), walsenders)}, walsenders)
+            rows.kernel_locks = locks.kernel_locks
+            self.locks_status = locks.probes
         if self.stacks is not None:
             rows.flamegraphs = self.stacks.result.graphs_in(here)
             rows.stack_frames = list(self.stacks.result.frames)
@@ -414,7 +427,7 @@ class HostProbes:
                       for name, snap in after.items()}
             rows.numa_pages = self._numa_rows(self.numa_before, "before", walsenders)
             rows.numa_pages += self._numa_rows(self._numa_pages(stayed), "after", walsenders)
-        rows.probes = [s for p in self._probes for s in p.status]
+        rows.probes = [s for p in self._probes for s in p.status] + self.locks_status
         return rows
 
     def _numa_pages(self, snaps: dict[str, list[dict[str, Any]]]
@@ -445,6 +458,8 @@ class HostProbes:
         self.midway.cancel()
         for probe in self._probes:
             probe.abort()
+        if self.locks is not None:
+            self.locks.abort()
 
 
 def snapshots(nodes: dict[str, tuple[HostSpec, str]]) -> dict[str, list[dict[str, Any]]]:

@@ -17,7 +17,7 @@ import re
 import time
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from syncrep_lab.cluster.manifest import load
 from syncrep_lab.cluster.ready import manifest_log_tail, wait_replication
 from syncrep_lab.cluster.teardown import remove_cluster
 from syncrep_lab.errors import UserError
+from syncrep_lab.hosts.ssh import HostSpec
 from syncrep_lab.pg import replication, sync_names
 from syncrep_lab.pg.admin import admin_connection, alter_system
 from syncrep_lab.pg.builds import build_at
@@ -65,6 +66,18 @@ def instance_host(spec: Spec, cell: Cell, host: str, instance: int) -> str:
     if cell.isolation == "guests" and spec.is_guest(host):
         return f"{GUEST_PREFIX}{instance}"
     return host
+
+
+def cell_host(spec: Spec, cell: Cell, host: str, instance: int) -> HostSpec:
+    """The SSH host of a node of ``cell``'s instance ``instance`` on ``host``. A guest
+    runs this machine's own installations through its share of the root, so there the
+    PostgreSQL is the cell's (a ``pg`` axis puts 9.6 and 18 in the same guest), where
+    an SSH host keeps its ``bin_dir``."""
+    at = spec.ssh_host(instance_host(spec, cell, host, instance))
+    if at.guest is None:
+        return at
+    return replace(at, bin_dir=str(resolve(cell.pg).bin_dir))
+
 
 class ActiveCluster:
     """The cluster the current cells run on.
@@ -130,11 +143,10 @@ class ActiveCluster:
                                 for node in spec.nodes},
                 profile=topo.profile, clone=topo.clone, timeout=spec.run.ready_timeout,
                 layout=layout_for(spec, cell, instance, self.dir.name[4:], self.cpus),
-                hosts={node: asdict(spec.ssh_host(instance_host(spec, cell, host, instance)))
+                hosts={node: asdict(cell_host(spec, cell, host, instance))
                        for node, host in topo.hosts.items()
                        if node in ("primary", *standby_names(spec, cell.standbys))},
-                client_host=(asdict(spec.ssh_host(
-                    instance_host(spec, cell, topo.hosts["client"], instance)))
+                client_host=(asdict(cell_host(spec, cell, topo.hosts["client"], instance))
                              if "client" in topo.hosts else None),
                 taken_ports=frozenset(n.port for t in self.targets if t.manifest
                                       for n in t.manifest.nodes if n.host is not None),

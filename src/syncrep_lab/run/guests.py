@@ -26,6 +26,28 @@ from syncrep_lab.plan.spec import Host, Spec
 FIX_SETUP = "apt-get install qemu-system-x86 busybox-static (./run setup installs them)"
 
 
+# What a guest mounts of its own over the share of this machine's root
+# (guests/initramfs.STAGE2): a PostgreSQL installed under one of them is not seen there.
+OWN_MOUNTS = ("/proc", "/sys", "/dev", "/run", "/var/tmp")
+
+
+def _visible_installations(spec: Spec) -> None:
+    """Refused unless every PostgreSQL the cells run is where a guest sees it: it runs
+    this machine's own installations through its read-only share of the root."""
+    from syncrep_lab.pg.installations import resolve
+
+    for pg in dict.fromkeys([spec.topology.pg, *(spec.matrix.pg or [])]):
+        where = str(resolve(pg).bin_dir.resolve())
+        hidden = next((m for m in OWN_MOUNTS if where == m or where.startswith(m + "/")),
+                      None)
+        if hidden is not None:
+            raise UserError(
+                f"PostgreSQL {pg or 'default'} is in {where}, which a guest does not see: "
+                f"it shares this machine's root but mounts its own {hidden}",
+                "set SYNCREP_LAB_HOME to a folder outside "
+                f"{', '.join(OWN_MOUNTS)} and fetch or build it there again")
+
+
 def check(spec: Spec) -> dict[str, Any]:
     """What the spec's guests need, refused with the fix where this machine lacks it;
     what is known before a boot otherwise (``run --check`` prints it)."""
@@ -45,6 +67,7 @@ def check(spec: Spec) -> dict[str, Any]:
     for what, there, fix in needs:
         if not there:
             raise UserError(f"guests need {what}, which this machine lacks", fix)
+    _visible_installations(spec)
     have = kernel.cached(guests.kernel)
     if guests.kernel.startswith("/"):
         if have is None:

@@ -210,9 +210,11 @@ class Repeat:
         return [r for r in chosen if r is not None]
 
     def _anatomy(self) -> Recorder:
-        """The commit anatomy of the primaries on this machine (probes/anatomy.py), or of
-        the primary on an SSH host, run there (probes/host_anatomy.py)."""
-        primaries = _local_primaries(self.targets)
+        """The commit anatomy of the primary on this machine (probes/anatomy.py), or of
+        the primary on an SSH host, run there (probes/host_anatomy.py). Of several
+        instances, the first's, as every probe of a repeat: its per-commit figures are
+        divided by that instance's commits (store/queries.watched_commits)."""
+        primaries = _local_primaries([self.target])
         if primaries:  # the rest of anatomy_unavailable is the probe's own start()
             # and the sync standby's half of each commit, where asked for
             standbys = ({n.name: n.admin for n in self.target.nodes if not n.primary}
@@ -222,7 +224,7 @@ class Repeat:
                                  standbys=standbys, hosts=_host_standbys([self.target]),
                                  duration=self.ctx.spec.workload.duration,
                                  remote_half=HostHalf)
-        on_host = _host_primary(self.targets)
+        on_host = _host_primary([self.target])
         if on_host is not None:
             spec, data_dir, admin = on_host
             return HostAnatomy(spec, data_dir, admin, self.dir,
@@ -321,8 +323,8 @@ def _local_primaries(targets: Sequence[Target]) -> list[tuple[int, str]]:
 
 
 def _host_primary(targets: Sequence[Target]) -> tuple[HostSpec, str, str] | None:
-    """The primary on an SSH host (its host, its data dir there, the tool's connection
-    to it): a cluster with nodes on hosts is one instance."""
+    """The first of these targets' primaries that is on an SSH host (its host, its data
+    dir there, the tool's connection to it)."""
     from syncrep_lab.cluster import remote_node
 
     for t in targets:

@@ -18,6 +18,7 @@ from typing import Any, NamedTuple, TypeVar
 
 from syncrep_lab.store.db import Store
 from syncrep_lab.store.keys import cluster_key_text
+from syncrep_lab.store.records import StoredRepeat
 from syncrep_lab.store.rows import (
     AnatomyRow,
     CostRow,
@@ -28,6 +29,7 @@ from syncrep_lab.store.rows import (
     GprofRoleRow,
     GuestRepeatRow,
     HostRepeatRow,
+    KernelLockRow,
     LinkRow,
     ObservedRow,
     PlacementRow,
@@ -175,6 +177,20 @@ def instance_means(store: Store, cell_id: int) -> list[InstanceMeans]:
         "avg(i.lat_p99_ms) as lat_p99_ms from instance_results i join repeats r "
         "on r.id = i.repeat_id where r.cell_id = ? and r.probed = 0 "
         "group by i.instance order by i.instance", (cell_id,))]
+
+
+def watched_commits(store: Store, repeats: Collection[StoredRepeat]
+                    ) -> dict[int, tuple[int, float]]:
+    """Commits and TPS of each repeat as its probes saw them, by repeat id: a repeat of
+    several instances is probed on its first (run/repeat.py), so its per-commit figures
+    divide by instance 1's commits; any other repeat's are its own."""
+    out = {r.id: (int(r.transactions), float(r.tps)) for r in repeats}
+    ids = [r.id for r in repeats]
+    for repeat_id, transactions, tps in store.db.execute(
+            "select repeat_id, transactions, tps from instance_results where instance = 1 "
+            f"and repeat_id in ({_marks(ids)})", tuple(ids)):
+        out[repeat_id] = (int(transactions), float(tps))
+    return out
 
 
 # --- probes --------------------------------------------------------------------------
@@ -332,6 +348,11 @@ def host_repeats_of(store: Store, repeat_ids: Collection[int]
                     ) -> list[tuple[int, HostRepeatRow]]:
     """The SSH hosts' clocks and busy CPUs in these repeats."""
     return _of_repeats(store, "host_repeats", HostRepeatRow, repeat_ids)
+
+
+def kernel_locks_of(store: Store, repeat_ids: Collection[int]
+                    ) -> list[tuple[int, KernelLockRow]]:
+    return _of_repeats(store, "kernel_locks", KernelLockRow, repeat_ids)
 
 
 def guest_repeats_of(store: Store, repeat_ids: Collection[int]

@@ -326,6 +326,21 @@ class GuestRepeatRow(NamedTuple):
     seconds: float  # the span it was read over
 
 
+class KernelLockRow(NamedTuple):
+    """``kernel_locks``: the kernel locks one process role took or waited for in a
+    probed repeat (probes/kernel_locks.py), by lock, kernel caller and user frames."""
+
+    node: str
+    role: str
+    lock: str  # a counted lock's symbol (epmutex), else "" (any other lock)
+    kind: str  # mutex, spin, read, write: lock:contention_begin's flags
+    caller: str  # the kernel function that took the lock (ep_free, do_epoll_ctl ...)
+    user_stack: str  # the frames above the system call, " < " between: close < FreeWaitEventSet
+    acquisitions: int | None  # a counted lock's takes (kprobes on mutex_lock); else None
+    contentions: int  # waits for it (lock:contention_begin .. contention_end)
+    wait_ns: float  # their time, summed
+
+
 class AnatomyRow(NamedTuple):
     """``anatomy``: the commit anatomy probe's aggregate of one component (probes/
     anatomy.py), for the backends, one walsender or the sync standby's half of the
@@ -356,7 +371,7 @@ PROBE_TABLES: dict[str, type[NamedTuple]] = {
     "links": LinkRow,
     "numastat": NumastatRow, "observed": ObservedRow, "gprof_roles": GprofRoleRow,
     "gprof_functions": GprofFunctionRow, "host_repeats": HostRepeatRow,
-    "anatomy": AnatomyRow, "guest_repeats": GuestRepeatRow,
+    "anatomy": AnatomyRow, "guest_repeats": GuestRepeatRow, "kernel_locks": KernelLockRow,
 }
 
 
@@ -392,6 +407,7 @@ class ProbeRows:
     host_repeats: list[HostRepeatRow] = field(default_factory=list)
     anatomy: list[AnatomyRow] = field(default_factory=list)
     guest_repeats: list[GuestRepeatRow] = field(default_factory=list)
+    kernel_locks: list[KernelLockRow] = field(default_factory=list)
 
     def tables(self) -> Iterator[tuple[str, list[NamedTuple]]]:
         """(table, rows) of every table that has rows."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import sqlite3
 
-SCHEMA_VERSION = 18
+SCHEMA_VERSION = 19
 
 SCHEMA = """
 create table if not exists meta (key text primary key, value text not null);
@@ -264,6 +264,17 @@ create table if not exists guest_repeats (   -- each guest the run booted, seen 
     qemu_cpus real not null,         -- the whole QEMU process's CPUs here
     seconds real not null
 );
+create table if not exists kernel_locks (   -- the lock probe: the kernel's locks a role
+    repeat_id integer not null references repeats(id),   -- took or waited for (bpftrace)
+    node text not null, role text not null,
+    lock text not null,              -- a counted lock's symbol (epmutex), else ''
+    kind text not null,              -- mutex, spin, read, write (the tracepoint's flags)
+    caller text not null,            -- the kernel function that took it (ep_free ...)
+    user_stack text not null,        -- the system call's frames: close < FreeWaitEventSet
+    acquisitions integer,            -- a counted lock's takes (kprobes); None: not counted
+    contentions integer not null,    -- lock:contention_begin .. end
+    wait_ns real not null            -- their time waiting, summed
+);
 create table if not exists anatomy (   -- the commit anatomy probe: bpftrace's aggregates
     repeat_id integer not null references repeats(id),
     who text not null,               -- backend | walsender:NAME (the standby it serves)
@@ -301,7 +312,7 @@ NEW_COLUMNS = (  # 6 -> 7, 7 -> 8 (runs.order_note), 8 -> 9 (runs.kind), 9 -> 10
 
 
 def upgrade(db: sqlite3.Connection, version: int) -> None:
-    """Bring a store of an earlier ``version`` (1 to 17) to SCHEMA_VERSION, in place.
+    """Bring a store of an earlier ``version`` (1 to 18) to SCHEMA_VERSION, in place.
 
     1 -> 2 added the first probe tables and repeats.probed; 2 -> 3 the tables of /proc,
     NUMA, flame graphs and the scheduler trace; 3 -> 4 the wait timeline; 4 -> 5 fault
@@ -318,7 +329,7 @@ def upgrade(db: sqlite3.Connection, version: int) -> None:
     15 -> 16 each role's bytes read and written in proc_costs (new columns, None before);
     16 -> 17 a duet repeat's pair and the CPUs its side had (new columns, None before);
     17 -> 18 an SSH host's steal per repeat (a new column, None before) and the guests'
-    costs seen from this machine (a new table).
+    costs seen from this machine (a new table); 18 -> 19 the lock probe's table.
     """
     db.executescript(SCHEMA)
     if version == 1:

@@ -35,6 +35,7 @@ from syncrep_lab.analysis.observe import Observation
 from syncrep_lab.analysis.scaling import Series
 from syncrep_lab.analysis.verdict import CellDiagnosis, Verdict
 from syncrep_lab.pg.replication import level_rank
+from syncrep_lab.stats.intervals import MeanCI
 
 SHORT = {"epoll_create1": "ep_create", "epoll_ctl": "ep_ctl", "epoll_wait": "ep_wait",
          "epoll_pwait": "ep_pwait", "fdatasync": "fdsync", "recvfrom": "recv", "sendto": "send",
@@ -121,7 +122,7 @@ def print_costs(cells: list[RunCellCosts], console: Console) -> None:
             console.print(f"  standby {escape(rep.standby)} ({escape(str(rep.states))}): "
                           f"mean lag {lags or 'not reported by this version'}; flush behind "
                           f"by {rep.flush_bytes or 0:,.0f} bytes on average", soft_wrap=True)
-        for line in resource_lines(cell) + kernel_lines(cell):
+        for line in resource_lines(cell) + kernel_lines(cell) + lock_lines(cell):
             console.print(escape(line), soft_wrap=True)
         waits = [w for w in cell.waits if w["role"] in ("backend", "walsender")
                  or w["role"].startswith("walsender")]
@@ -192,6 +193,43 @@ def kernel_lines(cell: CellCosts) -> list[str]:
     return [f"  kernel: {k.node} {k.role} {100 * k.kernel_share:.0f} % of its on-CPU "
             "samples; " + ", ".join(function_text(f) for f in k.top[:3])
             for k in cell.kernel if k.node != "client" and k.top]
+
+
+LOCK_SITES = 6  # lock sites shown per cell, the most taken or waited for first
+
+
+def lock_lines(cell: CellCosts) -> list[str]:
+    """The lock probe's figures: what its kernel let it count, the epoll mutex's takes
+    per commit by the backends, and the busiest lock sites of the primary's roles."""
+    locks = cell.locks
+    if locks is None:
+        return []
+    out = [f"  kernel locks ({n})" for n in locks.notes] or ["  kernel locks"]
+    taken, closing = locks.epoll_takes(), locks.epoll_takes(closing=True)
+    if taken is not None:
+        global_ = locks.epoll_takes(lock="epmutex") or 0.0
+        out.append(f"  epoll's mutexes: {taken:.2f} takes per commit by the primary's "
+                   f"backends, {closing or 0:.2f} closing a wait set, {global_:.2f} the "
+                   "global epmutex")
+    shown = [s for s in locks.sites
+             if (s.acquisitions is not None and s.acquisitions.mean >= 0.01)
+             or s.contentions.mean >= 0.01][:LOCK_SITES]
+    for s in shown:
+        what = s.lock or s.kind
+        figures = ([f"{fmt.mean_pm(_ci(s.acquisitions), 2)} takes"]
+                   if s.acquisitions is not None else [])
+        figures += [f"{fmt.mean_pm(_ci(s.contentions), 3)} waits",
+                    f"{fmt.mean_pm(_ci(s.wait_us), 1)} µs waited"]
+        out.append(f"    {s.node} {s.role}: {what} from {s.caller or '?'}"
+                   + (f" ({s.user_stack})" if s.user_stack else "")
+                   + ": " + ", ".join(figures) + " per commit")
+    if not shown:
+        out.append("    no lock taken or waited for once in 100 commits")
+    return out
+
+
+def _ci(ci: MeanCI) -> dict[str, float | None]:
+    return {"mean": ci.mean, "low": ci.low, "high": ci.high}
 
 
 def anatomy_lines(a: Anatomy) -> list[str]:
