@@ -20,6 +20,8 @@ import pytest
 from syncrep_lab import paths
 from syncrep_lab.guests import leftovers
 from syncrep_lab.guests.costs import is_vcpu
+from syncrep_lab.pg.installations import Installation
+from syncrep_lab.run.guests import OWN_MOUNTS
 
 from .helpers import cli, cli_here, needs_guests, postmasters_in, shared_tmp
 
@@ -57,7 +59,7 @@ ISOLATION = (SPEC.format(duration=3)
              .replace('hosts = { primary = "guest1" }',
                       'hosts = { primary = "guest1" }\ninstances = 2')
              .replace("[run]", '[matrix]\nisolation = ["processes", "guests"]\n\n[run]\n'
-                      'order = "interleaved"'))
+                      'order = "interleaved"\nreset = "none"'))
 
 
 def _guest_things() -> dict[str, list[str]]:
@@ -79,6 +81,7 @@ def _guest_things() -> dict[str, list[str]]:
             "links": links, "folders": folders}
 
 
+OWN_MOUNTS_PREFIXES = tuple(m + "/" for m in OWN_MOUNTS)
 NOTHING: dict[str, list[str]] = {"qemu": [], "namespaces": [], "links": [], "folders": []}
 
 
@@ -223,10 +226,11 @@ def test_a_killed_run_leaves_its_guest_to_clean(workdir: Path) -> None:
     assert cli_here("clean", "--list").stdout.strip() in ("", "nothing to clean")
 
 
-def test_what_a_guest_spec_needs_is_said_before_a_boot(workdir: Path) -> None:
+def test_what_a_guest_spec_needs_is_said_before_a_boot(workdir: Path,
+                                                       pg96: Installation) -> None:
     """run --check names the guests, what runs in each and how the machine will run
-    them; a guest nothing runs in, an unknown host and a missing kernel are refused
-    with the fix, and nothing is made."""
+    them; a guest nothing runs in, an unknown host, a missing kernel and a PostgreSQL
+    the guest cannot see are refused with the fix, and nothing is made."""
     spec = workdir / "spec.toml"
     spec.write_text(SPEC.format(duration=3))
     res = cli_here("run", str(spec), "--check")
@@ -241,6 +245,16 @@ def test_what_a_guest_spec_needs_is_said_before_a_boot(workdir: Path) -> None:
         bad = cli_here("run", str(spec), "--check")
         assert bad.returncode != 0 and needle in bad.stderr, (edit, bad.stderr)
         assert "fix:" in bad.stderr and "Traceback" not in bad.stderr
+    # 9.6 in the session's tool home: on /dev/shm, which a guest mounts its own of, a
+    # refusal; elsewhere (a machine without room there) it is seen, and the check passes
+    spec.write_text(SPEC.format(duration=3).replace("[topology]", '[topology]\npg = "9.6"'))
+    res = cli_here("run", str(spec), "--check")
+    hidden = str(pg96.bin_dir.resolve()).startswith(OWN_MOUNTS_PREFIXES)
+    if hidden:
+        assert res.returncode != 0 and "which a guest does not see" in res.stderr, res.stderr
+        assert "SYNCREP_LAB_HOME" in res.stderr and "Traceback" not in res.stderr
+    else:
+        assert res.returncode == 0, res.stderr
     assert _guest_things() == NOTHING
 
 
