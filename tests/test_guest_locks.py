@@ -46,6 +46,7 @@ repeats_max = 1
 reset = "none"  # nothing here depends on the table's size; a checkpoint in TCG is slow
 
 [probes]
+locks = true
 perf = false
 flamegraphs = false
 anatomy = false

@@ -244,8 +244,10 @@ class Probes(_Strict):
     # on a small machine, and the anatomy's own parts would carry it
     standby_anatomy: bool = False
     # the kernel locks the primary's processes take and wait for (probes/kernel_locks.py),
-    # in the probed repeat, where the primary is on an SSH host or in a guest
-    locks: bool = True
+    # in the probed repeat, where the primary is on an SSH host or in a guest. Off by
+    # default: its kprobes trap every mutex taken there, which adds to that repeat's CPU
+    # per role on the host (the figure a host's nodes have)
+    locks: bool = False
 
 
 ResetMode = Literal["full", "no-checkpoint", "none"]
