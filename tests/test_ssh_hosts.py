@@ -115,7 +115,11 @@ def test_detached_process_outlives_the_connection(remote: SshdHost) -> None:
     with SshHost(remote.spec()) as first:
         pid = first.spawn_detached(["sleep", "60"], log, cwd=remote.data_root)
         assert first.alive(pid)
-        cmdline = first.get_bytes(f"/proc/{pid}/cmdline")
+        # empty while its exec is under way (seen once in a loaded suite): read again
+        deadline = time.monotonic() + 10
+        while not (cmdline := first.get_bytes(f"/proc/{pid}/cmdline")) and \
+                time.monotonic() < deadline:
+            time.sleep(0.1)
         assert cmdline == b"sleep\x0060\x00"
     # A new connection: the process did not go with the old one.
     with SshHost(remote.spec()) as second:
