@@ -508,11 +508,11 @@ def run(spec_file: Path | None, preset: str | None, out: Path | None, resume: bo
     from syncrep_lab.run.runner import start_run, stored_spec_text
 
     declared_patches(spec, spec_dir)
-    check_machine(spec)
+    guest_facts = check_machine(spec)
     stored_spec_text(text)
     check_out(out)
     if check:
-        _print_check(spec, given_out)
+        _print_check(spec, given_out, guest_facts)
         return
     from syncrep_lab.terminal.progress import RunDisplay
 
@@ -522,8 +522,9 @@ def run(spec_file: Path | None, preset: str | None, out: Path | None, resume: bo
     _finish(out)
 
 
-def _print_check(spec: Any, out_dir: Path | None) -> None:
-    """`run --check`: the plan, as the run would execute it."""
+def _print_check(spec: Any, out_dir: Path | None, guest_facts: dict[str, Any]) -> None:
+    """`run --check`: the plan, as the run would execute it (``guest_facts``: what the
+    machine's check found of the guests, run/guests.check)."""
     from syncrep_lab.plan.matrix import expand
     from syncrep_lab.run.machine import machine_metadata
     from syncrep_lab.run.preflight import without_unlinkable
@@ -561,10 +562,8 @@ def _print_check(spec: Any, out_dir: Path | None) -> None:
             f"to be built before the first cluster (PostgreSQL {escape(declared.version)}, "
             f"{declared.flavor}, {len(declared.patches)} patch(es); minutes the first "
             "time)"), soft_wrap=True)
-    if spec.topology.guests is not None:
-        from syncrep_lab.run import guests
-
-        g = guests.check(spec)
+    if guest_facts:
+        g = guest_facts
         hosts = spec.topology.hosts
         placed = []
         for i, h in enumerate(g["guests"], 1):

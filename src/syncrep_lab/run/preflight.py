@@ -29,9 +29,10 @@ from syncrep_lab.plan.matrix import (
 from syncrep_lab.plan.spec import Attach, Spec
 
 
-def check_machine(spec: Spec) -> None:
+def check_machine(spec: Spec) -> dict[str, Any]:
     """What can only be checked on this machine, before anything is created: every
-    PostgreSQL the spec names is installed, and each sync spec suits its version."""
+    PostgreSQL the spec names is installed, and each sync spec suits its version. What
+    the guests' check found (run/guests.check: ``run --check`` prints it), else {}."""
     from syncrep_lab.pg.installations import resolve
 
     if "sysbench" in (spec.matrix.driver or [spec.workload.driver]):
@@ -44,20 +45,22 @@ def check_machine(spec: Spec) -> None:
         from syncrep_lab.run.attached import check_serves
 
         check_serves(spec)  # a cell that would wait for ever is refused now
-        return
+        return {}
     _check_placement(spec)
     if any(flush_delay_us(spec, name, node) for node in spec.nodes
            for name in spec.matrix.settings or [DEFAULT_SETTINGS_SET]):
         from syncrep_lab.cluster import slow_flush
 
         slow_flush.library()  # compiled now, or a UserError naming what is missing
+    found: dict[str, Any] = {}
     if spec.topology.guests is not None:
         from syncrep_lab.run import guests
 
-        guests.check(spec)  # what a guest needs here: refused with the fix before a boot
+        found = guests.check(spec)  # what a guest needs here: refused before a boot
     if spec.topology.hosts:
         check_hosts(spec)
     check_installations(spec, unbuilt_ok=True)
+    return found
 
 
 def check_installations(spec: Spec, *, unbuilt_ok: bool = False) -> None:
