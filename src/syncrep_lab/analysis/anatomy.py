@@ -170,7 +170,8 @@ def _us(ns: float | None) -> float | None:
     return None if ns is None else ns / 1000.0
 
 
-def _interval(values: list[float]) -> PerCommit:
+def per_commit(values: list[float]) -> PerCommit:
+    """The mean of per-repeat figures and its interval (all None where there are none)."""
     if not values:
         return PerCommit(None, None, None)
     ci = mean_ci(values)
@@ -254,7 +255,7 @@ def cell_anatomy(store: Store, commits: dict[int, int], clients: int) -> Anatomy
 def _component(name: str, values: list[float], events: int, total: float,
                share: float | None, h: LatencyHistogram) -> Component:
     return Component(
-        component=name, us_per_commit=_interval(values), share_of_wait=share,
+        component=name, us_per_commit=per_commit(values), share_of_wait=share,
         events=events, mean_us=_us(total / events) if events else None,
         p50_us=_us(h.percentile(50)), p99_us=_us(h.percentile(99)),
         distribution=tuple((low / 1000.0, high / 1000.0, n)

@@ -14,19 +14,15 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
+from syncrep_lab.analysis.anatomy import PerCommit, per_commit
 from syncrep_lab.json_form import JSON
 from syncrep_lab.probes.kernel_locks import PROBE
-from syncrep_lab.stats.intervals import MeanCI, mean_ci
 from syncrep_lab.store import Store, queries
 
 EPOLL_MUTEX = "epmutex"  # the global one; each epoll set has its own too (ep->mtx)
 EPOLL_CALLERS = ("ep_", "do_epoll_", "__ep_", "eventpoll_")  # fs/eventpoll.c's functions
 # its close path, by kernel: ep_free (before the 6.4 rework), ep_clear_and_put (after)
 EPOLL_CLOSE = ("ep_free", "ep_clear_and_put", "ep_eventpoll_release")
-
-
-def _json(ci: MeanCI | None) -> JSON:
-    return None if ci is None else {"mean": ci.mean, "low": ci.low, "high": ci.high}
 
 
 @dataclass(frozen=True)
@@ -39,17 +35,18 @@ class LockCosts:
     kind: str  # mutex, spin, read, write
     caller: str  # the kernel function that took it
     user_stack: str  # "close < FreeWaitEventSet"
-    acquisitions: MeanCI | None  # takes per commit; None where not counted
-    contentions: MeanCI  # waits per commit
-    wait_us: MeanCI  # µs waited per commit
+    acquisitions: PerCommit | None  # takes per commit; None where not counted
+    contentions: PerCommit  # waits per commit
+    wait_us: PerCommit  # µs waited per commit
     repeats: int
 
     def to_json(self) -> dict[str, JSON]:
         return {"node": self.node, "role": self.role, "lock": self.lock,
                 "kind": self.kind, "caller": self.caller, "user_stack": self.user_stack,
-                "acquisitions_per_commit": _json(self.acquisitions),
-                "contentions_per_commit": _json(self.contentions),
-                "wait_us_per_commit": _json(self.wait_us), "repeats": self.repeats}
+                "acquisitions_per_commit": (self.acquisitions.to_json()
+                                            if self.acquisitions is not None else None),
+                "contentions_per_commit": self.contentions.to_json(),
+                "wait_us_per_commit": self.wait_us.to_json(), "repeats": self.repeats}
 
 
 @dataclass(frozen=True)
@@ -72,7 +69,7 @@ class CellLocks:
         only those closing a set where ``closing``; None where takes were not counted."""
         if not self.counted:
             return None
-        return sum(s.acquisitions.mean for s in self.sites
+        return sum(s.acquisitions.mean or 0.0 for s in self.sites
                    if s.node == "primary" and s.role == role and s.acquisitions is not None
                    and s.caller.startswith(EPOLL_CALLERS)
                    and (not closing or s.caller in EPOLL_CLOSE)
@@ -103,20 +100,18 @@ def cell_locks(store: Store, cell_id: int) -> CellLocks | None:
         key = (row.node, row.role, row.lock, row.kind, row.caller, row.user_stack)
         per[key][repeat_id] = (row.acquisitions, row.contentions, row.wait_ns)
     sites = []
+    repeat_commits = list(commits.values())
     for key, by_repeat in per.items():
         values = [by_repeat.get(r, (0, 0, 0.0)) for r in commits]
         counted = any(a is not None for a, _, _ in by_repeat.values())
-        per_commit = list(commits.values())
+        rows = list(zip(values, repeat_commits, strict=True))
         sites.append(LockCosts(
             *key,
-            acquisitions=(mean_ci([(a or 0) / n for (a, _, _), n in zip(values, per_commit,
-                                                                          strict=True)])
+            acquisitions=(per_commit([(a or 0) / n for (a, _, _), n in rows])
                           if counted else None),
-            contentions=mean_ci([c / n for (_, c, _), n in zip(values, per_commit,
-                                                                strict=True)]),
-            wait_us=mean_ci([w / 1000.0 / n for (_, _, w), n in zip(values, per_commit,
-                                                                     strict=True)]),
+            contentions=per_commit([c / n for (_, c, _), n in rows]),
+            wait_us=per_commit([w / 1000.0 / n for (_, _, w), n in rows]),
             repeats=len(commits)))
-    sites.sort(key=lambda s: (-(s.acquisitions.mean if s.acquisitions else 0.0),
-                              -s.contentions.mean, s.node, s.role, s.caller))
+    sites.sort(key=lambda s: (-((s.acquisitions.mean if s.acquisitions else None) or 0.0),
+                              -(s.contentions.mean or 0.0), s.node, s.role, s.caller))
     return CellLocks(sites, notes)

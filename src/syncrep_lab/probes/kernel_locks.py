@@ -50,7 +50,7 @@ from syncrep_lab import shutdown
 from syncrep_lab.errors import UserError
 from syncrep_lab.hosts import postmaster
 from syncrep_lab.hosts.ssh import HostSpec, SshHost
-from syncrep_lab.pg.roles import role_of_title
+from syncrep_lab.pg.roles import NodeProcess, role_of_title
 from syncrep_lab.probes import bpftrace_json
 from syncrep_lab.probes.host_anatomy import HostTracer, grant
 from syncrep_lab.store import KernelLockRow, ProbeRow, ProbeRows
@@ -300,8 +300,9 @@ def named_roles(node: str, seen: Mapping[int, tuple[str, str]], read: Mapping[in
     for pid, title in read.items():
         if pid not in out:
             role = role_of_title(title)
-            detail = walsenders.get(pid, "") if role == "walsender" else ""
-            out[pid] = (node, f"{role}:{detail}" if detail else role)
+            named = NodeProcess(node, pid, role,
+                                walsenders.get(pid, "") if role == "walsender" else "")
+            out[pid] = (node, named.label)
     return out
 
 

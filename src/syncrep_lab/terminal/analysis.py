@@ -35,7 +35,6 @@ from syncrep_lab.analysis.observe import Observation
 from syncrep_lab.analysis.scaling import Series
 from syncrep_lab.analysis.verdict import CellDiagnosis, Verdict
 from syncrep_lab.pg.replication import level_rank
-from syncrep_lab.stats.intervals import MeanCI
 
 SHORT = {"epoll_create1": "ep_create", "epoll_ctl": "ep_ctl", "epoll_wait": "ep_wait",
          "epoll_pwait": "ep_pwait", "fdatasync": "fdsync", "recvfrom": "recv", "sendto": "send",
@@ -212,24 +211,20 @@ def lock_lines(cell: CellCosts) -> list[str]:
                    f"backends, {closing or 0:.2f} closing a wait set, {global_:.2f} the "
                    "global epmutex")
     shown = [s for s in locks.sites
-             if (s.acquisitions is not None and s.acquisitions.mean >= 0.01)
-             or s.contentions.mean >= 0.01][:LOCK_SITES]
+             if (s.acquisitions is not None and (s.acquisitions.mean or 0.0) >= 0.01)
+             or (s.contentions.mean or 0.0) >= 0.01][:LOCK_SITES]
     for s in shown:
         what = s.lock or s.kind
-        figures = ([f"{fmt.mean_pm(_ci(s.acquisitions), 2)} takes"]
+        figures = ([f"{fmt.mean_pm(s.acquisitions.to_json(), 2)} takes"]
                    if s.acquisitions is not None else [])
-        figures += [f"{fmt.mean_pm(_ci(s.contentions), 3)} waits",
-                    f"{fmt.mean_pm(_ci(s.wait_us), 1)} µs waited"]
+        figures += [f"{fmt.mean_pm(s.contentions.to_json(), 3)} waits",
+                    f"{fmt.mean_pm(s.wait_us.to_json(), 1)} µs waited"]
         out.append(f"    {s.node} {s.role}: {what} from {s.caller or '?'}"
                    + (f" ({s.user_stack})" if s.user_stack else "")
                    + ": " + ", ".join(figures) + " per commit")
     if not shown:
         out.append("    no lock taken or waited for once in 100 commits")
     return out
-
-
-def _ci(ci: MeanCI) -> dict[str, float | None]:
-    return {"mean": ci.mean, "low": ci.low, "high": ci.high}
 
 
 def anatomy_lines(a: Anatomy) -> list[str]:
