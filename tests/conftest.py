@@ -32,6 +32,22 @@ OLD_VERSION = "9.6.24"
 os.environ.setdefault("SYNCREP_LAB_BUILDS", "/var/cache/syncrep-lab-tests/builds")
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under ``--dist loadgroup`` (./run test), refused unless pytest-xdist could put
+    its group on every test of helpers.machine_wide: a pytest that xdist cannot mark
+    would let them run at once on several workers, each cleaning the others' leftovers."""
+    if not getattr(config.option, "loadgroup", False):
+        return
+    lost = [item.nodeid for item in items if item.get_closest_marker("xdist_group")
+            and "@" not in item.nodeid]
+    if lost:
+        raise pytest.UsageError(
+            f"pytest-xdist did not group {len(lost)} tests ({lost[0]} …) with pytest "
+            f"{pytest.__version__}: install the versions pyproject.toml asks for "
+            "(./run setup), or run without -n")
+
+
 @pytest.fixture(scope="session", autouse=True)
 def lab_home() -> Iterator[Path]:
     home = shared_tmp("srl-home-", clusters_root())
@@ -40,7 +56,9 @@ def lab_home() -> Iterator[Path]:
     yield home
     from syncrep_lab.cluster.teardown import clean
 
-    clean(with_kept=True)
+    # A worker of several (pytest-xdist) leaves the machine's namespaces and groups to
+    # the tests that made them: another worker may be between a kill -9 and its `clean`
+    clean(with_kept=True, machine=os.environ.get("PYTEST_XDIST_WORKER") is None)
     if old is None:
         del os.environ["SYNCREP_LAB_HOME"]
     else:

@@ -240,3 +240,12 @@ def spec_run(prefix: str, spec: str, timeout: float = 600) -> Iterator[Path]:
 needs_guests = pytest.mark.skipif(
     os.geteuid() != 0 or shutil.which("qemu-system-x86_64") is None,
     reason="guests need root and QEMU (./run setup installs it)")
+
+
+# Tests that act on what the whole machine holds, beyond their session's tool home: they
+# kill the tool and run `clean` after it (network namespaces, cgroups and guests are the
+# machine's, and `clean` removes any whose maker is gone, whichever session made them),
+# compare what `clean --list` lists, or boot guests and look for any. ./run test runs
+# the suite on several workers (pytest-xdist, --dist loadgroup): these all go to one of
+# them, one after another, so that one's leftovers are never another's to see or clean.
+machine_wide = pytest.mark.xdist_group("machine")

@@ -164,6 +164,20 @@ def _probe_states(out: Path, probe: str) -> list[tuple[str, str, str]]:
     return found
 
 
+def _flame_rows(out: Path) -> list[tuple[str, int, str, str, int, bool]]:
+    """Every stored flame graph an ``ab`` wrote under ``out``: its run, repeat, node,
+    role, µs on CPU and whether its folded stacks are there (a missing graph's cause)."""
+    found = []
+    for db in sorted(out.glob("run-*/syncrep-lab.sqlite")):
+        with sqlite3.connect(db) as con:
+            found += [(db.parent.name, repeat, node, role, cpu_us,
+                       (db.parent / folded).is_file())
+                      for repeat, node, role, cpu_us, folded in con.execute(
+                          "select repeat_id, node, role, cpu_us, folded_path "
+                          "from flamegraphs")]
+    return found
+
+
 @pytest.fixture(scope="module")
 def root() -> Iterator[Path]:
     path = shared_tmp("srl-ab-")
@@ -211,7 +225,7 @@ def test_a_patch_that_changes_nothing_is_an_a_a(root: Path) -> None:
         # three others), and a role without samples on one side has no graph
         assert ("primary", "backend") in graphs and (
             cell["control"] or ("primary", "walsender:b") in graphs), (
-            sorted(graphs), _probe_states(root / "aa", "flamegraphs"))
+            sorted(graphs), _probe_states(root / "aa", "flamegraphs"), _flame_rows(root / "aa"))
         assert all(Path(g["svg"]).stat().st_size > 1000 for g in graphs.values())
     assert ab["control"]["held"] is True
     assert ab["sync_walsender"] == "walsender:b"

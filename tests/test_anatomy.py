@@ -39,7 +39,7 @@ from syncrep_lab.run.workload import (
 from syncrep_lab.stats.histogram import LatencyHistogram
 from syncrep_lab.store import AnatomyRow, ProbeRow, ProbeRows, Store
 
-from .helpers import as_nobody, cli, shared_tmp, wait_traced
+from .helpers import as_nobody, cli, machine_wide, shared_tmp, wait_traced
 
 UPROBE_EVENTS = Path("/sys/kernel/tracing/uprobe_events")
 
@@ -598,6 +598,7 @@ def _gone(pid: int, start: str | None, seconds: float = 10) -> bool:
     return True
 
 
+@machine_wide
 def test_a_killed_tool_takes_bpftrace_with_it_and_clean_ends_a_leftover(
         cluster: Manifest, tmp_path: Path) -> None:
     """kill -9 of the process that started the recorder: PR_SET_PDEATHSIG ends bpftrace,

@@ -24,7 +24,7 @@ import pytest
 from syncrep_lab.pg.installations import Installation
 
 from .handbuilt import HandBuilt
-from .helpers import cli, cli_here, shared_tmp
+from .helpers import cli, cli_here, machine_wide, shared_tmp
 
 SYNC = {"b": "sync", "c": "potential"}
 
@@ -222,6 +222,7 @@ def test_sigterm_mid_stall_ends_within_its_bound(
     assert_left_clean(good, user_session, lab_home)
 
 
+@machine_wide
 def test_killed_run_is_cleaned_by_clean(
         good: HandBuilt, user_session: psycopg.Connection[tuple[object, ...]],
         workdir: Path, lab_home: Path) -> None:
@@ -248,6 +249,7 @@ def test_killed_run_is_cleaned_by_clean(
     assert_left_clean(good, user_session, lab_home)
 
 
+@machine_wide
 def test_sigterm_with_a_frozen_primary_is_bounded_and_clean_finishes(
         good: HandBuilt, user_session: psycopg.Connection[tuple[object, ...]],
         workdir: Path, lab_home: Path) -> None:

@@ -16,7 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from .helpers import cli_here
+from .helpers import cli_here, machine_wide
+
+# every case compares what `clean --list` lists before and after it
+pytestmark = machine_wide
 
 DATA = Path(__file__).parent / "data" / "bad_input"
 

@@ -19,7 +19,7 @@ from syncrep_lab.cluster.status import cluster_status
 from syncrep_lab.cluster.teardown import remove_cluster
 from syncrep_lab.pg.installations import Installation
 
-from .helpers import cli, cli_here, postmasters_in
+from .helpers import cli, cli_here, machine_wide, postmasters_in
 
 
 def _lsn(text: str) -> int:
@@ -173,6 +173,7 @@ def test_keep_data_then_down(cluster_dir: Path) -> None:
     assert not cluster_dir.exists()
 
 
+@machine_wide
 def test_clean_removes_forgotten_clusters_and_leaves_live_and_kept_ones(workdir: Path) -> None:
     """A cluster whose maker is gone (a killed run) is removed; one whose maker still runs
     (a run going on in another terminal) is left alone, with the reason, until that
@@ -213,6 +214,7 @@ def test_clean_removes_forgotten_clusters_and_leaves_live_and_kept_ones(workdir:
     assert cli("clean").stdout.strip() == "nothing to clean"
 
 
+@machine_wide
 def test_a_cluster_up_killed_while_it_builds_is_not_kept(workdir: Path) -> None:
     """kill -9 of ``cluster up`` before it is done: what it half made is a leftover that
     a plain ``clean`` removes (only a finished ``cluster up`` is kept)."""

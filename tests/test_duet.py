@@ -49,7 +49,15 @@ from syncrep_lab.run.duet import Sides, baseline_first, cannot, sides
 from syncrep_lab.run.rounds import Member, Rounds
 from syncrep_lab.terminal.ab import WIDTH
 
-from .helpers import cli, cli_here, descendants, run_postmasters, still_alive, wait_until
+from .helpers import (
+    cli,
+    cli_here,
+    descendants,
+    machine_wide,
+    run_postmasters,
+    still_alive,
+    wait_until,
+)
 
 SMALL = (Path(__file__).parent / "data" / "ab-small.toml").read_text()
 EMPTY = Path(__file__).parent / "data" / "patches" / "empty.patch"
@@ -370,6 +378,7 @@ def test_a_duet_ends_within_its_budget_and_a_minute(workdir: Path) -> None:
     assert took <= budget + 60, f"{took:.0f} s for a {budget} s budget"
 
 
+@machine_wide
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL])
 def test_an_interrupted_duet_leaves_nothing_behind(workdir: Path, signum: int) -> None:
     """SIGTERM while both sides' clients run: the run ends with 128 + SIGTERM and

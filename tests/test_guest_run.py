@@ -23,9 +23,9 @@ from syncrep_lab.guests.costs import is_vcpu
 from syncrep_lab.pg.installations import Installation
 from syncrep_lab.run.guests import OWN_MOUNTS
 
-from .helpers import cli, cli_here, needs_guests, postmasters_in, shared_tmp
+from .helpers import cli, cli_here, machine_wide, needs_guests, postmasters_in, shared_tmp
 
-pytestmark = needs_guests
+pytestmark = [needs_guests, machine_wide]
 
 SPEC = """\
 name = "guest-primary"
@@ -51,15 +51,19 @@ flamegraphs = false
 anatomy = false
 sched = false
 """
-# The seed's group 5 against group 3, scaled: two primaries in one guest, then each in a
-# guest of its own (one cluster after the other: several instances keep a cluster alone)
+# The seed's group 5 against group 3, scaled: two primaries in one guest, and each in a
+# guest of its own, the two clusters held up at once and their repeats interleaved (guest1
+# holds three primaries then: 1024 MB)
 ISOLATION = (SPEC.format(duration=3)
              .replace("count = 1, vcpus = 1, memory_mb = 1024",
-                      "count = 2, vcpus = 1, memory_mb = 768")
+                      'count = 2, vcpus = 1, memory_mb = 1024, vcpu_cpus = "1"')
              .replace('hosts = { primary = "guest1" }',
                       'hosts = { primary = "guest1" }\ninstances = 2')
              .replace("[run]", '[matrix]\nisolation = ["processes", "guests"]\n\n[run]\n'
-                      'order = "interleaved"\nreset = "none"'))
+                      'order = "interleaved"\nreset = "none"\ndrop_caches = true')
+             # the seed's groups 3 and 5, as the seed-guests preset has them
+             + '\n[reference]\nfigures = [{ isolation = "processes", tps = 70000 }, '
+               '{ isolation = "guests", tps = 190000 }]\n')
 
 
 def _guest_things() -> dict[str, list[str]]:
@@ -174,6 +178,29 @@ def test_two_instances_in_one_guest_and_in_a_guest_each(
         ("isolation=guests", 1), ("isolation=guests", 2),
         ("isolation=processes", 1), ("isolation=processes", 2)], per_instance
     assert all(tps > 0 for _, _, tps in per_instance), per_instance
+    # the two clusters were held up together: their measured repeats share a round, so
+    # the ratio of the two isolations is paired in time
+    rounds = dict(db.execute("select c.key, group_concat(distinct r.round) from repeats r "
+                             "join cells c on c.id = r.cell_id where r.probed = 0 "
+                             "group by c.key"))
+    assert rounds["isolation=processes"] == rounds["isolation=guests"] is not None, rounds
+    note = db.execute("select order_note from runs").fetchone()[0] or ""
+    assert "one after another" not in note, note
+    # drop_caches: before each cluster, here and in the guests its nodes are in
+    dropped = [ln.split("(", 1)[1] for ln in res.stderr.splitlines()
+               if "page cache dropped before its cluster" in ln]
+    assert sorted(("guest1" in d, "guest2" in d) for d in dropped) == [
+        (True, False), (True, True)], res.stderr
+    # vcpu_cpus: each guest's one vCPU thread pinned to CPU 1 here, read back after boot
+    machine = json.loads(db.execute("select machine_json from runs").fetchone()[0])
+    for name in ("guest1", "guest2"):
+        [(thread, cpus)] = machine["guests"][name]["vcpu_pinning"].items()
+        assert thread.startswith("CPU 0/") and cpus == "1", machine["guests"][name]
+    # and the report sets that ratio beside the seed's 190k / 70k (one round: no
+    # interval, so not paired yet; with two or more it is, the rounds being shared)
+    seed = json.loads(cli_here("report", str(out), "--json").stdout)["seed"]
+    [ratio] = [r for r in seed["ratios"] if r["axis"] == "isolation"]
+    assert ratio["seed"] == pytest.approx(190 / 70) and ratio["here"] > 0, ratio
     for key, total in db.execute("select c.key, r.tps from repeats r join cells c on "
                                  "c.id = r.cell_id where r.probed = 0"):
         parts = sum(t for k, _, t in per_instance if k == key)
@@ -240,7 +267,9 @@ def test_what_a_guest_spec_needs_is_said_before_a_boot(workdir: Path,
             (("count = 1", "count = 2"), "nothing runs in guest2"),
             (('primary = "guest1"', 'primary = "guest3"'), "or a guest: guest1"),
             (("memory_mb = 1024", "memory_mb = 1024, kernel = '/nonexistent/bzImage'"),
-             "/nonexistent/bzImage does not exist")]:
+             "/nonexistent/bzImage does not exist"),
+            (("memory_mb = 1024", "memory_mb = 1024, vcpu_cpus = '4000'"),
+             "vcpu_cpus: CPU 4000 is not one this process may use")]:
         spec.write_text(SPEC.format(duration=3).replace(*edit))
         bad = cli_here("run", str(spec), "--check")
         assert bad.returncode != 0 and needle in bad.stderr, (edit, bad.stderr)

@@ -95,6 +95,14 @@ def test_qemu_command_line(tmp_path: Path) -> None:
     assert "tap,id=n0,ifname=tap7,script=no,downscript=no" in joined
     assert "srl.root=virtiofs" in joined
     assert guest.address == "10.215.7.2" and guest.namespace == "srl-guest7"
+    # two virtual NUMA nodes: the memory halved between them, a vCPU each
+    two = Guest(GuestConfig(kernel=kernel, vcpus=2, memory_mb=513, numa_nodes=2), index=7,
+                workdir=tmp_path, accel=Accel("tcg", "test"))
+    joined = " ".join(two.qemu_argv("qemu-system-x86_64"))
+    assert "-smp 2 -m 512M" in joined and "id=mem," not in joined, joined
+    assert ("memory-backend-memfd,id=mem0,size=256M,share=on -numa node,nodeid=0,"
+            "memdev=mem0,cpus=0 -object memory-backend-memfd,id=mem1,size=256M,share=on "
+            "-numa node,nodeid=1,memdev=mem1,cpus=1") in joined, joined
     image_guest = Guest(GuestConfig(kernel=kernel, root="image", image=tmp_path / "none"),
                         index=7, workdir=tmp_path, accel=Accel("kvm", "test", "host"))
     with pytest.raises(UserError, match="does not exist"):
@@ -147,3 +155,22 @@ def test_the_accelerator_is_probed_once_and_then_read_from_the_cache(
     assert again.reason == "no KVM in this test (cached)"
     accel.choose(Kernel("6.12-test", tmp_path / "vmlinuz", None))  # another kernel: probed
     assert probes == ["6.1.0-test", "6.12-test"]
+
+
+def test_a_host_s_numa_counters_per_node_over_a_repeat() -> None:
+    """Each node's numastat grown over the repeat, for a host of several nodes; a host of
+    one gives none (every allocation is a hit on its one node)."""
+    from syncrep_lab.hosts.machine import parse_node_numastat
+    from syncrep_lab.run.host_watch import numa_rows
+
+    line = ("numa_hit {} numa_miss 0 numa_foreign 0 interleave_hit {} local_node {} "
+            "other_node 0")
+    before = parse_node_numastat("\n".join(
+        [f"0 {line.format(100, 5, 90)}", f"1 {line.format(50, 5, 50)}"]))
+    after = parse_node_numastat("\n".join(
+        [f"0 {line.format(160, 35, 150)}", f"1 {line.format(80, 35, 50)}", "junk"]))
+    rows = numa_rows("guest1", before, after, 2.0)
+    assert [(r.numa_node, r.numa_hit, r.interleave_hit, r.local_node) for r in rows] == [
+        (0, 60, 30, 60), (1, 30, 30, 0)]
+    assert all(r.host == "guest1" and r.seconds == 2.0 for r in rows)
+    assert numa_rows("far", {0: {"numa_hit": 1}}, {0: {"numa_hit": 9}}, 1.0) == []

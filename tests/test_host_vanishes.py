@@ -16,7 +16,7 @@ import pytest
 from syncrep_lab.cluster.manifest import MANIFEST
 from syncrep_lab.store import DB_NAME
 
-from .helpers import cli, shared_tmp
+from .helpers import cli, machine_wide, shared_tmp
 from .sshd import SshdHost, running_sshd
 
 BIN_15 = "/usr/lib/postgresql/15/bin"
@@ -60,6 +60,7 @@ def _repeats(db_path: Path) -> int:
         return 0
 
 
+@machine_wide
 def test_a_host_that_vanishes_mid_run(gone: SshdHost) -> None:
     root = shared_tmp("srl-vanish-")
     (root / "spec.toml").write_text(_spec(gone))

@@ -6,6 +6,7 @@ it, and a checkpoint forced during a repeat flags that repeat."""
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -21,7 +22,7 @@ from syncrep_lab.run.rounds import round_order
 from syncrep_lab.run.runner import start_run
 from syncrep_lab.store import cluster_key_text
 
-from .helpers import cli, cli_here
+from .helpers import cli, cli_here, descendants
 
 SPEC = """\
 name = "interleaved"
@@ -180,22 +181,21 @@ def test_other_load_on_the_machine_flags_the_repeat(workdir: Path) -> None:
     stop = threading.Event()
 
     def pgbench_running() -> bool:
-        for p in Path("/proc").iterdir():
-            try:
-                if p.name.isdigit() and (p / "comm").read_text().strip() == "pgbench":
-                    return True
-            except OSError:
-                continue  # gone meanwhile
-        return False
+        # this run's pgbench only (the run is in this process): another test worker's
+        # would start the burner before this repeat and leave little of it inside
+        return any(os.path.basename(cmd.split(" ", 1)[0]) == "pgbench"
+                   for cmd in descendants(os.getpid()).values())
 
     def burn_once() -> None:
         while not stop.is_set():
             if pgbench_running():
-                # setsid -f: the burner is nobody's child here (a child of this process
-                # would count as the tool's own, as pgbench does)
-                subprocess.run(["setsid", "-f", sys.executable, "-c",
-                                "import time\nend = time.time() + 2\nwhile time.time() < end: "
-                                "pass"], check=True)
+                # setsid -f: the burners are nobody's children here (a child of this
+                # process would count as the tool's own, as pgbench does); one per CPU,
+                # so that what they get stays over the flag beside other load
+                for _ in range(os.cpu_count() or 1):
+                    subprocess.run(["setsid", "-f", sys.executable, "-c",
+                                    "import time\nend = time.time() + 2\n"
+                                    "while time.time() < end: pass"], check=True)
                 burned.append(time.monotonic())
                 time.sleep(2)
                 return

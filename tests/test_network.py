@@ -32,6 +32,8 @@ from syncrep_lab.network.processes import pids_in
 from syncrep_lab.network.readback import check_delayers, readback
 from syncrep_lab.network.shaping import set_profile
 
+from .helpers import machine_wide
+
 SUPPORT = check_network_support() if os.geteuid() == 0 else "not root"
 needs_netns = pytest.mark.skipif(SUPPORT is not None, reason=f"no namespaces: {SUPPORT}")
 # tests of the delay line itself run on kernels with netem too, when NFQUEUE works there
@@ -352,6 +354,7 @@ def test_leftovers_are_found_and_removed(monkeypatch: pytest.MonkeyPatch) -> Non
         netns.destroy_namespaces(netns.ours(prefix, include_live=True))
 
 
+@machine_wide
 @needs_delayer
 def test_a_killed_run_leaves_namespaces_that_clean_removes() -> None:
     prefix = f"srl-t{os.getpid() % 10000}k"

@@ -35,6 +35,7 @@ from .helpers import (
     cli,
     cli_here,
     clusters_root,
+    machine_wide,
     mentioning,
     shared_tmp,
     wait_until,
@@ -402,6 +403,7 @@ def _tracer(records: Path, timeout: float = 60) -> tuple[int, str | None]:
     return int(data["pid"]), data["start"]
 
 
+@machine_wide
 def test_anatomy_detached_on_sigterm_and_cleaned_after_kill_9(
         cluster: tuple[Path, str], pg18: Installation, tmp_path: Path) -> None:
     """SIGTERM mid-window: bpftrace ends at once, the slice done keeps its anatomy.

@@ -435,9 +435,10 @@ def test_a_stalled_replay_gets_its_lag_from_positions(
     assert lag["lags_may_be_stale"] is False and lag["reason"] is None
     by = lag["lag_from_positions_s"]
     # replay stood still for the window's last ~4 s: ~2 s behind on average over the
-    # window's samples (0 before the pause); write and flush kept up
+    # window's samples (0 before the pause); write and flush kept up: a fraction of
+    # that (a few hundredths of a second here, 0.25 s beside other tests' load)
     assert 0.8 < by["replay"] < 4.0, by
-    assert by["write"] < 0.2 and by["flush"] < 0.2, by
+    assert by["write"] < 0.25 * by["replay"] and by["flush"] < 0.25 * by["replay"], by
     # the view's replay lag grew as well (with the fix it does not freeze)
     (window,) = found["windows"]
     (view,) = window["replication"]

@@ -59,7 +59,7 @@ from syncrep_lab.placement.quota import (
 )
 from syncrep_lab.runas import popen_kwargs, server_account
 
-from .helpers import clean_list
+from .helpers import clean_list, machine_wide
 
 BOUND_TO_V1 = "cpuset controller not available in this cgroup2 hierarchy (bound to v1)"
 
@@ -151,7 +151,9 @@ def support() -> CpusetSupport:
 
 @pytest.fixture
 def run_key(support: CpusetSupport) -> Iterator[str]:
-    key = f"t{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    # The tool's own key form (DIGEST-PIDiK): clean, run by a test on another worker,
+    # sees this process alive and leaves the groups alone instead of removing them.
+    key = f"t{uuid.uuid4().hex[:8]}-{os.getpid()}i0"
     yield key
     remove_run(support, key)
     assert support.root is not None
@@ -267,7 +269,9 @@ def test_refusals_leave_nothing_behind(support: CpusetSupport, run_key: str) -> 
 
 
 def test_leftover_runs_finds_a_crashed_run(support: CpusetSupport, procs: list[int]) -> None:
-    key = f"crashed{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    # leftover_runs lists every key, live or not; the owner in the key is this process,
+    # so a clean on another worker meanwhile does not take the group away
+    key = f"crashed{uuid.uuid4().hex[:6]}-{os.getpid()}i0"
     try:
         group = CpusetGroup.create(support, key, "primary", [0, 1])
         sleeper = subprocess.Popen(["sleep", "30"], preexec_fn=group.join_fn())
@@ -294,6 +298,7 @@ def _cpu_cgroup(pid: int) -> str:
     return ""
 
 
+@machine_wide
 def test_a_cpu_quota_holds_a_busy_process_and_clean_removes_it(procs: list[int]) -> None:
     support = quota_support()
     assert support.usable, support.reason  # cgroup v1's cpu controller, as root

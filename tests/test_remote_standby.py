@@ -20,7 +20,7 @@ import pytest
 from syncrep_lab.probes import standby_anatomy
 from syncrep_lab.store import DB_NAME
 
-from .helpers import cli, cli_here
+from .helpers import cli, cli_here, machine_wide
 from .sshd import SshdHost, bpftrace_through_sudo, running_sshd
 from .test_standby_anatomy import SUM_WITHIN
 
@@ -145,11 +145,17 @@ def _the_standby_half_on_the_host(db: sqlite3.Connection, run: Path) -> None:
                                       "transit_back", "reply_handling"}, half
     assert whole_n >= 0.8 * rows[("backend", "standby_wait")]["count"] > 50, rows
     assert all(n == whole_n for n, _ in half.values()), half
-    summed = sum(t for _, t in half.values())
-    assert abs(summed - whole) <= SUM_WITHIN * whole, (summed, whole, half)
     # the estimate, against the true offset 0
     kept = (run / repeat["stdout_path"]).parent
     clock = json.loads((kept / "standby-clock.json").read_text())
+    summed = sum(t for _, t in half.values())
+    # The transits are split on the estimated offset, and a part that comes out negative
+    # counts as 0 (standby_anatomy): an offset wrong by e can add up to e to a commit's
+    # sum that way, never take it off. So beside the local check's 15 %, each commit may
+    # carry the estimate's error (here the true offset is 0: the estimate is the error),
+    # which grows with the machine's load (16 % over, seen beside three PostgreSQL builds)
+    slack = SUM_WITHIN * whole + whole_n * abs(clock["offset_ns"])
+    assert -SUM_WITHIN * whole <= summed - whole <= slack, (summed, whole, half, clock)
     assert abs(clock["offset_ns"]) <= min(OFFSET_WITHIN_NS, clock["delay_ns"] / 2), clock
     assert clock["fastest"] >= 5 and clock["spread_ns"] <= OFFSET_WITHIN_NS, clock
     # the same events, the standby's clock hours ahead: the same parts, the offset moved
@@ -258,6 +264,7 @@ def test_the_client_on_an_ssh_host_runs_pgbench_there(workdir: Path, far: SshdHo
      'client = "far" }', ".anatomy.bt"),
     ('sync = "c"\nclone = "basebackup"\nhosts = { c = "far" }', ".standby-anatomy.bt")],
     ids=["client", "primary-standby-client", "sync-standby"])
+@machine_wide
 def test_a_killed_tool_leaves_nothing_on_the_host(workdir: Path, far: SshdHost,
                                                  placed: str, traced: str | None) -> None:
     """The tool killed with SIGKILL while pgbench runs on the host: pgbench ends with its
@@ -520,6 +527,7 @@ def test_two_instances_each_stream_to_a_standby_on_the_host(workdir: Path,
     assert far.running("postgres") == []
 
 
+@machine_wide
 def test_a_killed_run_of_two_instances_is_cleaned_off_the_host(workdir: Path,
                                                                far: SshdHost) -> None:
     """kill -9 of the tool while both instances' c stream on the host: `clean` finds both

@@ -27,6 +27,7 @@ from .helpers import (
     cli,
     cli_here,
     descendants,
+    machine_wide,
     mentioning,
     postmasters_in,
     run_cluster_dir,
@@ -114,6 +115,7 @@ def test_small_run_agrees_with_pgbench(workdir: Path) -> None:
     assert run_postmasters(workdir / "run") == []  # its clusters live in the state dir
 
 
+@machine_wide
 def test_killed_run_resumes(workdir: Path) -> None:
     """kill -9 during a probed repeat (perf stat, perf record on every CPU with its
     sleep, pgbench): pgbench and perf die with the tool, clean removes its servers,

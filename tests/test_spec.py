@@ -67,6 +67,7 @@ def test_presets_are_valid() -> None:
     assert [(c.isolation, c.instances, c.sync) for c in expand(guests).cells] == [
         ("processes", 2, "1(b,c)"), ("guests", 2, "1(b,c)")]
     assert guests.topology.guests is not None and guests.topology.guests.count == 2
+    assert [f["isolation"] for f in guests.reference["figures"]] == ["processes", "guests"]
 
 
 def test_parse_spec_leaves_the_combinations_to_load_spec() -> None:
@@ -187,3 +188,82 @@ def test_check_says_what_a_declared_build_needs_and_builds_nothing(tmp_path: Pat
     res = cli_here("run", str(spec), "--check")
     assert res.returncode == 2 and f"builds.{name}.patches[0]:" in res.stderr
     assert "slow.patch: no such file" in res.stderr and "Traceback" not in res.stderr
+
+
+GUEST_KERNELS = """\
+name = "k"
+
+[topology]
+standbys = 1
+sync = "b"
+clone = "basebackup"
+guests = { count = 1 }
+hosts = { primary = "guest1" }
+
+[matrix]
+kernel = ["host", "linux-image-6.1.0-47-cloud-amd64", "debian-6.1"]
+pg = ["9.6", "18"]
+"""
+
+
+def test_the_kernel_axis_boots_a_set_of_guests_a_kernel() -> None:
+    """matrix.kernel: "host" runs the guest's nodes here; each other kernel gets guests of
+    its own, the topology's kernel the plain names; every cell knows its guest."""
+    from syncrep_lab.plan.matrix import cell_hosts
+    from syncrep_lab.run.clusters import instance_host
+
+    spec = load_spec(GUEST_KERNELS)
+    assert spec.guest_kernels() == ["debian-6.1", "linux-image-6.1.0-47-cloud-amd64"]
+    assert spec.guest_names() == ["guest1", "guest1-k2"]
+    assert spec.guest_names("linux-image-6.1.0-47-cloud-amd64") == ["guest1-k2"]
+    assert spec.is_guest("guest1-k2") and not spec.is_guest("guest2")
+    cells = expand(spec).cells
+    # a cluster a kernel and version: six
+    assert len({c.cluster_key for c in cells}) == 6
+    where = {(c.kernel, c.pg): (cell_hosts(spec, c).get("primary"),
+                                instance_host(spec, c, "guest1", 1)) for c in cells}
+    assert where[("host", "9.6")] == (None, "guest1")  # not placed: it runs here
+    assert where[("debian-6.1", "18")] == ("guest1", "guest1")
+    assert where[("linux-image-6.1.0-47-cloud-amd64", "9.6")] == ("guest1", "guest1-k2")
+    labels = [c.label for c in cells]
+    assert "pg=9.6 kernel=host" in labels, labels
+    # stored with the cell, and in its cluster's key; a cell without the axis keeps the
+    # params and key it always had
+    assert all(c.params()["kernel"] == c.kernel for c in cells)
+    single = load_spec(GUEST_KERNELS.replace(
+        'kernel = ["host", "linux-image-6.1.0-47-cloud-amd64", "debian-6.1"]\n', ""))
+    assert single.guest_names() == ["guest1"]
+    assert all("kernel" not in c.params() and c.kernel is None for c in expand(single).cells)
+    # isolation guests has no guest in a host cell: those are left out, and said
+    both = load_spec(GUEST_KERNELS.replace('["9.6", "18"]', '["18"]').replace(
+        "guests = { count = 1 }", "guests = { count = 2 }\ninstances = 2").replace(
+        'pg = ["18"]', 'pg = ["18"]\nisolation = ["processes", "guests"]'))
+    plan = expand(both)
+    assert [(c.kernel, c.isolation) for c in plan.cells if c.kernel == "host"] == [
+        ("host", "processes")]
+    assert any("kernel host runs no guest" in d for d in plan.dropped), plan.dropped
+    assert both.guest_names() == ["guest1", "guest2", "guest1-k2", "guest2-k2"]
+
+
+@pytest.mark.parametrize(
+    ("edit", "needle"),
+    [
+        (('hosts = { primary = "guest1" }', ""), "the kernel axis is the kernel of the nodes"),
+        (('"debian-6.1"]', '"debian-6.1", "host"]'), "matrix.kernel[3]: 'host' is on the "
+                                                      "axis twice"),
+        (('"debian-6.1"]', '"windows"]'), "matrix.kernel[2]: kernel 'windows' is neither"),
+        (("guests = { count = 1 }", "guests = { count = 5 }\ninstances = 5\n"
+          'isolation = "guests"'), "would boot 10 guests, more than 8"),
+        (("guests = { count = 1 }", "guests = { count = 1, memory_mb = 256, numa_nodes = 4 }"),
+         "4 NUMA nodes of 64 MB each: a node needs 128 MB"),
+        (('"linux-image-6.1.0-47-cloud-amd64", "debian-6.1"]', "]"),
+         "a kernel axis of 'host' alone boots no guest"),
+        (("guests = { count = 1 }", 'guests = { count = 1, vcpu_cpus = "x" }'),
+         "topology.guests.vcpu_cpus"),
+    ],
+)
+def test_the_kernel_axis_refusals(edit: tuple[str, str], needle: str) -> None:
+    text = GUEST_KERNELS.replace(*edit)
+    assert text != GUEST_KERNELS
+    rendered = " ".join(str(_error(text)).split())
+    assert needle in rendered and "s.toml:" in rendered, rendered

@@ -428,9 +428,17 @@ def test_the_snapshot_scripts_read_proc_as_procs_does(tmp_path: Path) -> None:
                                          "> written.bin; exec sleep 60"], cwd=tmp_path)
     try:
         deadline = time.monotonic() + 60
-        while Path(f"/proc/{busy.pid}/comm").read_text().strip() != "sleep":
+        # Until the sleep is in its one long nanosleep: "sleep" shows at exec, before the
+        # loader's last switches, and a switch between two reads makes them differ.
+        def asleep() -> bool:
+            fields = procs.stat_fields(busy.pid)
+            return (Path(f"/proc/{busy.pid}/comm").read_text().strip() == "sleep"
+                    and fields is not None and fields[procs.STATE] == "S")
+
+        while not asleep():
             assert time.monotonic() < deadline
             time.sleep(0.05)
+        time.sleep(0.2)
         fields = procs.stat_fields(busy.pid)
         sample = read_sample(busy.pid)
         assert fields is not None and sample is not None

@@ -150,7 +150,7 @@ def test_a_version_12_store_opens_with_its_proc_costs_read_as_none(tmp_path: Pat
     store = Store(tmp_path / "run", create=False)
     try:
         assert store.db.execute("select value from meta where key = 'schema_version'"
-                                ).fetchone()[0] == str(SCHEMA_VERSION) == "19"
+                                ).fetchone()[0] == str(SCHEMA_VERSION) == "20"
         assert queries.quota_means(store, cell.id) == []  # the table is there, empty
         assert queries.proc_costs_of(store, [old_id]) == [
             (old_id, ProcCostRow("primary", "walsender:b", 1, 1.5, 2.5, 30, 4, None, None,
@@ -229,5 +229,30 @@ def test_a_probed_repeat_of_two_instances_is_divided_by_the_first_s_commits(
         assert both["cpu_us_per_commit"]["mean"] == pytest.approx(1000.0)  # 400 ms / 400
         assert both["syscalls_per_commit"]["pwrite64"]["mean"] == pytest.approx(0.75)
         assert one["cpu_us_per_commit"]["mean"] == pytest.approx(400.0)  # 400 ms / 1000
+    finally:
+        store.close()
+
+
+def test_a_version_19_store_gets_the_hosts_numa_table(tmp_path: Path) -> None:
+    """Schema 19 had no host_numa: opened, the table is made, a repeat's rows of it are
+    written with the repeat and read back as they were."""
+    from syncrep_lab.store import HostNumaRow
+
+    store = Store(tmp_path / "run", create=True)
+    try:
+        run_id = store.create_run("r", "", {}, "1")
+        cell = store.ensure_cell(run_id, 0, "k", "kernel=host", {}, {})
+        store.db.execute("drop table host_numa")
+        store.db.execute("update meta set value = '19' where key = 'schema_version'")
+    finally:
+        store.close()
+    store = Store(tmp_path / "run", create=False)
+    try:
+        rows = [HostNumaRow("guest1", 0, 1483, 0, 0, 190, 1483, 0, 3.0),
+                HostNumaRow("guest1", 1, 179, 0, 0, 178, 0, 179, 3.0)]
+        repeat = {"n": 1, "started_at": "t0", "duration_s": 3.0, "transactions": 30,
+                  "failed": 0, "tps": 10.0, "histogram": b""}
+        repeat_id = store.add_repeat(cell.id, repeat, [], ProbeRows(host_numa=rows))
+        assert queries.host_numa_of(store, [repeat_id]) == [(repeat_id, r) for r in rows]
     finally:
         store.close()

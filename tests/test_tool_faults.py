@@ -26,6 +26,7 @@ from syncrep_lab.store import DB_NAME
 from .helpers import (
     cli,
     descendants,
+    machine_wide,
     mentioning,
     postmasters_in,
     processes,
@@ -33,6 +34,9 @@ from .helpers import (
     still_alive,
     wait_until,
 )
+
+# the tool killed or faulted at every stage, and what `clean --list` lists compared
+pytestmark = machine_wide
 
 SPEC = """\
 name = "faults"

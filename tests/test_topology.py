@@ -26,6 +26,7 @@ from .helpers import (
     cli,
     cli_here,
     descendants,
+    machine_wide,
     run_postmasters,
     still_alive,
     wait_until,
@@ -427,8 +428,13 @@ def test_a_longer_link_lengthens_only_the_wait_for_the_standby(workdir: Path) ->
     waited = {link: per_commit(link, "standby_wait") + per_commit(link, "unsignalled")
               for link in parts}
     assert waited["far"] - waited["none"] >= 0.8 * round_trip_us, (waited, parts)
-    assert waited["far"] - waited["none"] <= 1.5 * round_trip_us, (waited, parts)
-    assert parts["far"]["standby_wait"]["p50_us"] >= 0.8 * round_trip_us, parts["far"]
+    # and by the round trip, not more: the median commit's wait, as the mean carries the
+    # stalls of a loaded machine (the mean grew by 8.8 ms beside two other tests' load,
+    # the walreceiver's replies waiting for a CPU as well as for the link)
+    none_p50 = float((parts["none"].get("standby_wait") or {}).get("p50_us") or 0.0)
+    far_p50 = float(parts["far"]["standby_wait"]["p50_us"])
+    assert far_p50 >= 0.8 * round_trip_us, parts["far"]
+    assert far_p50 - none_p50 <= 1.5 * round_trip_us, (waited, parts)
     for part in ("local_flush", "wakeup_queue", "run_queue"):
         moved = per_commit("far", part) - per_commit("none", part)
         assert abs(moved) < 0.15 * round_trip_us, (part, moved, parts)
@@ -565,6 +571,7 @@ placement = ["p"]
 """ + COMMON.format(clients=1, duration=60)
 
 
+@machine_wide
 def test_clean_after_the_tool_is_killed(workdir: Path) -> None:
     spec = workdir / "spec.toml"
     spec.write_text(KILLED)

@@ -563,14 +563,21 @@ def _print_check(spec: Any, out_dir: Path | None, guest_facts: dict[str, Any]) -
             f"{declared.flavor}, {len(declared.patches)} patch(es); minutes the first "
             "time)"), soft_wrap=True)
     if guest_facts:
+        from syncrep_lab.plan.spec import GUEST_PREFIX
+
         g = guest_facts
         hosts = spec.topology.hosts
         placed = []
-        for i, h in enumerate(g["guests"], 1):
-            there = ", ".join(sorted(n for n, at in hosts.items() if at == h))
+        for h in g["guests"]:
+            base, _, _ = h.partition("-k")  # guest1-k2: guest1 with matrix.kernel's second
+            i = int(base.removeprefix(GUEST_PREFIX))
+            there = ", ".join(sorted(n for n, at in hosts.items() if at == base))
             placed.append(f"{h} ({there or f'instance {i}, isolation guests'})")
         out.print(f"guests: {', '.join(placed)}, booted before the first cluster, each "
-                  f"{g['vcpus']} vCPU and {g['memory_mb']} MB; kernel {escape(g['kernel'])}; "
+                  f"{g['vcpus']} vCPU and {g['memory_mb']} MB"
+                  + (f" in {g['numa_nodes']} virtual NUMA nodes" if g["numa_nodes"] > 1 else "")
+                  + (f", vCPUs on CPUs {g['vcpu_cpus']} here" if g["vcpu_cpus"] else "")
+                  + f"; kernel {escape(g['kernel'])}; "
                   f"{escape(g['accel'])}", soft_wrap=True)
     where = f" into {escape(str(out_dir))}" if out_dir is not None else ""
     out.print(f"nothing was created; run it{where} without --check", soft_wrap=True)

@@ -199,11 +199,12 @@ class Cleaned:
     kept: list[Path]
 
 
-def clean(with_kept: bool = False) -> Cleaned:
+def clean(with_kept: bool = False, *, machine: bool = True) -> Cleaned:
     """Remove every cluster this user's syncrep-lab created and did not take down, but
     those whose maker still runs (:func:`in_use`) and, unless ``with_kept``, those ``cluster
-    up`` made (:func:`kept`); then namespaces and cpuset groups of the tool that no cluster
-    recorded (a run killed between making them and saving its manifest)."""
+    up`` made (:func:`kept`); then, unless ``machine`` is False, the namespaces and cpuset
+    groups of the tool that no cluster recorded (a run killed between making them and
+    saving its manifest): those are the machine's, whichever tool home made them."""
     busy = in_use()
     spared: list[Path] = []
     reports = []
@@ -214,5 +215,5 @@ def clean(with_kept: bool = False) -> Cleaned:
             spared.append(cluster_dir)
         elif cluster_dir not in busy:
             reports.append(remove_cluster(cluster_dir))
-    leftovers = placing.leftovers() if os.geteuid() == 0 else []
+    leftovers = placing.leftovers() if machine and os.geteuid() == 0 else []
     return Cleaned(reports, leftovers, busy, spared)

@@ -28,7 +28,7 @@ TEMPLATE_FORMAT = "2"
 # The shutdown checkpoint records these in pg_control, and a hot standby refuses
 # to start with a setting lower than its primary's recorded one: record the
 # smallest values, so any settings a cluster is given are at least as large.
-_SINGLE_USER_SETTINGS = [
+SINGLE_USER_SETTINGS = [
     "-c", "wal_level=replica", "-c", "max_wal_senders=0", "-c", "max_connections=1",
     "-c", "superuser_reserved_connections=0", "-c", "max_worker_processes=0",
     "-c", "max_prepared_transactions=0", "-c", "max_locks_per_transaction=10",
@@ -73,7 +73,7 @@ def template_for(inst: Installation, account: Account) -> Path:
                 "check the installation with: syncrep-lab pg list",
             )
         single = subprocess.run(
-            [str(inst.program("postgres")), "--single", "-D", str(tmp), *_SINGLE_USER_SETTINGS,
+            [str(inst.program("postgres")), "--single", "-D", str(tmp), *SINGLE_USER_SETTINGS,
              "postgres"],
             input="", capture_output=True, text=True, timeout=300, check=False,
             **as_account(account),

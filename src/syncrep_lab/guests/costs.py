@@ -16,6 +16,7 @@ import subprocess
 from dataclasses import dataclass
 
 from syncrep_lab import procs
+from syncrep_lab.errors import UserError
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,36 @@ def read_qemu(pid: int) -> QemuReading | None:
             cpu_ns += int(sched[0])
             delay_ns += int(sched[1])
     return QemuReading(vcpus, cpu_ns, delay_ns, ticks)
+
+
+def vcpu_threads(pid: int) -> dict[int, str]:
+    """tid -> name of each vCPU thread of the QEMU process ``pid`` ({} when gone)."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return {}
+    named = {int(tid): (read(f"/proc/{pid}/task/{tid}/comm") or "").strip() for tid in tids}
+    return {tid: name for tid, name in sorted(named.items()) if is_vcpu(name)}
+
+
+def pin_vcpus(pid: int, cpus: list[int]) -> dict[str, str]:
+    """Each vCPU thread of QEMU ``pid`` confined to ``cpus`` of this machine; what each
+    one's affinity reads back afterwards (name -> Cpus_allowed_list)."""
+    from syncrep_lab.placement.cpus import format_cpus
+
+    out = {}
+    for tid, name in vcpu_threads(pid).items():
+        try:
+            os.sched_setaffinity(tid, cpus)
+            out[name] = format_cpus(sorted(os.sched_getaffinity(tid)))
+        except ProcessLookupError:  # the thread has gone: the guest with it
+            continue
+        except OSError as exc:
+            raise UserError(f"cannot pin {name} of QEMU (pid {pid}) to CPUs "
+                            f"{format_cpus(cpus)}: {exc.strerror}",
+                            "choose CPUs this process may use (its cpuset's), or leave "
+                            "topology.guests.vcpu_cpus out") from None
+    return out
 
 
 def is_vcpu(comm: str) -> bool:

@@ -59,6 +59,7 @@ class GuestConfig:
     user: str = "postgres"  # the SSH account (the server account)
     boot_timeout: float = 120.0
     accel: accel_mod.Accel | None = None  # None: probed (and cached)
+    numa_nodes: int = 1  # virtual NUMA nodes (numa_args)
 
 
 @dataclass
@@ -81,6 +82,9 @@ class Guest:
     _qemu: subprocess.Popen[bytes] | None = None
     _virtiofsd: subprocess.Popen[bytes] | None = None
     _claimed: bool = False
+    name: str = ""  # the run's name for it (guest1, guest1-k2: run/guests.py)
+    # vCPU thread -> the CPUs here it may run on, where the run pinned them
+    vcpu_pinning: dict[str, str] = field(default_factory=dict)
 
     # -- the names of what a guest makes -------------------------------------------------
 
@@ -292,10 +296,15 @@ class Guest:
             "-netdev", f"tap,id=n0,ifname=tap{self.index},script=no,downscript=no",
             "-device", f"virtio-net-pci,netdev=n0,mac={mac}",
         ]
+        if cfg.numa_nodes > 1:
+            argv[argv.index("-m") + 1] = f"{cfg.memory_mb // cfg.numa_nodes * cfg.numa_nodes}M"
+            argv += numa_args(cfg.vcpus, cfg.memory_mb, cfg.numa_nodes)
         if cfg.root == "hostfs":
-            argv += ["-object", f"memory-backend-memfd,id=mem,size={cfg.memory_mb}M,share=on",
-                     "-numa", "node,memdev=mem",
-                     "-chardev", f"socket,id=fs,path={self.workdir / 'virtiofs.sock'}",
+            if cfg.numa_nodes == 1:
+                argv += ["-object",
+                         f"memory-backend-memfd,id=mem,size={cfg.memory_mb}M,share=on",
+                         "-numa", "node,memdev=mem"]
+            argv += ["-chardev", f"socket,id=fs,path={self.workdir / 'virtiofs.sock'}",
                      "-device", "vhost-user-fs-pci,chardev=fs,tag=hostroot"]
         else:
             if cfg.image is None or not cfg.image.is_file():
@@ -357,3 +366,28 @@ def _tail(path: Path, lines: int = 15) -> str:
     except OSError:
         return "(none)"
     return "\n".join(text.splitlines()[-lines:]) or "(empty)"
+
+
+def numa_args(vcpus: int, memory_mb: int, nodes: int) -> list[str]:
+    """QEMU's arguments for ``nodes`` virtual NUMA nodes: each its share of the memory
+    (a memfd, shared: vhost-user's virtiofs maps the guest's memory) and a contiguous
+    block of the vCPUs, the first nodes one more where they do not divide evenly; a node
+    past the vCPUs has memory only.
+
+    >>> numa_args(3, 1024, 2)[1::2]  # doctest: +NORMALIZE_WHITESPACE
+    ['memory-backend-memfd,id=mem0,size=512M,share=on',
+     'node,nodeid=0,memdev=mem0,cpus=0-1',
+     'memory-backend-memfd,id=mem1,size=512M,share=on',
+     'node,nodeid=1,memdev=mem1,cpus=2']
+    >>> numa_args(1, 512, 2)[7]
+    'node,nodeid=1,memdev=mem1'
+    """
+    per, out, first = memory_mb // nodes, [], 0
+    for node in range(nodes):
+        count = vcpus // nodes + (1 if node < vcpus % nodes else 0)
+        cpus = (f",cpus={first}" if count == 1 else f",cpus={first}-{first + count - 1}"
+                if count else "")
+        first += count
+        out += ["-object", f"memory-backend-memfd,id=mem{node},size={per}M,share=on",
+                "-numa", f"node,nodeid={node},memdev=mem{node}{cpus}"]
+    return out

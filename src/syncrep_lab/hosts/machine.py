@@ -54,7 +54,12 @@ def machine_facts(host: SshHost) -> dict[str, Any]:
 _CLOCK_SH = "date +%s.%N; head -n 1 /proc/stat; grep -c '^cpu[0-9]' /proc/stat"
 # the disks and the host's network (readers/io_counters.py), apart from the clock: their
 # output would lengthen the round trip the clock's offset is read in
-_IO_SH = "ls /sys/block; echo @@; cat /proc/diskstats; echo @@; cat /proc/net/dev"
+_IO_SH = ("ls /sys/block; echo @@; cat /proc/diskstats; echo @@; cat /proc/net/dev; "
+          # each NUMA node's allocation counters, a line a node: "N numa_hit 12 ..."
+          "echo @@; for n in /sys/devices/system/node/node[0-9]*; do "
+          '[ -r "$n/numastat" ] && echo "${n##*node}" $(cat "$n/numastat"); done; true')
+NUMASTAT = ("numa_hit", "numa_miss", "numa_foreign", "interleave_hit", "local_node",
+            "other_node")  # /sys/devices/system/node/nodeN/numastat, in pages
 
 
 @dataclass(frozen=True)
@@ -70,6 +75,24 @@ class HostReading:
     # time its hypervisor ran something else while a vCPU of it wanted a CPU (0 on bare
     # metal, and on a guest whose kernel has no steal clock: a TCG guest's)
     steal_ticks: int = 0
+    # NUMA node -> its numastat counters (NUMASTAT), since boot
+    numa: dict[int, dict[str, int]] = field(default_factory=dict)
+
+
+def parse_node_numastat(text: str) -> dict[int, dict[str, int]]:
+    """The lines _IO_SH prints of each node's numastat.
+
+    >>> parse_node_numastat("0 numa_hit 10 numa_miss 0 interleave_hit 3\\n1 numa_hit 4\\n")
+    {0: {'numa_hit': 10, 'numa_miss': 0, 'interleave_hit': 3}, 1: {'numa_hit': 4}}
+    """
+    out: dict[int, dict[str, int]] = {}
+    for line in text.splitlines():
+        node, *pairs = line.split() or [""]
+        if not node.isdigit() or len(pairs) % 2:
+            continue
+        out[int(node)] = {k: int(v) for k, v in zip(pairs[::2], pairs[1::2], strict=True)
+                          if v.isdigit()}
+    return out
 
 
 def read_host(host: SshHost, tries: int = 5) -> HostReading:
@@ -100,12 +123,13 @@ def read_host(host: SshHost, tries: int = 5) -> HostReading:
     io_at = time.monotonic()
     parts = io.split("@@\n")
     disks = net = {}
-    if len(parts) == 3:
+    if len(parts) >= 3:
         disks = parse_diskstats(parts[1], disk_devices(parts[0].split()))
         net = parse_net_dev(parts[2])
+    numa = parse_node_numastat(parts[3]) if len(parts) >= 4 else {}
     steal = ticks[7] if len(ticks) > 7 else 0
     return HostReading(clock - middle, rtt / 2, total - idle, total, cpus, disks, net,
-                       io_at, steal)
+                       io_at, steal, numa)
 
 
 def steal_cpus(before: HostReading, after: HostReading) -> float | None:

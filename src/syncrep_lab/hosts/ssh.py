@@ -510,9 +510,12 @@ class SshHost:
         return self._sftp
 
     def put_text(self, path: str, text: str, mode: int = 0o600) -> None:
+        """:meth:`put_bytes` of ``text`` in UTF-8."""
+        self.put_bytes(path, text.encode("utf-8"), mode)
+
+    def put_bytes(self, path: str, data: bytes, mode: int = 0o600) -> None:
         """Write a file on the host atomically: a temporary name, then a rename."""
         sftp = self._sftp_client()
-        data = text.encode("utf-8")
         temporary = f"{path}.tmp-{secrets.token_hex(4)}"
 
         async def go() -> None:

@@ -38,7 +38,7 @@ from syncrep_lab.plan.matrix import (
     standby_names,
     uses_namespaces,
 )
-from syncrep_lab.plan.spec import GUEST_PREFIX, Spec
+from syncrep_lab.plan.spec import GUEST_PREFIX, HOST_KERNEL, MAX_GUESTS, Spec
 
 Problem = tuple[tuple[str | int, ...], str]
 
@@ -390,6 +390,10 @@ def placement_problems(spec: Spec) -> list[Problem]:
     many = max(m.instances or [topo.instances]) > 1
     if many and topo.attach is not None:
         problems.append((("topology", "instances"), "an attached cluster is one instance"))
+    if spec.run.drop_caches and topo.attach is not None:
+        problems.append((("run", "drop_caches"), "the page cache is dropped before a cluster "
+                         "syncrep-lab builds; an attached cluster is built by its owner: "
+                         "leave drop_caches out"))
     if many and spec.faults:
         problems.append((("topology", "instances"), "fault scenarios act on one instance; "
                          "run them with instances = 1"))
@@ -406,6 +410,7 @@ def placement_problems(spec: Spec) -> list[Problem]:
             problems.append((where_h, f"{node!r} is not a node ({', '.join(sorted(nodes))}) "
                              "or the client"))
     problems += _guest_problems(spec, guests)
+    problems += _kernel_problems(spec)
     problems += _placed_on_hosts(spec)
     # instances > 1 place each instance's nodes on the same hosts, each with its own data
     # dir (named after the instance's cluster dir) and port there
@@ -440,7 +445,7 @@ def _guest_problems(spec: Spec, guests: list[str]) -> list[Problem]:
         return problems
     topo = spec.topology
     where: tuple[str | int, ...] = ("topology", "guests")
-    for name in guests:
+    for name in spec.guest_names():
         if name in spec.hosts:
             problems.append((("hosts", name), f"{name!r} is a guest's name "
                              f"(topology.guests boots {', '.join(guests)}): name the "
@@ -458,10 +463,55 @@ def _guest_problems(spec: Spec, guests: list[str]) -> list[Problem]:
         problems.append((where, "an attached cluster runs where its owner started it: "
                          "leave out topology.guests, or attach"))
     problems += _isolation_problems(spec, guests)
+    if topo.guests is not None and topo.guests.vcpu_cpus is not None:
+        problems += _cpus_problems(topo.guests.vcpu_cpus, ("topology", "guests", "vcpu_cpus"))
+    if topo.guests is not None and topo.guests.memory_mb < MIN_NODE_MB * topo.guests.numa_nodes:
+        problems.append((("topology", "guests", "numa_nodes"), f"{topo.guests.numa_nodes} "
+                         f"NUMA nodes of {topo.guests.memory_mb // topo.guests.numa_nodes} "
+                         f"MB each: a node needs {MIN_NODE_MB} MB at least (raise memory_mb "
+                         "or lower numa_nodes)"))
     if (topo.guests is not None and topo.guests.modules is not None
             and not topo.guests.kernel.startswith("/")):
         problems.append((("topology", "guests", "modules"), "modules go with a kernel "
                          "given as a bzImage's path: set kernel to it, or leave modules out"))
+    return problems
+
+
+MIN_NODE_MB = 128  # a guest's virtual NUMA node's memory, at least
+
+
+def _kernel_problems(spec: Spec) -> list[Problem]:
+    """matrix.kernel: "host" or a kernel topology.guests.kernel could be, each once, in
+    a spec with a node in a guest (else the axis would change nothing)."""
+    from syncrep_lab.guests.kernel import package_for
+
+    kernels = spec.matrix.kernel
+    if kernels is None:
+        return []
+    where: tuple[str | int, ...] = ("matrix", "kernel")
+    topo = spec.topology
+    if topo.guests is not None and not spec.guest_kernels():
+        return [(where, "a kernel axis of 'host' alone boots no guest: add a guest kernel "
+                 "(kernel = ['host', 'debian-6.1']), or leave out the axis")]
+    if topo.guests is None or not any(spec.is_guest(h) for h in topo.hosts.values()):
+        return [(where, "the kernel axis is the kernel of the nodes placed in a guest: set "
+                 "topology.guests and place a node in guest1 (topology.hosts = "
+                 "{ primary = 'guest1' })")]
+    problems: list[Problem] = []
+    for i, name in enumerate(kernels):
+        if name in kernels[:i]:
+            problems.append(((*where, i), f"{name!r} is on the axis twice"))
+        elif name != HOST_KERNEL and not name.startswith("/"):
+            try:
+                package_for(name)
+            except UserError as exc:
+                problems.append(((*where, i), f"{exc.cause}; or {HOST_KERNEL!r}, this "
+                                 "machine's own"))
+    guests = len(spec.guest_kernels()) * topo.guests.count
+    if guests > MAX_GUESTS:
+        problems.append((where, f"{len(spec.guest_kernels())} guest kernels of "
+                         f"{topo.guests.count} guests each would boot {guests} guests, "
+                         f"more than {MAX_GUESTS}: fewer kernels, or fewer guests"))
     return problems
 
 

@@ -11,7 +11,8 @@ An axis has a *scope*, which decides what changing it costs:
 
 Placement axes (``placement``: cpusets, pinning and numactl policies;
 ``cores``: the servers' CPU count; ``link``: the replication links' emulated
-profile; ``instances``: primaries on the host at once) are ``cluster``-scoped:
+profile; ``instances``: primaries on the host at once; ``isolation`` and ``kernel``:
+which kernel the guest nodes run on) are ``cluster``-scoped:
 numactl and a network namespace are given to a postmaster when it starts, so a
 cell that changes them gets a fresh cluster.
 """
@@ -22,7 +23,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from syncrep_lab.plan.spec import Scalar, Spec
+from syncrep_lab.plan.spec import HOST_KERNEL, Scalar, Spec
 from syncrep_lab.store.keys import PARAM_DEFAULTS
 
 if TYPE_CHECKING:
@@ -43,6 +44,7 @@ AXES: dict[str, str] = {
     "link": "cluster",
     "instances": "cluster",
     "isolation": "cluster",
+    "kernel": "cluster",
     "driver": "session",
 }
 NO_FAULTS = "none"
@@ -80,6 +82,9 @@ class Cell:
     instances: int = 1
     driver: str = "pgbench"  # the client program: pgbench or sysbench
     isolation: str = "processes"  # ISOLATIONS
+    # the guest nodes' kernel: "host" (they run here), a guest kernel (they run in the
+    # guests booted with it), or None, topology.guests.kernel's (no matrix.kernel)
+    kernel: str | None = None
 
     @property
     def key(self) -> str:
@@ -89,7 +94,7 @@ class Cell:
     @property
     def cluster_key(self) -> tuple[Any, ...]:
         return (self.pg, self.standbys, self.settings_set, self.placement, self.cores,
-                self.link, self.instances, self.isolation)
+                self.link, self.instances, self.isolation, self.kernel)
 
     def params(self) -> dict[str, Any]:
         """The cell's parameters as stored (cells.params_json). Axes left at their
@@ -108,7 +113,8 @@ class Cell:
         short = {"synchronous_commit": "sc", "clients": "c", "threads": "j", "batch": "batch",
                  "standbys": "standbys", "settings": "set", "sync": "sync", "pg": "pg",
                  "faults": "faults", "placement": "place", "cores": "cores", "link": "link",
-                 "instances": "inst", "driver": "driver", "isolation": "iso"}
+                 "instances": "inst", "driver": "driver", "isolation": "iso",
+                 "kernel": "kernel"}
         return " ".join(f"{short[k]}={v}" for k, v in self.axes.items()) or "single cell"
 
 
@@ -133,6 +139,15 @@ def standby_names(spec: Spec, standbys: int) -> list[str]:
     if spec.topology.names:
         return spec.topology.names[:standbys]
     return default_standby_names(standbys)
+
+
+def cell_hosts(spec: Spec, cell: Cell) -> dict[str, str]:
+    """topology.hosts as ``cell`` has it: without the nodes it puts in a guest where the
+    cell's kernel is this machine's ("host": they run here)."""
+    hosts = spec.topology.hosts
+    if cell.kernel != HOST_KERNEL:
+        return dict(hosts)
+    return {node: host for node, host in hosts.items() if not spec.is_guest(host)}
 
 
 def axis_values(spec: Spec) -> dict[str, list[Scalar]]:
@@ -165,6 +180,11 @@ def expand(spec: Spec, cpu_count: int = 2) -> Plan:
         standbys = int(point.get("standbys", spec.topology.standbys))
         clients = int(point.get("clients", wl.clients))
         threads = int(point.get("threads", wl.threads or min(clients, cpu_count)))
+        if (point.get("kernel") == HOST_KERNEL
+                and point.get("isolation", spec.topology.isolation) == "guests"):
+            # no guest in the cell: each instance in a kernel of its own cannot be
+            dropped.append(f"{point}: kernel host runs no guest for isolation guests")
+            continue
         if threads > clients:
             if "threads" in point:
                 dropped.append(f"{point}: threads {threads} > clients {clients}")
@@ -188,6 +208,7 @@ def expand(spec: Spec, cpu_count: int = 2) -> Plan:
             instances=int(point.get("instances", spec.topology.instances)),
             driver=str(point.get("driver", wl.driver)),
             isolation=str(point.get("isolation", spec.topology.isolation)),
+            kernel=str(point["kernel"]) if "kernel" in point else None,
         ))
     # Build each cluster once: cells sharing a cluster run together, in the order
     # their first cell appears in the matrix.

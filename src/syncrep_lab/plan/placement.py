@@ -12,6 +12,7 @@ from syncrep_lab.plan.matrix import (
     NO_PLACEMENT,
     SOCKET,
     Cell,
+    cell_hosts,
     cell_links,
     link_profiles,
     standby_names,
@@ -67,7 +68,7 @@ def layout_for(spec: Spec, cell: Cell, instance: int, run_key: str,
                 return place.numa[key]
         return "default"
 
-    remote = set(spec.topology.hosts)  # started on their SSH hosts, placed there
+    remote = set(cell_hosts(spec, cell))  # started on their SSH hosts, placed there
     for node in ["primary", *names]:
         launch = Launch(numa=numa_of(node), cpus=cpus_of(node))
         if node in remote:

@@ -46,6 +46,9 @@ class Attach(_Strict):
 
 GUEST_PREFIX = "guest"  # the guests' host names: guest1, guest2, ...
 MAX_GUESTS = 8
+# matrix.kernel's value for the kernel this machine runs: the nodes topology.hosts puts
+# in a guest run here instead, as plain processes
+HOST_KERNEL = "host"
 
 
 class Guests(_Strict):
@@ -60,6 +63,13 @@ class Guests(_Strict):
     kernel: str = "debian-6.1"
     modules: str | None = None  # with a bzImage: the lib/modules/RELEASE it was built with
     boot_timeout: Annotated[float, Field(gt=0, le=1800)] = 180.0
+    # virtual NUMA nodes (QEMU -numa): the memory split evenly among them, the vCPUs in
+    # contiguous blocks (a node past the vCPUs has memory only), so that the placements'
+    # NUMA policies act on a machine of one node
+    numa_nodes: Annotated[int, Field(ge=1, le=8)] = 1
+    # the CPUs of this machine every guest's vCPU threads run on ("1", "0-3"); QEMU's
+    # other threads and virtiofsd (the guest's file I/O) are not pinned; None: anywhere
+    vcpu_cpus: str | None = None
 
     def names(self) -> list[str]:
         return [f"{GUEST_PREFIX}{i}" for i in range(1, self.count + 1)]
@@ -206,6 +216,9 @@ class Matrix(_Strict):
     instances: list[Annotated[int, Field(ge=1, le=MAX_INSTANCES)]] | None = None
     driver: list[Driver] | None = None
     isolation: list[Literal["processes", "guests"]] | None = None
+    # "host", or a guest kernel as topology.guests.kernel takes it: the kernel the nodes
+    # topology.hosts puts in a guest run on (Spec.guest_kernels)
+    kernel: list[Annotated[str, Field(min_length=1)]] | None = None
     exclude: list[dict[str, Scalar]] = Field(default_factory=list)
     only: list[dict[str, Scalar]] = Field(default_factory=list)
 
@@ -244,9 +257,9 @@ class Probes(_Strict):
     # on a small machine, and the anatomy's own parts would carry it
     standby_anatomy: bool = False
     # the kernel locks the primary's processes take and wait for (probes/kernel_locks.py),
-    # in the probed repeat, where the primary is on an SSH host or in a guest. Off by
-    # default: its kprobes trap every mutex taken there, which adds to that repeat's CPU
-    # per role on the host (the figure a host's nodes have)
+    # in the probed repeat, wherever the primary runs (here: kernel_locks.LocalLocks). Off
+    # by default: its kprobes trap every mutex taken there, which adds to that repeat's
+    # CPU per role on a host (the figure a host's nodes have)
     locks: bool = False
 
 
@@ -254,6 +267,11 @@ ResetMode = Literal["full", "no-checkpoint", "none"]
 
 
 class RunControl(_Strict):
+    # before each cluster is built: the page cache, dentries and inodes dropped (sync, then
+    # 3 > /proc/sys/vm/drop_caches) here and on every host and guest of its nodes, so that
+    # the pages its files are read into are placed under its own NUMA policy, not left
+    # where the cluster before put them (root here, sudo on a host; cluster/caches.py)
+    drop_caches: bool = False
     repeats_min: Annotated[int, Field(ge=1, le=1000)] = 3
     repeats_max: Annotated[int, Field(ge=1, le=1000)] = 10
     ci_target: Annotated[float, Field(gt=0, lt=1)] = 0.03
@@ -297,7 +315,7 @@ def parse_duration(text: str) -> float:
 
 COMPARABLE = ("synchronous_commit", "sync", "standbys", "clients", "threads", "batch", "pg",
               "settings", "faults", "placement", "cores", "link", "instances", "driver",
-              "isolation")
+              "isolation", "kernel")
 
 
 class Compare(_Strict):
@@ -389,9 +407,46 @@ class Spec(_Strict):
                         connect_timeout=h.connect_timeout, sudo=h.sudo, guest=h.guest)
 
     def is_guest(self, host: str) -> bool:
-        """Whether ``host`` names one of topology.guests."""
+        """Whether ``host`` names one of the guests the run boots."""
+        return host in self.guest_names()
+
+    def guest_kernels(self) -> list[str]:
+        """The kernels the run boots guests with, a set of topology.guests.count guests
+        each: topology.guests.kernel alone, or, with matrix.kernel, its values other than
+        "host" (topology.guests.kernel first where it is among them)."""
         guests = self.topology.guests
-        return guests is not None and host in guests.names()
+        if guests is None:
+            return []
+        if self.matrix.kernel is None:
+            return [guests.kernel]
+        named = list(dict.fromkeys(k for k in self.matrix.kernel if k != HOST_KERNEL))
+        if guests.kernel in named:
+            named.remove(guests.kernel)
+            named.insert(0, guests.kernel)
+        return named
+
+    def guest_names(self, kernel: str | None = None) -> list[str]:
+        """The guests booted with ``kernel`` (None: every guest of every kernel). The
+        first kernel's are guest1 ... guestN, as topology.hosts names them; the k-th's
+        are guest1-kK ... guestN-kK, the same guests with another kernel."""
+        guests = self.topology.guests
+        if guests is None:
+            return []
+        kernels = self.guest_kernels()
+        out = []
+        for k, name in enumerate(kernels, 1):
+            if kernel is None or name == kernel:
+                out += [g if k == 1 else f"{g}-k{k}" for g in guests.names()]
+        return out
+
+    def guest_of(self, host: str, kernel: str | None) -> str:
+        """The guest that stands for ``host`` (a name of topology.guests.names()) in a
+        cell whose kernel is ``kernel`` (None: topology.guests.kernel's; "host" has no
+        guest, its nodes run here: ``host`` itself)."""
+        kernels = self.guest_kernels()
+        if kernel is None or kernel == HOST_KERNEL or kernel == kernels[0]:
+            return host
+        return f"{host}-k{kernels.index(kernel) + 1}"
 
 
 MAX_SHOWN = 20  # problems listed in one message

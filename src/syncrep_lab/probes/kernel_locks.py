@@ -39,6 +39,7 @@ are not to be trusted, so the walk stops at the first frame it cannot name.
 
 from __future__ import annotations
 
+import os
 import posixpath
 import re
 from collections import Counter, defaultdict
@@ -53,6 +54,8 @@ from syncrep_lab.hosts.ssh import HostSpec, SshHost
 from syncrep_lab.pg.roles import NodeProcess, role_of_title
 from syncrep_lab.probes import bpftrace_json
 from syncrep_lab.probes.host_anatomy import HostTracer, grant
+from syncrep_lab.probes.recorder import Ending
+from syncrep_lab.probes.session import walsenders
 from syncrep_lab.store import KernelLockRow, ProbeRow, ProbeRows
 
 PROBE = "locks"
@@ -85,6 +88,8 @@ def program(postmaster: int, counted: Sequence[str], kprobes: bool) -> str:
     >>> "kprobe:mutex_lock_killable" in text and 'kaddr("epmutex")' in text
     True
     >>> "kprobe:" in program(42, [], False) or "kaddr" in program(42, [], True)
+    False
+    >>> "END" in program(42, ["epmutex"], True)  # see the comment at its end
     False
     """
     pm = int(postmaster)
@@ -127,12 +132,15 @@ def program(postmaster: int, counted: Sequence[str], kprobes: bool) -> str:
         samples.append("@uk")
     # the counts stay in their maps, printed once at the end (kernel frames are named
     # whenever); the user frames, named only while their process lives, are sampled:
-    # printed each second, then cleared
+    # printed each second, then cleared. No END block: bpftrace (0.17) loads an END
+    # program into the kernel only once its event loop has ended, and that load failed
+    # once in the suite on a loaded machine ("Error loading program: END", exit 255),
+    # which lost the repeat's counts. Without it, the helper maps (@t, @a, @f, @named)
+    # are printed at exit too: a few entries, which parse and titles pass over
     text += ["interval:s:1 {",
              "  " + " ".join(f"print({m});" for m in samples),
              "  " + " ".join(f"clear({m});" for m in samples),
-             "}",
-             "END { clear(@t); clear(@a); clear(@f); clear(@named); }"]
+             "}"]
     return "\n".join(text) + "\n"
 
 
@@ -398,22 +406,26 @@ def check(host: SshHost) -> LockCheck:
 
 
 class HostLocks:
-    """The lock probe of one probed repeat on the primary on an SSH host, run there by
+    """The lock probe of one probed repeat on the primary on an SSH host (or here, through
+    hosts/local.LocalHost: :class:`LocalLocks`), run there by
     bpftrace under the commit anatomy's watchdog (probes/host_anatomy.HostTracer: the
     same sudo, guard and cleanup on every way out). ``stop`` takes the roles of the
     processes seen (pid -> (node, role label)). It never fails the repeat: what it could
     not do is its ``probes`` row."""
 
-    def __init__(self, spec: HostSpec, data_dir: str, out_dir: Path, duration: float
-                 ) -> None:
+    def __init__(self, spec: HostSpec, data_dir: str, out_dir: Path, duration: float,
+                 host: SshHost | None = None) -> None:
+        """``host``: the host to run on, this machine's (hosts/local.LocalHost) among
+        them; None: a connection to ``spec``."""
         self.spec, self.data_dir, self.out_dir, self.duration = spec, data_dir, out_dir, duration
+        self.host = host
         self.base = posixpath.normpath(data_dir) + ".locks"  # beside the data dir there
         self.status: tuple[str, str | None] = ("skipped", "not started")
         self.tracer: HostTracer | None = None
         self.found = LockCheck("not started")
 
     def start(self) -> None:
-        host = SshHost(self.spec)
+        host = self.host if self.host is not None else SshHost(self.spec)
         try:
             pid = postmaster.postmaster_pid(host, self.data_dir)
             self.found = (check(host) if pid is not None else
@@ -466,3 +478,53 @@ class HostLocks:
         tracer, self.tracer = self.tracer, None
         if tracer is not None:
             tracer.abort()
+
+
+class LocalLocks:
+    """The lock probe of a primary on this machine (a ``kernel = "host"`` cell, or a
+    spec without hosts): the same program, watchdog and files as on a host, run here
+    (hosts/local.LocalHost), so that a cell here and its twin in a guest are counted
+    alike. Where this machine's kernel has no kprobes (this project's has none), it
+    counts the waits alone, and its row says so."""
+
+    def __init__(self, data_dir: Path, admin: str, out_dir: Path, duration: float) -> None:
+        from syncrep_lab.hosts.local import LocalHost
+
+        host = LocalHost()
+        self.data_dir, self.admin = data_dir, admin
+        self.seen: dict[int, tuple[str, str]] = {}
+        self.locks = HostLocks(host.spec, str(data_dir), out_dir, duration, host=host)
+
+    def start(self) -> None:
+        if os.geteuid() != 0:
+            self.locks.status = ("skipped", "bpftrace needs root here: run syncrep-lab as "
+                                 "root, or place the primary on an SSH host with sudo")
+            return
+        self.seen = self._roles(walsenders(self.admin))
+        try:
+            self.locks.start()
+        except BaseException:  # an interrupt during the attach: nothing left running
+            self.locks.abort()
+            raise
+
+    def _roles(self, serving: Mapping[int, str]) -> dict[int, tuple[str, str]]:
+        """pid -> (node, role label) of the primary's processes now (``serving``: the
+        standby each walsender serves)."""
+        from syncrep_lab.cluster.server import postmaster_pid
+        from syncrep_lab.pg.roles import node_processes
+
+        pid = postmaster_pid(self.data_dir)
+        if pid is None:
+            return {}
+        return {p.pid: (p.node, p.label)
+                for p in node_processes("primary", pid, dict(serving))}
+
+    def stop(self, ending: Ending) -> ProbeRows:
+        # the processes seen when it began (the workload's backends, gone by now) and
+        # those still there; the rest are named by the titles the program read. The
+        # walsenders asked once, for both
+        serving = walsenders(self.admin)
+        return self.locks.stop({**self.seen, **self._roles(serving)}, serving)
+
+    def abort(self) -> None:
+        self.locks.abort()

@@ -39,7 +39,7 @@ from syncrep_lab.pg.conninfo import mask_text
 from syncrep_lab.pg.replication import WAITING_LEVELS
 from syncrep_lab.pg.sync_names import SyncNamesError, expected_states, parse
 from syncrep_lab.stats.pairing import beside_each_other, ratio_of
-from syncrep_lab.store import CLUSTER_PARAMS, PROBED, Store, StoredCell, queries
+from syncrep_lab.store import CLUSTER_PARAMS, PROBED, Store, StoredCell, queries, with_defaults
 
 # Axes about where and how a cell ran, beside the sync level and the client count.
 SHAPE_AXES = ("clients", "synchronous_commit")
@@ -64,6 +64,7 @@ class ReportData(TypedDict):
     machine: dict[str, JSON]
     hosts: list[dict[str, JSON]]
     guests: list[dict[str, JSON]]
+    host_numa: list[dict[str, JSON]]
     spec_toml: str
     topology: list[dict[str, JSON]]
     cells: list[dict[str, JSON]]  # as results --json prints them
@@ -267,6 +268,26 @@ def _guests(store: Store, run_id: int, machine: dict[str, Any],
     return out
 
 
+def _host_numa(store: Store, run_id: int) -> list[dict[str, Any]]:
+    """Per cell, host and NUMA node (hosts with several: a guest's virtual ones), the
+    node's allocation counters over the cell's measured repeats, in pages a second on
+    average: where the placements' NUMA policies put the memory."""
+    out = []
+    for cell in store.cells(run_id):
+        repeats = [r.id for r in store.repeats(cell.id) if not r.probed]
+        by_node: dict[tuple[str, int], list[Any]] = {}
+        for _, row in queries.host_numa_of(store, repeats):
+            by_node.setdefault((row.host, row.numa_node), []).append(row)
+        for (host, node), rows in sorted(by_node.items()):
+            seconds = sum(r.seconds for r in rows) or 1.0
+            out.append({"cell": cell.label, "idx": cell.idx, "host": host, "node": node,
+                        "repeats": len(rows),
+                        **{k: sum(getattr(r, k) for r in rows) / seconds
+                           for k in ("numa_hit", "numa_miss", "numa_foreign",
+                                     "interleave_hit", "local_node", "other_node")}})
+    return out
+
+
 def _timeline(store: Store, cell: StoredCell) -> dict[str, Any]:
     """Per-second TPS and latency of every repeat, and the standbys' lags and sync
     states as sampled in the probed repeat."""
@@ -347,7 +368,7 @@ def _flamegraph_images(folder: Path, cost: CellCosts | None,
 def _baseline(axis: str, values: set[Any]) -> Any:
     """The value other values of an axis are compared with in the seed's tables."""
     preferred = {"synchronous_commit": ("local", "off"), "batch": (1,), "standbys": (0,),
-                 "link": ("socket", "none")}
+                 "link": ("socket", "none"), "isolation": ("processes",)}
     for v in preferred.get(axis, ()):
         if v in values:
             return v
@@ -376,7 +397,9 @@ def seed_side_by_side(spec: Mapping[str, object], cells: Sequence[CellRow],
     for fig in figures:
         keys = {k: v for k, v in fig.items() if k != "tps"}
         match = next((c for c in cells if c.cell.status == "done"
-                      and all(c.cell.params.get(k) == v for k, v in keys.items())), None)
+                      # a parameter at its default is not stored: said, it matches
+                      and all(with_defaults(c.cell.params).get(k) == v
+                              for k, v in keys.items())), None)
         rows.append({"where": keys, "seed_tps": fig.get("tps"),
                      "idx": match.cell.idx if match else None,
                      "tps": match.cell.tps_mean if match else None,
@@ -476,6 +499,12 @@ def _placement_readback(store: Store, cells: list[CellRow],
         note = ("this machine has one NUMA node: the policies were applied (numa_maps shows "
                 "them) but cannot place memory on another node, so they cannot change "
                 "the figures here")
+        guests = machine.get("guests") or {}
+        if any(int(g.get("numa_nodes") or 1) > 1 for g in guests.values()):
+            note += ("; a guest's NUMA nodes are virtual (topology.guests.numa_nodes): "
+                     "there a policy does put memory on the nodes it names (NUMA nodes of "
+                     "the hosts), but every node is this machine's one memory, so it "
+                     "cannot change the figures either")
     return {"cells": out, "numa_note": note}
 
 
@@ -584,6 +613,7 @@ def report_data(folder: Path, cell: int | None = None) -> ReportData:
         topology = _topology(store, run_id)
         hosts = _hosts(store, run_id, run.machine)
         guests = _guests(store, run_id, run.machine, hosts)
+        host_numa = _host_numa(store, run_id)
         # the page reads the model's JSON form, as model --json prints it
         bounds = [m.to_json() for m in bound_model.run_model(folder)]
         flamegraphs: Flamegraphs = {"idx": chosen.cell.idx if chosen else None,
@@ -613,6 +643,7 @@ def report_data(folder: Path, cell: int | None = None) -> ReportData:
         "machine": run.machine,
         "hosts": hosts,
         "guests": guests,
+        "host_numa": host_numa,
         "spec_toml": mask_text(run.spec_toml),  # stores before masking had them
         "topology": topology,
         # the page reads the rows' JSON form, as results --json prints it

@@ -61,6 +61,12 @@ def topology_svg(section: dict[str, JSON]) -> str:
              f'<text x="70" y="{mid - 3}" text-anchor="middle" font-size="13">primary</text>',
              f'<text x="70" y="{mid + 14}" text-anchor="middle" font-size="11" fill="#555">'
              f'PostgreSQL {escape(str(cluster["version"] or "?"))}</text>']
+    # where a node ran, when not here: an SSH host or a guest (a cluster's nodes_json)
+    primary: dict[str, Any] = next(
+        (n for n in cluster["nodes"] if n.get("role") == "primary"), {})
+    if primary.get("host"):
+        parts.append(f'<text x="70" y="{mid + 36}" text-anchor="middle" font-size="11" '
+                     f'fill="#555">on {escape(str(primary["host"]))}</text>')
     colours = {"sync": "#d62728", "quorum": "#ff7f0e", "potential": "#1f77b4",
                "async": "#7f7f7f"}
     for i, node in enumerate(standbys):
@@ -75,6 +81,10 @@ def topology_svg(section: dict[str, JSON]) -> str:
             f'<rect x="290" y="{y - 18}" width="120" height="36" {box}/>',
             f'<text x="350" y="{y + 5}" text-anchor="middle" font-size="13">standby {name}</text>',
         ]
+        if node.get("host"):
+            parts[-1] = parts[-1].replace('font-size="13">standby', 'font-size="10">standby'
+                                          ).replace(f">standby {name}<", f">standby {name} on "
+                                                    f"{escape(str(node['host']))}<")
     parts.append("</svg>")
     return "".join(parts)
 

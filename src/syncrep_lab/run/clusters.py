@@ -10,13 +10,14 @@ the cell asks for another ``synchronous_standby_names``.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import json
 import re
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,7 @@ from syncrep_lab.plan.duet import NotPaired, Pair
 from syncrep_lab.plan.matrix import (
     NO_PLACEMENT,
     Cell,
+    cell_hosts,
     flush_delay_us,
     node_settings,
     settings_for,
@@ -62,10 +64,13 @@ ADMIN_SECONDS = 10.0  # any of the tool's own short statements (pg/admin.py)
 def instance_host(spec: Spec, cell: Cell, host: str, instance: int) -> str:
     """The host instance ``instance`` of ``cell`` puts a node on that topology.hosts
     places on ``host``: the same for every instance, but for a guest under
-    ``isolation = "guests"``, where instance i has guest i (a kernel of its own)."""
-    if cell.isolation == "guests" and spec.is_guest(host):
-        return f"{GUEST_PREFIX}{instance}"
-    return host
+    ``isolation = "guests"``, where instance i has guest i (a kernel of its own); a
+    guest is the one booted with the cell's kernel (matrix.kernel)."""
+    if not spec.is_guest(host):
+        return host
+    if cell.isolation == "guests":
+        host = f"{GUEST_PREFIX}{instance}"
+    return spec.guest_of(host, cell.kernel)
 
 
 def cell_host(spec: Spec, cell: Cell, host: str, instance: int) -> HostSpec:
@@ -104,6 +109,13 @@ class ActiveCluster:
         self.dir = slot_dir(ctx.store.folder, slot)
         # a duet's side: the CPUs its nodes and client are confined to (run/duet.py)
         self.cpus: list[int] | None = None
+        # the ports the other clusters held beside this one have on hosts (ClusterPool)
+        self.pool_ports: Callable[[], set[int]] = set
+
+    def host_ports(self) -> set[int]:
+        """The ports this cluster's nodes on SSH hosts and in guests listen on there."""
+        return {n.port for t in self.targets if t.manifest
+                for n in t.manifest.nodes if n.host is not None}
 
     @property
     def attach(self) -> Attach | None:
@@ -132,6 +144,16 @@ class ActiveCluster:
         topo = spec.topology
         self._remove_leftovers()
         self.targets = []
+        hosts = cell_hosts(spec, cell)
+        if spec.run.drop_caches:
+            from syncrep_lab.cluster.caches import drop
+
+            at = (cell_host(spec, cell, host, i) for host in hosts.values()
+                  for i in range(1, cell.instances + 1))
+            took = drop(list({h.name: h for h in at}.values()))  # each host once
+            self.ctx.events.message(f"{cell.label}: page cache dropped before its cluster ("
+                                    + ", ".join(f"{h} {s:.1f} s" for h, s in took.items())
+                                    + ")")
         for instance in range(1, cell.instances + 1):
             manifest = up(UpOptions(
                 dir=self.instance_dir(instance), pg=cell.pg, standbys=cell.standbys,
@@ -144,17 +166,20 @@ class ActiveCluster:
                 profile=topo.profile, clone=topo.clone, timeout=spec.run.ready_timeout,
                 layout=layout_for(spec, cell, instance, self.dir.name[4:], self.cpus),
                 hosts={node: asdict(cell_host(spec, cell, host, instance))
-                       for node, host in topo.hosts.items()
+                       for node, host in hosts.items()
                        if node in ("primary", *standby_names(spec, cell.standbys))},
-                client_host=(asdict(cell_host(spec, cell, topo.hosts["client"], instance))
-                             if "client" in topo.hosts else None),
-                taken_ports=frozenset(n.port for t in self.targets if t.manifest
-                                      for n in t.manifest.nodes if n.host is not None),
+                client_host=(asdict(cell_host(spec, cell, hosts["client"], instance))
+                             if "client" in hosts else None),
+                # ports are picked free here; a host's are its own, so none that a node
+                # of this cluster or of another held beside it has on a host
+                taken_ports=frozenset(self.host_ports() | self.pool_ports()),
             ))
             inst = resolve(manifest.bin_dir)
             self._record(cell, manifest.version, manifest.bin_dir,
                          {n.name: manifest.admin_conninfo(n) for n in manifest.nodes},
                          [{"name": n.name, "role": n.role, "port": n.port,
+                           # where it ran: an SSH host's or guest's name (none: here)
+                           **({"host": n.host["name"]} if n.host is not None else {}),
                            **({"instance": instance} if cell.instances > 1 else {}),
                            **({"flush_delay_us": n.flush_delay_us}
                               if n.flush_delay_us else {})}
@@ -385,9 +410,14 @@ class ClusterPool:
                 cluster = ActiveCluster(self.ctx, slot=slot,
                                         generations=self._generations)
                 cluster.cpus = self.confined.get(key)
+                cluster.pool_ports = functools.partial(self._host_ports, key)
                 self.held[key] = cluster
         self.current = cluster
         return cluster.for_cell(cell)
+
+    def _host_ports(self, key: tuple[Any, ...]) -> set[int]:
+        """The ports on hosts of every held cluster but ``key``'s."""
+        return {p for k, c in self.held.items() if k != key for p in c.host_ports()}
 
     def down(self) -> None:
         """Every cluster of the run down, and any a killed run of it left in a slot."""
@@ -437,9 +467,10 @@ def units(spec: Spec, groups: list[list[Cell]], order: str, available: int | Non
     """The plan's cluster groups as units: every group that can be held up beside the
     others in one unit, each other group alone. Held together are clusters the tool
     builds on this machine, in network namespaces too (each slot's are its own, and an
-    idle cluster's links carry nothing); a placement, cores, several instances or a
-    node on an SSH host take a cluster out (their cpusets and remote directories are
-    made for one cluster at a time, and one cluster's CPUs would be another's),
+    idle cluster's links carry nothing), several instances among them; a placement,
+    cores or a standby on an SSH host take a cluster out (their cpusets and remote
+    standbys are made for one cluster at a time, and one cluster's CPUs would be
+    another's),
     and so does memory: the held clusters' shared_buffers and wal_buffers, with
     ``NODE_OVERHEAD`` per node, must fit in three quarters of MemAvailable (configured,
     not resident: the tables are emptied before every repeat, so little of it is touched)."""
@@ -595,9 +626,10 @@ def _why_alone(spec: Spec, cell: Cell) -> str | None:
         return f"placement {cell.placement}"
     if cell.cores is not None:
         return "cores"
-    if cell.instances > 1:
-        return f"{cell.instances} instances"
-    if set(spec.topology.hosts) & set(standby_names(spec, cell.standbys)):
+    # several instances are held beside other clusters: their folders on hosts are named
+    # after their slot's, and their ports there are kept apart across the pool
+    # (ActiveCluster.pool_ports)
+    if set(cell_hosts(spec, cell)) & set(standby_names(spec, cell.standbys)):
         return "standbys on SSH hosts"
     return None
 
@@ -625,8 +657,10 @@ def setting_bytes(text: str | None, default: int) -> int:
 
 
 def cluster_memory(spec: Spec, cell: Cell) -> int:
-    """What a cell's cluster holds in memory, as far as its settings tell."""
-    nodes = 1 + cell.standbys
+    """What a cell's cluster holds in memory, as far as its settings tell: every
+    instance's nodes (those in a guest are in the guest's memory, which is this
+    machine's too)."""
+    nodes = (1 + cell.standbys) * cell.instances
     values = {**profile_settings(spec.topology.profile, nodes),
               **settings_for(spec, cell.settings_set)}
     shared = setting_bytes(values.get("shared_buffers"), 128 * 2**20)

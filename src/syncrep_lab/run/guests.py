@@ -68,23 +68,46 @@ def check(spec: Spec) -> dict[str, Any]:
         if not there:
             raise UserError(f"guests need {what}, which this machine lacks", fix)
     _visible_installations(spec)
-    have = kernel.cached(guests.kernel)
-    if guests.kernel.startswith("/"):
-        if have is None:
-            raise UserError(f"topology.guests.kernel {guests.kernel} does not exist",
-                            "give the bzImage a kernel build made (arch/x86/boot/bzImage)")
-        kernel_note = f"{guests.kernel} (given)"
-    elif have is not None:
-        kernel_note = f"{have.release} (cached)"
-    else:
-        package = kernel.concrete_package(kernel.package_for(guests.kernel))
-        kernel_note = f"{package} (fetched with apt-get download at the first boot)"
-    known = accel_mod.known(have) if have is not None else None
-    return {"guests": guests.names(), "vcpus": guests.vcpus, "memory_mb": guests.memory_mb,
-            "kernel": kernel_note,
+    if guests.vcpu_cpus is not None:
+        from syncrep_lab.placement.cpus import format_cpus, machine_cpus, parse_cpus
+
+        usable = machine_cpus()
+        outside = sorted(set(parse_cpus(guests.vcpu_cpus)) - set(usable))
+        if outside:
+            raise UserError(f"topology.guests.vcpu_cpus: CPU {format_cpus(outside)} is not "
+                            f"one this process may use here ({format_cpus(usable)})",
+                            f"choose among CPUs {format_cpus(usable)}")
+    notes, first = [], None
+    kernels = spec.guest_kernels()
+    for name in kernels:
+        have = kernel.cached(name)
+        first = first or have
+        note = _kernel_note(name, have)
+        if len(kernels) > 1:
+            note += f" for {', '.join(spec.guest_names(name))}"
+        notes.append(note)
+    known = accel_mod.known(first) if first is not None else None
+    return {"guests": spec.guest_names(), "vcpus": guests.vcpus,
+            "vcpu_cpus": guests.vcpu_cpus,
+            "memory_mb": guests.memory_mb, "numa_nodes": guests.numa_nodes,
+            "kernel": "; ".join(notes),
             "accel": (f"{known.name.upper()}: {known.reason}" if known is not None else
                       "probed at the first boot (KVM where a stock kernel boots under "
                       "it, else TCG; cached after)")}
+
+
+def _kernel_note(name: str, have: kernel.Kernel | None) -> str:
+    """What ``run --check`` says of a guest kernel: given, cached, or to be fetched;
+    refused when a bzImage is not there."""
+    if name.startswith("/"):
+        if have is None:
+            raise UserError(f"the guest kernel {name} does not exist",
+                            "give the bzImage a kernel build made (arch/x86/boot/bzImage)")
+        return f"{name} (given)"
+    if have is not None:
+        return f"{have.release} (cached)"
+    package = kernel.concrete_package(kernel.package_for(name))
+    return f"{package} (fetched with apt-get download at the first boot)"
 
 
 @contextlib.contextmanager
@@ -99,7 +122,12 @@ def booted(spec: Spec, say: Callable[[str], None]) -> Iterator[tuple[Spec, list[
     from syncrep_lab.pg.installations import resolve
     from syncrep_lab.runas import server_account
 
-    chosen = kernel.for_guests(guests.kernel, guests.modules)
+    # matrix.kernel: a set of guests per kernel, all booted at once, so that the cells
+    # of one round run in their kernels without a boot between them; modules go with
+    # topology.guests.kernel's bzImage alone
+    chosen = {name: kernel.for_guests(name, guests.modules if name == guests.kernel
+                                      else None)
+              for name in spec.guest_kernels()}
     bin_dir = str(resolve(spec.topology.pg).bin_dir)
     user = server_account().name
     # the guest lets the account use sudo (guests/initramfs.STAGE2) where this machine's
@@ -108,15 +136,20 @@ def booted(spec: Spec, say: Callable[[str], None]) -> Iterator[tuple[Spec, list[
     started: list[Guest] = []
     hosts = dict(spec.hosts)
     try:
-        for name in guests.names():
-            guest = Guest(GuestConfig(kernel=chosen, vcpus=guests.vcpus,
+        for name, of in [(n, k) for k in chosen for n in spec.guest_names(k)]:
+            guest = Guest(GuestConfig(kernel=chosen[of], vcpus=guests.vcpus,
                                       memory_mb=guests.memory_mb, user=user,
-                                      boot_timeout=guests.boot_timeout))
+                                      boot_timeout=guests.boot_timeout,
+                                      numa_nodes=guests.numa_nodes), name=name)
             started.append(guest)
-            say(f"booting {name} ({guests.vcpus} vCPU, {guests.memory_mb} MB, kernel "
-                f"{chosen.release})")
+            nodes = (f", {guests.numa_nodes} virtual NUMA nodes" if guests.numa_nodes > 1
+                     else "")
+            say(f"booting {name} ({guests.vcpus} vCPU, {guests.memory_mb} MB{nodes}, kernel "
+                f"{chosen[of].release})")
             guest.start()
             assert guest.accel is not None
+            if guests.vcpu_cpus is not None:
+                _pin(guest, guests.vcpu_cpus, name, say)
             why = f" ({guest.accel.reason})" if guest is started[0] else ""
             say(f"{name} ready in {guest.times.ssh_ready or 0:.1f} s under "
                 f"{guest.accel.name.upper()}{why}, at {guest.address}")
@@ -131,16 +164,33 @@ def booted(spec: Spec, say: Callable[[str], None]) -> Iterator[tuple[Spec, list[
             guest.stop()
 
 
+def _pin(guest: Guest, cpus: str, name: str, say: Callable[[str], None]) -> None:
+    """The guest's vCPU threads confined to ``cpus`` here (topology.guests.vcpu_cpus),
+    what they read back kept with the guest (its facts' ``vcpu_pinning``)."""
+    from syncrep_lab.guests.costs import pin_vcpus, qemu_pid
+    from syncrep_lab.placement.cpus import parse_cpus
+
+    pid = qemu_pid(guest.namespace)
+    pinned = pin_vcpus(pid, parse_cpus(cpus)) if pid is not None else {}
+    if not pinned:
+        raise UserError(f"{name}: no vCPU thread of its QEMU to pin to CPUs {cpus}",
+                        "see the guest's console; or leave topology.guests.vcpu_cpus out")
+    guest.vcpu_pinning = pinned
+    say(f"{name}: vCPUs on CPUs " + ", ".join(f"{t} {c}" for t, c in pinned.items()))
+
+
 def facts(guests: list[Guest]) -> dict[str, dict[str, Any]]:
     """What each guest was, for the run's ``machine``: how it ran (KVM or TCG, and why),
     its kernel, its size and how long it took to boot."""
     out = {}
-    for number, guest in enumerate(guests, 1):
+    for guest in guests:
         cfg, accel = guest.config, guest.accel
-        out[f"guest{number}"] = {
+        out[guest.name or guest.namespace] = {
             "accel": accel.name if accel else None, "accel_reason": accel.reason if accel
             else None, "kernel": cfg.kernel.release, "vcpus": cfg.vcpus,
-            "memory_mb": cfg.memory_mb, "namespace": guest.namespace,
+            "memory_mb": cfg.memory_mb, "numa_nodes": cfg.numa_nodes,
+            "vcpu_pinning": guest.vcpu_pinning,
+            "namespace": guest.namespace,
             "address": guest.address, "root": cfg.root,
             "boot_s": {"root_mounted": guest.times.root_mounted,
                        "sshd_started": guest.times.sshd_started,

@@ -25,7 +25,14 @@ from syncrep_lab.hosts import machine
 from syncrep_lab.hosts.ssh import HostSpec, SshHost
 from syncrep_lab.probes.recorder import Ending
 from syncrep_lab.run.io_watch import disk_rows, net_rows
-from syncrep_lab.store import DiskIoRow, GuestRepeatRow, HostRepeatRow, NetIoRow, ProbeRows
+from syncrep_lab.store import (
+    DiskIoRow,
+    GuestRepeatRow,
+    HostNumaRow,
+    HostRepeatRow,
+    NetIoRow,
+    ProbeRows,
+)
 
 if TYPE_CHECKING:
     from syncrep_lab.cluster.manifest import Manifest
@@ -45,6 +52,11 @@ def host_roles(spec: Spec) -> dict[str, list[str]]:
             if spec.is_guest(host):
                 for name in topo.guests.names()[1:most]:
                     roles.setdefault(name, list(nodes))
+    # matrix.kernel: each guest's twins booted with the other kernels hold what it holds
+    for host, nodes in list(roles.items()):
+        if spec.is_guest(host):
+            for kernel in spec.guest_kernels()[1:]:
+                roles.setdefault(spec.guest_of(host, kernel), list(nodes))
     return dict(roles)
 
 
@@ -54,6 +66,22 @@ def host_facts(spec: Spec) -> dict[str, dict[str, Any]]:
     for name, roles in host_roles(spec).items():
         with SshHost(spec.ssh_host(name)) as host:
             out[name] = {**machine.machine_facts(host), "roles": roles}
+    return out
+
+
+def numa_rows(host: str, before: dict[int, dict[str, int]], after: dict[int, dict[str, int]],
+              seconds: float) -> list[HostNumaRow]:
+    """Each node's numastat counters over a repeat, for a host of several nodes (with
+    one, every allocation is a hit there: nothing to tell)."""
+    if len(after) < 2:
+        return []
+    out = []
+    for node, counts in sorted(after.items()):
+        first = before.get(node, {})
+        hit, miss, foreign, interleave, local, other = (
+            counts.get(k, 0) - first.get(k, 0) for k in machine.NUMASTAT)
+        out.append(HostNumaRow(host, node, hit, miss, foreign, interleave, local, other,
+                               seconds))
     return out
 
 
@@ -114,6 +142,7 @@ class HostWatch:
         rows = []
         disks: list[DiskIoRow] = []
         nets: list[NetIoRow] = []
+        numa: list[HostNumaRow] = []
         try:
             for name, host in self.hosts.items():
                 first = self.before.get(name)
@@ -125,13 +154,15 @@ class HostWatch:
                                           machine.busy_cpus(first, after), after.cpus,
                                           machine.steal_cpus(first, after)))
                 seconds = after.io_at - first.io_at  # this host's own readings' span
+                numa += numa_rows(name, first.numa, after.numa, seconds)
                 disks += disk_rows(name, first.disks, after.disks, seconds)
                 nets += net_rows(name, {(0, ""): first.network}, {(0, ""): after.network},
                                  seconds)
             guests = [row for name in self.qemu_before if (row := self._guest_row(name))]
         finally:
             self.close()
-        return ProbeRows(host_repeats=rows, disk_io=disks, net_io=nets, guest_repeats=guests)
+        return ProbeRows(host_repeats=rows, disk_io=disks, net_io=nets, guest_repeats=guests,
+                         host_numa=numa)
 
     def _guest_row(self, name: str) -> GuestRepeatRow | None:
         """What guest ``name``'s QEMU took of this machine since the repeat began."""

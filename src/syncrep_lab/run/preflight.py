@@ -21,6 +21,7 @@ from syncrep_lab.plan.matrix import (
     DEFAULT_SETTINGS_SET,
     NO_PLACEMENT,
     Plan,
+    cell_hosts,
     expand,
     flush_delay_us,
     standby_names,
@@ -47,6 +48,10 @@ def check_machine(spec: Spec) -> dict[str, Any]:
         check_serves(spec)  # a cell that would wait for ever is refused now
         return {}
     _check_placement(spec)
+    if spec.run.drop_caches:
+        from syncrep_lab.cluster.caches import check_here
+
+        check_here()
     if any(flush_delay_us(spec, name, node) for node in spec.nodes
            for name in spec.matrix.settings or [DEFAULT_SETTINGS_SET]):
         from syncrep_lab.cluster import slow_flush
@@ -270,15 +275,19 @@ def _check_placement(spec: Spec) -> None:
                             f"placements.{cell.placement}.cpus.{key}: {text} cannot be split "
                             f"among {cell.instances} instances",
                             "give at least one CPU per instance, or instances = 'shared'")
+    # keys naming what runs on an SSH host are checked there (check_hosts); a node a
+    # kernel = "host" cell runs here (plan/matrix.cell_hosts) is checked here too
+    away = set(spec.topology.hosts)
+    for cell in plan.cells:
+        away &= set(cell_hosts(spec, cell))
     for name, place in spec.placements.items():
-        # keys naming what runs on an SSH host are checked there (check_hosts)
-        here = {k: v for k, v in place.cpus.items() if k not in spec.topology.hosts}
-        pins = {k: v for k, v in place.pin.items() if _pinned(k) not in spec.topology.hosts}
+        here = {k: v for k, v in place.cpus.items() if k not in away}
+        pins = {k: v for k, v in place.pin.items() if _pinned(k) not in away}
         for key, text in [*here.items(), *pins.items()]:
             check_cpus(text, f"placements.{name}: {key}")
         wants_cpusets = wants_cpusets or bool(here) or bool(pins)
         for key, policy in place.numa.items():
-            if key in spec.topology.hosts:
+            if key in away:
                 continue
             try:
                 numactl_prefix(policy)

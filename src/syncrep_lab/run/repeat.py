@@ -28,6 +28,7 @@ from syncrep_lab.probes.anatomy import PROBE as ANATOMY_PROBE
 from syncrep_lab.probes.anatomy import CommitAnatomy, unavailable_reason
 from syncrep_lab.probes.gprof import GprofSetup
 from syncrep_lab.probes.host_anatomy import HostAnatomy, HostHalf, unavailable_on_host
+from syncrep_lab.probes.kernel_locks import LocalLocks
 from syncrep_lab.probes.recorder import Client, Ending, Recorder, Recording, Skipped
 from syncrep_lab.probes.remote import HostProbes
 from syncrep_lab.probes.session import RepeatProbes, UntracedCpu
@@ -181,6 +182,11 @@ class Repeat:
                                                      "anatomy)"))
             elif (reason := anatomy_unavailable(self.targets)) is not None:
                 chosen.append(Skipped(ANATOMY_PROBE, reason))
+            here = [n for n in target.nodes if n.primary and n.data_dir is not None]
+            if spec.probes.locks and here and here[0].data_dir is not None:
+                # the primary on this machine (a kernel = "host" cell, or no hosts): the
+                # probe here; on a host, HostProbes runs it there
+                chosen.append(LocalLocks(here[0].data_dir, target.admin, self.dir, duration))
             on_hosts = _host_nodes(target)
             chosen.append(HostProbes(on_hosts, spec.probes, duration, self.dir,
                                      target.admin, self.here) if on_hosts else None)

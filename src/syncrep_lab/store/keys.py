@@ -10,7 +10,7 @@ from typing import Any
 
 # placement axes: part of the key only when the cell has them, so a store made before
 # they existed keeps the keys it was written with
-PLACEMENT_PARAMS = ("placement", "cores", "link", "instances", "isolation")
+PLACEMENT_PARAMS = ("placement", "cores", "link", "instances", "isolation", "kernel")
 # the parameters that decide which cluster a cell runs on (plan.Cell.cluster_key)
 CLUSTER_PARAMS = ("pg", "standbys", "settings", *PLACEMENT_PARAMS)
 
@@ -19,7 +19,7 @@ CLUSTER_PARAMS = ("pg", "standbys", "settings", *PLACEMENT_PARAMS)
 # so runs made before the axis existed keep the params they were stored with
 PARAM_DEFAULTS: dict[str, Any] = {"faults": "none", "placement": "none", "cores": None,
                                   "link": "none", "instances": 1, "driver": "pgbench",
-                                  "isolation": "processes"}
+                                  "isolation": "processes", "kernel": None}
 
 
 def with_defaults(params: dict[str, Any]) -> dict[str, Any]:

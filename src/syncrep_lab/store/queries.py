@@ -28,6 +28,7 @@ from syncrep_lab.store.rows import (
     GprofFunctionRow,
     GprofRoleRow,
     GuestRepeatRow,
+    HostNumaRow,
     HostRepeatRow,
     KernelLockRow,
     LinkRow,
@@ -353,6 +354,12 @@ def host_repeats_of(store: Store, repeat_ids: Collection[int]
 def kernel_locks_of(store: Store, repeat_ids: Collection[int]
                     ) -> list[tuple[int, KernelLockRow]]:
     return _of_repeats(store, "kernel_locks", KernelLockRow, repeat_ids)
+
+
+def host_numa_of(store: Store, repeat_ids: Collection[int]
+                 ) -> list[tuple[int, HostNumaRow]]:
+    """Each NUMA node's allocation counters of the hosts with several, in these repeats."""
+    return _of_repeats(store, "host_numa", HostNumaRow, repeat_ids)
 
 
 def guest_repeats_of(store: Store, repeat_ids: Collection[int]

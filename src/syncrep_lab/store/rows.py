@@ -326,6 +326,22 @@ class GuestRepeatRow(NamedTuple):
     seconds: float  # the span it was read over
 
 
+class HostNumaRow(NamedTuple):
+    """``host_numa``: one NUMA node of an SSH host or guest with more than one, its
+    allocation counters over a repeat (/sys/devices/system/node/nodeN/numastat), in
+    pages: what numastat shows per node."""
+
+    host: str
+    numa_node: int
+    numa_hit: int  # allocated on this node as the policy wanted
+    numa_miss: int  # allocated here though another node was wanted
+    numa_foreign: int  # wanted here, allocated elsewhere
+    interleave_hit: int  # interleave policy allocations that got this node
+    local_node: int  # allocated here by a process running here
+    other_node: int  # allocated here by a process running on another node
+    seconds: float  # the span it was read over
+
+
 class KernelLockRow(NamedTuple):
     """``kernel_locks``: the kernel locks one process role took or waited for in a
     probed repeat (probes/kernel_locks.py), by lock, kernel caller and user frames."""
@@ -372,6 +388,7 @@ PROBE_TABLES: dict[str, type[NamedTuple]] = {
     "numastat": NumastatRow, "observed": ObservedRow, "gprof_roles": GprofRoleRow,
     "gprof_functions": GprofFunctionRow, "host_repeats": HostRepeatRow,
     "anatomy": AnatomyRow, "guest_repeats": GuestRepeatRow, "kernel_locks": KernelLockRow,
+    "host_numa": HostNumaRow,
 }
 
 
@@ -408,6 +425,7 @@ class ProbeRows:
     anatomy: list[AnatomyRow] = field(default_factory=list)
     guest_repeats: list[GuestRepeatRow] = field(default_factory=list)
     kernel_locks: list[KernelLockRow] = field(default_factory=list)
+    host_numa: list[HostNumaRow] = field(default_factory=list)
 
     def tables(self) -> Iterator[tuple[str, list[NamedTuple]]]:
         """(table, rows) of every table that has rows."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import sqlite3
 
-SCHEMA_VERSION = 19
+SCHEMA_VERSION = 20
 
 SCHEMA = """
 create table if not exists meta (key text primary key, value text not null);
@@ -275,6 +275,13 @@ create table if not exists kernel_locks (   -- the lock probe: the kernel's lock
     contentions integer not null,    -- lock:contention_begin .. end
     wait_ns real not null            -- their time waiting, summed
 );
+create table if not exists host_numa (   -- each NUMA node of a host with several (a
+    repeat_id integer not null references repeats(id),   -- guest's virtual ones), over a
+    host text not null, numa_node integer not null,       -- repeat, in pages
+    numa_hit integer not null, numa_miss integer not null, numa_foreign integer not null,
+    interleave_hit integer not null, local_node integer not null,
+    other_node integer not null, seconds real not null
+);
 create table if not exists anatomy (   -- the commit anatomy probe: bpftrace's aggregates
     repeat_id integer not null references repeats(id),
     who text not null,               -- backend | walsender:NAME (the standby it serves)
@@ -312,7 +319,7 @@ NEW_COLUMNS = (  # 6 -> 7, 7 -> 8 (runs.order_note), 8 -> 9 (runs.kind), 9 -> 10
 
 
 def upgrade(db: sqlite3.Connection, version: int) -> None:
-    """Bring a store of an earlier ``version`` (1 to 18) to SCHEMA_VERSION, in place.
+    """Bring a store of an earlier ``version`` (1 to 19) to SCHEMA_VERSION, in place.
 
     1 -> 2 added the first probe tables and repeats.probed; 2 -> 3 the tables of /proc,
     NUMA, flame graphs and the scheduler trace; 3 -> 4 the wait timeline; 4 -> 5 fault
@@ -329,7 +336,8 @@ def upgrade(db: sqlite3.Connection, version: int) -> None:
     15 -> 16 each role's bytes read and written in proc_costs (new columns, None before);
     16 -> 17 a duet repeat's pair and the CPUs its side had (new columns, None before);
     17 -> 18 an SSH host's steal per repeat (a new column, None before) and the guests'
-    costs seen from this machine (a new table); 18 -> 19 the lock probe's table.
+    costs seen from this machine (a new table); 18 -> 19 the lock probe's table; 19 -> 20
+    the NUMA counters of hosts with several nodes (host_numa).
     """
     db.executescript(SCHEMA)
     if version == 1:
