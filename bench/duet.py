@@ -5,7 +5,8 @@ interleaved order, each from the same budget, the two orders alternating in one 
 falls on both.
 
     .venv/bin/python bench/duet.py [--pairs 3] [--budget 3m] [--duration 2]
-        [--clients 8] [--confidence 0.95] [--patch FILE] [--target 0.02] [--json FILE]
+        [--clients 8] [--confidence 0.95] [--pilot 3] [--orders interleaved,duet]
+        [--patch FILE] [--target 0.02] [--json FILE]
 
 Without ``--patch`` an A/A (the empty patch, stock's installation copied): every
 interval that excludes 1 is a false positive. With ``--patch`` a change whose cost is
@@ -16,14 +17,17 @@ detected, a ``local`` one a false positive of the control.
 Per order and cell (``on`` and the control ``local``): the rounds the budget gave, the
 ratio patched / stock, its interval's half width (relative), and whether the interval
 excluded 1; then per order and level the median ratio, the median half width, how many
-intervals excluded 1 and the runs' median wall time. A duet's ratio is the crossover's
-(units of two rounds, each side once on each CPU set); the per-round interval of the
-same rounds (``ab.json``'s ``per_round``) is printed beside it, and its median too:
-what the crossover removed from the same run. Without ``--target`` the rounds stop on
-the budget alone (``repeats_max`` 1000, the target ±0.1 %), so both orders get the same
-time; with it, ab's stop rule aims at that target within the budget (what a user's
-``ab`` does). The builds are cached (the first run builds what it needs); the probed
-repeats are off: the ratios are what is compared.
+intervals excluded 1, how many ratios were above 1 (an A/A's sign is a coin: a side that
+wins more often than a coin is a bias of the sides) and the runs' median wall time. A
+duet's ratio is the crossover's (units of two rounds, each side once on each CPU set);
+the per-round interval of the same rounds (``ab.json``'s ``per_round``) is printed
+beside it, and its median too: what the crossover removed from the same run. Without
+``--target`` the rounds stop on the budget alone (``repeats_max`` 1000, the target
+±0.1 %), so both orders get the same time; with it, ab's stop rule aims at that target within
+the budget (what a user's ``ab`` does). ``--pilot`` is the rounds (a duet: its units of
+two) every run takes before the stop rule may end it (``repeats_min``). The builds are
+cached (the first run builds what it needs); the probed repeats are off: the ratios are
+what is compared.
 """
 
 from __future__ import annotations
@@ -45,10 +49,12 @@ SPEC = (ROOT / "tests" / "data" / "ab-small.toml").read_text()
 ORDERS = ("interleaved", "duet")
 
 
-def spec_text(duration: int, clients: int, confidence: float, target: float | None) -> str:
-    """tests/test_ab.py's A/A spec, its rounds left to the budget (or to ``target``)."""
-    text = SPEC.format(rounds=3, confidence=confidence, probes="probed_repeats = 0")
-    text = text.replace("repeats_max = 3", "repeats_max = 1000\nci_target = "
+def spec_text(duration: int, clients: int, confidence: float, target: float | None,
+              pilot: int = 3) -> str:
+    """tests/test_ab.py's A/A spec, its rounds left to the budget (or to ``target``)
+    after the first ``pilot``."""
+    text = SPEC.format(rounds=pilot, confidence=confidence, probes="probed_repeats = 0")
+    text = text.replace(f"repeats_max = {pilot}", "repeats_max = 1000\nci_target = "
                         f"{0.001 if target is None else target}")
     text = text.replace("duration = 1", f"duration = {duration}")
     return text.replace("clients = 4", f"clients = {clients}")
@@ -115,7 +121,9 @@ def summary(order: str, runs: list[dict[str, Any]]) -> str:
             lines.append(f"  {level}: no interval")
             continue
         out = sum(1 for c in cells if not c["held"])
-        line = (f"  {level}: median ratio {statistics.median(c['ratio'] for c in cells):.3f}, "
+        above = sum(1 for c in cells if c["ratio"] > 1)
+        line = (f"  {level}: median ratio {statistics.median(c['ratio'] for c in cells):.3f}"
+                f" (above 1 in {above} of {len(cells)}), "
                 f"median half width ±{100 * statistics.median(halves):.1f} % over "
                 f"{len(halves)} intervals, {out} of {len(cells)} excluded 1")
         each = [c for c in cells if c["per_round_half_width"] is not None]
@@ -135,6 +143,10 @@ def main() -> None:
     parser.add_argument("--duration", type=int, default=2, help="a repeat's seconds")
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--confidence", type=float, default=0.95)
+    parser.add_argument("--pilot", type=int, default=3,
+                        help="rounds (a duet: units) before the stop rule may end a run")
+    parser.add_argument("--orders", default=",".join(ORDERS),
+                        help="which orders to run, comma-separated")
     parser.add_argument("--patch", type=Path, default=EMPTY,
                         help="the patched side's patch (default: the empty one, an A/A)")
     parser.add_argument("--target", type=float, default=None,
@@ -142,19 +154,26 @@ def main() -> None:
                              "budget alone")
     parser.add_argument("--json", type=Path, default=None, help="write every run here")
     args = parser.parse_args()
+    orders_asked = tuple(o for o in ORDERS if o in args.orders.split(","))
+    if not orders_asked or set(args.orders.split(",")) - set(ORDERS):
+        parser.error(f"--orders: one or both of {', '.join(ORDERS)}")
+    if args.pilot < 2:
+        parser.error("--pilot: at least 2 (an interval needs two rounds)")
     work = Path(tempfile.mkdtemp(prefix="srl-duet-bench-", dir="/tmp"))
     work.chmod(0o755)
     spec = work / "spec.toml"
-    spec.write_text(spec_text(args.duration, args.clients, args.confidence, args.target))
+    spec.write_text(spec_text(args.duration, args.clients, args.confidence, args.target,
+                              args.pilot))
     patch = args.patch.resolve()
     print(f"ab 18 --patch {patch.name}: {args.pairs} runs of each order, budget "
           f"{args.budget}, {args.duration} s repeats, {args.clients} clients, target "
-          f"{'the budget' if args.target is None else f'±{100 * args.target:g} %'}",
+          f"{'the budget' if args.target is None else f'±{100 * args.target:g} %'}, "
+          f"a pilot of {args.pilot}",
           flush=True)
     runs: list[dict[str, Any]] = []
     try:
         for i in range(args.pairs):
-            orders = ORDERS if i % 2 == 0 else ORDERS[::-1]
+            orders = orders_asked if i % 2 == 0 else orders_asked[::-1]
             for order in orders:
                 run = one_run(work, spec, order, args.budget, f"{order}-{i}", patch)
                 runs.append(run)
@@ -165,7 +184,7 @@ def main() -> None:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print()
-    for order in ORDERS:
+    for order in orders_asked:
         print(summary(order, runs))
     if args.json is not None:
         args.json.write_text(json.dumps(runs, indent=2) + "\n")

@@ -131,7 +131,7 @@ def test_96_s_waits_take_epoll_s_mutex_and_18_s_do_not(
     cells = {f"pg={v}": c for (v, k), c in every.items() if k == kernel}
     for label, cell in cells.items():
         locks = cell["locks"]
-        assert locks is not None, (label, cell["probes"])
+        assert locks is not None, (label, cell["probes"].get("locks"), cell["probes"])
         # the guest's kernel: kprobes, so every mutex take was counted
         assert any("every take of a mutex" in n for n in locks["notes"]), locks["notes"]
         assert locks["epoll_takes_per_commit"] is not None, locks
