@@ -135,17 +135,22 @@ def run() -> Iterator[Path]:
 
 def _samples(run: Path) -> dict[str, list[tuple[float, float, float]]]:
     """Each cell's pg_stat_replication samples (write, flush and replay lag, ms) taken
-    when b had flushed all it was sent. Only then is flush_lag the last flush's: a write
-    reply sets it to "what it would be if flushed now", which is the write lag."""
+    when b had flushed all it was sent, while the client ran, each reply's once. Only
+    then is flush_lag the last flush's: a write reply sets it to "what it would be if
+    flushed now", which is the write lag. The view keeps a reply's lags until the next
+    one, so at 100 Hz one reply is read many times; after the client stopped, every
+    sample read the last one (a suite on a fresh machine once had a slow cell's samples
+    all one reply, whose write part carried 8.7 ms of the flush's sleep)."""
     with sqlite3.connect(run / "syncrep-lab.sqlite") as db:
         rows = db.execute(
-            "select c.key, s.write_lag_ms, s.flush_lag_ms, s.replay_lag_ms "
+            "select distinct c.key, r.id, s.write_lag_ms, s.flush_lag_ms, s.replay_lag_ms "
             "from replication_samples s join repeats r on r.id = s.repeat_id "
             "join cells c on c.id = r.cell_id where s.standby = 'b' and "
             "s.flush_lag_bytes = 0 and s.write_lag_ms is not null and "
-            "s.replay_lag_ms is not null").fetchall()
+            "s.replay_lag_ms is not null and s.t_s between 0 and r.duration_s"
+        ).fetchall()
     out: dict[str, list[tuple[float, float, float]]] = {}
-    for key, write, flush, replay in rows:
+    for key, _, write, flush, replay in rows:
         out.setdefault(key.removeprefix("settings="), []).append((write, flush, replay))
     return out
 

@@ -400,7 +400,10 @@ class FaultDriver(threading.Thread):
             back = {"pause": "continue", "link": "unlink"}.get(action, "start")
             resolved = FaultEvent(at=event.at, action=event.action, target=name,
                                   profile=event.profile)
-            self.pending.append((event.at + event.for_, resolved, back))
+            # `for` counts from when the fault took effect (its record's stamp), not from
+            # `at`: on a loaded machine a pause through SSH took effect 1.1 s late, and a
+            # follow-up at `at + for` then left b paused for 0.9 s of its 2
+            self.pending.append((self.records[-1].t_s + event.for_, resolved, back))
             self.pending.sort(key=lambda p: p[0])
 
     def _stall(self, conn: psycopg.Connection[Any], states: dict[str, str]) -> None:

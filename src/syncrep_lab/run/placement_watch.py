@@ -228,6 +228,9 @@ def placement_rows(targets: list[Target],
     return [PlacementRow(k[0], k[1], k[2], n, *k[3:]) for k, n in sorted(seen.items())]
 
 
+READ_BACK_SECONDS = 60.0  # a read-back's wait once the repeat has ended
+
+
 class PlacementReadBack:
     """What the kernel applied to a placed cluster during one repeat: each role's CPUs,
     memory nodes, cgroup and NUMA policy, read once ``at`` seconds after the clients
@@ -270,7 +273,13 @@ class PlacementReadBack:
             self.error = f"{type(exc).__name__}: {exc}"
 
     def stop(self, ending: Ending) -> ProbeRows:
-        self.abort()
+        self.done.set()
+        if self.thread.ident is not None:
+            # a read begun mid-repeat is let finish: through SSH into an emulated guest on
+            # a loaded machine it outlasted a 3 s repeat, and the cell lost its rows
+            self.thread.join(timeout=READ_BACK_SECONDS)
+            if self.thread.is_alive() and self.error is None:
+                self.error = f"still reading {READ_BACK_SECONDS:g} s after the repeat ended"
         rows = ProbeRows()
         if self.placed:
             if self.error is not None:
