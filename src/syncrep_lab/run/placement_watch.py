@@ -273,13 +273,11 @@ class PlacementReadBack:
             self.error = f"{type(exc).__name__}: {exc}"
 
     def stop(self, ending: Ending) -> ProbeRows:
-        self.done.set()
-        if self.thread.ident is not None:
-            # a read begun mid-repeat is let finish: through SSH into an emulated guest on
-            # a loaded machine it outlasted a 3 s repeat, and the cell lost its rows
-            self.thread.join(timeout=READ_BACK_SECONDS)
-            if self.thread.is_alive() and self.error is None:
-                self.error = f"still reading {READ_BACK_SECONDS:g} s after the repeat ended"
+        # a read begun mid-repeat is let finish: through SSH into an emulated guest on a
+        # loaded machine it can outlast a 3 s repeat (a guest cell once lost its rows so)
+        self.abort(READ_BACK_SECONDS)
+        if self.thread.is_alive() and self.error is None:
+            self.error = f"still reading {READ_BACK_SECONDS:g} s after the repeat ended"
         rows = ProbeRows()
         if self.placed:
             if self.error is not None:
@@ -292,10 +290,10 @@ class PlacementReadBack:
             rows.numastat = self.numa_before + numastat_rows(self.targets, "after")
         return rows
 
-    def abort(self) -> None:
+    def abort(self, wait: float = 10.0) -> None:
         self.done.set()
         if self.thread.ident is not None:
-            self.thread.join(timeout=10)
+            self.thread.join(timeout=wait)
 
 
 def _quota_figures(targets: list[Target]
