@@ -25,11 +25,12 @@ from syncrep_lab.network import netns
 from syncrep_lab.network.capabilities import BACKEND_ENV, check_network_support, netem_available
 from syncrep_lab.network.commands import NETNS_DIR, exec_prefix
 from syncrep_lab.network.delayer_handle import DELAYER_MODULE
+from syncrep_lab.network.delivery import delivered
 from syncrep_lab.network.links import LinkProfile, check_profile, parse_rate
 from syncrep_lab.network.owners import OWNERS_DIR
 from syncrep_lab.network.plan import Link, NetworkPlan, plan_network
 from syncrep_lab.network.processes import pids_in
-from syncrep_lab.network.readback import check_delayers, readback
+from syncrep_lab.network.readback import check_delayers, delay_line_counters, readback
 from syncrep_lab.network.shaping import set_profile
 
 from .helpers import machine_wide
@@ -203,8 +204,20 @@ def test_delay_adds_to_the_round_trip(make_net: Callable[[list[Link]], NetworkPl
         return
     plan = make_net([Link("a", "b", LinkProfile(delay_ms=2))])
     assert plan.backend == backend
+    before = delay_line_counters(plan)
     delayed = _median_rtt(plan, "b", "a")
     assert 4.0 <= delayed < 12.0, f"2 ms each way gave a {delayed:.3f} ms round trip"
+    if backend == "delayer":
+        # what each line says it gave the pings: the asked delay and its lateness, never
+        # early by more than its release slack, and no more than the pings saw
+        after = delay_line_counters(plan)
+        assert set(before) == set(after) and len(after) == 2, (before, after)
+        got = [delivered(before[k], after[k]) for k in after]
+        assert all(d is not None and d.releases > 0 and d.packets >= d.releases
+                   and d.asked_ms == 2 and d.late_p99_ms is not None for d in got), got
+        given = [d.delivered_ms for d in got if d is not None and d.delivered_ms is not None]
+        assert len(given) == 2 and min(given) >= 2 - 0.2, got
+        assert sum(given) <= delayed + 1.0, (got, delayed)
 
     set_profile(plan, "a", "b", LinkProfile())
     assert plan.links[0].profile == LinkProfile()

@@ -418,6 +418,13 @@ def test_a_longer_link_lengthens_only_the_wait_for_the_standby(workdir: Path) ->
         link = "far" if "far" in cell["label"] else "none"
         parts[link] = {c["component"]: c for c in cell["anatomy"]["components"]}
     round_trip_us = 2 * 2 * 1000.0
+    # the round trip as the delay lines gave it in the anatomy's repeat: on a loaded
+    # machine a line is late (once in CI the far cell's median commit waited 11.5 ms,
+    # against 4 ms asked, with the other parts of the commit as they were)
+    delivered = _delivered_ms(costs)
+    assert set(delivered) == {("b", "primary"), ("primary", "b")}, delivered
+    assert all(ms >= DELAY_MS - 0.2 for ms in delivered.values()), delivered  # never early
+    given_us = 1000.0 * sum(delivered.values())
 
     def per_commit(link: str, part: str) -> float:
         found = parts[link].get(part)
@@ -434,7 +441,7 @@ def test_a_longer_link_lengthens_only_the_wait_for_the_standby(workdir: Path) ->
     none_p50 = float((parts["none"].get("standby_wait") or {}).get("p50_us") or 0.0)
     far_p50 = float(parts["far"]["standby_wait"]["p50_us"])
     assert far_p50 >= 0.8 * round_trip_us, parts["far"]
-    assert far_p50 - none_p50 <= 1.5 * round_trip_us, (waited, parts)
+    assert far_p50 - none_p50 <= 1.5 * given_us, (waited, delivered, parts)
     for part in ("local_flush", "wakeup_queue", "run_queue"):
         moved = per_commit("far", part) - per_commit("none", part)
         assert abs(moved) < 0.15 * round_trip_us, (part, moved, parts)
@@ -467,18 +474,35 @@ def test_a_longer_link_lengthens_only_the_wait_for_the_standby(workdir: Path) ->
     # the network figures behind it: the WAL went out on the primary's link to b
     to_b = [n for n in far["network"] if (n["node"], n["interface"]) == ("primary", "to-b")]
     assert to_b and to_b[0]["tx_mb_s"] > 0, far["network"]
-    _the_standby_half_moves_only_the_transits(workdir / "run", costs, rows)
+    _the_standby_half_moves_only_the_transits(workdir / "run", costs, rows, delivered)
     assert _left_by(workdir / "run") == {"namespaces": [], "cpusets": []}
 
 
 DELAY_MS = 2  # LINKED_ANATOMY's delay each way
 
 
-def _the_standby_half_moves_only_the_transits(run: Path, costs: list[Any],
-                                             rows: list[Any]) -> None:
+def _delivered_ms(costs: list[Any]) -> dict[tuple[str, str], float]:
+    """The far cell's delay each way as its delay lines gave it in the anatomy's repeat
+    (costs --json ``link_delays``, network/delivery.py), by (into, from); the near cell
+    has no delay line."""
+    far = next(c for c in costs if "far" in c["label"])
+    near = next(c for c in costs if "far" not in c["label"])
+    assert near["link_delays"] == [], near["link_delays"]
+    out = {}
+    for end in far["link_delays"]:
+        assert end["asked_ms"] == DELAY_MS and end["releases"] > 0, end
+        assert end["delivered_ms"] == pytest.approx(DELAY_MS + end["late_mean_ms"]), end
+        out[(end["into"], end["from"])] = DELAY_MS + end["late_by_kind"]["anatomy"]
+    return out
+
+
+def _the_standby_half_moves_only_the_transits(run: Path, costs: list[Any], rows: list[Any],
+                                             delivered: dict[tuple[str, str], float]
+                                             ) -> None:
     """The same run split further: the transits out and back grow by the delay each
-    (2·d together) and the standby's other parts stay as they were; the parts add up to
-    the wait in both cells; costs and diagnose name the transit (probes/standby_anatomy.py)."""
+    (2·d together; d as the delay lines gave it, ``delivered``) and the standby's other
+    parts stay as they were; the parts add up to the wait in both cells; costs and
+    diagnose name the transit (probes/standby_anatomy.py)."""
     assert f"delay_ms = {DELAY_MS}" in LINKED_ANATOMY
     halves: dict[str, dict[str, float]] = {}
     for cell in costs:
@@ -489,9 +513,10 @@ def _the_standby_half_moves_only_the_transits(run: Path, costs: list[Any],
         halves[link] = {p["component"]: p["us_per_commit"]["mean"] for p in half["parts"]}
     round_trip_us = 2 * DELAY_MS * 1000.0
     assert set(halves["far"]) == set(halves["none"]) == set(FLUSHED) - {"flush"}
-    for part in ("transit_out", "transit_back"):
+    for part, way in (("transit_out", ("b", "primary")), ("transit_back", ("primary", "b"))):
         moved = halves["far"][part] - halves["none"][part]
-        assert 0.4 * round_trip_us <= moved <= 0.7 * round_trip_us, (part, halves)
+        one_way_us = 1000.0 * delivered[way]
+        assert 0.8 * one_way_us <= moved <= 1.4 * one_way_us, (part, delivered, halves)
     # the others within the bound the primary's parts have above: the walsender's send
     # moved by 410 µs of the 4 ms once in a loaded suite (the link's delayer takes CPU)
     for part in set(halves["far"]) - {"transit_out", "transit_back"}:

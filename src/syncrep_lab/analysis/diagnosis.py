@@ -40,6 +40,7 @@ from syncrep_lab.analysis.evidence import (
 )
 from syncrep_lab.analysis.kernel import RoleKernel, function_text
 from syncrep_lab.analysis.observe import observed_cells
+from syncrep_lab.analysis.resources import LinkDelivered, link_deliveries
 from syncrep_lab.analysis.sync_walsender import choose, stored_clues, sync_shown
 from syncrep_lab.analysis.verdict import LAG_OF_LEVEL, CellDiagnosis, Verdict
 from syncrep_lab.errors import UserError
@@ -90,6 +91,8 @@ class CellFacts:
     kernel: list[RoleKernel] = field(default_factory=list)
     # the emulated links' rates: (a, b) -> bits a second, where the link has one
     link_rates: dict[tuple[str, str], int] = field(default_factory=dict)
+    # what each emulated link's delay line delivered (analysis/resources.py)
+    link_delays: list[LinkDelivered] = field(default_factory=list)
     # the primary's interface to each peer it has a link to (to-b; l3-... where long)
     link_ifaces: dict[str, str] = field(default_factory=dict)
 
@@ -459,6 +462,13 @@ def machine_idle(facts: CellFacts, evidence: dict[str, float | str],
         where = f"the link to {standby}" if link else "the loopback"
         if link or mb_s >= 0.05:  # nodes on one host stream over Unix sockets, not lo
             said.append(f"{where} carried {mb_s:.1f} MB/s")
+    late = [x for x in facts.link_delays if x.ran_late and standby is not None
+            and {x.into, x.source} == {"primary", standby}]
+    if late:
+        worst = max(late, key=lambda x: x.late_mean_ms)
+        evidence["link_late_ms"] = round(worst.late_mean_ms, 3)
+        said.append(f"and its delay line ran late ({worst.line()}): part of the wait is "
+                    "this machine's load on the emulation, not the link asked for")
     return ("; " + ", ".join(said)) if said else ""
 
 
@@ -891,6 +901,7 @@ def cell_facts(store: Store, cell: StoredCell, cpus: int) -> CellFacts:
     facts.disks = queries.disk_means(store, cell.id)
     facts.network = queries.net_means(store, cell.id)
     facts.link_rates, facts.link_ifaces = _links(store, cell.id)
+    facts.link_delays = link_deliveries(store, cell.id)
     return facts
 
 

@@ -21,6 +21,7 @@ from syncrep_lab.errors import UserError
 GUEST_MODULES = ("virtio_pci", "virtio_net", "virtio_blk", "virtiofs", "overlay")
 
 BUSYBOX = Path("/bin/busybox")  # Debian's busybox-static: no libraries to carry along
+SSHD = Path("/usr/sbin/sshd")  # STAGE2 starts it from the root: on "hostfs", this machine's
 
 
 @dataclass(frozen=True)

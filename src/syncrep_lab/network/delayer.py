@@ -45,6 +45,14 @@ Behaviour, and the choices behind it:
 - It runs at nice -10 with a 10 µs timer slack: a delay line must not queue behind the
   database for CPU, or the emulated delay would grow with the load.
 
+- It counts how late it released what came due: each batch by its first packet, the one
+  due earliest (the mean and the worst), and each packet by its own lateness (the sum
+  and a histogram over LATE_EDGES_MS), all since it started, so that a reader takes the
+  difference of two ``stats`` for a window of its own
+  (network/delivery.py: the delay a repeat's packets really had). A delay line that is
+  starved of CPU, on a machine whose other tenants take it, holds packets longer than
+  asked, and a figure measured through it carries that.
+
 Control protocol on stdin, one command a line, each answered by one line on stdout:
 ``set DELAY_MS JITTER_MS LOSS_PCT`` -> ``ok``; ``stats`` -> a JSON object of counters;
 ``quit`` -> the delayer releases what it holds and exits (no answer).
@@ -53,6 +61,7 @@ Control protocol on stdin, one command a line, each answered by one line on stdo
 from __future__ import annotations
 
 import argparse
+import bisect
 import contextlib
 import ctypes
 import errno
@@ -66,7 +75,7 @@ import struct
 import sys
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import FrameType
 
 NETLINK_NETFILTER = 12
@@ -104,6 +113,8 @@ _PR_SET_TIMERSLACK = 29
 RELEASE_SLACK_S = 50e-6
 NO_TIMESTAMPS = -2
 MAX_WAKE_LAG_S = 0.5e-3  # the wake-up latency allowed for is capped at this
+# the upper edges (ms) of the lateness histogram's bins; one bin more for what is later
+LATE_EDGES_MS = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0)
 DEFAULT_MAXLEN = 32768  # packets the kernel holds for one queue before it drops new ones
 RCVBUF = 16 << 20  # the netlink socket's receive buffer (packet notices wait there)
 
@@ -161,6 +172,10 @@ class Stats:
     late_sum_ms: float = 0.0  # signed: early releases (by under the wake-up lag) count less
     releases: int = 0
     wake_lag_ms: float = 0.0
+    # packets accepted, by their own lateness: bin i up to LATE_EDGES_MS[i], the last
+    # one beyond them all; and the sum of their lateness
+    late_bins: list[int] = field(default_factory=lambda: [0] * (len(LATE_EDGES_MS) + 1))
+    packet_late_sum_ms: float = 0.0
 
     def to_json(self, held: int, params: Params) -> str:
         return json.dumps({
@@ -168,6 +183,8 @@ class Stats:
             "held": held, "max_held": self.max_held, "overruns": self.overruns,
             "verdict_errors": self.verdict_errors, "late_max_ms": round(self.late_max_ms, 3),
             "late_mean_ms": round(self.late_sum_ms / self.releases, 3) if self.releases else 0,
+            "releases": self.releases, "packet_late_sum_ms": round(self.packet_late_sum_ms, 3),
+            "late_bins": self.late_bins, "late_edges_ms": list(LATE_EDGES_MS),
             "delay_ms": params.delay_ms, "jitter_ms": params.jitter_ms,
             "loss_pct": params.loss_pct, "wake_lag_ms": round(self.wake_lag_ms, 3),
         })
@@ -351,13 +368,19 @@ class Delayer:
         first_due = held[0][0]
         last = -1
         count = 0
+        stats = self.stats
+        bins, edges = stats.late_bins, LATE_EDGES_MS
         while held and held[0][0] <= limit:
-            last = held.popleft()[1]
+            due, last = held.popleft()
             count += 1
+            # each packet's own lateness: after a stall (the line without a CPU) one
+            # release frees many packets, each as late as it was
+            late_ms = (now - due) * 1000
+            stats.packet_late_sum_ms += late_ms
+            bins[bisect.bisect_left(edges, late_ms)] += 1
         if count:
             self.accept_batch[-4:] = _BE32.pack(last)
             self.sock.send(self.accept_batch)
-            stats = self.stats
             stats.accepted += count
             late = (now - first_due) * 1000  # negative: released a little early
             stats.late_sum_ms += late

@@ -43,6 +43,18 @@ def check_delayers(plan: NetworkPlan) -> list[str]:
     return problems
 
 
+def delay_line_counters(plan: NetworkPlan) -> dict[tuple[str, str], dict[str, Any]]:
+    """The counters of each delay line of the plan this process started, by (namespace,
+    interface): the start of a window network/delivery.py takes the difference over."""
+    out = {}
+    for end in plan.ends():
+        handle = DELAYERS.get((end.namespace, end.interface))
+        stats = handle.stats() if handle is not None and end.profile.delays else None
+        if stats is not None:
+            out[(end.namespace, end.interface)] = stats
+    return out
+
+
 def readback(plan: NetworkPlan) -> list[dict[str, Any]]:
     """What is really applied, per link end: the interface's address and state as the
     kernel reports them, the qdiscs (``tc qdisc show``), and for the delay line its pid,

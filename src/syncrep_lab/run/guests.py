@@ -63,7 +63,12 @@ def check(spec: Spec) -> dict[str, Any]:
              ("virtiofsd", any(os.access(p, os.X_OK) for p in VIRTIOFSD), FIX_SETUP),
              ("ip", shutil.which("ip") is not None, "apt-get install iproute2"),
              ("ssh-keygen", shutil.which("ssh-keygen") is not None,
-              "apt-get install openssh-client")]
+              "apt-get install openssh-client"),
+             # the guest's root is this machine's: its sshd is this machine's binary,
+             # started by the guest's init (guests/initramfs.STAGE2), never here
+             (f"an OpenSSH server ({initramfs.SSHD})", initramfs.SSHD.is_file(),
+              "apt-get install openssh-server (./run setup installs it and leaves this "
+              "machine's own ssh service as it was)")]
     for what, there, fix in needs:
         if not there:
             raise UserError(f"guests need {what}, which this machine lacks", fix)

@@ -16,7 +16,7 @@ import json
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from syncrep_lab.cluster import server
@@ -25,7 +25,9 @@ from syncrep_lab.cluster.remote_node import host_spec
 from syncrep_lab.errors import UserError
 from syncrep_lab.hosts import placement, snapshots
 from syncrep_lab.hosts.ssh import SshHost
-from syncrep_lab.network.readback import readback
+from syncrep_lab.network.delivery import delivered
+from syncrep_lab.network.plan import NetworkPlan
+from syncrep_lab.network.readback import delay_line_counters, readback
 from syncrep_lab.pg.roles import NodeProcess, node_processes, role_of_title
 from syncrep_lab.placement.cgroups import CpusetGroup, cpuset_support, placement_of
 from syncrep_lab.placement.cpus import format_cpus, parse_list
@@ -236,8 +238,9 @@ class PlacementReadBack:
     memory nodes, cgroup and NUMA policy, read once ``at`` seconds after the clients
     started (their backends exist then); the emulated links' settings; and, where the
     placement asks for a NUMA policy, each postmaster's pages per NUMA node before and
-    after. A recorder of the repeat (probes/recorder.py); a read-back that fails is
-    said through ``say`` and never fails the repeat."""
+    after; and what each delay line delivered over the repeat (network/delivery.py). A
+    recorder of the repeat (probes/recorder.py); a read-back that fails is said through
+    ``say`` and never fails the repeat."""
 
     def __init__(self, targets: list[Target], client: Client, at: float, *, placed: bool,
                  numa: bool, say: Callable[[str], None]) -> None:
@@ -247,6 +250,7 @@ class PlacementReadBack:
         self.numa_before: list[NumastatRow] = []
         self.quotas_before: dict[tuple[int, str, str], QuotaFigures] = {}
         self.quotas_since = time.monotonic()
+        self.lines_before: dict[tuple[str, str], dict[str, Any]] = {}
         self.done = threading.Event()
         self.error: str | None = None
         self.thread = threading.Thread(target=self._read, daemon=True, name="placement-watch")
@@ -257,6 +261,8 @@ class PlacementReadBack:
         self.quotas_before = {k: f for k, (_, _, f) in _quota_figures(self.targets).items()}
         self.quotas_since = time.monotonic()
         if self.placed:
+            self.lines_before = {k: v for _, plan in _plans(self.targets)
+                                 for k, v in delay_line_counters(plan).items()}
             self.thread.start()
 
     def _read(self) -> None:
@@ -283,7 +289,7 @@ class PlacementReadBack:
             if self.error is not None:
                 self.say(f"the placement was not read back: {self.error}")
             rows.placement = self.rows
-            rows.links = link_rows(self.targets)
+            rows.links = link_rows(self.targets, self.lines_before)
             rows.quotas = quota_rows(self.targets, self.quotas_before,
                                      time.monotonic() - self.quotas_since)
         if self.numa_before:
@@ -330,19 +336,38 @@ def quota_rows(targets: list[Target], before: dict[tuple[int, str, str], QuotaFi
     return rows
 
 
-def link_rows(targets: list[Target]) -> list[LinkRow]:
-    """(instance, a, b, profile, applied as JSON) of every emulated link."""
-
-    rows = []
+def _plans(targets: list[Target]) -> list[tuple[int, NetworkPlan]]:
+    """Each instance's network plan, where its cluster has one."""
+    plans = []
     for target in targets:
         layout = target.manifest.placed() if target.manifest is not None else None
         plan = layout.network_plan() if layout is not None else None
-        if plan is None:
-            continue
+        if plan is not None:
+            plans.append((target.instance, plan))
+    return plans
+
+
+def link_rows(targets: list[Target],
+              before: Mapping[tuple[str, str], Mapping[str, Any]] | None = None
+              ) -> list[LinkRow]:
+    """(instance, a, b, profile, applied as JSON) of every emulated link; with the delay
+    lines' counters at the repeat's start (``before``), each end's delay line says what it
+    delivered since (its ``repeat``, network/delivery.py)."""
+
+    rows = []
+    for instance, plan in _plans(targets):
         applied = readback(plan)
+        if before is not None:
+            for end in applied:
+                line = end.get("delayer") or {}
+                stats = line.get("stats")
+                key = (end["namespace"], end["interface"])
+                if stats and key in before:
+                    got = delivered(before[key], stats)
+                    end["repeat"] = got.to_json() if got is not None else None
         for link in plan.links:
             ends = [e for e in applied if {e.get("endpoint"), e.get("peer")} == {link.a, link.b}]
-            rows.append(LinkRow(target.instance, link.a, link.b, link.profile.describe(),
+            rows.append(LinkRow(instance, link.a, link.b, link.profile.describe(),
                                 json.dumps(ends or applied, default=str)))
     return rows
 

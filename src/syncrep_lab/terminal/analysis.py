@@ -133,7 +133,7 @@ def print_costs(cells: list[RunCellCosts], console: Console) -> None:
 
 def resource_lines(cell: CellCosts) -> list[str]:
     """The disks and the links a second of the measured repeats: beside the CPU, the
-    rest of "the machine sits idle"."""
+    rest of "the machine sits idle"; and the delay each emulated link really gave."""
     out = []
     # busy_share is None where the counters ran over no time: so are the rates
     disks = [d for d in cell.resources.disks if d.busy_share is not None]
@@ -151,6 +151,10 @@ def resource_lines(cell: CellCosts) -> list[str]:
             f"{n.interface} out {n.tx_mb_s:.2f} MB/s, in {n.rx_mb_s:.2f} MB/s "
             f"({n.tx_packets_s:,.0f} and {n.rx_packets_s:,.0f} packets a second)"
             for n in nets))
+    if cell.resources.links:
+        out.append("  emulated links, as delivered: " + "; ".join(
+            x.line() + (" — late: its figures carry the machine's load" if x.ran_late else "")
+            for x in cell.resources.links))
     writers = sorted(((r["disk_bytes_per_commit"]["write"]["mean"] or 0.0, r)
                       for r in cell.roles if "write" in r.get("disk_bytes_per_commit", {})),
                      key=lambda wr: -wr[0])
