@@ -204,15 +204,15 @@ def test_delay_adds_to_the_round_trip(make_net: Callable[[list[Link]], NetworkPl
         return
     plan = make_net([Link("a", "b", LinkProfile(delay_ms=2))])
     assert plan.backend == backend
-    before = delay_line_counters(plan)
+    counted = delay_line_counters(plan)
     delayed = _median_rtt(plan, "b", "a")
     assert 4.0 <= delayed < 12.0, f"2 ms each way gave a {delayed:.3f} ms round trip"
     if backend == "delayer":
         # what each line says it gave the pings: the asked delay and its lateness, never
         # early by more than its release slack, and no more than the pings saw
         after = delay_line_counters(plan)
-        assert set(before) == set(after) and len(after) == 2, (before, after)
-        got = [delivered(before[k], after[k]) for k in after]
+        assert set(counted) == set(after) and len(after) == 2, (counted, after)
+        got = [delivered(counted[k], after[k]) for k in after]
         assert all(d is not None and d.releases > 0 and d.packets >= d.releases
                    and d.asked_ms == 2 and d.late_p99_ms is not None for d in got), got
         given = [d.delivered_ms for d in got if d is not None and d.delivered_ms is not None]

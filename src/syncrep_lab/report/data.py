@@ -30,7 +30,7 @@ from syncrep_lab.analysis.diagnosis import (
 from syncrep_lab.analysis.faults import run_faults
 from syncrep_lab.analysis.noise import budget_sentences
 from syncrep_lab.analysis.ratios import target_text
-from syncrep_lab.analysis.resources import quota_json
+from syncrep_lab.analysis.resources import link_deliveries, quota_json
 from syncrep_lab.analysis.scaling import CoreSweep, Series, core_sweep, scaling
 from syncrep_lab.analysis.verdict import CellDiagnosis
 from syncrep_lab.errors import UserError
@@ -485,6 +485,13 @@ def _placement_readback(store: Store, cells: list[CellRow],
                                   if e.get("backend") == "delayer" else str(e.get("backend"))
                                   for e in applied if isinstance(e, dict)
                                   and e.get("backend")})
+        # each direction as its delay line gave it, over the cell's repeats
+        given = link_deliveries(store, c.cell.id)
+        for link in links:
+            link["delivered"] = [x.line() for x in given if x.instance == link["instance"]
+                                 and {x.into, x.source} == {link["a"], link["b"]}]
+            link["late"] = any(x.ran_late for x in given if x.instance == link["instance"]
+                               and {x.into, x.source} == {link["a"], link["b"]})
         instances = [asdict(i) for i in queries.instance_means(store, c.cell.id)]
         quotas = [quota_json(q) for q in queries.quota_means(store, c.cell.id)]
         if roles or links or instances or quotas:
