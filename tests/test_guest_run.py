@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from syncrep_lab import paths
-from syncrep_lab.guests import leftovers
+from syncrep_lab.guests import initramfs, leftovers
 from syncrep_lab.guests.costs import is_vcpu
 from syncrep_lab.pg.installations import Installation
 from syncrep_lab.run.guests import OWN_MOUNTS
@@ -253,16 +253,25 @@ def test_a_killed_run_leaves_its_guest_to_clean(workdir: Path) -> None:
     assert cli_here("clean", "--list").stdout.strip() in ("", "nothing to clean")
 
 
-def test_what_a_guest_spec_needs_is_said_before_a_boot(workdir: Path,
-                                                       pg96: Installation) -> None:
+def test_what_a_guest_spec_needs_is_said_before_a_boot(workdir: Path, pg96: Installation,
+                                                       monkeypatch: pytest.MonkeyPatch
+                                                       ) -> None:
     """run --check names the guests, what runs in each and how the machine will run
-    them; a guest nothing runs in, an unknown host, a missing kernel and a PostgreSQL
-    the guest cannot see are refused with the fix, and nothing is made."""
+    them; a guest nothing runs in, an unknown host, a missing kernel, a machine without
+    the sshd the guest starts from its root, and a PostgreSQL the guest cannot see are
+    refused with the fix, and nothing is made."""
     spec = workdir / "spec.toml"
     spec.write_text(SPEC.format(duration=3))
     res = cli_here("run", str(spec), "--check")
     assert res.returncode == 0, res.stderr
     assert "guests: guest1 (primary), booted before the first cluster" in res.stdout
+    # the guest's root is this machine's: without its sshd a boot would end in the
+    # guest's init ("sshd: not found"), so the check says so first
+    with monkeypatch.context() as m:
+        m.setattr(initramfs, "SSHD", workdir / "no-sshd")
+        bad = cli_here("run", str(spec), "--check")
+    assert bad.returncode != 0 and "an OpenSSH server" in bad.stderr, bad.stderr
+    assert "apt-get install openssh-server" in bad.stderr and "Traceback" not in bad.stderr
     for edit, needle in [
             (("count = 1", "count = 2"), "nothing runs in guest2"),
             (('primary = "guest1"', 'primary = "guest3"'), "or a guest: guest1"),
