@@ -216,14 +216,18 @@ def placement_rows(targets: list[Target],
     program, what reads the client's placement)."""
     seen: Counter[tuple[Any, ...]] = Counter()
     for target in targets:
-        manifest = target.manifest
-        senders = (walsenders(manifest.admin_conninfo(manifest.primary))
-                   if manifest is not None else {})
-        found = _here(target, senders) + _on_hosts(target, senders)
+        # the client first: it ends with the repeat, and the servers' reads through SSH
+        # on a loaded machine took longer than a short repeat had left (the client on a
+        # host was gone when its turn came, and its row was missing)
+        found: list[Placed] = []
         for inst, program, read in clients:
             if inst == target.instance:
                 with contextlib.suppress(OSError, UserError):  # gone meanwhile
                     found.append(("client", program, read()))
+        manifest = target.manifest
+        senders = (walsenders(manifest.admin_conninfo(manifest.primary))
+                   if manifest is not None else {})
+        found += _here(target, senders) + _on_hosts(target, senders)
         for node, role, got in found:
             seen[(target.instance, node, role, got.get("cpus", ""), got.get("mems", ""),
                   got.get("cgroup", ""), got.get("numa_policy", ""))] += 1
