@@ -27,6 +27,7 @@ import pytest
 
 from syncrep_lab import procs
 from syncrep_lab.cluster.manifest import load
+from syncrep_lab.cluster.ready import wait_ready
 from syncrep_lab.pg.installations import Installation
 from syncrep_lab.probes import anatomy
 
@@ -542,6 +543,12 @@ def test_cpu_per_role_over_ssh(pg18: Installation, tmp_path: Path) -> None:
         postmaster.start_postgres(host, bin_15, data, f"{far.data_root}/p.log")
         try:
             conninfo = f"host={far.address} port=5499 user=postgres dbname=postgres"
+            # the start returns once postmaster.pid names the server, not once it takes
+            # connections: in a loaded suite the first connection was refused
+            wait_ready(conninfo, None, lambda: host.sh('tail -n 20 -- "$1"',
+                                                       f"{far.data_root}/p.log",
+                                                       what="the log", check=False).stdout,
+                       time.monotonic() + 60, "the primary on the SSH host")
             with psycopg.connect(conninfo, autocommit=True) as conn:
                 conn.execute("create table obs_rows(id bigserial, v int)")
             hosts = tmp_path / "hosts.toml"
