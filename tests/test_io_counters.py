@@ -47,11 +47,13 @@ def test_the_disk_counters_see_a_known_write() -> None:
         after = disks_here()
         grown = after[device].since(before[device])
         # others may write to the same device meanwhile (a shared machine): never less
-        # than what was written; more by about what the others write in as long, read
-        # just after (twice that, and 16 MiB of the file system's own, are let through)
+        # than what was written, and short of twice it (a device counted twice, as a
+        # disk and its partition, would be 2x) beyond what the others write in as long,
+        # read just after. Not closer: the other tests' writes come in bursts (a suite
+        # beside it wrote 17 MiB more than the file during the dd, nothing just after)
         time.sleep(took)
         others = disks_here()[device].since(after[device]).write_bytes
-        assert size <= grown.write_bytes <= size + 2 * others + 16 * MIB, (grown, others)
+        assert size <= grown.write_bytes < 2 * size + 2 * others, (grown, others)
         assert grown.writes >= size // (4 * MIB), grown  # at most 4 MiB an I/O here
         assert grown.busy_ms > 0, grown
     finally:
