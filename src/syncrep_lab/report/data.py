@@ -488,10 +488,10 @@ def _placement_readback(store: Store, cells: list[CellRow],
         # each direction as its delay line gave it, over the cell's repeats
         given = link_deliveries(store, c.cell.id)
         for link in links:
-            link["delivered"] = [x.line() for x in given if x.instance == link["instance"]
-                                 and {x.into, x.source} == {link["a"], link["b"]}]
-            link["late"] = any(x.ran_late for x in given if x.instance == link["instance"]
-                               and {x.into, x.source} == {link["a"], link["b"]})
+            ends = [x for x in given if x.instance == link["instance"]
+                    and {x.into, x.source} == {link["a"], link["b"]}]
+            link["delivered"] = [x.line() for x in ends]
+            link["late"] = any(x.ran_late for x in ends)
         instances = [asdict(i) for i in queries.instance_means(store, c.cell.id)]
         quotas = [quota_json(q) for q in queries.quota_means(store, c.cell.id)]
         if roles or links or instances or quotas:
