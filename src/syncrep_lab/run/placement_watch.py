@@ -351,24 +351,21 @@ def _plans(targets: list[Target]) -> list[tuple[int, NetworkPlan]]:
     return plans
 
 
-def link_rows(targets: list[Target],
-              before: Mapping[tuple[str, str], Mapping[str, Any]] | None = None
+def link_rows(targets: list[Target], before: Mapping[tuple[str, str], Mapping[str, Any]]
               ) -> list[LinkRow]:
-    """(instance, a, b, profile, applied as JSON) of every emulated link; with the delay
-    lines' counters at the repeat's start (``before``), each end's delay line says what it
+    """(instance, a, b, profile, applied as JSON) of every emulated link; each end whose
+    delay line's counters were read at the repeat's start (``before``) says what the line
     delivered since (its ``repeat``, network/delivery.py)."""
 
     rows = []
     for instance, plan in _plans(targets):
         applied = readback(plan)
-        if before is not None:
-            for end in applied:
-                line = end.get("delayer") or {}
-                stats = line.get("stats")
-                key = (end["namespace"], end["interface"])
-                if stats and key in before:
-                    got = delivered(before[key], stats)
-                    end["repeat"] = got.to_json() if got is not None else None
+        for end in applied:
+            stats = (end.get("delayer") or {}).get("stats")
+            key = (end["namespace"], end["interface"])
+            if stats and key in before:
+                got = delivered(before[key], stats)
+                end["repeat"] = got.to_json() if got is not None else None
         for link in plan.links:
             ends = [e for e in applied if {e.get("endpoint"), e.get("peer")} == {link.a, link.b}]
             rows.append(LinkRow(instance, link.a, link.b, link.profile.describe(),
