@@ -15,6 +15,7 @@ import sqlite3
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -111,6 +112,16 @@ def _key(label: str) -> tuple[str, str]:
     return axes["pg"], axes["kernel"]
 
 
+def _by_role(locks: dict[str, Any]) -> dict[str, float]:
+    """Epoll's mutex takes per commit by role, from a cell's ``locks``."""
+    out: dict[str, float] = {}
+    for s in locks["sites"]:
+        if s["caller"].startswith(("ep_", "do_epoll_", "__ep_", "eventpoll_")):
+            taken = (s["acquisitions_per_commit"] or {}).get("mean") or 0.0
+            out[s["role"]] = round(out.get(s["role"], 0.0) + taken, 3)
+    return out
+
+
 def test_96_s_waits_take_epoll_s_mutex_and_18_s_do_not(
         locks_run: tuple[Path, subprocess.CompletedProcess[str], bool]) -> None:
     out, res, old_kernel = locks_run
@@ -165,10 +176,12 @@ def test_96_s_waits_take_epoll_s_mutex_and_18_s_do_not(
     # (13 % of 9.6's) beside a second guest and the rest of the suite
     assert new["epoll_close_takes_per_commit"] < 0.3 * old["epoll_close_takes_per_commit"], \
         said
-    # (seen once, 2026-12-02: 18's takes all 0 while its waits were counted, its row
-    # saying kprobes ran; the probes' rows and every site are in the message for the next)
-    assert new["epoll_takes_per_commit"] > 0, (said, cells["pg=18"]["probes"],
-                                               cells["pg=18"]["locks"])
+    # (failed twice in CI, 18's backends with no takes while its probe said kprobes ran:
+    # its backends, all connecting at once in a slow guest, were seen before PostgreSQL
+    # wrote their titles and named "other", probes/kernel_locks.named_roles. Each role's
+    # epoll takes first in the message, then the probes' rows)
+    assert new["epoll_takes_per_commit"] > 0, (_by_role(new), cells["pg=18"]["probes"],
+                                               said)
     if old_kernel:
         # the seed's lock: each of 9.6's closes takes the global epmutex (0.87 and 0.81 a
         # commit in runs of this spec on OLD_KERNEL), 18's commits none: its takes are its

@@ -54,6 +54,17 @@ def role_of_title(title: str) -> str:
     return "backend"
 
 
+def titled(title: str) -> bool:
+    """Whether PostgreSQL has written the process's title: a child it has just forked
+    still shows the postmaster's command line (role "other") until it does, which under
+    load or emulation can outlast a look at the processes.
+
+    >>> titled("postgres: u db [local] idle"), titled("/usr/lib/postgresql/18/bin/postgres -D x")
+    (True, False)
+    """
+    return title.strip().startswith(("postgres: ", "postmaster: "))
+
+
 def title(pid: int) -> str:
     """A process's title (its command line, as PostgreSQL rewrites it)."""
     try:  # not pathlib's Path: it interns the pid (procs.children says why that matters)

@@ -51,7 +51,7 @@ from syncrep_lab import shutdown
 from syncrep_lab.errors import UserError
 from syncrep_lab.hosts import postmaster
 from syncrep_lab.hosts.ssh import HostSpec, SshHost
-from syncrep_lab.pg.roles import NodeProcess, role_of_title
+from syncrep_lab.pg.roles import NodeProcess, role_of_title, titled
 from syncrep_lab.probes import bpftrace_json
 from syncrep_lab.probes.host_anatomy import HostTracer, grant
 from syncrep_lab.probes.recorder import Ending
@@ -297,8 +297,16 @@ def titles(text: str) -> dict[int, str]:
 
 def named_roles(node: str, seen: Mapping[int, tuple[str, str]], read: Mapping[int, str],
                 walsenders: Mapping[int, str]) -> dict[int, tuple[str, str]]:
-    """pid -> (node, role label): what a snapshot saw, else the title the program read.
+    """pid -> (node, role label): what a snapshot saw, else the title the program read;
+    and that title where a snapshot saw the process before PostgreSQL wrote its title
+    (role "other": a backend just forked shows the postmaster's command line until it
+    starts its authentication, and in an emulated guest under load that outlasts the
+    look 2 s into the repeat: all of a cell's backends, connecting at once, can be seen
+    so, and their takes went under "other").
 
+    >>> named_roles("primary", {6: ("primary", "other")},
+    ...             {6: "postgres: u db 10.0.0.2(41) authentication"}, {})[6]
+    ('primary', 'backend')
     >>> named_roles("primary", {5: ("primary", "checkpointer")},
     ...             {5: "postgres: checkpointer", 9: "postgres: u db [local] COMMIT",
     ...              11: "postgres: walsender u 10.0.0.2(40) streaming 0/1"}, {11: "b"})
@@ -306,7 +314,7 @@ def named_roles(node: str, seen: Mapping[int, tuple[str, str]], read: Mapping[in
     """
     out = dict(seen)
     for pid, title in read.items():
-        if pid not in out:
+        if pid not in out or (out[pid][1] == "other" and titled(title)):
             role = role_of_title(title)
             named = NodeProcess(node, pid, role,
                                 walsenders.get(pid, "") if role == "walsender" else "")

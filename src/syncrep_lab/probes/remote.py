@@ -30,7 +30,7 @@ from syncrep_lab.hosts.perf import (
     perf_access,
 )
 from syncrep_lab.hosts.ssh import HostSpec, SshHost
-from syncrep_lab.pg.roles import NodeProcess, role_of_title
+from syncrep_lab.pg.roles import NodeProcess, role_of_title, titled
 from syncrep_lab.probes import flamegraph, sched
 from syncrep_lab.probes.kernel_locks import HostLocks
 from syncrep_lab.probes.perfstat import SYSCALLS, cost_rows, parse_perf_stat
@@ -200,6 +200,30 @@ def node_processes(node: str, snapshot: list[dict[str, Any]], walsenders: dict[i
         out.append(NodeProcess(node, pid, role,
                                walsenders.get(pid, "") if role == "walsender" else ""))
     return out
+
+
+def seen_again(seen: list[dict[str, Any]], now: list[dict[str, Any]]
+               ) -> list[dict[str, Any]]:
+    """A node's processes seen so far, with those of a later look: each new one added,
+    and one first seen with the postmaster's command line for a title (just forked)
+    taking the title it has now, where PostgreSQL has written it.
+
+    >>> first = [{"pid": 1, "ppid": 0, "title": "postgres -D d"},
+    ...          {"pid": 7, "ppid": 1, "title": "postgres -D d"}]
+    >>> later = [{"pid": 7, "ppid": 1, "title": "postgres: u db [local] idle"},
+    ...          {"pid": 8, "ppid": 1, "title": "postgres: walwriter"}]
+    >>> [(p["pid"], p["title"]) for p in seen_again(first, later)]
+    [(1, 'postgres -D d'), (7, 'postgres: u db [local] idle'), (8, 'postgres: walwriter')]
+    """
+    newer = {int(p["pid"]): p for p in now}
+    out = []
+    for p in seen:
+        then = newer.get(int(p["pid"]))
+        retitled = (then is not None and not titled(str(p["title"]))
+                    and titled(str(then["title"])))
+        out.append({**p, "title": then["title"]} if retitled and then else p)
+    known = {int(p["pid"]) for p in seen}
+    return out + [p for p in now if int(p["pid"]) not in known]
 
 
 Hosts = dict[str, tuple[HostSpec, dict[str, str]]]  # host -> (spec, node -> its data dir)
@@ -386,10 +410,11 @@ class HostProbes:
             raise
 
     def _look_again(self) -> None:
+        """The processes seen now added to those seen at the start; one seen before
+        PostgreSQL wrote its title (a backend just forked) takes its title now."""
         with contextlib.suppress(UserError):  # naming only: the start's snapshot stands
             for name, snap in snapshots(self.nodes).items():
-                known = {int(p["pid"]) for p in self.seen[name]}
-                self.seen[name] += [p for p in snap if int(p["pid"]) not in known]
+                self.seen[name] = seen_again(self.seen[name], snap)
 
     def stop(self, ending: Ending) -> ProbeRows:
         """What the probes found, as the store's rows; the primary's walsenders, asked
