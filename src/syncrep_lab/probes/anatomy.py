@@ -1168,17 +1168,23 @@ class CommitAnatomy:
                 self.half = None
             (self.out_dir / "standby.json").write_text(host_text)
             said += host_err + host_text
-        rows, why, clock = standby_anatomy.standby_rows(text, standby.name, self.attached_ns,
-                                                        host_text)
+        rows, why, clock, off = standby_anatomy.standby_rows(text, standby.name,
+                                                             self.attached_ns, host_text)
         if clock is not None:
             # with the moment this program was attached: what the events are cut at
             (self.out_dir / "standby-clock.json").write_text(json.dumps(
                 {**clock.as_dict(), "attached_ns": self.attached_ns}))
+        if off is not None:
+            # the sum check failed: what the join is to be replayed from, kept with the
+            # events (anatomy.json, standby.json): the moment the events are cut at
+            (self.out_dir / "standby-check.json").write_text(json.dumps(
+                {"attached_ns": self.attached_ns, "said": off}))
         lost = standby_anatomy.lost(said)
+        ran = "; ".join(s for s in (clock.said(standby.host.name) if clock and standby.host
+                                    else None, off) if s) or None
         self.standby_status = (
             ("failed", f"bpftrace lost {lost} events") if lost else
-            ("skipped", why) if why is not None else
-            ("ran", clock.said(standby.host.name) if clock and standby.host else None))
+            ("skipped", why) if why is not None else ("ran", ran))
         return rows if not lost else []
 
     def _abort_half(self) -> None:

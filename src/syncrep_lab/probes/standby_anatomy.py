@@ -649,6 +649,59 @@ def split(e: Events, attached: int) -> tuple[Joined, Clock | None]:
     return join(since(shifted(e, first.offset), attached)), first
 
 
+SUM_OFF = 0.2  # the parts' sum this far off the whole, over a window: the join is wrong
+OVERRAN = 0.1  # a commit whose parts' sum is this far off its own whole
+
+
+def misjoined(joined: Joined) -> str | None:
+    """Where the parts' sum misses the whole by more than :data:`SUM_OFF` over the
+    window (the sum check failed), what the join did: how many commits' parts missed
+    their own wait, by how much, and the part that grew most in them against the
+    commits that added up (where the chain went wrong: ``transit_out`` for a receive
+    found by bytes, ``reply`` for the reply found by its position, ``reply_handling``
+    for the release found by count). None where the sum holds.
+
+    >>> good = [Chain(0, {"send": 10_000, "transit_out": 20_000, "reply_handling": 5_000},
+    ...               35_000)] * 3
+    >>> bad = [Chain(0, {"send": 10_000, "transit_out": 900_000, "reply_handling": 5_000},
+    ...              35_000)] * 2
+    >>> misjoined(Joined(good + bad, 0, 0))  # doctest: +NORMALIZE_WHITESPACE
+    'the parts sum to 11.06 of the wait: 2 of 5 commits joined off their own by more than
+    10 %, 880 µs a commit over, most in transit_out (+880 µs a commit against those that
+    added up)'
+    >>> misjoined(Joined(good, 0, 0)) is None
+    True
+    """
+    whole = sum(joined.whole)
+    if not whole:
+        return None
+    ratio = sum(sum(c.parts.values()) for c in joined.chains) / whole
+    if abs(ratio - 1) <= SUM_OFF:
+        return None
+    wrong = [abs(sum(c.parts.values()) - c.whole) > OVERRAN * c.whole for c in joined.chains]
+    off = [c for c, w in zip(joined.chains, wrong, strict=True) if w]
+    fine = [c for c, w in zip(joined.chains, wrong, strict=True) if not w]
+    said = (f"the parts sum to {ratio:.2f} of the wait: {len(off):,} of "
+            f"{len(joined.chains):,} commits joined off their own by more than "
+            f"{OVERRAN * 100:.0f} %")
+    if not off:
+        return said
+    over = sum(sum(c.parts.values()) - c.whole for c in off) / len(off) / 1000.0
+    said += f", {abs(over):,.0f} µs a commit {'over' if over >= 0 else 'short'}"
+
+    def mean(chains: list[Chain], part: str) -> float:
+        values = [c.parts[part] for c in chains if part in c.parts]
+        return sum(values) / len(values) if values else 0.0
+
+    grown = {p: mean(off, p) - mean(fine, p) for p in PARTS
+             if any(p in c.parts for c in off)}
+    if grown:
+        part = max(grown, key=lambda p: abs(grown[p]))
+        said += f", most in {part} ({grown[part] / 1000.0:+,.0f} µs a commit" + (
+            " against those that added up)" if fine else "; none added up)")
+    return said
+
+
 def rows(joined: Joined, name: str) -> list[AnatomyRow]:
     """The ``anatomy`` rows of the standby's half: ``standby:NAME``, each part's
     aggregate over the commits joined, then the whole's, then the walreceiver's syncs
@@ -690,10 +743,11 @@ def lost(said: str) -> int:
 
 
 def standby_rows(text: str, name: str, attached: int = 0, host_text: str | None = None
-                 ) -> tuple[list[AnatomyRow], str | None, Clock | None]:
+                 ) -> tuple[list[AnatomyRow], str | None, Clock | None, str | None]:
     """The rows of what bpftrace printed from ``attached`` on (see :func:`since`), why
-    there are none (None: there are), and, where the walreceiver's events were printed
-    on its SSH host (``host_text``), its clock's offset (:func:`split`)."""
+    there are none (None: there are), where the walreceiver's events were printed on
+    its SSH host (``host_text``) its clock's offset (:func:`split`), and where the sum
+    check failed what the join did (:func:`misjoined`)."""
     found: Clock | None = None
     if host_text is None:
         joined = join(since(events(text), attached))
@@ -701,12 +755,12 @@ def standby_rows(text: str, name: str, attached: int = 0, host_text: str | None 
         joined, found = split(events(text + "\n" + host_text), attached)
         if found is None:
             return [], ("no round trip joined to estimate the standby's clock by (no reply "
-                        "carried a write position, or no commit was joined)"), None
+                        "carried a write position, or no commit was joined)"), None, None
     if joined.whole:
-        return rows(joined, name), None, found
+        return rows(joined, name), None, found, misjoined(joined)
     if joined.applied:
         return [], ("remote_apply: the standby's replies carried no position to find the "
                     "one that confirmed the replay by (not status messages as this program "
-                    "reads them)"), found
+                    "reads them)"), found, None
     return [], (f"no commit joined to the standby's events ({joined.unmatched} without "
-                "their chain)"), found
+                "their chain)"), found, None
