@@ -51,10 +51,12 @@ class LockCosts:
 
 @dataclass(frozen=True)
 class CellLocks:
-    """A cell's lock sites, busiest first, and what the probe's rows said it counted."""
+    """A cell's lock sites, busiest first, what the probe's rows said it counted, and
+    the probed repeats they are per commit of (those it ran in that had commits)."""
 
     sites: list[LockCosts]
     notes: list[str]  # the probe's "ran" reasons: the kernel, and what it counted
+    repeats: int
 
     @property
     def counted(self) -> bool:
@@ -66,8 +68,17 @@ class CellLocks:
                     closing: bool = False) -> float | None:
         """Mutex takes per commit by the epoll code (fs/eventpoll.c) for ``role`` on the
         primary, summed over its sites; only those of ``lock`` (epmutex) where given,
-        only those closing a set where ``closing``; None where takes were not counted."""
-        if not self.counted:
+        only those closing a set where ``closing``; None where takes were not counted,
+        or no probed repeat had a commit to count them per (not 0: nothing was seen).
+
+        >>> took = LockCosts("primary", "backend", "", "mutex", "do_epoll_wait", "",
+        ...                  per_commit([2.0]), per_commit([0.0]), per_commit([0.0]), 1)
+        >>> CellLocks([took], ["every take of a mutex"], 1).epoll_takes()
+        2.0
+        >>> CellLocks([], ["every take of a mutex"], 0).epoll_takes() is None
+        True
+        """
+        if not self.counted or not self.repeats:
             return None
         return sum(s.acquisitions.mean or 0.0 for s in self.sites
                    if s.node == "primary" and s.role == role and s.acquisitions is not None
@@ -77,6 +88,7 @@ class CellLocks:
 
     def to_json(self) -> dict[str, JSON]:
         return {"sites": [s.to_json() for s in self.sites], "notes": list(self.notes),
+                "repeats": self.repeats,
                 "epoll_takes_per_commit": self.epoll_takes(),
                 "epoll_close_takes_per_commit": self.epoll_takes(closing=True),
                 "epmutex_takes_per_commit": self.epoll_takes(lock=EPOLL_MUTEX)}
@@ -93,7 +105,7 @@ def cell_locks(store: Store, cell_id: int) -> CellLocks | None:
         store, [r for r in stored if r.id in ran]).items() if c > 0}
     notes = sorted(set(ran.values()) - {""})
     if not commits:
-        return CellLocks([], notes)
+        return CellLocks([], notes, 0)
     Key = tuple[str, str, str, str, str, str]
     per: dict[Key, dict[int, tuple[int | None, int, float]]] = defaultdict(dict)
     for repeat_id, row in queries.kernel_locks_of(store, list(commits)):
@@ -114,4 +126,4 @@ def cell_locks(store: Store, cell_id: int) -> CellLocks | None:
             repeats=len(commits)))
     sites.sort(key=lambda s: (-((s.acquisitions.mean if s.acquisitions else None) or 0.0),
                               -(s.contentions.mean or 0.0), s.node, s.role, s.caller))
-    return CellLocks(sites, notes)
+    return CellLocks(sites, notes, len(commits))

@@ -208,6 +208,8 @@ def lock_lines(cell: CellCosts) -> list[str]:
     if locks is None:
         return []
     out = [f"  kernel locks ({n})" for n in locks.notes] or ["  kernel locks"]
+    if not locks.repeats:
+        return [*out, "    no probed repeat it ran in had a commit to count per"]
     taken, closing = locks.epoll_takes(), locks.epoll_takes(closing=True)
     if taken is not None:
         global_ = locks.epoll_takes(lock="epmutex") or 0.0
