@@ -85,7 +85,7 @@ def main() -> int:
         return replay(args.replay)
     work = Path(tempfile.mkdtemp(prefix="srl-join-load-", dir="/tmp"))
     work.chmod(0o755)
-    keep = args.out or work / "kept"
+    keep = args.out or Path(f"{work}-kept")
     manifest = up(UpOptions(dir=work / "c", settings={"fsync": args.fsync}))
     found: dict[bool, list[float]] = {False: [], True: []}
     try:
@@ -131,6 +131,7 @@ def main() -> int:
                 print(f"  kept in {kept}", flush=True)
     finally:
         remove_cluster(manifest.dir)
+        shutil.rmtree(work, ignore_errors=True)  # what was kept is under keep
     for loaded, values in found.items():
         if values:
             print(f"{'loaded' if loaded else 'quiet'}: parts/whole median "

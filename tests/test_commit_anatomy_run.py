@@ -10,6 +10,8 @@ window, is tests/test_anatomy.py's."""
 from __future__ import annotations
 
 import json
+import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -45,12 +47,15 @@ anatomy_repeats = 2
 
 
 @pytest.fixture(scope="module")
-def anatomy_run() -> Path:
+def anatomy_run() -> Iterator[Path]:
     work = shared_tmp("srl-anatomy-run-")
     (work / "spec.toml").write_text(SPEC)
-    res = cli("run", str(work / "spec.toml"), "--out", str(work / "run"), timeout=600)
-    assert res.returncode == 0, res.stdout + res.stderr
-    return work / "run"
+    try:
+        res = cli("run", str(work / "spec.toml"), "--out", str(work / "run"), timeout=600)
+        assert res.returncode == 0, res.stdout + res.stderr
+        yield work / "run"
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def test_every_commit_of_the_probed_repeat_is_timed_and_the_parts_add_up(

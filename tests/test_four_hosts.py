@@ -100,11 +100,13 @@ anatomy = false
             assert calls.get("write", 0) + calls.get("pwrite64", 0) > 0, calls
         graphs = {(r["node"], r["role"]) for r in db.execute(
             "select node, role from flamegraphs")}
-        # the workload's backends on a, born after the first snapshot, named by the one
-        # taken midway
+        # the workload's backends on a, born after the first snapshot, named by a look
+        # midway (once in a suite, a and s1 had no graph at all: what the probes' rows
+        # said of each host is in the message)
         assert {("primary", "walsender:b"), ("b", "walreceiver"), ("c", "walreceiver"),
                 ("primary", "backend"), ("*a", "all"), ("*s1", "all"),
-                ("*s2", "all")} <= graphs, graphs
+                ("*s2", "all")} <= graphs, (graphs, [tuple(r) for r in db.execute(
+                    "select probe, status, reason from probes")])
         # the client's host is AHEAD_S ahead, measured so; the others are this clock
         offsets = {r["host"]: r["clock_offset_ms"] for r in db.execute(
             "select host, clock_offset_ms from host_repeats")}

@@ -176,9 +176,10 @@ def test_96_s_waits_take_epoll_s_mutex_and_18_s_do_not(
     # (13 % of 9.6's) beside a second guest and the rest of the suite
     assert new["epoll_close_takes_per_commit"] < 0.3 * old["epoll_close_takes_per_commit"], \
         said
-    # (failed twice in CI, 18's backends with no takes while its probe said kprobes ran:
-    # its backends, all connecting at once in a slow guest, were seen before PostgreSQL
-    # wrote their titles and named "other", probes/kernel_locks.named_roles. Each role's
+    # (failed twice in CI, 18's backends with no takes while its probe said kprobes ran;
+    # likeliest cause: its backends, connecting at once in a slow guest, seen before
+    # PostgreSQL wrote their titles and named "other" (now named by a later look or the
+    # program's title: probes/remote.seen_again, kernel_locks.named_roles). Each role's
     # epoll takes first in the message, then the probes' rows)
     assert new["epoll_takes_per_commit"] > 0, (_by_role(new), cells["pg=18"]["probes"],
                                                said)

@@ -14,6 +14,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -126,6 +127,15 @@ OFFSET_WITHIN_NS = 30_000
 SHIFT_NS = 3 * 3600 * 10**9 + 123_456_789  # another machine's boot clock: hours apart
 
 
+def _what_the_join_did(kept: Path, clock: dict[str, Any]) -> str | None:
+    """The join replayed on the repeat's kept events, and where its commits missed their
+    wait (probes/standby_anatomy.misjoined, at any miss)."""
+    text, host = ((kept / f).read_text() for f in ("anatomy.json", "standby.json"))
+    joined, _ = standby_anatomy.split(standby_anatomy.events(text + "\n" + host),
+                                      clock["attached_ns"])
+    return standby_anatomy.misjoined(joined, beyond=0.0)
+
+
 def _the_standby_half_on_the_host(db: sqlite3.Connection, run: Path) -> None:
     """The wait for c split in the anatomy's repeat: every part, their sum within 15 %
     of the wait, the clock offset estimated near 0; the same recorded events with the
@@ -155,7 +165,8 @@ def _the_standby_half_on_the_host(db: sqlite3.Connection, run: Path) -> None:
     # carry the estimate's error (here the true offset is 0: the estimate is the error),
     # which grows with the machine's load (16 % over, seen beside three PostgreSQL builds)
     slack = SUM_WITHIN * whole + whole_n * abs(clock["offset_ns"])
-    assert -SUM_WITHIN * whole <= summed - whole <= slack, (summed, whole, half, clock)
+    assert -SUM_WITHIN * whole <= summed - whole <= slack, (
+        _what_the_join_did(kept, clock), summed, whole, half, clock)
     assert abs(clock["offset_ns"]) <= min(OFFSET_WITHIN_NS, clock["delay_ns"] / 2), clock
     assert clock["fastest"] >= 5 and clock["spread_ns"] <= OFFSET_WITHIN_NS, clock
     # the same events, the standby's clock hours ahead: the same parts, the offset moved

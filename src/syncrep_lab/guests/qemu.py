@@ -47,6 +47,11 @@ SUBNET = "10.215"  # 10.214 is the tests' sshd hosts'
 READY_MARK = "srl-guest: ready"
 FAILED_MARK = "srl-guest: FAILED"
 VIRTIOFSD = ("/usr/libexec/virtiofsd", "/usr/lib/qemu/virtiofsd")
+POLL_CONNECT = 5.0  # s, each attempt at SSH while the guest comes up
+# s, a run's connections to a guest: under TCG the guest's sshd does its key exchange in
+# emulation, and beside the rest of the suite a first connection just after the guest
+# answered took over 5 s (a run refused at its start)
+RUN_CONNECT = {"tcg": 30.0, "kvm": 10.0}
 
 
 @dataclass
@@ -108,11 +113,17 @@ class Guest:
     def console(self) -> Path:
         return self.workdir / "console.log"
 
-    def host_spec(self, name: str | None = None) -> HostSpec:
+    def host_spec(self, name: str | None = None, connect_timeout: float | None = None
+                  ) -> HostSpec:
+        """The guest as an SSH host; its connections wait ``connect_timeout`` (None: as
+        long as a run's may, :data:`RUN_CONNECT` by accelerator)."""
+        if connect_timeout is None:
+            connect_timeout = RUN_CONNECT.get(self.accel.name if self.accel else "tcg",
+                                              RUN_CONNECT["tcg"])
         return HostSpec(name=name or self.namespace, address=self.address, port=22,
                         user=self.config.user, key=str(self.workdir / "client_key"),
                         known_hosts=str(self.workdir / "known_hosts"),
-                        data_root="/var/tmp/syncrep-lab", connect_timeout=5.0)
+                        data_root="/var/tmp/syncrep-lab", connect_timeout=connect_timeout)
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -348,7 +359,7 @@ class Guest:
         last: Exception | None = None
         while time.monotonic() < deadline:
             try:
-                with SshHost(self.host_spec()) as host:
+                with SshHost(self.host_spec(connect_timeout=POLL_CONNECT)) as host:
                     host.run(["true"], timeout=10)
                 self.times.ssh_ready = time.monotonic() - started
                 return

@@ -279,6 +279,45 @@ def parse(text: str, counted: Sequence[str]) -> dict[TallyKey, Tally]:
     return dict(out)
 
 
+def maps_printed(text: str) -> dict[str, int]:
+    """Each map bpftrace printed and how many times (``-f json``).
+
+    >>> maps_printed('{"type": "map", "data": {"@uk": {}}}\\n'
+    ...              '{"type": "map", "data": {"@uk": {}}}\\n{"type": "map", "data": {"@k": {}}}')
+    {'@uk': 2, '@k': 1}
+    """
+    seen: Counter[str] = Counter()
+    for data in bpftrace_json.printed(text, "map"):
+        if isinstance(data, dict):
+            seen.update(data.keys())
+    return dict(seen)
+
+
+def unaccounted(text: str, tallies: Mapping[TallyKey, Tally], rows: Sequence[KernelLockRow],
+                kprobes: bool) -> str | None:
+    """Why what bpftrace printed cannot be the repeat's counts, where it cannot: with
+    kprobes every process takes mutexes, so no takes map at its end means the end's
+    print was lost; takes counted and none of them the primary's processes' means they
+    were not named. None where the counts stand (a kernel without kprobes may see no
+    wait at all).
+
+    >>> unaccounted('{"type": "map", "data": {"@uk": {}}}', {}, [], True)
+    'bpftrace printed no counts when it stopped (of 36 bytes: @uk 1 time)'
+    >>> unaccounted("", {}, [], False) is None
+    True
+    """
+    if kprobes and "@k" not in maps_printed(text):
+        seen = ", ".join(f"{m} {n} time{'s' if n > 1 else ''}"
+                         for m, n in maps_printed(text).items()) or "no map"
+        return (f"bpftrace printed no counts when it stopped (of {len(text):,} bytes: "
+                f"{seen})")
+    if tallies and not rows:
+        pids = sorted({key[0] for key in tallies})
+        return (f"none of the {len(pids)} processes counted was named one of the "
+                f"primary's ({', '.join(map(str, pids[:8]))}{' ...' if len(pids) > 8 else ''})")
+    return None
+
+
 def titles(text: str) -> dict[int, str]:
     """Each process's title as the program read it (the last print of @title).
 
@@ -302,7 +341,7 @@ def named_roles(node: str, seen: Mapping[int, tuple[str, str]], read: Mapping[in
     (role "other": a backend just forked shows the postmaster's command line until it
     starts its authentication, and in an emulated guest under load that outlasts the
     look 2 s into the repeat: all of a cell's backends, connecting at once, can be seen
-    so, and their takes went under "other").
+    so, and their takes would go under "other").
 
     >>> named_roles("primary", {6: ("primary", "other")},
     ...             {6: "postgres: u db 10.0.0.2(41) authentication"}, {})[6]
@@ -471,10 +510,15 @@ class HostLocks:
                     data, _ = tracer.finish()
                     (self.out_dir / "locks.json").write_bytes(data)
                     text = data.decode(errors="replace")
+                    tallies = parse(text, self.found.counted)
                     rows.kernel_locks = lock_rows(
-                        parse(text, self.found.counted),
-                        named_roles("primary", roles, titles(text), walsenders),
+                        tallies, named_roles("primary", roles, titles(text), walsenders),
                         self.found.kprobes)
+                    # counts that cannot be the repeat's are no figures (not 0 a commit)
+                    wrong = unaccounted(text, tallies, rows.kernel_locks, self.found.kprobes)
+                    if wrong is not None:
+                        rows.kernel_locks = []
+                        self.status = ("failed", f"{self.spec.name}: {wrong}")
                 except (UserError, RuntimeError, OSError) as exc:
                     tracer.abort()
                     self.status = ("failed", f"{self.spec.name}: {exc}")

@@ -232,7 +232,7 @@ Hosts = dict[str, tuple[HostSpec, dict[str, str]]]  # host -> (spec, node -> its
 class _PerHost:
     """A recording of every CPU of each host that has nodes (where the account may run
     perf), read back as text when it stops and named by the nodes' processes seen on
-    that host: the snapshots at the start and the one taken midway, which holds the
+    that host: the snapshots at the start and those taken midway, which hold the
     backends the workload opened (a process seen in none shows as its host's)."""
 
     probe = ""  # the status rows' name: "PROBE on HOST"
@@ -354,12 +354,16 @@ class RemoteSched(_PerHost):
         self.results[host] = result
 
 
+LOOKS = 4  # looks midway at most: the first, then while a process is seen untitled
+
+
 class HostProbes:
     """Every probe of the nodes on SSH hosts in one probed repeat: their /proc before and
     after (CPU per role, pages per NUMA node), perf stat per node, on-CPU stacks and the
     scheduler trace per host (where the account may run perf; else skipped with the
-    reason), and one more snapshot midway, when the workload's backends exist, to name
-    them in the stacks and the trace."""
+    reason), and more snapshots midway, when the workload's backends exist, to name
+    them in the stacks, the trace and the locks (a second later again while one is seen
+    before PostgreSQL wrote its title)."""
 
     def __init__(self, nodes: dict[str, tuple[HostSpec, str]], config: Probes,
                  duration: float, out_dir: Path, primary_admin: str, here: str) -> None:
@@ -374,8 +378,10 @@ class HostProbes:
         self.sched: RemoteSched | None = None
         self.locks: HostLocks | None = None
         self.locks_status: list[ProbeRow] = []
-        self.midway = threading.Timer(min(2.0, duration / 2), self._look_again)
-        self.midway.daemon = True
+        # the looks midway (see _look_again), and whether stop has begun: no look after
+        self.looks: list[threading.Timer] = []
+        self.looking = threading.Lock()
+        self.stopping = False
         self.numa_before: dict[str, tuple[list[dict[str, Any]],
                                           dict[int, Counter[str]]]] | None = None
 
@@ -404,26 +410,52 @@ class HostProbes:
                 self.locks.start()
             for probe in self._probes:
                 probe.start()
-            self.midway.start()
+            self._look_in(min(2.0, duration / 2))
         except BaseException:
             self.abort()  # a recorder that fails to start is not aborted by the repeat
             raise
 
+    def _look_in(self, seconds: float) -> None:
+        """A look at the nodes' processes in ``seconds``, unless stop has begun."""
+        with self.looking:
+            if self.stopping or len(self.looks) >= LOOKS:
+                return
+            look = threading.Timer(seconds, self._look_again)
+            look.daemon = True
+            self.looks.append(look)
+            look.start()
+
     def _look_again(self) -> None:
-        """The processes seen now added to those seen at the start; one seen before
-        PostgreSQL wrote its title (a backend just forked) takes its title now."""
+        """The processes seen now added to those seen so far; one seen before PostgreSQL
+        wrote its title (a backend just forked: the workload's connect about when this
+        looks, all at once where pgbench has a thread per client) takes the title it
+        has now, and while any is seen so, another look comes a second later."""
+        untitled = False
         with contextlib.suppress(UserError):  # naming only: the start's snapshot stands
             for name, snap in snapshots(self.nodes).items():
                 self.seen[name] = seen_again(self.seen[name], snap)
+                postmaster = postmaster_of(snap)
+                untitled |= any(p is not postmaster and not titled(str(p["title"]))
+                                for p in snap)
+        if untitled:
+            self._look_in(1.0)
+
+    def _stop_looking(self) -> None:
+        """No look after this; those under way ended (they write ``seen``)."""
+        with self.looking:
+            self.stopping = True
+            looks = list(self.looks)
+        for look in looks:
+            look.cancel()
+            if look.ident is not None and look is not threading.current_thread():
+                look.join(timeout=60)
 
     def stop(self, ending: Ending) -> ProbeRows:
         """What the probes found, as the store's rows; the primary's walsenders, asked
         now, name by standby what was read on the hosts."""
         walsenders = primary_walsenders(self.primary_admin)
         here = self.here
-        self.midway.cancel()
-        if self.midway.ident is not None:  # started
-            self.midway.join(timeout=60)
+        self._stop_looking()
         rows = ProbeRows()
         if self.perf is not None:
             rows.costs = self.perf.stop(walsenders)
@@ -480,7 +512,7 @@ class HostProbes:
 
     def abort(self) -> None:
         """Kill what was started and not stopped (the repeat failed)."""
-        self.midway.cancel()
+        self._stop_looking()
         for probe in self._probes:
             probe.abort()
         if self.locks is not None:

@@ -653,9 +653,9 @@ SUM_OFF = 0.2  # the parts' sum this far off the whole, over a window: the join 
 OVERRAN = 0.1  # a commit whose parts' sum is this far off its own whole
 
 
-def misjoined(joined: Joined) -> str | None:
-    """Where the parts' sum misses the whole by more than :data:`SUM_OFF` over the
-    window (the sum check failed), what the join did: how many commits' parts missed
+def misjoined(joined: Joined, beyond: float = SUM_OFF) -> str | None:
+    """Where the parts' sum misses the whole by more than ``beyond`` over the window
+    (:data:`SUM_OFF`: the sum check failed), what the join did: how many commits' parts missed
     their own wait, by how much, and the part that grew most in them against the
     commits that added up (where the chain went wrong: ``transit_out`` for a receive
     found by bytes, ``reply`` for the reply found by its position, ``reply_handling``
@@ -676,7 +676,7 @@ def misjoined(joined: Joined) -> str | None:
     if not whole:
         return None
     ratio = sum(sum(c.parts.values()) for c in joined.chains) / whole
-    if abs(ratio - 1) <= SUM_OFF:
+    if abs(ratio - 1) <= beyond:
         return None
     wrong = [abs(sum(c.parts.values()) - c.whole) > OVERRAN * c.whole for c in joined.chains]
     off = [c for c, w in zip(joined.chains, wrong, strict=True) if w]
