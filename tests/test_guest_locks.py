@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from syncrep_lab.analysis.locks import EPOLL_CALLERS
 from syncrep_lab.pg.installations import Installation
 
 from .helpers import cli, machine_wide, needs_guests, shared_tmp
@@ -123,7 +124,7 @@ def _by_role(locks: dict[str, Any]) -> dict[str, float]:
     """Epoll's mutex takes per commit by role, from a cell's ``locks``."""
     out: dict[str, float] = {}
     for s in locks["sites"]:
-        if s["caller"].startswith(("ep_", "do_epoll_", "__ep_", "eventpoll_")):
+        if s["caller"].startswith(EPOLL_CALLERS):
             taken = (s["acquisitions_per_commit"] or {}).get("mean") or 0.0
             out[s["role"]] = round(out.get(s["role"], 0.0) + taken, 3)
     return out

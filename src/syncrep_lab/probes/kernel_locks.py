@@ -306,9 +306,10 @@ def unaccounted(text: str, tallies: Mapping[TallyKey, Tally], rows: Sequence[Ker
     >>> unaccounted("", {}, [], False) is None
     True
     """
-    if kprobes and "@k" not in maps_printed(text):
+    printed = maps_printed(text) if kprobes else {}
+    if kprobes and "@k" not in printed:
         seen = ", ".join(f"{m} {n} time{'s' if n > 1 else ''}"
-                         for m, n in maps_printed(text).items()) or "no map"
+                         for m, n in printed.items()) or "no map"
         return (f"bpftrace printed no counts when it stopped (of {len(text):,} bytes: "
                 f"{seen})")
     if tallies and not rows:

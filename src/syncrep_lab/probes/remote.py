@@ -219,9 +219,9 @@ def seen_again(seen: list[dict[str, Any]], now: list[dict[str, Any]]
     out = []
     for p in seen:
         then = newer.get(int(p["pid"]))
-        retitled = (then is not None and not titled(str(p["title"]))
-                    and titled(str(then["title"])))
-        out.append({**p, "title": then["title"]} if retitled and then else p)
+        if then is not None and not titled(str(p["title"])) and titled(str(then["title"])):
+            p = {**p, "title": then["title"]}
+        out.append(p)
     known = {int(p["pid"]) for p in seen}
     return out + [p for p in now if int(p["pid"]) not in known]
 
