@@ -16,7 +16,7 @@ import pytest
 from syncrep_lab.cluster.manifest import MANIFEST
 from syncrep_lab.store import DB_NAME
 
-from .helpers import cli, machine_wide, shared_tmp
+from .helpers import cli, machine_wide
 from .sshd import SshdHost, running_sshd
 
 BIN_15 = "/usr/lib/postgresql/15/bin"
@@ -61,8 +61,8 @@ def _repeats(db_path: Path) -> int:
 
 
 @machine_wide
-def test_a_host_that_vanishes_mid_run(gone: SshdHost) -> None:
-    root = shared_tmp("srl-vanish-")
+def test_a_host_that_vanishes_mid_run(gone: SshdHost, workdir: Path) -> None:
+    root = workdir  # removed after the test (it was left in /tmp on every suite)
     (root / "spec.toml").write_text(_spec(gone))
     run = root / "run"
     tool = subprocess.Popen([sys.executable, "-m", "syncrep_lab", "run", "spec.toml",
