@@ -45,10 +45,14 @@ from syncrep_lab.run.workload import prepare_tables, run_pgbench, script_text
 HOG = "while True:\n    pass\n"
 
 
-def ratio(text: str, attached: int) -> tuple[int, float | None]:
-    """Commits joined and their parts' sum over their whole, from what bpftrace printed."""
-    joined = standby_anatomy.join(standby_anatomy.since(standby_anatomy.events(text),
-                                                        attached))
+def joined_of(text: str, attached: int) -> standby_anatomy.Joined:
+    """The join on what bpftrace printed, from the moment its probes were attached."""
+    return standby_anatomy.join(standby_anatomy.since(standby_anatomy.events(text),
+                                                      attached))
+
+
+def ratio(joined: standby_anatomy.Joined) -> tuple[int, float | None]:
+    """Commits joined and their parts' sum over their whole."""
     whole = sum(joined.whole)
     if not whole:
         return 0, None
@@ -61,9 +65,8 @@ def replay(where: Path) -> int:
     check = where / "standby-check.json"
     attached = (json.loads(check.read_text())["attached_ns"] if check.exists()
                 else int((where / "attached_ns").read_text()))
-    joined = standby_anatomy.join(standby_anatomy.since(standby_anatomy.events(text),
-                                                        attached))
-    n, r = ratio(text, attached)
+    joined = joined_of(text, attached)
+    n, r = ratio(joined)
     print(f"{n} commits joined, {joined.unmatched} unmatched, parts/whole "
           f"{r if r is None else round(r, 3)}")
     print(standby_anatomy.misjoined(joined) or "the sum holds")
@@ -117,7 +120,7 @@ def main() -> int:
                     h.kill()
                     h.wait()
             text = recorder.output_path.read_text(errors="replace")
-            joined, r = ratio(text, recorder.attached_ns)
+            joined, r = ratio(joined_of(text, recorder.attached_ns))
             said = f"{r:.3f}" if r is not None else "-"
             print(f"round {n:2d} {'loaded' if loaded else 'quiet '}: {run.summary.tps:7.0f} tps, "
                   f"{joined:5d} commits joined, parts/whole {said}", flush=True)
