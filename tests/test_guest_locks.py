@@ -244,8 +244,10 @@ def test_a_guest_s_two_numa_nodes_take_the_interleaved_primary(
     assert set(placed) == {(v, k) for v in ("9.6", "18") for k in ("host", kernel)}, placed
     for key in placed:
         primary = [r for r in placed[key] if r["node"] == "primary"]
+        # (a process that exits during the read-back is left out, never read as
+        # "default": placement/numa.numa_policy_of)
         assert primary and all("interleave" in r["numa_policy"] for r in primary), (
-            key, placed[key])
+            key, [(r["role"], r["processes"], r["numa_policy"]) for r in primary])
     assert "virtual" in report["placed"]["numa_note"], report["placed"]
     page = " ".join((out / "report.html").read_text().split())
     assert 'id="host-numa"' in page and "A guest's nodes are virtual" in page

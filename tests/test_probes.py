@@ -438,6 +438,38 @@ def test_a_zombie_counts_as_gone_and_a_live_process_as_alive(zombie: int) -> Non
     assert numa.numa_policy_of(live) != ""
 
 
+def _kernel_thread() -> int:
+    """A live process with no memory of its own (a kernel thread: PF_KTHREAD in its
+    flags), as an exiting process is once its memory is released."""
+    from syncrep_lab import procs
+
+    for entry in Path("/proc").iterdir():
+        fields = procs.stat_fields(int(entry.name)) if entry.name.isdigit() else None
+        if fields and int(fields[procs.STATE + 6]) & 0x00200000:
+            return int(entry.name)
+    raise AssertionError("no kernel thread in /proc: this test needs the host's pid namespace")
+
+
+def test_a_process_without_mappings_has_no_policy_to_read_back() -> None:
+    """An exiting process's numa_maps is empty before it is a zombie; read as "default" it
+    made an interleaved backend look unplaced. Here and on an SSH host's script alike it is
+    left out (a kernel thread has no mappings either, and is alive: the same case)."""
+    import os
+    import subprocess
+
+    from syncrep_lab.hosts.placement import _PLACEMENT_SH
+    from syncrep_lab.placement import numa
+
+    kthread, live = _kernel_thread(), os.getpid()
+    assert Path(f"/proc/{kthread}/numa_maps").read_text() == ""
+    with pytest.raises(numa.ProcessGone):
+        numa.numa_policy_of(kthread)
+    out = subprocess.run(["sh", "-c", _PLACEMENT_SH, "sh", str(kthread), str(live)],
+                         capture_output=True, text=True, check=True).stdout
+    assert [line.split("\t")[0] for line in out.splitlines()] == [str(live)], out
+    assert out.split("\t")[3] == numa.numa_policy_of(live), out
+
+
 def test_a_process_s_children_and_title_are_read_without_interning_its_pid(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The tracker reads the children of each postmaster every second and the title of

@@ -100,11 +100,15 @@ def test_the_setting_adds_its_microseconds_to_each_freed_waiter(run: Path) -> No
            for k, c in cells.items()}
     # d for each waiter freed: the waiters a commit are the anatomy repeat's, the CPU the
     # measured repeat's, and how many commits find their LSN already confirmed (and so
-    # never wait) moves with the machine's load between the two repeats: 0.87 waiters a
-    # commit in the one, the CPU of 0.54 in the other, beside three PostgreSQL builds.
-    # Not above it (the spin is CPU time, counted once), and far from the stock cell's.
+    # never wait) moves with the machine's load between the two repeats, either way: 0.87
+    # waiters a commit in the one, the CPU of 0.54 in the other, beside three PostgreSQL
+    # builds; 0.60 in the one, the CPU of 0.84 in the other, in CI. So the floor is the
+    # anatomy's waiters (less the drift seen) and the ceiling what no repeat can pass: a
+    # commit waits once, so its walsender spins d for it at most once (the spin is CPU
+    # time, counted once: a double count would show near 2 d).
     spun = DELAY * slow["freed_per_commit"]
-    assert 0.4 * spun <= cpu["slow"] - cpu["stock"] <= 1.35 * spun, (cpu, spun)
+    added_cpu = cpu["slow"] - cpu["stock"]
+    assert 0.4 * spun <= added_cpu <= 1.1 * DELAY, (cpu, spun)
 
 
 def test_the_slowed_walsender_is_named_where_it_binds(run: Path) -> None:

@@ -534,7 +534,11 @@ def _the_standby_half_moves_only_the_transits(run: Path, costs: list[Any], rows:
     cmp = next(r for r in rows if "far" in r["label"])["anatomy_to_baseline"]
     by = {f["key"]: f for f in cmp["figures"] if f["who"] == "standby:b"}
     assert by["transit_out"]["ratio"] > 5 and by["transit_back"]["ratio"] > 5, by
-    assert by["write"]["ratio"] < by["transit_out"]["ratio"] / 5, by
+    # the write grew by a fifth of the transit's growth at most: in µs, not as a ratio (a
+    # write of tens of µs preempted on a loaded machine grew 3.7 times in CI, by far less
+    # than the 2 ms the transit grew)
+    grew = {k: by[k]["b"]["mean"] - by[k]["a"]["mean"] for k in ("write", "transit_out")}
+    assert grew["write"] < grew["transit_out"] / 5, (grew, by)
     # the report: the standby's half stacked beside the commit's parts
     assert 'id="chart-anatomy-standby"' in (run / "report.html").read_text()
 

@@ -11,7 +11,8 @@ from syncrep_lab.hosts.ssh import SshHost
 # What the kernel applied to each pid, as placement/cgroups.placement_of reads it here: one
 # line a live process, pid, Cpus_allowed_list, Mems_allowed_list, the memory policy (the
 # first non-default one among its own memory's mappings in numa_maps; "unknown" when
-# numa_maps cannot be read) and its cpuset cgroup.
+# numa_maps cannot be read) and its cpuset cgroup. A process whose numa_maps is empty is
+# exiting (its memory already released) and is left out, as numa_policy_of does.
 _PLACEMENT_SH = r"""
 for pid; do
   s=/proc/$pid/status
@@ -20,7 +21,10 @@ for pid; do
   mems=$(sed -n 's/^Mems_allowed_list:[[:space:]]*//p' "$s")
   if [ -r "/proc/$pid/numa_maps" ]; then
     policy=$(awk '$2 != "default" && (!/file=/ || /heap|stack|SYSV|memfd|zero/) {
-                    print $2; exit }' "/proc/$pid/numa_maps" 2>/dev/null)
+                    print $2; found = 1; exit }
+                  END { if (!found && NR == 0) print "gone" }' "/proc/$pid/numa_maps" \
+             2>/dev/null)
+    [ "$policy" = gone ] && continue
   else
     policy=unknown
   fi

@@ -172,6 +172,11 @@ def numa_policy_of(pid: int) -> str:
         raise ProcessGone(pid)
     if text is None:
         return "unknown"
+    if not text.strip():
+        # A process has no mappings only while it exits (its memory is released before
+        # it is a zombie): what it was given is gone with it, and "default" would be a lie
+        # (an interleaved backend leaving at the read-back was shown so once).
+        raise ProcessGone(pid)
     for line in text.splitlines():
         match = _POLICY_RE.match(line)
         if match and match.group(1) != "default" and _own_memory(line):
