@@ -157,6 +157,27 @@ def test_sudo_without_the_grant_the_anatomy_needs_says_which(probed: SshdHost) -
     assert "SETENV" in settings and grant in settings
 
 
+def test_a_host_recording_with_no_samples_says_what_perf_said(probed: SshdHost) -> None:
+    """A host's recording that perf script prints nothing of (here: a tracepoint no one
+    hits) fails with perf's own words, where it once left its host without a graph and
+    its probe said "ran"; its files are removed."""
+    from syncrep_lab.hosts.perf import RemoteRecording, perf_access
+    from syncrep_lab.hosts.ssh import SshHost
+
+    with SshHost(probed.spec(name="far", sudo=True)) as host:
+        access = perf_access(host)
+        assert not isinstance(access, str), access
+        base = f"{probed.data_root}/quiet"
+        recording = RemoteRecording(host, access, base, "oncpu",
+                                    ["-e", "syscalls:sys_enter_acct"], 30, [])
+        recording.start()
+        with pytest.raises(RuntimeError, match="perf oncpu on far gave no samples") as err:
+            recording.stop()
+        assert "perf record said" in str(err.value), err.value
+        left = host.run(["ls", "--", probed.data_root], timeout=30).stdout.split()
+        assert not [f for f in left if f.startswith("quiet.")], left
+
+
 def test_the_server_binary_s_symbols_are_read_on_the_host_as_here(probed: SshdHost) -> None:
     """By the host's python3, and from a copy where it has none: what elf_symbols reads
     here in the same file."""

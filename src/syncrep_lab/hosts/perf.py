@@ -106,21 +106,35 @@ class RemoteRecording(RemotePerfRun):
     def __init__(self, host: SshHost, access: PerfAccess, base: str, what: str,
                  args: list[str], seconds: float, script_args: list[str]) -> None:
         self.data, self.script = f"{base}.{what}.data", f"{base}.{what}.txt"
+        self.script_log = f"{base}.{what}.script.log"
         self.script_args = script_args
         super().__init__(host, access, base, what,
                          ["record", "-a", *args, "-o", self.data, "--", "sleep",
                           f"{seconds:g}"])
-        self.files += [self.data, self.script]
+        self.files += [self.data, self.script, self.script_log]
 
     def stop(self, limit: int = 1 << 30) -> bytes:
-        """The recording as ``perf script`` prints it; its files removed."""
+        """The recording as ``perf script`` prints it; its files removed. A recording
+        that prints nothing is an error that says what perf record and perf script said
+        (a whole host's CPUs over a repeat always have samples: an empty text is a
+        recording cut short or unreadable, never an idle host)."""
         try:
             self.interrupt()
             prefix = " ".join(self.access.prefix)
-            self.host.sh(f'data="$1" text="$2"; shift 2; '
-                         f'{prefix} perf script -i "$data" "$@" > "$text" 2>/dev/null',
-                         self.data, self.script, *self.script_args, what="perf script",
-                         timeout=600)
-            return self.host.get_bytes(self.script, limit)
+            done = self.host.sh(f'data="$1" text="$2" log="$3"; shift 3; '
+                                f'{prefix} perf script -i "$data" "$@" > "$text" 2> "$log"',
+                                self.data, self.script, self.script_log, *self.script_args,
+                                what="perf script", timeout=600, check=False)
+            text = self.host.get_bytes(self.script, limit) if done.returncode == 0 else b""
+            if not text.strip():
+                raise RuntimeError(
+                    f"perf {self.what} on {self.host.spec.name} gave no samples (perf script "
+                    f"exited {done.returncode}): perf script said "
+                    f"{self._tail(self.script_log)!r}; perf record said {self._tail(self.log)!r}")
+            return text
         finally:
             self.remove()
+
+    def _tail(self, path: str) -> str:
+        said = self.host.run(["tail", "-c", "400", "--", path], timeout=30, check=False)
+        return " ".join(said.stdout.split()) or "nothing"
