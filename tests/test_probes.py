@@ -470,6 +470,20 @@ def test_a_process_without_mappings_has_no_policy_to_read_back() -> None:
     assert out.split("\t")[3] == numa.numa_policy_of(live), out
 
 
+def test_a_recording_with_no_samples_fails_with_what_perf_script_said(tmp_path: Path
+                                                                     ) -> None:
+    """An on-CPU recording perf script prints nothing of (a tracepoint no one hits
+    stands in for one cut short) is a failure with perf's words, never a probe that
+    "ran" and drew nothing."""
+    import subprocess
+
+    data = tmp_path / "quiet.perf.data"
+    subprocess.run(["perf", "record", "-a", "-e", "syscalls:sys_enter_acct", "-o", str(data),
+                    "--", "sleep", "0.2"], capture_output=True, check=True, timeout=60)
+    with pytest.raises(RuntimeError, match=r"perf script printed no samples of quiet\.perf\.data"):
+        flamegraph.collapse(data)
+
+
 def test_a_process_s_children_and_title_are_read_without_interning_its_pid(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The tracker reads the children of each postmaster every second and the title of

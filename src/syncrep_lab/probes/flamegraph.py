@@ -22,6 +22,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -120,23 +121,33 @@ def fold(script_output: Path, timeout: float = 300) -> list[str]:
 
 
 def collapse(perf_data: Path, timeout: float = 300) -> list[str]:
-    """``perf script`` piped into ``inferno-collapse-perf --pid``: folded lines."""
+    """``perf script`` piped into ``inferno-collapse-perf --pid``: folded lines. None is
+    an error that says what perf script said: a recording of every CPU over a repeat
+    always has samples, so an empty one was cut short or cannot be read (as a host's,
+    hosts/perf.RemoteRecording)."""
     collapse_tool = _collapse_tool()
-    script = subprocess.Popen(
-        ["perf", "script", *SCRIPT_ARGS, "-i", str(perf_data)],
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    try:
-        folded = subprocess.run([collapse_tool, "--pid", "--all"], stdin=script.stdout,
-                                capture_output=True, timeout=timeout, check=False)
-    finally:
-        if script.stdout is not None:
-            script.stdout.close()
+    with tempfile.TemporaryFile() as said:
+        script = subprocess.Popen(
+            ["perf", "script", *SCRIPT_ARGS, "-i", str(perf_data)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=said)
         try:
-            script.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            script.kill()
-            script.wait()
-    return _folded(folded)
+            folded = subprocess.run([collapse_tool, "--pid", "--all"], stdin=script.stdout,
+                                    capture_output=True, timeout=timeout, check=False)
+        finally:
+            if script.stdout is not None:
+                script.stdout.close()
+            try:
+                script.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                script.kill()
+                script.wait()
+        lines = _folded(folded)
+        if not lines:
+            said.seek(0)
+            words = " ".join(said.read()[-400:].decode(errors="replace").split())
+            raise RuntimeError(f"perf script printed no samples of {perf_data.name} "
+                               f"(exit {script.returncode}): {words or 'nothing'}")
+    return lines
 
 
 def _outsider(comm: str) -> tuple[str, str]:
