@@ -254,6 +254,8 @@ class WindowAnatomy:
                                                              standby.name)
         return [f"the wait for standby {standby.name} split for {len(joined.chains):,} "
                 f"commits ({joined.unmatched:,} without their whole chain"
+                + (f", {joined.elsewhere:,} whose chain led to another release than their "
+                   "own" if joined.elsewhere else "")
                 + (f", {joined.applied:,} under remote_apply, whose replay is not split"
                    if joined.applied else "") + ")"]
 

@@ -1175,8 +1175,9 @@ class CommitAnatomy:
             (self.out_dir / "standby-clock.json").write_text(json.dumps(
                 {**clock.as_dict(), "attached_ns": self.attached_ns}))
         if off is not None:
-            # the sum check failed: what the join is to be replayed from, kept with the
-            # events (anatomy.json, standby.json): the moment the events are cut at
+            # the sum check failed, or chains led to another release than their own:
+            # what the join is to be replayed from, kept with the events (anatomy.json,
+            # standby.json): the moment the events are cut at
             (self.out_dir / "standby-check.json").write_text(json.dumps(
                 {"attached_ns": self.attached_ns, "said": off}))
         lost = standby_anatomy.lost(said)
