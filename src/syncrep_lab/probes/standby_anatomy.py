@@ -489,8 +489,8 @@ def join(e: Events, slack: int = 0, *, own_release: bool = True) -> Joined:
     it is another commit's) and is left out, counted in ``elsewhere`` (unless not
     ``own_release``: :func:`split`'s first pass wants the round trips alone, which end at
     the walsender's receive, before the release is found). Where every step
-    holds, the parts add up to the wait exactly (six runs of 4 to 64 clients here, some
-    47,000 commits: every chain); a join gone wrong under a loaded suite once summed to
+    holds, the parts add up to the wait exactly (six recordings of 4 to 64 clients here,
+    55,039 commits: every chain); a join gone wrong under a loaded suite once summed to
     13.6 times the wait, which this check keeps out of the figures.
 
     >>> e = Events([Commit(100, 5000, 340, 3)], [(90, 80, 4000), (150, 80, 5000)],
