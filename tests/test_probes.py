@@ -246,7 +246,8 @@ def _check_stacks_and_scheduler(local: Mapping[str, Any], on: Mapping[str, Any])
 
     # The kernel sees the same story as the system call counts: under 'on' the
     # sync standby's walsender wakes about one backend per commit.
-    assert woken(on, "walsender:b") > 0.3
+    assert woken(on, "walsender:b") > 0.3, (on["probes"]["sched"], sorted(
+        (w["waker_node"], w["waker_role"], w["wakee_role"]) for w in on["wakeups"]))
     assert woken(on, "walsender:b") > 5 * woken(on, "walsender:c")
     assert woken(local, "walsender:b") < 0.1
     backend = next(r for r in on["roles"] if (r["node"], r["role"]) == ("primary", "backend"))
@@ -350,29 +351,35 @@ def test_syscall_counts_match_an_independent_tracer(
     script = cluster_dir / "insert.sql"
     script.write_text(script_text(workload, 1, cluster_dir))
     prepare_tables(manifest.admin_conninfo(primary), workload)
-    perf = perfstat.PerfStat([sender], cluster_dir / "perf.csv")
-    strace_err = (cluster_dir / "strace.err").open("wb")
-    strace = subprocess.Popen(
-        ["strace", "-c", "-e", "trace=kill,epoll_wait,sendto,recvfrom,read,write",
-         "-o", str(cluster_dir / "strace.txt"), "-p", str(sender.pid)],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-        stderr=strace_err)
-    strace_err.close()  # strace has its own copy
-    perf.start()
+    for attempt in (1, 2):
+        perf = perfstat.PerfStat([sender], cluster_dir / "perf.csv")
+        strace_err = (cluster_dir / "strace.err").open("wb")
+        strace = subprocess.Popen(
+            ["strace", "-c", "-e", "trace=kill,epoll_wait,sendto,recvfrom,read,write",
+             "-o", str(cluster_dir / "strace.txt"), "-p", str(sender.pid)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=strace_err)
+        strace_err.close()  # strace has its own copy
+        perf.start()
 
-    # both attached before the first commit: strace's attach seen by the kernel, perf's
-    # given the same moment
-    wait_traced(sender.pid, strace)
-    time.sleep(0.3)
-    run = run_pgbench(resolve(manifest.bin_dir).program("pgbench"),
-                      manifest.conninfo(primary), script, clients=4, threads=2,
-                      duration=2, synchronous_commit="on",
-                      log_prefix=cluster_dir / "log")
-    assert run.summary.transactions and run.summary.transactions > 50
-    time.sleep(0.3)  # and both still attached after the last
-    strace.send_signal(signal.SIGINT)
-    strace.wait(timeout=20)
-    counts = perf.stop()[sender.pid].syscalls
+        # both attached before the first commit: strace's attach seen by the kernel,
+        # perf's given the same moment
+        wait_traced(sender.pid, strace)
+        time.sleep(0.3)
+        run = run_pgbench(resolve(manifest.bin_dir).program("pgbench"),
+                          manifest.conninfo(primary), script, clients=4, threads=2,
+                          duration=2, synchronous_commit="on",
+                          log_prefix=cluster_dir / "log")
+        assert run.summary.transactions and run.summary.transactions > 50
+        time.sleep(0.3)  # and both still attached after the last
+        strace.send_signal(signal.SIGINT)
+        strace.wait(timeout=20)
+        counts = perf.stop()[sender.pid].syscalls
+        # strace itself died of a signal once on its way out (SIGSEGV, -11, after
+        # "detached", its summary unwritten, in a suite on a loaded machine): the check
+        # then has no second tracer to compare with, and is made again once
+        if strace.returncode >= 0 or attempt == 2:
+            break
     summary = (cluster_dir / "strace.txt").read_text()
     traced = _strace_counts(summary)
     # strace -c prints nothing when it counted no call: what it said, and whether the
