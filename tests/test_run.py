@@ -122,10 +122,10 @@ def test_killed_run_resumes(workdir: Path) -> None:
     --resume completes the run without losing or repeating a stored repeat."""
     spec_file = workdir / "spec.toml"
     # the scheduler probe's perf record (on every CPU, with its sleep) is the one
-    # killed; the stack probe's costs seconds of folding per probed repeat on top
-    # 1 s repeats: the probed one still gives the kill a second to land in
-    spec_file.write_text(SMALL.replace("duration = 2", "duration = 1")
-                         + "\n[probes]\nflamegraphs = false\n")
+    # killed; the stack probe's costs seconds of folding per probed repeat on top.
+    # 2 s repeats: with 1 s, a suite beside a busy loop once saw no moment with perf,
+    # its sleep and the probed repeat's pgbench all running, and the run ended unkilled
+    spec_file.write_text(SMALL + "\n[probes]\nflamegraphs = false\n")
     out = workdir / "run"
     proc = subprocess.Popen([sys.executable, "-m", "syncrep_lab", "run", str(spec_file),
                              "--out", str(out)], stdin=subprocess.DEVNULL,
