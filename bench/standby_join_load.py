@@ -1,15 +1,17 @@
 """Whether the standby's half of a commit adds up on a loaded machine: the parts that
 probes/standby_anatomy.join gives each commit, summed, against the anatomy's
-standby_wait of the same commits (the sum check), in recordings with and without a
-CPU-bound neighbour, alternated.
+standby_wait of the same commits (the sum check), and the commits whose chain led to
+another release than the one that freed them (left out by the join: ``elsewhere``), in
+recordings with and without a CPU-bound neighbour, alternated.
 
 The seed's shape on the embedded PostgreSQL 18 (a primary, standbys b and c, '1(b,c)'),
 synchronous_commit = on, insert-only; each round one anatomy recording with the
 standby's half around a short pgbench. A neighbour is ``--hogs`` busy loops, started
-before the recording and stopped after it. Per round it prints the commits joined and
-the sum's ratio to the whole; a round whose ratio is off by more than ``--keep-beyond``
-keeps what bpftrace printed (``anatomy.json``) and the moment its probes were attached
-(``attached_ns``) under ``--out``, for the join to be replayed on it.
+before the recording and stopped after it. Per round it prints the commits joined, those
+left out as led elsewhere and the sum's ratio to the whole; a round with any left out,
+or whose ratio is off by more than ``--keep-beyond``, keeps what bpftrace printed
+(``anatomy.json``) and the moment its probes were attached (``attached_ns``) under
+``--out``, for the join to be replayed on it.
 
     .venv/bin/python bench/standby_join_load.py [--rounds 10] [--clients 12]
         [--duration 3] [--hogs 2] [--fsync off] [--out DIR]
@@ -67,8 +69,9 @@ def replay(where: Path) -> int:
                 else int((where / "attached_ns").read_text()))
     joined = joined_of(text, attached)
     n, r = ratio(joined)
-    print(f"{n} commits joined, {joined.unmatched} unmatched, parts/whole "
-          f"{r if r is None else round(r, 3)}")
+    print(f"{n} commits joined, {joined.unmatched} unmatched, {joined.elsewhere} led "
+          f"elsewhere, parts/whole {r if r is None else round(r, 3)}")
+    print(standby_anatomy.led_elsewhere(joined) or "every chain ended at its own release")
     print(standby_anatomy.misjoined(joined) or "the sum holds")
     return 0
 
@@ -120,13 +123,15 @@ def main() -> int:
                     h.kill()
                     h.wait()
             text = recorder.output_path.read_text(errors="replace")
-            joined, r = ratio(joined_of(text, recorder.attached_ns))
+            chains = joined_of(text, recorder.attached_ns)
+            joined, r = ratio(chains)
             said = f"{r:.3f}" if r is not None else "-"
             print(f"round {n:2d} {'loaded' if loaded else 'quiet '}: {run.summary.tps:7.0f} tps, "
-                  f"{joined:5d} commits joined, parts/whole {said}", flush=True)
+                  f"{joined:5d} commits joined, {chains.elsewhere} led elsewhere, "
+                  f"parts/whole {said}", flush=True)
             if r is not None:
                 found[loaded].append(r)
-            if r is None or abs(r - 1) > args.keep_beyond:
+            if r is None or chains.elsewhere or abs(r - 1) > args.keep_beyond:
                 kept = keep / out.name
                 kept.mkdir(parents=True, exist_ok=True)
                 shutil.copy(recorder.output_path, kept / "anatomy.json")
