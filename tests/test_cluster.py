@@ -315,3 +315,33 @@ def test_a_frozen_server_does_not_hang_the_tool(cluster_dir: Path,
         assert nodes["primary"]["state"] == "running"
     finally:
         os.kill(b[0], signal.SIGCONT)
+
+
+def test_a_template_opened_up_still_gives_data_dirs_a_server_accepts(
+        pg18: Installation, workdir: Path) -> None:
+    """cp -a hands each copy the template folder's mode: a template made 0755 (a
+    chmod -R over the cache, say) gave data dirs that every PostgreSQL refused
+    ("data directory has group or world access"). A copy is closed again, and starts."""
+    from syncrep_lab.cluster.template import finish_copies, start_copies, template_for
+    from syncrep_lab.runas import make_dir_for, run_as, server_account
+
+    account = server_account()
+    opened = workdir / "template"
+    make_dir_for(account, opened, 0o755)
+    copied = run_as(account, ["cp", "-a", f"{template_for(pg18, account)}/.", str(opened)],
+                    timeout=120)
+    assert copied.returncode == 0, copied.stderr
+    opened.chmod(0o755)
+    data, sock = workdir / "data", workdir / "sock"
+    make_dir_for(account, data)
+    make_dir_for(account, sock)
+    finish_copies(start_copies(account, opened, [data]))
+    assert data.stat().st_mode & 0o777 == 0o700
+    ctl = [str(pg18.program("pg_ctl")), "-D", str(data), "-w", "-t", "120"]
+    started = run_as(account, [*ctl, "-o", f"-c listen_addresses='' -k {sock}", "-l",
+                               str(sock / "log"), "start"], timeout=180)
+    try:
+        assert started.returncode == 0, (started.stdout, started.stderr,
+                                         (sock / "log").read_text(errors="replace"))
+    finally:
+        run_as(account, [*ctl, "-m", "immediate", "stop"], timeout=180)

@@ -125,3 +125,8 @@ def finish_copies(copying: Copying) -> None:
     if errors:
         raise UserError("copying the template data dir failed:\n" + "\n".join(errors),
                         "check free disk space in the cluster dir")
+    # cp -a gives each copy the template folder's own mode: a template opened up (a
+    # chmod -R over the cache) would make every node refuse to start ("data directory
+    # has group or world access"), so the copies are closed as initdb leaves them
+    for dest, _ in copying:
+        dest.chmod(0o700)

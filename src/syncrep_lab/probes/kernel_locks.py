@@ -29,10 +29,17 @@ Debian's 6.1.0-57 carries the 6.4 rework (``ep_clear_and_put``, the set's own
 
 Its counts stay in their maps, printed once when it stops (a print and clear each second
 lost what came while bpftrace printed, which under TCG was most of it). The user frames
-are sampled apart: bpftrace names a process's user frames from its memory map when it
-prints (a process gone by then reads ``[unknown]``), so they are printed and cleared
-every second, and each count takes the frames sampled most often for its process and
-caller. User frames are walked by frame pointers: on a
+are sampled apart, by a second bpftrace (:func:`frames_program`): bpftrace names a
+process's user frames from its memory map when it prints (a process gone by then reads
+``[unknown]``), so they are printed and cleared every second, and each count takes the
+frames sampled most often for its process and caller. Apart, because naming them closes
+bpftrace's own file descriptors now and then: bcc (0.26, Debian 12's; fixed in 0.33)
+makes a symbol table for each user frame bpftrace prints, and each one closes a
+descriptor number read from uninitialised memory (the entry for /tmp/perf-PID.map). Traced
+here (strace on the probe's bpftrace, a 3 s repeat): close(1191888), close(808464432),
+and the perf event of a probe, which then fired no more; in CI a takes map was closed so,
+and bpftrace printed it at its end as empty, with exit status 0. The counting bpftrace
+names no user frame. User frames are walked by frame pointers: on a
 build without them (most), the frames past the system call's wrapper and its caller
 are not to be trusted, so the walk stops at the first frame it cannot name.
 """
@@ -78,22 +85,33 @@ _LOCKING = ("mutex_", "__mutex_", "_raw_", "__raw_", "queued_", "__pv_queued_",
 _FLAGS = ((1 << 5, "mutex"), (1 << 0, "spin"), (1 << 1, "read"), (1 << 2, "write"))
 
 
+def _ours(postmaster: int) -> str:
+    """The filter to the postmaster and its children."""
+    pm = int(postmaster)
+    return f"(pid == {pm} || curtask->real_parent->tgid == {pm})"
+
+
+def _takes(kprobes: bool) -> str:
+    """The kprobes on every mutex take (empty without kprobes)."""
+    return ("kprobe:mutex_lock, kprobe:mutex_lock_killable, kprobe:mutex_lock_interruptible"
+            if kprobes else "")
+
+
 def program(postmaster: int, counted: Sequence[str], kprobes: bool) -> str:
-    """The bpftrace program for the primary whose postmaster is ``postmaster`` (its pid
-    on that host); ``counted``: the lock symbols of :data:`COUNTED` that kernel has,
-    named where they are met; where it has ``kprobes``, every mutex its processes take
-    is counted too.
+    """The counting bpftrace program for the primary whose postmaster is ``postmaster``
+    (its pid on that host); ``counted``: the lock symbols of :data:`COUNTED` that kernel
+    has, named where they are met; where it has ``kprobes``, every mutex its processes
+    take is counted too. It names no user frame (see the module's text).
 
     >>> text = program(42, ["epmutex"], True)
     >>> "kprobe:mutex_lock_killable" in text and 'kaddr("epmutex")' in text
     True
     >>> "kprobe:" in program(42, [], False) or "kaddr" in program(42, [], True)
     False
-    >>> "END" in program(42, ["epmutex"], True)  # see the comment at its end
+    >>> "END" in text or "ustack" in text or "interval" in text  # see the comments
     False
     """
-    pm = int(postmaster)
-    ours = f"(pid == {pm} || curtask->real_parent->tgid == {pm})"
+    ours = _ours(postmaster)
     # each process's title (PostgreSQL writes it over its argv, which /proc/PID/cmdline
     # reads): its role, where no snapshot saw it (a backend that connected after the
     # last one). Read again until it is PostgreSQL's: a backend just forked still shows
@@ -103,7 +121,6 @@ def program(postmaster: int, counted: Sequence[str], kprobes: bool) -> str:
             '@named[pid] = strncmp(@title[pid], "postgres: ", 10) == 0; }')
     which = " + ".join(f"(@a[tid] == kaddr(\"{s}\")) * {i}"
                        for i, s in enumerate(counted, 1)) or "0"
-    user = f"ustack(perf, {USTACK_FRAMES})"
     text = [
         f"tracepoint:lock:contention_begin /{ours}/ {{",
         "  @t[tid] = nsecs; @a[tid] = (uint64)args->lock_addr; @f[tid] = args->flags;",
@@ -113,30 +130,51 @@ def program(postmaster: int, counted: Sequence[str], kprobes: bool) -> str:
         f"  $which = {which};",
         f"  @c[pid, @f[tid], $which, kstack({KSTACK_FRAMES})] = count();",
         f"  @w[pid, @f[tid], $which, kstack({KSTACK_FRAMES})] = sum(nsecs - @t[tid]);",
-        f"  @uc[pid, kstack({KSTACK_FRAMES}), {user}] = count();",
         "  delete(@t[tid]); delete(@a[tid]); delete(@f[tid]);",
         "}",
     ]
-    samples = ["@uc"]
     if kprobes:
         which_arg = " + ".join(f"(arg0 == kaddr(\"{s}\")) * {i}"
                                for i, s in enumerate(counted, 1)) or "0"
         text += [
-            "kprobe:mutex_lock, kprobe:mutex_lock_killable, "
-            f"kprobe:mutex_lock_interruptible /{ours}/ {{",
+            f"{_takes(kprobes)} /{ours}/ {{",
             name,
             f"  @k[pid, {which_arg}, kstack({TAKE_FRAMES})] = count();",
-            f"  @uk[pid, kstack({TAKE_FRAMES}), {user}] = count();",
             "}",
         ]
+    # the counts stay in their maps, printed when bpftrace stops (kernel frames are
+    # named whenever). No END block: bpftrace (0.17) loads an END program into the
+    # kernel only once its event loop has ended, and that load failed once in the suite
+    # on a loaded machine ("Error loading program: END", exit 255), which lost the
+    # repeat's counts. Without it, the helper maps (@t, @a, @f, @named) are printed at
+    # exit too: a few entries, which parse and titles pass over
+    return "\n".join(text) + "\n"
+
+
+def frames_program(postmaster: int, kprobes: bool) -> str:
+    """The sampling bpftrace program: the user frames above each wait (and, with
+    ``kprobes``, each take) of the postmaster's processes, by process and kernel frames,
+    printed and cleared each second while the processes live to be named.
+
+    >>> text = frames_program(42, True)
+    >>> "ustack(perf, 4)" in text and "kprobe:mutex_lock_killable" in text
+    True
+    >>> "@uk" in frames_program(42, False) or "@c[" in text
+    False
+    """
+    ours = _ours(postmaster)
+    user = f"ustack(perf, {USTACK_FRAMES})"
+    # at the wait's beginning: its kernel frames are those at its end (the caller is
+    # what counts), and the counting program's helper maps are not to be shared
+    text = [f"tracepoint:lock:contention_begin /{ours}/ {{",
+            f"  @uc[pid, kstack({KSTACK_FRAMES}), {user}] = count();",
+            "}"]
+    samples = ["@uc"]
+    if kprobes:
+        text += [f"{_takes(kprobes)} /{ours}/ {{",
+                 f"  @uk[pid, kstack({TAKE_FRAMES}), {user}] = count();",
+                 "}"]
         samples.append("@uk")
-    # the counts stay in their maps, printed once at the end (kernel frames are named
-    # whenever); the user frames, named only while their process lives, are sampled:
-    # printed each second, then cleared. No END block: bpftrace (0.17) loads an END
-    # program into the kernel only once its event loop has ended, and that load failed
-    # once in the suite on a loaded machine ("Error loading program: END", exit 255),
-    # which lost the repeat's counts. Without it, the helper maps (@t, @a, @f, @named)
-    # are printed at exit too: a few entries, which parse and titles pass over
     text += ["interval:s:1 {",
              "  " + " ".join(f"print({m});" for m in samples),
              "  " + " ".join(f"clear({m});" for m in samples),
@@ -470,6 +508,8 @@ class HostLocks:
         self.base = posixpath.normpath(data_dir) + ".locks"  # beside the data dir there
         self.status: tuple[str, str | None] = ("skipped", "not started")
         self.tracer: HostTracer | None = None
+        self.sampler: HostTracer | None = None  # the user frames' bpftrace
+        self.unsampled: str | None = None  # why the user frames were not sampled
         self.found = LockCheck("not started")
 
     def start(self) -> None:
@@ -485,8 +525,10 @@ class HostLocks:
                 return
             assert pid is not None
             text = program(pid, self.found.counted, self.found.kprobes)
+            frames = frames_program(pid, self.found.kprobes)
             self.out_dir.mkdir(parents=True, exist_ok=True)
             (self.out_dir / "locks.bt").write_text(text)
+            (self.out_dir / "frames.bt").write_text(frames)
             self.tracer = HostTracer(host, self.base, self.found.via)
             self.tracer.start(text, keys=MAP_KEYS, postmaster=pid, duration=self.duration)
             self.status = ("ran", self.found.note())
@@ -494,6 +536,20 @@ class HostLocks:
             self.abort()
             host.close()
             self.status = ("failed", f"{self.spec.name}: {exc}")
+            return
+        # the user frames, by a bpftrace of their own (the module's text says why); the
+        # counts stand without them
+        sampler_host = self.host if self.host is not None else SshHost(self.spec)
+        try:
+            self.sampler = HostTracer(sampler_host, self.base + "-frames", self.found.via)
+            self.sampler.start(frames, keys=MAP_KEYS, postmaster=pid,
+                               duration=self.duration)
+        except (UserError, RuntimeError, OSError) as exc:
+            if self.sampler is not None:
+                self.sampler.abort()
+            self.sampler = None
+            sampler_host.close()
+            self.unsampled = str(exc)
 
     def stop(self, roles: Mapping[int, tuple[str, str]], walsenders: Mapping[int, str]
              ) -> ProbeRows:
@@ -505,13 +561,17 @@ class HostLocks:
         if tracer is not None and tracer.proc is not None:
             if shutdown.requested() is not None:
                 tracer.abort()
+                self._stop_sampler(abort=True)
                 self.status = ("failed", "interrupted")
             else:
                 try:
-                    data, _ = tracer.finish()
+                    data, err = tracer.finish()
                     (self.out_dir / "locks.json").write_bytes(data)
+                    if err.strip():
+                        (self.out_dir / "locks.err").write_text(err)
                     text = data.decode(errors="replace")
-                    tallies = parse(text, self.found.counted)
+                    sampled = self._stop_sampler(abort=False)
+                    tallies = parse(text + "\n" + sampled, self.found.counted)
                     rows.kernel_locks = lock_rows(
                         tallies, named_roles("primary", roles, titles(text), walsenders),
                         self.found.kprobes)
@@ -520,17 +580,44 @@ class HostLocks:
                     if wrong is not None:
                         rows.kernel_locks = []
                         self.status = ("failed", f"{self.spec.name}: {wrong}")
+                    elif self.unsampled is not None:
+                        self.status = ("ran", f"{self.found.note()}; no user frames "
+                                       f"({self.unsampled})")
                 except (UserError, RuntimeError, OSError) as exc:
                     tracer.abort()
+                    self._stop_sampler(abort=True)
                     self.status = ("failed", f"{self.spec.name}: {exc}")
+        else:
+            self._stop_sampler(abort=True)
         rows.probes.append(ProbeRow(PROBE, *self.status))
         return rows
+
+    def _stop_sampler(self, abort: bool) -> str:
+        """The user frames' bpftrace stopped (``abort``: at once, keeping nothing); what
+        it printed ("" where it was not running or failed: ``unsampled`` says why)."""
+        sampler, self.sampler = self.sampler, None
+        if sampler is None or sampler.proc is None:
+            return ""
+        if abort:
+            sampler.abort()
+            return ""
+        try:
+            data, err = sampler.finish()
+        except (UserError, RuntimeError, OSError) as exc:
+            sampler.abort()
+            self.unsampled = str(exc)
+            return ""
+        (self.out_dir / "frames.json").write_bytes(data)
+        if err.strip():
+            (self.out_dir / "frames.err").write_text(err)
+        return data.decode(errors="replace")
 
     def abort(self) -> None:
         """End bpftrace there at once; keep nothing."""
         tracer, self.tracer = self.tracer, None
         if tracer is not None:
             tracer.abort()
+        self._stop_sampler(abort=True)
 
 
 class LocalLocks:
