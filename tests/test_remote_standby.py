@@ -153,7 +153,8 @@ def _the_standby_half_on_the_host(db: sqlite3.Connection, run: Path) -> None:
     # under `on`, no replay; the flush a part where the standby syncs its WAL
     assert set(half) - {"flush"} == {"send", "transit_out", "write", "reply",
                                       "transit_back", "reply_handling"}, half
-    assert whole_n >= 0.8 * rows[("backend", "standby_wait")]["count"] > 50, rows
+    assert whole_n >= 0.8 * rows[("backend", "standby_wait")]["count"] > 50, (
+        said, {k: tuple(r) for k, r in rows.items()})
     assert all(n == whole_n for n, _ in half.values()), half
     # the estimate, against the true offset 0
     kept = (run / repeat["stdout_path"]).parent

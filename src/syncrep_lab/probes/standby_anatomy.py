@@ -398,7 +398,17 @@ class _Pipe:
     least ``ahead`` that holds for every send is the one taken (it is the true one as
     soon as the receiver has once caught up with the sender between two sends, which
     it does after every batch). Taking none, the parts of a window attached under load
-    summed to 2.5 times its wait."""
+    summed to 2.5 times its wait. Where the two ends' clocks are known only to within
+    ``slack``, a receive counts as before a send only where it ended ``slack`` earlier:
+    one that seems to end just before a send began, by a clock a few µs off, may hold
+    that send's first byte, and ``ahead`` would take it for a byte sent before the probe
+    (below, the walsender reads a reply's first byte alone, as it does; the second reply
+    seems 4 µs late):
+
+    >>> replies, reads = [(1000, 39), (2020, 39)], [(1016, 1), (1030, 38), (2016, 1), (2030, 38)]
+    >>> _Pipe(replies, reads).received(0), _Pipe(replies, reads, slack=50).received(0)
+    (2, 1)
+    """
 
     def __init__(self, sent: Stream, got: Stream, slack: int = 0) -> None:
         self.sent_at = [t for t, _ in sent]
@@ -657,7 +667,14 @@ def split(e: Events, attached: int) -> tuple[Joined, Clock | None]:
     (``slack``; the probes are attached on an idle stream, so the first sends' bytes
     are told apart all the same), and the offset is estimated (:func:`clock`) from the
     round trips so joined. The second joins again on that offset: the transits out and
-    back are taken with it, the other parts are each within one machine's clock."""
+    back are taken with it, the other parts are each within one machine's clock. Its
+    byte streams are matched with the offset's own error bound as ``slack`` (half the
+    slowest kept trip's delay; the whole delay, for margin): matched exactly, a clock
+    a few µs off under load took the walsender's one-byte read of a reply's first byte
+    for a byte sent before the probe, and from there about two thirds of the commits'
+    chains led to the release after their own (a recording kept from
+    tests/test_remote_standby.py beside two busy loops: 373 of 1,166 held; with the
+    slack, all 1,166, their parts summing to their waits)."""
     coarse = bound(e)
     if coarse is None:
         return Joined([], len(e.commits), 0, []), None
@@ -667,7 +684,7 @@ def split(e: Events, attached: int) -> tuple[Joined, Clock | None]:
                   coarse)
     if first is None:
         return Joined([], len(e.commits), 0, []), None
-    return join(since(shifted(e, first.offset), attached)), first
+    return join(since(shifted(e, first.offset), attached), first.delay), first
 
 
 SUM_OFF = 0.2  # the parts' sum this far off the whole, over a window: the join is wrong
