@@ -83,18 +83,14 @@ _LOCKING = ("mutex_", "__mutex_", "_raw_", "__raw_", "queued_", "__pv_queued_",
             "perf_trace_", "preempt_schedule", "schedule")
 # lock:contention_begin's flags (include/trace/events/lock.h)
 _FLAGS = ((1 << 5, "mutex"), (1 << 0, "spin"), (1 << 1, "read"), (1 << 2, "write"))
+# every mutex take, where the kernel has kprobes: both programs' probe on it
+TAKES = "kprobe:mutex_lock, kprobe:mutex_lock_killable, kprobe:mutex_lock_interruptible"
 
 
 def _ours(postmaster: int) -> str:
     """The filter to the postmaster and its children."""
     pm = int(postmaster)
     return f"(pid == {pm} || curtask->real_parent->tgid == {pm})"
-
-
-def _takes(kprobes: bool) -> str:
-    """The kprobes on every mutex take (empty without kprobes)."""
-    return ("kprobe:mutex_lock, kprobe:mutex_lock_killable, kprobe:mutex_lock_interruptible"
-            if kprobes else "")
 
 
 def program(postmaster: int, counted: Sequence[str], kprobes: bool) -> str:
@@ -137,7 +133,7 @@ def program(postmaster: int, counted: Sequence[str], kprobes: bool) -> str:
         which_arg = " + ".join(f"(arg0 == kaddr(\"{s}\")) * {i}"
                                for i, s in enumerate(counted, 1)) or "0"
         text += [
-            f"{_takes(kprobes)} /{ours}/ {{",
+            f"{TAKES} /{ours}/ {{",
             name,
             f"  @k[pid, {which_arg}, kstack({TAKE_FRAMES})] = count();",
             "}",
@@ -171,7 +167,7 @@ def frames_program(postmaster: int, kprobes: bool) -> str:
             "}"]
     samples = ["@uc"]
     if kprobes:
-        text += [f"{_takes(kprobes)} /{ours}/ {{",
+        text += [f"{TAKES} /{ours}/ {{",
                  f"  @uk[pid, kstack({TAKE_FRAMES}), {user}] = count();",
                  "}"]
         samples.append("@uk")
@@ -561,7 +557,6 @@ class HostLocks:
         if tracer is not None and tracer.proc is not None:
             if shutdown.requested() is not None:
                 tracer.abort()
-                self._stop_sampler(abort=True)
                 self.status = ("failed", "interrupted")
             else:
                 try:
@@ -585,10 +580,8 @@ class HostLocks:
                                        f"({self.unsampled})")
                 except (UserError, RuntimeError, OSError) as exc:
                     tracer.abort()
-                    self._stop_sampler(abort=True)
                     self.status = ("failed", f"{self.spec.name}: {exc}")
-        else:
-            self._stop_sampler(abort=True)
+        self._stop_sampler(abort=True)  # where it was not read above: nothing kept
         rows.probes.append(ProbeRow(PROBE, *self.status))
         return rows
 
