@@ -249,3 +249,48 @@ needs_guests = pytest.mark.skipif(
 # the suite on several workers (pytest-xdist, --dist loadgroup): these all go to one of
 # them, one after another, so that one's leftovers are never another's to see or clean.
 machine_wide = pytest.mark.xdist_group("machine")
+
+
+def load_beside(pgbench: Path, conninfo: str, seconds: int, script: Path, workload: str, *,
+                level: str = "on", clients: int = 4, log: Path | None = None,
+                timeout: float = 90) -> subprocess.Popen[str]:
+    """pgbench writing ``workload`` beside a tool that watches the server (observe starts
+    no load of its own), returned once the load runs: its ``clients`` sessions seen on the
+    server and the commit counter moving. A fixed sleep before the window opened lost the
+    load on a machine busy with guests (a window that saw no session, a pgbench whose -T
+    ended before the window began). ``log``: the prefix of its per-transaction logs."""
+    import psycopg
+
+    script.write_text(workload)
+    logs = ["-l", f"--log-prefix={log}"] if log is not None else []
+    bench = subprocess.Popen(
+        [str(pgbench), "-n", "-c", str(clients), "-j", "2", "-T", str(seconds), "-P", "1",
+         "--progress-timestamp", *logs, "-f", str(script), conninfo],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env={**os.environ, "PGOPTIONS": f"-c synchronous_commit={level}"})
+
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        def commits() -> int:
+            row = conn.execute("select xact_commit from pg_stat_database "
+                               "where datname = current_database()").fetchone()
+            conn.execute("select pg_stat_clear_snapshot()")
+            return int(row[0]) if row else 0
+
+        def running() -> bool:
+            assert bench.poll() is None, f"pgbench ended first: {bench.communicate()[0]}"
+            (sessions,) = conn.execute(
+                "select count(*) from pg_stat_activity where application_name = 'pgbench'"
+            ).fetchone() or (0,)
+            if sessions < clients:
+                return False
+            before = commits()
+            time.sleep(0.3)
+            return commits() > before + 1
+
+        try:
+            wait_until(running, timeout, f"{clients} pgbench sessions committing")
+        except BaseException:
+            bench.kill()
+            bench.communicate()
+            raise
+    return bench

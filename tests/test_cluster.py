@@ -323,9 +323,11 @@ def test_a_template_opened_up_still_gives_data_dirs_a_server_accepts(
     chmod -R over the cache, say) gave data dirs that every PostgreSQL refused
     ("data directory has group or world access"). A copy is closed again, and starts."""
     from syncrep_lab.cluster.template import finish_copies, start_copies, template_for
+    from syncrep_lab.pg.installations import reachable_by
     from syncrep_lab.runas import make_dir_for, run_as, server_account
 
     account = server_account()
+    pg18 = reachable_by(pg18, account)  # as every path that runs it as the account does
     opened = workdir / "template"
     make_dir_for(account, opened, 0o755)
     copied = run_as(account, ["cp", "-a", f"{template_for(pg18, account)}/.", str(opened)],

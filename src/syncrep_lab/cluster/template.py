@@ -20,7 +20,7 @@ from pathlib import Path
 
 from syncrep_lab import paths, shutdown
 from syncrep_lab.errors import UserError
-from syncrep_lab.pg.installations import Installation
+from syncrep_lab.pg.installations import Installation, reachable_by
 from syncrep_lab.runas import Account, as_account, make_dir_for, run_as
 
 TEMPLATE_FORMAT = "2"
@@ -50,7 +50,10 @@ def _key(inst: Installation, account: Account) -> str:
 
 
 def template_for(inst: Installation, account: Account) -> Path:
-    """The template data dir for ``inst``, made on first use."""
+    """The template data dir for ``inst``, made on first use by ``account`` with the
+    installation as that account can run it (installations.reachable_by: a bin dir it
+    cannot search is mirrored, so the template is keyed by the programs that made it)."""
+    inst = reachable_by(inst, account)
     root = paths.cache_dir() / "templates"
     target = root / f"{inst.version}-f{TEMPLATE_FORMAT}-{_key(inst, account)}"
     if (target / "PG_VERSION").is_file():

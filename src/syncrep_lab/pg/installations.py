@@ -339,33 +339,55 @@ def _runs(program: Path, account: Account) -> str | None:
     return None if result.returncode == 0 else (result.stderr.strip() or "failed")
 
 
+def for_server(pg: str | None, account: Account) -> Installation:
+    """The installation a ``--pg`` value names (:func:`resolve`), as the server account
+    runs it (:func:`reachable_by`). Every path that hands PostgreSQL's programs to that
+    account takes its installation from here: a cluster made here, a guest's nodes (a
+    guest runs this machine's programs through its share of the root, as the same
+    account), a template."""
+    return reachable_by(resolve(pg), account)
+
+
 def reachable_by(inst: Installation, account: Account) -> Installation:
-    """``inst`` as ``account`` can run it.
+    """``inst`` as ``account`` can run it: the one rule of reachability.
 
     When the server account cannot reach the bin dir (e.g. the wheel inside a
-    checkout under /root), the installation is mirrored once into the shared
-    cache and the mirror is used instead.
+    checkout under /root, or in a folder ``mktemp -d`` made), the installation is
+    mirrored once into the tool's cache and the mirror is used instead. Only folders
+    inside the cache are opened up for it: a parent of the cache that the account
+    cannot search (a ``SYNCREP_LAB_HOME`` under /root) is refused with the fix, never
+    made searchable behind the user's back.
     """
     blocked = unreachable_ancestor(account, inst.bin_dir / "postgres")
     if blocked is None:
         return inst
     digest = hashlib.sha256(str(inst.bin_dir).encode()).hexdigest()[:12]
-    mirror = paths.cache_dir() / "mirror" / f"{inst.version}-{digest}"
+    cache = paths.cache_dir()
+    mirror = cache / "mirror" / f"{inst.version}-{digest}"
     entries, bin_rel = _mirror_layout(inst)
+    outside = unreachable_ancestor(account, cache.parent)
+    if outside is not None:
+        raise UserError(
+            f"the server account {account.name} cannot reach {inst.bin_dir} (no search "
+            f"permission on {blocked}), and the tool's cache {cache}, where it would be "
+            f"mirrored, is inside {outside}, which it cannot search either",
+            f"set SYNCREP_LAB_HOME to a folder {account.name} can reach (e.g. "
+            "/var/lib/syncrep-lab), or install PostgreSQL where it can and pass --pg BIN_DIR")
     if not (mirror / bin_rel / "postgres").exists():
         tmp = mirror.with_name(mirror.name + f".tmp{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.parent.mkdir(parents=True, exist_ok=True)
-        for parent in [tmp.parent, *tmp.parent.parents]:
-            if parent == Path("/"):
-                break
-            parent.chmod(parent.stat().st_mode | 0o755)
-        for source, rel in entries:
-            shutil.copytree(source, tmp / rel, symlinks=True)
-        for d in [tmp, *(p for p in tmp.rglob("*") if p.is_dir())]:
-            d.chmod(d.stat().st_mode | 0o755)
-        shutil.rmtree(mirror, ignore_errors=True)
-        os.replace(tmp, mirror)
+        for folder in (cache, tmp.parent):
+            folder.chmod(folder.stat().st_mode | 0o755)
+        try:
+            for source, rel in entries:
+                shutil.copytree(source, tmp / rel, symlinks=True)
+            for d in [tmp, *(p for p in tmp.rglob("*") if p.is_dir())]:
+                d.chmod(d.stat().st_mode | 0o755)
+            shutil.rmtree(mirror, ignore_errors=True)
+            os.replace(tmp, mirror)
+        finally:  # a copy cut short (a full disk, a signal) leaves no half-made mirror
+            shutil.rmtree(tmp, ignore_errors=True)
     still = unreachable_ancestor(account, mirror / bin_rel / "postgres")
     if still is not None:
         raise UserError(

@@ -35,7 +35,7 @@ from syncrep_lab.pg import replication, sync_names
 from syncrep_lab.pg.admin import admin_connection, alter_system
 from syncrep_lab.pg.builds import build_at
 from syncrep_lab.pg.conninfo import mask_conninfo, mask_text
-from syncrep_lab.pg.installations import resolve
+from syncrep_lab.pg.installations import for_server, resolve
 from syncrep_lab.pg.settings import profile_settings
 from syncrep_lab.pg.sync_names import check_sync
 from syncrep_lab.plan.baselines import baselines
@@ -54,6 +54,7 @@ from syncrep_lab.probes.session import ProbeNode
 from syncrep_lab.run.context import RunContext
 from syncrep_lab.run.placement_watch import start_pinners
 from syncrep_lab.run.target import Target
+from syncrep_lab.runas import server_account
 from syncrep_lab.store import cluster_key_text
 from syncrep_lab.store.keys import with_defaults
 
@@ -81,7 +82,7 @@ def cell_host(spec: Spec, cell: Cell, host: str, instance: int) -> HostSpec:
     at = spec.ssh_host(instance_host(spec, cell, host, instance))
     if at.guest is None:
         return at
-    return replace(at, bin_dir=str(resolve(cell.pg).bin_dir))
+    return replace(at, bin_dir=str(for_server(cell.pg, server_account()).bin_dir))
 
 
 class ActiveCluster:

@@ -34,10 +34,11 @@ OWN_MOUNTS = ("/proc", "/sys", "/dev", "/run", "/var/tmp")
 def _visible_installations(spec: Spec) -> None:
     """Refused unless every PostgreSQL the cells run is where a guest sees it: it runs
     this machine's own installations through its read-only share of the root."""
-    from syncrep_lab.pg.installations import resolve
+    from syncrep_lab.pg.installations import for_server
+    from syncrep_lab.runas import server_account
 
     for pg in dict.fromkeys([spec.topology.pg, *(spec.matrix.pg or [])]):
-        where = str(resolve(pg).bin_dir.resolve())
+        where = str(for_server(pg, server_account()).bin_dir.resolve())
         hidden = next((m for m in OWN_MOUNTS if where == m or where.startswith(m + "/")),
                       None)
         if hidden is not None:
@@ -124,7 +125,7 @@ def booted(spec: Spec, say: Callable[[str], None]) -> Iterator[tuple[Spec, list[
     if guests is None:
         yield spec, []
         return
-    from syncrep_lab.pg.installations import resolve
+    from syncrep_lab.pg.installations import for_server
     from syncrep_lab.runas import server_account
 
     # matrix.kernel: a set of guests per kernel, all booted at once, so that the cells
@@ -133,7 +134,7 @@ def booted(spec: Spec, say: Callable[[str], None]) -> Iterator[tuple[Spec, list[
     chosen = {name: kernel.for_guests(name, guests.modules if name == guests.kernel
                                       else None)
               for name in spec.guest_kernels()}
-    bin_dir = str(resolve(spec.topology.pg).bin_dir)
+    bin_dir = str(for_server(spec.topology.pg, server_account()).bin_dir)
     user = server_account().name
     # the guest lets the account use sudo (guests/initramfs.STAGE2) where this machine's
     # root, which the guest runs from, has it: perf and bpftrace then run there as root
