@@ -138,9 +138,10 @@ def test_a_template_from_an_unreachable_installation_is_made_by_the_mirror(
     assert (template / "PG_VERSION").read_text().strip() == inst.version.major
 
 
-def test_a_cache_in_a_private_folder_is_refused_not_opened(
+def test_mirrors_in_a_private_folder_are_refused_not_opened(
         workdir: Path, pg18: Installation, monkeypatch: pytest.MonkeyPatch) -> None:
-    """SYNCREP_LAB_HOME inside a 0700 folder: the mirror could not be reached either.
+    """The builds folder (where mirrors go) inside a 0700 folder: the mirror could not be
+    reached either.
     Refused with the cause and the fix, before anything is copied; the folder keeps its
     mode (an earlier version made every parent of the cache 0755, /root too)."""
     from syncrep_lab.pg.installations import reachable_by
@@ -151,13 +152,36 @@ def test_a_cache_in_a_private_folder_is_refused_not_opened(
     private = workdir / "private"
     private.mkdir(mode=0o700)
     private.chmod(0o700)
-    monkeypatch.setenv("SYNCREP_LAB_HOME", str(private / "home"))
+    monkeypatch.setenv("SYNCREP_LAB_BUILDS", str(private / "builds"))
     if account.is_self:
         assert reachable_by(inst, account) == inst
         return
     with pytest.raises(UserError) as refused:
         reachable_by(inst, account)
     assert str(private) in str(refused.value)
-    assert "SYNCREP_LAB_HOME" in (refused.value.fix or "")
+    assert "SYNCREP_LAB_BUILDS" in (refused.value.fix or "")
     assert private.stat().st_mode & 0o777 == 0o700
-    assert not (private / "home").exists()
+    assert not (private / "builds").exists()
+
+
+def test_a_mirror_whose_installation_is_gone_is_pruned(workdir: Path,
+                                                        pg18: Installation) -> None:
+    """Each fresh clone's wheel gets a mirror of its own (CI clones into a new folder
+    every run): the next mirror made removes those whose bin dir is gone."""
+    import shutil
+
+    from syncrep_lab.pg.installations import reachable_by
+    from syncrep_lab.runas import server_account
+
+    account = server_account()
+    hidden, inst = _hidden_wheel(workdir / "first", pg18)
+    first = reachable_by(inst, account)
+    if account.is_self:
+        assert first == inst
+        return
+    shutil.rmtree(hidden)
+    _, again = _hidden_wheel(workdir / "second", pg18)
+    second = reachable_by(again, account)
+    assert second.bin_dir != first.bin_dir
+    assert not first.bin_dir.exists()
+    assert (second.bin_dir / "postgres").is_file()

