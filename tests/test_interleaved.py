@@ -14,8 +14,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import psycopg
+import pytest
 
 from syncrep_lab.cluster.manifest import Manifest
+from syncrep_lab.errors import UserError
 from syncrep_lab.plan.load import load_spec
 from syncrep_lab.plan.spec import ResetMode
 from syncrep_lab.run.rounds import round_order
@@ -216,15 +218,32 @@ def test_other_load_on_the_machine_flags_the_repeat(workdir: Path) -> None:
     assert "other processes took" in first["disturbed"]
 
 
+def test_a_budget_the_floor_cannot_fit_is_refused_before_anything_starts(
+        workdir: Path) -> None:
+    """A budget of one second: the rounds never stop below two, so the run could not
+    keep it. Refused with the time the run needs and what shortens it, nothing made
+    (it once ran the floor anyway and overran a 2 min budget by 2 min 20 s)."""
+    text = SPEC.replace("seed = 42\n", 'seed = 42\nbudget = "1s"\n')
+    out = workdir / "refused"
+    with pytest.raises(UserError) as refused:
+        start_run(load_spec(text), text, workdir, out)
+    said = str(refused.value)
+    assert "cannot hold this run" in said and "4 measured repeats (2 rounds)" in said, said
+    assert "give --budget 10s or more" in said, said
+    assert not out.exists()
+
+
 def test_the_budget_ends_both_orders_after_two_rounds(workdir: Path) -> None:
-    """A budget of one second: no new round (or repeat) once spent, but never fewer
-    than 2, the fewest that give an interval; the cells say the budget stopped them."""
+    """A budget spent before the rounds begin (as a build can spend it: the command's
+    start moved back by the whole budget): no new round (or repeat) once spent, but
+    never fewer than 2, the fewest that give an interval; the cells say the budget
+    stopped them."""
     for order in ("interleaved", "blocked"):
         text = SPEC.replace("repeats_max = 3\nseed = 42\n",
-                            f'repeats_max = 6\nseed = 42\norder = "{order}"\nbudget = "1s"\n')
+                            f'repeats_max = 6\nseed = 42\norder = "{order}"\nbudget = "60s"\n')
         assert f'order = "{order}"' in text
         out = workdir / order
-        start_run(load_spec(text), text, workdir, out)
+        start_run(load_spec(text), text, workdir, out, started=time.monotonic() - 60)
         cells = _db(out).execute("select * from cells order by idx").fetchall()
         assert [(c["status"], c["repeats"], c["stop_reason"]) for c in cells] == [
             ("done", 2, "budget"), ("done", 2, "budget")], (order, [dict(c) for c in cells])

@@ -165,7 +165,7 @@ def test_join_takes_the_send_by_lsn_and_the_rest_by_bytes_and_order() -> None:
     joined = standby_anatomy.join(events(standby_anatomy.Commit(100, 5000, 340, 3)))
     # the second send's last byte came in the receive at 175, not the one at 170
     assert [joined.parts[p] for p in standby_anatomy.PARTS] == [
-        [50], [25], [25], [100], [], [10], [20], [10]]
+        [50], [25], [0], [25], [100], [], [10], [20], [10]]  # no sync timed: no queue
     assert joined.whole == [240]
     # a send before the wait began counts from the wait: 0, and so does its transit
     early = standby_anatomy.join(events(standby_anatomy.Commit(160, 4500, 340, 3)))

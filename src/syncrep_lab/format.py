@@ -28,6 +28,22 @@ def tps_short(value: float | None) -> str:
     return f"{value / 1000:,.0f}k" if value >= 10_000 else f"{value:,.0f}"
 
 
+def duration(seconds: float) -> str:
+    """A wall time in a sentence: '45 s', '4 min 10 s', '2 h 5 min'.
+
+    >>> duration(44.6), duration(250), duration(7500)
+    ('45 s', '4 min 10 s', '2 h 5 min')
+    """
+    whole = round(seconds)
+    if whole < 60:
+        return f"{whole} s"
+    if whole < 3600:
+        m, s = divmod(whole, 60)
+        return f"{m} min {s} s" if s else f"{m} min"
+    h, m = divmod(round(whole / 60), 60)
+    return f"{h} h {m} min" if m else f"{h} h"
+
+
 def ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f} ms"
 

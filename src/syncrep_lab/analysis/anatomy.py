@@ -52,7 +52,7 @@ WAIT_PARTS = ("standby_wait", "wakeup_queue", "run_queue", "unsignalled")
 WALSENDER_COMPONENTS = ("release", "release_gap", "waiters_freed")
 # the sync standby's half (probes/standby_anatomy.py), rows of standby:NAME
 STANDBY = "standby:"
-STANDBY_PARTS = ("send", "transit_out", "write", "flush", "replay", "reply",
+STANDBY_PARTS = ("send", "transit_out", "queue", "write", "flush", "replay", "reply",
                  "transit_back", "reply_handling")
 STANDBY_WHOLE = "whole"
 STANDBY_SYNC = "sync_call"  # each fdatasync/fsync of the walreceiver, per call
@@ -407,6 +407,7 @@ def growth_sentence(low: tuple[int, Anatomy], high: tuple[int, Anatomy]) -> str 
 
 
 STANDBY_NAMES = {"send": "primary's send", "transit_out": "transit out",
+                 "queue": "standby's queue (its walreceiver in a flush)",
                  "write": "standby's write", "flush": "standby's flush",
                  "replay": "standby's replay",
                  "reply": "standby's reply", "transit_back": "transit back",

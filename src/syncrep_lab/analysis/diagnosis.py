@@ -737,6 +737,7 @@ STANDBY_STEPS = {
     "transit_out": "measure the round trip between the hosts; put the synchronous standby "
                    "nearer (or use quorum ANY over standbys on short links)"}
 STANDBY_STEPS["transit_back"] = STANDBY_STEPS["transit_out"]
+STANDBY_STEPS["queue"] = STANDBY_STEPS["flush"]  # the WAL waited for a flush to end
 
 
 def _standby_or_network(facts: CellFacts) -> Verdict | None:

@@ -9,8 +9,12 @@ a batch of commits at once, in order:
 - ``send``: from the wait's start to the sync walsender's ``sendto`` of the WAL that
   holds the commit's LSN (the walsender's wake-up, its read of the WAL and its framing);
 - ``transit_out``: from that ``sendto``'s entry to the return of the walreceiver's next
-  ``recvfrom`` that got bytes (the kernel's network path both ends, and the wait for the
-  walreceiver to ask, where it was busy);
+  ``recvfrom`` that got bytes (the kernel's network path both ends), less the ``queue``;
+- ``queue``: the part of that span the walreceiver spent inside an ``fdatasync``/``fsync``
+  (each call's own start and end): the WAL had arrived, or was on its way, and waited at
+  the standby for its walreceiver to finish a flush. It is the standby's, not the wire's:
+  on one machine over a Unix socket a slowed flush once read as 62 % "transit out". A
+  walreceiver busy on its CPU (not in a sync) still counts in ``transit_out``;
 - ``write``: from there to the end of the walreceiver's next WAL ``write``/``pwrite64``;
 - ``flush``: from there to the end of its next ``fdatasync``/``fsync``;
 - ``reply``: from there to its ``sendto`` of the status message whose position (the
@@ -95,8 +99,8 @@ from syncrep_lab.stats.histogram import LatencyHistogram
 from syncrep_lab.store import AnatomyRow
 
 PROBE = "standby_anatomy"
-PARTS = ("send", "transit_out", "write", "flush", "replay", "reply", "transit_back",
-         "reply_handling")
+PARTS = ("send", "transit_out", "queue", "write", "flush", "replay", "reply",
+         "transit_back", "reply_handling")
 WHOLE = "whole"  # the anatomy's standby_wait of the commits joined
 SYNC = "sync_call"  # each fdatasync/fsync of the walreceiver, per call
 WHO = "standby:"  # the rows' ``who``: standby:NAME
@@ -245,8 +249,13 @@ tracepoint:syscalls:sys_exit_write, tracepoint:syscalls:sys_exit_pwrite64
 tracepoint:syscalls:sys_enter_fdatasync, tracepoint:syscalls:sys_enter_fsync /pid == {r}/ {{
     @fs[pid] = nsecs;
 }}
+// a sync already under way when the probe attached has no start: its return is still
+// a flush (the boundary), its duration unknown (0, left out of the per-call figures);
+// an unset start read as 0 once gave the time since boot as one call's length
 tracepoint:syscalls:sys_exit_fdatasync, tracepoint:syscalls:sys_exit_fsync /pid == {r}/ {{
-    printf("F 0 %llu %llu\\n", nsecs, nsecs - @fs[pid]);
+    $began = @fs[pid];
+    printf("F 0 %llu %llu\\n", nsecs, $began > 0 ? nsecs - $began : 0);
+    delete(@fs[pid]);
 }}
 """
 
@@ -508,7 +517,10 @@ def join(e: Events, slack: int = 0, *, own_release: bool = True) -> Joined:
     ...            [(320, 39), (330, 39)], [325, 340])
     >>> j = join(e)
     >>> [v[0] for v in j.parts.values() if v], j.whole  # no replay under `on`
-    ([50, 20, 30, 100, 10, 20, 10], [240])
+    ([50, 20, 0, 30, 100, 10, 20, 10], [240])
+    >>> e.syncs = [(300, 160)]  # the sync that ended at 300 began at 140: a queue of 30
+    >>> join(e).chains[0].parts["queue"], join(e).chains[0].parts["transit_out"]
+    (20, 0)
     >>> e.commits = [Commit(100, 5000, 325, 3)]  # freed by the release before
     >>> j = join(e)
     >>> j.chains, j.elsewhere
@@ -520,6 +532,9 @@ def join(e: Events, slack: int = 0, *, own_release: bool = True) -> Joined:
     out = _Pipe([(t, n) for t, n, _ in e.sends], e.received, slack)
     back = _Pipe(e.replies, e.read_back, slack)
     reply_at = [t for t, _ in e.replies]
+    # the walreceiver's syncs whose start was seen (a duration of 0: under way at attach)
+    busy = sorted((t - d, t) for t, d in e.syncs if d > 0)
+    ends = [t for _, t in busy]
     flushed = bool(e.flushes)
     read = any(p is not None for p in e.positions)  # the replies' positions
     for c in e.commits:
@@ -563,13 +578,32 @@ def join(e: Events, slack: int = 0, *, own_release: bool = True) -> Joined:
             bounds.append(max(t, bounds[-1]))
         # under remote_apply the span from the flush to the reply is the startup
         # process's replay and its request for a reply: replay, the reply not apart
-        names = [p for p in PARTS if p != ("reply" if c.level >= REMOTE_APPLY else "replay")]
-        chains.append(Chain(c.start, {
-            name: high - low for name, low, high in zip(names, bounds, bounds[1:], strict=False)
-            if name != "flush" or (flushed and c.level > REMOTE_WRITE)},
-            max(c.release, c.start) - c.start,
-            (e.sends[k][0], got, reply_at[r], back.got_at[heard])))
+        names = [p for p in PARTS if p != "queue"
+                 and p != ("reply" if c.level >= REMOTE_APPLY else "replay")]
+        parts = {name: high - low
+                 for name, low, high in zip(names, bounds, bounds[1:], strict=False)
+                 if name != "flush" or (flushed and c.level > REMOTE_WRITE)}
+        parts["queue"] = _syncing(busy, ends, bounds[1], bounds[2])
+        parts["transit_out"] -= parts["queue"]
+        chains.append(Chain(c.start, parts, max(c.release, c.start) - c.start,
+                            (e.sends[k][0], got, reply_at[r], back.got_at[heard])))
     return Joined(chains, unmatched, applied, e.syncs, elsewhere)
+
+
+def _syncing(busy: list[tuple[int, int]], ends: list[int], low: int, high: int) -> int:
+    """Nanoseconds of [low, high) the walreceiver spent in a sync: ``busy`` its syncs as
+    (start, end), in order and apart (one process), ``ends`` their ends.
+
+    >>> busy = [(10, 20), (30, 50)]
+    >>> _syncing(busy, [20, 50], 15, 40), _syncing(busy, [20, 50], 0, 5)
+    (15, 0)
+    """
+    total = 0
+    for start, end in busy[bisect.bisect_right(ends, low):]:
+        if start >= high:
+            break
+        total += min(end, high) - max(start, low)
+    return total
 
 
 # -- a standby on an SSH host: two clocks ----------------------------------------------
@@ -745,7 +779,8 @@ def rows(joined: Joined, name: str) -> list[AnatomyRow]:
     aggregate over the commits joined, then the whole's, then the walreceiver's syncs
     (each fdatasync/fsync call's own time, once, however many commits it covered)."""
     found = []
-    syncs = [d for _, d in joined.syncs] if joined.chains else []
+    # a duration of 0: a sync under way when the probe attached, whose start it missed
+    syncs = [d for _, d in joined.syncs if d > 0] if joined.chains else []
     for component, values in (*((p, joined.parts[p]) for p in PARTS), (WHOLE, joined.whole),
                               (SYNC, syncs)):
         if not values:

@@ -35,7 +35,12 @@ def check_machine(spec: Spec) -> dict[str, Any]:
     PostgreSQL the spec names is installed, and each sync spec suits its version. What
     the guests' check found (run/guests.check: ``run --check`` prints it), else {}."""
     from syncrep_lab.pg.installations import resolve
+    from syncrep_lab.placement.cpus import machine_cpus
+    from syncrep_lab.plan.least_time import check_budget
 
+    # a budget the run's floor cannot fit: refused before anything starts, here, where
+    # both `run` and `ab` pass before their first cluster (the cells as they will run)
+    check_budget(spec, without_unlinkable(spec, expand(spec, len(machine_cpus()) or 2)).cells)
     if "sysbench" in (spec.matrix.driver or [spec.workload.driver]):
         from syncrep_lab.run import sysbench
 

@@ -366,7 +366,7 @@ class AnatomyRow(NamedTuple):
     who: str  # backend | walsender:NAME (the standby it serves) | standby:NAME
     component: str  # local_flush | commit_wait | standby_wait | wakeup_queue | run_queue
     # | unsignalled (backend); release | release_gap | waiters_freed (walsender); send |
-    # transit_out | write | flush | reply | transit_back | reply_handling | whole (standby)
+    # transit_out | queue | write | flush | reply | transit_back | reply_handling | whole (standby)
     # the column's name; it hides tuple.count, which nothing calls on a row
     count: int  # type: ignore[assignment]
     total: float  # exact sum, ns

@@ -26,6 +26,7 @@ SHORT_PARTS = {"unsignalled": "released before sleeping"}
 # the parts of the wait for a standby, in a column (analysis/anatomy.py's STANDBY_NAMES
 # spelt out are too wide for it)
 STANDBY_SHORT = {"send": "primary's send", "transit_out": "transit out",
+                 "queue": "standby's queue",
                  "write": "standby's write", "flush": "standby's flush",
                  "replay": "standby's replay", "reply": "standby's reply",
                  "transit_back": "transit back", "reply_handling": "reply's handling"}
