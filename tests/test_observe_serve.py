@@ -154,7 +154,6 @@ def test_a_scrape_gives_the_windows_json_figures(served: Served) -> None:
             "syncrep_commits_per_second": o["commits_per_s"],
             "syncrep_sync_wait_ratio": o["sync_wait_share"],
             "syncrep_waiting_backends": o["waiting_backends_mean"],
-            "syncrep_headroom_ratio": o["headroom"],
             "syncrep_window_duration_seconds": o["seconds"]}
     for name, value in same.items():
         assert got[(name, ())] == pytest.approx(value, rel=1e-12), name
@@ -163,11 +162,15 @@ def test_a_scrape_gives_the_windows_json_figures(served: Served) -> None:
     labels = (("kind", bound["kind"]), ("resource", bound["resource"]))
     assert got[("syncrep_ceiling_writes_per_second", labels)] == pytest.approx(
         bound["max_tps"], rel=1e-12)
+    # the headroom is the lowest of every ceiling the answer lists, named by its labels
+    assert bound["max_tps"] == min(b["max_tps"] for b in o["bounds"])
+    assert got[("syncrep_headroom_ratio", labels)] == pytest.approx(o["headroom"],
+                                                                     rel=1e-12)
     # the headroom's interval is its ceiling's over the window's rate, and holds it
-    low = got[("syncrep_headroom_ratio_lower", ())]
-    high = got[("syncrep_headroom_ratio_upper", ())]
+    low = got[("syncrep_headroom_ratio_lower", labels)]
+    high = got[("syncrep_headroom_ratio_upper", labels)]
     assert low == pytest.approx(bound["low"] / o["writes_per_s"], rel=1e-12)
-    assert low <= got[("syncrep_headroom_ratio", ())] <= high
+    assert low <= got[("syncrep_headroom_ratio", labels)] <= high
     (standby,) = o["replication"]
     who = standby["standby"]
     state = standby["states"].split(",")[-1]

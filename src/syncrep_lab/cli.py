@@ -787,12 +787,14 @@ def observe_cmd(conninfo: str | None, cluster_dir: Path | None, standbys: tuple[
     if (conninfo is None) == (cluster_dir is None):
         raise UserError("give the primary's CONNINFO or --dir of a cluster the tool made",
                         "e.g. syncrep-lab observe 'host=db1 dbname=postgres user=monitor'")
-    named = tuple(given)  # with --anatomy, the sync one's half is split too
     if cluster_dir is not None:
         manifest = _load(cluster_dir)
         conninfo = manifest.conninfo(manifest.primary)
         for node in manifest.standbys:
             given.setdefault(node.name, manifest.conninfo(node))
+    # with --anatomy, the sync one's half is split too, wherever it runs here: named
+    # with --standby or added by --dir alike (a standby elsewhere is said and left out)
+    named = tuple(given)
     assert conninfo is not None
     folder = out_dir or RUNS_DIR / f"observe-{time.strftime('%Y%m%d-%H%M%S')}"
     # what it says while it watches goes to stderr where stdout is JSON

@@ -9,7 +9,14 @@ rows mean), so ``observe``, ``diagnose`` and the report give the same answer:
 - **the sync walsender**: its CPU per written transaction (/proc), the share of a core
   it keeps busy now, and the rate at which it alone would be busy all the time (the
   bottleneck model's bound, analysis/model.py): the headroom is that over today's rate;
-- **the standbys**: sync states, flush and replay lags;
+- **the standbys**: sync states; flush and replay lags, pg_stat_replication's and the
+  lag from WAL positions (bytes behind over the WAL's rate), the latter trusted where
+  they disagree beyond their noise; each walreceiver's time in a WAL sync and write
+  (its wait events on the standby), which names a slow sync standby without the lags;
+- **the headroom**: the lowest of every ceiling the answer knows over today's rate:
+  each process's and the machine's CPU (the bottleneck model), the wait's ceiling at
+  this concurrency (Little's law on the sampled IPC:SyncRep share) and each sync
+  standby's walreceiver (busy all the time). A cluster at its wait ceiling reads 1x;
 - **the observer's own cost**: its backend's CPU and its statements per second;
 - **the commit anatomy** (``observe --anatomy``): where a written transaction's commit
   time goes inside the primary, and the wait-bound ceilings (analysis/anatomy.py).
@@ -42,6 +49,19 @@ WAIT_MOST = 0.5  # of the backends' in-transaction time: the wait is most of a c
 WAIT_SOME = 0.1  # below this, synchronous replication is not what commits spend time on
 BUSY = 0.7  # of one core: a single process this busy is near its own ceiling
 IDLE_BACKENDS = 0.5  # client backends in a transaction on average: the load is light
+# a sync standby's walreceiver in a WAL sync this much of its time: its flush binds
+# (its wait events on the standby; no lag column needed)
+FLUSHING = 0.5
+FLUSHING_SURE = 0.8
+# the two lags disagree beyond their noise: one more than twice the other and more than
+# a millisecond apart (the view's lags are the LagTracker's samples, positions are read
+# at --hz: each is good to about one sampling interval)
+LAGS_APART = 2.0
+LAGS_APART_MS = 1.0
+SYNC_EVENTS = ("IO:WalSync", "IO:WALSync")  # 17 renamed WALSync; 10 to 16 spell it so
+WRITE_EVENTS = ("IO:WalWrite", "IO:WALWrite")
+RECEIVER_IDLE = "Activity:WalReceiverMain"  # waiting for WAL to arrive
+WAIT_CEILING = "commit wait at this concurrency"
 
 
 @dataclass(frozen=True)
@@ -65,6 +85,47 @@ class WalsenderLoad:
         return {"standby": self.standby, "cpu_us_per_commit": json_value(self.cpu_us_per_commit),
                 "cores_busy": self.cores_busy, "max_tps": self.max_tps,
                 "headroom": self.headroom}
+
+
+@dataclass(frozen=True)
+class StandbyLoad:
+    """A standby during the window: how its walreceiver spent its time (the shares of
+    its wait-event samples; None where the standby was not watched or is 9.6), and its
+    flush lag both ways: pg_stat_replication's and from WAL positions."""
+
+    standby: str
+    sync: bool  # synchronous (or a quorum candidate) during the window
+    syncing: float | None  # its walreceiver's share of samples in a WAL sync
+    writing: float | None  # ... in a WAL write
+    busy: float | None  # ... not waiting for WAL to arrive
+    view_flush_ms: float | None
+    position_flush_ms: float | None  # bytes behind over the window's WAL rate
+    sync_call_us: float | None  # one sync's time, where --anatomy split its half
+    syncs: int
+
+    @property
+    def lags_disagree(self) -> bool:
+        """The two flush lags apart beyond their noise (LAGS_APART, LAGS_APART_MS)."""
+        a, b = self.view_flush_ms, self.position_flush_ms
+        if a is None or b is None:
+            return False
+        low, high = sorted((a, b))
+        return high - low > LAGS_APART_MS and high > LAGS_APART * low
+
+    @property
+    def flush_ms(self) -> float | None:
+        """The flush lag the answer rests on: from positions where the two disagree."""
+        if self.lags_disagree or self.view_flush_ms is None:
+            return self.position_flush_ms
+        return self.view_flush_ms
+
+    def to_json(self) -> dict[str, JSON]:
+        return {"standby": self.standby, "sync": self.sync, "syncing": self.syncing,
+                "writing": self.writing, "busy": self.busy,
+                "view_flush_ms": self.view_flush_ms,
+                "position_flush_ms": self.position_flush_ms,
+                "lags_disagree": self.lags_disagree, "flush_ms": self.flush_ms,
+                "sync_call_us": self.sync_call_us, "syncs": self.syncs}
 
 
 @dataclass(frozen=True)
@@ -117,9 +178,13 @@ class Observation:
     waiting_backends_mean: float | None
     backend_waits: dict[str, float]  # the backends' six largest wait-event shares
     walsenders: tuple[WalsenderLoad, ...]
+    standbys: tuple[StandbyLoad, ...]
     replication: tuple[ReplicationSummary, ...]
     state_changes: tuple[StateChange, ...]
-    lowest_bound: model.Bound | None  # the model's lowest capacity bound
+    # every ceiling the headroom is the lowest of: CPU (the model's), the wait's at this
+    # concurrency, each sync standby's walreceiver; lowest first
+    bounds: tuple[model.Bound, ...]
+    lowest_bound: model.Bound | None
     headroom: float | None  # its rate over the window's
     cpus: float | None
     cpu_note: str | None  # why CPU per process was not measured
@@ -143,8 +208,10 @@ class Observation:
             "waiting_backends_mean": self.waiting_backends_mean,
             "backend_waits": {k: v for k, v in self.backend_waits.items()},
             "walsenders": [w.to_json() for w in self.walsenders],
+            "standbys": [b.to_json() for b in self.standbys],
             "replication": [json_value(asdict(r)) for r in self.replication],
             "state_changes": [c.to_json() for c in self.state_changes],
+            "bounds": [b.to_json() for b in self.bounds],
             "lowest_bound": self.lowest_bound.to_json() if self.lowest_bound else None,
             "headroom": self.headroom, "cpus": self.cpus, "cpu_note": self.cpu_note,
             "own": self.own.to_json(), "notes": list(self.notes),
@@ -261,8 +328,20 @@ def window_figures(store: Store, cell: StoredCell, machine: Mapping[str, JSON]
             (float(cpu["mean"]) * rate / 1e6 if cpu and cpu["mean"] is not None else None),
             bound.max_tps.mean if bound else None,
             bound.max_tps.mean / rate if bound and rate > 0 else None))
-    capacity = [b for b in built.bounds if b.kind != "clients"]
-    lowest = capacity[0] if capacity else None
+    standbys = _standby_loads(costs.waits, replication, sums["wal_bytes"] / seconds,
+                              costs.anatomy)
+    in_tx = sums["in_transaction_mean"]
+    interval = (cell.tps_ci_low, cell.tps_ci_high)
+    ceilings = [b for b in built.bounds if b.kind != "clients"]
+    waiting = (params.get("synchronous_commit") in WAITING_LEVELS
+               and bool(params.get("synchronous_standby_names")))
+    if waiting and sync_share:
+        ceilings.append(_wait_ceiling(rate, sync_share, sums["sessions_max"], in_tx,
+                                      interval))
+    ceilings += [_receiver_bound(b, rate, interval) for b in standbys
+                 if b.sync and b.busy and rate > 0]
+    ceilings.sort(key=lambda b: b.max_tps.mean)
+    lowest = ceilings[0] if ceilings else None
     found = Observation(
         idx=cell.idx, label=cell.label, version=version,
         synchronous_commit=params.get("synchronous_commit"),
@@ -281,9 +360,9 @@ def window_figures(store: Store, cell: StoredCell, machine: Mapping[str, JSON]
         waiting_backends_mean=(sync_share * sums["in_transaction_mean"]
                                if sync_share is not None else None),
         backend_waits=dict(list(backend["share"].items())[:6]) if backend else {},
-        walsenders=tuple(walsenders), replication=replication,
+        walsenders=tuple(walsenders), standbys=standbys, replication=replication,
         state_changes=tuple(_state_changes(store, cell_id)),
-        lowest_bound=lowest,
+        bounds=tuple(ceilings), lowest_bound=lowest,
         headroom=lowest.max_tps.mean / rate if lowest and rate > 0 else None,
         cpus=built.cpus if built.bounds else _usable(machine),
         cpu_note=sums["cpu_note"],
@@ -294,6 +373,78 @@ def window_figures(store: Store, cell: StoredCell, machine: Mapping[str, JSON]
         anatomy=costs.anatomy)
     return WindowFigures(dataclasses.replace(found, verdicts=tuple(verdicts(found))), costs,
                          built)
+
+
+def _share(waits: Sequence[Mapping[str, Any]], node: str, role: str,
+           events: Sequence[str]) -> float | None:
+    """A role's share of samples in ``events`` (None: the role was not sampled)."""
+    row = next((w for w in waits if (w["node"], w["role"]) == (node, role)), None)
+    if row is None:
+        return None
+    return sum(float(row["share"].get(e, 0.0)) for e in events)
+
+
+def _standby_loads(waits: Sequence[Mapping[str, Any]],
+                   replication: Sequence[ReplicationSummary], wal_bytes_per_s: float,
+                   anatomy: Anatomy | None) -> tuple[StandbyLoad, ...]:
+    """Every standby in pg_stat_replication: its walreceiver's time (where the standby
+    was watched) and its flush lag both ways."""
+    sync = set(_sync_standbys(replication))
+    halves = {h.standby.removeprefix("standby:"): h
+              for h in (anatomy.standby if anatomy is not None else ())}
+    out = []
+    for r in replication:
+        name = str(r.standby)
+        idle = _share(waits, name, "walreceiver", (RECEIVER_IDLE,))
+        half = halves.get(name)
+        out.append(StandbyLoad(
+            name, name in sync, _share(waits, name, "walreceiver", SYNC_EVENTS),
+            _share(waits, name, "walreceiver", WRITE_EVENTS),
+            None if idle is None else max(0.0, 1.0 - idle),
+            float(r.flush_ms) if r.flush_ms is not None else None,
+            (1000.0 * float(r.flush_bytes) / wal_bytes_per_s
+             if r.flush_bytes is not None and wal_bytes_per_s > 0 else None),
+            half.sync_us if half is not None else None, half.syncs if half else 0))
+    return tuple(out)
+
+
+def _scaled(tps: float, rate: float, interval: tuple[float | None, float | None]
+            ) -> model.Interval:
+    """A ceiling read in proportion to the window's rate, with the rate's interval over
+    slices carried to it (the slices' spread is the one the window measured)."""
+    low, high = interval
+    return model.Interval(tps, tps * low / rate if low else tps,
+                          tps * high / rate if high else tps)
+
+
+def _wait_ceiling(rate: float, share: float, sessions: int, in_tx: float,
+                  interval: tuple[float | None, float | None]) -> model.Bound:
+    """The wait's ceiling at this concurrency (Little's law): the sessions seen, each
+    waiting ``share`` of its time in a transaction for a standby, can commit no faster
+    than the sessions over the wait a commit, however fast the rest became. At a share
+    of 1 with every session in a transaction it is today's rate: 1x."""
+    wait_s = share * in_tx / rate  # a commit's wait, Little's law on the waiting ones
+    tps = max(sessions, in_tx) / wait_s
+    return model.Bound(WAIT_CEILING, "wait",
+                       model.Interval(wait_s * 1e6, wait_s * 1e6, wait_s * 1e6),
+                       float(max(sessions, in_tx)), _scaled(tps, rate, interval),
+                       "Little's law: the sessions seen over a commit's wait for a standby "
+                       "(the IPC:SyncRep share of their time in a transaction)")
+
+
+def _receiver_bound(standby: StandbyLoad, rate: float,
+                    interval: tuple[float | None, float | None]) -> model.Bound:
+    """A sync standby's walreceiver busy all the time (receiving, writing, flushing):
+    the rate at which it would never wait for WAL, at the commits it flushes together
+    now (more clients let a flush cover more commits: past this, the wait's ceiling
+    says more)."""
+    busy = float(standby.busy or 0.0)
+    return model.Bound(f"walreceiver:{standby.standby}", "standby",
+                       model.Interval(busy * 1e6 / rate, busy * 1e6 / rate,
+                                      busy * 1e6 / rate),
+                       1.0, _scaled(rate / busy, rate, interval),
+                       f"standby {standby.standby}'s walreceiver's wait events: busy "
+                       f"{100 * busy:.0f} % of the window")
 
 
 def verdicts(o: Observation) -> list[Verdict]:
@@ -362,6 +513,19 @@ def verdicts(o: Observation) -> list[Verdict]:
             f"standby: synchronous replication is not what limits commits now; their time "
             f"goes to {_top_waits(o)}", evidence,
             ["look at the largest wait above (syncrep-lab costs shows every role's)"]))
+    for b in o.standbys:
+        if b.lags_disagree:
+            found.append(Verdict(
+                "lags disagree", "medium",
+                f"standby {b.standby}'s flush lag in pg_stat_replication "
+                f"({float(b.view_flush_ms or 0):,.2f} ms) and from WAL positions "
+                f"({float(b.position_flush_ms or 0):,.2f} ms) disagree beyond their noise: "
+                "the answer rests on positions (the view's lags are sampled by the "
+                "walsender when replies come, and stand still or lag behind a standby "
+                "that answers late)",
+                {"standby": b.standby, "view_flush_ms": round(float(b.view_flush_ms or 0), 3),
+                 "position_flush_ms": round(float(b.position_flush_ms or 0), 3)},
+                ["compare pg_current_wal_lsn() with the standby's flush_lsn over time"]))
     if o.in_transaction_mean < IDLE_BACKENDS:
         found.append(Verdict(
             "light load", "medium",
@@ -371,22 +535,38 @@ def verdicts(o: Observation) -> list[Verdict]:
              "sessions_max": o.sessions_max},
             ["observe again at the busiest hour"]))
     if o.headroom is not None and o.lowest_bound is not None:
-        b = o.lowest_bound
-        what = (f"the sync walsender for {b.resource.split(':', 1)[1]} alone"
-                if str(b.resource).startswith("walsender:") else
-                f"the {o.cpus:g} CPUs" if b.kind == "machine" else str(b.resource))
-        found.append(Verdict(
-            "headroom", "medium",
-            f"{what} would bind at ~{fmt.tps_short(b.max_tps.mean)} written transactions "
-            f"per second, {o.headroom:.1f}x today's {rate:,.0f} (the bottleneck model on "
-            "CPU per commit measured here; wait-bound ceilings come first if the wait grows)",
-            {"bound": str(b.resource), "max_tps": round(b.max_tps.mean, 1),
-             "max_tps_low": round(b.max_tps.low, 1), "max_tps_high": round(b.max_tps.high, 1),
-             "headroom": round(o.headroom, 2)},
-            [f"syncrep-lab model RUN_FOLDER --cores N: what {b.resource} would allow "
-             "on N cores"]))
+        found.append(_headroom(o, o.lowest_bound, o.headroom, rate))
     order = {"high": 0, "medium": 1, "low": 2, "unknown": 3}
     return sorted(found, key=lambda v: order[v.confidence])
+
+
+def _headroom(o: Observation, b: model.Bound, headroom: float, rate: float) -> Verdict:
+    """The lowest ceiling over today's rate, said by what sets it."""
+    resource = str(b.resource)
+    if b.kind == "wait":
+        what = (f"the wait for the standby at this concurrency ({b.capacity:g} sessions, "
+                f"{float(b.demand_us.mean if b.demand_us else 0) / 1000:,.2f} ms a commit "
+                "in IPC:SyncRep; Little's law)")
+    elif b.kind == "standby":
+        what = f"standby {resource.split(':', 1)[1]}'s walreceiver, busy all the time,"
+    elif resource.startswith("walsender:"):
+        what = f"the sync walsender for {resource.split(':', 1)[1]} alone"
+    else:
+        what = f"the {o.cpus:g} CPUs" if b.kind == "machine" else resource
+    others = ", ".join(f"{x.resource} {fmt.tps_short(x.max_tps.mean)}"
+                       for x in o.bounds[1:4])
+    return Verdict(
+        "headroom", "medium",
+        f"{what} would bind at ~{fmt.tps_short(b.max_tps.mean)} written transactions per "
+        f"second, {headroom:.1f}x today's {rate:,.0f} (the lowest of the ceilings known "
+        f"here{'; then ' + others if others else ''})",
+        {"bound": resource, "bound_kind": b.kind, "max_tps": round(b.max_tps.mean, 1),
+         "max_tps_low": round(b.max_tps.low, 1), "max_tps_high": round(b.max_tps.high, 1),
+         "headroom": round(headroom, 2)},
+        ["more sessions raise the wait's ceiling only where the standby batches more "
+         "commits a flush: syncrep-lab run on a copy measures it" if b.kind in
+         ("wait", "standby") else
+         f"syncrep-lab model RUN_FOLDER --cores N: what {resource} would allow on N cores"])
 
 
 Busiest = tuple[WalsenderLoad, float]  # and the share of a core it kept busy
@@ -400,11 +580,83 @@ def _busiest(o: Observation) -> Busiest | None:
 
 
 def _sync_lag(o: Observation, level: str) -> float | None:
+    """The sync standbys' lag of the level (the least of them): a flush lag from WAL
+    positions where pg_stat_replication's disagrees with it beyond their noise."""
     key = LAG_OF_LEVEL.get(level, "flush_ms")
+    if key == "flush_ms":
+        lags = [b.flush_ms for b in o.standbys if b.sync and b.flush_ms is not None]
+        return min(lags) if lags else None
     sync = set(_sync_standbys(o.replication))
-    lags = [float(lag) for r in o.replication
-            if r.standby in sync and (lag := getattr(r, key)) is not None]
-    return min(lags) if lags else None
+    found = [float(lag) for r in o.replication
+             if r.standby in sync and (lag := getattr(r, key)) is not None]
+    return min(found) if found else None
+
+
+def _slow_standby(o: Observation, said: str, confidence: str,
+                  evidence: dict[str, float | str]) -> Verdict | None:
+    """A sync standby whose walreceiver is inside a WAL sync most of its time: its flush
+    binds, named from its wait events on the standby (no lag column needed), with what
+    the other standbys do and what quorum would give."""
+    flushing = [b for b in o.standbys if b.sync and (b.syncing or 0.0) >= FLUSHING]
+    if not flushing:
+        return None
+    slow = max(flushing, key=lambda b: b.syncing or 0.0)
+    share = float(slow.syncing or 0.0)
+    per_call = ""
+    if slow.sync_call_us is not None and slow.syncs:
+        per_call = (f"; the fdatasync call itself {slow.sync_call_us / 1000:,.2f} ms over "
+                    f"{slow.syncs:,} calls")
+        inside = slow.sync_call_us * slow.syncs / 1e6
+        if inside < 0.5 * share * float(o.seconds):
+            # the wait event spans more than the call: a sleep or a lock before it
+            per_call += (f", {inside:,.1f} s of the {share * float(o.seconds):,.1f} s the "
+                         "wait event spans: the rest is before the call")
+    lag = (f"; its flush lag from WAL positions is {slow.position_flush_ms:,.1f} ms"
+           if slow.position_flush_ms is not None else "")
+    others = [b for b in o.standbys if b is not slow and b.syncing is not None]
+    beside = "".join(f"; {b.standby}'s walreceiver {100 * float(b.syncing or 0):.0f} %"
+                     + (f" (flush lag {b.flush_ms:,.1f} ms)" if b.flush_ms is not None
+                        else "") for b in others)
+    evidence.update({"slow_standby": slow.standby,
+                     "walreceiver_sync_share": round(share, 3)})
+    if slow.position_flush_ms is not None:
+        evidence["position_flush_lag_ms"] = round(slow.position_flush_ms, 3)
+    if slow.sync_call_us is not None:
+        evidence["sync_call_us"] = round(slow.sync_call_us, 1)
+    steps = [f"a faster WAL disk on {slow.standby} (its volume's IOPS or throughput limit, "
+             "a neighbour on it, its write cache)",
+             f"synchronous_commit = remote_write waits for {slow.standby}'s write, not "
+             "its flush"]
+    quick = [b for b in others if (b.syncing or 0.0) < FLUSHING and b.flush_ms is not None]
+    if quick:
+        c = min(quick, key=lambda b: float(b.flush_ms or 0.0))
+        steps.insert(1, _quorum_step(o, slow, c))
+    return Verdict(
+        "standby flush", "high" if share >= FLUSHING_SURE and confidence == "high"
+        else "medium",
+        f"{said}; standby {slow.standby}'s WAL flush binds: its walreceiver spends "
+        f"{100 * share:.0f} % of its time in a WAL sync (IO:WalSync){per_call}{lag}"
+        f"{beside}",
+        evidence, steps)
+
+
+def _quorum_step(o: Observation, slow: StandbyLoad, quick: StandbyLoad) -> str:
+    """What ANY 1 over the slow standby and a quick one predicts at this concurrency
+    (Little's law): a commit's wait for ``slow`` replaced by ``quick``'s flush lag."""
+    names = ", ".join(sorted({slow.standby, quick.standby}))
+    text = (f"quorum ANY 1 ({names}): {quick.standby} flushes with a lag of "
+            f"{float(quick.flush_ms or 0):,.2f} ms")
+    share, rate = o.sync_wait_share, float(o.writes_per_s)
+    if share is None or rate <= 0 or o.in_transaction_mean <= 0:
+        return text
+    in_server = o.in_transaction_mean / rate
+    faster = in_server * (1 - share) + float(quick.flush_ms or 0) / 1000
+    if faster <= 0:
+        return text
+    predicted = o.in_transaction_mean / faster
+    return (f"{text}: at this concurrency that predicts ~{fmt.tps_short(predicted)} tps, "
+            f"{predicted / rate:.1f}x today's (Little's law, if {quick.standby} keeps "
+            "that pace under the load)")
 
 
 def _top_waits(o: Observation) -> str:
@@ -419,6 +671,9 @@ def _waiting(o: Observation, share: float, busiest: Busiest | None,
     said = (f"{100 * share:.0f} % of the backends' time in a transaction waits for a "
             f"standby (IPC:SyncRep; {o.waiting_backends_mean or 0.0:.1f} backends wait at "
             "once)")
+    slow = _slow_standby(o, said, confidence, evidence)
+    if slow is not None:
+        return slow
     if busiest is not None and busiest[1] >= BUSY:
         return Verdict(
             "sync walsender saturated", confidence,

@@ -52,8 +52,8 @@ class ObserveOptions:
     out: Path = Path("observe")
     label: str | None = None
     anatomy: bool = False  # the commit anatomy probe on the primary (observe/anatomy.py)
-    # the standbys named with --standby (not those --dir adds): with --anatomy, the sync
-    # one's half of each commit is split too (probes/standby_anatomy.py)
+    # the standbys whose half of each commit --anatomy splits, where the sync one runs
+    # here (probes/standby_anatomy.py): those --standby names and those --dir adds
     named: tuple[str, ...] = ()
 
 

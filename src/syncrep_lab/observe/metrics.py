@@ -136,7 +136,10 @@ def _ceilings(f: Families, figures: WindowFigures) -> None:
     o, built = figures.observation, figures.model
     why = o.cpu_note or ("no transaction wrote in the window" if o.writes_per_s <= 0
                          else "no ceiling was measured")
-    bounds = [*built.bounds, *built.wait_bounds]
+    # the model's, and the answer's own (the wait's ceiling at this concurrency, each
+    # sync standby's walreceiver), each once
+    bounds = list({(b.resource, b.kind): b for b in [*built.bounds, *built.wait_bounds,
+                                                     *o.bounds]}.values())
     if not bounds:
         f.absent("syncrep_ceiling_writes_per_second", why)
     for b in bounds:
@@ -159,13 +162,17 @@ def _ceilings(f: Families, figures: WindowFigures) -> None:
         f.absent("syncrep_ceiling_writes_per_second",
                  "wait bounds: " + (built.wait_missing or "observe without --anatomy"))
     lowest = o.lowest_bound
-    headroom = "The lowest capacity ceiling over the window's rate of writes"
-    f.gauge("syncrep_headroom_ratio", headroom, o.headroom, why=why)
+    headroom = ("The lowest ceiling the answer knows (CPU, the wait's at this "
+                "concurrency, a sync standby's walreceiver) over the window's rate of "
+                "writes; resource and kind name it")
+    # the ceiling that sets it is the metric's labels: an alert can say which binds
+    named = {"resource": lowest.resource, "kind": lowest.kind} if lowest else None
+    f.gauge("syncrep_headroom_ratio", headroom, o.headroom, named, why=why)
     rate = o.writes_per_s
     f.gauge("syncrep_headroom_ratio_lower", "Its 95 % interval, lower end",
-            lowest.max_tps.low / rate if lowest and rate > 0 else None, why=why)
+            lowest.max_tps.low / rate if lowest and rate > 0 else None, named, why=why)
     f.gauge("syncrep_headroom_ratio_upper", "Its 95 % interval, upper end",
-            lowest.max_tps.high / rate if lowest and rate > 0 else None, why=why)
+            lowest.max_tps.high / rate if lowest and rate > 0 else None, named, why=why)
     if lowest is not None:
         binding = InfoMetricFamily("syncrep_headroom", "The ceiling the headroom is of",
                                    labels=["resource", "kind"])

@@ -10,11 +10,12 @@ a batch of commits at once, in order:
   holds the commit's LSN (the walsender's wake-up, its read of the WAL and its framing);
 - ``transit_out``: from that ``sendto``'s entry to the return of the walreceiver's next
   ``recvfrom`` that got bytes (the kernel's network path both ends), less the ``queue``;
-- ``queue``: the part of that span the walreceiver spent inside an ``fdatasync``/``fsync``
-  (each call's own start and end): the WAL had arrived, or was on its way, and waited at
-  the standby for its walreceiver to finish a flush. It is the standby's, not the wire's:
-  on one machine over a Unix socket a slowed flush once read as 62 % "transit out". A
-  walreceiver busy on its CPU (not in a sync) still counts in ``transit_out``;
+- ``queue``: the part of that span the walreceiver was busy, not waiting for WAL in its
+  ``epoll_wait`` (a flush, a sleep before one, its CPU): the WAL had arrived, or was on
+  its way, and waited at the standby for its walreceiver to come and read it. It is the
+  standby's, not the wire's: on one machine over a Unix socket a slowed flush once read
+  as 62 % "transit out". Where no wait of the walreceiver's was seen (a recording made
+  before this probe), the part of the span inside its ``fdatasync``/``fsync`` calls;
 - ``write``: from there to the end of the walreceiver's next WAL ``write``/``pwrite64``;
 - ``flush``: from there to the end of its next ``fdatasync``/``fsync``;
 - ``reply``: from there to its ``sendto`` of the status message whose position (the
@@ -246,6 +247,14 @@ tracepoint:syscalls:sys_enter_write, tracepoint:syscalls:sys_enter_pwrite64 /pid
 }}
 tracepoint:syscalls:sys_exit_write, tracepoint:syscalls:sys_exit_pwrite64
 /pid == {r} && args->ret > 0/ {{ printf("W %d %llu\\n", @wfd[pid], nsecs); }}
+// its waits for WAL (WaitLatchOrSocket's epoll): outside them it is busy
+tracepoint:syscalls:sys_enter_epoll_wait, tracepoint:syscalls:sys_enter_epoll_pwait
+/pid == {r}/ {{ @ew[pid] = nsecs; }}
+tracepoint:syscalls:sys_exit_epoll_wait, tracepoint:syscalls:sys_exit_epoll_pwait /pid == {r}/ {{
+    $waited = @ew[pid];
+    if ($waited > 0) {{ printf("I 0 %llu %llu\\n", $waited, nsecs); }}
+    delete(@ew[pid]);
+}}
 tracepoint:syscalls:sys_enter_fdatasync, tracepoint:syscalls:sys_enter_fsync /pid == {r}/ {{
     @fs[pid] = nsecs;
 }}
@@ -301,6 +310,8 @@ class Events:
     syncs: list[tuple[int, int]] = field(default_factory=list)
     # each reply's (write, flush, apply) positions, None where it was no status message
     positions: list[tuple[int, int, int] | None] = field(default_factory=list)
+    # the walreceiver's waits for WAL (epoll_wait): (entry, return), in order
+    idle: list[tuple[int, int]] = field(default_factory=list)
 
 
 def _printed(text: str) -> Iterator[list[str]]:
@@ -324,7 +335,7 @@ def events(text: str) -> Events:
     ([Commit(start=100, lsn=5000, release=900, level=3)], [(150, 80, 5000)], [200], [(330, 39)])
     """
     commits: list[Commit] = []
-    raw: dict[str, list[tuple[int, ...]]] = {k: [] for k in "SRWFPrL"}
+    raw: dict[str, list[tuple[int, ...]]] = {k: [] for k in "SRWFPrLI"}
     for words in _printed(text):
         try:
             if words[0] == "C" and len(words) == 5:
@@ -354,7 +365,8 @@ def events(text: str) -> Events:
         flushes=sorted(e[1] for e in raw["F"]), replies=[(e[0], e[1]) for e in replies],
         read_back=stream("r", walsender), releases=sorted(e[1] for e in raw["L"]),
         syncs=sorted((e[1], e[2]) for e in raw["F"] if len(e) >= 3),
-        positions=[_positions(e[2:]) for e in replies])
+        positions=[_positions(e[2:]) for e in replies],
+        idle=sorted((e[1], e[2]) for e in raw["I"] if len(e) >= 3))
 
 
 def since(e: Events, t: int) -> Events:
@@ -373,7 +385,8 @@ def since(e: Events, t: int) -> Events:
         [f for f in e.flushes if f >= t],
         [r for r in e.replies if r[0] >= t], [r for r in e.read_back if r[0] >= t],
         [r for r in e.releases if r >= t], [s for s in e.syncs if s[0] >= t],
-        [p for r, p in zip(e.replies, e.positions, strict=False) if r[0] >= t])
+        [p for r, p in zip(e.replies, e.positions, strict=False) if r[0] >= t],
+        [w for w in e.idle if w[1] >= t])
 
 
 def _positions(words: Sequence[int]) -> tuple[int, int, int] | None:
@@ -518,9 +531,12 @@ def join(e: Events, slack: int = 0, *, own_release: bool = True) -> Joined:
     >>> j = join(e)
     >>> [v[0] for v in j.parts.values() if v], j.whole  # no replay under `on`
     ([50, 20, 0, 30, 100, 10, 20, 10], [240])
-    >>> e.syncs = [(300, 160)]  # the sync that ended at 300 began at 140: a queue of 30
+    >>> e.syncs = [(300, 160)]  # a sync from 140 to 300: the WAL sent at 150 waited
     >>> join(e).chains[0].parts["queue"], join(e).chains[0].parts["transit_out"]
     (20, 0)
+    >>> e.idle = [(120, 165)]  # waiting for WAL until 165: 5 of the 20 were the standby's
+    >>> join(e).chains[0].parts["queue"], join(e).chains[0].parts["transit_out"]
+    (5, 15)
     >>> e.commits = [Commit(100, 5000, 325, 3)]  # freed by the release before
     >>> j = join(e)
     >>> j.chains, j.elsewhere
@@ -532,9 +548,7 @@ def join(e: Events, slack: int = 0, *, own_release: bool = True) -> Joined:
     out = _Pipe([(t, n) for t, n, _ in e.sends], e.received, slack)
     back = _Pipe(e.replies, e.read_back, slack)
     reply_at = [t for t, _ in e.replies]
-    # the walreceiver's syncs whose start was seen (a duration of 0: under way at attach)
-    busy = sorted((t - d, t) for t, d in e.syncs if d > 0)
-    ends = [t for _, t in busy]
+    queued = _Queued(e)
     flushed = bool(e.flushes)
     read = any(p is not None for p in e.positions)  # the replies' positions
     for c in e.commits:
@@ -583,27 +597,45 @@ def join(e: Events, slack: int = 0, *, own_release: bool = True) -> Joined:
         parts = {name: high - low
                  for name, low, high in zip(names, bounds, bounds[1:], strict=False)
                  if name != "flush" or (flushed and c.level > REMOTE_WRITE)}
-        parts["queue"] = _syncing(busy, ends, bounds[1], bounds[2])
+        parts["queue"] = queued.within(bounds[1], bounds[2])
         parts["transit_out"] -= parts["queue"]
         chains.append(Chain(c.start, parts, max(c.release, c.start) - c.start,
                             (e.sends[k][0], got, reply_at[r], back.got_at[heard])))
     return Joined(chains, unmatched, applied, e.syncs, elsewhere)
 
 
-def _syncing(busy: list[tuple[int, int]], ends: list[int], low: int, high: int) -> int:
-    """Nanoseconds of [low, high) the walreceiver spent in a sync: ``busy`` its syncs as
-    (start, end), in order and apart (one process), ``ends`` their ends.
+class _Queued:
+    """How long the walreceiver kept WAL waiting in a span: the span less its waits for
+    WAL (epoll_wait) where they were seen, else the span's part inside its syncs (each
+    call's start and end; a sync whose start the probe missed is left out).
 
-    >>> busy = [(10, 20), (30, 50)]
-    >>> _syncing(busy, [20, 50], 15, 40), _syncing(busy, [20, 50], 0, 5)
-    (15, 0)
+    >>> e = Events([], [], [], [], [], [], [], [], syncs=[(20, 10)])
+    >>> _Queued(e).within(15, 40)  # the sync from 10 to 20
+    5
+    >>> e.idle = [(0, 25), (35, 60)]  # busy from 25 to 35 only
+    >>> _Queued(e).within(15, 40)
+    10
     """
-    total = 0
-    for start, end in busy[bisect.bisect_right(ends, low):]:
-        if start >= high:
-            break
-        total += min(end, high) - max(start, low)
-    return total
+
+    def __init__(self, e: Events) -> None:
+        self.waits = bool(e.idle)
+        spans = e.idle if self.waits else sorted((t - d, t) for t, d in e.syncs if d > 0)
+        self.spans = spans  # in order and apart: one process's
+        self.ends = [b for _, b in spans]
+
+    def _overlap(self, low: int, high: int) -> int:
+        total = 0
+        for start, end in self.spans[bisect.bisect_right(self.ends, low):]:
+            if start >= high:
+                break
+            total += min(end, high) - max(start, low)
+        return total
+
+    def within(self, low: int, high: int) -> int:
+        if high <= low:
+            return 0
+        inside = self._overlap(low, high)
+        return (high - low) - inside if self.waits else inside
 
 
 # -- a standby on an SSH host: two clocks ----------------------------------------------
@@ -618,7 +650,8 @@ def shifted(e: Events, offset: int) -> Events:
                    writes=[t - offset for t in e.writes],
                    flushes=[t - offset for t in e.flushes],
                    replies=[(t - offset, n) for t, n in e.replies],
-                   syncs=[(t - offset, d) for t, d in e.syncs])
+                   syncs=[(t - offset, d) for t, d in e.syncs],
+                   idle=[(a - offset, b - offset) for a, b in e.idle])
 
 
 def bound(e: Events) -> int | None:
