@@ -115,6 +115,10 @@ def test_a_slow_standby_is_named_and_sets_the_ceiling(
     assert any(step.startswith("quorum ANY 1 (b, c)") for step in first["next_steps"]), said
     b = next(s for s in window["standbys"] if s["standby"] == "b")
     assert b["syncing"] >= 0.8, b
+    if how != "preload":  # b's WAL disk read: the volume, writing at its limit
+        assert b["disk"]["device"] == Path(vol.device).name, b
+        assert 0 < b["disk"]["writes_per_s"], b
+        assert f"its disk {b['disk']['device']}" in first["summary"], said
     # the headroom: the cluster is at its ceiling, and the metric names which
     assert 0.8 <= window["headroom"] <= 1.3, (window["headroom"], window["bounds"])
     assert window["lowest_bound"]["kind"] in ("wait", "standby"), window["lowest_bound"]

@@ -88,6 +88,31 @@ class WalsenderLoad:
 
 
 @dataclass(frozen=True)
+class DiskLoad:
+    """The block device under a server's WAL over the window (/proc/diskstats)."""
+
+    device: str
+    writes_per_s: float
+    write_mb_per_s: float
+    busy: float | None  # the share of the window it had an I/O in flight
+
+    @classmethod
+    def of(cls, d: queries.DiskMeans) -> DiskLoad:
+        seconds = float(d.seconds) or 1e-9
+        return cls(str(d.device), int(d.writes) / seconds,
+                   int(d.write_bytes) / seconds / 1e6, d.busy_share)
+
+    def words(self) -> str:
+        busy = f"{100 * self.busy:.0f} % busy" if self.busy is not None else "busy unknown"
+        return (f"its disk {self.device} {busy} at {self.writes_per_s:,.0f} writes/s "
+                f"({self.write_mb_per_s:,.2f} MB/s)")
+
+    def to_json(self) -> dict[str, JSON]:
+        return {"device": self.device, "writes_per_s": self.writes_per_s,
+                "write_mb_per_s": self.write_mb_per_s, "busy": self.busy}
+
+
+@dataclass(frozen=True)
 class StandbyLoad:
     """A standby during the window: how its walreceiver spent its time (the shares of
     its wait-event samples; None where the standby was not watched or is 9.6), and its
@@ -102,6 +127,7 @@ class StandbyLoad:
     position_flush_ms: float | None  # bytes behind over the window's WAL rate
     sync_call_us: float | None  # one sync's time, where --anatomy split its half
     syncs: int
+    disk: DiskLoad | None = None  # the block device under its WAL, where it was read
 
     @property
     def lags_disagree(self) -> bool:
@@ -125,7 +151,8 @@ class StandbyLoad:
                 "view_flush_ms": self.view_flush_ms,
                 "position_flush_ms": self.position_flush_ms,
                 "lags_disagree": self.lags_disagree, "flush_ms": self.flush_ms,
-                "sync_call_us": self.sync_call_us, "syncs": self.syncs}
+                "sync_call_us": self.sync_call_us, "syncs": self.syncs,
+                "disk": self.disk.to_json() if self.disk is not None else None}
 
 
 @dataclass(frozen=True)
@@ -328,8 +355,12 @@ def window_figures(store: Store, cell: StoredCell, machine: Mapping[str, JSON]
             (float(cpu["mean"]) * rate / 1e6 if cpu and cpu["mean"] is not None else None),
             bound.max_tps.mean if bound else None,
             bound.max_tps.mean / rate if bound and rate > 0 else None))
+    devices = params.get("wal_devices") or {}
+    measured = {str(d.device): DiskLoad.of(d) for d in queries.disk_means(store, cell_id)
+                if not d.host}
     standbys = _standby_loads(costs.waits, replication, sums["wal_bytes"] / seconds,
-                              costs.anatomy)
+                              costs.anatomy, {node: measured[dev] for node, dev
+                                              in devices.items() if dev in measured})
     in_tx = sums["in_transaction_mean"]
     interval = (cell.tps_ci_low, cell.tps_ci_high)
     ceilings = [b for b in built.bounds if b.kind != "clients"]
@@ -386,7 +417,8 @@ def _share(waits: Sequence[Mapping[str, Any]], node: str, role: str,
 
 def _standby_loads(waits: Sequence[Mapping[str, Any]],
                    replication: Sequence[ReplicationSummary], wal_bytes_per_s: float,
-                   anatomy: Anatomy | None) -> tuple[StandbyLoad, ...]:
+                   anatomy: Anatomy | None, disks: Mapping[str, DiskLoad]
+                   ) -> tuple[StandbyLoad, ...]:
     """Every standby in pg_stat_replication: its walreceiver's time (where the standby
     was watched) and its flush lag both ways."""
     sync = set(_sync_standbys(replication))
@@ -404,7 +436,8 @@ def _standby_loads(waits: Sequence[Mapping[str, Any]],
             float(r.flush_ms) if r.flush_ms is not None else None,
             (1000.0 * float(r.flush_bytes) / wal_bytes_per_s
              if r.flush_bytes is not None and wal_bytes_per_s > 0 else None),
-            half.sync_us if half is not None else None, half.syncs if half else 0))
+            half.sync_us if half is not None else None, half.syncs if half else 0,
+            disks.get(name)))
     return tuple(out)
 
 
@@ -613,6 +646,16 @@ def _slow_standby(o: Observation, said: str, confidence: str,
                          "wait event spans: the rest is before the call")
     lag = (f"; its flush lag from WAL positions is {slow.position_flush_ms:,.1f} ms"
            if slow.position_flush_ms is not None else "")
+    if slow.disk is not None:
+        lag += f"; {slow.disk.words()}"
+        evidence.update({"disk": slow.disk.device,
+                         "disk_writes_per_s": round(slow.disk.writes_per_s, 1)})
+        if slow.disk.busy is not None:
+            evidence["disk_busy"] = round(slow.disk.busy, 3)
+            if slow.disk.busy < FLUSHING:
+                # the flush waits while the device is idle: held above it
+                lag += (" (the device is idle while the flush waits: a limit above it, a "
+                        "volume's IOPS or throughput cap or an I/O cgroup)")
     others = [b for b in o.standbys if b is not slow and b.syncing is not None]
     beside = "".join(f"; {b.standby}'s walreceiver {100 * float(b.syncing or 0):.0f} %"
                      + (f" (flush lag {b.flush_ms:,.1f} ms)" if b.flush_ms is not None

@@ -9,7 +9,7 @@ import dataclasses
 import json
 import time
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ from syncrep_lab.observe.anatomy import (
     warning,
 )
 from syncrep_lab.observe.cpu import LocalCpu, NodeCpu, RemoteCpu, local_postmaster
+from syncrep_lab.observe.disks import WalDisk, wal_disk
 from syncrep_lab.observe.lags import StandbyLags
 from syncrep_lab.observe.session import ObserverSession, ServerGone, open_session
 from syncrep_lab.observe.watch import Watch, Watched
@@ -229,6 +230,7 @@ class Observer:
         self.prepared: tuple[int, Path] | None = None
         self.warned = False
         self.notes: list[str] = []  # said of every window
+        self.wal_disks: list[WalDisk] = []
 
     def open(self) -> None:
         opts = self.opts
@@ -256,6 +258,8 @@ class Observer:
                     self.readers[standby.node] = local
                 else:
                     self.notes.append(f"standby {standby.node}'s CPU was not read: {why}")
+            self.wal_disks = self._wal_disks([primary, *standbys])
+            self.watch.disks = {d.device for d in self.wal_disks if d.device is not None}
             unknown = sorted(set(opts.standbys) - set(self.watch.walsenders.values()))
             if unknown:
                 self.notes.append(
@@ -264,6 +268,20 @@ class Observer:
         except ServerGone as exc:
             raise UserError(f"the server stopped answering before the observation began: "
                             f"{exc}", "check that it is up, then observe again") from None
+
+    def _wal_disks(self, sessions: list[ObserverSession]) -> list[WalDisk]:
+        """The block device under each server's WAL whose processes run here (the CPU
+        reader found its postmaster); why none for the others."""
+        found = []
+        for session in sessions:
+            reader = self.readers.get(session.node)
+            if reader is None or not isinstance(reader, LocalCpu):
+                found.append(WalDisk(session.node, None, "its server is not on this "
+                                     "machine"))
+                continue
+            (data_dir,) = session.one("select current_setting('data_directory')")
+            found.append(wal_disk(session.node, str(data_dir)))
+        return found
 
     def window(self, seconds: float, warn_seconds: float | None = None
                ) -> tuple[Watched, list[str], list[StandbyLags]]:
@@ -318,7 +336,8 @@ class Observer:
         """Store the window in ``out`` (``--out`` by default)."""
         opts = self.opts if out is None else dataclasses.replace(self.opts, out=out)
         done = _store(opts, watched, self.facts, self.machine, notes, self.cpu_note,
-                      getattr(self, "program", None) if self.prepared else None)
+                      getattr(self, "program", None) if self.prepared else None,
+                      self.wal_disks)
         return dataclasses.replace(done, lags=tuple(lags))
 
 
@@ -337,7 +356,7 @@ def observe(opts: ObserveOptions, say: Callable[[str], None] = lambda _: None
 
 def _store(opts: ObserveOptions, watched: Watched, facts: ServerFacts,
            machine: dict[str, Any], notes: list[str], cpu_note: str | None,
-           program: str | None = None) -> Observed:
+           program: str | None = None, wal_disks: Sequence[WalDisk] = ()) -> Observed:
     if not watched.slices:
         raise UserError(f"nothing was gathered: {watched.ended or 'no full second sampled'}",
                         "observe for longer, with the servers up")
@@ -355,7 +374,12 @@ def _store(opts: ObserveOptions, watched: Watched, facts: ServerFacts,
               **facts.watched, "sync": facts.watched.get("synchronous_standby_names") or "",
               "hz": opts.hz, "slice_seconds": opts.slice_seconds,
               # its traps weigh on the window: compare names it between two windows
-              **({"anatomy": "on"} if opts.anatomy else {})}
+              **({"anatomy": "on"} if opts.anatomy else {}),
+              # each server's WAL device, its disk_io rows' (observe/disks.py)
+              **({"wal_devices": {d.node: d.device for d in wal_disks if d.device}}
+                 if any(d.device for d in wal_disks) else {})}
+    notes = [*notes, *(f"{d.node}'s WAL disk was not read: {d.why}" for d in wal_disks
+                       if d.device is None and d.why)]
     description = "\n".join([
         'name = "observe"', "[observe]",
         f"primary = {json.dumps(mask_conninfo(opts.primary))}",

@@ -54,6 +54,7 @@ def _slice_rows(s: Slice, counts: ObservedRow) -> ProbeRows:
                        for (second, node, role, kind), n in sorted(s.timeline.items())],
         replication_samples=s.replication,
         proc_costs=s.proc_rows,
+        disk_io=s.disk_rows,
         observed=[counts],
         anatomy=s.anatomy,
         probes=[s.anatomy_probe] if s.anatomy_probe is not None else [],

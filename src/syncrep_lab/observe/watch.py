@@ -39,11 +39,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from syncrep_lab.errors import Interrupted, UserError
+from syncrep_lab.observe import disks
 from syncrep_lab.observe.cpu import NodeCpu
 from syncrep_lab.observe.lags import Positions, replication_sql
 from syncrep_lab.observe.session import ObserverSession, ServerGone
+from syncrep_lab.readers.io_counters import DiskCounters
+from syncrep_lab.run.io_watch import HERE, disk_rows
 from syncrep_lab.store import (
     AnatomyRow,
+    DiskIoRow,
     ObservedRow,
     ProbeRow,
     ProcCostRow,
@@ -103,6 +107,9 @@ class Slice:
     in_transaction: int = 0  # summed over the primary's ticks
     proc_rows: list[ProcCostRow] = field(default_factory=list)
     own_cpu_ms: float | None = None
+    # the WAL disks' counters when the slice began, and their growth over it
+    disks_from: dict[str, DiskCounters] = field(default_factory=dict)
+    disk_rows: list[DiskIoRow] = field(default_factory=list)
     # the commit anatomy's snapshots at the slice's start and end (None: none taken), and
     # what they gave (observe/anatomy.py fills these once the window is over)
     anatomy_from: int | None = None
@@ -151,6 +158,8 @@ class Watch:
         self.sql = {"activity": activity_sql(v), "replication": replication_sql(v),
                     "counters": counters_sql(v)}
         self.notes: list[str] = []
+        # the block devices under the watched servers' WAL (observe/disks.py)
+        self.disks: set[str] = set()
         # the primary's and the standbys' WAL positions over time (observe/lags.py)
         self.positions = Positions(hz)
 
@@ -210,7 +219,7 @@ class Watch:
         # (reading CPU per role) takes tens of ms
         began = datetime.now(UTC) - timedelta(seconds=time.monotonic() - first.at)
         return Slice(began.isoformat(timespec="milliseconds"), first.at, first,
-                     anatomy_from=mark)
+                     anatomy_from=mark, disks_from=disks.read(self.disks))
 
     def _mark(self) -> int | None:
         return self.mark() if self.mark is not None else None
@@ -218,6 +227,8 @@ class Watch:
     def _close(self, slice_: Slice, last: Counters) -> None:
         slice_.last = last
         slice_.duration_s = last.at - slice_.start
+        slice_.disk_rows = disk_rows(HERE, slice_.disks_from, disks.read(self.disks),
+                                     slice_.duration_s)
         for node, reader in self.cpu.items():
             rows, own = reader.cut()
             slice_.proc_rows += rows

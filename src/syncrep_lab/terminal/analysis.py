@@ -31,7 +31,7 @@ from syncrep_lab.analysis.model import (
     WaitBound,
     headline,
 )
-from syncrep_lab.analysis.observe import Observation
+from syncrep_lab.analysis.observe import Observation, StandbyLoad
 from syncrep_lab.analysis.scaling import Series
 from syncrep_lab.analysis.verdict import CellDiagnosis, Verdict
 from syncrep_lab.pg.replication import level_rank
@@ -664,6 +664,22 @@ def _wait_there(b: WaitBound) -> str:
             f"{parts})")
 
 
+def standby_words(b: StandbyLoad) -> str:
+    """A standby's walreceiver, its flush lag both ways and its WAL disk, in a line."""
+    said = []
+    if b.syncing is not None:
+        said.append(f"walreceiver {100 * b.syncing:.0f} % in a WAL sync, "
+                    f"{100 * float(b.writing or 0):.0f} % writing")
+    if b.position_flush_ms is not None:
+        trust = " (the view's disagrees: positions trusted)" if b.lags_disagree else ""
+        said.append(f"flush lag from WAL positions {b.position_flush_ms:,.2f} ms{trust}")
+    if b.sync_call_us is not None:
+        said.append(f"{b.syncs:,} fdatasync calls, {b.sync_call_us / 1000:,.2f} ms each")
+    if b.disk is not None:
+        said.append(b.disk.words())
+    return "; ".join(said) or "its walreceiver was not sampled"
+
+
 def print_observation(windows: Sequence[Observation], console: Console) -> None:
     """``observe``'s answer: the rates, the wait, the sync walsender, the lags, the
     observer's own cost, then the verdicts as ``diagnose`` prints them."""
@@ -707,6 +723,8 @@ def print_observation(windows: Sequence[Observation], console: Console) -> None:
             console.print(f"  standby {escape(str(r.standby))} ({escape(str(r.states))}): "
                           f"{lags or 'no lag times (9.6)'}; flush distance "
                           f"{(r.flush_bytes or 0) / 1024:,.1f} KiB on average", soft_wrap=True)
+        for b in o.standbys:
+            console.print(f"    {escape(b.standby)}: {standby_words(b)}", soft_wrap=True)
         for c in o.state_changes[:10]:
             console.print(f"  at {c.t_s:.1f} s standby {escape(str(c.standby))}: "
                           f"{escape(c.change)}", soft_wrap=True)
