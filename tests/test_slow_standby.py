@@ -260,3 +260,58 @@ def test_a_slow_flush_moves_the_flush_part_and_a_slow_replay_the_replay(run: Pat
                 if c["label"].endswith("slowflush"))
     said = " ".join(v["summary"] for v in slow["verdicts"])
     assert "the part that binds is the standby's flush" in said, slow["verdicts"]
+
+
+LOADED_SPEC = f"""\
+name = "slow-standby-loaded"
+
+[topology]
+standbys = 2
+sync = "1(b,c)"
+
+[workload]
+clients = 8
+duration = 3
+warmup = 1
+
+[nodes.b.sets.slowflush]
+flush_delay_us = {2 * FLUSH_US}
+
+[matrix]
+settings = ["default", "slowflush"]
+
+[run]
+repeats_min = 2
+repeats_max = 2
+
+[probes]
+probed_repeats = 1
+perf = false
+numa = false
+flamegraphs = false
+sched = false
+gprof = false
+anatomy = false
+wait_events_hz = 20
+replication_hz = 20
+"""
+
+
+@pytest.fixture(scope="module")
+def loaded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    yield from spec_run("srl-slowload-", LOADED_SPEC)
+
+
+def test_a_run_leads_with_the_slow_standbys_flush(loaded: Path) -> None:
+    """8 clients on the seed's topology, b's flushes 20 ms late: the run's diagnosis
+    leads with b's flush, from its walreceiver's wait events (its lag columns stay small
+    beside a commit held by a standby that answers late), and says nothing of it for the
+    stock cluster."""
+    cells = {c["label"].split("set=")[-1]: c
+             for c in json.loads(cli_here("diagnose", str(loaded), "--json").stdout)}
+    first = cells["slowflush"]["verdicts"][0]
+    assert first["mechanism"] == "network or standby flush/apply bound", cells["slowflush"]
+    assert "standby b's WAL flush binds" in first["summary"], first
+    assert first["evidence"]["walreceiver_flushing_share"] >= 0.6, first
+    stock = " ".join(v["summary"] for v in cells["default"]["verdicts"])
+    assert "WAL flush binds" not in stock, cells["default"]["verdicts"]

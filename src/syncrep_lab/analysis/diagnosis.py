@@ -740,6 +740,11 @@ STANDBY_STEPS["transit_back"] = STANDBY_STEPS["transit_out"]
 STANDBY_STEPS["queue"] = STANDBY_STEPS["flush"]  # the WAL waited for a flush to end
 
 
+# a sync standby's walreceiver writing and flushing this much of its samples: the
+# standby's flush binds, whatever its lag columns say
+FLUSH_BINDS = 0.5
+
+
 def _standby_or_network(facts: CellFacts) -> Verdict | None:
     name = "network or standby flush/apply bound"
     if facts.synchronous_commit not in WAITING_LEVELS:
@@ -752,7 +757,10 @@ def _standby_or_network(facts: CellFacts) -> Verdict | None:
         return Verdict(name, "unknown",
                        "cannot judge: no per-standby lag was sampled (pg_stat_replication "
                        "reports lags from PostgreSQL 10; or the replication sampler was off)")
-    standby = sync[0].standby
+    # the sync standby whose walreceiver flushes most: its wait events name a slow
+    # flush whatever the lag columns say (they stay small for a standby answering late)
+    standby = max((r.standby for r in sync), key=lambda name: facts.wait_share(
+        name, "walreceiver", "IO:WalSync", "IO:WALSync"))
     lag = min(lags)
     share = lag / facts.latency_ms
     evidence: dict[str, float | str] = {"standby": standby, f"{lag_key[:-3]}_lag_ms": round(lag, 3),
@@ -767,7 +775,7 @@ def _standby_or_network(facts: CellFacts) -> Verdict | None:
                      "startup_cores_busy": round(applying, 3),
                      "walreceiver_idle_share": round(receiver_idle, 3),
                      "walsender_idle_share": round(sender_idle, 3)})
-    if share < 0.5:
+    if share < 0.5 and flushing < FLUSH_BINDS:
         return None
     if facts.synchronous_commit == "remote_apply" and applying >= 0.7:
         return Verdict(name, "high",
@@ -777,10 +785,15 @@ def _standby_or_network(facts: CellFacts) -> Verdict | None:
                        ["remote_apply waits for replay: on or remote_write do not",
                         "replay is single-threaded: a faster core for the standby helps"])
     if flushing >= 0.4:
+        lag_said = (f"its {lag_key[:-3]} lag is {lag:.2f} ms of a {facts.latency_ms:.2f} ms "
+                    "commit" if share >= 0.5 else
+                    f"its {lag_key[:-3]} lag in pg_stat_replication ({lag:.2f} ms) is small "
+                    f"beside a {facts.latency_ms:.2f} ms commit: the view's lags lag behind "
+                    "a standby that answers late")
         return Verdict(name, "high" if flushing >= 0.6 else "medium",
-                       f"standby {standby}'s walreceiver spends {100 * flushing:.0f} % of its "
-                       f"samples writing and flushing WAL; its {lag_key[:-3]} lag is "
-                       f"{lag:.2f} ms of a {facts.latency_ms:.2f} ms commit", evidence,
+                       f"standby {standby}'s WAL flush binds: its walreceiver spends "
+                       f"{100 * flushing:.0f} % of its samples writing and flushing WAL; "
+                       f"{lag_said}", evidence,
                        ["faster WAL storage on the standby (or remote_write, which does not "
                         "wait for its flush)",
                         "a second synchronous candidate with ANY 1 (b, c) takes the faster"])

@@ -147,6 +147,9 @@ def not_backends(session: ObserverSession, postmaster: int) -> list[int]:
     return sorted(set(children) - backends)
 
 
+HALF_SNAPSHOT_SECONDS = 8.0  # a snapshot's longest wait with the standby's half on
+
+
 class WindowAnatomy:
     """The probe for one window: attached by :meth:`start`, a numbered snapshot at each
     :meth:`mark`, ended and cut into the slices' rows by :meth:`end`; :meth:`close`
@@ -155,9 +158,14 @@ class WindowAnatomy:
     def __init__(self, session: ObserverSession, postmaster: int, binary: Path,
                  names: Callable[[], Mapping[int, str]],
                  standbys: tuple[str, Mapping[str, str]] | None = None) -> None:
-        """``standbys``: the primary's connection and the standbys' by name (``--standby``):
-        the sync one's half of each commit is split too, where it runs here."""
+        """``standbys``: the primary's connection and the standbys' by name (``--standby``
+        or ``--dir``): the sync one's half of each commit is split too, where it runs here.
+        Its lines come in before a snapshot's print in bpftrace's one stream, so a
+        snapshot is waited for longer then (HALF_SNAPSHOT_SECONDS: on a loaded 2-core
+        machine a print came more than 2 s after it was asked for)."""
         self.work = work_dir()
+        self.snapshot_seconds = (SNAPSHOT_SECONDS if standbys is None
+                                 else HALF_SNAPSHOT_SECONDS)
         self.probe = CommitAnatomy(binary, [postmaster], self.work, names=names,
                                    exclude=lambda: not_backends(session, postmaster),
                                    snapshots=True,
@@ -179,7 +187,7 @@ class WindowAnatomy:
     def mark(self) -> int | None:
         """A snapshot, waited for (:meth:`CommitAnatomy.snapshot`)."""
         asked = time.monotonic()
-        number = self.probe.snapshot()
+        number = self.probe.snapshot(self.snapshot_seconds)
         if number is not None:
             self.waited.append(time.monotonic() - asked)
         else:
@@ -187,7 +195,7 @@ class WindowAnatomy:
             self.missed.append(
                 f"snapshot {self.probe.marks}: "
                 + ("bpftrace had exited: " + (self.probe.said_excerpt() or "it said nothing")
-                   if gone else f"no print within {SNAPSHOT_SECONDS:g} s"))
+                   if gone else f"no print within {self.snapshot_seconds:g} s"))
         return number
 
     def end(self, watched: Watched, names: Mapping[int, str]) -> list[str]:
