@@ -21,44 +21,22 @@ import random
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.slow_disk import Volume, throttled, volume
+from tests.slow_disk import WORKLOAD, Volume, cluster, postmaster_of, throttled, volume
 
-from syncrep_lab.cluster.build import UpOptions, up
 from syncrep_lab.cluster.manifest import Manifest
-from syncrep_lab.cluster.teardown import remove_cluster
 from syncrep_lab.pg.installations import resolve
 
-WORKLOAD = "insert into slow_rows(v) values (1);\n"
 # the two disk-like limits: each makes b's WAL flush tens of ms here, where the loop
 # device gives it well under one
 IOPS = 60
 BPS = 300_000
 FLUSH_DELAY_US = 30_000
-
-
-def postmaster_of(manifest: Manifest, name: str) -> int:
-    node = next(n for n in manifest.nodes if n.name == name)
-    return int((node.data_dir(manifest.dir) / "postmaster.pid").read_text().split()[0])
-
-
-@contextmanager
-def cluster(where: Path, flush_delay_us: int = 0) -> Iterator[Manifest]:
-    manifest = up(UpOptions(dir=where, pg="18", standbys=2,
-                            flush_delay_us={"b": flush_delay_us} if flush_delay_us else {}))
-    try:
-        conninfo = manifest.conninfo(manifest.primary)
-        subprocess.run([str(resolve("18").program("psql")), "-qAtc",
-                        "create table slow_rows(id bigserial, v int)", conninfo], check=True)
-        yield manifest
-    finally:
-        remove_cluster(manifest.dir)
 
 
 def observed(manifest: Manifest, clients: int, seconds: int, work: Path) -> dict[str, Any]:

@@ -33,8 +33,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import psycopg
+
+from syncrep_lab.cluster.build import UpOptions, up
+from syncrep_lab.cluster.manifest import Manifest
+from syncrep_lab.cluster.teardown import remove_cluster
+
 BLKIO = Path("/sys/fs/cgroup/blkio")
 IMAGE_MB = 768
+WORKLOAD = "insert into slow_rows(v) values (1);\n"  # the load the slow standby is met under
 
 
 @dataclass
@@ -116,3 +123,24 @@ def throttled(postmaster: int, vol: Volume, *, iops: int | None = None,
             with contextlib.suppress(OSError):
                 (group / name).write_text(f"{vol.numbers} 0")
         group.rmdir()
+
+
+@contextlib.contextmanager
+def cluster(where: Path, flush_delay_us: int = 0) -> Iterator[Manifest]:
+    """The seed's topology (primary, b and c, '1(b,c)') on PostgreSQL 18 in ``where``,
+    with the table WORKLOAD writes; b's flushes ``flush_delay_us`` late (the preload);
+    removed when the block ends."""
+    manifest = up(UpOptions(dir=where, pg="18", standbys=2,
+                            flush_delay_us={"b": flush_delay_us} if flush_delay_us else {}))
+    try:
+        with psycopg.connect(manifest.conninfo(manifest.primary), autocommit=True) as conn:
+            conn.execute("create table slow_rows(id bigserial, v int)")
+        yield manifest
+    finally:
+        remove_cluster(manifest.dir)
+
+
+def postmaster_of(manifest: Manifest, name: str) -> int:
+    """The postmaster of node ``name``."""
+    node = next(n for n in manifest.nodes if n.name == name)
+    return int((node.data_dir(manifest.dir) / "postmaster.pid").read_text().split()[0])
