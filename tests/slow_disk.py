@@ -19,7 +19,8 @@ tool's own preload that sleeps before each fdatasync (``[nodes.b] flush_delay_us
 
 Everything made is removed however the block ends: the processes leave the cgroup
 (they are the cluster's, stopped by the caller before the unmount), the cgroup, the
-mount, the loop device and its file.
+mount, the loop device and its file; what a killed test left is swept by the next
+volume made (:func:`sweep`, by the maker's pid in each name).
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ from syncrep_lab.cluster.manifest import Manifest
 from syncrep_lab.cluster.teardown import remove_cluster
 
 BLKIO = Path("/sys/fs/cgroup/blkio")
+PREFIX = "srl-disk-"  # /dev/shm/srl-disk-PID-...: a volume and the pid of its maker
+GROUP_PREFIX = "srl-test-slowdisk-"  # blkio/srl-test-slowdisk-PID-POSTMASTER
 IMAGE_MB = 768
 WORKLOAD = "insert into slow_rows(v) values (1);\n"  # the load the slow standby is met under
 
@@ -57,7 +60,8 @@ class Volume:
 def volume() -> Iterator[Volume]:
     """An ext4 file system on a loop device of its own, mounted on a fresh folder (0755),
     removed with everything on it when the block ends."""
-    made = Path(tempfile.mkdtemp(prefix="srl-disk-", dir="/dev/shm"))
+    sweep()
+    made = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-", dir="/dev/shm"))
     image, mount = made / "image", made / "mnt"
     device = None
     try:
@@ -78,6 +82,39 @@ def volume() -> Iterator[Volume]:
         if device is not None:
             subprocess.run(["losetup", "-d", device], check=False, capture_output=True)
         shutil.rmtree(made, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep() -> None:
+    """What a test killed before its teardown left (a kill -9 of its worker): the
+    volumes and groups of processes that are gone, each named after its maker's pid."""
+    for made in Path("/dev/shm").glob(f"{PREFIX}*"):
+        maker = made.name.removeprefix(PREFIX).split("-")[0]
+        if not maker.isdigit() or _alive(int(maker)):
+            continue
+        subprocess.run(["umount", "-l", str(made / "mnt")], check=False, capture_output=True)
+        listed = subprocess.run(["losetup", "-j", str(made / "image")], check=False,
+                                capture_output=True, text=True).stdout
+        for line in listed.splitlines():
+            subprocess.run(["losetup", "-d", line.split(":")[0]], check=False,
+                           capture_output=True)
+        shutil.rmtree(made, ignore_errors=True)
+    for group in BLKIO.glob(f"{GROUP_PREFIX}*"):
+        maker = group.name.removeprefix(GROUP_PREFIX).split("-")[0]
+        if maker.isdigit() and not _alive(int(maker)):
+            with contextlib.suppress(OSError):
+                for line in (group / "cgroup.procs").read_text().split():
+                    (BLKIO / "cgroup.procs").write_text(line)
+                group.rmdir()
 
 
 def tree(pid: int) -> list[int]:
@@ -104,7 +141,7 @@ def throttled(postmaster: int, vol: Volume, *, iops: int | None = None,
     """The postmaster ``postmaster`` and its processes (and those it forks later) held
     to ``iops`` writes a second, or ``bps`` bytes a second, on ``vol``'s device; back
     in the root group, the group removed, when the block ends."""
-    group = BLKIO / f"srl-test-slowdisk-{os.getpid()}-{postmaster}"
+    group = BLKIO / f"{GROUP_PREFIX}{os.getpid()}-{postmaster}"
     group.mkdir()
     try:
         if iops is not None:
