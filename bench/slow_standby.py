@@ -39,8 +39,10 @@ BPS = 300_000
 FLUSH_DELAY_US = 30_000
 
 
-def observed(manifest: Manifest, clients: int, seconds: int, work: Path) -> dict[str, Any]:
-    """pgbench at ``clients`` beside one observe --dir --anatomy window: its answer."""
+def observed(manifest: Manifest, clients: int, seconds: int, work: Path,
+             text: bool = False) -> dict[str, Any]:
+    """pgbench at ``clients`` beside one observe --dir --anatomy window: its answer
+    (``text``: observe's own terminal answer is printed, as a user reads it)."""
     script = work / "w.sql"
     script.write_text(WORKLOAD)
     conninfo = manifest.conninfo(manifest.primary)
@@ -59,6 +61,11 @@ def observed(manifest: Manifest, clients: int, seconds: int, work: Path) -> dict
         bench.wait(timeout=60)
     if res.returncode != 0:
         raise SystemExit(f"observe failed: {res.stderr}")
+    if text:  # the same window, as `diagnose` and observe print it
+        said = subprocess.run([sys.executable, "-m", "syncrep_lab", "diagnose", str(out)],
+                              capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "COLUMNS": "100"})
+        print(said.stdout, flush=True)
     (window,) = json.loads(res.stdout)["windows"]
     return dict(window)
 
@@ -84,6 +91,8 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--text", action="store_true",
+                        help="print each window's diagnose as a user reads it too")
     args = parser.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("root is needed (loop devices, blkio cgroups, bpftrace)")
@@ -100,13 +109,13 @@ def main() -> None:
             random.Random(k).shuffle(order)
             for name in order:
                 if name == "preload":
-                    w = observed(slept, args.clients, args.seconds, work)
+                    w = observed(slept, args.clients, args.seconds, work, args.text)
                 elif name == "control":
-                    w = observed(disk, args.clients, args.seconds, work)
+                    w = observed(disk, args.clients, args.seconds, work, args.text)
                 else:
                     limit: dict[str, int] = {"iops": IOPS} if name == "iops" else {"bps": BPS}
                     with throttled(b, vol, **limit):
-                        w = observed(disk, args.clients, args.seconds, work)
+                        w = observed(disk, args.clients, args.seconds, work, args.text)
                 rows.append({"round": k + 1, **summary(name, w)})
                 print(json.dumps(rows[-1]), flush=True)
 

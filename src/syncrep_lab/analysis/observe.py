@@ -697,6 +697,14 @@ def _quorum_step(o: Observation, slow: StandbyLoad, quick: StandbyLoad) -> str:
     if faster <= 0:
         return text
     predicted = o.in_transaction_mean / faster
+    # the wait gone, the next ceiling that is no wait's binds first (the CPUs, say)
+    capped = next((b for b in o.bounds if b.kind not in ("wait", "standby")
+                   and b.max_tps.mean < predicted), None)
+    if capped is not None:
+        return (f"{text}: at this concurrency the wait would no longer bind; "
+                f"{capped.resource} would, at ~{fmt.tps_short(capped.max_tps.mean)} tps, "
+                f"{capped.max_tps.mean / rate:.1f}x today's (Little's law alone gives "
+                f"~{fmt.tps_short(predicted)}, if {quick.standby} keeps its pace)")
     return (f"{text}: at this concurrency that predicts ~{fmt.tps_short(predicted)} tps, "
             f"{predicted / rate:.1f}x today's (Little's law, if {quick.standby} keeps "
             "that pace under the load)")
