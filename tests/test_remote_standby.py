@@ -151,7 +151,7 @@ def _the_standby_half_on_the_host(db: sqlite3.Connection, run: Path) -> None:
     whole_n, whole = half.pop(standby_anatomy.WHOLE)
     half.pop(standby_anatomy.SYNC, None)
     # under `on`, no replay; the flush a part where the standby syncs its WAL
-    assert set(half) - {"flush"} == {"send", "transit_out", "write", "reply",
+    assert set(half) - {"flush"} == {"send", "transit_out", "queue", "write", "reply",
                                       "transit_back", "reply_handling"}, half
     assert whole_n >= 0.8 * rows[("backend", "standby_wait")]["count"] > 50, (
         said, {k: tuple(r) for k, r in rows.items()})
@@ -187,7 +187,8 @@ def _the_standby_half_on_the_host(db: sqlite3.Connection, run: Path) -> None:
 
 def _clock_moved(printed: str, shift: int) -> str:
     """What bpftrace printed on the standby's host, every event's time moved by
-    ``shift`` ns (the third word of its R, W, F and P lines)."""
+    ``shift`` ns (the third word of its R, W, F and P lines; the third and fourth of its
+    I lines, a wait for WAL's start and end)."""
     lines = []
     for line in printed.splitlines():
         try:
@@ -200,6 +201,8 @@ def _clock_moved(printed: str, shift: int) -> str:
             for words in (ln.split() for ln in str(record["data"]).splitlines()):
                 if words and words[0] in ("R", "W", "F", "P") and len(words) >= 3:
                     words[2] = str(int(words[2]) + shift)
+                if words and words[0] == "I" and len(words) >= 4:
+                    words[2], words[3] = (str(int(w) + shift) for w in words[2:4])
                 moved.append(" ".join(words) + "\n")
             record["data"] = "".join(moved)
         lines.append(json.dumps(record))
