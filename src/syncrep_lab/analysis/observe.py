@@ -14,9 +14,11 @@ rows mean), so ``observe``, ``diagnose`` and the report give the same answer:
   they disagree beyond their noise; each walreceiver's time in a WAL sync and write
   (its wait events on the standby), which names a slow sync standby without the lags;
 - **the headroom**: the lowest of every ceiling the answer knows over today's rate:
-  each process's and the machine's CPU (the bottleneck model), the wait's ceiling at
-  this concurrency (Little's law on the sampled IPC:SyncRep share) and each sync
-  standby's walreceiver (busy all the time). A cluster at its wait ceiling reads 1x;
+  each process's and the machine's CPU (the bottleneck model) and the wait's ceiling at
+  this concurrency (Little's law on the sampled IPC:SyncRep share). A cluster at its
+  wait ceiling reads 1x. A sync standby's walreceiver busy all the time is no ceiling:
+  its flush takes as long for one commit as for sixteen (bench/headroom_accuracy.py: a
+  standby flushing all the time at half the rate its clients could reach);
 - **the observer's own cost**: its backend's CPU and its statements per second;
 - **the commit anatomy** (``observe --anatomy``): where a written transaction's commit
   time goes inside the primary, and the wait-bound ceilings (analysis/anatomy.py).
@@ -208,8 +210,8 @@ class Observation:
     standbys: tuple[StandbyLoad, ...]
     replication: tuple[ReplicationSummary, ...]
     state_changes: tuple[StateChange, ...]
-    # every ceiling the headroom is the lowest of: CPU (the model's), the wait's at this
-    # concurrency, each sync standby's walreceiver; lowest first
+    # every ceiling the headroom is the lowest of: CPU (the model's) and the wait's at
+    # this concurrency; lowest first
     bounds: tuple[model.Bound, ...]
     lowest_bound: model.Bound | None
     headroom: float | None  # its rate over the window's
@@ -369,8 +371,6 @@ def window_figures(store: Store, cell: StoredCell, machine: Mapping[str, JSON]
     if waiting and sync_share:
         ceilings.append(_wait_ceiling(rate, sync_share, sums["sessions_max"], in_tx,
                                       interval))
-    ceilings += [_receiver_bound(b, rate, interval) for b in standbys
-                 if b.sync and b.busy and rate > 0]
     ceilings.sort(key=lambda b: b.max_tps.mean)
     lowest = ceilings[0] if ceilings else None
     found = Observation(
@@ -463,21 +463,6 @@ def _wait_ceiling(rate: float, share: float, sessions: int, in_tx: float,
                        float(max(sessions, in_tx)), _scaled(tps, rate, interval),
                        "Little's law: the sessions seen over a commit's wait for a standby "
                        "(the IPC:SyncRep share of their time in a transaction)")
-
-
-def _receiver_bound(standby: StandbyLoad, rate: float,
-                    interval: tuple[float | None, float | None]) -> model.Bound:
-    """A sync standby's walreceiver busy all the time (receiving, writing, flushing):
-    the rate at which it would never wait for WAL, at the commits it flushes together
-    now (more clients let a flush cover more commits: past this, the wait's ceiling
-    says more)."""
-    busy = float(standby.busy or 0.0)
-    return model.Bound(f"walreceiver:{standby.standby}", "standby",
-                       model.Interval(busy * 1e6 / rate, busy * 1e6 / rate,
-                                      busy * 1e6 / rate),
-                       1.0, _scaled(rate / busy, rate, interval),
-                       f"standby {standby.standby}'s walreceiver's wait events: busy "
-                       f"{100 * busy:.0f} % of the window")
 
 
 def verdicts(o: Observation) -> list[Verdict]:
@@ -580,8 +565,6 @@ def _headroom(o: Observation, b: model.Bound, headroom: float, rate: float) -> V
         what = (f"the wait for the standby at this concurrency ({b.capacity:g} sessions, "
                 f"{float(b.demand_us.mean if b.demand_us else 0) / 1000:,.2f} ms a commit "
                 "in IPC:SyncRep; Little's law)")
-    elif b.kind == "standby":
-        what = f"standby {resource.split(':', 1)[1]}'s walreceiver, busy all the time,"
     elif resource.startswith("walsender:"):
         what = f"the sync walsender for {resource.split(':', 1)[1]} alone"
     else:
@@ -597,8 +580,7 @@ def _headroom(o: Observation, b: model.Bound, headroom: float, rate: float) -> V
          "max_tps_low": round(b.max_tps.low, 1), "max_tps_high": round(b.max_tps.high, 1),
          "headroom": round(headroom, 2)},
         ["more sessions raise the wait's ceiling only where the standby batches more "
-         "commits a flush: syncrep-lab run on a copy measures it" if b.kind in
-         ("wait", "standby") else
+         "commits a flush: syncrep-lab run on a copy measures it" if b.kind == "wait" else
          f"syncrep-lab model RUN_FOLDER --cores N: what {resource} would allow on N cores"])
 
 
@@ -698,7 +680,7 @@ def _quorum_step(o: Observation, slow: StandbyLoad, quick: StandbyLoad) -> str:
         return text
     predicted = o.in_transaction_mean / faster
     # the wait gone, the next ceiling that is no wait's binds first (the CPUs, say)
-    capped = next((b for b in o.bounds if b.kind not in ("wait", "standby")
+    capped = next((b for b in o.bounds if b.kind != "wait"
                    and b.max_tps.mean < predicted), None)
     if capped is not None:
         return (f"{text}: at this concurrency the wait would no longer bind; "
