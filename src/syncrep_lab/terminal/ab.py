@@ -35,8 +35,11 @@ SYSCALL_CHANGE = 0.10  # one probed repeat a side: calls shown where they moved 
 
 
 def wrap(text: str, indent: str = "", first: str | None = None) -> list[str]:
+    # a word longer than the line (a path in the command to run again) is kept whole:
+    # broken, it could not be copied back (a checkout in a mktemp folder broke one)
     return textwrap.wrap(text, WIDTH, initial_indent=indent if first is None else first,
-                         subsequent_indent=indent, break_on_hyphens=False) or [""]
+                         subsequent_indent=indent, break_on_hyphens=False,
+                         break_long_words=False) or [""]
 
 
 def _times(fig: Figure | CostRatio | BoundRatio | None) -> str:
