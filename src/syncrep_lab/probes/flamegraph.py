@@ -18,11 +18,14 @@ differential one of two folded files (``ab``: stock against patched).
 
 from __future__ import annotations
 
+import errno
 import os
+import select
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -70,22 +73,90 @@ def unavailable_reason() -> str | None:
 CALL_GRAPHS = {"dwarf": "DWARF-unwound stacks", "fp": "frame-pointer stacks"}
 
 
+# the longest wait for perf record to say its events are on: it first reads every
+# process's memory maps, seconds on a busy machine
+ENABLE_SECONDS = 60.0
+
+
 class OnCpuRecorder(PerfRecording):
+    """perf record of every CPU, started with its events off and turned on through its
+    control FIFO once it is set up: ``confirm`` returns when perf has acknowledged, so the
+    repeat it records is sampled from its start. With a fixed pause instead, a 1 s probed
+    repeat on a loaded machine once ended before perf had read every process's maps, and
+    its recording held no sample."""
+
     def __init__(self, out: Path, hz: int, max_seconds: float, call_graph: str = "dwarf"
                  ) -> None:
         self.out = out
         self.call_graph = call_graph  # a key of CALL_GRAPHS
+        self.ctl, self.ack = out.with_suffix(".ctl"), out.with_suffix(".ack")
         # The sleep bounds the recording even if nobody stops it.
         self.perf = PerfProcess(
             ["perf", "record", "-a", "--call-graph", call_graph, "-F", str(hz), "-o",
-             str(out), "--", "sleep", str(int(max_seconds) + 1)], "perf record")
+             str(out), "-D", "-1", "--control", f"fifo:{self.ctl},{self.ack}", "--",
+             "sleep", str(int(max_seconds) + 1)], "perf record")
 
     def launch(self) -> None:
         self.out.unlink(missing_ok=True)  # perf would keep an old one as .old
+        for fifo in (self.ctl, self.ack):
+            fifo.unlink(missing_ok=True)
+            os.mkfifo(fifo, 0o600)
         self.perf.launch()
 
+    def confirm(self) -> None:
+        self.perf.confirm()
+        try:
+            self._enable()
+        except BaseException:
+            self.perf.kill()
+            self._unlink()
+            raise
+
+    def _enable(self) -> None:
+        """'enable' written to perf's control FIFO, and its 'ack' waited for."""
+        deadline = time.monotonic() + ENABLE_SECONDS
+        proc = self.perf.proc
+
+        def waiting(what: str) -> None:
+            if proc is None or proc.poll() is not None:
+                raise RuntimeError(f"perf record ended before {what}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"perf record did not {what} within "
+                                   f"{ENABLE_SECONDS:g} s")
+
+        while True:  # perf opens its end once it has parsed its options
+            try:
+                ctl = os.open(self.ctl, os.O_WRONLY | os.O_NONBLOCK)
+                break
+            except OSError as exc:
+                if exc.errno != errno.ENXIO:
+                    raise
+                waiting("opening its control FIFO")
+                time.sleep(0.01)
+        ack = os.open(self.ack, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            os.write(ctl, b"enable\n")
+            said = b""
+            while b"ack" not in said:
+                waiting("turning its events on")
+                ready, _, _ = select.select([ack], [], [], 0.1)
+                chunk = os.read(ack, 64) if ready else b""
+                if ready and not chunk:
+                    time.sleep(0.01)  # its end not open yet
+                said += chunk
+        finally:
+            os.close(ctl)
+            os.close(ack)
+
+    def _unlink(self) -> None:
+        for fifo in (self.ctl, self.ack):
+            fifo.unlink(missing_ok=True)
+
     def stop(self, timeout: float = 60) -> None:
-        require_output(self.out, "perf record (on-CPU)", self.perf.stop(timeout))
+        try:
+            require_output(self.out, "perf record (on-CPU)", self.perf.stop(timeout))
+        finally:
+            self._unlink()
 
 
 # what perf script prints of each sample: what folding needs, here or on a host
