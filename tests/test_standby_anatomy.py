@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -23,7 +21,7 @@ from syncrep_lab.probes import standby_anatomy
 from syncrep_lab.run.workload import ClientRun, prepare_tables, run_pgbench, script_text
 from syncrep_lab.store import AnatomyRow, ProbeRow
 
-from .helpers import cli, shared_tmp
+from .helpers import cli, load_beside, shared_tmp
 from .test_anatomy import _recorder
 
 SUM_WITHIN = 0.15  # the parts' sum against the whole
@@ -114,18 +112,19 @@ def test_observe_splits_the_wait_for_a_standby_named(cluster: Manifest, tmp_path
     """observe --anatomy --standby b=...: each slice's commits get the standby's half,
     which adds up to their wait for it; costs shows it."""
     b = cluster.node("b")
-    bench = subprocess.Popen(
-        [str(resolve(cluster.bin_dir).program("pgbench")), "-n", "-c", "4", "-j", "2",
-         "-T", "30", "-f", str(cluster.dir / "insert.sql"), cluster.conninfo(cluster.primary)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    script = cluster.dir / "insert.sql"
+    # once its sessions commit: a fixed second before the window was not always enough
+    # on a loaded machine
+    bench = load_beside(resolve(cluster.bin_dir).program("pgbench"),
+                        cluster.conninfo(cluster.primary), 60, tmp_path / "w.sql",
+                        script.read_text())
     try:
-        time.sleep(1.0)
         res = cli("observe", "--dir", str(cluster.dir), "--standby",
                   f"b={cluster.conninfo(b)}", "--seconds", "4", "--slice", "2", "--anatomy",
                   "--out", str(tmp_path / "obs"), "--json", timeout=120)
     finally:
         bench.terminate()
-        bench.wait(timeout=60)
+        bench.communicate(timeout=60)
     assert res.returncode == 0, res.stdout + res.stderr
     notes = json.loads(res.stdout)["windows"][0]["notes"]
     assert any(n.startswith("the wait for standby b split for") for n in notes), notes
