@@ -130,7 +130,9 @@ def test_observe_splits_the_wait_for_a_standby_named(cluster: Manifest, tmp_path
     assert any(n.startswith("the wait for standby b split for") for n in notes), notes
     [costs] = json.loads(cli("costs", str(tmp_path / "obs"), "--json").stdout)
     [half] = costs["anatomy"]["standby"]
-    assert half["commits"] > 1000 and abs(half["sum_ratio"] - 1) <= SUM_WITHIN, half
+    # a 4 s window at 4 clients: about 8,000 commits idle, 841 under the suite's load;
+    # a join gone wrong gave 1
+    assert half["commits"] > 400 and abs(half["sum_ratio"] - 1) <= SUM_WITHIN, half
     parts = {p["component"]: p for p in half["parts"]}
     assert set(parts) == set(FLUSHED), sorted(parts)
     # per commit with an interval over the two slices
