@@ -660,9 +660,13 @@ def _record_tracer(pid: int) -> Path | None:
     record = {"pid": pid, "start": procs.start_time(pid),
               "owner": {"pid": os.getpid(), "start": procs.start_time(os.getpid())}}
     path = tracers_dir() / f"{pid}.json"
+    # written whole, then named: `clean` (or a test) that lists the records never reads
+    # one half-written (an empty record once failed to parse there)
+    partial = path.with_name(f".{pid}.json.partial")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(record))
+        partial.write_text(json.dumps(record))
+        os.replace(partial, path)
     except OSError:  # no state dir to write to: PR_SET_PDEATHSIG still ends it
         return None
     return path
