@@ -42,7 +42,13 @@ from syncrep_lab.analysis.kernel import RoleKernel, function_text
 from syncrep_lab.analysis.observe import observed_cells
 from syncrep_lab.analysis.resources import LinkDelivered, link_deliveries
 from syncrep_lab.analysis.sync_walsender import choose, stored_clues, sync_shown
-from syncrep_lab.analysis.verdict import LAG_OF_LEVEL, CellDiagnosis, Verdict
+from syncrep_lab.analysis.verdict import (
+    LAG_OF_LEVEL,
+    SYNC_EVENTS,
+    WRITE_EVENTS,
+    CellDiagnosis,
+    Verdict,
+)
 from syncrep_lab.errors import UserError
 from syncrep_lab.pg.replication import WAITING_LEVELS
 from syncrep_lab.store import HostRepeatRow, Store, StoredCell, queries
@@ -760,14 +766,13 @@ def _standby_or_network(facts: CellFacts) -> Verdict | None:
     # the sync standby whose walreceiver flushes most: its wait events name a slow
     # flush whatever the lag columns say (they stay small for a standby answering late)
     standby = max((r.standby for r in sync), key=lambda name: facts.wait_share(
-        name, "walreceiver", "IO:WalSync", "IO:WALSync"))
+        name, "walreceiver", *SYNC_EVENTS))
     lag = min(lags)
     share = lag / facts.latency_ms
     evidence: dict[str, float | str] = {"standby": standby, f"{lag_key[:-3]}_lag_ms": round(lag, 3),
                                         "commit_latency_ms": round(facts.latency_ms, 3),
                                         "lag_share_of_latency": round(share, 3)}
-    flushing = facts.wait_share(standby, "walreceiver", "IO:WalSync", "IO:WALSync",
-                                "IO:WalWrite", "IO:WALWrite")
+    flushing = facts.wait_share(standby, "walreceiver", *SYNC_EVENTS, *WRITE_EVENTS)
     applying = facts.cores(standby, "startup") if facts.cpu_known else 0.0
     receiver_idle = facts.wait_share(standby, "walreceiver", "Activity:WalReceiverMain")
     sender_idle = facts.wait_share("primary", f"walsender:{standby}", "Activity:WalSenderMain")

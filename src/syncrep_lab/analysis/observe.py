@@ -41,7 +41,13 @@ from syncrep_lab import format as fmt
 from syncrep_lab.analysis import model
 from syncrep_lab.analysis.anatomy import Anatomy, in_words, share_of_commit
 from syncrep_lab.analysis.costs import CellCosts, MeanCI, cell_costs, cluster_version
-from syncrep_lab.analysis.verdict import LAG_OF_LEVEL, CellDiagnosis, Verdict
+from syncrep_lab.analysis.verdict import (
+    LAG_OF_LEVEL,
+    SYNC_EVENTS,
+    WRITE_EVENTS,
+    CellDiagnosis,
+    Verdict,
+)
 from syncrep_lab.json_form import JSON, json_value
 from syncrep_lab.pg.replication import WAITING_LEVELS
 from syncrep_lab.store import Store, StoredCell, queries
@@ -60,8 +66,6 @@ FLUSHING_SURE = 0.8
 # at --hz: each is good to about one sampling interval)
 LAGS_APART = 2.0
 LAGS_APART_MS = 1.0
-SYNC_EVENTS = ("IO:WalSync", "IO:WALSync")  # 17 renamed WALSync; 10 to 16 spell it so
-WRITE_EVENTS = ("IO:WalWrite", "IO:WALWrite")
 RECEIVER_IDLE = "Activity:WalReceiverMain"  # waiting for WAL to arrive
 WAIT_CEILING = "commit wait at this concurrency"
 

@@ -16,6 +16,9 @@ from syncrep_lab.json_form import JSON
 # The lag that matters for each level: what the sync standby must have done
 # before the commit returns.
 LAG_OF_LEVEL = {"remote_write": "write_ms", "on": "flush_ms", "remote_apply": "replay_ms"}
+# a walreceiver's wait events for its WAL sync and write (17 renamed WALSync to WalSync)
+SYNC_EVENTS = ("IO:WalSync", "IO:WALSync")
+WRITE_EVENTS = ("IO:WalWrite", "IO:WALWrite")
 
 
 @dataclass(frozen=True)
